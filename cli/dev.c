@@ -1,0 +1,177 @@
+/* dev.c - `hsmca dev`: a development CA on a SoftHSM token, in one command. */
+#include "dev.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dev_ca.h"
+#include "dev_jwt.h"
+#include "log.h"
+#include "supervisor.h"
+
+#define DEV_DEFAULT_DIR "hsmca-dev"
+#define DEV_DEFAULT_LISTEN "127.0.0.1:15012"
+
+static void usage(FILE *f)
+{
+    fputs("usage: hsmca dev [--dir DIR] [--listen ADDR] [--ca-key ec-p256|rsa-2048]\n"
+          "       hsmca dev init [--dir DIR] [--ca-key ec-p256|rsa-2048]\n"
+          "       hsmca dev token [--dir DIR] --ns NS --sa SA [--aud A] [--ttl SECONDS]\n"
+          "\n"
+          "Runs a development CA: on first start it creates, under DIR (default\n"
+          "./" DEV_DEFAULT_DIR "), a SoftHSM2 token with its own DIR/softhsm2.conf and a\n"
+          "random PIN in DIR/pin (mode 0600), generates the CA key inside the token\n"
+          "(sensitive, never extractable), a self-signed root DIR/root-cert.pem, a dev\n"
+          "JWT issuer (public keys in DIR/dev-jwks.json) and DIR/hsmca.yaml; later\n"
+          "starts reuse all of it. Then it serves Istio's CreateCertificate over TLS\n"
+          "on ADDR (default " DEV_DEFAULT_LISTEN ") until interrupted.\n"
+          "\n"
+          "  init    create (or check) DIR and exit without serving\n"
+          "  token   print a JWT for service account SA in namespace NS that the dev\n"
+          "          server accepts (audience A, default istio-ca; TTL default 3600)\n"
+          "\n"
+          "Flags:\n"
+          "  --dir DIR        state directory (created 0700)\n"
+          "  --listen ADDR    host:port to serve on\n"
+          "  --ca-key TYPE    CA key type on first start: ec-p256 (default) or rsa-2048\n"
+          "  --help           this text\n",
+          f);
+}
+
+/* DIR made absolute (created first), so that paths written into configs hold. */
+static int absolute_dir(const char *dir, char *out)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "hsmca dev: mkdir %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    if (!realpath(dir, out)) {
+        fprintf(stderr, "hsmca dev: %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int dev_token(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"dir", required_argument, 0, 'd'}, {"ns", required_argument, 0, 'n'},
+        {"sa", required_argument, 0, 's'},  {"aud", required_argument, 0, 'a'},
+        {"ttl", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *dir = DEV_DEFAULT_DIR, *ns = NULL, *sa = NULL, *aud = "istio-ca";
+    long ttl = 3600;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:n:s:a:t:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': dir = optarg; break;
+        case 'n': ns = optarg; break;
+        case 's': sa = optarg; break;
+        case 'a': aud = optarg; break;
+        case 't': ttl = strtol(optarg, NULL, 10); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!ns || !sa || ttl <= 0 || ttl > 7 * 24 * 3600) {
+        fputs("hsmca dev token: --ns and --sa are required; --ttl must be 1..604800\n", stderr);
+        return 2;
+    }
+    hsmca_err e;
+    char *jwt = dev_jwt_mint(dir, DEV_JWT_ISSUER, aud, ns, sa, (uint32_t)ttl, &e);
+    if (!jwt) {
+        fprintf(stderr, "hsmca dev token: %s\n", e.msg);
+        return 1;
+    }
+    printf("%s\n", jwt);
+    free(jwt);
+    return 0;
+}
+
+static void print_banner(const char *dir, const char *listen)
+{
+    const char *port = strrchr(listen, ':');
+    port = port ? port + 1 : "15012";
+    printf("hsmca dev CA\n"
+           "  serving     Istio CreateCertificate over TLS on %s\n"
+           "  root CA     %s/root-cert.pem\n"
+           "  token PIN   %s/pin   (SoftHSM2 config: %s/softhsm2.conf)\n"
+           "  JWT issuer  %s/dev-jwks.json\n"
+           "  inspect     SOFTHSM2_CONF=%s/softhsm2.conf pkcs11-tool --module %s -O\n"
+           "\n"
+           "Request a certificate (Debian's python3-grpcio, python3-cryptography):\n"
+           "  TOKEN=$(hsmca dev token --dir %s --ns default --sa sleep)\n"
+           "  /usr/bin/python3 tests/integration/hsmca_client.py --addr localhost:%s \\\n"
+           "      --root %s/root-cert.pem --token \"$TOKEN\" --id spiffe://cluster.local/ns/default/sa/sleep\n"
+           "\n",
+           listen, dir, dir, dir, dir, dir, DEV_SOFTHSM_MODULE, dir, port, dir);
+    fflush(stdout);
+}
+
+int dev_main(int argc, char **argv)
+{
+    log_init("cli");
+    int init_only = 0;
+    if (argc > 1 && !strcmp(argv[1], "token"))
+        return dev_token(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "init")) {
+        init_only = 1;
+        argc--;
+        argv++;
+    }
+    static const struct option opts[] = {{"dir", required_argument, 0, 'd'},
+                                         {"listen", required_argument, 0, 'l'},
+                                         {"ca-key", required_argument, 0, 'k'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *dir = DEV_DEFAULT_DIR, *listen = DEV_DEFAULT_LISTEN;
+    p11_key_type type = P11_KEY_EC_P256;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:l:k:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': dir = optarg; break;
+        case 'l': listen = optarg; break;
+        case 'k':
+            if (!strcmp(optarg, "ec-p256"))
+                type = P11_KEY_EC_P256;
+            else if (!strcmp(optarg, "rsa-2048"))
+                type = P11_KEY_RSA_2048;
+            else {
+                fprintf(stderr, "hsmca dev: --ca-key must be ec-p256 or rsa-2048\n");
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "hsmca dev: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    char abs[PATH_MAX];
+    if (absolute_dir(dir, abs) != 0)
+        return 1;
+    hsmca_err e;
+    if (dev_ca_init(abs, type, listen, &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca dev: %s\n", e.msg);
+        return 1;
+    }
+    if (init_only) {
+        printf("dev CA ready in %s (config %s/hsmca.yaml)\n", abs, abs);
+        return 0;
+    }
+    print_banner(abs, listen);
+    char config[PATH_MAX + 16];
+    snprintf(config, sizeof(config), "%s/hsmca.yaml", abs);
+    log_init("supervisor");
+    return supervisor_run(config);
+}

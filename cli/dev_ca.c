@@ -1,0 +1,234 @@
+/* dev_ca.c - see dev_ca.h. */
+#include "dev_ca.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/pem.h>
+#include <openssl/sha.h>
+#include <openssl/x509v3.h>
+
+#include "certasm.h"
+#include "dev_jwt.h"
+#include "log.h"
+#include "util.h"
+
+#define ROOT_VALIDITY (10LL * 365 * 24 * 3600)
+
+static int file_exists(const char *dir, const char *name)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+static hsmca_code write_in(const char *dir, const char *name, const char *data, unsigned mode,
+                           hsmca_err *e)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return util_write_file_atomic(p, data, strlen(data), mode, e);
+}
+
+/* A random PIN as 32 hex characters (128 bits). */
+static hsmca_code make_pin_file(const char *dir, const char *name, hsmca_err *e)
+{
+    if (file_exists(dir, name))
+        return HSMCA_OK;
+    uint8_t raw[16];
+    char hex[34];
+    util_random(raw, sizeof(raw));
+    util_hex(raw, sizeof(raw), hex);
+    strcat(hex, "\n");
+    hsmca_code rc = write_in(dir, name, hex, 0600, e);
+    OPENSSL_cleanse(raw, sizeof(raw));
+    OPENSSL_cleanse(hex, sizeof(hex));
+    return rc;
+}
+
+static hsmca_code make_softhsm_conf(const char *dir, hsmca_err *e)
+{
+    char tokens[PATH_MAX], conf[PATH_MAX + 200];
+    snprintf(tokens, sizeof(tokens), "%s/tokens", dir);
+    if (mkdir(tokens, 0700) != 0 && errno != EEXIST)
+        return hsmca_fail(e, HSMCA_EIO, "mkdir %s: %s", tokens, strerror(errno));
+    if (!file_exists(dir, "softhsm2.conf")) {
+        snprintf(conf, sizeof(conf),
+                 "# SoftHSM2 configuration of this hsmca dev CA (written by hsmca dev).\n"
+                 "directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n"
+                 "slots.removable = false\n",
+                 tokens);
+        hsmca_code rc = write_in(dir, "softhsm2.conf", conf, 0600, e);
+        if (rc != HSMCA_OK)
+            return rc;
+    }
+    snprintf(conf, sizeof(conf), "%s/softhsm2.conf", dir);
+    setenv("SOFTHSM2_CONF", conf, 1);
+    return HSMCA_OK;
+}
+
+/* Self-signed root: the TBS is built here, the signature comes from the token. */
+static hsmca_code make_root(const char *dir, p11_pool *pool, hsmca_err *e)
+{
+    EVP_PKEY *key = p11_pool_public_key(pool);
+    X509 *x = X509_new();
+    uint8_t serial[16], *tbs = NULL, *der = NULL;
+    size_t tbs_len = 0, der_len = 0;
+    hsmca_code rc = HSMCA_EINTERNAL;
+    if (!key || !x)
+        goto out;
+    util_random(serial, sizeof(serial));
+    serial[0] = (serial[0] & 0x7f) | 0x01;
+    char cn[64], hex[9];
+    util_hex(serial, 4, hex);
+    snprintf(cn, sizeof(cn), "hsmca dev root CA %s", hex);
+    BIGNUM *bn = BN_bin2bn(serial, sizeof(serial), NULL);
+    X509_NAME *name = X509_NAME_new();
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+    int ok = bn && name && X509_set_version(x, 2) && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
+             X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"hsmca development", -1, -1, 0) &&
+             X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0) &&
+             X509_set_subject_name(x, name) && X509_set_issuer_name(x, name) &&
+             X509_time_adj_ex(X509_getm_notBefore(x), 0, -300, NULL) &&
+             X509_time_adj_ex(X509_getm_notAfter(x), 0, ROOT_VALIDITY, NULL) && X509_set_pubkey(x, key);
+    BN_free(bn);
+    X509_NAME_free(name);
+    static const char *exts[][2] = {{"basicConstraints", "critical,CA:TRUE"},
+                                    {"keyUsage", "critical,keyCertSign,cRLSign"},
+                                    {"subjectKeyIdentifier", "hash"}};
+    for (size_t i = 0; ok && i < 3; i++) {
+        X509_EXTENSION *ext = X509V3_EXT_conf(NULL, &ctx, exts[i][0], exts[i][1]);
+        ok = ext && X509_add_ext(x, ext, -1);
+        X509_EXTENSION_free(ext);
+    }
+    if (!ok) {
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot build the root certificate");
+        goto out;
+    }
+    int nid = certasm_sig_nid_for_key(key);
+    uint8_t digest[32], sig[1024];
+    size_t sig_len = sizeof(sig);
+    if ((rc = certasm_tbs_der(x, nid, &tbs, &tbs_len, e)) != HSMCA_OK)
+        goto out;
+    SHA256(tbs, tbs_len, digest);
+    if ((rc = p11_pool_sign_digest(pool, digest, sig, &sig_len, e)) != HSMCA_OK ||
+        (rc = certasm_assemble(tbs, tbs_len, nid, sig, sig_len, &der, &der_len, e)) != HSMCA_OK)
+        goto out;
+    char *pem = certasm_der_to_pem(der, der_len);
+    if (!pem) {
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "root certificate does not parse");
+        goto out;
+    }
+    rc = write_in(dir, "root-cert.pem", pem, 0644, e);
+    free(pem);
+out:
+    OPENSSL_free(tbs);
+    OPENSSL_free(der);
+    X509_free(x);
+    EVP_PKEY_free(key);
+    return rc;
+}
+
+static const char *key_type_name(int t) { return t == P11_KEY_RSA_2048 ? "rsa-2048" : "ec-p256"; }
+
+/* Token, CA key and root: the part that loads the PKCS#11 module. */
+static hsmca_code init_token_and_ca(const char *dir, p11_key_type type, hsmca_err *e)
+{
+    char pin[256], so_pin[256], path[PATH_MAX];
+    p11_module *m = NULL;
+    p11_pool *pool = NULL;
+    snprintf(path, sizeof(path), "%s/pin", dir);
+    hsmca_code rc = util_read_secret(path, pin, sizeof(pin), e);
+    snprintf(path, sizeof(path), "%s/so-pin", dir);
+    if (rc == HSMCA_OK)
+        rc = util_read_secret(path, so_pin, sizeof(so_pin), e);
+    if (rc == HSMCA_OK)
+        rc = p11_module_load(DEV_SOFTHSM_MODULE, &m, e);
+    if (rc == HSMCA_OK && !p11_token_exists(m, DEV_TOKEN_LABEL)) {
+        log_info("creating SoftHSM token '%s' in %s/tokens", DEV_TOKEN_LABEL, dir);
+        rc = p11_init_token(m, DEV_TOKEN_LABEL, so_pin, pin, e);
+    }
+    const char *uri = "pkcs11:token=" DEV_TOKEN_LABEL ";object=" DEV_CA_KEY_LABEL ";type=private";
+    if (rc == HSMCA_OK && p11_pool_open(m, uri, pin, 1, &pool, e) != HSMCA_OK) {
+        log_info("generating the %s CA key in the token", key_type_name(type));
+        rc = p11_generate_key(m, DEV_TOKEN_LABEL, pin, DEV_CA_KEY_LABEL, type, e);
+        if (rc == HSMCA_OK)
+            rc = p11_pool_open(m, uri, pin, 1, &pool, e);
+    } else if (rc == HSMCA_OK) {
+        EVP_PKEY *k = p11_pool_public_key(pool);
+        int have = k && EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA ? P11_KEY_RSA_2048 : P11_KEY_EC_P256;
+        EVP_PKEY_free(k);
+        if (have != (int)type)
+            rc = hsmca_fail(e, HSMCA_EINVAL, "%s already holds a %s CA key, not %s: use another --dir",
+                            dir, key_type_name(have), key_type_name(type));
+    }
+    if (rc == HSMCA_OK && !file_exists(dir, "root-cert.pem"))
+        rc = make_root(dir, pool, e);
+    OPENSSL_cleanse(pin, sizeof(pin));
+    OPENSSL_cleanse(so_pin, sizeof(so_pin));
+    p11_pool_close(pool);
+    p11_module_unload(m);
+    return rc;
+}
+
+static hsmca_code write_config(const char *dir, const char *listen, hsmca_err *e)
+{
+    char conf[4096];
+    snprintf(conf, sizeof(conf),
+             "# hsmca configuration of the dev CA in this directory (written by hsmca dev;\n"
+             "# rewritten at every start). Run it with: hsmca serve --config %s/hsmca.yaml\n"
+             "server:\n  listen: \"%s\"\n"
+             "pkcs11:\n  module: %s\n  pin_file: pin\n"
+             "  ca_key: \"pkcs11:token=%s;object=%s;type=private\"\n"
+             "  softhsm2_conf: softhsm2.conf\n  sessions: 2\n"
+             "ca:\n  cert: root-cert.pem\n  root_bundle: root-cert.pem\n"
+             "issuance:\n  trust_domain: cluster.local\n  default_ttl: 24h\n  max_ttl: 24h\n"
+             "auth:\n  jwt:\n    issuer: \"%s\"\n    audiences: [istio-ca]\n"
+             "    jwks_file: dev-jwks.json\n",
+             dir, listen, DEV_SOFTHSM_MODULE, DEV_TOKEN_LABEL, DEV_CA_KEY_LABEL, DEV_JWT_ISSUER);
+    return write_in(dir, "hsmca.yaml", conf, 0644, e);
+}
+
+hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, const char *listen, hsmca_err *e)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return hsmca_fail(e, HSMCA_EIO, "mkdir %s: %s", dir, strerror(errno));
+    hsmca_code rc = make_softhsm_conf(dir, e);
+    if (rc == HSMCA_OK)
+        rc = make_pin_file(dir, "pin", e);
+    if (rc == HSMCA_OK)
+        rc = make_pin_file(dir, "so-pin", e);
+    if (rc != HSMCA_OK)
+        return rc;
+
+    /* The module is loaded only in a child: `hsmca dev` goes on to supervise,
+     * and the supervisor holds no secret and no PKCS#11 state. */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return hsmca_fail(e, HSMCA_EIO, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        hsmca_err ce;
+        if (init_token_and_ca(dir, key_type, &ce) != HSMCA_OK) {
+            log_error("%s", ce.msg);
+            _exit(1);
+        }
+        _exit(0);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "setting up the token and CA in %s failed (see above)", dir);
+    if ((rc = dev_jwt_setup(dir, e)) != HSMCA_OK)
+        return rc;
+    return write_config(dir, listen, e);
+}

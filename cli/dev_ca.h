@@ -1,0 +1,19 @@
+/* dev_ca.h - creating (or reusing) a development CA in a directory. */
+#ifndef HSMCA_DEV_CA_H
+#define HSMCA_DEV_CA_H
+
+#include "hsmca_err.h"
+#include "p11.h"
+
+#define DEV_TOKEN_LABEL "hsmca"
+#define DEV_CA_KEY_LABEL "ca-key"
+#define DEV_SOFTHSM_MODULE "/usr/lib/softhsm/libsofthsm2.so"
+
+/* Creates on first use, reuses after: DIR/softhsm2.conf and DIR/tokens, DIR/pin
+ * and DIR/so-pin (0600), the token, the CA key (sensitive, never extractable),
+ * DIR/root-cert.pem signed by that key in the token, the dev JWT issuer, and
+ * DIR/hsmca.yaml for `hsmca serve` listening on listen. Runs the PKCS#11 work in
+ * a child process so the caller never loads the module. */
+hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, const char *listen, hsmca_err *e);
+
+#endif

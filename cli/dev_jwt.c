@@ -1,0 +1,270 @@
+/* dev_jwt.c - the development JWT issuer (see dev_jwt.h).
+ *
+ * Everything here runs in the CLI, never in the front end: the private key file
+ * it writes is the dev issuer's, and the front end only ever reads the JWKS. */
+#include "dev_jwt.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "util.h"
+
+#define DEV_KEY_MAX 16384   /* a P-256 PKCS#8 PEM is ~250 bytes */
+#define DEV_JWKS_MAX 65536
+#define DEV_KID_BYTES 8
+#define DEV_COORD 32
+
+static hsmca_code dev_path(char *buf, size_t sz, const char *dir, const char *name, hsmca_err *e)
+{
+    int n = snprintf(buf, sz, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= sz)
+        return hsmca_fail(e, HSMCA_EINVAL, "dev dir path too long");
+    return HSMCA_OK;
+}
+
+/* Loads the dev key and insists on EC P-256 (the JWKS and ES256 assume it). */
+static hsmca_code dev_key_load(const char *path, EVP_PKEY **out, hsmca_err *e)
+{
+    char *pem = NULL;
+    size_t len = 0;
+    hsmca_code rc = util_read_file(path, DEV_KEY_MAX, &pem, &len, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    BIO *b = BIO_new_mem_buf(pem, (int)len);
+    EVP_PKEY *pkey = b ? PEM_read_bio_PrivateKey_ex(b, NULL, NULL, NULL, NULL, NULL) : NULL;
+    BIO_free(b);
+    OPENSSL_cleanse(pem, len);
+    free(pem);
+    char group[32] = "";
+    size_t glen = 0;
+    if (!pkey || !EVP_PKEY_is_a(pkey, "EC") ||
+        EVP_PKEY_get_group_name(pkey, group, sizeof(group), &glen) != 1 ||
+        strcmp(group, "prime256v1") != 0) {
+        EVP_PKEY_free(pkey);
+        return hsmca_fail(e, HSMCA_EINVAL, "%s is not an EC P-256 private key", path);
+    }
+    *out = pkey;
+    return HSMCA_OK;
+}
+
+static hsmca_code dev_key_create(const char *path, EVP_PKEY **out, hsmca_err *e)
+{
+    EVP_PKEY *pkey = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    if (!pkey)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot generate the dev JWT key");
+    BIO *m = BIO_new(BIO_s_mem());
+    /* PEM_write_bio_PrivateKey with no cipher writes unencrypted PKCS#8. */
+    if (!m || PEM_write_bio_PrivateKey(m, pkey, NULL, NULL, 0, NULL, NULL) != 1) {
+        BIO_free(m);
+        EVP_PKEY_free(pkey);
+        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot encode the dev JWT key");
+    }
+    char *data = NULL;
+    long n = BIO_get_mem_data(m, &data);
+    hsmca_code rc = util_write_file_atomic(path, data, (size_t)n, 0600, e);
+    OPENSSL_cleanse(data, (size_t)n);
+    BIO_free(m);
+    if (rc != HSMCA_OK) {
+        EVP_PKEY_free(pkey);
+        return rc;
+    }
+    *out = pkey;
+    return HSMCA_OK;
+}
+
+/* kid = base64url(SHA-256(SubjectPublicKeyInfo DER)[0..8)): stable across runs. */
+static char *dev_kid(EVP_PKEY *pkey, hsmca_err *e)
+{
+    unsigned char *der = NULL;
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    int dl = i2d_PUBKEY(pkey, &der);
+    int ok = dl > 0 && EVP_Digest(der, (size_t)dl, md, &mdlen, EVP_sha256(), NULL) == 1;
+    OPENSSL_free(der);
+    char *kid = ok ? util_b64url_encode(md, DEV_KID_BYTES) : NULL;
+    if (!kid)
+        hsmca_fail(e, HSMCA_EINTERNAL, "cannot compute the dev JWT key id");
+    return kid;
+}
+
+static char *dev_coord(EVP_PKEY *pkey, const char *param)
+{
+    BIGNUM *bn = NULL;
+    unsigned char buf[DEV_COORD];
+    char *out = NULL;
+    if (EVP_PKEY_get_bn_param(pkey, param, &bn) == 1 && BN_bn2binpad(bn, buf, DEV_COORD) == DEV_COORD)
+        out = util_b64url_encode(buf, DEV_COORD);
+    BN_free(bn);
+    return out;
+}
+
+/* The JWKS document for pkey, as a new string ending in "\n". */
+static char *dev_jwks_json(EVP_PKEY *pkey, const char *kid, hsmca_err *e)
+{
+    char *x = dev_coord(pkey, OSSL_PKEY_PARAM_EC_PUB_X);
+    char *y = dev_coord(pkey, OSSL_PKEY_PARAM_EC_PUB_Y);
+    json_t *doc = (x && y) ? json_pack("{s:[{s:s,s:s,s:s,s:s,s:s,s:s,s:s}]}", "keys", "kty",
+                                       "EC", "crv", "P-256", "x", x, "y", y, "kid", kid, "use",
+                                       "sig", "alg", "ES256")
+                           : NULL;
+    char *s = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    char *out = NULL;
+    if (s && (out = malloc(strlen(s) + 2)) != NULL)
+        sprintf(out, "%s\n", s);
+    free(s);
+    json_decref(doc);
+    free(x);
+    free(y);
+    if (!out)
+        hsmca_fail(e, HSMCA_EINTERNAL, "cannot build the dev JWKS");
+    return out;
+}
+
+/* Loads DIR's key, creating it first when there is none. */
+static hsmca_code dev_key_get(const char *dir, int create, EVP_PKEY **pkey, hsmca_err *e)
+{
+    char path[4096];
+    hsmca_code rc = dev_path(path, sizeof(path), dir, DEV_JWT_KEY_FILE, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    if (access(path, F_OK) == 0)
+        return dev_key_load(path, pkey, e);
+    if (errno != ENOENT)
+        return hsmca_fail(e, HSMCA_EIO, "cannot access %s: %s", path, strerror(errno));
+    if (!create)
+        return hsmca_fail(e, HSMCA_EIO, "%s does not exist (run hsmca dev first)", path);
+    return dev_key_create(path, pkey, e);
+}
+
+hsmca_code dev_jwt_setup(const char *dir, hsmca_err *e)
+{
+    EVP_PKEY *pkey = NULL;
+    char *kid = NULL, *jwks = NULL, *old = NULL;
+    char path[4096];
+    hsmca_code rc = dev_key_get(dir, 1, &pkey, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    if (!(kid = dev_kid(pkey, e)) || !(jwks = dev_jwks_json(pkey, kid, e))) {
+        rc = HSMCA_EINTERNAL;
+        goto out;
+    }
+    if ((rc = dev_path(path, sizeof(path), dir, DEV_JWKS_FILE, e)) != HSMCA_OK)
+        goto out;
+    /* Rewrite the JWKS only when it is missing or belongs to another key. */
+    hsmca_err ignored;
+    if (util_read_file(path, DEV_JWKS_MAX, &old, NULL, &ignored) == HSMCA_OK &&
+        strcmp(old, jwks) == 0)
+        goto out;
+    rc = util_write_file_atomic(path, jwks, strlen(jwks), 0644, e);
+out:
+    free(old);
+    free(jwks);
+    free(kid);
+    EVP_PKEY_free(pkey);
+    return rc;
+}
+
+/* A version-4 UUID string from 16 random bytes. */
+static void dev_uuid(char out[37])
+{
+    uint8_t b[16];
+    util_random(b, sizeof(b));
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+    char hex[33];
+    util_hex(b, sizeof(b), hex);
+    snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
+}
+
+/* A name fit for a token the front end will accept: non-empty, [a-z0-9.-]. */
+static int dev_name_ok(const char *s)
+{
+    if (!s || !*s || strlen(s) > 253)
+        return 0;
+    return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.-") == strlen(s);
+}
+
+/* base64url(JSON) of obj, compact, in insertion order. */
+static char *dev_b64_json(json_t *obj)
+{
+    char *s = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    char *out = s ? util_b64url_encode((const uint8_t *)s, strlen(s)) : NULL;
+    free(s);
+    return out;
+}
+
+/* ES256 over input: DER from EVP, re-encoded as the JWS r || s. */
+static char *dev_es256(EVP_PKEY *pkey, const char *input)
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned char der[80];
+    size_t dl = sizeof(der);
+    ECDSA_SIG *sig = NULL;
+    unsigned char raw[2 * DEV_COORD];
+    char *out = NULL;
+    if (md && EVP_DigestSignInit_ex(md, NULL, "SHA256", NULL, NULL, pkey, NULL) == 1 &&
+        EVP_DigestSign(md, der, &dl, (const unsigned char *)input, strlen(input)) == 1) {
+        const unsigned char *p = der;
+        sig = d2i_ECDSA_SIG(NULL, &p, (long)dl);
+    }
+    if (sig && BN_bn2binpad(ECDSA_SIG_get0_r(sig), raw, DEV_COORD) == DEV_COORD &&
+        BN_bn2binpad(ECDSA_SIG_get0_s(sig), raw + DEV_COORD, DEV_COORD) == DEV_COORD)
+        out = util_b64url_encode(raw, sizeof(raw));
+    ECDSA_SIG_free(sig);
+    EVP_MD_CTX_free(md);
+    return out;
+}
+
+char *dev_jwt_mint(const char *dir, const char *issuer, const char *aud, const char *ns,
+                   const char *sa, uint32_t ttl, hsmca_err *e)
+{
+    if (!aud || !*aud || !dev_name_ok(ns) || !dev_name_ok(sa) || ttl == 0) {
+        hsmca_fail(e, HSMCA_EINVAL, "dev token: aud, ns and sa ([a-z0-9.-]) and ttl > 0 needed");
+        return NULL;
+    }
+    EVP_PKEY *pkey = NULL;
+    if (dev_key_get(dir, 0, &pkey, e) != HSMCA_OK)
+        return NULL;
+    char *kid = dev_kid(pkey, e);
+    char uuid[37], sub[600];
+    dev_uuid(uuid);
+    snprintf(sub, sizeof(sub), "system:serviceaccount:%s:%s", ns, sa);
+    json_int_t now = (json_int_t)util_wall_now();
+    json_t *hdr = kid ? json_pack("{s:s,s:s,s:s}", "alg", "ES256", "typ", "JWT", "kid", kid)
+                      : NULL;
+    json_t *claims = json_pack("{s:s,s:[s],s:s,s:{s:s,s:{s:s,s:s}},s:I,s:I,s:I}", "iss",
+                               issuer ? issuer : DEV_JWT_ISSUER, "aud", aud, "sub", sub,
+                               "kubernetes.io", "namespace", ns, "serviceaccount", "name", sa,
+                               "uid", uuid, "iat", now, "nbf", now, "exp",
+                               now + (json_int_t)ttl);
+    char *h64 = dev_b64_json(hdr), *p64 = dev_b64_json(claims);
+    char *input = NULL, *sig = NULL, *tok = NULL;
+    if (h64 && p64 && (input = malloc(strlen(h64) + strlen(p64) + 2)) != NULL) {
+        sprintf(input, "%s.%s", h64, p64);
+        sig = dev_es256(pkey, input);
+    }
+    if (sig && (tok = malloc(strlen(input) + strlen(sig) + 2)) != NULL)
+        sprintf(tok, "%s.%s", input, sig);
+    if (!tok && kid)
+        hsmca_fail(e, HSMCA_EINTERNAL, "cannot mint the dev JWT");
+    free(sig);
+    free(input);
+    free(h64);
+    free(p64);
+    json_decref(hdr);
+    json_decref(claims);
+    free(kid);
+    EVP_PKEY_free(pkey);
+    return tok;
+}

@@ -1,0 +1,221 @@
+/* supervisor.c - see supervisor.h. */
+#include "supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ipc_frame.h"
+#include "log.h"
+#include "signer.h"
+#include "util.h"
+
+#define BACKOFF_MIN 0.2
+#define BACKOFF_MAX 5.0
+#define STABLE_AFTER 10.0 /* a child that lived this long restarts without delay */
+
+typedef struct {
+    const char *role; /* "signer" or "frontend": also its subcommand */
+    pid_t pid;        /* 0 when not running */
+    int ctl;          /* our end of its control channel */
+    double started, restart_at, backoff;
+} sup_child;
+
+static char sup_exe[PATH_MAX];
+static const char *sup_config;
+
+/* Moves fd to a number above the ones we are about to assign, so that dup2
+ * onto 3 and 4 never clobbers the other source. */
+static int lift_fd(int fd)
+{
+    int n = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+    if (n < 0)
+        _exit(127);
+    return n;
+}
+
+static hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
+{
+    int ctl[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0)
+        return hsmca_fail(e, HSMCA_EIO, "socketpair: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(ctl[0]);
+        close(ctl[1]);
+        return hsmca_fail(e, HSMCA_EIO, "fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        int a = lift_fd(ipc_fd), b = lift_fd(ctl[1]);
+        if (dup2(a, 3) != 3 || dup2(b, 4) != 4)
+            _exit(127);
+        execl(sup_exe, sup_exe, c->role, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd",
+              "4", (char *)NULL);
+        _exit(127);
+    }
+    close(ctl[1]);
+    c->pid = pid;
+    c->ctl = ctl[0];
+    c->started = util_mono_now();
+    log_info("started %s (pid %d)", c->role, (int)pid);
+    return HSMCA_OK;
+}
+
+static int new_pair(int pair[2])
+{
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+        log_error("socketpair: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Starts a dead child that is due. A running peer is handed the other end of
+ * the new connection; two dead children are started together. */
+static void restart_due(sup_child *c, sup_child *peer)
+{
+    double now = util_mono_now();
+    if (c->pid || now < c->restart_at)
+        return;
+    if (!peer->pid && now < peer->restart_at)
+        return; /* wait for the peer, then start both on one pair */
+    int pair[2];
+    if (new_pair(pair) != 0)
+        return;
+    hsmca_err e;
+    if (peer->pid) {
+        if (ipc_send_fd(peer->ctl, pair[1], &e) != HSMCA_OK)
+            log_warn("cannot hand %s a new connection: %s", peer->role, e.msg);
+    } else if (spawn(peer, pair[1], &e) != HSMCA_OK) {
+        log_error("cannot start %s: %s", peer->role, e.msg);
+    }
+    if (spawn(c, pair[0], &e) != HSMCA_OK)
+        log_error("cannot start %s: %s", c->role, e.msg);
+    close(pair[0]);
+    close(pair[1]);
+}
+
+static void reap(sup_child *kids, int n)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (int i = 0; i < n; i++) {
+            sup_child *c = &kids[i];
+            if (c->pid != pid)
+                continue;
+            double now = util_mono_now();
+            if (WIFSIGNALED(status))
+                log_warn("%s (pid %d) killed by signal %d", c->role, (int)pid, WTERMSIG(status));
+            else
+                log_warn("%s (pid %d) exited with status %d", c->role, (int)pid,
+                         WEXITSTATUS(status));
+            c->backoff = now - c->started >= STABLE_AFTER
+                             ? BACKOFF_MIN
+                             : (c->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : c->backoff * 2);
+            c->restart_at = now + c->backoff;
+            c->pid = 0;
+            close(c->ctl);
+            c->ctl = -1;
+            log_info("restarting %s in %.1fs", c->role, c->backoff);
+        }
+    }
+}
+
+/* A control byte from a child: the signer asks for a new front end after the
+ * old one broke the protocol. */
+static void read_ctl(sup_child *from, sup_child *frontend)
+{
+    char b;
+    ssize_t r = read(from->ctl, &b, 1);
+    if (r == 1 && b == CTL_RESTART_PEER && from != frontend && frontend->pid) {
+        log_warn("signer reports a protocol violation: restarting the front end");
+        kill(frontend->pid, SIGKILL);
+    }
+}
+
+static void stop_children(sup_child *kids, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (kids[i].pid)
+            kill(kids[i].pid, SIGTERM);
+    double deadline = util_mono_now() + 5.0;
+    for (;;) {
+        int alive = 0;
+        for (int i = 0; i < n; i++) {
+            if (kids[i].pid && waitpid(kids[i].pid, NULL, WNOHANG) == kids[i].pid)
+                kids[i].pid = 0;
+            alive += kids[i].pid != 0;
+        }
+        if (!alive)
+            return;
+        if (util_mono_now() > deadline) {
+            for (int i = 0; i < n; i++)
+                if (kids[i].pid)
+                    kill(kids[i].pid, SIGKILL);
+        }
+        usleep(50 * 1000);
+    }
+}
+
+int supervisor_run(const char *config_path)
+{
+    ssize_t n = readlink("/proc/self/exe", sup_exe, sizeof(sup_exe) - 1);
+    if (n <= 0)
+        fatal("cannot find our own executable: %s", strerror(errno));
+    sup_exe[n] = '\0';
+    static char config_abs[PATH_MAX];
+    if (!realpath(config_path, config_abs))
+        fatal("config %s: %s", config_path, strerror(errno));
+    sup_config = config_abs;
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    if (sfd < 0)
+        fatal("signalfd: %s", strerror(errno));
+
+    sup_child kids[2] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2},
+                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2}};
+    sup_child *signer = &kids[0], *frontend = &kids[1];
+    restart_due(signer, frontend);
+
+    for (;;) {
+        struct pollfd pfd[3] = {{sfd, POLLIN, 0}, {signer->ctl, POLLIN, 0},
+                                {frontend->ctl, POLLIN, 0}};
+        if (poll(pfd, 3, 100) < 0 && errno != EINTR)
+            fatal("poll: %s", strerror(errno));
+        if (pfd[0].revents) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo != SIGCHLD) {
+                log_info("signal %u: stopping", si.ssi_signo);
+                stop_children(kids, 2);
+                return 0;
+            }
+        }
+        for (int i = 1; i < 3; i++)
+            if (pfd[i].fd >= 0 && (pfd[i].revents & POLLIN))
+                read_ctl(&kids[i - 1], frontend);
+        reap(kids, 2);
+        restart_due(signer, frontend);
+        restart_due(frontend, signer);
+    }
+}

@@ -1,0 +1,119 @@
+/* certasm.c - see certasm.h. */
+#include "certasm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/asn1.h>
+#include <openssl/objects.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+int certasm_sig_nid_for_key(const EVP_PKEY *key)
+{
+    switch (EVP_PKEY_get_base_id(key)) {
+    case EVP_PKEY_EC: return NID_ecdsa_with_SHA256;
+    case EVP_PKEY_RSA: return NID_sha256WithRSAEncryption;
+    default: return NID_undef;
+    }
+}
+
+/* RSA PKCS#1 v1.5 algorithms carry explicit NULL parameters; ECDSA carries none
+ * (RFC 5758 §3.2). Getting this wrong yields certificates some verifiers reject. */
+static hsmca_code set_algor(X509_ALGOR *alg, int sig_nid, hsmca_err *e)
+{
+    ASN1_OBJECT *obj = OBJ_nid2obj(sig_nid);
+    if (!obj)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "unknown signature algorithm %d", sig_nid);
+    int ptype = sig_nid == NID_sha256WithRSAEncryption ? V_ASN1_NULL : V_ASN1_UNDEF;
+    if (!X509_ALGOR_set0(alg, obj, ptype, NULL))
+        return hsmca_fail(e, HSMCA_EINTERNAL, "X509_ALGOR_set0 failed");
+    return HSMCA_OK;
+}
+
+hsmca_code certasm_tbs_der(X509 *x, int sig_nid, uint8_t **der, size_t *len, hsmca_err *e)
+{
+    hsmca_code rc = set_algor((X509_ALGOR *)X509_get0_tbs_sigalg(x), sig_nid, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    unsigned char *buf = NULL;
+    int n = i2d_re_X509_tbs(x, &buf);
+    if (n <= 0)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot encode the TBS certificate");
+    *der = buf;
+    *len = (size_t)n;
+    return HSMCA_OK;
+}
+
+hsmca_code certasm_assemble(const uint8_t *tbs, size_t tbs_len, int sig_nid, const uint8_t *sig,
+                            size_t sig_len, uint8_t **der, size_t *len, hsmca_err *e)
+{
+    hsmca_code rc = HSMCA_EINTERNAL;
+    X509_ALGOR *alg = X509_ALGOR_new();
+    ASN1_BIT_STRING *bits = ASN1_BIT_STRING_new();
+    unsigned char *alg_der = NULL, *bits_der = NULL;
+    if (!alg || !bits) {
+        rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory assembling a certificate");
+        goto out;
+    }
+    if ((rc = set_algor(alg, sig_nid, e)) != HSMCA_OK)
+        goto out;
+    if (!ASN1_BIT_STRING_set(bits, (unsigned char *)sig, (int)sig_len)) {
+        rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory assembling a certificate");
+        goto out;
+    }
+    /* A signature is a whole number of octets: no unused bits. */
+    bits->flags &= ~(ASN1_STRING_FLAG_BITS_LEFT | 0x07);
+    bits->flags |= ASN1_STRING_FLAG_BITS_LEFT;
+    int alg_len = i2d_X509_ALGOR(alg, &alg_der);
+    int bits_len = i2d_ASN1_BIT_STRING(bits, &bits_der);
+    if (alg_len <= 0 || bits_len <= 0) {
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot encode the signature fields");
+        goto out;
+    }
+    size_t body = tbs_len + (size_t)alg_len + (size_t)bits_len;
+    int total = ASN1_object_size(1, (long)body, V_ASN1_SEQUENCE);
+    uint8_t *buf = OPENSSL_malloc((size_t)total);
+    if (total <= 0 || !buf) {
+        rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory assembling a certificate");
+        goto out;
+    }
+    unsigned char *p = buf;
+    ASN1_put_object(&p, 1, (long)body, V_ASN1_SEQUENCE, V_ASN1_UNIVERSAL);
+    memcpy(p, tbs, tbs_len);
+    p += tbs_len;
+    memcpy(p, alg_der, (size_t)alg_len);
+    p += alg_len;
+    memcpy(p, bits_der, (size_t)bits_len);
+    *der = buf;
+    *len = (size_t)total;
+    rc = HSMCA_OK;
+out:
+    OPENSSL_free(alg_der);
+    OPENSSL_free(bits_der);
+    X509_ALGOR_free(alg);
+    ASN1_BIT_STRING_free(bits);
+    return rc;
+}
+
+char *certasm_der_to_pem(const uint8_t *der, size_t len)
+{
+    const unsigned char *p = der;
+    X509 *x = d2i_X509(NULL, &p, (long)len);
+    if (!x)
+        return NULL;
+    BIO *bio = BIO_new(BIO_s_mem());
+    char *out = NULL;
+    if (bio && PEM_write_bio_X509(bio, x)) {
+        char *data;
+        long n = BIO_get_mem_data(bio, &data);
+        out = malloc((size_t)n + 1);
+        if (out) {
+            memcpy(out, data, (size_t)n);
+            out[n] = '\0';
+        }
+    }
+    BIO_free(bio);
+    X509_free(x);
+    return out;
+}

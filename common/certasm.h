@@ -1,0 +1,27 @@
+/* certasm.h - turning a TBS and an HSM signature into a certificate, and the
+ * reverse step of preparing an OpenSSL X509 as a TBS to be signed elsewhere. */
+#ifndef HSMCA_CERTASM_H
+#define HSMCA_CERTASM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <openssl/x509.h>
+#include "hsmca_err.h"
+
+/* The signature NID for a CA key: NID_ecdsa_with_SHA256 for EC,
+ * NID_sha256WithRSAEncryption for RSA, NID_undef otherwise. */
+int certasm_sig_nid_for_key(const EVP_PKEY *key);
+
+/* Sets x's inner signature algorithm to sig_nid (RSA with NULL params, ECDSA
+ * without) and returns its DER TBSCertificate (new buffer, caller OPENSSL_free's). */
+hsmca_code certasm_tbs_der(X509 *x, int sig_nid, uint8_t **der, size_t *len, hsmca_err *e);
+
+/* SEQUENCE { tbs, AlgorithmIdentifier(sig_nid), BIT STRING sig } as a new buffer
+ * (caller OPENSSL_free's). The caller is the one who checked tbs. */
+hsmca_code certasm_assemble(const uint8_t *tbs, size_t tbs_len, int sig_nid, const uint8_t *sig,
+                            size_t sig_len, uint8_t **der, size_t *len, hsmca_err *e);
+
+/* PEM of a DER certificate, ending in "\n" (new NUL-terminated string, caller frees). */
+char *certasm_der_to_pem(const uint8_t *der, size_t len);
+
+#endif

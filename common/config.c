@@ -1,0 +1,576 @@
+/* config.c - see config.h.
+ *
+ * libyaml's event API drives a small schema: a table of {section, key, type,
+ * offset, size}. Anything the table does not name, any value of the wrong
+ * shape, any anchor/alias/tag, and any second document is refused with the
+ * line it is on. Our recursion depth is bounded by the schema (top -> auth ->
+ * jwt): we never descend into a node we do not expect, we refuse it. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yaml.h>
+
+#include "util.h"
+
+#define CONFIG_MAX_FILE (1024 * 1024) /* a config is a few hundred bytes */
+#define CONFIG_PATH_MAX 32            /* "auth.jwt" and the like */
+
+typedef enum {
+    CT_SECTION, /* a mapping of further keys */
+    CT_STR,     /* a scalar copied as is */
+    CT_PATH,    /* a scalar; relative values are resolved against base_dir */
+    CT_U32,     /* a decimal integer, 1..UINT32_MAX */
+    CT_DUR,     /* seconds, or a number with s/m/h/d, 1..UINT32_MAX */
+    CT_LIST     /* a sequence of non-empty scalars */
+} config_type;
+
+#define CF_ZERO_OK 1u /* the integer may be 0 (clock skew) */
+
+typedef struct {
+    const char *section; /* "" for the top level, "auth.jwt" for nested */
+    const char *key;
+    config_type type;
+    size_t off;
+    size_t size;
+    unsigned flags;
+} config_field;
+
+#define F(sec, key, type, member, flags)                                                      \
+    { sec, key, type, offsetof(hsmca_config, member), sizeof(((hsmca_config *)0)->member),     \
+      flags }
+#define S(sec, key) { sec, key, CT_SECTION, 0, 0, 0 }
+
+static const config_field fields[] = {
+    S("", "server"),
+    F("server", "listen", CT_STR, listen, 0),
+    F("server", "dns_names", CT_LIST, dns_names, 0),
+    F("server", "ip_addresses", CT_LIST, ip_addresses, 0),
+    F("server", "serving_cert_ttl", CT_DUR, serving_cert_ttl, 0),
+    F("server", "max_request_bytes", CT_U32, max_request_bytes, 0),
+    S("", "pkcs11"),
+    F("pkcs11", "module", CT_STR, module_path, 0),
+    F("pkcs11", "pin_file", CT_PATH, pin_file, 0),
+    F("pkcs11", "ca_key", CT_STR, ca_key_uri, 0),
+    F("pkcs11", "softhsm2_conf", CT_PATH, softhsm2_conf, 0),
+    F("pkcs11", "sessions", CT_U32, sessions, 0),
+    S("", "ca"),
+    F("ca", "cert", CT_PATH, ca_cert, 0),
+    F("ca", "root_bundle", CT_PATH, root_bundle, 0),
+    F("ca", "chain", CT_PATH, chain, 0),
+    S("", "issuance"),
+    F("issuance", "trust_domain", CT_STR, trust_domain, 0),
+    F("issuance", "default_ttl", CT_DUR, default_ttl, 0),
+    F("issuance", "max_ttl", CT_DUR, max_ttl, 0),
+    F("issuance", "rate_per_second", CT_U32, rate_per_second, 0),
+    F("issuance", "rate_burst", CT_U32, rate_burst, 0),
+    S("", "auth"),
+    S("auth", "jwt"),
+    F("auth.jwt", "issuer", CT_STR, jwt_issuer, 0),
+    F("auth.jwt", "audiences", CT_LIST, jwt_audiences, 0),
+    F("auth.jwt", "jwks_file", CT_PATH, jwks_file, 0),
+    F("auth.jwt", "skew", CT_DUR, jwt_skew, CF_ZERO_OK),
+    S("", "frontend"),
+    F("frontend", "user", CT_STR, fe_user, 0),
+    F("frontend", "chroot", CT_STR, fe_chroot, 0),
+};
+#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
+
+typedef struct {
+    yaml_parser_t p;
+    const char *name;     /* file name for messages */
+    const char *base_dir; /* NULL: leave relative paths alone */
+    hsmca_config *c;
+    hsmca_err *e;
+    unsigned char seen[NFIELDS]; /* duplicate keys */
+} cfg_parser;
+
+static void set_str(char *dst, const char *src)
+{
+    /* Callers pass literals that fit; the cap keeps it safe regardless. */
+    snprintf(dst, CONFIG_MAX_STR, "%s", src);
+}
+
+void config_defaults(hsmca_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    set_str(c->listen, "127.0.0.1:15012");
+    c->serving_cert_ttl = 86400;
+    c->max_request_bytes = 65536;
+    c->sessions = 4;
+    set_str(c->trust_domain, "cluster.local");
+    c->default_ttl = 86400;
+    c->max_ttl = 86400;
+    c->rate_per_second = 1000;
+    c->rate_burst = 2000;
+    set_str(c->jwt_audiences.items[0], "istio-ca");
+    c->jwt_audiences.n = 1;
+    c->jwt_skew = 60;
+    set_str(c->fe_user, "nobody");
+    set_str(c->fe_chroot, "/var/empty");
+}
+
+static size_t ev_line(const yaml_event_t *ev) { return ev->start_mark.line + 1; }
+
+/* "NAME:LINE: message" with EINVAL. */
+static hsmca_code perr(cfg_parser *cp, size_t line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static hsmca_code perr(cfg_parser *cp, size_t line, const char *fmt, ...)
+{
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return hsmca_fail(cp->e, HSMCA_EINVAL, "%s:%zu: %s", cp->name, line, msg);
+}
+
+static const char *yaml_problem(const yaml_parser_t *p)
+{
+    return p->problem ? p->problem : "malformed YAML";
+}
+
+/* Next event, with the refusals that hold everywhere: syntax errors, aliases,
+ * anchors (billion laughs) and explicit tags (one meaning per value). */
+static hsmca_code next_event(cfg_parser *cp, yaml_event_t *ev)
+{
+    if (!yaml_parser_parse(&cp->p, ev)) {
+        if (cp->p.error == YAML_MEMORY_ERROR)
+            return hsmca_fail(cp->e, HSMCA_ENOMEM, "%s: out of memory parsing YAML", cp->name);
+        /* The reader decodes ahead of the scanner: it knows a byte offset only. */
+        if (cp->p.error == YAML_READER_ERROR)
+            return hsmca_fail(cp->e, HSMCA_EINVAL, "%s: byte %zu: not valid UTF-8: %s",
+                              cp->name, cp->p.problem_offset, yaml_problem(&cp->p));
+        return perr(cp, cp->p.problem_mark.line + 1, "YAML syntax error: %s",
+                    yaml_problem(&cp->p));
+    }
+    const yaml_char_t *anchor = NULL, *tag = NULL;
+    switch (ev->type) {
+    case YAML_ALIAS_EVENT:
+        anchor = ev->data.alias.anchor;
+        break;
+    case YAML_SCALAR_EVENT:
+        anchor = ev->data.scalar.anchor;
+        tag = ev->data.scalar.tag;
+        break;
+    case YAML_SEQUENCE_START_EVENT:
+        anchor = ev->data.sequence_start.anchor;
+        tag = ev->data.sequence_start.tag;
+        break;
+    case YAML_MAPPING_START_EVENT:
+        anchor = ev->data.mapping_start.anchor;
+        tag = ev->data.mapping_start.tag;
+        break;
+    default:
+        break;
+    }
+    if (anchor || tag) {
+        size_t line = ev_line(ev);
+        yaml_event_delete(ev);
+        return perr(cp, line, "%s are not allowed in the config",
+                    anchor ? "anchors and aliases" : "YAML tags");
+    }
+    return HSMCA_OK;
+}
+
+static int is_null(const yaml_event_t *ev)
+{
+    if (ev->type != YAML_SCALAR_EVENT || ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return 0;
+    const char *v = (const char *)ev->data.scalar.value;
+    return !strcmp(v, "") || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") ||
+           !strcmp(v, "NULL");
+}
+
+static int scalar_has_nul(const yaml_event_t *ev)
+{
+    return memchr(ev->data.scalar.value, '\0', ev->data.scalar.length) != NULL;
+}
+
+/* Decimal digits, no sign, no leading zero, at most UINT32_MAX; durations may
+ * end in s, m, h or d. Returns 0 on success. */
+static int parse_u32(const char *s, size_t len, int duration, uint32_t *out)
+{
+    uint64_t mult = 1;
+    if (duration && len > 1) {
+        switch (s[len - 1]) {
+        case 's': mult = 1; len--; break;
+        case 'm': mult = 60; len--; break;
+        case 'h': mult = 3600; len--; break;
+        case 'd': mult = 86400; len--; break;
+        default: break;
+        }
+    }
+    if (len == 0 || (len > 1 && s[0] == '0'))
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+        if (v > UINT32_MAX)
+            return -1;
+    }
+    v *= mult; /* v <= 2^32 and mult < 2^17: no uint64 overflow */
+    if (v > UINT32_MAX)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static hsmca_code set_integer(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
+{
+    uint32_t v = 0;
+    int ok = ev->type == YAML_SCALAR_EVENT && !scalar_has_nul(ev) &&
+             parse_u32((const char *)ev->data.scalar.value, ev->data.scalar.length,
+                       f->type == CT_DUR, &v) == 0 &&
+             (v > 0 || (f->flags & CF_ZERO_OK));
+    if (!ok) {
+        const char *what = f->type == CT_DUR ? "duration (N, Ns, Nm, Nh or Nd)" : "integer";
+        return perr(cp, ev_line(ev), "'%s' must be a %s %s", f->key,
+                    (f->flags & CF_ZERO_OK) ? "non-negative" : "positive", what);
+    }
+    memcpy((char *)cp->c + f->off, &v, sizeof(v));
+    return HSMCA_OK;
+}
+
+/* Copies a scalar into dst (CONFIG_MAX_STR), prefixing base_dir for a relative
+ * path. what names the value in messages. */
+static hsmca_code copy_scalar(cfg_parser *cp, const yaml_event_t *ev, const char *what,
+                              int is_path, char *dst)
+{
+    const char *v = (const char *)ev->data.scalar.value;
+    size_t len = ev->data.scalar.length;
+    if (scalar_has_nul(ev))
+        return perr(cp, ev_line(ev), "'%s' contains a NUL byte", what);
+    if (len >= CONFIG_MAX_STR)
+        return perr(cp, ev_line(ev), "'%s' is longer than %d bytes", what, CONFIG_MAX_STR - 1);
+    if (is_path && cp->base_dir && len > 0 && v[0] != '/') {
+        size_t bl = strlen(cp->base_dir);
+        const char *sep = (bl > 0 && cp->base_dir[bl - 1] == '/') ? "" : "/";
+        int n = snprintf(dst, CONFIG_MAX_STR, "%s%s%s", cp->base_dir, sep, v);
+        if (n < 0 || n >= CONFIG_MAX_STR)
+            return perr(cp, ev_line(ev), "'%s' is longer than %d bytes once made absolute",
+                        what, CONFIG_MAX_STR - 1);
+        return HSMCA_OK;
+    }
+    memcpy(dst, v, len + 1);
+    return HSMCA_OK;
+}
+
+static hsmca_code set_string(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
+{
+    char *dst = (char *)cp->c + f->off;
+    if (ev->type != YAML_SCALAR_EVENT)
+        return perr(cp, ev_line(ev), "'%s' must be a string", f->key);
+    if (is_null(ev)) {
+        dst[0] = '\0';
+        return HSMCA_OK;
+    }
+    return copy_scalar(cp, ev, f->key, f->type == CT_PATH, dst);
+}
+
+/* A sequence of non-empty scalars replaces the default list; null empties it. */
+static hsmca_code set_list(cfg_parser *cp, const config_field *f, const yaml_event_t *start)
+{
+    config_list *l = (config_list *)((char *)cp->c + f->off);
+    l->n = 0;
+    if (is_null(start))
+        return HSMCA_OK;
+    if (start->type != YAML_SEQUENCE_START_EVENT)
+        return perr(cp, ev_line(start), "'%s' must be a list of strings", f->key);
+    for (;;) {
+        yaml_event_t ev;
+        hsmca_code rc = next_event(cp, &ev);
+        if (rc != HSMCA_OK)
+            return rc;
+        if (ev.type == YAML_SEQUENCE_END_EVENT) {
+            yaml_event_delete(&ev);
+            return HSMCA_OK;
+        }
+        if (ev.type != YAML_SCALAR_EVENT || is_null(&ev) || ev.data.scalar.length == 0)
+            rc = perr(cp, ev_line(&ev), "items of '%s' must be non-empty strings", f->key);
+        else if (l->n >= CONFIG_MAX_LIST)
+            rc = perr(cp, ev_line(&ev), "'%s' has more than %d items", f->key, CONFIG_MAX_LIST);
+        else
+            rc = copy_scalar(cp, &ev, f->key, 0, l->items[l->n++]);
+        yaml_event_delete(&ev);
+        if (rc != HSMCA_OK)
+            return rc;
+    }
+}
+
+static const config_field *find_field(const char *section, const char *key, size_t klen)
+{
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (!strcmp(fields[i].section, section) && strlen(fields[i].key) == klen &&
+            !memcmp(fields[i].key, key, klen))
+            return &fields[i];
+    return NULL;
+}
+
+static hsmca_code parse_mapping(cfg_parser *cp, const char *section);
+
+/* The value of field f, whose first event is ev. */
+static hsmca_code parse_value(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
+{
+    switch (f->type) {
+    case CT_SECTION: {
+        char sub[CONFIG_PATH_MAX];
+        snprintf(sub, sizeof(sub), "%s%s%s", f->section, *f->section ? "." : "", f->key);
+        if (is_null(ev))
+            return HSMCA_OK; /* a section whose keys are all commented out */
+        if (ev->type != YAML_MAPPING_START_EVENT)
+            return perr(cp, ev_line(ev), "'%s' must be a mapping", sub);
+        return parse_mapping(cp, sub);
+    }
+    case CT_STR:
+    case CT_PATH:
+        return set_string(cp, f, ev);
+    case CT_U32:
+    case CT_DUR:
+        return set_integer(cp, f, ev);
+    case CT_LIST:
+        return set_list(cp, f, ev);
+    }
+    return hsmca_fail(cp->e, HSMCA_EINTERNAL, "config: bad field type");
+}
+
+/* One "key: value" of section; key is the event just read. */
+static hsmca_code parse_entry(cfg_parser *cp, const char *section, const yaml_event_t *key)
+{
+    if (key->type != YAML_SCALAR_EVENT)
+        return perr(cp, ev_line(key), "keys must be plain strings");
+    const char *k = (const char *)key->data.scalar.value;
+    const config_field *f = find_field(section, k, key->data.scalar.length);
+    if (!f) {
+        if (!*section)
+            return perr(cp, ev_line(key), "unknown section '%.64s'", k);
+        return perr(cp, ev_line(key), "unknown key '%.64s' in '%s'", k, section);
+    }
+    size_t idx = (size_t)(f - fields);
+    if (cp->seen[idx]) {
+        if (!*section)
+            return perr(cp, ev_line(key), "duplicate section '%s'", f->key);
+        return perr(cp, ev_line(key), "duplicate key '%s' in '%s'", f->key, section);
+    }
+    cp->seen[idx] = 1;
+    yaml_event_t ev;
+    hsmca_code rc = next_event(cp, &ev);
+    if (rc != HSMCA_OK)
+        return rc;
+    rc = parse_value(cp, f, &ev);
+    yaml_event_delete(&ev);
+    return rc;
+}
+
+/* Called after the MAPPING_START of section; consumes up to its MAPPING_END. */
+static hsmca_code parse_mapping(cfg_parser *cp, const char *section)
+{
+    for (;;) {
+        yaml_event_t ev;
+        hsmca_code rc = next_event(cp, &ev);
+        if (rc != HSMCA_OK)
+            return rc;
+        if (ev.type == YAML_MAPPING_END_EVENT) {
+            yaml_event_delete(&ev);
+            return HSMCA_OK;
+        }
+        rc = parse_entry(cp, section, &ev);
+        yaml_event_delete(&ev);
+        if (rc != HSMCA_OK)
+            return rc;
+    }
+}
+
+/* Reads one event and checks its type; what says what was expected. */
+static hsmca_code expect(cfg_parser *cp, yaml_event_type_t type, const char *what)
+{
+    yaml_event_t ev;
+    hsmca_code rc = next_event(cp, &ev);
+    if (rc != HSMCA_OK)
+        return rc;
+    if (ev.type != type)
+        rc = perr(cp, ev_line(&ev), "%s", what);
+    yaml_event_delete(&ev);
+    return rc;
+}
+
+/* stream: (document: mapping)? ; an empty stream leaves the defaults. */
+static hsmca_code parse_stream(cfg_parser *cp)
+{
+    hsmca_code rc = expect(cp, YAML_STREAM_START_EVENT, "expected the start of a YAML stream");
+    if (rc != HSMCA_OK)
+        return rc;
+    yaml_event_t ev;
+    if ((rc = next_event(cp, &ev)) != HSMCA_OK)
+        return rc;
+    yaml_event_type_t t = ev.type;
+    yaml_event_delete(&ev);
+    if (t == YAML_STREAM_END_EVENT)
+        return HSMCA_OK;
+    /* Only DOCUMENT_START can follow STREAM_START besides STREAM_END. */
+    if ((rc = expect(cp, YAML_MAPPING_START_EVENT, "the document must be a mapping")) !=
+        HSMCA_OK)
+        return rc;
+    if ((rc = parse_mapping(cp, "")) != HSMCA_OK)
+        return rc;
+    if ((rc = expect(cp, YAML_DOCUMENT_END_EVENT, "expected the end of the document")) !=
+        HSMCA_OK)
+        return rc;
+    return expect(cp, YAML_STREAM_END_EVENT, "only one YAML document is allowed");
+}
+
+hsmca_code config_parse(const char *name, const char *buf, size_t len, const char *base_dir,
+                        hsmca_config *c, hsmca_err *e)
+{
+    if (len > CONFIG_MAX_FILE)
+        return hsmca_fail(e, HSMCA_EINVAL, "%s: config is larger than %d bytes", name,
+                          CONFIG_MAX_FILE);
+    /* Parse into a scratch copy so that *c is untouched on error; ~31 KiB,
+     * which we keep off the stack of whatever thread calls us. */
+    hsmca_config *tmp = malloc(sizeof(*tmp));
+    if (!tmp)
+        return hsmca_fail(e, HSMCA_ENOMEM, "%s: out of memory", name);
+    config_defaults(tmp);
+    cfg_parser cp;
+    memset(&cp, 0, sizeof(cp));
+    cp.name = name;
+    cp.base_dir = base_dir;
+    cp.c = tmp;
+    cp.e = e;
+    if (!yaml_parser_initialize(&cp.p)) {
+        free(tmp);
+        return hsmca_fail(e, HSMCA_ENOMEM, "%s: cannot initialise the YAML parser", name);
+    }
+    yaml_parser_set_input_string(&cp.p, (const unsigned char *)buf, len);
+    hsmca_code rc = parse_stream(&cp);
+    yaml_parser_delete(&cp.p);
+    if (rc == HSMCA_OK) {
+        /* The roots sent to workloads default to the CA certificate itself. */
+        if (!tmp->root_bundle[0])
+            memcpy(tmp->root_bundle, tmp->ca_cert, sizeof(tmp->root_bundle));
+        memcpy(c, tmp, sizeof(*c));
+    }
+    free(tmp);
+    return rc;
+}
+
+hsmca_code config_load(const char *path, hsmca_config *c, hsmca_err *e)
+{
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir))
+        return hsmca_fail(e, HSMCA_EINVAL, "config: path too long: %.64s...", path);
+    char *buf = NULL;
+    size_t len = 0;
+    hsmca_code rc = util_read_file(path, CONFIG_MAX_FILE, &buf, &len, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    char abs_dir[PATH_MAX];
+    if (!realpath(dirname(dir), abs_dir)) {
+        rc = hsmca_fail(e, HSMCA_EIO, "config: cannot resolve the directory of %s: %s", path,
+                        strerror(errno));
+    } else {
+        rc = config_parse(path, buf, len, abs_dir, c, e);
+    }
+    free(buf);
+    return rc;
+}
+
+/* --- config_validate ------------------------------------------------------ */
+
+static int valid_port(const char *p)
+{
+    uint32_t v;
+    return *p && parse_u32(p, strlen(p), 0, &v) == 0 && v >= 1 && v <= 65535;
+}
+
+/* host:port, [v6]:port; the host is not empty and not an unbracketed v6. */
+static int valid_listen(const char *s)
+{
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close == s + 1 || close[1] != ':')
+            return 0;
+        return valid_port(close + 2);
+    }
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || memchr(s, ':', (size_t)(colon - s)))
+        return 0;
+    return valid_port(colon + 1);
+}
+
+static hsmca_code validate_required(const hsmca_config *c, hsmca_err *e)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } req[] = {
+        {"pkcs11.module", offsetof(hsmca_config, module_path)},
+        {"pkcs11.pin_file", offsetof(hsmca_config, pin_file)},
+        {"pkcs11.ca_key", offsetof(hsmca_config, ca_key_uri)},
+        {"ca.cert", offsetof(hsmca_config, ca_cert)},
+        {"auth.jwt.issuer", offsetof(hsmca_config, jwt_issuer)},
+        {"auth.jwt.jwks_file", offsetof(hsmca_config, jwks_file)},
+        {"issuance.trust_domain", offsetof(hsmca_config, trust_domain)},
+        {"frontend.user", offsetof(hsmca_config, fe_user)},
+    };
+    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++)
+        if (((const char *)c + req[i].off)[0] == '\0')
+            return hsmca_fail(e, HSMCA_EINVAL, "config: %s is required", req[i].name);
+    return HSMCA_OK;
+}
+
+static hsmca_code validate_server(const hsmca_config *c, hsmca_err *e)
+{
+    if (!valid_listen(c->listen))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: server.listen '%.64s' must be host:port (port 1-65535)",
+                          c->listen);
+    if (c->serving_cert_ttl < 300)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.serving_cert_ttl must be >= 300");
+    if (c->max_request_bytes < 1)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.max_request_bytes must be >= 1");
+    for (int i = 0; i < c->ip_addresses.n; i++) {
+        unsigned char bin[16];
+        const char *a = c->ip_addresses.items[i];
+        if (inet_pton(AF_INET, a, bin) != 1 && inet_pton(AF_INET6, a, bin) != 1)
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "config: server.ip_addresses[%d] '%.64s' is not an IP address",
+                              i, a);
+    }
+    return HSMCA_OK;
+}
+
+hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
+{
+    hsmca_code rc = validate_required(c, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    if ((rc = validate_server(c, e)) != HSMCA_OK)
+        return rc;
+    if (strncmp(c->ca_key_uri, "pkcs11:", 7) != 0)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.ca_key must be a pkcs11: URI");
+    if (c->sessions < 1 || c->sessions > 64)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.sessions must be 1-64");
+    if (c->default_ttl < 1 || c->default_ttl > c->max_ttl)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: issuance.default_ttl must be 1..issuance.max_ttl");
+    if (c->rate_per_second < 1)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: issuance.rate_per_second must be >= 1");
+    if (c->rate_burst < 1)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: issuance.rate_burst must be >= 1");
+    if (c->jwt_audiences.n < 1)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.jwt.audiences must name an audience");
+    if (c->fe_chroot[0] != '/')
+        return hsmca_fail(e, HSMCA_EINVAL, "config: frontend.chroot must be an absolute path");
+    return HSMCA_OK;
+}

@@ -1,0 +1,88 @@
+/* config.h - the YAML configuration of `hsmca serve` (libyaml).
+ *
+ * Unknown keys and wrong types are refused with their line number. Every field
+ * has a default (config_defaults) so a file names only what it changes.
+ * Relative paths are resolved against the config file's directory. */
+#ifndef HSMCA_CONFIG_H
+#define HSMCA_CONFIG_H
+
+#include <stdint.h>
+#include "hsmca_err.h"
+
+#define CONFIG_MAX_LIST 16
+#define CONFIG_MAX_STR 512
+
+typedef struct {
+    char items[CONFIG_MAX_LIST][CONFIG_MAX_STR];
+    int n;
+} config_list;
+
+typedef struct {
+    /* server: */
+    char listen[CONFIG_MAX_STR];         /* "127.0.0.1:15012" */
+    config_list dns_names;               /* extra DNS SANs of the serving cert */
+    config_list ip_addresses;            /* extra IP SANs of the serving cert */
+    uint32_t serving_cert_ttl;           /* seconds, default 86400 */
+    uint32_t max_request_bytes;          /* default 65536 */
+
+    /* pkcs11: */
+    char module_path[CONFIG_MAX_STR];    /* /usr/lib/softhsm/libsofthsm2.so */
+    char pin_file[CONFIG_MAX_STR];       /* file holding the user PIN */
+    char ca_key_uri[CONFIG_MAX_STR];     /* pkcs11:token=hsmca;object=ca-key;type=private */
+    char softhsm2_conf[CONFIG_MAX_STR];  /* optional: SOFTHSM2_CONF for the signer only */
+    uint32_t sessions;                   /* signing session pool size, default 4 */
+
+    /* ca: */
+    char ca_cert[CONFIG_MAX_STR];        /* PEM: the certificate of the CA key */
+    char root_bundle[CONFIG_MAX_STR];    /* PEM: roots sent last in cert_chain (default ca_cert) */
+    char chain[CONFIG_MAX_STR];          /* PEM: intermediates between ca_cert and root, optional */
+
+    /* issuance: */
+    char trust_domain[CONFIG_MAX_STR];   /* default "cluster.local" */
+    uint32_t default_ttl;                /* default 86400 */
+    uint32_t max_ttl;                    /* default 86400; the signer refuses longer */
+    uint32_t rate_per_second;            /* token bucket rate, default 1000 */
+    uint32_t rate_burst;                 /* bucket size, default 2000 */
+
+    /* auth.jwt: */
+    char jwt_issuer[CONFIG_MAX_STR];     /* required "iss" */
+    config_list jwt_audiences;           /* default ["istio-ca"] */
+    char jwks_file[CONFIG_MAX_STR];      /* JWKS (RS256/ES256 keys) */
+    uint32_t jwt_skew;                   /* seconds of clock skew allowed, default 60 */
+
+    /* frontend: (only when started as root) */
+    char fe_user[CONFIG_MAX_STR];        /* default "nobody" */
+    char fe_chroot[CONFIG_MAX_STR];      /* default "/var/empty" (created 0755 if missing) */
+} hsmca_config;
+
+/* Fills *c with the defaults above. */
+void config_defaults(hsmca_config *c);
+
+/* Parses the YAML file at path over the defaults. On error, e->msg names the
+ * file, the line and the key ("hsmca.yaml:12: unknown key 'foo' in 'pkcs11'").
+ * The file is capped at 1 MiB; relative paths are resolved against the
+ * realpath of the file's directory.
+ *
+ * Rules (config_load and config_parse alike):
+ * - *c is first reset to config_defaults; on error *c is left untouched.
+ * - Integers are decimal, 1..UINT32_MAX (no sign, no leading zero); durations
+ *   (serving_cert_ttl, default_ttl, max_ttl, skew) also take 90s/15m/24h/7d;
+ *   only auth.jwt.skew may be 0.
+ * - A list replaces its default; an empty value (null) empties it. An empty
+ *   string value, or a section with no keys, keeps/sets "" / the defaults.
+ * - Refused with their line: unknown keys, duplicate keys, wrong shapes,
+ *   more than CONFIG_MAX_LIST items, strings of CONFIG_MAX_STR bytes or more,
+ *   embedded NULs, anchors/aliases, tags, a non-mapping document, a second
+ *   document, YAML syntax errors. Invalid UTF-8 is reported by byte offset.
+ * - After parsing, an empty ca.root_bundle is set to ca.cert (so the roots sent
+ *   last in cert_chain default to the CA certificate). */
+hsmca_code config_load(const char *path, hsmca_config *c, hsmca_err *e);
+
+/* Same, from a buffer (tests); base_dir resolves relative paths (NULL: none). */
+hsmca_code config_parse(const char *name, const char *buf, size_t len, const char *base_dir,
+                        hsmca_config *c, hsmca_err *e);
+
+/* Checks cross-field rules (required files named, ttl <= max, sessions >= 1). */
+hsmca_code config_validate(const hsmca_config *c, hsmca_err *e);
+
+#endif

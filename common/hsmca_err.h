@@ -1,0 +1,37 @@
+/* hsmca_err.h - the one error type that crosses every module boundary. */
+#ifndef HSMCA_ERR_H
+#define HSMCA_ERR_H
+
+#include <stddef.h>
+
+/* Codes map one-to-one onto what a caller of CreateCertificate sees. */
+typedef enum {
+    HSMCA_OK = 0,
+    HSMCA_EINVAL,   /* malformed input               -> INVALID_ARGUMENT  */
+    HSMCA_EAUTH,    /* no or bad credentials         -> UNAUTHENTICATED   */
+    HSMCA_EPERM,    /* a policy or profile refused   -> PERMISSION_DENIED */
+    HSMCA_EUNAVAIL, /* signer or token not reachable -> UNAVAILABLE       */
+    HSMCA_ERATE,    /* rate limit                    -> RESOURCE_EXHAUSTED */
+    HSMCA_ENOMEM,   /* allocation failed             -> INTERNAL          */
+    HSMCA_EIO,      /* file or socket error          -> INTERNAL          */
+    HSMCA_EINTERNAL /* a bug or a library failure    -> INTERNAL          */
+} hsmca_code;
+
+/* A refusal: the code and a message that names the check that failed.
+ * The message never contains a secret (PIN, token, key material). */
+typedef struct {
+    hsmca_code code;
+    char msg[256];
+} hsmca_err;
+
+/* Sets *e (when e is not NULL) and returns code; printf-style message. */
+hsmca_code hsmca_fail(hsmca_err *e, hsmca_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Resets *e to HSMCA_OK with an empty message. */
+void hsmca_err_clear(hsmca_err *e);
+
+/* A short stable name for the code ("INVALID_ARGUMENT", ...). */
+const char *hsmca_code_name(hsmca_code code);
+
+#endif

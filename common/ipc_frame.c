@@ -1,0 +1,151 @@
+/* ipc_frame.c - see ipc_frame.h. */
+#include "ipc_frame.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+hsmca_code ipc_frame_encode(uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
+                            uint8_t *out, size_t outsz, size_t *outlen, hsmca_err *e)
+{
+    if (plen > IPC_MAX_PAYLOAD || outsz < IPC_HEADER_LEN + plen)
+        return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: payload of %zu bytes too large", plen);
+    out[0] = type;
+    put_u64(out + 1, id);
+    if (plen)
+        memcpy(out + IPC_HEADER_LEN, payload, plen);
+    *outlen = IPC_HEADER_LEN + plen;
+    return HSMCA_OK;
+}
+
+hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, uint8_t *type, uint64_t *id,
+                            const uint8_t **payload, size_t *plen, hsmca_err *e)
+{
+    if (len < IPC_HEADER_LEN)
+        return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: %zu bytes is shorter than the header", len);
+    if (len > IPC_MAX_FRAME)
+        return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: %zu bytes exceeds the maximum", len);
+    *type = pkt[0];
+    *id = get_u64(pkt + 1);
+    *payload = pkt + IPC_HEADER_LEN;
+    *plen = len - IPC_HEADER_LEN;
+    return HSMCA_OK;
+}
+
+hsmca_code ipc_send(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
+                    hsmca_err *e)
+{
+    if (plen > IPC_MAX_PAYLOAD)
+        return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: payload of %zu bytes too large", plen);
+    uint8_t hdr[IPC_HEADER_LEN];
+    hdr[0] = type;
+    put_u64(hdr + 1, id);
+    struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)payload, plen}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = plen ? 2 : 1};
+    for (;;) {
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return hsmca_fail(e, HSMCA_EIO, "IPC send: %s", strerror(errno));
+        if ((size_t)w != sizeof(hdr) + plen)
+            return hsmca_fail(e, HSMCA_EIO, "IPC send: short write");
+        return HSMCA_OK;
+    }
+}
+
+hsmca_code ipc_recv(int fd, uint8_t *buf, uint8_t *type, uint64_t *id, const uint8_t **payload,
+                    size_t *plen, int *eof, hsmca_err *e)
+{
+    *eof = 0;
+    struct iovec iov = {buf, IPC_MAX_FRAME};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    ssize_t r;
+    do
+        r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return hsmca_fail(e, HSMCA_EIO, "IPC recv: %s", strerror(errno));
+    if (r == 0) {
+        *eof = 1;
+        return hsmca_fail(e, HSMCA_EIO, "IPC recv: peer closed the connection");
+    }
+    /* A packet longer than the buffer is cut by the kernel and flagged: refuse it
+     * rather than parse a prefix. */
+    if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+        return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: packet larger than %d bytes", IPC_MAX_FRAME);
+    return ipc_frame_decode(buf, (size_t)r, type, id, payload, plen, e);
+}
+
+hsmca_code ipc_send_fd(int ctl, int fd, hsmca_err *e)
+{
+    char byte = 'F';
+    struct iovec iov = {&byte, 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } cm;
+    memset(&cm, 0, sizeof(cm));
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+                        .msg_controllen = sizeof(cm.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    ssize_t w;
+    do
+        w = sendmsg(ctl, &mh, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w != 1)
+        return hsmca_fail(e, HSMCA_EIO, "control send: %s", strerror(errno));
+    return HSMCA_OK;
+}
+
+hsmca_code ipc_recv_fd(int ctl, int *fd, int *eof, hsmca_err *e)
+{
+    char byte;
+    struct iovec iov = {&byte, 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } cm;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+                        .msg_controllen = sizeof(cm.buf)};
+    *fd = -1;
+    *eof = 0;
+    ssize_t r;
+    do
+        r = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    if (r == 0) {
+        *eof = 1;
+        return hsmca_fail(e, HSMCA_EIO, "control channel closed");
+    }
+    if (r < 0)
+        return hsmca_fail(e, HSMCA_EIO, "control recv: %s", strerror(errno));
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+        c->cmsg_len != CMSG_LEN(sizeof(int)) || (mh.msg_flags & MSG_CTRUNC))
+        return hsmca_fail(e, HSMCA_EINVAL, "control message carries no single fd");
+    memcpy(fd, CMSG_DATA(c), sizeof(int));
+    return HSMCA_OK;
+}

@@ -1,0 +1,48 @@
+/* ipc_frame.h - framing of signer IPC messages over a SOCK_SEQPACKET socketpair.
+ *
+ * One message per packet: u8 type | u64 id (big-endian) | protobuf-c payload.
+ * The whole packet is at most IPC_MAX_FRAME bytes; the size is checked before
+ * anything is allocated, and a truncated or oversized packet is an error. */
+#ifndef HSMCA_IPC_FRAME_H
+#define HSMCA_IPC_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "hsmca_err.h"
+
+#define IPC_HEADER_LEN 9
+#define IPC_MAX_FRAME 65536
+#define IPC_MAX_PAYLOAD (IPC_MAX_FRAME - IPC_HEADER_LEN)
+
+/* Message types. Each has exactly one handler in the receiver's allow-table. */
+enum ipc_type {
+    IPC_SIGN_REQ = 1,   /* front end -> signer: hsmca.ipc.SignRequest */
+    IPC_SIGN_REPLY = 2, /* signer -> front end: hsmca.ipc.SignReply   */
+};
+
+/* Encodes header + payload into out (at least IPC_HEADER_LEN + plen bytes). */
+hsmca_code ipc_frame_encode(uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
+                            uint8_t *out, size_t outsz, size_t *outlen, hsmca_err *e);
+
+/* Splits a received packet of len bytes. *payload points into pkt. Fails on a
+ * packet shorter than the header or longer than IPC_MAX_FRAME. */
+hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, uint8_t *type, uint64_t *id,
+                            const uint8_t **payload, size_t *plen, hsmca_err *e);
+
+/* Sends one frame on a SEQPACKET fd (one sendmsg, MSG_NOSIGNAL). Thread-safe:
+ * a SEQPACKET send is atomic, so concurrent senders never interleave. */
+hsmca_code ipc_send(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
+                    hsmca_err *e);
+
+/* Receives one frame into buf (IPC_MAX_FRAME bytes). Returns HSMCA_EIO with
+ * *eof = 1 on orderly close; HSMCA_EINVAL on a truncated (MSG_TRUNC) or short packet. */
+hsmca_code ipc_recv(int fd, uint8_t *buf, uint8_t *type, uint64_t *id, const uint8_t **payload,
+                    size_t *plen, int *eof, hsmca_err *e);
+
+/* Control channel between supervisor and a child: passes a new peer IPC fd
+ * (SCM_RIGHTS) when the other child was restarted. */
+hsmca_code ipc_send_fd(int ctl, int fd, hsmca_err *e);
+/* Receives an fd sent by ipc_send_fd; *fd = -1 and *eof = 1 on close. */
+hsmca_code ipc_recv_fd(int ctl, int *fd, int *eof, hsmca_err *e);
+
+#endif

@@ -1,0 +1,238 @@
+/* util.c - see util.h. */
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+hsmca_code util_read_file(const char *path, size_t max, char **out, size_t *len, hsmca_err *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return hsmca_fail(e, HSMCA_EIO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return hsmca_fail(e, HSMCA_EIO, "%s is not a regular file", path);
+    }
+    if ((size_t)st.st_size > max) {
+        close(fd);
+        return hsmca_fail(e, HSMCA_EINVAL, "%s is larger than %zu bytes", path, max);
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        close(fd);
+        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory reading %s", path);
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != (size_t)st.st_size) {
+        free(buf);
+        return hsmca_fail(e, HSMCA_EIO, "short read on %s", path);
+    }
+    buf[got] = '\0';
+    *out = buf;
+    if (len)
+        *len = got;
+    return HSMCA_OK;
+}
+
+hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode,
+                                  hsmca_err *e)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+        return hsmca_fail(e, HSMCA_EINVAL, "path too long: %s", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return hsmca_fail(e, HSMCA_EIO, "cannot create %s: %s", tmp, strerror(errno));
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int err = errno;
+            close(fd);
+            unlink(tmp);
+            return hsmca_fail(e, HSMCA_EIO, "cannot write %s: %s", tmp, strerror(err));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fchmod(fd, mode) != 0 || fsync(fd) != 0 || close(fd) != 0) {
+        unlink(tmp);
+        return hsmca_fail(e, HSMCA_EIO, "cannot sync %s: %s", tmp, strerror(errno));
+    }
+    if (rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return hsmca_fail(e, HSMCA_EIO, "cannot rename to %s: %s", path, strerror(err));
+    }
+    /* Make the rename itself durable. */
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return HSMCA_OK;
+}
+
+hsmca_code util_read_secret(const char *path, char *buf, size_t bufsz, hsmca_err *e)
+{
+    char *data = NULL;
+    size_t len = 0;
+    hsmca_code rc = util_read_file(path, 4096, &data, &len, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    size_t n = strcspn(data, "\r\n");
+    if (n == 0 || n >= bufsz || n > 255) {
+        OPENSSL_cleanse(data, len);
+        free(data);
+        return hsmca_fail(e, HSMCA_EINVAL, "secret file %s: first line must hold 1-255 bytes",
+                          path);
+    }
+    memcpy(buf, data, n);
+    buf[n] = '\0';
+    OPENSSL_cleanse(data, len);
+    free(data);
+    return HSMCA_OK;
+}
+
+void util_random(void *buf, size_t len)
+{
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t r = getrandom(p, len, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            abort(); /* no randomness: nothing safe to do */
+        p += r;
+        len -= (size_t)r;
+    }
+}
+
+static const char b64url_alpha[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char b64std_alpha[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *b64_encode(const uint8_t *in, size_t len, const char *alpha, int pad)
+{
+    char *out = malloc(4 * ((len + 2) / 3) + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0, i = 0;
+    for (; i + 2 < len; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
+        out[o++] = alpha[v >> 18];
+        out[o++] = alpha[(v >> 12) & 63];
+        out[o++] = alpha[(v >> 6) & 63];
+        out[o++] = alpha[v & 63];
+    }
+    if (i < len) {
+        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < len ? (uint32_t)in[i + 1] << 8 : 0);
+        out[o++] = alpha[v >> 18];
+        out[o++] = alpha[(v >> 12) & 63];
+        if (i + 1 < len)
+            out[o++] = alpha[(v >> 6) & 63];
+        else if (pad)
+            out[o++] = '=';
+        if (pad)
+            out[o++] = '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+char *util_b64url_encode(const uint8_t *in, size_t len) { return b64_encode(in, len, b64url_alpha, 0); }
+char *util_b64_encode(const uint8_t *in, size_t len) { return b64_encode(in, len, b64std_alpha, 1); }
+
+static int b64url_val(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '-')
+        return 62;
+    if (c == '_')
+        return 63;
+    return -1;
+}
+
+uint8_t *util_b64url_decode(const char *in, size_t inlen, size_t *outlen)
+{
+    if (inlen % 4 == 1)
+        return NULL; /* impossible length */
+    uint8_t *out = malloc(inlen * 3 / 4 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < inlen; i++) {
+        int v = b64url_val((unsigned char)in[i]);
+        if (v < 0) {
+            free(out);
+            return NULL;
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (uint8_t)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    /* Leftover bits must be zero: one encoding per byte string. */
+    if (acc != 0) {
+        free(out);
+        return NULL;
+    }
+    *outlen = o;
+    return out;
+}
+
+double util_mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int64_t util_wall_now(void) { return (int64_t)time(NULL); }
+
+void util_hex(const uint8_t *in, size_t len, char *out)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = hx[in[i] >> 4];
+        out[2 * i + 1] = hx[in[i] & 15];
+    }
+    out[2 * len] = '\0';
+}

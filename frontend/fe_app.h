@@ -1,0 +1,61 @@
+/* fe_app.h - what the front end loaded at start-up, shared by every call. */
+#ifndef HSMCA_FE_APP_H
+#define HSMCA_FE_APP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <openssl/x509.h>
+#include "config.h"
+#include "fe_ipc.h"
+#include "fe_jwt.h"
+#include "hsmca_err.h"
+#include "policy.h"
+
+#define FE_MAX_CHAIN 8
+#define FE_METADATA_MAX_DEPTH 16
+
+typedef struct {
+    const hsmca_config *cfg;
+    fe_ipc *ipc;
+    fe_jwks *jwks;
+    fe_jwt_rules jwt_rules;
+    const char *audiences[CONFIG_MAX_LIST];
+    policy_rules policy;
+    X509 *ca_cert;
+    int sig_nid;
+    /* cert_chain after the leaf: each intermediate, then the root bundle as one
+     * element (it may hold several roots during rotation). Each ends in "\n". */
+    char *chain_tail[FE_MAX_CHAIN];
+    int n_chain_tail;
+} fe_app;
+
+/* What a CreateCertificate request becomes once checked: a TBS for the signer. */
+typedef struct {
+    uint8_t *tbs;          /* OPENSSL_malloc'd */
+    size_t tbs_len;
+    char requester[POLICY_MAX_ID];
+    uint8_t csr_sha256[32];
+} fe_checked_request;
+
+/* Runs steps 2-5 of DESIGN.md §3 on a request body: authenticate the bearer
+ * token (auth is the "authorization" metadata value, may be NULL), decode and
+ * depth-check the request, parse the CSR, apply the SAN and TTL policy, build
+ * the TBS. On refusal, e names the check and its code maps to the gRPC status. */
+hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len, const char *auth,
+                            size_t auth_len, int64_t now, fe_checked_request *out, hsmca_err *e);
+
+/* The response body for a signed leaf (DER): IstioCertificateResponse with
+ * cert_chain = [leaf PEM, chain_tail...]. New buffer (caller frees). */
+hsmca_code fe_build_response(const fe_app *app, const uint8_t *leaf_der, size_t leaf_len,
+                             uint8_t **out, size_t *out_len, hsmca_err *e);
+
+typedef struct fe_listener fe_listener;
+
+/* Creates the gRPC server with the TLS key and certificate chain (PEM) and binds
+ * cfg->listen, without accepting yet: the sandbox goes on between the two. */
+fe_listener *fe_server_listen(fe_app *app, const char *key_pem, const char *cert_chain_pem);
+
+/* Starts serving and runs until *stop becomes non-zero; frees the listener. */
+int fe_server_serve(fe_listener *l, volatile int *stop);
+
+#endif

@@ -1,0 +1,325 @@
+/* fe_csr.c - see fe_csr.h.
+ *
+ * The CSR comes from the network, so every step is strict: one PEM block and
+ * nothing else, canonical base64, DER with no trailing bytes, a key from the
+ * allowlist, and a self-signature that verifies (proof of possession). */
+#include "fe_csr.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/bn.h>
+#include <openssl/core_names.h>
+#include <openssl/obj_mac.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#define PEM_BEGIN "-----BEGIN CERTIFICATE REQUEST-----"
+#define PEM_END "-----END CERTIFICATE REQUEST-----"
+
+static int is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* Consumes one line ending ("\n" or "\r\n") at *pos; 0 if there is none. */
+static int eat_eol(const char *s, size_t len, size_t *pos)
+{
+    if (*pos < len && s[*pos] == '\r')
+        (*pos)++;
+    if (*pos < len && s[*pos] == '\n') {
+        (*pos)++;
+        return 1;
+    }
+    return 0;
+}
+
+static int b64_val(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+/* Strict base64 of n characters (no whitespace): whole quads, '=' only as the
+ * final padding, and zero bits under the padding, so each DER has exactly one
+ * accepted encoding. Writes at most 3*n/4 bytes to out. */
+static int b64_decode_strict(const char *in, size_t n, uint8_t *out, size_t *outlen)
+{
+    size_t o = 0;
+    if (n == 0 || n % 4 != 0)
+        return 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int last = i + 4 == n;
+        int v[4], pad = 0;
+        for (int k = 0; k < 4; k++) {
+            char c = in[i + k];
+            if (c == '=' && last && k >= 2) {
+                v[k] = 0;
+                pad++;
+                continue;
+            }
+            if (pad) /* a data character after '=' */
+                return 0;
+            if ((v[k] = b64_val(c)) < 0)
+                return 0;
+        }
+        uint32_t q =
+            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        if ((pad == 1 && (q & 0xff)) || (pad == 2 && (q & 0xffff)))
+            return 0;
+        out[o++] = (uint8_t)(q >> 16);
+        if (pad < 2)
+            out[o++] = (uint8_t)(q >> 8);
+        if (pad < 1)
+            out[o++] = (uint8_t)q;
+    }
+    *outlen = o;
+    return 1;
+}
+
+/* Finds the one PEM block in pem[0..len) and decodes its body into a new
+ * buffer (caller frees). Lines of base64 only: no PEM headers, no blank lines. */
+static hsmca_code pem_unwrap(const char *pem, size_t len, uint8_t **der, size_t *derlen,
+                             hsmca_err *e)
+{
+    const size_t bl = sizeof(PEM_BEGIN) - 1, el = sizeof(PEM_END) - 1;
+    size_t pos = 0;
+    while (pos < len && is_ws(pem[pos]))
+        pos++;
+    if (len - pos < bl || memcmp(pem + pos, PEM_BEGIN, bl) != 0)
+        return hsmca_fail(e, HSMCA_EINVAL, "CSR is not a PEM block labelled CERTIFICATE REQUEST");
+    pos += bl;
+    if (!eat_eol(pem, len, &pos))
+        return hsmca_fail(e, HSMCA_EINVAL, "CSR PEM: no line break after the BEGIN line");
+
+    /* The base64 characters, line breaks removed; never longer than the input. */
+    char *b64 = malloc(len);
+    uint8_t *buf = malloc(len);
+    size_t nb = 0;
+    hsmca_code rc = HSMCA_EINVAL;
+    if (!b64 || !buf) {
+        rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory parsing a CSR");
+        goto out;
+    }
+    for (;;) {
+        if (pos >= len) {
+            rc = hsmca_fail(e, HSMCA_EINVAL, "CSR PEM: no END CERTIFICATE REQUEST line");
+            goto out;
+        }
+        if (len - pos >= el && memcmp(pem + pos, PEM_END, el) == 0)
+            break;
+        size_t start = pos;
+        while (pos < len && b64_val(pem[pos]) >= 0)
+            pos++;
+        while (pos < len && pem[pos] == '=')
+            pos++;
+        size_t n = pos - start;
+        if (n == 0 || !eat_eol(pem, len, &pos)) {
+            rc = hsmca_fail(e, HSMCA_EINVAL,
+                            "CSR PEM: body line is not base64 (headers, blank lines or "
+                            "stray characters)");
+            goto out;
+        }
+        memcpy(b64 + nb, pem + start, n);
+        nb += n;
+    }
+    pos += el;
+    while (pos < len && is_ws(pem[pos]))
+        pos++;
+    if (pos != len) {
+        rc = hsmca_fail(e, HSMCA_EINVAL, "CSR has data after the PEM block");
+        goto out;
+    }
+    if (!b64_decode_strict(b64, nb, buf, derlen)) {
+        rc = hsmca_fail(e, HSMCA_EINVAL, "CSR PEM body is not canonical base64");
+        goto out;
+    }
+    *der = buf;
+    buf = NULL;
+    rc = HSMCA_OK;
+out:
+    free(b64);
+    free(buf);
+    return rc;
+}
+
+/* RSA 2048..8192 with an odd exponent > 1, or EC on P-256 / P-384 (named curve,
+ * valid point). Cheap checks only: an 8192-bit modulus is not primality-tested. */
+static hsmca_code check_key(EVP_PKEY *k, hsmca_err *e)
+{
+    int id = EVP_PKEY_get_base_id(k);
+    int bits = EVP_PKEY_get_bits(k);
+    if (id == EVP_PKEY_RSA) {
+        if (bits < 2048 || bits > 8192)
+            return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: RSA-%d", bits);
+        BIGNUM *ex = NULL;
+        int ok = EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_RSA_E, &ex) && BN_is_odd(ex) &&
+                 !BN_is_one(ex) && BN_num_bits(ex) <= 256;
+        BN_free(ex);
+        if (!ok)
+            return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: RSA exponent");
+        return HSMCA_OK;
+    }
+    if (id == EVP_PKEY_EC) {
+        char group[64] = "", enc[32] = "";
+        size_t gl = 0, encl = 0;
+        if (!EVP_PKEY_get_utf8_string_param(k, OSSL_PKEY_PARAM_EC_ENCODING, enc, sizeof(enc),
+                                            &encl) ||
+            strcmp(enc, OSSL_PKEY_EC_ENCODING_GROUP) != 0)
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "CSR key type/size not allowed: EC with explicit parameters");
+        if (!EVP_PKEY_get_group_name(k, group, sizeof(group), &gl))
+            return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: EC unknown curve");
+        if (strcmp(group, SN_X9_62_prime256v1) != 0 && strcmp(group, SN_secp384r1) != 0)
+            return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: EC %s", group);
+        EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_pkey(NULL, k, NULL);
+        int ok = ctx && EVP_PKEY_public_check(ctx) == 1;
+        EVP_PKEY_CTX_free(ctx);
+        if (!ok)
+            return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: EC point invalid");
+        return HSMCA_OK;
+    }
+    const char *name = OBJ_nid2sn(id);
+    return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: %s",
+                      name ? name : "unknown");
+}
+
+/* URI SANs (exact length, no NUL) and a count of every other SAN, from the
+ * extensionRequest attribute. */
+static hsmca_code collect_sans(X509_REQ *req, fe_csr *out, hsmca_err *e)
+{
+    int nattr = X509_REQ_get_attr_by_NID(req, NID_ext_req, -1);
+    if (nattr < 0)
+        return HSMCA_OK; /* no extensions at all: policy refuses the missing SAN */
+    if (X509_REQ_get_attr_by_NID(req, NID_ext_req, nattr) >= 0)
+        return hsmca_fail(e, HSMCA_EINVAL, "CSR has more than one extensionRequest attribute");
+    STACK_OF(X509_EXTENSION) *exts = X509_REQ_get_extensions(req);
+    if (!exts)
+        return hsmca_fail(e, HSMCA_EINVAL, "CSR extensionRequest is malformed");
+    hsmca_code rc = HSMCA_OK;
+    int crit = -1;
+    GENERAL_NAMES *gens = X509V3_get_d2i(exts, NID_subject_alt_name, &crit, NULL);
+    if (!gens) {
+        if (crit == -2)
+            rc = hsmca_fail(e, HSMCA_EINVAL, "CSR carries more than one subjectAltName");
+        else if (crit != -1)
+            rc = hsmca_fail(e, HSMCA_EINVAL, "CSR subjectAltName is malformed");
+        goto out;
+    }
+    for (int i = 0; i < sk_GENERAL_NAME_num(gens); i++) {
+        const GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, i);
+        if (g->type != GEN_URI) {
+            out->n_other_sans++;
+            continue;
+        }
+        const ASN1_IA5STRING *u = g->d.uniformResourceIdentifier;
+        int n = ASN1_STRING_length(u);
+        const unsigned char *d = ASN1_STRING_get0_data(u);
+        if (n <= 0 || !d) {
+            rc = hsmca_fail(e, HSMCA_EINVAL, "CSR URI SAN is empty");
+            goto out;
+        }
+        if (memchr(d, '\0', (size_t)n)) {
+            rc = hsmca_fail(e, HSMCA_EINVAL, "CSR URI SAN contains a NUL byte");
+            goto out;
+        }
+        if (out->n_uris >= FE_CSR_MAX_SANS) {
+            rc = hsmca_fail(e, HSMCA_EINVAL, "CSR carries more than %d URI SANs", FE_CSR_MAX_SANS);
+            goto out;
+        }
+        char *s = malloc((size_t)n + 1);
+        if (!s) {
+            rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory parsing a CSR");
+            goto out;
+        }
+        memcpy(s, d, (size_t)n);
+        s[n] = '\0';
+        out->uris[out->n_uris++] = s;
+    }
+out:
+    GENERAL_NAMES_free(gens);
+    sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
+    return rc;
+}
+
+static hsmca_code parse_der(const uint8_t *der, size_t derlen, fe_csr *out, hsmca_err *e)
+{
+    const unsigned char *p = der;
+    X509_REQ *req = d2i_X509_REQ(NULL, &p, (long)derlen);
+    if (!req)
+        return hsmca_fail(e, HSMCA_EINVAL, "CSR is not a DER PKCS#10 request");
+    hsmca_code rc = HSMCA_EINVAL;
+    if (p != der + derlen) {
+        rc = hsmca_fail(e, HSMCA_EINVAL, "CSR DER has trailing bytes");
+        goto out;
+    }
+    if (X509_REQ_get_version(req) != X509_REQ_VERSION_1) {
+        rc = hsmca_fail(e, HSMCA_EINVAL, "CSR version is not v1");
+        goto out;
+    }
+    EVP_PKEY *k = X509_REQ_get0_pubkey(req);
+    if (!k) {
+        rc = hsmca_fail(e, HSMCA_EINVAL, "CSR public key does not decode");
+        goto out;
+    }
+    /* Key first: refusing an odd key is cheaper than verifying with it. */
+    if ((rc = check_key(k, e)) != HSMCA_OK)
+        goto out;
+    if (X509_REQ_verify(req, k) != 1) {
+        rc = hsmca_fail(e, HSMCA_EINVAL, "CSR signature does not verify");
+        goto out;
+    }
+    if ((rc = collect_sans(req, out, e)) != HSMCA_OK)
+        goto out;
+    if (!EVP_PKEY_up_ref(k)) {
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot keep the CSR key");
+        goto out;
+    }
+    out->pubkey = k;
+    rc = HSMCA_OK;
+out:
+    X509_REQ_free(req);
+    return rc;
+}
+
+hsmca_code fe_csr_parse(const char *pem, size_t len, fe_csr *out, hsmca_err *e)
+{
+    if (!out)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "fe_csr_parse: no output");
+    memset(out, 0, sizeof(*out));
+    if (!pem || len == 0)
+        return hsmca_fail(e, HSMCA_EINVAL, "CSR is empty");
+    if (len > FE_CSR_MAX_LEN)
+        return hsmca_fail(e, HSMCA_EINVAL, "CSR is larger than %d bytes", FE_CSR_MAX_LEN);
+
+    uint8_t *der = NULL;
+    size_t derlen = 0;
+    hsmca_code rc = pem_unwrap(pem, len, &der, &derlen, e);
+    if (rc == HSMCA_OK)
+        rc = parse_der(der, derlen, out, e);
+    if (rc == HSMCA_OK && !EVP_Digest(der, derlen, out->der_sha256, NULL, EVP_sha256(), NULL))
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "SHA-256 of the CSR failed");
+    free(der);
+    if (rc != HSMCA_OK)
+        fe_csr_free(out);
+    return rc;
+}
+
+void fe_csr_free(fe_csr *c)
+{
+    if (!c)
+        return;
+    EVP_PKEY_free(c->pubkey);
+    for (int i = 0; i < c->n_uris && i < FE_CSR_MAX_SANS; i++)
+        free(c->uris[i]);
+    memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,28 @@
+/* fe_csr.h - parsing a PEM PKCS#10 CSR from a workload and proving possession. */
+#ifndef HSMCA_FE_CSR_H
+#define HSMCA_FE_CSR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <openssl/evp.h>
+#include "hsmca_err.h"
+
+#define FE_CSR_MAX_LEN 16384
+#define FE_CSR_MAX_SANS 8
+
+typedef struct {
+    EVP_PKEY *pubkey;                 /* owned; freed by fe_csr_free */
+    char *uris[FE_CSR_MAX_SANS];      /* URI SANs, owned */
+    int n_uris;
+    int n_other_sans;                 /* DNS, IP, email, ...: counted, refused by policy */
+    uint8_t der_sha256[32];           /* SHA-256 of the CSR DER, for the log */
+} fe_csr;
+
+/* Parses exactly one PEM CERTIFICATE REQUEST of len bytes (nothing but
+ * whitespace around it), verifies its self-signature, checks the key
+ * (RSA 2048-8192, EC P-256/P-384) and collects its SANs. HSMCA_EINVAL names
+ * the failed check ("CSR signature does not verify"). */
+hsmca_code fe_csr_parse(const char *pem, size_t len, fe_csr *out, hsmca_err *e);
+void fe_csr_free(fe_csr *c);
+
+#endif

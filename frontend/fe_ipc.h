@@ -1,0 +1,35 @@
+/* fe_ipc.h - the front end's side of the signer IPC: many requests in flight,
+ * replies matched by id, and a fresh connection taken over when the supervisor
+ * restarts the signer. */
+#ifndef HSMCA_FE_IPC_H
+#define HSMCA_FE_IPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "hsmca_err.h"
+
+#define FE_IPC_MAX_INFLIGHT 4096
+#define FE_IPC_TIMEOUT_S 15.0 /* a request the signer has not answered by then fails */
+
+/* Called exactly once per submitted request, from the IPC thread (or from
+ * fe_ipc_submit's caller when the submit fails synchronously: it does not call
+ * back then). cert is the DER certificate on HSMCA_OK, else NULL. */
+typedef void (*fe_ipc_cb)(void *arg, hsmca_code code, const char *reason, const uint8_t *cert,
+                          size_t cert_len);
+
+typedef struct fe_ipc fe_ipc;
+
+/* Starts the IPC thread on the signer connection ipc_fd; new connections arrive
+ * on ctl_fd (SCM_RIGHTS) from the supervisor. */
+fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, hsmca_err *e);
+
+/* Sends a SignRequest. HSMCA_EUNAVAIL when no signer is connected, HSMCA_ERATE
+ * when FE_IPC_MAX_INFLIGHT requests are already waiting. */
+hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint8_t *tbs, size_t tbs_len,
+                         const char *requester, const uint8_t csr_sha256[32], fe_ipc_cb cb,
+                         void *arg, hsmca_err *e);
+
+/* 1 while a signer connection is up. */
+int fe_ipc_connected(fe_ipc *c);
+
+#endif

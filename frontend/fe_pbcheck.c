@@ -1,0 +1,157 @@
+/* fe_pbcheck.c - see fe_pbcheck.h.
+ *
+ * protobuf-c unpacks recursive messages recursively and without a depth limit,
+ * so the metadata Struct is walked here first, iteratively, with an explicit
+ * stack of "where does this message end" frames sized by the depth cap. */
+#include "fe_pbcheck.h"
+
+
+/* Wire types (protobuf encoding guide). */
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+
+typedef enum { M_STRUCT, M_ENTRY, M_VALUE, M_LIST } pb_msg;
+
+static const char *const msg_name[] = {"Struct", "Struct map entry", "Value", "ListValue"};
+
+typedef struct {
+    pb_msg type;
+    size_t end; /* offset one past the last byte of this message */
+} pb_frame;
+
+/* Depth counts Struct, Value and ListValue; a map entry sits between a Struct
+ * and its Value without a level of its own, so at most one entry frame per two
+ * levels: 2 * FE_PB_MAX_DEPTH frames always suffice. */
+#define PB_STACK_MAX (2 * FE_PB_MAX_DEPTH + 1)
+
+/* Reads a varint of at most 10 bytes ending before end; the 10th byte may only
+ * carry the one bit left of a uint64. */
+static int read_varint(const uint8_t *buf, size_t end, size_t *pos, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (int i = 0; i < 10; i++) {
+        if (*pos >= end)
+            return 0;
+        uint8_t b = buf[(*pos)++];
+        if (i == 9 && b > 1)
+            return 0;
+        r |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *v = r;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The wire type each known field must have, or -1 for a field the message
+ * does not define. */
+static int expected_wt(pb_msg m, uint64_t field)
+{
+    switch (m) {
+    case M_STRUCT: return field == 1 ? WT_LEN : -1;              /* fields */
+    case M_ENTRY: return field == 1 || field == 2 ? WT_LEN : -1; /* key, value */
+    case M_LIST: return field == 1 ? WT_LEN : -1;                /* values */
+    case M_VALUE:
+        switch (field) {
+        case 1: return WT_VARINT; /* null_value */
+        case 2: return WT_I64;    /* number_value */
+        case 3: return WT_LEN;    /* string_value */
+        case 4: return WT_VARINT; /* bool_value */
+        case 5: return WT_LEN;    /* struct_value */
+        case 6: return WT_LEN;    /* list_value */
+        default: return -1;
+        }
+    }
+    return -1;
+}
+
+/* The message a length-delimited field opens, or -1 when its bytes are opaque
+ * (a string). */
+static int child_msg(pb_msg m, uint64_t field)
+{
+    switch (m) {
+    case M_STRUCT: return M_ENTRY;
+    case M_ENTRY: return field == 2 ? M_VALUE : -1;
+    case M_LIST: return M_VALUE;
+    case M_VALUE: return field == 5 ? M_STRUCT : field == 6 ? M_LIST : -1;
+    }
+    return -1;
+}
+
+hsmca_code fe_pb_check_struct(const uint8_t *buf, size_t len, int max_depth, hsmca_err *e)
+{
+    pb_frame stack[PB_STACK_MAX];
+    int sp = 0, depth = 1;
+    size_t pos = 0;
+
+    if (max_depth < 1 || max_depth > FE_PB_MAX_DEPTH)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "metadata: depth limit %d outside 1..%d", max_depth,
+                          FE_PB_MAX_DEPTH);
+    if (len > 0 && !buf)
+        return hsmca_fail(e, HSMCA_EINVAL, "metadata: no buffer");
+    stack[sp++] = (pb_frame){M_STRUCT, len};
+
+    while (sp > 0) {
+        pb_frame *top = &stack[sp - 1];
+        if (pos == top->end) {
+            if (top->type != M_ENTRY)
+                depth--;
+            sp--;
+            continue;
+        }
+        uint64_t tag, v;
+        if (!read_varint(buf, top->end, &pos, &tag))
+            return hsmca_fail(e, HSMCA_EINVAL, "metadata: truncated or overlong tag in %s",
+                              msg_name[top->type]);
+        uint64_t field = tag >> 3;
+        int wt = (int)(tag & 7);
+        int want = expected_wt(top->type, field);
+        if (want < 0)
+            return hsmca_fail(e, HSMCA_EINVAL, "metadata: unknown field %llu in %s",
+                              (unsigned long long)field, msg_name[top->type]);
+        if (wt != want)
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "metadata: field %llu of %s has wire type %d, expected %d",
+                              (unsigned long long)field, msg_name[top->type], wt, want);
+        switch (wt) {
+        case WT_VARINT:
+            if (!read_varint(buf, top->end, &pos, &v))
+                return hsmca_fail(e, HSMCA_EINVAL,
+                                  "metadata: truncated or overlong varint "
+                                  "in field %llu of %s",
+                                  (unsigned long long)field, msg_name[top->type]);
+            break;
+        case WT_I64:
+            if (top->end - pos < 8)
+                return hsmca_fail(e, HSMCA_EINVAL, "metadata: truncated number in %s",
+                                  msg_name[top->type]);
+            pos += 8;
+            break;
+        case WT_LEN: {
+            if (!read_varint(buf, top->end, &pos, &v))
+                return hsmca_fail(e, HSMCA_EINVAL,
+                                  "metadata: truncated or overlong length "
+                                  "in field %llu of %s",
+                                  (unsigned long long)field, msg_name[top->type]);
+            if (v > top->end - pos)
+                return hsmca_fail(e, HSMCA_EINVAL,
+                                  "metadata: field %llu of %s runs past the "
+                                  "end of its message",
+                                  (unsigned long long)field, msg_name[top->type]);
+            int child = child_msg(top->type, field);
+            if (child < 0) {
+                pos += (size_t)v; /* key or string_value: opaque bytes */
+                break;
+            }
+            if (child != M_ENTRY && ++depth > max_depth)
+                return hsmca_fail(e, HSMCA_EINVAL, "metadata nesting deeper than %d", max_depth);
+            if (sp >= PB_STACK_MAX) /* unreachable by the sizing argument above */
+                return hsmca_fail(e, HSMCA_EINTERNAL, "metadata: walker stack full");
+            stack[sp++] = (pb_frame){(pb_msg)child, pos + (size_t)v};
+            break;
+        }
+        default: return hsmca_fail(e, HSMCA_EINTERNAL, "metadata: wire type %d not handled", wt);
+        }
+    }
+    return HSMCA_OK;
+}

@@ -1,0 +1,22 @@
+/* fe_pbcheck.h - checks protobuf wire data before protobuf-c sees it. */
+#ifndef HSMCA_FE_PBCHECK_H
+#define HSMCA_FE_PBCHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "hsmca_err.h"
+
+/* The largest max_depth fe_pb_check_struct accepts (it sizes the walker's stack). */
+#define FE_PB_MAX_DEPTH 100
+
+/* Depth: the top Struct is level 1; every nested Value, Struct and ListValue
+ * adds one (map entries do not), so Struct{"k": Value{struct_value: Struct{}}}
+ * has depth 3. max_depth must be in 1..FE_PB_MAX_DEPTH.
+ *
+ * Walks a google.protobuf.Struct in wire format and refuses it (HSMCA_EINVAL)
+ * when nesting exceeds max_depth, a field is malformed or truncated, or a field
+ * of Struct / Value / ListValue has the wrong wire type. Iterative: no recursion
+ * on attacker input. */
+hsmca_code fe_pb_check_struct(const uint8_t *buf, size_t len, int max_depth, hsmca_err *e);
+
+#endif

@@ -1,0 +1,327 @@
+/* fe_server.c - the gRPC core server for IstioCertificateService.
+ *
+ * Each call is a small state machine driven by completion-queue events:
+ *   NEW  (request_call done)  -> start {SEND_INITIAL_METADATA, RECV_MESSAGE}
+ *   RECV (body received)      -> check; refuse at once, or submit to the signer
+ *   (signer reply, IPC thread)-> start {SEND_MESSAGE, SEND_STATUS, RECV_CLOSE}
+ *   DONE (final batch done)   -> free.
+ * At most one batch is outstanding per call, so starting the final batch from
+ * the IPC thread never races with another batch on the same call. */
+#include "fe_app.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+#include <openssl/crypto.h>
+
+#include "log.h"
+#include "signer_tbs.h"
+#include "util.h"
+
+#define FE_METHOD "/istio.v1.auth.IstioCertificateService/CreateCertificate"
+#define FE_CQ_THREADS 2
+
+typedef enum { CALL_NEW, CALL_RECV, CALL_SIGNING, CALL_DONE } fe_call_state;
+
+typedef struct {
+    grpc_server *server;
+    grpc_completion_queue *cq;
+    fe_app *app;
+} fe_server;
+
+typedef struct {
+    fe_call_state state;
+    fe_server *srv;
+    grpc_call *call;
+    grpc_call_details details;
+    grpc_metadata_array request_md;
+    grpc_byte_buffer *recv_buf;
+    grpc_byte_buffer *send_buf;
+    grpc_slice status_details;
+    int cancelled;
+    double started;
+} fe_call;
+
+static grpc_status_code status_for(hsmca_code c)
+{
+    switch (c) {
+    case HSMCA_OK: return GRPC_STATUS_OK;
+    case HSMCA_EINVAL: return GRPC_STATUS_INVALID_ARGUMENT;
+    case HSMCA_EAUTH: return GRPC_STATUS_UNAUTHENTICATED;
+    case HSMCA_EPERM: return GRPC_STATUS_PERMISSION_DENIED;
+    case HSMCA_EUNAVAIL: return GRPC_STATUS_UNAVAILABLE;
+    case HSMCA_ERATE: return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    default: return GRPC_STATUS_INTERNAL;
+    }
+}
+
+static void await_new_call(fe_server *srv)
+{
+    fe_call *c = calloc(1, sizeof(*c));
+    if (!c)
+        fatal("out of memory");
+    c->srv = srv;
+    c->state = CALL_NEW;
+    grpc_call_details_init(&c->details);
+    grpc_metadata_array_init(&c->request_md);
+    if (grpc_server_request_call(srv->server, &c->call, &c->details, &c->request_md, srv->cq,
+                                 srv->cq, c) != GRPC_CALL_OK)
+        log_error("grpc_server_request_call failed");
+}
+
+static void free_call(fe_call *c)
+{
+    if (c->recv_buf)
+        grpc_byte_buffer_destroy(c->recv_buf);
+    if (c->send_buf)
+        grpc_byte_buffer_destroy(c->send_buf);
+    grpc_slice_unref(c->status_details);
+    grpc_call_details_destroy(&c->details);
+    grpc_metadata_array_destroy(&c->request_md);
+    if (c->call)
+        grpc_call_unref(c->call);
+    free(c);
+}
+
+/* Sends the reply (body may be NULL) and the status; the call ends when the
+ * batch completes. Initial metadata goes too when it was not sent before. */
+static void finish_status(fe_call *c, grpc_status_code status, const char *msg, uint8_t *body,
+                          size_t len, int initial_md)
+{
+    grpc_op ops[4];
+    memset(ops, 0, sizeof(ops));
+    size_t n = 0;
+    if (initial_md)
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (body) {
+        grpc_slice s = grpc_slice_from_copied_buffer((const char *)body, len);
+        c->send_buf = grpc_raw_byte_buffer_create(&s, 1);
+        grpc_slice_unref(s);
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = c->send_buf;
+    }
+    c->status_details = grpc_slice_from_copied_string(msg ? msg : "");
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = status;
+    ops[n++].data.send_status_from_server.status_details = &c->status_details;
+    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+    c->state = CALL_DONE;
+    if (grpc_call_start_batch(c->call, ops, n, c, NULL) != GRPC_CALL_OK) {
+        log_error("cannot finish a call");
+        free_call(c);
+    }
+}
+
+static void finish(fe_call *c, hsmca_code code, const char *msg, uint8_t *body, size_t len)
+{
+    if (code != HSMCA_OK)
+        log_info("refused CreateCertificate: %s: %s", hsmca_code_name(code), msg);
+    finish_status(c, status_for(code), msg, body, len, 0);
+}
+
+/* From the IPC thread: the signer answered. */
+static void on_signed(void *arg, hsmca_code code, const char *reason, const uint8_t *cert,
+                      size_t cert_len)
+{
+    fe_call *c = arg;
+    if (code != HSMCA_OK) {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "signer refused: %s", reason);
+        finish(c, code, code == HSMCA_EUNAVAIL ? reason : msg, NULL, 0);
+        return;
+    }
+    uint8_t *body = NULL;
+    size_t len = 0;
+    hsmca_err e;
+    if (fe_build_response(c->srv->app, cert, cert_len, &body, &len, &e) != HSMCA_OK) {
+        finish(c, e.code, e.msg, NULL, 0);
+        return;
+    }
+    finish(c, HSMCA_OK, "", body, len);
+    free(body);
+}
+
+static const char *find_md(const grpc_metadata_array *md, const char *key, size_t *len)
+{
+    for (size_t i = 0; i < md->count; i++) {
+        if (grpc_slice_str_cmp(md->metadata[i].key, key) == 0) {
+            *len = GRPC_SLICE_LENGTH(md->metadata[i].value);
+            return (const char *)GRPC_SLICE_START_PTR(md->metadata[i].value);
+        }
+    }
+    *len = 0;
+    return NULL;
+}
+
+static void on_received(fe_call *c)
+{
+    if (!c->recv_buf) {
+        finish(c, HSMCA_EINVAL, "request: no message received", NULL, 0);
+        return;
+    }
+    grpc_byte_buffer_reader reader;
+    if (!grpc_byte_buffer_reader_init(&reader, c->recv_buf)) {
+        finish(c, HSMCA_EINVAL, "request: cannot read the message", NULL, 0);
+        return;
+    }
+    grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+
+    size_t auth_len;
+    const char *auth = find_md(&c->request_md, "authorization", &auth_len);
+    fe_checked_request req;
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    hsmca_code rc = fe_check_request(c->srv->app, GRPC_SLICE_START_PTR(body),
+                                     GRPC_SLICE_LENGTH(body), auth, auth_len, util_wall_now(),
+                                     &req, &e);
+    grpc_slice_unref(body);
+    if (rc != HSMCA_OK) {
+        finish(c, rc, e.msg, NULL, 0);
+        return;
+    }
+    c->state = CALL_SIGNING;
+    rc = fe_ipc_submit(c->srv->app->ipc, TBS_PROFILE_WORKLOAD, req.tbs, req.tbs_len,
+                       req.requester, req.csr_sha256, on_signed, c, &e);
+    OPENSSL_free(req.tbs);
+    if (rc != HSMCA_OK)
+        finish(c, rc, e.msg, NULL, 0);
+}
+
+static void on_new_call(fe_call *c)
+{
+    await_new_call(c->srv); /* keep one request_call outstanding */
+    if (grpc_slice_str_cmp(c->details.method, FE_METHOD) != 0) {
+        char *m = grpc_slice_to_c_string(c->details.method);
+        char msg[300];
+        snprintf(msg, sizeof(msg), "method %s is not served here", m);
+        gpr_free(m);
+        finish_status(c, GRPC_STATUS_UNIMPLEMENTED, msg, NULL, 0, 1);
+        return;
+    }
+    grpc_op ops[2];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_RECV_MESSAGE;
+    ops[1].data.recv_message.recv_message = &c->recv_buf;
+    c->state = CALL_RECV;
+    if (grpc_call_start_batch(c->call, ops, 2, c, NULL) != GRPC_CALL_OK) {
+        log_error("cannot start receiving a call");
+        free_call(c);
+    }
+}
+
+static void *cq_loop(void *arg)
+{
+    fe_server *srv = arg;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(srv->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            return NULL;
+        if (ev.type != GRPC_OP_COMPLETE || !ev.tag)
+            continue; /* NULL tag: the shutdown notification */
+        fe_call *c = ev.tag;
+        switch (c->state) {
+        case CALL_NEW:
+            if (!ev.success) {
+                free_call(c); /* server shutting down */
+                break;
+            }
+            on_new_call(c);
+            break;
+        case CALL_RECV:
+            if (!ev.success) {
+                c->state = CALL_DONE;
+                finish(c, HSMCA_EINVAL, "request: receive failed", NULL, 0);
+                break;
+            }
+            on_received(c);
+            break;
+        case CALL_DONE:
+            free_call(c);
+            break;
+        case CALL_SIGNING:
+            log_error("unexpected event while signing");
+            break;
+        }
+    }
+}
+
+struct fe_listener {
+    fe_server srv;
+};
+
+fe_listener *fe_server_listen(fe_app *app, const char *key_pem, const char *cert_chain_pem)
+{
+    fe_listener *l = calloc(1, sizeof(*l));
+    if (!l)
+        return NULL;
+    fe_server *srv = &l->srv;
+    srv->app = app;
+    /* gRPC refuses over-large messages itself (RESOURCE_EXHAUSTED); between the
+     * configured cap and twice it, fe_check_request answers INVALID_ARGUMENT
+     * with the limit in the message. */
+    grpc_arg args[2];
+    memset(args, 0, sizeof(args));
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[0].value.integer = (int)app->cfg->max_request_bytes * 2;
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = GRPC_ARG_MAX_CONCURRENT_STREAMS;
+    args[1].value.integer = 1000;
+    grpc_channel_args chargs = {2, args};
+
+    srv->cq = grpc_completion_queue_create_for_next(NULL);
+    srv->server = grpc_server_create(&chargs, NULL);
+    grpc_server_register_completion_queue(srv->server, srv->cq, NULL);
+    grpc_ssl_pem_key_cert_pair pair = {key_pem, cert_chain_pem};
+    grpc_server_credentials *creds = grpc_ssl_server_credentials_create_ex(
+        NULL, &pair, 1, GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE, NULL);
+    int port = grpc_server_add_http2_port(srv->server, app->cfg->listen, creds);
+    grpc_server_credentials_release(creds);
+    if (port == 0) {
+        log_error("cannot listen on %s", app->cfg->listen);
+        grpc_server_destroy(srv->server);
+        grpc_completion_queue_destroy(srv->cq);
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+int fe_server_serve(fe_listener *l, volatile int *stop)
+{
+    fe_server *srv = &l->srv;
+    grpc_server_start(srv->server);
+    for (int i = 0; i < 64; i++)
+        await_new_call(srv);
+    log_info("serving %s over TLS on %s", FE_METHOD, srv->app->cfg->listen);
+
+    pthread_t th[FE_CQ_THREADS];
+    for (int i = 0; i < FE_CQ_THREADS; i++)
+        pthread_create(&th[i], NULL, cq_loop, srv);
+    while (!*stop)
+        usleep(100 * 1000);
+
+    log_info("shutting down");
+    grpc_server_shutdown_and_notify(srv->server, srv->cq, NULL);
+    grpc_server_cancel_all_calls(srv->server);
+    grpc_completion_queue_shutdown(srv->cq);
+    for (int i = 0; i < FE_CQ_THREADS; i++)
+        pthread_join(th[i], NULL);
+    grpc_server_destroy(srv->server);
+    grpc_completion_queue_destroy(srv->cq);
+    free(l);
+    return 0;
+}

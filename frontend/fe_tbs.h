@@ -1,0 +1,29 @@
+/* fe_tbs.h - building the TBSCertificate the front end sends to the signer. */
+#ifndef HSMCA_FE_TBS_H
+#define HSMCA_FE_TBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <openssl/x509.h>
+#include "hsmca_err.h"
+
+typedef struct {
+    X509 *ca_cert;             /* issuer name, AKI from its SKI */
+    int sig_nid;               /* the CA key's signature algorithm */
+    EVP_PKEY *subject_key;     /* public key to certify */
+    const char *uri_san;       /* workload: the SPIFFE ID (or NULL) */
+    const char *const *dns;    /* serving: DNS SANs */
+    int n_dns;
+    const char *const *ips;    /* serving: IP SANs as text */
+    int n_ips;
+    int64_t now;               /* notBefore = now - 120 s (clock skew) */
+    uint32_t ttl;              /* notAfter = notBefore + ttl */
+} fe_tbs_params;
+
+/* Builds a v3 TBS: random 128-bit positive serial, empty subject, critical SAN,
+ * KU digitalSignature|keyEncipherment (critical), EKU serverAuth+clientAuth,
+ * critical CA:FALSE, SKI (SHA-1 of the key), AKI (the CA's SKI). Returns a new
+ * DER buffer (caller OPENSSL_free's). */
+hsmca_code fe_tbs_build(const fe_tbs_params *p, uint8_t **der, size_t *len, hsmca_err *e);
+
+#endif

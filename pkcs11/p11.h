@@ -1,0 +1,79 @@
+/* p11.h - the PKCS#11 layer: module loading, RFC 7512 URIs, login, key checks,
+ * a session pool for parallel signing, key generation and token setup.
+ *
+ * Raw PKCS#11 through the module's C_GetFunctionList (no libp11 on the hot path),
+ * so that exact CKR_* codes drive recovery. Only the signer and the dev set-up
+ * code load a module; the front end never does. */
+#ifndef HSMCA_P11_H
+#define HSMCA_P11_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <openssl/evp.h>
+#include "hsmca_err.h"
+
+/* An RFC 7512 URI, the subset we need: token, object, id, type (private|public|cert).
+ * Unknown path attributes are refused; pin-value is refused (PINs come from files). */
+typedef struct {
+    char token[33];      /* CKA_LABEL of the token (32 chars max) */
+    char object[256];    /* CKA_LABEL of the object */
+    uint8_t id[64];      /* CKA_ID */
+    size_t id_len;       /* 0: not given */
+    char type[16];       /* "private", "public", "cert", or "" */
+} p11_uri;
+
+/* Parses a "pkcs11:" URI (percent-decoding values). */
+hsmca_code p11_uri_parse(const char *s, p11_uri *u, hsmca_err *e);
+
+typedef enum { P11_KEY_EC_P256 = 1, P11_KEY_RSA_2048 = 2 } p11_key_type;
+
+typedef struct p11_module p11_module; /* a loaded, initialized module */
+typedef struct p11_pool p11_pool;     /* logged-in sessions bound to one private key */
+
+/* dlopens the module, C_GetFunctionList, C_Initialize (OS locking allowed). */
+hsmca_code p11_module_load(const char *path, p11_module **out, hsmca_err *e);
+/* C_Finalize, dlclose, free. NULL is fine. */
+void p11_module_unload(p11_module *m);
+
+/* Dev set-up: initializes a fresh token in the first free slot with the label,
+ * the SO PIN and the user PIN (C_InitToken, C_InitPIN). No PIN goes on a command line. */
+hsmca_code p11_init_token(p11_module *m, const char *label, const char *so_pin,
+                          const char *user_pin, hsmca_err *e);
+
+/* Returns 1 when a token with that label exists, 0 when not. */
+int p11_token_exists(p11_module *m, const char *label);
+
+/* Generates a key pair in the token: private key CKA_TOKEN, CKA_PRIVATE,
+ * CKA_SENSITIVE, !CKA_EXTRACTABLE, CKA_SIGN; both halves labelled `label` with
+ * a random CKA_ID. Refuses if an object with that label already exists. */
+hsmca_code p11_generate_key(p11_module *m, const char *token_label, const char *user_pin,
+                            const char *label, p11_key_type type, hsmca_err *e);
+
+/* Opens n sessions on the token named by the URI, logs in with the PIN (once:
+ * login state is per application), finds the private key by the URI and its
+ * public half (same CKA_ID or label), and checks the key: CKA_SENSITIVE true,
+ * CKA_EXTRACTABLE false, CKA_SIGN true, type EC P-256/P-384 or RSA >= 2048.
+ * Refuses to return a pool otherwise, naming the failed check. */
+hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pin, unsigned n,
+                         p11_pool **out, hsmca_err *e);
+void p11_pool_close(p11_pool *p);
+
+/* The token key's public key (new reference; caller EVP_PKEY_free's). */
+EVP_PKEY *p11_pool_public_key(p11_pool *p);
+
+/* Signs a SHA-256 digest (32 bytes) with the pool's key: CKM_ECDSA (raw r||s
+ * converted to a DER ECDSA-Sig-Value) or CKM_RSA_PKCS over the DigestInfo.
+ * sig gets the DER/PKCS#1 signature; *siglen in: capacity (>= 512), out: length.
+ * Blocks until a session is free. Thread-safe. On a CKR_* that means the token
+ * or session is gone, returns HSMCA_EUNAVAIL and marks the pool for reconnect;
+ * later calls re-login / re-initialize (with backoff) before signing again. */
+hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t digest[32], uint8_t *sig,
+                                size_t *siglen, hsmca_err *e);
+
+/* 1 while the pool is healthy, 0 while it is reconnecting. */
+int p11_pool_healthy(p11_pool *p);
+
+/* Name of a CKR_* value ("CKR_PIN_INCORRECT"), or "CKR_0x..." when unknown. */
+const char *p11_rv_name(unsigned long rv);
+
+#endif

@@ -1,0 +1,82 @@
+/* p11_int.h - internal to pkcs11/: the module struct and helpers shared by the
+ * module, key-generation, key-check and pool files. Not for other modules. */
+#ifndef HSMCA_P11_INT_H
+#define HSMCA_P11_INT_H
+
+#include "p11.h"
+#include <pkcs11.h>
+#include <pthread.h>
+
+struct p11_module {
+    void *dl;
+    CK_FUNCTION_LIST *fl;
+    int owns_init;             /* we called C_Initialize: C_Finalize on unload */
+    pthread_mutex_t init_lock; /* serializes re-initialization by pools */
+};
+
+#define P11_LABEL_MAX 32 /* CK_TOKEN_INFO.label is 32 bytes, space padded */
+#define P11_PIN_MAX 255
+
+/* Space-pads label into the 32-byte CK_TOKEN_INFO form; -1 when empty or too long. */
+int p11_pad_label(const char *label, unsigned char out[P11_LABEL_MAX]);
+
+/* 1 when rv means the session, login or token is gone (reconnect may help). */
+int p11_rv_unavailable(CK_RV rv);
+
+/* Sets *e from a failed call: HSMCA_EUNAVAIL for p11_rv_unavailable codes,
+ * else `code`; the message is "<what>: <CKR name>". Returns the code set. */
+hsmca_code p11_fail_rv(hsmca_err *e, hsmca_code code, const char *what, CK_RV rv);
+
+/* C_Finalize (result ignored) then C_Initialize, under the module's lock. */
+CK_RV p11_module_reinit(p11_module *m);
+
+/* Finds the slot whose present token has this label. HSMCA_EUNAVAIL when none
+ * (or the slot list fails), naming the label. *rv_out gets the CKR (may be NULL). */
+hsmca_code p11_find_token(p11_module *m, const char *label, CK_SLOT_ID *slot, CK_RV *rv_out,
+                          hsmca_err *e);
+
+/* C_Login as the user; CKR_USER_ALREADY_LOGGED_IN is success (*did_login = 0). */
+hsmca_code p11_login_user(p11_module *m, CK_SESSION_HANDLE s, const char *pin, int *did_login,
+                          hsmca_err *e);
+
+/* Finds up to max objects of a class matching label (may be NULL) and id
+ * (id_len 0: any). *n gets how many matched, capped at max. */
+CK_RV p11_find_objects(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_CLASS cls, const char *label,
+                       const uint8_t *id, size_t id_len, CK_OBJECT_HANDLE *out, CK_ULONG max,
+                       CK_ULONG *n);
+
+/* Reads one attribute into a new buffer (caller frees; OPENSSL_free-safe via free). */
+CK_RV p11_get_attr(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE o, CK_ATTRIBUTE_TYPE t,
+                   uint8_t **val, size_t *len, size_t max);
+
+/* Reads a CK_BBOOL / CK_ULONG attribute. */
+CK_RV p11_get_bool(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE o, CK_ATTRIBUTE_TYPE t,
+                   int *b);
+CK_RV p11_get_ulong(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE o, CK_ATTRIBUTE_TYPE t,
+                    CK_ULONG *v);
+
+/* DER OIDs of the curves we use as CKA_EC_PARAMS. */
+extern const uint8_t p11_oid_p256[10];
+extern const uint8_t p11_oid_p384[7];
+
+/* The private key found by a URI: checked (sensitive, non-extractable, may sign,
+ * EC P-256/P-384 or RSA >= 2048) and its public half as an EVP_PKEY. `what`
+ * names the key in messages. On success *pub is a new reference. */
+hsmca_code p11_key_find_checked(p11_module *m, CK_SESSION_HANDLE s, const p11_uri *u,
+                                CK_OBJECT_HANDLE *priv, CK_KEY_TYPE *kt, EVP_PKEY **pub,
+                                hsmca_err *e);
+
+/* One signature over a SHA-256 digest on session s: CKM_ECDSA (raw r||s) or
+ * CKM_RSA_PKCS over the DigestInfo. *rawlen in: capacity, out: length. */
+CK_RV p11_sign_raw(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_KEY_TYPE kt,
+                   const uint8_t digest[32], uint8_t *raw, CK_ULONG *rawlen);
+
+/* Turns a raw token signature into what X.509 carries: ECDSA r||s becomes a DER
+ * ECDSA-Sig-Value, RSA is copied. *siglen in: capacity, out: length. */
+hsmca_code p11_sig_encode(CK_KEY_TYPE kt, const uint8_t *raw, size_t rawlen, uint8_t *sig,
+                          size_t *siglen, hsmca_err *e);
+
+/* 1 when sig is a valid signature by pub over the SHA-256 digest. */
+int p11_verify_digest(EVP_PKEY *pub, const uint8_t digest[32], const uint8_t *sig, size_t siglen);
+
+#endif

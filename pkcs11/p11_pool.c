@@ -1,0 +1,333 @@
+/* p11_pool.c - N logged-in sessions bound to one private key, shared by the
+ * signing threads, with recovery driven by exact CKR_* codes (DESIGN.md §5).
+ *
+ * Invariants: a session index is either on the free list or held by exactly
+ * one thread (counted in in_use); a session whose sign failed is never put
+ * back as if healthy; a reconnect runs only while no session is held and no
+ * other thread may take one (healthy == 0, reconnecting == 1). */
+#include "log.h"
+#include "p11_int.h"
+#include "util.h"
+#include <openssl/crypto.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define POOL_MAX 64
+#define POOL_BACKOFF_S 1.0 /* at most one reconnect attempt per second */
+#define RAW_SIG_MAX 1024   /* RSA-8192 */
+
+struct p11_pool {
+    p11_module *m;
+    p11_uri uri;
+    char *pin; /* page of its own, mlock'ed when allowed, wiped on close */
+    size_t pin_page;
+    int pin_locked;
+    unsigned n;
+    CK_SLOT_ID slot;
+    CK_OBJECT_HANDLE key;
+    CK_KEY_TYPE kt;
+    EVP_PKEY *pub; /* fixed at open: a reconnect must find the same key */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    CK_SESSION_HANDLE all[POOL_MAX];
+    unsigned free_idx[POOL_MAX];
+    unsigned nfree;
+    unsigned in_use;
+    int healthy;
+    int reconnecting;
+    double last_attempt;
+    CK_RV last_rv;
+};
+
+static hsmca_code pin_keep(p11_pool *p, const char *pin, hsmca_err *e)
+{
+    size_t n = pin ? strnlen(pin, P11_PIN_MAX + 1) : 0;
+    if (n == 0 || n > P11_PIN_MAX)
+        return hsmca_fail(e, HSMCA_EINVAL, "pool: PIN must be 1..%d bytes", P11_PIN_MAX);
+    long pg = sysconf(_SC_PAGESIZE);
+    p->pin_page = pg > 0 ? (size_t)pg : 4096;
+    void *mem = NULL;
+    if (posix_memalign(&mem, p->pin_page, p->pin_page) != 0)
+        return hsmca_fail(e, HSMCA_ENOMEM, "pool: out of memory");
+    p->pin = mem;
+    /* Keep the PIN out of swap and core dumps; a failed mlock (RLIMIT_MEMLOCK)
+     * is not fatal, the page is still wiped on close. */
+    p->pin_locked = mlock(p->pin, p->pin_page) == 0;
+    madvise(p->pin, p->pin_page, MADV_DONTDUMP);
+    memcpy(p->pin, pin, n);
+    p->pin[n] = '\0';
+    return HSMCA_OK;
+}
+
+static void pin_wipe(p11_pool *p)
+{
+    if (!p->pin)
+        return;
+    OPENSSL_cleanse(p->pin, p->pin_page);
+    if (p->pin_locked)
+        munlock(p->pin, p->pin_page);
+    free(p->pin);
+    p->pin = NULL;
+}
+
+static void sessions_close(p11_pool *p)
+{
+    for (unsigned i = 0; i < p->n; i++) {
+        if (p->all[i] != CK_INVALID_HANDLE)
+            p->m->fl->C_CloseSession(p->all[i]); /* may already be gone: ignored */
+        p->all[i] = CK_INVALID_HANDLE;
+    }
+}
+
+/* Finds the token, opens n sessions, logs in and finds the key. Closes what it
+ * opened on failure. Only our own sessions: C_CloseAllSessions would also kill
+ * another pool's sessions on the same token. */
+static hsmca_code pool_connect(p11_pool *p, EVP_PKEY **pub, hsmca_err *e)
+{
+    CK_RV rv;
+    hsmca_code c = p11_find_token(p->m, p->uri.token, &p->slot, &rv, e);
+    if (c != HSMCA_OK)
+        return c;
+    for (unsigned i = 0; i < p->n; i++) {
+        rv = p->m->fl->C_OpenSession(p->slot, CKF_SERIAL_SESSION, NULL, NULL, &p->all[i]);
+        if (rv != CKR_OK) {
+            p->all[i] = CK_INVALID_HANDLE;
+            c = p11_fail_rv(e, HSMCA_EINTERNAL, "pool: C_OpenSession", rv);
+            goto fail;
+        }
+    }
+    if ((c = p11_login_user(p->m, p->all[0], p->pin, NULL, e)) != HSMCA_OK)
+        goto fail;
+    if ((c = p11_key_find_checked(p->m, p->all[0], &p->uri, &p->key, &p->kt, pub, e)) != HSMCA_OK)
+        goto fail;
+    return HSMCA_OK;
+fail:
+    sessions_close(p);
+    return c;
+}
+
+/* Closes our sessions and connects again; when the module itself seems gone
+ * (EUNAVAIL: not initialized, device error, token missing) it re-initializes
+ * the module and tries once more. Runs with no session held by anyone. */
+static hsmca_code pool_reconnect(p11_pool *p, hsmca_err *e)
+{
+    EVP_PKEY *pub = NULL;
+    sessions_close(p);
+    hsmca_code c = pool_connect(p, &pub, e);
+    if (c == HSMCA_EUNAVAIL) {
+        CK_RV rv = p11_module_reinit(p->m);
+        if (rv != CKR_OK)
+            return p11_fail_rv(e, HSMCA_EUNAVAIL, "pool: re-initialize module", rv);
+        c = pool_connect(p, &pub, e);
+    }
+    if (c != HSMCA_OK)
+        return c;
+    if (EVP_PKEY_eq(pub, p->pub) != 1) {
+        sessions_close(p);
+        c = hsmca_fail(e, HSMCA_EPERM, "pool: key '%s' changed while reconnecting",
+                       p->uri.object[0] ? p->uri.object : "(by id)");
+    }
+    EVP_PKEY_free(pub);
+    return c;
+}
+
+static void mark_unhealthy_locked(p11_pool *p, CK_RV rv)
+{
+    if (p->healthy)
+        log_warn("pkcs11: token '%s' unavailable (%s), reconnecting", p->uri.token,
+                 p11_rv_name(rv));
+    p->healthy = 0;
+    p->last_rv = rv;
+    pthread_cond_broadcast(&p->cv);
+}
+
+/* Called with the lock held on an unhealthy pool; returns with it held. One
+ * caller per second gets to reconnect; every other caller fails fast. */
+static hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
+{
+    double now = util_mono_now();
+    if (p->reconnecting || now - p->last_attempt < POOL_BACKOFF_S)
+        return hsmca_fail(e, HSMCA_EUNAVAIL, "token unavailable (%s): reconnect pending",
+                          p11_rv_name(p->last_rv));
+    p->reconnecting = 1;
+    p->last_attempt = now;
+    while (p->in_use)
+        pthread_cond_wait(&p->cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    hsmca_code c = pool_reconnect(p, &why);
+    pthread_mutex_lock(&p->mu);
+    p->reconnecting = 0;
+    if (c != HSMCA_OK) {
+        log_warn("pkcs11: reconnect to token '%s' failed: %s", p->uri.token, why.msg);
+        return hsmca_fail(e, HSMCA_EUNAVAIL, "token unavailable: reconnect failed: %s", why.msg);
+    }
+    p->nfree = 0;
+    for (unsigned i = 0; i < p->n; i++)
+        p->free_idx[p->nfree++] = i;
+    p->healthy = 1;
+    log_info("pkcs11: reconnected to token '%s'", p->uri.token);
+    pthread_cond_broadcast(&p->cv);
+    return HSMCA_OK;
+}
+
+static hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OBJECT_HANDLE *key, CK_KEY_TYPE *kt,
+                               hsmca_err *e)
+{
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        if (!p->healthy) {
+            hsmca_code c = recover_locked(p, e);
+            if (c != HSMCA_OK) {
+                pthread_mutex_unlock(&p->mu);
+                return c;
+            }
+            continue;
+        }
+        if (p->nfree) {
+            *idx = p->free_idx[--p->nfree];
+            *key = p->key;
+            *kt = p->kt;
+            p->in_use++;
+            pthread_mutex_unlock(&p->mu);
+            return HSMCA_OK;
+        }
+        pthread_cond_wait(&p->cv, &p->mu);
+    }
+}
+
+/* Replaces a session whose operation failed for an ordinary reason: it may
+ * still hold a half-done operation. Runs outside the lock; the index is ours
+ * until it is given back. Returns CKR_OK or why the new session failed. */
+static CK_RV session_replace(p11_pool *p, unsigned idx)
+{
+    p->m->fl->C_CloseSession(p->all[idx]);
+    CK_RV rv = p->m->fl->C_OpenSession(p->slot, CKF_SERIAL_SESSION, NULL, NULL, &p->all[idx]);
+    if (rv != CKR_OK)
+        p->all[idx] = CK_INVALID_HANDLE;
+    return rv;
+}
+
+/* Gives a session back after a sign that returned rv. */
+static void pool_release(p11_pool *p, unsigned idx, CK_RV rv)
+{
+    if (rv != CKR_OK && !p11_rv_unavailable(rv))
+        rv = session_replace(p, idx);
+    pthread_mutex_lock(&p->mu);
+    if (rv == CKR_OK)
+        p->free_idx[p->nfree++] = idx;
+    else
+        mark_unhealthy_locked(p, rv); /* the session is dropped; reconnect reopens all */
+    p->in_use--;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t digest[32], uint8_t *sig, size_t *siglen,
+                                hsmca_err *e)
+{
+    uint8_t raw[RAW_SIG_MAX];
+    CK_ULONG rawlen = sizeof(raw);
+    unsigned idx;
+    CK_OBJECT_HANDLE key;
+    CK_KEY_TYPE kt;
+    if (!p || !digest || !sig || !siglen || *siglen < 512)
+        return hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer must hold 512 bytes");
+    hsmca_code c = pool_acquire(p, &idx, &key, &kt, e);
+    if (c != HSMCA_OK)
+        return c;
+    CK_RV rv = p11_sign_raw(p->m, p->all[idx], key, kt, digest, raw, &rawlen);
+    pool_release(p, idx, rv);
+    if (rv != CKR_OK)
+        return p11_fail_rv(e, HSMCA_EINTERNAL, "sign: C_Sign", rv);
+    return p11_sig_encode(kt, raw, rawlen, sig, siglen, e);
+}
+
+/* Proves the public half we found belongs to the private key: a test
+ * signature over a random digest must verify. */
+static hsmca_code pool_self_test(p11_pool *p, hsmca_err *e)
+{
+    uint8_t digest[32], sig[RAW_SIG_MAX + 16];
+    size_t siglen = sizeof(sig);
+    util_random(digest, sizeof(digest));
+    hsmca_code c = p11_pool_sign_digest(p, digest, sig, &siglen, e);
+    if (c != HSMCA_OK)
+        return c;
+    if (!p11_verify_digest(p->pub, digest, sig, siglen))
+        return hsmca_fail(e, HSMCA_EPERM,
+                          "key check: public key does not verify the private key's signature");
+    return HSMCA_OK;
+}
+
+hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pin, unsigned n,
+                         p11_pool **out, hsmca_err *e)
+{
+    *out = NULL;
+    if (!m)
+        return hsmca_fail(e, HSMCA_EINVAL, "pool: no module");
+    if (n == 0 || n > POOL_MAX)
+        return hsmca_fail(e, HSMCA_EINVAL, "pool: size must be 1..%d", POOL_MAX);
+    p11_pool *p = calloc(1, sizeof(*p));
+    if (!p)
+        return hsmca_fail(e, HSMCA_ENOMEM, "pool: out of memory");
+    p->m = m;
+    p->n = n;
+    for (unsigned i = 0; i < POOL_MAX; i++)
+        p->all[i] = CK_INVALID_HANDLE;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    hsmca_code c;
+    if ((c = p11_uri_parse(key_uri, &p->uri, e)) != HSMCA_OK)
+        goto fail;
+    if (!p->uri.token[0]) {
+        c = hsmca_fail(e, HSMCA_EINVAL, "key URI: no token given");
+        goto fail;
+    }
+    if ((c = pin_keep(p, user_pin, e)) != HSMCA_OK || (c = pool_connect(p, &p->pub, e)) != HSMCA_OK)
+        goto fail;
+    for (unsigned i = 0; i < n; i++)
+        p->free_idx[p->nfree++] = i;
+    p->healthy = 1;
+    p->last_attempt = -1e9;
+    if ((c = pool_self_test(p, e)) != HSMCA_OK)
+        goto fail;
+    *out = p;
+    return HSMCA_OK;
+fail:
+    p11_pool_close(p);
+    return c;
+}
+
+void p11_pool_close(p11_pool *p)
+{
+    if (!p)
+        return;
+    /* No C_Logout: the login is shared by every session of this application,
+     * and closing our last session ends it anyway. */
+    sessions_close(p);
+    EVP_PKEY_free(p->pub);
+    pin_wipe(p);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    OPENSSL_cleanse(p, sizeof(*p));
+    free(p);
+}
+
+EVP_PKEY *p11_pool_public_key(p11_pool *p)
+{
+    if (!p || !p->pub || EVP_PKEY_up_ref(p->pub) != 1)
+        return NULL;
+    return p->pub;
+}
+
+int p11_pool_healthy(p11_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    int h = p->healthy;
+    pthread_mutex_unlock(&p->mu);
+    return h;
+}

@@ -1,0 +1,169 @@
+/* policy.c - see policy.h. Pure functions: no I/O, no clock, no allocation. */
+#include "policy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define POLICY_NS_MAX 63  /* a namespace is a DNS label */
+#define POLICY_SA_MAX 253 /* a service account is a DNS subdomain */
+#define POLICY_TD_MAX 255
+#define POLICY_SPIFFE_MAX 2048 /* SPIFFE ID length limit (SPIFFE-ID spec 2.3) */
+
+static int is_lower_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* [a-z0-9]([-a-z0-9.]*[a-z0-9])? of at most max bytes. */
+static int is_k8s_name(const char *s, size_t max)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > max)
+        return 0;
+    if (!is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
+        return 0;
+    for (size_t i = 1; i + 1 < n; i++)
+        if (!is_lower_alnum(s[i]) && s[i] != '-' && s[i] != '.')
+            return 0;
+    return 1;
+}
+
+/* A SPIFFE trust domain: [a-z0-9._-]+ (lowercase only, so comparisons are exact). */
+static int is_trust_domain(const char *s, size_t n)
+{
+    if (!s || n == 0 || n > POLICY_TD_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!is_lower_alnum(s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
+            return 0;
+    return 1;
+}
+
+hsmca_code policy_spiffe_id(const char *td, const char *ns, const char *sa, char *out, size_t outsz,
+                            hsmca_err *e)
+{
+    if (out && outsz)
+        out[0] = '\0';
+    if (!is_trust_domain(td, td ? strlen(td) : 0))
+        return hsmca_fail(e, HSMCA_EAUTH, "identity: trust domain is not [a-z0-9._-]+");
+    if (!is_k8s_name(ns, POLICY_NS_MAX))
+        return hsmca_fail(e, HSMCA_EAUTH,
+                          "identity: namespace is not a Kubernetes name of at most %d bytes",
+                          POLICY_NS_MAX);
+    if (!is_k8s_name(sa, POLICY_SA_MAX))
+        return hsmca_fail(e, HSMCA_EAUTH,
+                          "identity: service account is not a Kubernetes name of at most %d bytes",
+                          POLICY_SA_MAX);
+    if (!out || outsz == 0)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "identity: no output buffer");
+    int n = snprintf(out, outsz, "spiffe://%s/ns/%s/sa/%s", td, ns, sa);
+    if (n < 0 || (size_t)n >= outsz) {
+        out[0] = '\0';
+        return hsmca_fail(e, HSMCA_EAUTH, "identity: SPIFFE ID longer than %zu bytes", outsz - 1);
+    }
+    return HSMCA_OK;
+}
+
+/* Copies s into buf for a message, with anything but printable ASCII shown as
+ * '?', so a hostile SAN cannot forge log lines or status text. */
+static const char *printable(const char *s, char *buf, size_t bufsz)
+{
+    size_t i = 0;
+    if (!s)
+        s = "(null)";
+    for (; s[i] && i + 1 < bufsz; i++)
+        buf[i] = (s[i] >= 0x20 && s[i] <= 0x7e) ? s[i] : '?';
+    buf[i] = '\0';
+    return buf;
+}
+
+hsmca_code policy_check_sans(const char *const *caller_ids, int n_ids, const char *const *csr_uris,
+                             int n_uris, int n_other_sans, hsmca_err *e)
+{
+    if (n_other_sans > 0)
+        return hsmca_fail(e, HSMCA_EPERM,
+                          "SAN policy: CSR carries DNS/IP/email SANs, not allowed for workloads");
+    if (n_uris <= 0 || !csr_uris)
+        return hsmca_fail(e, HSMCA_EPERM, "SAN policy: CSR has no URI SAN");
+    if (n_uris > 1)
+        return hsmca_fail(e, HSMCA_EPERM,
+                          "SAN policy: CSR carries %d URI SANs, Istio allows exactly one", n_uris);
+    const char *want = csr_uris[0];
+    for (int i = 0; want && caller_ids && i < n_ids; i++)
+        if (caller_ids[i] && strcmp(caller_ids[i], want) == 0)
+            return HSMCA_OK;
+
+    char a[112], b[112];
+    if (!caller_ids || n_ids <= 0)
+        return hsmca_fail(e, HSMCA_EPERM,
+                          "SAN policy: CSR asks for %s but the caller has no identity",
+                          printable(want, a, sizeof(a)));
+    if (n_ids == 1)
+        return hsmca_fail(e, HSMCA_EPERM, "SAN policy: CSR asks for %s but the caller is %s",
+                          printable(want, a, sizeof(a)), printable(caller_ids[0], b, sizeof(b)));
+    return hsmca_fail(e, HSMCA_EPERM,
+                      "SAN policy: CSR asks for %s but the caller is %s (and %d other identities)",
+                      printable(want, a, sizeof(a)), printable(caller_ids[0], b, sizeof(b)),
+                      n_ids - 1);
+}
+
+hsmca_code policy_ttl(const policy_rules *r, int64_t requested, uint32_t *ttl, hsmca_err *e)
+{
+    if (!r || !ttl)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "TTL policy: no rules");
+    *ttl = 0;
+    if (r->max_ttl == 0)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "TTL policy: maximum TTL is 0");
+    if (requested <= 0) {
+        /* A default above the maximum is a config slip; the maximum still holds. */
+        *ttl = r->default_ttl == 0 || r->default_ttl > r->max_ttl ? r->max_ttl : r->default_ttl;
+        return HSMCA_OK;
+    }
+    if (requested > (int64_t)r->max_ttl)
+        return hsmca_fail(e, HSMCA_EPERM, "TTL policy: requested %llds exceeds the maximum %us",
+                          (long long)requested, (unsigned)r->max_ttl);
+    *ttl = (uint32_t)requested;
+    return HSMCA_OK;
+}
+
+/* One path segment of a SPIFFE ID, seg[0..n): non-empty, not "." or "..",
+ * printable ASCII without space, '%', '?', '#' (no encodings, queries, fragments). */
+static int is_spiffe_segment(const char *seg, size_t n)
+{
+    if (n == 0)
+        return 0; /* "//" or a trailing "/" */
+    if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)seg[i];
+        if (c < 0x21 || c > 0x7e || c == '%' || c == '?' || c == '#')
+            return 0;
+    }
+    return 1;
+}
+
+int policy_is_spiffe_in(const char *s, size_t len, const char *td)
+{
+    static const char scheme[] = "spiffe://";
+    const size_t sl = sizeof(scheme) - 1;
+    if (!s || !td || len > POLICY_SPIFFE_MAX)
+        return 0;
+    size_t tl = strlen(td);
+    if (!is_trust_domain(td, tl))
+        return 0;
+    if (len < sl + tl + 2 || memcmp(s, scheme, sl) != 0 || memcmp(s + sl, td, tl) != 0 ||
+        s[sl + tl] != '/')
+        return 0;
+    /* The path: one or more "/"-separated segments, each checked on its own. */
+    size_t i = sl + tl + 1;
+    while (1) {
+        const char *seg = s + i;
+        const char *slash = memchr(seg, '/', len - i);
+        size_t n = slash ? (size_t)(slash - seg) : len - i;
+        if (!is_spiffe_segment(seg, n))
+            return 0;
+        if (!slash)
+            return 1;
+        i += n + 1;
+    }
+}

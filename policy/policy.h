@@ -1,0 +1,34 @@
+/* policy.h - who may hold which SANs, and for how long. Pure functions, no I/O. */
+#ifndef HSMCA_POLICY_H
+#define HSMCA_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "hsmca_err.h"
+
+#define POLICY_MAX_ID 512
+
+typedef struct {
+    const char *trust_domain; /* "cluster.local" */
+    uint32_t default_ttl;     /* seconds, used when the request asks for 0 or less */
+    uint32_t max_ttl;         /* seconds, a longer request is refused */
+} policy_rules;
+
+/* spiffe://<td>/ns/<ns>/sa/<sa> into out. Refuses empty parts and characters
+ * outside Kubernetes names ([a-z0-9.-], "/" nowhere) with HSMCA_EAUTH. */
+hsmca_code policy_spiffe_id(const char *td, const char *ns, const char *sa, char *out,
+                            size_t outsz, hsmca_err *e);
+
+/* Istio's rule: the CSR must carry exactly one SAN, a URI equal to one of the
+ * caller's identities, and nothing else. HSMCA_EPERM names what was refused. */
+hsmca_code policy_check_sans(const char *const *caller_ids, int n_ids,
+                             const char *const *csr_uris, int n_uris, int n_other_sans,
+                             hsmca_err *e);
+
+/* TTL: requested seconds (<= 0: default) capped at max; over max -> HSMCA_EPERM. */
+hsmca_code policy_ttl(const policy_rules *r, int64_t requested, uint32_t *ttl, hsmca_err *e);
+
+/* Is s a well-formed SPIFFE ID in trust domain td? (shared with the signer) */
+int policy_is_spiffe_in(const char *s, size_t len, const char *td);
+
+#endif

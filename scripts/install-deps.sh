@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs the Debian 12 packages hsmca needs to build, run and test.
+# Idempotent: installs only what is missing. Needs root (or sudo).
+set -eu
+PKGS="build-essential cmake pkg-config clang
+libssl-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
+libjansson-dev libyaml-dev libseccomp-dev libcmocka-dev libp11-dev libp11-kit-dev
+softhsm2 opensc openssl
+python3-grpcio python3-cryptography python3-jwt"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing:$missing"
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

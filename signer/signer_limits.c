@@ -1,0 +1,221 @@
+/* signer_limits.c - the issued-serial set (invariant 6) and the signing rate limiter
+ * (invariant 7) declared in signer_tbs.h. Both are shared by the signing threads. */
+#include "signer_tbs.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+
+/* ---- serial_set: open addressing, linear probing, keyed hash ----------------------- */
+
+/* Serials are chosen by the front end, which may be hostile: a keyed hash (SipHash-2-4
+ * with a random per-process key) keeps it from steering every serial into one probe
+ * chain and turning each insert into a linear scan. */
+typedef struct {
+    uint8_t len; /* 0: empty slot */
+    uint8_t b[20];
+} serial_slot;
+
+struct serial_set {
+    pthread_mutex_t mu;
+    serial_slot *slots;
+    size_t cap; /* power of two */
+    size_t count;
+    uint64_t k0, k1;
+};
+
+#define SS_ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+
+static void ss_sipround(uint64_t v[4])
+{
+    v[0] += v[1];
+    v[1] = SS_ROTL(v[1], 13);
+    v[1] ^= v[0];
+    v[0] = SS_ROTL(v[0], 32);
+    v[2] += v[3];
+    v[3] = SS_ROTL(v[3], 16);
+    v[3] ^= v[2];
+    v[0] += v[3];
+    v[3] = SS_ROTL(v[3], 21);
+    v[3] ^= v[0];
+    v[2] += v[1];
+    v[1] = SS_ROTL(v[1], 17);
+    v[1] ^= v[2];
+    v[2] = SS_ROTL(v[2], 32);
+}
+
+static uint64_t ss_load64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* SipHash-2-4 (Aumasson, Bernstein) of in[0..n). */
+static uint64_t ss_hash(const serial_set *s, const uint8_t *in, size_t n)
+{
+    uint64_t v[4] = {s->k0 ^ 0x736f6d6570736575ULL, s->k1 ^ 0x646f72616e646f6dULL,
+                     s->k0 ^ 0x6c7967656e657261ULL, s->k1 ^ 0x7465646279746573ULL};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t m = ss_load64(in + i);
+        v[3] ^= m;
+        ss_sipround(v);
+        ss_sipround(v);
+        v[0] ^= m;
+    }
+    uint8_t tail[8] = {0};
+    memcpy(tail, in + i, n - i);
+    tail[7] = (uint8_t)n;
+    uint64_t m = ss_load64(tail);
+    v[3] ^= m;
+    ss_sipround(v);
+    ss_sipround(v);
+    v[0] ^= m;
+    v[2] ^= 0xff;
+    for (int r = 0; r < 4; r++)
+        ss_sipround(v);
+    return v[0] ^ v[1] ^ v[2] ^ v[3];
+}
+
+serial_set *serial_set_new(void)
+{
+    serial_set *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    uint8_t key[16];
+    s->cap = 1024;
+    s->slots = calloc(s->cap, sizeof(*s->slots));
+    if (!s->slots || RAND_bytes(key, sizeof(key)) != 1 || pthread_mutex_init(&s->mu, NULL) != 0) {
+        free(s->slots);
+        free(s);
+        return NULL;
+    }
+    s->k0 = ss_load64(key);
+    s->k1 = ss_load64(key + 8);
+    OPENSSL_cleanse(key, sizeof(key));
+    return s;
+}
+
+void serial_set_free(serial_set *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_destroy(&s->mu);
+    free(s->slots);
+    free(s);
+}
+
+/* The slot holding (b, n), or the empty slot where it belongs. */
+static serial_slot *ss_find(serial_slot *slots, size_t cap, const serial_set *s, const uint8_t *b,
+                            size_t n)
+{
+    size_t i = (size_t)ss_hash(s, b, n) & (cap - 1);
+    for (;; i = (i + 1) & (cap - 1)) {
+        serial_slot *sl = &slots[i];
+        if (sl->len == 0 || (sl->len == n && memcmp(sl->b, b, n) == 0))
+            return sl;
+    }
+}
+
+/* Doubles the table; keeps the load factor at or below one half. */
+static int ss_grow(serial_set *s)
+{
+    if (s->cap > SIZE_MAX / 2 / sizeof(serial_slot))
+        return -1;
+    size_t ncap = s->cap * 2;
+    serial_slot *ns = calloc(ncap, sizeof(*ns));
+    if (!ns)
+        return -1;
+    for (size_t i = 0; i < s->cap; i++)
+        if (s->slots[i].len)
+            *ss_find(ns, ncap, s, s->slots[i].b, s->slots[i].len) = s->slots[i];
+    free(s->slots);
+    s->slots = ns;
+    s->cap = ncap;
+    return 0;
+}
+
+hsmca_code serial_set_insert(serial_set *s, const uint8_t *serial, size_t len, hsmca_err *e)
+{
+    if (!s || !serial || len == 0 || len > 20)
+        return hsmca_fail(e, HSMCA_EINVAL, "invariant 6: serial of %zu octets", len);
+    hsmca_code rc = HSMCA_OK;
+    pthread_mutex_lock(&s->mu);
+    if ((s->count + 1) * 2 > s->cap && ss_grow(s) != 0) {
+        rc = hsmca_fail(e, HSMCA_ENOMEM, "invariant 6: serial set cannot grow");
+    } else {
+        serial_slot *sl = ss_find(s->slots, s->cap, s, serial, len);
+        if (sl->len) {
+            rc = hsmca_fail(e, HSMCA_EPERM, "invariant 6: serial issued before");
+        } else {
+            sl->len = (uint8_t)len;
+            memcpy(sl->b, serial, len);
+            s->count++;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* ---- rate_limiter: token bucket --------------------------------------------------- */
+
+struct rate_limiter {
+    pthread_mutex_t mu;
+    double rate, burst;
+    double tokens;
+    double last; /* time of the last refill; < 0 until the first take */
+};
+
+rate_limiter *rate_limiter_new(uint32_t rate, uint32_t burst)
+{
+    if (rate == 0 || burst == 0)
+        return NULL;
+    rate_limiter *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r);
+        return NULL;
+    }
+    r->rate = rate;
+    r->burst = burst;
+    r->tokens = burst; /* a fresh signer may serve a full burst at once */
+    r->last = -1;
+    return r;
+}
+
+void rate_limiter_free(rate_limiter *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+hsmca_code rate_limiter_take(rate_limiter *r, double now, hsmca_err *e)
+{
+    if (!r)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "invariant 7: no rate limiter");
+    hsmca_code rc = HSMCA_OK;
+    pthread_mutex_lock(&r->mu);
+    /* A clock that steps back refills nothing (monotonic should not, but be safe). */
+    if (r->last < 0 || now < r->last) {
+        r->last = now;
+    } else {
+        r->tokens += (now - r->last) * r->rate;
+        if (r->tokens > r->burst)
+            r->tokens = r->burst;
+        r->last = now;
+    }
+    if (r->tokens >= 1.0)
+        r->tokens -= 1.0;
+    else
+        rc = hsmca_fail(e, HSMCA_ERATE, "invariant 7: signing rate limit (%.0f/s, burst %.0f)",
+                        r->rate, r->burst);
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}

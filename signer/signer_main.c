@@ -1,0 +1,175 @@
+/* signer_main.c - the signer process: start-up checks, then the IPC loop.
+ *
+ * The main thread reads frames from the front end and dispatches them through
+ * an allow-table; worker threads (one per PKCS#11 session) validate, sign and
+ * reply. A protocol violation ends the front end's connection and asks the
+ * supervisor to restart the front end; it never stops the signer. */
+#include "signer.h"
+#include "signer_core.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "ipc_frame.h"
+#include "log.h"
+#include "signer.pb-c.h"
+
+static volatile sig_atomic_t signer_stop;
+
+static void on_term(int sig) { signer_stop = 1; }
+
+static void usage(FILE *f)
+{
+    fputs("usage: hsmca signer --config FILE --ipc-fd N --ctl-fd M\n"
+          "\n"
+          "The privileged signer process. Started by `hsmca serve` / `hsmca dev`,\n"
+          "not by hand: it holds the PKCS#11 session and the PIN, checks every TBS\n"
+          "certificate the front end sends on fd N against its profile, and signs\n"
+          "only those that pass. fd M is its control channel to the supervisor.\n",
+          f);
+}
+
+/* Unknown type or malformed payload: end this connection and ask the supervisor
+ * for a fresh front end (OpenBSD style: a peer that breaks the protocol is not
+ * argued with). */
+static void drop_peer(signer_ctx *s, int ctl_fd, const char *why)
+{
+    log_warn("front end protocol violation: %s; closing its connection", why);
+    signer_conn_close(s);
+    if (ctl_fd >= 0) {
+        char b = CTL_RESTART_PEER;
+        if (write(ctl_fd, &b, 1) != 1)
+            log_warn("cannot ask the supervisor to restart the front end: %s", strerror(errno));
+    }
+}
+
+static void handle_sign_req(signer_ctx *s, int ctl_fd, uint64_t id, const uint8_t *p, size_t n)
+{
+    Hsmca__Ipc__SignRequest *req = hsmca__ipc__sign_request__unpack(NULL, n, p);
+    if (!req) {
+        drop_peer(s, ctl_fd, "SignRequest does not decode");
+        return;
+    }
+    signer_submit(s, id, req); /* takes ownership of req */
+}
+
+/* The allow-table: every message type the front end may send, and its handler. */
+static const struct {
+    uint8_t type;
+    void (*handler)(signer_ctx *, int, uint64_t, const uint8_t *, size_t);
+} signer_dispatch[] = {
+    {IPC_SIGN_REQ, handle_sign_req},
+};
+
+static void signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd)
+{
+    static uint8_t buf[IPC_MAX_FRAME];
+    uint8_t type;
+    uint64_t id;
+    const uint8_t *payload;
+    size_t plen;
+    int eof;
+    hsmca_err e;
+    if (ipc_recv(fd, buf, &type, &id, &payload, &plen, &eof, &e) != HSMCA_OK) {
+        if (eof) {
+            log_info("front end closed its connection");
+            signer_conn_close(s);
+        } else if (e.code == HSMCA_EIO) {
+            log_warn("front end connection error: %s", e.msg);
+            signer_conn_close(s);
+        } else {
+            drop_peer(s, ctl_fd, e.msg);
+        }
+        return;
+    }
+    for (size_t i = 0; i < sizeof(signer_dispatch) / sizeof(signer_dispatch[0]); i++) {
+        if (signer_dispatch[i].type == type) {
+            signer_dispatch[i].handler(s, ctl_fd, id, payload, plen);
+            return;
+        }
+    }
+    char why[64];
+    snprintf(why, sizeof(why), "unknown message type %u", type);
+    drop_peer(s, ctl_fd, why);
+}
+
+static int signer_loop(signer_ctx *s, int ctl_fd)
+{
+    while (!signer_stop) {
+        int fd = signer_conn_fd(s);
+        struct pollfd pfd[2] = {{ctl_fd, POLLIN, 0}, {fd, POLLIN, 0}};
+        int r = poll(pfd, fd >= 0 ? 2 : 1, 1000);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            fatal("poll: %s", strerror(errno));
+        if (pfd[0].revents) {
+            int newfd, eof;
+            hsmca_err e;
+            if (ipc_recv_fd(ctl_fd, &newfd, &eof, &e) != HSMCA_OK) {
+                if (eof) {
+                    log_info("supervisor went away; stopping");
+                    return 0;
+                }
+                log_warn("control channel: %s", e.msg);
+                continue;
+            }
+            log_info("new front end connection");
+            signer_conn_set(s, newfd);
+            continue;
+        }
+        if (fd >= 0 && pfd[1].revents)
+            signer_dispatch_frontend(s, ctl_fd, fd);
+    }
+    log_info("stopping on signal");
+    return 0;
+}
+
+int signer_main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
+                                         {"ipc-fd", required_argument, 0, 'i'},
+                                         {"ctl-fd", required_argument, 0, 'k'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *config_path = NULL;
+    int ipc_fd = -1, ctl_fd = -1, c;
+    log_init("signer");
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "c:i:k:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': config_path = optarg; break;
+        case 'i': ipc_fd = atoi(optarg); break;
+        case 'k': ctl_fd = atoi(optarg); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!config_path || ipc_fd < 0 || ctl_fd < 0) {
+        usage(stderr);
+        return 2;
+    }
+    struct sigaction sa = {.sa_handler = on_term};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    hsmca_config cfg;
+    hsmca_err e;
+    if (config_load(config_path, &cfg, &e) != HSMCA_OK || config_validate(&cfg, &e) != HSMCA_OK)
+        fatal("%s", e.msg);
+    signer_ctx *s = signer_start(&cfg, &e);
+    if (!s)
+        fatal("refusing to serve: %s", e.msg);
+    signer_conn_set(s, ipc_fd);
+    int rc = signer_loop(s, ctl_fd);
+    signer_stop_all(s);
+    return rc;
+}

@@ -1,0 +1,124 @@
+"""Starts a real `hsmca dev` (SoftHSM token, signer, front end) for a test."""
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import grpc
+
+import hsmca_client as hc
+
+BIN = os.environ.get("HSMCA_BIN", "hsmca")
+TMP = os.environ.get("HSMCA_TEST_TMP", "/tmp")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class DevServer:
+    """`hsmca dev --dir D --listen 127.0.0.1:PORT --ca-key KEY` as a subprocess."""
+
+    def __init__(self, ca_key="ec-p256", name="integ"):
+        os.makedirs(TMP, exist_ok=True)
+        self.dir = tempfile.mkdtemp(prefix=name + ".", dir=TMP)
+        self.port = free_port()
+        self.addr = "localhost:%d" % self.port
+        self.log_path = os.path.join(self.dir, "server.log")
+        env = dict(os.environ)
+        # LeakSanitizer needs ptrace and clone, which the front end's seccomp filter forbids.
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [BIN, "dev", "--dir", self.dir, "--listen", "127.0.0.1:%d" % self.port,
+             "--ca-key", ca_key], stdout=self.log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=env)
+        self.root = None
+        self.client = None
+
+    def token(self, ns="default", sa="sleep", aud=None, ttl=None):
+        cmd = [BIN, "dev", "token", "--dir", self.dir, "--ns", ns, "--sa", sa]
+        if aud:
+            cmd += ["--aud", aud]
+        if ttl:
+            cmd += ["--ttl", str(ttl)]
+        return subprocess.check_output(cmd).decode().strip()
+
+    def wait_ready(self, timeout=90):
+        """Waits until a valid request succeeds; returns the client."""
+        deadline = time.time() + timeout
+        root_path = os.path.join(self.dir, "root-cert.pem")
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("hsmca dev exited %d:\n%s" % (self.proc.returncode, self.logtext()))
+            if os.path.exists(root_path) and os.path.exists(os.path.join(self.dir, "dev-jwks.json")):
+                break
+            time.sleep(0.2)
+        with open(root_path, "rb") as f:
+            self.root = f.read()
+        self.client = hc.Client(self.addr, self.root)
+        last = None
+        while time.time() < deadline:
+            try:
+                self.issue()
+                return self.client
+            except grpc.RpcError as e:
+                last = e
+                time.sleep(0.3)
+        raise RuntimeError("server not ready: %s\n%s" % (last, self.logtext()))
+
+    def issue(self, ns="default", sa="sleep", key="ec-p256", ttl=0, client=None):
+        k = hc.make_key(key)
+        csr = hc.make_csr(k, uris=["spiffe://cluster.local/ns/%s/sa/%s" % (ns, sa)])
+        return (client or self.client).create(csr, self.token(ns, sa), ttl)
+
+    def children(self):
+        """{'signer': pid, 'frontend': pid} of the running children."""
+        out = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                if ppid != self.proc.pid:
+                    continue
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    argv = f.read().split(b"\0")
+                if len(argv) > 1 and argv[1] in (b"signer", b"frontend"):
+                    out[argv[1].decode()] = int(d)
+            except (OSError, IndexError, ValueError):
+                continue
+        return out
+
+    def wait_children(self, timeout=30, exclude=()):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            c = self.children()
+            if "signer" in c and "frontend" in c and not set(c.values()) & set(exclude):
+                return c
+            time.sleep(0.1)
+        raise RuntimeError("children did not come up: %s\n%s" % (self.children(), self.logtext()))
+
+    def logtext(self):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")[-6000:]
+
+    def stop(self):
+        if self.client:
+            self.client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()

@@ -1,0 +1,649 @@
+/* test_config.c - config_parse / config_load / config_validate. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <limits.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "testutil.h"
+
+static const char full_yaml[] =
+    "# the example from the issue\n"
+    "server:\n"
+    "  listen: \"0.0.0.0:15012\"\n"
+    "  dns_names: [hsmca.istio-system.svc, hsmca.example]\n"
+    "  ip_addresses: [\"10.0.0.1\", \"::1\"]\n"
+    "  serving_cert_ttl: 7200\n"
+    "  max_request_bytes: 32768\n"
+    "pkcs11:\n"
+    "  module: /usr/lib/softhsm/libsofthsm2.so\n"
+    "  pin_file: pin\n"
+    "  ca_key: \"pkcs11:token=hsmca;object=ca-key;type=private\"\n"
+    "  softhsm2_conf: softhsm2.conf\n"
+    "  sessions: 8\n"
+    "ca:\n"
+    "  cert: root-cert.pem\n"
+    "  root_bundle: roots.pem\n"
+    "  chain: \"\"\n"
+    "issuance:\n"
+    "  trust_domain: mesh.example\n"
+    "  default_ttl: 12h\n"
+    "  max_ttl: 2d\n"
+    "  rate_per_second: 500\n"
+    "  rate_burst: 900\n"
+    "auth:\n"
+    "  jwt:\n"
+    "    issuer: https://hsmca.dev.local\n"
+    "    audiences: [istio-ca, other]\n"
+    "    jwks_file: dev-jwks.json\n"
+    "    skew: 90s\n"
+    "frontend:\n"
+    "  user: hsmca-fe\n"
+    "  chroot: /var/lib/hsmca/empty\n";
+
+static hsmca_config *new_cfg(void)
+{
+    hsmca_config *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    return c;
+}
+
+static hsmca_code parse(const char *yaml, const char *base, hsmca_config *c, hsmca_err *e)
+{
+    hsmca_err_clear(e);
+    return config_parse("t.yaml", yaml, strlen(yaml), base, c, e);
+}
+
+static void test_full_example(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    assert_int_equal(parse(full_yaml, "/etc/hsmca", c, &e), HSMCA_OK);
+    assert_string_equal(c->listen, "0.0.0.0:15012");
+    assert_int_equal(c->dns_names.n, 2);
+    assert_string_equal(c->dns_names.items[0], "hsmca.istio-system.svc");
+    assert_string_equal(c->dns_names.items[1], "hsmca.example");
+    assert_int_equal(c->ip_addresses.n, 2);
+    assert_string_equal(c->ip_addresses.items[0], "10.0.0.1");
+    assert_string_equal(c->ip_addresses.items[1], "::1");
+    assert_int_equal(c->serving_cert_ttl, 7200);
+    assert_int_equal(c->max_request_bytes, 32768);
+    assert_string_equal(c->module_path, "/usr/lib/softhsm/libsofthsm2.so");
+    assert_string_equal(c->pin_file, "/etc/hsmca/pin");
+    assert_string_equal(c->ca_key_uri, "pkcs11:token=hsmca;object=ca-key;type=private");
+    assert_string_equal(c->softhsm2_conf, "/etc/hsmca/softhsm2.conf");
+    assert_int_equal(c->sessions, 8);
+    assert_string_equal(c->ca_cert, "/etc/hsmca/root-cert.pem");
+    assert_string_equal(c->root_bundle, "/etc/hsmca/roots.pem");
+    assert_string_equal(c->chain, "");
+    assert_string_equal(c->trust_domain, "mesh.example");
+    assert_int_equal(c->default_ttl, 12 * 3600);
+    assert_int_equal(c->max_ttl, 2 * 86400);
+    assert_int_equal(c->rate_per_second, 500);
+    assert_int_equal(c->rate_burst, 900);
+    assert_string_equal(c->jwt_issuer, "https://hsmca.dev.local");
+    assert_int_equal(c->jwt_audiences.n, 2);
+    assert_string_equal(c->jwt_audiences.items[0], "istio-ca");
+    assert_string_equal(c->jwt_audiences.items[1], "other");
+    assert_string_equal(c->jwks_file, "/etc/hsmca/dev-jwks.json");
+    assert_int_equal(c->jwt_skew, 90);
+    assert_string_equal(c->fe_user, "hsmca-fe");
+    assert_string_equal(c->fe_chroot, "/var/lib/hsmca/empty");
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    free(c);
+}
+
+static void test_defaults(void **state)
+{
+    hsmca_config *d = new_cfg(), *c = new_cfg();
+    hsmca_err e;
+    config_defaults(d);
+    assert_string_equal(d->listen, "127.0.0.1:15012");
+    assert_int_equal(d->dns_names.n, 0);
+    assert_int_equal(d->ip_addresses.n, 0);
+    assert_int_equal(d->serving_cert_ttl, 86400);
+    assert_int_equal(d->max_request_bytes, 65536);
+    assert_string_equal(d->module_path, "");
+    assert_string_equal(d->pin_file, "");
+    assert_string_equal(d->ca_key_uri, "");
+    assert_int_equal(d->sessions, 4);
+    assert_string_equal(d->ca_cert, "");
+    assert_string_equal(d->root_bundle, "");
+    assert_string_equal(d->trust_domain, "cluster.local");
+    assert_int_equal(d->default_ttl, 86400);
+    assert_int_equal(d->max_ttl, 86400);
+    assert_int_equal(d->rate_per_second, 1000);
+    assert_int_equal(d->rate_burst, 2000);
+    assert_int_equal(d->jwt_audiences.n, 1);
+    assert_string_equal(d->jwt_audiences.items[0], "istio-ca");
+    assert_int_equal(d->jwt_skew, 60);
+    assert_string_equal(d->fe_user, "nobody");
+    assert_string_equal(d->fe_chroot, "/var/empty");
+
+    /* An empty file, an empty mapping, comments and null sections: all defaults. */
+    const char *empties[] = {"", "# nothing\n", "{}\n", "---\n{}\n...\n",
+                             "server:\npkcs11: ~\nauth:\n  jwt:\n"};
+    for (size_t i = 0; i < sizeof(empties) / sizeof(empties[0]); i++) {
+        memset(c, 0x5a, sizeof(*c));
+        assert_int_equal(parse(empties[i], "/base", c, &e), HSMCA_OK);
+        assert_memory_equal(c, d, sizeof(*c));
+    }
+
+    /* A list replaces the default; null empties it. */
+    assert_int_equal(parse("auth:\n  jwt:\n    audiences: [a]\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(c->jwt_audiences.n, 1);
+    assert_string_equal(c->jwt_audiences.items[0], "a");
+    assert_int_equal(parse("auth:\n  jwt:\n    audiences:\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(c->jwt_audiences.n, 0);
+    /* One key changes one field only. */
+    assert_int_equal(parse("pkcs11:\n  sessions: 9\n", NULL, c, &e), HSMCA_OK);
+    d->sessions = 9;
+    assert_memory_equal(c, d, sizeof(*c));
+    free(d);
+    free(c);
+}
+
+struct refusal {
+    const char *yaml;
+    const char *msg; /* exact, or a prefix when prefix is set */
+    int prefix;
+};
+
+static const struct refusal refusals[] = {
+    /* unknown keys */
+    {"pkcs11:\n  module: x\n  x: 1\n", "t.yaml:3: unknown key 'x' in 'pkcs11'", 0},
+    {"server: {}\nbogus: 1\n", "t.yaml:2: unknown section 'bogus'", 0},
+    {"auth:\n  jwt:\n    issuer: a\n    foo: b\n", "t.yaml:4: unknown key 'foo' in 'auth.jwt'",
+     0},
+    {"auth:\n  issuer: a\n", "t.yaml:2: unknown key 'issuer' in 'auth'", 0},
+    {"Server: {}\n", "t.yaml:1: unknown section 'Server'", 0},
+    /* wrong types for integers */
+    {"pkcs11:\n  sessions: {a: 1}\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
+    {"pkcs11:\n  module: m\n  sessions:\n    - 1\n",
+     "t.yaml:4: 'sessions' must be a positive integer", 0},
+    {"pkcs11:\n  sessions: four\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
+    {"pkcs11:\n  sessions: -1\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
+    {"pkcs11:\n  sessions: 0\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
+    {"pkcs11:\n  sessions: 4294967296\n", "t.yaml:2: 'sessions' must be a positive integer",
+     0},
+    {"pkcs11:\n  sessions: 99999999999999999999999\n",
+     "t.yaml:2: 'sessions' must be a positive integer", 0},
+    {"pkcs11:\n  sessions: 1.5\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
+    {"pkcs11:\n  sessions: 0x10\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
+    {"pkcs11:\n  sessions: 010\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
+    {"pkcs11:\n  sessions: +4\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
+    {"pkcs11:\n  sessions:\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
+    {"pkcs11:\n  sessions: 4s\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
+    {"issuance:\n\n  rate_burst: 1_000\n", "t.yaml:3: 'rate_burst' must be a positive integer",
+     0},
+    /* durations */
+    {"issuance:\n  max_ttl: 5w\n",
+     "t.yaml:2: 'max_ttl' must be a positive duration (N, Ns, Nm, Nh or Nd)", 0},
+    {"issuance:\n  max_ttl: 10ms\n",
+     "t.yaml:2: 'max_ttl' must be a positive duration (N, Ns, Nm, Nh or Nd)", 0},
+    {"issuance:\n  max_ttl: d\n",
+     "t.yaml:2: 'max_ttl' must be a positive duration (N, Ns, Nm, Nh or Nd)", 0},
+    {"issuance:\n  max_ttl: 0s\n",
+     "t.yaml:2: 'max_ttl' must be a positive duration (N, Ns, Nm, Nh or Nd)", 0},
+    {"issuance:\n  max_ttl: 49711d\n",
+     "t.yaml:2: 'max_ttl' must be a positive duration (N, Ns, Nm, Nh or Nd)", 0},
+    {"issuance:\n  max_ttl: 4294967296s\n",
+     "t.yaml:2: 'max_ttl' must be a positive duration (N, Ns, Nm, Nh or Nd)", 0},
+    {"issuance:\n  max_ttl: 1 h\n",
+     "t.yaml:2: 'max_ttl' must be a positive duration (N, Ns, Nm, Nh or Nd)", 0},
+    {"auth:\n  jwt:\n    skew: -1\n",
+     "t.yaml:3: 'skew' must be a non-negative duration (N, Ns, Nm, Nh or Nd)", 0},
+    /* wrong types for strings, lists, sections */
+    {"pkcs11:\n  module: [a]\n", "t.yaml:2: 'module' must be a string", 0},
+    {"ca:\n  cert:\n    a: b\n", "t.yaml:3: 'cert' must be a string", 0},
+    {"server:\n  dns_names: a.example\n", "t.yaml:2: 'dns_names' must be a list of strings", 0},
+    {"server:\n  dns_names: {a: b}\n", "t.yaml:2: 'dns_names' must be a list of strings", 0},
+    {"server:\n  dns_names:\n    - a\n    - [b]\n",
+     "t.yaml:4: items of 'dns_names' must be non-empty strings", 0},
+    {"server:\n  dns_names:\n    - a\n    -\n",
+     "t.yaml:4: items of 'dns_names' must be non-empty strings", 0},
+    {"server:\n  dns_names: [a, \"\"]\n",
+     "t.yaml:2: items of 'dns_names' must be non-empty strings", 0},
+    {"pkcs11: 3\n", "t.yaml:1: 'pkcs11' must be a mapping", 0},
+    {"auth:\n  jwt: [a]\n", "t.yaml:2: 'auth.jwt' must be a mapping", 0},
+    {"? [a]\n: b\n", "t.yaml:1: keys must be plain strings", 0},
+    {"ca:\n  cert: \"a\\0b\"\n", "t.yaml:2: 'cert' contains a NUL byte", 0},
+    /* duplicates */
+    {"pkcs11:\n  sessions: 1\n  sessions: 2\n", "t.yaml:3: duplicate key 'sessions' in 'pkcs11'",
+     0},
+    {"ca:\n  cert: a\nserver: {}\nca:\n  chain: b\n", "t.yaml:4: duplicate section 'ca'", 0},
+    {"auth: {jwt: {skew: 1, skew: 2}}\n", "t.yaml:1: duplicate key 'skew' in 'auth.jwt'", 0},
+    /* anchors, aliases, tags */
+    {"ca:\n  cert: &a x\n  chain: *a\n", "t.yaml:2: anchors and aliases are not allowed in the "
+                                         "config", 0},
+    {"ca:\n  chain: *a\n", "t.yaml:2: anchors and aliases are not allowed in the config", 0},
+    {"server: &s\n  listen: a:1\n", "t.yaml:1: anchors and aliases are not allowed in the config",
+     0},
+    {"server:\n  dns_names: &l [a, b]\n",
+     "t.yaml:2: anchors and aliases are not allowed in the config", 0},
+    {"server:\n  dns_names: [lol]\n  ip_addresses: &a [\"lol\",\"lol\",\"lol\"]\n"
+     "  listen: &b [*a,*a,*a,*a]\n",
+     "t.yaml:3: anchors and aliases are not allowed in the config", 0},
+    {"pkcs11:\n  sessions: !!int 4\n", "t.yaml:2: YAML tags are not allowed in the config", 0},
+    /* document shape */
+    {"- a\n- b\n", "t.yaml:1: the document must be a mapping", 0},
+    {"\n\nhello\n", "t.yaml:3: the document must be a mapping", 0},
+    {"server: {}\n---\nca: {}\n", "t.yaml:2: only one YAML document is allowed", 0},
+    {"server: {}\n...\n---\n", "t.yaml:3: only one YAML document is allowed", 0},
+    /* syntax errors, at libyaml's line */
+    {"server:\n\tlisten: x\n", "t.yaml:2: YAML syntax error: ", 1},
+    {"server:\n  listen: x\n  - a\n", "t.yaml:3: YAML syntax error: ", 1},
+    {"ca:\n  cert: a\xff\n", "t.yaml: byte 13: not valid UTF-8: ", 1},
+    {"ca:\n  cert: \"abc\n", "t.yaml:3: YAML syntax error: ", 1},
+    {"ca:\n  cert: a\n   chain: b\n", "t.yaml:3: YAML syntax error: ", 1},
+};
+
+static void test_refusals(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++) {
+        const struct refusal *r = &refusals[i];
+        memset(c, 0x5a, sizeof(*c));
+        hsmca_code rc = parse(r->yaml, "/base", c, &e);
+        if (rc != HSMCA_EINVAL || (r->prefix ? strncmp(e.msg, r->msg, strlen(r->msg)) != 0
+                                             : strcmp(e.msg, r->msg) != 0))
+            fail_msg("case %zu: %s\n  rc=%d msg='%s'\n  want '%s'", i, r->yaml, rc, e.msg,
+                     r->msg);
+        /* *c is untouched on error. */
+        for (size_t b = 0; b < sizeof(*c); b++)
+            if (((unsigned char *)c)[b] != 0x5a)
+                fail_msg("case %zu: config modified at byte %zu", i, b);
+    }
+    free(c);
+}
+
+/* Build "server:\n  dns_names:\n    - a0\n ..." with n block items. */
+static char *list_yaml(int n, int flow)
+{
+    size_t cap = 64 + (size_t)n * 16;
+    char *y = malloc(cap);
+    assert_non_null(y);
+    size_t o = (size_t)snprintf(y, cap, "server:\n  dns_names:%s", flow ? " [" : "\n");
+    for (int i = 0; i < n; i++)
+        if (flow)
+            o += (size_t)snprintf(y + o, cap - o, "%sa%d", i ? ", " : "", i);
+        else
+            o += (size_t)snprintf(y + o, cap - o, "    - a%d\n", i);
+    if (flow)
+        snprintf(y + o, cap - o, "]\n");
+    return y;
+}
+
+static void test_limits(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    char *y = list_yaml(CONFIG_MAX_LIST, 0);
+    assert_int_equal(parse(y, NULL, c, &e), HSMCA_OK);
+    assert_int_equal(c->dns_names.n, CONFIG_MAX_LIST);
+    assert_string_equal(c->dns_names.items[CONFIG_MAX_LIST - 1], "a15");
+    free(y);
+    /* The 17th item is on line 3 + 16. */
+    y = list_yaml(CONFIG_MAX_LIST + 1, 0);
+    assert_int_equal(parse(y, NULL, c, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "t.yaml:19: 'dns_names' has more than 16 items");
+    free(y);
+    y = list_yaml(CONFIG_MAX_LIST + 1, 1);
+    assert_int_equal(parse(y, NULL, c, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "t.yaml:2: 'dns_names' has more than 16 items");
+    free(y);
+
+    /* Strings: CONFIG_MAX_STR-1 bytes fit, one more is refused. */
+    char yaml[CONFIG_MAX_STR + 64];
+    char val[CONFIG_MAX_STR + 1];
+    memset(val, 'x', sizeof(val));
+    val[CONFIG_MAX_STR - 1] = '\0';
+    snprintf(yaml, sizeof(yaml), "issuance:\n  trust_domain: %s\n", val);
+    assert_int_equal(parse(yaml, NULL, c, &e), HSMCA_OK);
+    assert_int_equal(strlen(c->trust_domain), CONFIG_MAX_STR - 1);
+    val[CONFIG_MAX_STR - 1] = 'x';
+    val[CONFIG_MAX_STR] = '\0';
+    snprintf(yaml, sizeof(yaml), "issuance:\n  trust_domain: %s\n", val);
+    assert_int_equal(parse(yaml, NULL, c, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "t.yaml:2: 'trust_domain' is longer than 511 bytes");
+    snprintf(yaml, sizeof(yaml), "server:\n  dns_names:\n    - a\n    - %s\n", val);
+    assert_int_equal(parse(yaml, NULL, c, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "t.yaml:4: 'dns_names' is longer than 511 bytes");
+
+    /* Integer boundary. */
+    assert_int_equal(parse("issuance:\n  rate_burst: 4294967295\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(c->rate_burst, UINT32_MAX);
+
+    /* Size cap: 1 MiB of comments parses, one byte more is refused unread. */
+    size_t big = 1024 * 1024;
+    char *buf = malloc(big + 1);
+    assert_non_null(buf);
+    memset(buf, '#', big + 1);
+    for (size_t i = 79; i < big + 1; i += 80)
+        buf[i] = '\n';
+    hsmca_err_clear(&e);
+    assert_int_equal(config_parse("t.yaml", buf, big, NULL, c, &e), HSMCA_OK);
+    assert_int_equal(config_parse("t.yaml", buf, big + 1, NULL, c, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "t.yaml: config is larger than 1048576 bytes");
+    free(buf);
+    free(c);
+}
+
+static void test_durations(void **state)
+{
+    static const struct {
+        const char *v;
+        uint32_t want;
+    } ok[] = {
+        {"1", 1},           {"3600", 3600},         {"90s", 90},
+        {"15m", 900},       {"24h", 86400},         {"7d", 604800},
+        {"\"2h\"", 7200},   {"'30'", 30},           {"49710d", 49710u * 86400u},
+        {"4294967295", UINT32_MAX}, {"4294967295s", UINT32_MAX},
+    };
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    char yaml[128];
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        snprintf(yaml, sizeof(yaml), "issuance:\n  max_ttl: %s\n", ok[i].v);
+        if (parse(yaml, NULL, c, &e) != HSMCA_OK)
+            fail_msg("%s: %s", ok[i].v, e.msg);
+        assert_int_equal(c->max_ttl, ok[i].want);
+    }
+    /* Every duration field takes suffixes; skew alone may be zero. */
+    assert_int_equal(parse("server:\n  serving_cert_ttl: 2h\nissuance:\n  default_ttl: 30m\n"
+                           "auth:\n  jwt:\n    skew: 0\n",
+                           NULL, c, &e),
+                     HSMCA_OK);
+    assert_int_equal(c->serving_cert_ttl, 7200);
+    assert_int_equal(c->default_ttl, 1800);
+    assert_int_equal(c->jwt_skew, 0);
+    assert_int_equal(parse("auth:\n  jwt:\n    skew: 2m\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(c->jwt_skew, 120);
+    free(c);
+}
+
+static void test_paths(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    const char *y = "pkcs11:\n  module: libsofthsm2.so\n  pin_file: pin\n"
+                    "  softhsm2_conf: sub/softhsm2.conf\n"
+                    "ca:\n  cert: /abs/ca.pem\n  chain: \"\"\n"
+                    "auth:\n  jwt:\n    jwks_file: ../jwks.json\n"
+                    "frontend:\n  chroot: empty\n";
+    assert_int_equal(parse(y, "/etc/hsmca", c, &e), HSMCA_OK);
+    assert_string_equal(c->module_path, "libsofthsm2.so"); /* dlopen's search, not ours */
+    assert_string_equal(c->pin_file, "/etc/hsmca/pin");
+    assert_string_equal(c->softhsm2_conf, "/etc/hsmca/sub/softhsm2.conf");
+    assert_string_equal(c->ca_cert, "/abs/ca.pem");
+    assert_string_equal(c->root_bundle, "/abs/ca.pem"); /* defaults to ca.cert */
+    assert_string_equal(c->chain, "");                  /* empty means none */
+    assert_string_equal(c->jwks_file, "/etc/hsmca/../jwks.json");
+    assert_string_equal(c->fe_chroot, "empty"); /* not a path relative to the config */
+
+    assert_int_equal(parse("ca:\n  cert: c.pem\n  root_bundle: r.pem\n", "/", c, &e), HSMCA_OK);
+    assert_string_equal(c->ca_cert, "/c.pem");
+    assert_string_equal(c->root_bundle, "/r.pem");
+    assert_int_equal(parse("ca:\n  cert: c.pem\n", "/d/", c, &e), HSMCA_OK);
+    assert_string_equal(c->ca_cert, "/d/c.pem");
+    assert_string_equal(c->root_bundle, "/d/c.pem");
+    assert_int_equal(parse("ca:\n  cert: c.pem\n", NULL, c, &e), HSMCA_OK);
+    assert_string_equal(c->ca_cert, "c.pem");
+
+    /* A relative path that only overflows once joined is refused. */
+    char base[CONFIG_MAX_STR];
+    memset(base, 'b', sizeof(base));
+    base[0] = '/';
+    base[CONFIG_MAX_STR - 8] = '\0';
+    assert_int_equal(parse("pkcs11:\n  pin_file: pinpin\n", base, c, &e), HSMCA_OK);
+    assert_int_equal(strlen(c->pin_file), CONFIG_MAX_STR - 1);
+    assert_int_equal(parse("pkcs11:\n  pin_file: pinpin7\n", base, c, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "t.yaml:2: 'pin_file' is longer than 511 bytes once made absolute");
+    free(c);
+}
+
+static void write_file(const char *path, const char *data, size_t len)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_load(void **state)
+{
+    char *dir = tu_mkdtemp("cfg");
+    char real[PATH_MAX], path[PATH_MAX], want[2 * PATH_MAX];
+    assert_non_null(realpath(dir, real));
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+
+    snprintf(path, sizeof(path), "%s/hsmca.yaml", dir);
+    write_file(path, full_yaml, strlen(full_yaml));
+    hsmca_err_clear(&e);
+    assert_int_equal(config_load(path, c, &e), HSMCA_OK);
+    snprintf(want, sizeof(want), "%s/pin", real);
+    assert_string_equal(c->pin_file, want);
+    snprintf(want, sizeof(want), "%s/dev-jwks.json", real);
+    assert_string_equal(c->jwks_file, want);
+    assert_int_equal(c->sessions, 8);
+
+    /* A relative config path still yields absolute file paths. */
+    char cwd[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    assert_int_equal(chdir(dir), 0);
+    memset(c, 0, sizeof(*c));
+    hsmca_code rc = config_load("hsmca.yaml", c, &e);
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(rc, HSMCA_OK);
+    snprintf(want, sizeof(want), "%s/pin", real);
+    assert_string_equal(c->pin_file, want);
+
+    /* Errors carry the file name and line. */
+    {
+        const char *y = "pkcs11:\n  pin_file: p\n  pin: 1\n";
+        write_file(path, y, strlen(y));
+    }
+    assert_int_equal(config_load(path, c, &e), HSMCA_EINVAL);
+    snprintf(want, sizeof(want), "%s:3: unknown key 'pin' in 'pkcs11'", path);
+    assert_string_equal(e.msg, want);
+
+    /* A missing file is named. */
+    snprintf(path, sizeof(path), "%s/missing.yaml", dir);
+    assert_int_not_equal(config_load(path, c, &e), HSMCA_OK);
+    assert_non_null(strstr(e.msg, path));
+
+    /* A file over 1 MiB is refused before it is parsed. */
+    size_t big = 1024 * 1024 + 1;
+    char *buf = malloc(big);
+    assert_non_null(buf);
+    memset(buf, '#', big);
+    snprintf(path, sizeof(path), "%s/big.yaml", dir);
+    write_file(path, buf, big);
+    free(buf);
+    assert_int_equal(config_load(path, c, &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, path));
+
+    tu_system("rm -rf '%s'", dir);
+    free(dir);
+    free(c);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* The shipped example must load and validate as it is. */
+static void test_example_file(void **state)
+{
+    const char *src = __FILE__;
+    const char *tail = strstr(src, "tests/unit/test_config.c");
+    if (src[0] != '/' || !tail)
+        skip(); /* built from a relative path: cannot find the source tree */
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%.*shsm-config/softhsm-dev.yaml", (int)(tail - src), src);
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    if (config_load(path, c, &e) != HSMCA_OK || config_validate(c, &e) != HSMCA_OK)
+        fail_msg("%s", e.msg);
+    assert_string_equal(c->module_path, "/usr/lib/softhsm/libsofthsm2.so");
+    assert_string_equal(c->ca_key_uri, "pkcs11:token=hsmca;object=ca-key;type=private");
+    assert_true(ends_with(c->pin_file, "/hsm-config/dev/pin"));
+    assert_true(ends_with(c->softhsm2_conf, "/hsm-config/dev/softhsm2.conf"));
+    assert_true(ends_with(c->ca_cert, "/hsm-config/dev/root-cert.pem"));
+    assert_true(ends_with(c->jwks_file, "/hsm-config/dev/dev-jwks.json"));
+    assert_int_equal(c->serving_cert_ttl, 86400);
+    assert_int_equal(c->jwt_skew, 60);
+    free(c);
+}
+
+/* A valid config for config_validate tests to break one field at a time. */
+static hsmca_config *valid_cfg(void)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    assert_int_equal(parse(full_yaml, "/etc/hsmca", c, &e), HSMCA_OK);
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    return c;
+}
+
+static void expect_invalid(const hsmca_config *c, const char *msg)
+{
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    assert_int_equal(config_validate(c, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, msg);
+}
+
+static void test_validate_required(void **state)
+{
+    static const struct {
+        size_t off;
+        const char *msg;
+    } req[] = {
+        {offsetof(hsmca_config, module_path), "config: pkcs11.module is required"},
+        {offsetof(hsmca_config, pin_file), "config: pkcs11.pin_file is required"},
+        {offsetof(hsmca_config, ca_key_uri), "config: pkcs11.ca_key is required"},
+        {offsetof(hsmca_config, ca_cert), "config: ca.cert is required"},
+        {offsetof(hsmca_config, jwt_issuer), "config: auth.jwt.issuer is required"},
+        {offsetof(hsmca_config, jwks_file), "config: auth.jwt.jwks_file is required"},
+        {offsetof(hsmca_config, trust_domain), "config: issuance.trust_domain is required"},
+        {offsetof(hsmca_config, fe_user), "config: frontend.user is required"},
+    };
+    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++) {
+        hsmca_config *c = valid_cfg();
+        ((char *)c + req[i].off)[0] = '\0';
+        expect_invalid(c, req[i].msg);
+        free(c);
+    }
+    /* Defaults alone lack every required file. */
+    hsmca_config *c = new_cfg();
+    config_defaults(c);
+    expect_invalid(c, "config: pkcs11.module is required");
+    free(c);
+}
+
+static void test_validate_ranges(void **state)
+{
+    hsmca_config *c = valid_cfg();
+    hsmca_err e;
+
+    c->default_ttl = c->max_ttl + 1;
+    expect_invalid(c, "config: issuance.default_ttl must be 1..issuance.max_ttl");
+    c->default_ttl = c->max_ttl;
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+
+    c->sessions = 0;
+    expect_invalid(c, "config: pkcs11.sessions must be 1-64");
+    c->sessions = 65;
+    expect_invalid(c, "config: pkcs11.sessions must be 1-64");
+    c->sessions = 64;
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    c->sessions = 1;
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+
+    c->serving_cert_ttl = 299;
+    expect_invalid(c, "config: server.serving_cert_ttl must be >= 300");
+    c->serving_cert_ttl = 300;
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+
+    c->rate_per_second = 0;
+    expect_invalid(c, "config: issuance.rate_per_second must be >= 1");
+    c->rate_per_second = 1;
+    c->rate_burst = 0;
+    expect_invalid(c, "config: issuance.rate_burst must be >= 1");
+    c->rate_burst = 1;
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+
+    strcpy(c->ca_key_uri, "token=hsmca;object=ca-key");
+    expect_invalid(c, "config: pkcs11.ca_key must be a pkcs11: URI");
+    strcpy(c->ca_key_uri, "pkcs11:object=ca-key");
+
+    strcpy(c->ip_addresses.items[1], "10.0.0.256");
+    expect_invalid(c, "config: server.ip_addresses[1] '10.0.0.256' is not an IP address");
+    strcpy(c->ip_addresses.items[1], "fe80::1");
+
+    c->jwt_audiences.n = 0;
+    expect_invalid(c, "config: auth.jwt.audiences must name an audience");
+    c->jwt_audiences.n = 1;
+
+    strcpy(c->fe_chroot, "var/empty");
+    expect_invalid(c, "config: frontend.chroot must be an absolute path");
+    strcpy(c->fe_chroot, "/");
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    free(c);
+}
+
+static void test_validate_listen(void **state)
+{
+    static const char *good[] = {"127.0.0.1:15012", "0.0.0.0:1", "localhost:65535",
+                                 "[::1]:15012", "[::]:15012", "hsmca.example:443"};
+    static const char *bad[] = {"15012",        ":15012",     "host:",      "host:0",
+                                "host:65536",   "host:015",   "::1:15012",  "[]:1",
+                                "[::1]15012",   "[::1]:",     "a:b",        "",
+                                "host:-1",      "[::1:15012", "host:99999999999"};
+    hsmca_config *c = valid_cfg();
+    hsmca_err e;
+    char want[256];
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        strcpy(c->listen, good[i]);
+        if (config_validate(c, &e) != HSMCA_OK)
+            fail_msg("%s: %s", good[i], e.msg);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        strcpy(c->listen, bad[i]);
+        snprintf(want, sizeof(want),
+                 "config: server.listen '%s' must be host:port (port 1-65535)", bad[i]);
+        expect_invalid(c, want);
+    }
+    free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_example),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_load),
+        cmocka_unit_test(test_example_file),
+        cmocka_unit_test(test_validate_required),
+        cmocka_unit_test(test_validate_ranges),
+        cmocka_unit_test(test_validate_listen),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,429 @@
+/* test_fe_tbs.c - builds TBS certificates, signs them with a real CA key in
+ * software and checks every field of the resulting certificate. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* cmocka.h needs the headers above. */
+#include <cmocka.h>
+
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "certasm.h"
+#include "fe_tbs.h"
+
+#define ME "spiffe://cluster.local/ns/default/sa/sleep"
+
+typedef struct {
+    EVP_PKEY *key;
+    X509 *cert;
+} ca;
+
+static ca ec_ca, rsa_ca;
+static EVP_PKEY *leaf_ec, *leaf_rsa;
+
+/* A self-signed CA with a subject of several attributes and an SKI. */
+static X509 *make_ca(EVP_PKEY *key, int with_ski)
+{
+    X509 *x = X509_new();
+    assert_non_null(x);
+    assert_true(X509_set_version(x, X509_VERSION_3));
+    assert_true(ASN1_INTEGER_set(X509_get_serialNumber(x), 42));
+    X509_NAME *n = X509_get_subject_name(x);
+    assert_true(X509_NAME_add_entry_by_txt(n, "O", MBSTRING_ASC,
+                                           (const unsigned char *)"hsmca test", -1, -1, 0));
+    assert_true(X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)"Root CA",
+                                           -1, -1, 0));
+    assert_true(X509_set_issuer_name(x, n));
+    assert_true(X509_gmtime_adj(X509_getm_notBefore(x), -3600));
+    assert_true(X509_gmtime_adj(X509_getm_notAfter(x), 86400L * 365));
+    assert_true(X509_set_pubkey(x, key));
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+    X509_EXTENSION *bc = X509V3_EXT_conf_nid(NULL, &ctx, NID_basic_constraints, "critical,CA:TRUE");
+    assert_true(bc && X509_add_ext(x, bc, -1));
+    X509_EXTENSION_free(bc);
+    if (with_ski) {
+        X509_EXTENSION *ski = X509V3_EXT_conf_nid(NULL, &ctx, NID_subject_key_identifier, "hash");
+        assert_true(ski && X509_add_ext(x, ski, -1));
+        X509_EXTENSION_free(ski);
+    }
+    assert_true(X509_sign(x, key, EVP_sha256()) > 0);
+    return x;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    ec_ca.key = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    rsa_ca.key = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048);
+    leaf_ec = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-384");
+    leaf_rsa = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048);
+    if (!ec_ca.key || !rsa_ca.key || !leaf_ec || !leaf_rsa)
+        return -1;
+    ec_ca.cert = make_ca(ec_ca.key, 1);
+    rsa_ca.cert = make_ca(rsa_ca.key, 1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    X509_free(ec_ca.cert);
+    X509_free(rsa_ca.cert);
+    EVP_PKEY_free(ec_ca.key);
+    EVP_PKEY_free(rsa_ca.key);
+    EVP_PKEY_free(leaf_ec);
+    EVP_PKEY_free(leaf_rsa);
+    return 0;
+}
+
+/* DER length octets for n into p; returns their count. */
+static size_t der_len(uint8_t *p, size_t n)
+{
+    if (n < 0x80) {
+        p[0] = (uint8_t)n;
+        return 1;
+    }
+    size_t k = 0;
+    for (size_t m = n; m; m >>= 8)
+        k++;
+    p[0] = (uint8_t)(0x80 | k);
+    for (size_t i = 0; i < k; i++)
+        p[k - i] = (uint8_t)(n >> (8 * i));
+    return k + 1;
+}
+
+/* Signs tbs with the CA key in software, assembles SEQUENCE {tbs, alg, BIT
+ * STRING} by hand and parses it back (caller X509_free's). */
+static X509 *sign_and_parse(const ca *c, int sig_nid, const uint8_t *tbs, size_t tbs_len)
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    size_t sig_len = 0;
+    assert_true(EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, c->key) == 1);
+    assert_true(EVP_DigestSign(md, NULL, &sig_len, tbs, tbs_len) == 1);
+    uint8_t *sig = malloc(sig_len);
+    assert_true(EVP_DigestSign(md, sig, &sig_len, tbs, tbs_len) == 1);
+    EVP_MD_CTX_free(md);
+
+    X509_ALGOR *alg = X509_ALGOR_new();
+    int rsa = sig_nid == NID_sha256WithRSAEncryption;
+    assert_true(X509_ALGOR_set0(alg, OBJ_nid2obj(sig_nid), rsa ? V_ASN1_NULL : V_ASN1_UNDEF, NULL));
+    unsigned char *alg_der = NULL;
+    int alg_len = i2d_X509_ALGOR(alg, &alg_der);
+    assert_true(alg_len > 0);
+    X509_ALGOR_free(alg);
+
+    size_t cap = tbs_len + (size_t)alg_len + sig_len + 32;
+    uint8_t *cert = malloc(cap), body_hdr[8], bits_hdr[8];
+    size_t bits_hl = 1 + der_len(bits_hdr + 1, sig_len + 1);
+    bits_hdr[0] = 0x03;
+    size_t body = tbs_len + (size_t)alg_len + bits_hl + 1 + sig_len;
+    size_t o = 1 + der_len(body_hdr + 1, body);
+    body_hdr[0] = 0x30;
+    memcpy(cert, body_hdr, o);
+    memcpy(cert + o, tbs, tbs_len);
+    o += tbs_len;
+    memcpy(cert + o, alg_der, (size_t)alg_len);
+    o += (size_t)alg_len;
+    memcpy(cert + o, bits_hdr, bits_hl);
+    o += bits_hl;
+    cert[o++] = 0x00; /* no unused bits */
+    memcpy(cert + o, sig, sig_len);
+    o += sig_len;
+
+    const unsigned char *p = cert;
+    X509 *x = d2i_X509(NULL, &p, (long)o);
+    assert_non_null(x);
+    assert_ptr_equal(p, cert + o);
+    assert_int_equal(X509_verify(x, c->key), 1);
+    OPENSSL_free(alg_der);
+    free(sig);
+    free(cert);
+    return x;
+}
+
+static void assert_name_der_equal(const X509_NAME *a, const X509_NAME *b)
+{
+    unsigned char *da = NULL, *db = NULL;
+    int la = i2d_X509_NAME(a, &da), lb = i2d_X509_NAME(b, &db);
+    assert_true(la > 0);
+    assert_int_equal(la, lb);
+    assert_memory_equal(da, db, (size_t)la);
+    OPENSSL_free(da);
+    OPENSSL_free(db);
+}
+
+static void assert_time(const ASN1_TIME *t, int64_t want, int type)
+{
+    ASN1_TIME *w = ASN1_TIME_set(NULL, (time_t)want);
+    assert_non_null(w);
+    assert_int_equal(ASN1_TIME_compare(t, w), 0);
+    assert_int_equal(ASN1_STRING_type(t), type);
+    ASN1_TIME_free(w);
+}
+
+static const int ext_order[] = {NID_basic_constraints,
+                                NID_key_usage,
+                                NID_ext_key_usage,
+                                NID_subject_key_identifier,
+                                NID_authority_key_identifier,
+                                NID_subject_alt_name};
+static const int ext_crit[] = {1, 1, 0, 0, 0, 1};
+
+/* Every field of a certificate built from p. */
+static void check_cert(const ca *c, const fe_tbs_params *p, const uint8_t *tbs, size_t tbs_len,
+                       X509 *x)
+{
+    /* Our TBS is DER: re-encoding the parsed certificate's TBS gives the same bytes. */
+    unsigned char *re = NULL;
+    int re_len = i2d_re_X509_tbs(x, &re);
+    assert_int_equal(re_len, (int)tbs_len);
+    assert_memory_equal(re, tbs, tbs_len);
+    OPENSSL_free(re);
+
+    assert_int_equal(X509_get_version(x), X509_VERSION_3);
+    /* Serial: INTEGER of 16 content octets, positive, no leading zero octet. */
+    const ASN1_INTEGER *sn = X509_get0_serialNumber(x);
+    assert_int_equal(ASN1_STRING_type(sn), V_ASN1_INTEGER);
+    assert_int_equal(ASN1_STRING_length(sn), 16);
+    uint8_t first = ASN1_STRING_get0_data(sn)[0];
+    assert_true(first >= 0x01 && first <= 0x7f);
+    /* ...and on the wire: SEQUENCE hdr, [0] { INTEGER 2 }, 02 10 <16 octets>. */
+    size_t h = (tbs[1] & 0x80) ? 2 + (tbs[1] & 0x7f) : 2;
+    static const uint8_t ver_serial[] = {0xa0, 0x03, 0x02, 0x01, 0x02, 0x02, 0x10};
+    assert_memory_equal(tbs + h, ver_serial, sizeof(ver_serial));
+
+    /* Inner algorithm = the CA's; RSA with NULL parameters, ECDSA with none. */
+    const X509_ALGOR *alg = X509_get0_tbs_sigalg(x);
+    const ASN1_OBJECT *obj;
+    int ptype;
+    X509_ALGOR_get0(&obj, &ptype, NULL, alg);
+    assert_int_equal(OBJ_obj2nid(obj), p->sig_nid);
+    assert_int_equal(ptype, p->sig_nid == NID_sha256WithRSAEncryption ? V_ASN1_NULL : V_ASN1_UNDEF);
+
+    assert_int_equal(X509_NAME_entry_count(X509_get_subject_name(x)), 0);
+    assert_name_der_equal(X509_get_issuer_name(x), X509_get_subject_name(c->cert));
+    assert_int_equal(X509_check_issued(c->cert, x), X509_V_OK);
+
+    assert_time(X509_get0_notBefore(x), p->now - 120,
+                p->now - 120 < 2524608000 ? V_ASN1_UTCTIME : V_ASN1_GENERALIZEDTIME);
+    assert_time(X509_get0_notAfter(x), p->now - 120 + p->ttl,
+                p->now - 120 + p->ttl < 2524608000 ? V_ASN1_UTCTIME : V_ASN1_GENERALIZEDTIME);
+    assert_int_equal(EVP_PKEY_eq(X509_get0_pubkey(x), p->subject_key), 1);
+
+    /* Extensions: exactly these, in this order, with this criticality. */
+    assert_int_equal(X509_get_ext_count(x), 6);
+    for (int i = 0; i < 6; i++) {
+        X509_EXTENSION *ext = X509_get_ext(x, i);
+        assert_int_equal(OBJ_obj2nid(X509_EXTENSION_get_object(ext)), ext_order[i]);
+        assert_int_equal(X509_EXTENSION_get_critical(ext), ext_crit[i]);
+    }
+    /* BC: CA:FALSE encodes as an empty SEQUENCE; KU: digitalSignature|keyEncipherment. */
+    const ASN1_OCTET_STRING *bc = X509_EXTENSION_get_data(X509_get_ext(x, 0));
+    assert_int_equal(ASN1_STRING_length(bc), 2);
+    assert_memory_equal(ASN1_STRING_get0_data(bc), "\x30\x00", 2);
+    const ASN1_OCTET_STRING *ku = X509_EXTENSION_get_data(X509_get_ext(x, 1));
+    assert_int_equal(ASN1_STRING_length(ku), 4);
+    assert_memory_equal(ASN1_STRING_get0_data(ku), "\x03\x02\x05\xa0", 4);
+    assert_int_equal(X509_get_key_usage(x), KU_DIGITAL_SIGNATURE | KU_KEY_ENCIPHERMENT);
+    assert_int_equal(X509_check_ca(x), 0);
+    EXTENDED_KEY_USAGE *eku = X509_get_ext_d2i(x, NID_ext_key_usage, NULL, NULL);
+    assert_int_equal(sk_ASN1_OBJECT_num(eku), 2);
+    assert_int_equal(OBJ_obj2nid(sk_ASN1_OBJECT_value(eku, 0)), NID_server_auth);
+    assert_int_equal(OBJ_obj2nid(sk_ASN1_OBJECT_value(eku, 1)), NID_client_auth);
+    sk_ASN1_OBJECT_pop_free(eku, ASN1_OBJECT_free);
+
+    /* SKI = SHA-1 of the subjectPublicKey bits (computed here independently). */
+    unsigned char *pub = NULL;
+    int pub_len = i2d_PublicKey(p->subject_key, &pub);
+    assert_true(pub_len > 0);
+    uint8_t sha1[20];
+    assert_true(EVP_Digest(pub, (size_t)pub_len, sha1, NULL, EVP_sha1(), NULL));
+    OPENSSL_free(pub);
+    const ASN1_OCTET_STRING *ski = X509_get0_subject_key_id(x);
+    assert_non_null(ski);
+    assert_int_equal(ASN1_STRING_length(ski), 20);
+    assert_memory_equal(ASN1_STRING_get0_data(ski), sha1, 20);
+    /* AKI: keyIdentifier only, equal to the CA's SKI. */
+    AUTHORITY_KEYID *aki = X509_get_ext_d2i(x, NID_authority_key_identifier, NULL, NULL);
+    assert_non_null(aki);
+    assert_null(aki->issuer);
+    assert_null(aki->serial);
+    assert_int_equal(ASN1_OCTET_STRING_cmp(aki->keyid, X509_get0_subject_key_id(c->cert)), 0);
+    AUTHORITY_KEYID_free(aki);
+
+    /* SAN: the URI, then DNS names, then IPs, nothing else. */
+    GENERAL_NAMES *gens = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+    assert_non_null(gens);
+    int k = 0;
+    if (p->uri_san) {
+        GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, k++);
+        assert_int_equal(g->type, GEN_URI);
+        assert_int_equal(ASN1_STRING_length(g->d.uniformResourceIdentifier),
+                         (int)strlen(p->uri_san));
+        assert_memory_equal(ASN1_STRING_get0_data(g->d.uniformResourceIdentifier), p->uri_san,
+                            strlen(p->uri_san));
+    }
+    for (int i = 0; i < p->n_dns; i++) {
+        GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, k++);
+        assert_int_equal(g->type, GEN_DNS);
+        assert_string_equal((const char *)ASN1_STRING_get0_data(g->d.dNSName), p->dns[i]);
+    }
+    for (int i = 0; i < p->n_ips; i++) {
+        GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, k++);
+        assert_int_equal(g->type, GEN_IPADD);
+        ASN1_OCTET_STRING *want = a2i_IPADDRESS(p->ips[i]);
+        assert_int_equal(ASN1_OCTET_STRING_cmp(g->d.iPAddress, want), 0);
+        ASN1_OCTET_STRING_free(want);
+    }
+    assert_int_equal(sk_GENERAL_NAME_num(gens), k);
+    GENERAL_NAMES_free(gens);
+}
+
+static void build_sign_check(const ca *c, fe_tbs_params *p)
+{
+    uint8_t *tbs = NULL;
+    size_t len = 0;
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    p->ca_cert = c->cert;
+    p->sig_nid = certasm_sig_nid_for_key(c->key);
+    hsmca_code rc = fe_tbs_build(p, &tbs, &len, &e);
+    if (rc != HSMCA_OK)
+        fail_msg("fe_tbs_build: %s", e.msg);
+    X509 *x = sign_and_parse(c, p->sig_nid, tbs, len);
+    check_cert(c, p, tbs, len, x);
+    X509_free(x);
+    OPENSSL_free(tbs);
+}
+
+static void test_workload(void **state)
+{
+    (void)state;
+    const ca *cas[] = {&ec_ca, &rsa_ca};
+    EVP_PKEY *leaves[] = {leaf_ec, leaf_rsa};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            fe_tbs_params p = {
+                .subject_key = leaves[j], .uri_san = ME, .now = (int64_t)time(NULL), .ttl = 86400};
+            build_sign_check(cas[i], &p);
+        }
+}
+
+static void test_serving_and_times(void **state)
+{
+    (void)state;
+    const char *dns[] = {"hsmca.example.com", "localhost"};
+    const char *ips[] = {"127.0.0.1", "::1"};
+    fe_tbs_params p = {.subject_key = leaf_ec,
+                       .dns = dns,
+                       .n_dns = 2,
+                       .ips = ips,
+                       .n_ips = 2,
+                       .now = 1700000000,
+                       .ttl = 3600};
+    build_sign_check(&ec_ca, &p);
+    /* URI and DNS together. */
+    p.uri_san = ME;
+    p.n_ips = 0;
+    build_sign_check(&rsa_ca, &p);
+    /* notAfter past 2049: GeneralizedTime, notBefore still UTCTime. */
+    fe_tbs_params late = {.subject_key = leaf_ec, .uri_san = ME, .now = 2524607000, .ttl = 86400};
+    build_sign_check(&ec_ca, &late);
+}
+
+static void test_serials_differ(void **state)
+{
+    (void)state;
+    fe_tbs_params p = {.ca_cert = ec_ca.cert,
+                       .sig_nid = NID_ecdsa_with_SHA256,
+                       .subject_key = leaf_ec,
+                       .uri_san = ME,
+                       .now = 1700000000,
+                       .ttl = 60};
+    uint8_t seen[64][16];
+    hsmca_err e;
+    for (int i = 0; i < 64; i++) {
+        uint8_t *tbs = NULL;
+        size_t len = 0;
+        assert_int_equal(fe_tbs_build(&p, &tbs, &len, &e), HSMCA_OK);
+        size_t h = (tbs[1] & 0x80) ? 2 + (tbs[1] & 0x7f) : 2;
+        assert_int_equal(tbs[h + 5], 0x02);
+        assert_int_equal(tbs[h + 6], 16);
+        memcpy(seen[i], tbs + h + 7, 16);
+        assert_true(seen[i][0] >= 1 && seen[i][0] <= 0x7f);
+        for (int j = 0; j < i; j++)
+            assert_memory_not_equal(seen[i], seen[j], 16);
+        OPENSSL_free(tbs);
+    }
+}
+
+static void assert_refused(const fe_tbs_params *p, hsmca_code code, const char *msg)
+{
+    uint8_t *tbs = (uint8_t *)"untouched";
+    size_t len = 99;
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    assert_int_equal(fe_tbs_build(p, &tbs, &len, &e), code);
+    assert_int_equal(e.code, code);
+    assert_string_equal(e.msg, msg);
+    assert_null(tbs);
+    assert_int_equal(len, 0);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    fe_tbs_params p = {.ca_cert = ec_ca.cert,
+                       .sig_nid = NID_ecdsa_with_SHA256,
+                       .subject_key = leaf_ec,
+                       .now = 1700000000,
+                       .ttl = 60};
+    assert_refused(&p, HSMCA_EINVAL, "TBS: no SAN (neither URI nor DNS/IP) requested");
+    const char *bad_ip[] = {"not-an-ip"};
+    p.ips = bad_ip;
+    p.n_ips = 1;
+    assert_refused(&p, HSMCA_EINVAL, "TBS: IP SAN 0 is not an IP address");
+    p.n_ips = 0;
+    p.uri_san = "";
+    assert_refused(&p, HSMCA_EINVAL, "TBS: URI SAN is empty or longer than 1024 bytes");
+    const char *empty_dns[] = {""};
+    p.uri_san = ME;
+    p.dns = empty_dns;
+    p.n_dns = 1;
+    assert_refused(&p, HSMCA_EINVAL, "TBS: DNS SAN is empty or longer than 1024 bytes");
+    p.n_dns = 0;
+    p.ttl = 0;
+    assert_refused(&p, HSMCA_EINVAL, "TBS: TTL is 0");
+    p.ttl = 60;
+    p.sig_nid = NID_undef;
+    assert_int_equal(fe_tbs_build(&p, &(uint8_t *){NULL}, &(size_t){0}, NULL), HSMCA_EINTERNAL);
+    p.sig_nid = NID_ecdsa_with_SHA256;
+
+    /* A CA certificate without an SKI cannot be named in an AKI. */
+    X509 *no_ski = make_ca(ec_ca.key, 0);
+    p.ca_cert = no_ski;
+    assert_refused(&p, HSMCA_EINVAL, "CA certificate has no subjectKeyIdentifier");
+    X509_free(no_ski);
+    p.ca_cert = NULL;
+    assert_refused(&p, HSMCA_EINTERNAL, "fe_tbs_build: missing parameter");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_workload),
+        cmocka_unit_test(test_serving_and_times),
+        cmocka_unit_test(test_serials_differ),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

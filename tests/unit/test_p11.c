@@ -1,0 +1,637 @@
+/* test_p11.c - the PKCS#11 layer against a real SoftHSM2 token.
+ *
+ * Every test gets its own token directory and loads the module afresh
+ * (SoftHSM reads SOFTHSM2_CONF at C_Initialize; p11_module_unload finalizes).
+ * Keys with bad attributes and "behind the pool's back" events are made
+ * through the module's own function list, as a second application would. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dlfcn.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <pkcs11.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "p11.h"
+#include "testutil.h"
+
+#define SOFTHSM "/usr/lib/softhsm/libsofthsm2.so"
+#define SO_PIN "so-secret-1234"
+#define USER_PIN "user-secret-5678"
+#define TOKEN "hsmca-test"
+
+typedef struct {
+    char *dir;
+    p11_module *m;
+} env;
+
+static void env_up(env *v, int with_token)
+{
+    char path[1024];
+    v->dir = tu_mkdtemp("p11");
+    snprintf(path, sizeof(path), "%s/tokens", v->dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof(path), "%s/softhsm2.conf", v->dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "directories.tokendir = %s/tokens\nobjectstore.backend = file\nlog.level = ERROR\n",
+            v->dir);
+    fclose(f);
+    setenv("SOFTHSM2_CONF", path, 1);
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    assert_int_equal(p11_module_load(SOFTHSM, &v->m, &e), HSMCA_OK);
+    if (with_token) {
+        hsmca_code c = p11_init_token(v->m, TOKEN, SO_PIN, USER_PIN, &e);
+        if (c != HSMCA_OK)
+            fail_msg("init token: %s", e.msg);
+    }
+}
+
+static void env_down(env *v)
+{
+    p11_module_unload(v->m);
+    tu_system("rm -rf '%s'", v->dir);
+    free(v->dir);
+}
+
+static void gen(env *v, const char *label, p11_key_type t)
+{
+    hsmca_err e;
+    if (p11_generate_key(v->m, TOKEN, USER_PIN, label, t, &e) != HSMCA_OK)
+        fail_msg("generate %s: %s", label, e.msg);
+}
+
+/* The same SoftHSM instance, reached as another part of the process would. */
+static CK_FUNCTION_LIST *raw_fl(void)
+{
+    void *dl = dlopen(SOFTHSM, RTLD_NOW);
+    assert_non_null(dl);
+    CK_C_GetFunctionList get;
+    *(void **)&get = dlsym(dl, "C_GetFunctionList");
+    assert_non_null(get);
+    CK_FUNCTION_LIST *fl = NULL;
+    assert_int_equal(get(&fl), CKR_OK);
+    return fl; /* the handle stays open: the module must outlive the test */
+}
+
+static CK_SLOT_ID raw_slot(CK_FUNCTION_LIST *fl)
+{
+    CK_SLOT_ID slots[16];
+    CK_ULONG n = 16;
+    assert_int_equal(fl->C_GetSlotList(CK_TRUE, slots, &n), CKR_OK);
+    for (CK_ULONG i = 0; i < n; i++) {
+        CK_TOKEN_INFO ti;
+        if (fl->C_GetTokenInfo(slots[i], &ti) == CKR_OK &&
+            memcmp(ti.label, TOKEN, strlen(TOKEN)) == 0 && ti.label[strlen(TOKEN)] == ' ')
+            return slots[i];
+    }
+    fail_msg("token not found");
+    return 0;
+}
+
+static CK_SESSION_HANDLE raw_login(CK_FUNCTION_LIST *fl)
+{
+    CK_SESSION_HANDLE s;
+    assert_int_equal(
+        fl->C_OpenSession(raw_slot(fl), CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s),
+        CKR_OK);
+    CK_RV rv = fl->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)USER_PIN, strlen(USER_PIN));
+    assert_true(rv == CKR_OK || rv == CKR_USER_ALREADY_LOGGED_IN);
+    return s;
+}
+
+/* Test-only: a key pair with the attributes a careless set-up would give. */
+static void raw_gen(const char *label, CK_BBOOL sensitive, CK_BBOOL extractable, CK_BBOOL sign,
+                    CK_ULONG rsa_bits)
+{
+    static const uint8_t p256[] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
+    static const uint8_t f4[] = {1, 0, 1};
+    CK_FUNCTION_LIST *fl = raw_fl();
+    CK_SESSION_HANDLE s = raw_login(fl);
+    CK_BBOOL yes = CK_TRUE;
+    CK_ULONG llen = strlen(label);
+    uint8_t id[4];
+    RAND_bytes(id, sizeof(id));
+    CK_ATTRIBUTE pub[5] = {
+        {CKA_TOKEN, &yes, 1}, {CKA_LABEL, (void *)label, llen}, {CKA_ID, id, sizeof(id)}};
+    CK_ULONG np = 3;
+    CK_MECHANISM mech = {CKM_EC_KEY_PAIR_GEN, NULL, 0};
+    if (rsa_bits) {
+        mech.mechanism = CKM_RSA_PKCS_KEY_PAIR_GEN;
+        pub[np++] = (CK_ATTRIBUTE){CKA_MODULUS_BITS, &rsa_bits, sizeof(rsa_bits)};
+        pub[np++] = (CK_ATTRIBUTE){CKA_PUBLIC_EXPONENT, (void *)f4, sizeof(f4)};
+    } else {
+        pub[np++] = (CK_ATTRIBUTE){CKA_EC_PARAMS, (void *)p256, sizeof(p256)};
+    }
+    CK_ATTRIBUTE priv[] = {
+        {CKA_TOKEN, &yes, 1},           {CKA_PRIVATE, &yes, 1},
+        {CKA_SENSITIVE, &sensitive, 1}, {CKA_EXTRACTABLE, &extractable, 1},
+        {CKA_SIGN, &sign, 1},           {CKA_LABEL, (void *)label, llen},
+        {CKA_ID, id, sizeof(id)},
+    };
+    CK_OBJECT_HANDLE hp, hk;
+    assert_int_equal(fl->C_GenerateKeyPair(s, &mech, pub, np, priv, 7, &hp, &hk), CKR_OK);
+    fl->C_CloseSession(s);
+}
+
+static int verify(EVP_PKEY *pk, const uint8_t d[32], const uint8_t *sig, size_t len)
+{
+    EVP_PKEY_CTX *c = EVP_PKEY_CTX_new(pk, NULL);
+    int ok = c && EVP_PKEY_verify_init(c) == 1 &&
+             EVP_PKEY_CTX_set_signature_md(c, EVP_sha256()) == 1 &&
+             EVP_PKEY_verify(c, sig, len, d, 32) == 1;
+    EVP_PKEY_CTX_free(c);
+    return ok;
+}
+
+/* Signs a fresh random digest and checks it with OpenSSL; returns the code. */
+static hsmca_code sign_check(p11_pool *p, hsmca_err *e)
+{
+    uint8_t d[32], sig[512];
+    size_t len = sizeof(sig);
+    RAND_bytes(d, sizeof(d));
+    hsmca_code c = p11_pool_sign_digest(p, d, sig, &len, e);
+    if (c != HSMCA_OK)
+        return c;
+    EVP_PKEY *pk = p11_pool_public_key(p);
+    assert_non_null(pk);
+    assert_true(verify(pk, d, sig, len));
+    d[0] ^= 1; /* and the check can fail */
+    assert_false(verify(pk, d, sig, len));
+    EVP_PKEY_free(pk);
+    return c;
+}
+
+static void open_fails(env *v, const char *uri, const char *pin, hsmca_code want, const char *msg)
+{
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    p11_pool *p = (p11_pool *)1;
+    hsmca_code c = p11_pool_open(v->m, uri, pin, 2, &p, &e);
+    assert_null(p);
+    if (c != want || !strstr(e.msg, msg))
+        fail_msg("open %s: got %d '%s', want %d '%s'", uri, c, e.msg, want, msg);
+}
+
+/* ---- URIs ---- */
+
+static void test_uri_good(void **state)
+{
+    (void)state;
+    p11_uri u;
+    hsmca_err e;
+    assert_int_equal(
+        p11_uri_parse("pkcs11:token=hsmca;object=ca%20key;id=%01%a2%FF;type=private", &u, &e),
+        HSMCA_OK);
+    assert_string_equal(u.token, "hsmca");
+    assert_string_equal(u.object, "ca key");
+    assert_int_equal(u.id_len, 3);
+    assert_memory_equal(u.id, "\x01\xa2\xff", 3);
+    assert_string_equal(u.type, "private");
+    assert_int_equal(p11_uri_parse("pkcs11:object=a-b_c.d~e", &u, &e), HSMCA_OK);
+    assert_string_equal(u.object, "a-b_c.d~e");
+    assert_int_equal(u.token[0], '\0');
+    assert_int_equal(u.id_len, 0);
+    /* 32-byte token label and 64-byte id are the maxima. */
+    char s[512] = "pkcs11:token=";
+    strcat(s, "0123456789abcdef0123456789abcdef;id=");
+    for (int i = 0; i < 64; i++)
+        strcat(s, "%7f");
+    assert_int_equal(p11_uri_parse(s, &u, &e), HSMCA_OK);
+    assert_int_equal(strlen(u.token), 32);
+    assert_int_equal(u.id_len, 64);
+}
+
+static void test_uri_bad(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *uri, *msg;
+    } bad[] = {
+        {"", "does not start with 'pkcs11:'"},
+        {"pkcs11:", "no attributes"},
+        {"pkcs12:token=a", "does not start"},
+        {"pkcs11:token=a;pin-value=1234", "PIN in the URI refused"},
+        {"pkcs11:token=a;pin-source=file:/x", "PIN in the URI refused"},
+        {"pkcs11:token=a;serial=42", "unsupported attribute 'serial'"},
+        {"pkcs11:token=a?module-path=/x.so", "query or fragment part refused"},
+        {"pkcs11:token=a#x", "query or fragment"},
+        {"pkcs11:token=a;token=b", "token given twice"},
+        {"pkcs11:token=", "token is empty"},
+        {"pkcs11:token=a;;object=b", "empty attribute"},
+        {"pkcs11:token=a;", "trailing ';'"},
+        {"pkcs11:token", "without '='"},
+        {"pkcs11:object=a%2", "bad character or escape"},
+        {"pkcs11:object=a%zz", "bad character or escape"},
+        {"pkcs11:object=a b", "bad character or escape"},
+        {"pkcs11:object=a%00b", "NUL byte"},
+        {"pkcs11:type=secret-key", "type must be private, public or cert"},
+        {"pkcs11:token=0123456789abcdef0123456789abcdef0", "token longer than 32 bytes"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        p11_uri u;
+        hsmca_err e;
+        hsmca_err_clear(&e);
+        hsmca_code c = p11_uri_parse(bad[i].uri, &u, &e);
+        if (c != HSMCA_EINVAL || !strstr(e.msg, bad[i].msg))
+            fail_msg("'%s': got %d '%s', want '%s'", bad[i].uri, c, e.msg, bad[i].msg);
+    }
+    /* Overlong id and whole URI. */
+    char s[2048] = "pkcs11:id=";
+    for (int i = 0; i < 65; i++)
+        strcat(s, "%01");
+    p11_uri u;
+    hsmca_err e;
+    assert_int_equal(p11_uri_parse(s, &u, &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "id longer than 64 bytes"));
+    memset(s, 0, sizeof(s));
+    strcpy(s, "pkcs11:object=");
+    memset(s + strlen(s), 'a', 1100);
+    assert_int_equal(p11_uri_parse(s, &u, &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "longer than 1024 bytes"));
+    assert_int_equal(p11_uri_parse(NULL, &u, &e), HSMCA_EINVAL);
+}
+
+static void test_rv_name(void **state)
+{
+    (void)state;
+    assert_string_equal(p11_rv_name(CKR_OK), "CKR_OK");
+    assert_string_equal(p11_rv_name(CKR_PIN_INCORRECT), "CKR_PIN_INCORRECT");
+    assert_string_equal(p11_rv_name(CKR_SESSION_HANDLE_INVALID), "CKR_SESSION_HANDLE_INVALID");
+    assert_string_equal(p11_rv_name(CKR_CRYPTOKI_NOT_INITIALIZED), "CKR_CRYPTOKI_NOT_INITIALIZED");
+    assert_string_equal(p11_rv_name(0x80001234UL), "CKR_0x80001234");
+}
+
+/* ---- module, token, keys ---- */
+
+static void test_module_load_bad(void **state)
+{
+    (void)state;
+    p11_module *m = (p11_module *)1;
+    hsmca_err e;
+    assert_int_equal(p11_module_load("/nonexistent/libnone.so", &m, &e), HSMCA_EUNAVAIL);
+    assert_null(m);
+    assert_non_null(strstr(e.msg, "dlopen"));
+    assert_int_equal(p11_module_load("libz.so.1", &m, &e), HSMCA_EUNAVAIL);
+    assert_non_null(strstr(e.msg, "no C_GetFunctionList"));
+    p11_module_unload(NULL);
+}
+
+static void test_token_and_keygen(void **state)
+{
+    (void)state;
+    env v;
+    env_up(&v, 0);
+    hsmca_err e;
+    assert_int_equal(p11_token_exists(v.m, TOKEN), 0);
+    assert_int_equal(p11_init_token(v.m, TOKEN, SO_PIN, USER_PIN, &e), HSMCA_OK);
+    assert_int_equal(p11_token_exists(v.m, TOKEN), 1);
+    assert_int_equal(p11_token_exists(v.m, "other"), 0);
+    assert_int_equal(p11_init_token(v.m, TOKEN, SO_PIN, USER_PIN, &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "already exists"));
+    assert_int_equal(p11_init_token(v.m, "0123456789abcdef0123456789abcdefX", SO_PIN, USER_PIN, &e),
+                     HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "label must be"));
+
+    gen(&v, "ec-key", P11_KEY_EC_P256);
+    gen(&v, "rsa-key", P11_KEY_RSA_2048);
+    assert_int_equal(p11_generate_key(v.m, TOKEN, USER_PIN, "ec-key", P11_KEY_EC_P256, &e),
+                     HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "'ec-key' already exists"));
+    assert_int_equal(p11_generate_key(v.m, TOKEN, "wrong-pin", "k2", P11_KEY_EC_P256, &e),
+                     HSMCA_EAUTH);
+    assert_non_null(strstr(e.msg, "CKR_PIN_INCORRECT"));
+    assert_int_equal(p11_generate_key(v.m, "no-such-token", USER_PIN, "k2", P11_KEY_EC_P256, &e),
+                     HSMCA_EUNAVAIL);
+    assert_non_null(strstr(e.msg, "token 'no-such-token' not found"));
+
+    /* The generated private key carries exactly the attributes we promise. */
+    CK_FUNCTION_LIST *fl = raw_fl();
+    CK_SESSION_HANDLE s = raw_login(fl);
+    CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+    CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}, {CKA_LABEL, "rsa-key", 7}};
+    CK_OBJECT_HANDLE h;
+    CK_ULONG n = 0;
+    assert_int_equal(fl->C_FindObjectsInit(s, t, 2), CKR_OK);
+    assert_int_equal(fl->C_FindObjects(s, &h, 1, &n), CKR_OK);
+    fl->C_FindObjectsFinal(s);
+    assert_int_equal(n, 1);
+    CK_BBOOL tok = 0, priv = 0, sens = 0, extr = 1, sign = 0;
+    uint8_t id[64];
+    CK_ATTRIBUTE a[] = {{CKA_TOKEN, &tok, 1},      {CKA_PRIVATE, &priv, 1},
+                        {CKA_SENSITIVE, &sens, 1}, {CKA_EXTRACTABLE, &extr, 1},
+                        {CKA_SIGN, &sign, 1},      {CKA_ID, id, sizeof(id)}};
+    assert_int_equal(fl->C_GetAttributeValue(s, h, a, 6), CKR_OK);
+    assert_true(tok && priv && sens && !extr && sign);
+    assert_int_equal(a[5].ulValueLen, 16);
+    fl->C_CloseSession(s);
+    env_down(&v);
+}
+
+/* ---- pool ---- */
+
+static void pool_sign(p11_key_type t, const char *label, int want_id)
+{
+    env v;
+    env_up(&v, 1);
+    gen(&v, label, t);
+    hsmca_err e;
+    p11_pool *p = NULL;
+    char uri[256];
+    snprintf(uri, sizeof(uri), "pkcs11:token=%s;object=%s;type=private", TOKEN, label);
+    if (p11_pool_open(v.m, uri, USER_PIN, 2, &p, &e) != HSMCA_OK)
+        fail_msg("pool open: %s", e.msg);
+    assert_int_equal(p11_pool_healthy(p), 1);
+    EVP_PKEY *pk = p11_pool_public_key(p);
+    assert_non_null(pk);
+    if (t == P11_KEY_EC_P256) {
+        assert_true(EVP_PKEY_is_a(pk, "EC"));
+        assert_int_equal(EVP_PKEY_get_bits(pk), 256);
+    } else {
+        assert_true(EVP_PKEY_is_a(pk, "RSA"));
+        assert_int_equal(EVP_PKEY_get_bits(pk), 2048);
+    }
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(sign_check(p, &e), HSMCA_OK);
+    uint8_t d[32] = {0}, small[256];
+    size_t len = sizeof(small);
+    assert_int_equal(p11_pool_sign_digest(p, d, small, &len, &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "512"));
+    p11_pool_close(p);
+
+    if (want_id) {
+        /* The same key named by its CKA_ID alone. */
+        char idhex[128] = "";
+        CK_FUNCTION_LIST *fl = raw_fl();
+        CK_SESSION_HANDLE s = raw_login(fl);
+        CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+        CK_ATTRIBUTE ft[] = {{CKA_CLASS, &cls, sizeof(cls)},
+                             {CKA_LABEL, (void *)label, strlen(label)}};
+        CK_OBJECT_HANDLE h;
+        CK_ULONG n = 0;
+        uint8_t id[32];
+        CK_ATTRIBUTE a = {CKA_ID, id, sizeof(id)};
+        assert_int_equal(fl->C_FindObjectsInit(s, ft, 2), CKR_OK);
+        assert_int_equal(fl->C_FindObjects(s, &h, 1, &n), CKR_OK);
+        fl->C_FindObjectsFinal(s);
+        assert_int_equal(fl->C_GetAttributeValue(s, h, &a, 1), CKR_OK);
+        for (CK_ULONG i = 0; i < a.ulValueLen; i++)
+            snprintf(idhex + 3 * i, 4, "%%%02x", id[i]);
+        fl->C_CloseSession(s);
+        snprintf(uri, sizeof(uri), "pkcs11:token=%s;id=%s", TOKEN, idhex);
+        if (p11_pool_open(v.m, uri, USER_PIN, 1, &p, &e) != HSMCA_OK)
+            fail_msg("pool open by id: %s", e.msg);
+        EVP_PKEY *pk2 = p11_pool_public_key(p);
+        assert_int_equal(EVP_PKEY_eq(pk, pk2), 1);
+        EVP_PKEY_free(pk2);
+        assert_int_equal(sign_check(p, &e), HSMCA_OK);
+        p11_pool_close(p);
+    }
+    EVP_PKEY_free(pk);
+    env_down(&v);
+}
+
+static void test_pool_sign_ec(void **state)
+{
+    (void)state;
+    pool_sign(P11_KEY_EC_P256, "ec-key", 1);
+}
+
+static void test_pool_sign_rsa(void **state)
+{
+    (void)state;
+    pool_sign(P11_KEY_RSA_2048, "rsa-key", 0);
+}
+
+static void *signer_thread(void *arg)
+{
+    p11_pool *p = arg;
+    EVP_PKEY *pk = p11_pool_public_key(p);
+    long bad = 0;
+    for (int i = 0; i < 40; i++) {
+        uint8_t d[32], sig[512];
+        size_t len = sizeof(sig);
+        hsmca_err e;
+        RAND_bytes(d, sizeof(d));
+        if (p11_pool_sign_digest(p, d, sig, &len, &e) != HSMCA_OK || !verify(pk, d, sig, len))
+            bad++;
+    }
+    EVP_PKEY_free(pk);
+    return (void *)bad;
+}
+
+static void test_pool_concurrent(void **state)
+{
+    (void)state;
+    env v;
+    env_up(&v, 1);
+    gen(&v, "ec-key", P11_KEY_EC_P256);
+    hsmca_err e;
+    p11_pool *p = NULL;
+    /* Fewer sessions than threads: callers must wait for a free session. */
+    assert_int_equal(
+        p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=ec-key", USER_PIN, 2, &p, &e), HSMCA_OK);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, signer_thread, p), 0);
+    for (int i = 0; i < 4; i++) {
+        void *bad;
+        pthread_join(th[i], &bad);
+        assert_int_equal((long)bad, 0);
+    }
+    assert_int_equal(p11_pool_healthy(p), 1);
+    p11_pool_close(p);
+    env_down(&v);
+}
+
+static void test_pool_refusals(void **state)
+{
+    (void)state;
+    env v;
+    env_up(&v, 1);
+    raw_gen("extractable", CK_TRUE, CK_TRUE, CK_TRUE, 0);
+    raw_gen("not-sensitive", CK_FALSE, CK_FALSE, CK_TRUE, 0);
+    raw_gen("no-sign", CK_TRUE, CK_FALSE, CK_FALSE, 0);
+    raw_gen("rsa-1024", CK_TRUE, CK_FALSE, CK_TRUE, 1024);
+    raw_gen("twice", CK_TRUE, CK_FALSE, CK_TRUE, 0);
+    raw_gen("twice", CK_TRUE, CK_FALSE, CK_TRUE, 0);
+    gen(&v, "good", P11_KEY_EC_P256);
+
+    open_fails(&v, "pkcs11:token=" TOKEN ";object=extractable", USER_PIN, HSMCA_EPERM,
+               "key check (extractable): CKA_EXTRACTABLE is TRUE");
+    open_fails(&v, "pkcs11:token=" TOKEN ";object=not-sensitive", USER_PIN, HSMCA_EPERM,
+               "key check (not-sensitive): CKA_SENSITIVE is FALSE");
+    open_fails(&v, "pkcs11:token=" TOKEN ";object=no-sign", USER_PIN, HSMCA_EPERM,
+               "key check (no-sign): CKA_SIGN is FALSE");
+    open_fails(&v, "pkcs11:token=" TOKEN ";object=rsa-1024", USER_PIN, HSMCA_EPERM,
+               "RSA modulus is 1024 bits, below 2048");
+    open_fails(&v, "pkcs11:token=" TOKEN ";object=twice", USER_PIN, HSMCA_EINVAL,
+               "private key 'twice': more than one object matches");
+    open_fails(&v, "pkcs11:token=" TOKEN ";object=missing", USER_PIN, HSMCA_EINVAL,
+               "private key 'missing' not found in token '" TOKEN "'");
+    open_fails(&v, "pkcs11:token=" TOKEN ";id=%01%02", USER_PIN, HSMCA_EINVAL,
+               "private key 'id=0102' not found");
+    open_fails(&v, "pkcs11:token=" TOKEN ";object=good;type=public", USER_PIN, HSMCA_EINVAL,
+               "type must be private");
+    open_fails(&v, "pkcs11:object=good", USER_PIN, HSMCA_EINVAL, "no token given");
+    open_fails(&v, "pkcs11:token=" TOKEN, USER_PIN, HSMCA_EINVAL, "neither object nor id");
+    open_fails(&v, "pkcs11:token=nope;object=good", USER_PIN, HSMCA_EUNAVAIL,
+               "token 'nope' not found");
+    open_fails(&v, "pkcs11:token=" TOKEN ";object=good;pin-value=" USER_PIN, USER_PIN, HSMCA_EINVAL,
+               "PIN in the URI refused");
+    open_fails(&v, "pkcs11:token=" TOKEN ";object=good", "wrong-pin", HSMCA_EAUTH,
+               "CKR_PIN_INCORRECT");
+    open_fails(&v, "pkcs11:token=" TOKEN ";object=good", "", HSMCA_EINVAL, "PIN must be");
+
+    /* The good key still opens after all that. */
+    hsmca_err e;
+    p11_pool *p = NULL;
+    assert_int_equal(p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=good", USER_PIN, 1, &p, &e),
+                     HSMCA_OK);
+    p11_pool *p0 = NULL;
+    assert_int_equal(p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=good", USER_PIN, 0, &p0, &e),
+                     HSMCA_EINVAL);
+    assert_null(p0);
+    assert_non_null(strstr(e.msg, "size must be"));
+    p11_pool_close(p);
+    env_down(&v);
+}
+
+/* ---- recovery ---- */
+
+static void test_recover_closed_sessions(void **state)
+{
+    (void)state;
+    env v;
+    env_up(&v, 1);
+    gen(&v, "rsa-key", P11_KEY_RSA_2048);
+    hsmca_err e;
+    p11_pool *p = NULL;
+    assert_int_equal(
+        p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=rsa-key", USER_PIN, 3, &p, &e), HSMCA_OK);
+    assert_int_equal(sign_check(p, &e), HSMCA_OK);
+
+    /* Behind the pool's back: every session of this application on the slot
+     * goes, and with them the login. */
+    CK_FUNCTION_LIST *fl = raw_fl();
+    assert_int_equal(fl->C_CloseAllSessions(raw_slot(fl)), CKR_OK);
+    assert_int_equal(sign_check(p, &e), HSMCA_EUNAVAIL);
+    assert_non_null(strstr(e.msg, "CKR_SESSION_HANDLE_INVALID"));
+    assert_int_equal(p11_pool_healthy(p), 0);
+
+    /* The next call reconnects (re-opens, re-logs in, re-finds the key) and signs. */
+    if (sign_check(p, &e) != HSMCA_OK)
+        fail_msg("after recovery: %s", e.msg);
+    assert_int_equal(p11_pool_healthy(p), 1);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(sign_check(p, &e), HSMCA_OK);
+    p11_pool_close(p);
+    env_down(&v);
+}
+
+/* An ordinary sign failure (the key was deleted behind our back): the caller
+ * gets INTERNAL with the CKR name, the session is replaced rather than lost,
+ * and the pool stays healthy (no reconnect storm for a non-transient error). */
+static void test_sign_error_keeps_pool(void **state)
+{
+    (void)state;
+    env v;
+    env_up(&v, 1);
+    gen(&v, "ec-key", P11_KEY_EC_P256);
+    hsmca_err e;
+    p11_pool *p = NULL;
+    assert_int_equal(
+        p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=ec-key", USER_PIN, 1, &p, &e), HSMCA_OK);
+    CK_FUNCTION_LIST *fl = raw_fl();
+    CK_SESSION_HANDLE s = raw_login(fl);
+    CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+    CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}, {CKA_LABEL, "ec-key", 6}};
+    CK_OBJECT_HANDLE h;
+    CK_ULONG n = 0;
+    assert_int_equal(fl->C_FindObjectsInit(s, t, 2), CKR_OK);
+    assert_int_equal(fl->C_FindObjects(s, &h, 1, &n), CKR_OK);
+    fl->C_FindObjectsFinal(s);
+    assert_int_equal(n, 1);
+    assert_int_equal(fl->C_DestroyObject(s, h), CKR_OK);
+    fl->C_CloseSession(s);
+    /* One session only: if the failed sign lost it, the second call would hang. */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(sign_check(p, &e), HSMCA_EINTERNAL);
+        assert_non_null(strstr(e.msg, "_HANDLE_INVALID"));
+        assert_int_equal(p11_pool_healthy(p), 1);
+    }
+    p11_pool_close(p);
+    env_down(&v);
+}
+
+static void test_recover_finalized_with_backoff(void **state)
+{
+    (void)state;
+    env v;
+    env_up(&v, 1);
+    gen(&v, "ec-key", P11_KEY_EC_P256);
+    hsmca_err e;
+    p11_pool *p = NULL;
+    assert_int_equal(
+        p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=ec-key", USER_PIN, 2, &p, &e), HSMCA_OK);
+    assert_int_equal(sign_check(p, &e), HSMCA_OK);
+
+    /* The module is finalized behind our back, and cannot come back yet
+     * (its config is missing). */
+    char conf[1024], missing[1024];
+    snprintf(conf, sizeof(conf), "%s/softhsm2.conf", v.dir);
+    snprintf(missing, sizeof(missing), "%s/missing.conf", v.dir);
+    setenv("SOFTHSM2_CONF", missing, 1);
+    CK_FUNCTION_LIST *fl = raw_fl();
+    assert_int_equal(fl->C_Finalize(NULL), CKR_OK);
+
+    assert_int_equal(sign_check(p, &e), HSMCA_EUNAVAIL);
+    assert_non_null(strstr(e.msg, "CKR_CRYPTOKI_NOT_INITIALIZED"));
+    assert_int_equal(p11_pool_healthy(p), 0);
+    /* First reconnect attempt: C_Initialize fails. */
+    assert_int_equal(sign_check(p, &e), HSMCA_EUNAVAIL);
+    assert_non_null(strstr(e.msg, "reconnect failed"));
+    /* Within the second: no new attempt, fail fast. */
+    assert_int_equal(sign_check(p, &e), HSMCA_EUNAVAIL);
+    assert_non_null(strstr(e.msg, "reconnect pending"));
+
+    setenv("SOFTHSM2_CONF", conf, 1);
+    assert_int_equal(sign_check(p, &e), HSMCA_EUNAVAIL); /* still backing off */
+    assert_non_null(strstr(e.msg, "reconnect pending"));
+    usleep(1100 * 1000);
+    if (sign_check(p, &e) != HSMCA_OK)
+        fail_msg("after re-initialize: %s", e.msg);
+    assert_int_equal(p11_pool_healthy(p), 1);
+    p11_pool_close(p);
+    env_down(&v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uri_good),
+        cmocka_unit_test(test_uri_bad),
+        cmocka_unit_test(test_rv_name),
+        cmocka_unit_test(test_module_load_bad),
+        cmocka_unit_test(test_token_and_keygen),
+        cmocka_unit_test(test_pool_sign_ec),
+        cmocka_unit_test(test_pool_sign_rsa),
+        cmocka_unit_test(test_pool_concurrent),
+        cmocka_unit_test(test_pool_refusals),
+        cmocka_unit_test(test_recover_closed_sessions),
+        cmocka_unit_test(test_sign_error_keeps_pool),
+        cmocka_unit_test(test_recover_finalized_with_backoff),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,214 @@
+/* test_policy.c - SAN, TTL and SPIFFE ID rules. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* cmocka.h needs the headers above. */
+#include <cmocka.h>
+
+#include "policy.h"
+
+#define ME "spiffe://cluster.local/ns/default/sa/sleep"
+
+static void assert_refused(hsmca_code rc, const hsmca_err *e, hsmca_code want, const char *msg)
+{
+    assert_int_equal(rc, want);
+    assert_int_equal(e->code, want);
+    assert_string_equal(e->msg, msg);
+}
+
+static void test_spiffe_id_ok(void **state)
+{
+    (void)state;
+    char out[POLICY_MAX_ID];
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    assert_int_equal(policy_spiffe_id("cluster.local", "default", "sleep", out, sizeof(out), &e),
+                     HSMCA_OK);
+    assert_string_equal(out, ME);
+    assert_int_equal(policy_spiffe_id("td_1-x.y", "a", "b.c-d9", out, sizeof(out), &e), HSMCA_OK);
+    assert_string_equal(out, "spiffe://td_1-x.y/ns/a/sa/b.c-d9");
+}
+
+static void test_spiffe_id_name_rules(void **state)
+{
+    (void)state;
+    char out[POLICY_MAX_ID], ns63[64], ns64[65], sa253[254], sa254[255];
+    hsmca_err e;
+    const char *ns_msg = "identity: namespace is not a Kubernetes name of at most 63 bytes";
+    const char *sa_msg = "identity: service account is not a Kubernetes name of at most 253 bytes";
+    const char *td_msg = "identity: trust domain is not [a-z0-9._-]+";
+    const char *bad[] = {"", "-a", "a-", ".a", "a.", "A", "a/b", "a_b", "a b", "a%2f", "é"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_refused(policy_spiffe_id("cluster.local", bad[i], "sa", out, sizeof(out), &e), &e,
+                       HSMCA_EAUTH, ns_msg);
+        assert_string_equal(out, "");
+        assert_refused(policy_spiffe_id("cluster.local", "ns", bad[i], out, sizeof(out), &e), &e,
+                       HSMCA_EAUTH, sa_msg);
+    }
+    assert_refused(policy_spiffe_id("cluster.local", NULL, "sa", out, sizeof(out), &e), &e,
+                   HSMCA_EAUTH, ns_msg);
+    assert_refused(policy_spiffe_id("Cluster.local", "ns", "sa", out, sizeof(out), &e), &e,
+                   HSMCA_EAUTH, td_msg);
+    assert_refused(policy_spiffe_id("a/b", "ns", "sa", out, sizeof(out), &e), &e, HSMCA_EAUTH,
+                   td_msg);
+    assert_refused(policy_spiffe_id("", "ns", "sa", out, sizeof(out), &e), &e, HSMCA_EAUTH, td_msg);
+
+    memset(ns63, 'a', 63);
+    ns63[63] = '\0';
+    memset(ns64, 'a', 64);
+    ns64[64] = '\0';
+    memset(sa253, 'b', 253);
+    sa253[253] = '\0';
+    memset(sa254, 'b', 254);
+    sa254[254] = '\0';
+    assert_int_equal(policy_spiffe_id("td", ns63, sa253, out, sizeof(out), &e), HSMCA_OK);
+    assert_int_equal(strlen(out), strlen("spiffe://td/ns//sa/") + 63 + 253);
+    assert_refused(policy_spiffe_id("td", ns64, "sa", out, sizeof(out), &e), &e, HSMCA_EAUTH,
+                   ns_msg);
+    assert_refused(policy_spiffe_id("td", "ns", sa254, out, sizeof(out), &e), &e, HSMCA_EAUTH,
+                   sa_msg);
+    /* Output too small: refused, never truncated. */
+    assert_refused(policy_spiffe_id("cluster.local", "default", "sleep", out, 10, &e), &e,
+                   HSMCA_EAUTH, "identity: SPIFFE ID longer than 9 bytes");
+    assert_string_equal(out, "");
+}
+
+static void test_check_sans(void **state)
+{
+    (void)state;
+    hsmca_err e;
+    const char *ids[] = {"spiffe://cluster.local/ns/other/sa/x", ME};
+    const char *mine[] = {ME};
+    const char *theirs[] = {"spiffe://cluster.local/ns/x/sa/y"};
+    const char *two[] = {ME, ME};
+
+    hsmca_err_clear(&e);
+    assert_int_equal(policy_check_sans(ids, 2, mine, 1, 0, &e), HSMCA_OK);
+    assert_int_equal(policy_check_sans(ids + 1, 1, mine, 1, 0, &e), HSMCA_OK);
+    assert_refused(
+        policy_check_sans(ids + 1, 1, theirs, 1, 0, &e), &e, HSMCA_EPERM,
+        "SAN policy: CSR asks for spiffe://cluster.local/ns/x/sa/y but the caller is " ME);
+    assert_refused(policy_check_sans(ids + 1, 1, two, 2, 0, &e), &e, HSMCA_EPERM,
+                   "SAN policy: CSR carries 2 URI SANs, Istio allows exactly one");
+    assert_refused(policy_check_sans(ids + 1, 1, mine, 1, 1, &e), &e, HSMCA_EPERM,
+                   "SAN policy: CSR carries DNS/IP/email SANs, not allowed for workloads");
+    assert_refused(policy_check_sans(ids + 1, 1, NULL, 0, 0, &e), &e, HSMCA_EPERM,
+                   "SAN policy: CSR has no URI SAN");
+    assert_refused(policy_check_sans(NULL, 0, mine, 1, 0, &e), &e, HSMCA_EPERM,
+                   "SAN policy: CSR asks for " ME " but the caller has no identity");
+    assert_refused(policy_check_sans(ids, 2, theirs, 1, 0, &e), &e, HSMCA_EPERM,
+                   "SAN policy: CSR asks for spiffe://cluster.local/ns/x/sa/y but the caller is "
+                   "spiffe://cluster.local/ns/other/sa/x (and 1 other identities)");
+    /* A prefix or a longer string is not the same identity. */
+    const char *prefix[] = {"spiffe://cluster.local/ns/default/sa/slee"};
+    const char *longer[] = {ME "p"};
+    assert_int_equal(policy_check_sans(ids + 1, 1, prefix, 1, 0, &e), HSMCA_EPERM);
+    assert_int_equal(policy_check_sans(ids + 1, 1, longer, 1, 0, &e), HSMCA_EPERM);
+    /* Control characters from a CSR never reach the message. */
+    const char *nl[] = {"spiffe://x\n{\"forged\":1}"};
+    assert_refused(policy_check_sans(ids + 1, 1, nl, 1, 0, &e), &e, HSMCA_EPERM,
+                   "SAN policy: CSR asks for spiffe://x?{\"forged\":1} but the caller is " ME);
+}
+
+static void test_ttl(void **state)
+{
+    (void)state;
+    policy_rules r = {"cluster.local", 3600, 86400};
+    uint32_t ttl = 7;
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    assert_int_equal(policy_ttl(&r, 0, &ttl, &e), HSMCA_OK);
+    assert_int_equal(ttl, 3600);
+    assert_int_equal(policy_ttl(&r, -5, &ttl, &e), HSMCA_OK);
+    assert_int_equal(ttl, 3600);
+    assert_int_equal(policy_ttl(&r, 600, &ttl, &e), HSMCA_OK);
+    assert_int_equal(ttl, 600);
+    assert_int_equal(policy_ttl(&r, 86400, &ttl, &e), HSMCA_OK);
+    assert_int_equal(ttl, 86400);
+    assert_refused(policy_ttl(&r, 999999, &ttl, &e), &e, HSMCA_EPERM,
+                   "TTL policy: requested 999999s exceeds the maximum 86400s");
+    assert_int_equal(ttl, 0);
+    assert_refused(policy_ttl(&r, 86401, &ttl, &e), &e, HSMCA_EPERM,
+                   "TTL policy: requested 86401s exceeds the maximum 86400s");
+    assert_int_equal(policy_ttl(&r, INT64_MAX, &ttl, &e), HSMCA_EPERM);
+    /* A default above the maximum still yields at most the maximum. */
+    policy_rules big = {"cluster.local", 100000, 86400};
+    assert_int_equal(policy_ttl(&big, 0, &ttl, &e), HSMCA_OK);
+    assert_int_equal(ttl, 86400);
+}
+
+static int spiffe(const char *s, const char *td)
+{
+    return policy_is_spiffe_in(s, strlen(s), td);
+}
+
+static void test_is_spiffe_in(void **state)
+{
+    (void)state;
+    assert_true(spiffe(ME, "cluster.local"));
+    assert_true(spiffe("spiffe://cluster.local/x", "cluster.local"));
+    assert_true(spiffe("spiffe://cluster.local/a.b/c..d/-_~", "cluster.local"));
+
+    const char *bad[] = {
+        "spiffe://cluster.local",       /* no path */
+        "spiffe://cluster.local/",      /* empty path */
+        "spiffe://cluster.localx/ns/a", /* other td sharing a prefix */
+        "spiffe://cluster.loca/ns/a",   /* td prefix */
+        "spiffe://other.local/ns/a",    /* other td */
+        "spiffe://CLUSTER.LOCAL/ns/a",  /* case */
+        "SPIFFE://cluster.local/ns/a",  /* scheme case */
+        "spiffe:/cluster.local/ns/a",   /* scheme */
+        "https://cluster.local/ns/a",   /* scheme */
+        "spiffe://user@cluster.local/ns/a",
+        "spiffe://cluster.local:443/ns/a",
+        "spiffe://cluster.local/ns/a/", /* trailing / */
+        "spiffe://cluster.local//ns/a", /* // */
+        "spiffe://cluster.local/ns//a",
+        "spiffe://cluster.local/./ns",    /* /./ */
+        "spiffe://cluster.local/ns/../a", /* /../ */
+        "spiffe://cluster.local/ns/..",
+        "spiffe://cluster.local/ns/.",
+        "spiffe://cluster.local/ns/a%2f",  /* percent */
+        "spiffe://cluster.local/ns/a?x=1", /* query */
+        "spiffe://cluster.local/ns/a#f",   /* fragment */
+        "spiffe://cluster.local/ns/a b",   /* space */
+        "spiffe://cluster.local/ns/a\x7f",
+        "spiffe://cluster.local/ns/\xc3\xa9",
+        "",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (spiffe(bad[i], "cluster.local"))
+            fail_msg("accepted %s", bad[i]);
+    }
+    /* Embedded NUL: the length is what counts, not strlen. */
+    const char nul[] = "spiffe://cluster.local/ns/a\0b";
+    assert_false(policy_is_spiffe_in(nul, sizeof(nul) - 1, "cluster.local"));
+    assert_true(policy_is_spiffe_in(nul, sizeof(nul) - 3, "cluster.local"));
+    /* Bad trust domain argument, NULLs. */
+    assert_false(spiffe(ME, ""));
+    assert_false(spiffe(ME, "Cluster.local"));
+    assert_false(policy_is_spiffe_in(NULL, 0, "cluster.local"));
+    assert_false(policy_is_spiffe_in(ME, strlen(ME), NULL));
+    /* Length cap. */
+    char longid[3000];
+    memcpy(longid, "spiffe://td/", 12);
+    memset(longid + 12, 'a', sizeof(longid) - 13);
+    longid[sizeof(longid) - 1] = '\0';
+    assert_false(spiffe(longid, "td"));
+    longid[2048] = '\0';
+    assert_true(spiffe(longid, "td"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spiffe_id_ok), cmocka_unit_test(test_spiffe_id_name_rules),
+        cmocka_unit_test(test_check_sans),   cmocka_unit_test(test_ttl),
+        cmocka_unit_test(test_is_spiffe_in),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
