@@ -157,12 +157,15 @@ static hsmca_code init_token_and_ca(const char *dir, p11_key_type type, hsmca_er
         rc = p11_init_token(m, DEV_TOKEN_LABEL, so_pin, pin, e);
     }
     const char *uri = "pkcs11:token=" DEV_TOKEN_LABEL ";object=" DEV_CA_KEY_LABEL ";type=private";
-    if (rc == HSMCA_OK && p11_pool_open(m, uri, pin, 1, &pool, e) != HSMCA_OK) {
+    hsmca_code open_rc = rc == HSMCA_OK ? p11_pool_open(m, uri, pin, 1, &pool, e) : rc;
+    if (open_rc != HSMCA_OK && open_rc != HSMCA_ENOTFOUND) {
+        rc = open_rc; /* wrong PIN, unsafe key...: never paper over with a new key */
+    } else if (open_rc == HSMCA_ENOTFOUND) {
         log_info("generating the %s CA key in the token", key_type_name(type));
         rc = p11_generate_key(m, DEV_TOKEN_LABEL, pin, DEV_CA_KEY_LABEL, type, e);
         if (rc == HSMCA_OK)
             rc = p11_pool_open(m, uri, pin, 1, &pool, e);
-    } else if (rc == HSMCA_OK) {
+    } else {
         EVP_PKEY *k = p11_pool_public_key(pool);
         int have = k && EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA ? P11_KEY_RSA_2048 : P11_KEY_EC_P256;
         EVP_PKEY_free(k);

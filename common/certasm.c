@@ -73,8 +73,8 @@ hsmca_code certasm_assemble(const uint8_t *tbs, size_t tbs_len, int sig_nid, con
     }
     size_t body = tbs_len + (size_t)alg_len + (size_t)bits_len;
     int total = ASN1_object_size(1, (long)body, V_ASN1_SEQUENCE);
-    uint8_t *buf = OPENSSL_malloc((size_t)total);
-    if (total <= 0 || !buf) {
+    uint8_t *buf = total > 0 ? OPENSSL_malloc((size_t)total) : NULL;
+    if (!buf) {
         rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory assembling a certificate");
         goto out;
     }

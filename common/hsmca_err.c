@@ -36,6 +36,7 @@ const char *hsmca_code_name(hsmca_code code)
     case HSMCA_ENOMEM: return "OUT_OF_MEMORY";
     case HSMCA_EIO: return "IO_ERROR";
     case HSMCA_EINTERNAL: return "INTERNAL";
+    case HSMCA_ENOTFOUND: return "NOT_FOUND";
     }
     return "UNKNOWN";
 }

@@ -14,8 +14,11 @@ typedef enum {
     HSMCA_ERATE,    /* rate limit                    -> RESOURCE_EXHAUSTED */
     HSMCA_ENOMEM,   /* allocation failed             -> INTERNAL          */
     HSMCA_EIO,      /* file or socket error          -> INTERNAL          */
-    HSMCA_EINTERNAL /* a bug or a library failure    -> INTERNAL          */
+    HSMCA_EINTERNAL, /* a bug or a library failure   -> INTERNAL          */
+    HSMCA_ENOTFOUND, /* a named object does not exist -> NOT_FOUND        */
 } hsmca_code;
+
+#define HSMCA_CODE_MAX HSMCA_ENOTFOUND
 
 /* A refusal: the code and a message that names the check that failed.
  * The message never contains a secret (PIN, token, key material). */

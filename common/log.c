@@ -49,7 +49,7 @@ static size_t json_escape(char *out, size_t cap, const char *s)
     return o;
 }
 
-static void log_emit(int level, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void log_emit(int level, const char *fmt, va_list ap)
 {
     static const char *names[] = {"debug", "info", "warn", "error"};
     if (level < log_level)

@@ -125,7 +125,7 @@ static void handle_reply(fe_ipc *c, uint64_t id, const uint8_t *payload, size_t 
         memset(slot, 0, sizeof(*slot));
     pthread_mutex_unlock(&c->lock);
     if (p.id == id && id != 0) {
-        hsmca_code code = r->code <= HSMCA_EINTERNAL ? (hsmca_code)r->code : HSMCA_EINTERNAL;
+        hsmca_code code = r->code <= HSMCA_CODE_MAX ? (hsmca_code)r->code : HSMCA_EINTERNAL;
         p.cb(p.arg, code, r->reason ? r->reason : "", code == HSMCA_OK ? r->certificate.data : NULL,
              code == HSMCA_OK ? r->certificate.len : 0);
     } else {

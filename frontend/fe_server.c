@@ -61,6 +61,7 @@ static grpc_status_code status_for(hsmca_code c)
     case HSMCA_EPERM: return GRPC_STATUS_PERMISSION_DENIED;
     case HSMCA_EUNAVAIL: return GRPC_STATUS_UNAVAILABLE;
     case HSMCA_ERATE: return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    case HSMCA_ENOTFOUND: return GRPC_STATUS_NOT_FOUND;
     default: return GRPC_STATUS_INTERNAL;
     }
 }

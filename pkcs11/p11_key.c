@@ -146,7 +146,8 @@ static hsmca_code find_one(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_CLASS c
     if (rv != CKR_OK)
         return p11_fail_rv(e, HSMCA_EINTERNAL, "C_FindObjects", rv);
     if (n == 0)
-        return hsmca_fail(e, HSMCA_EINVAL, "%s '%s' not found in token '%s'", what, name, token);
+        return hsmca_fail(e, HSMCA_ENOTFOUND, "%s '%s' not found in token '%s'", what, name,
+                          token);
     if (n > 1)
         return hsmca_fail(e, HSMCA_EINVAL, "%s '%s': more than one object matches in token '%s'",
                           what, name, token);

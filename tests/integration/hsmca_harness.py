@@ -112,6 +112,8 @@ class DevServer:
             return f.read().decode(errors="replace")[-6000:]
 
     def stop(self):
+        """Stops the server; raises if a sanitizer reported anything in any process
+        (a child that aborts is restarted, so the report is the only trace)."""
         if self.client:
             self.client.close()
         if self.proc.poll() is None:
@@ -122,3 +124,10 @@ class DevServer:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        with open(self.log_path, "rb") as f:
+            text = f.read().decode(errors="replace")
+        for marker in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
+            if marker in text:
+                i = text.index(marker)
+                raise AssertionError("sanitizer report in %s:\n%s" % (self.log_path,
+                                                                      text[max(0, i - 200):i + 3000]))

@@ -478,9 +478,9 @@ static void test_pool_refusals(void **state)
                "RSA modulus is 1024 bits, below 2048");
     open_fails(&v, "pkcs11:token=" TOKEN ";object=twice", USER_PIN, HSMCA_EINVAL,
                "private key 'twice': more than one object matches");
-    open_fails(&v, "pkcs11:token=" TOKEN ";object=missing", USER_PIN, HSMCA_EINVAL,
+    open_fails(&v, "pkcs11:token=" TOKEN ";object=missing", USER_PIN, HSMCA_ENOTFOUND,
                "private key 'missing' not found in token '" TOKEN "'");
-    open_fails(&v, "pkcs11:token=" TOKEN ";id=%01%02", USER_PIN, HSMCA_EINVAL,
+    open_fails(&v, "pkcs11:token=" TOKEN ";id=%01%02", USER_PIN, HSMCA_ENOTFOUND,
                "private key 'id=0102' not found");
     open_fails(&v, "pkcs11:token=" TOKEN ";object=good;type=public", USER_PIN, HSMCA_EINVAL,
                "type must be private");
