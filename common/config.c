@@ -6,6 +6,7 @@
  * line it is on. Our recursion depth is bounded by the schema (top -> auth ->
  * jwt): we never descend into a node we do not expect, we refuse it. */
 #include "config.h"
+#include "policy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -535,6 +536,7 @@ static hsmca_code validate_server(const hsmca_config *c, hsmca_err *e)
         return hsmca_fail(e, HSMCA_EINVAL,
                           "config: server.listen '%.64s' must be host:port (port 1-65535)",
                           c->listen);
+    /* 2 minutes of it are backdating; it is renewed at 2/3 of what is left. */
     if (c->serving_cert_ttl < 300)
         return hsmca_fail(e, HSMCA_EINVAL, "config: server.serving_cert_ttl must be >= 300");
     if (c->max_request_bytes < 1)
@@ -561,9 +563,9 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
         return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.ca_key must be a pkcs11: URI");
     if (c->sessions < 1 || c->sessions > 64)
         return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.sessions must be 1-64");
-    if (c->default_ttl < 1 || c->default_ttl > c->max_ttl)
+    if (c->default_ttl < POLICY_MIN_TTL || c->default_ttl > c->max_ttl)
         return hsmca_fail(e, HSMCA_EINVAL,
-                          "config: issuance.default_ttl must be 1..issuance.max_ttl");
+                          "config: issuance.default_ttl must be 600..issuance.max_ttl");
     if (c->rate_per_second < 1)
         return hsmca_fail(e, HSMCA_EINVAL, "config: issuance.rate_per_second must be >= 1");
     if (c->rate_burst < 1)

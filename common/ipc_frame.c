@@ -2,6 +2,7 @@
 #include "ipc_frame.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -85,8 +86,14 @@ hsmca_code ipc_recv(int fd, uint8_t *buf, uint8_t *type, uint64_t *id, const uin
     if (r < 0)
         return hsmca_fail(e, HSMCA_EIO, "IPC recv: %s", strerror(errno));
     if (r == 0) {
-        *eof = 1;
-        return hsmca_fail(e, HSMCA_EIO, "IPC recv: peer closed the connection");
+        /* On SOCK_SEQPACKET, 0 is either the peer's close or an empty packet; only
+         * the former leaves the socket hung up. An empty packet is a malformed frame. */
+        struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
+        if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP))) {
+            *eof = 1;
+            return hsmca_fail(e, HSMCA_EIO, "IPC recv: peer closed the connection");
+        }
+        return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: empty packet");
     }
     /* A packet longer than the buffer is cut by the kernel and flagged: refuse it
      * rather than parse a prefix. */

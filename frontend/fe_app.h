@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <grpc/grpc_security.h>
 #include <openssl/x509.h>
 #include "config.h"
 #include "fe_ipc.h"
@@ -51,9 +52,9 @@ hsmca_code fe_build_response(const fe_app *app, const uint8_t *leaf_der, size_t 
 
 typedef struct fe_listener fe_listener;
 
-/* Creates the gRPC server with the TLS key and certificate chain (PEM) and binds
+/* Creates the gRPC server with the TLS credentials (released here) and binds
  * cfg->listen, without accepting yet: the sandbox goes on between the two. */
-fe_listener *fe_server_listen(fe_app *app, const char *key_pem, const char *cert_chain_pem);
+fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds);
 
 /* Starts serving and runs until *stop becomes non-zero; frees the listener. */
 int fe_server_serve(fe_listener *l, volatile int *stop);

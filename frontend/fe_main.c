@@ -24,9 +24,8 @@
 #include "config.h"
 #include "fe_app.h"
 #include "fe_sandbox.h"
-#include "fe_tbs.h"
+#include "fe_serving.h"
 #include "log.h"
-#include "signer_tbs.h"
 #include "util.h"
 
 static volatile int fe_stop;
@@ -109,118 +108,6 @@ static hsmca_code load_app(fe_app *app, const hsmca_config *cfg, hsmca_err *e)
     return HSMCA_OK;
 }
 
-typedef struct {
-    pthread_mutex_t lock;
-    pthread_cond_t done;
-    int finished;
-    hsmca_code code;
-    char reason[256];
-    uint8_t *cert;
-    size_t cert_len;
-} sync_reply;
-
-static void on_serving_cert(void *arg, hsmca_code code, const char *reason, const uint8_t *cert,
-                            size_t cert_len)
-{
-    sync_reply *r = arg;
-    pthread_mutex_lock(&r->lock);
-    r->code = code;
-    snprintf(r->reason, sizeof(r->reason), "%s", reason);
-    if (cert && (r->cert = malloc(cert_len))) {
-        memcpy(r->cert, cert, cert_len);
-        r->cert_len = cert_len;
-    }
-    r->finished = 1;
-    pthread_cond_signal(&r->done);
-    pthread_mutex_unlock(&r->lock);
-}
-
-/* One request for the serving certificate; HSMCA_EUNAVAIL means try again. */
-static hsmca_code request_serving_cert(fe_app *app, EVP_PKEY *key, sync_reply *r, hsmca_err *e)
-{
-    const hsmca_config *cfg = app->cfg;
-    const char *dns[CONFIG_MAX_LIST + 1], *ips[CONFIG_MAX_LIST + 2];
-    int n_dns = 0, n_ips = 0;
-    dns[n_dns++] = "localhost";
-    for (int i = 0; i < cfg->dns_names.n; i++)
-        dns[n_dns++] = cfg->dns_names.items[i];
-    ips[n_ips++] = "127.0.0.1";
-    for (int i = 0; i < cfg->ip_addresses.n; i++)
-        ips[n_ips++] = cfg->ip_addresses.items[i];
-    fe_tbs_params p = {.ca_cert = app->ca_cert, .sig_nid = app->sig_nid, .subject_key = key,
-                       .dns = dns, .n_dns = n_dns, .ips = ips, .n_ips = n_ips,
-                       .now = util_wall_now(), .ttl = cfg->serving_cert_ttl};
-    uint8_t *tbs = NULL;
-    size_t tbs_len = 0;
-    hsmca_code rc = fe_tbs_build(&p, &tbs, &tbs_len, e);
-    if (rc != HSMCA_OK)
-        return rc;
-    memset(r, 0, sizeof(*r));
-    pthread_mutex_init(&r->lock, NULL);
-    pthread_cond_init(&r->done, NULL);
-    rc = fe_ipc_submit(app->ipc, TBS_PROFILE_SERVING, tbs, tbs_len, "hsmca-frontend", NULL,
-                       on_serving_cert, r, e);
-    OPENSSL_free(tbs);
-    if (rc != HSMCA_OK)
-        return rc;
-    pthread_mutex_lock(&r->lock);
-    while (!r->finished)
-        pthread_cond_wait(&r->done, &r->lock);
-    pthread_mutex_unlock(&r->lock);
-    if (r->code != HSMCA_OK)
-        return hsmca_fail(e, r->code, "serving certificate refused: %s", r->reason);
-    return HSMCA_OK;
-}
-
-/* Asks until the signer answers: at start-up the signer may still be logging in. */
-static char *obtain_serving_cert(fe_app *app, EVP_PKEY *key)
-{
-    for (int attempt = 0;; attempt++) {
-        sync_reply r;
-        hsmca_err e;
-        hsmca_code rc = request_serving_cert(app, key, &r, &e);
-        if (rc == HSMCA_OK) {
-            char *leaf = certasm_der_to_pem(r.cert, r.cert_len);
-            free(r.cert);
-            if (!leaf)
-                fatal("serving certificate from the signer does not parse");
-            size_t n = strlen(leaf) + 1;
-            for (int i = 0; i < app->n_chain_tail; i++)
-                n += strlen(app->chain_tail[i]);
-            char *chain = malloc(n);
-            if (!chain)
-                fatal("out of memory");
-            strcpy(chain, leaf);
-            for (int i = 0; i < app->n_chain_tail; i++)
-                strcat(chain, app->chain_tail[i]);
-            free(leaf);
-            return chain;
-        }
-        if (rc != HSMCA_EUNAVAIL)
-            fatal("%s", e.msg);
-        if (attempt % 20 == 0)
-            log_info("waiting for the signer: %s", e.msg);
-        usleep(250 * 1000);
-    }
-}
-
-static char *key_to_pem(EVP_PKEY *key)
-{
-    BIO *b = BIO_new(BIO_s_mem());
-    char *out = NULL;
-    if (b && PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL)) {
-        char *data;
-        long n = BIO_get_mem_data(b, &data);
-        if ((out = malloc((size_t)n + 1))) {
-            memcpy(out, data, (size_t)n);
-            out[n] = '\0';
-        }
-        OPENSSL_cleanse(data, (size_t)n);
-    }
-    BIO_free(b);
-    return out;
-}
-
 static void *signal_thread(void *arg)
 {
     sigset_t *set = arg;
@@ -272,11 +159,6 @@ int frontend_main(int argc, char **argv)
         fatal("%s", e.msg);
     if (load_app(&app, &cfg, &e) != HSMCA_OK)
         fatal("%s", e.msg);
-    EVP_PKEY *tls_key = EVP_EC_gen("P-256");
-    char *tls_key_pem = tls_key ? key_to_pem(tls_key) : NULL;
-    if (!tls_key_pem)
-        fatal("cannot generate the TLS serving key");
-
     /* Drop root before any thread exists and before talking to anyone. */
     if (fe_sandbox_drop_privileges(cfg.fe_user, cfg.fe_chroot, &e) != HSMCA_OK)
         fatal("%s", e.msg);
@@ -291,20 +173,16 @@ int frontend_main(int argc, char **argv)
     pthread_create(&sig_th, NULL, signal_thread, &set);
     if (!(app.ipc = fe_ipc_start(ipc_fd, ctl_fd, &e)))
         fatal("%s", e.msg);
-    char *chain_pem = obtain_serving_cert(&app, tls_key);
-    log_info("serving certificate issued by the signer");
+    fe_serving *serving = fe_serving_start(&app);
 
     grpc_init();
-    fe_listener *listener = fe_server_listen(&app, tls_key_pem, chain_pem);
+    fe_listener *listener = fe_server_listen(&app, fe_serving_credentials(serving));
     if (!listener)
         fatal("cannot serve on %s", cfg.listen);
     if (fe_sandbox_seccomp(&e) != HSMCA_OK)
         fatal("%s", e.msg);
+    fe_serving_start_renewal(serving);
     rc = fe_server_serve(listener, &fe_stop);
     grpc_shutdown();
-    OPENSSL_cleanse(tls_key_pem, strlen(tls_key_pem));
-    free(tls_key_pem);
-    free(chain_pem);
-    EVP_PKEY_free(tls_key);
     return rc;
 }

@@ -263,7 +263,7 @@ struct fe_listener {
     fe_server srv;
 };
 
-fe_listener *fe_server_listen(fe_app *app, const char *key_pem, const char *cert_chain_pem)
+fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
 {
     fe_listener *l = calloc(1, sizeof(*l));
     if (!l)
@@ -286,9 +286,6 @@ fe_listener *fe_server_listen(fe_app *app, const char *key_pem, const char *cert
     srv->cq = grpc_completion_queue_create_for_next(NULL);
     srv->server = grpc_server_create(&chargs, NULL);
     grpc_server_register_completion_queue(srv->server, srv->cq, NULL);
-    grpc_ssl_pem_key_cert_pair pair = {key_pem, cert_chain_pem};
-    grpc_server_credentials *creds = grpc_ssl_server_credentials_create_ex(
-        NULL, &pair, 1, GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE, NULL);
     int port = grpc_server_add_http2_port(srv->server, app->cfg->listen, creds);
     grpc_server_credentials_release(creds);
     if (port == 0) {

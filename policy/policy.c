@@ -122,6 +122,11 @@ hsmca_code policy_ttl(const policy_rules *r, int64_t requested, uint32_t *ttl, h
     if (requested > (int64_t)r->max_ttl)
         return hsmca_fail(e, HSMCA_EPERM, "TTL policy: requested %llds exceeds the maximum %us",
                           (long long)requested, (unsigned)r->max_ttl);
+    if (requested < POLICY_MIN_TTL)
+        return hsmca_fail(e, HSMCA_EPERM,
+                          "TTL policy: requested %llds is below the minimum %ds (certificates are "
+                          "backdated 2 minutes)",
+                          (long long)requested, POLICY_MIN_TTL);
     *ttl = (uint32_t)requested;
     return HSMCA_OK;
 }

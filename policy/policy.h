@@ -7,6 +7,10 @@
 #include "hsmca_err.h"
 
 #define POLICY_MAX_ID 512
+/* Certificates are backdated 2 minutes inside their TTL (the signer caps
+ * notAfter - notBefore), so a short TTL would yield a certificate that is
+ * expired or nearly so when issued: refuse those instead. */
+#define POLICY_MIN_TTL 600
 
 typedef struct {
     const char *trust_domain; /* "cluster.local" */
@@ -25,7 +29,8 @@ hsmca_code policy_check_sans(const char *const *caller_ids, int n_ids,
                              const char *const *csr_uris, int n_uris, int n_other_sans,
                              hsmca_err *e);
 
-/* TTL: requested seconds (<= 0: default) capped at max; over max -> HSMCA_EPERM. */
+/* TTL: requested seconds (<= 0: default); over max or under POLICY_MIN_TTL ->
+ * HSMCA_EPERM. */
 hsmca_code policy_ttl(const policy_rules *r, int64_t requested, uint32_t *ttl, hsmca_err *e);
 
 /* Is s a well-formed SPIFFE ID in trust domain td? (shared with the signer) */

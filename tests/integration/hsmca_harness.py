@@ -25,7 +25,9 @@ def free_port():
 class DevServer:
     """`hsmca dev --dir D --listen 127.0.0.1:PORT --ca-key KEY` as a subprocess."""
 
-    def __init__(self, ca_key="ec-p256", name="integ"):
+    def __init__(self, ca_key="ec-p256", name="integ", server_settings=None):
+        """server_settings: lines added under `server:` in the config; when given,
+        the CA is made with `hsmca dev init` and run with `hsmca serve --config`."""
         os.makedirs(TMP, exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix=name + ".", dir=TMP)
         self.port = free_port()
@@ -35,10 +37,23 @@ class DevServer:
         # LeakSanitizer needs ptrace and clone, which the front end's seccomp filter forbids.
         env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [BIN, "dev", "--dir", self.dir, "--listen", "127.0.0.1:%d" % self.port,
-             "--ca-key", ca_key], stdout=self.log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, env=env)
+        listen = "127.0.0.1:%d" % self.port
+        if server_settings:
+            subprocess.check_call([BIN, "dev", "init", "--dir", self.dir, "--ca-key", ca_key],
+                                  stdout=self.log, stderr=subprocess.STDOUT, env=env)
+            config = os.path.join(self.dir, "hsmca.yaml")
+            with open(config) as f:
+                text = f.read()
+            extra = "".join("  %s\n" % line for line in server_settings)
+            text = text.replace("server:\n", "server:\n" + extra, 1)
+            text = text.replace('listen: "127.0.0.1:15012"', 'listen: "%s"' % listen)
+            with open(config, "w") as f:
+                f.write(text)
+            argv = [BIN, "serve", "--config", config]
+        else:
+            argv = [BIN, "dev", "--dir", self.dir, "--listen", listen, "--ca-key", ca_key]
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env)
         self.root = None
         self.client = None
 

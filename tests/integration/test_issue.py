@@ -124,6 +124,10 @@ class IssueTests:
         self.refused(grpc.StatusCode.PERMISSION_DENIED, "TTL",
                      hc.encode_request(self.csr(), validity=2 * 86400))
 
+    def test_ttl_below_min(self):
+        self.refused(grpc.StatusCode.PERMISSION_DENIED, "below the minimum",
+                     hc.encode_request(self.csr(), validity=60))
+
     def test_wrong_service_account(self):
         self.refused(grpc.StatusCode.PERMISSION_DENIED, "SAN policy",
                      hc.encode_request(self.csr(uri="spiffe://cluster.local/ns/default/sa/admin")))

@@ -560,7 +560,9 @@ static void test_validate_ranges(void **state)
     hsmca_err e;
 
     c->default_ttl = c->max_ttl + 1;
-    expect_invalid(c, "config: issuance.default_ttl must be 1..issuance.max_ttl");
+    expect_invalid(c, "config: issuance.default_ttl must be 600..issuance.max_ttl");
+    c->default_ttl = 599;
+    expect_invalid(c, "config: issuance.default_ttl must be 600..issuance.max_ttl");
     c->default_ttl = c->max_ttl;
     assert_int_equal(config_validate(c, &e), HSMCA_OK);
 

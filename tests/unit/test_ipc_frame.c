@@ -137,6 +137,21 @@ static void test_recv_reports_eof(void **state)
     assert_int_equal(eof, 1);
 }
 
+static void test_empty_packet_is_not_eof(void **state)
+{
+    static uint8_t buf[IPC_MAX_FRAME];
+    uint8_t type;
+    uint64_t id;
+    const uint8_t *payload;
+    size_t plen;
+    int eof = 1;
+    hsmca_err e;
+    assert_int_equal(send(pair[0], "", 0, 0), 0);
+    assert_int_equal(ipc_recv(pair[1], buf, &type, &id, &payload, &plen, &eof, &e), HSMCA_EINVAL);
+    assert_int_equal(eof, 0);
+    assert_non_null(strstr(e.msg, "empty packet"));
+}
+
 static void test_fd_passing(void **state)
 {
     int other[2];
@@ -168,6 +183,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recv_refuses_truncated_and_oversized_packets, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_recv_reports_eof, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_packet_is_not_eof, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fd_passing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -135,6 +135,12 @@ static void test_ttl(void **state)
     assert_refused(policy_ttl(&r, 86401, &ttl, &e), &e, HSMCA_EPERM,
                    "TTL policy: requested 86401s exceeds the maximum 86400s");
     assert_int_equal(policy_ttl(&r, INT64_MAX, &ttl, &e), HSMCA_EPERM);
+    assert_refused(policy_ttl(&r, 599, &ttl, &e), &e, HSMCA_EPERM,
+                   "TTL policy: requested 599s is below the minimum 600s (certificates are "
+                   "backdated 2 minutes)");
+    assert_refused(policy_ttl(&r, 1, &ttl, &e), &e, HSMCA_EPERM,
+                   "TTL policy: requested 1s is below the minimum 600s (certificates are "
+                   "backdated 2 minutes)");
     /* A default above the maximum still yields at most the maximum. */
     policy_rules big = {"cluster.local", 100000, 86400};
     assert_int_equal(policy_ttl(&big, 0, &ttl, &e), HSMCA_OK);

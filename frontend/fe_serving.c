@@ -1,0 +1,274 @@
+/* fe_serving.c - see fe_serving.h. */
+#include "fe_serving.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include "certasm.h"
+#include "fe_tbs.h"
+#include "log.h"
+#include "signer_tbs.h"
+#include "util.h"
+
+#define RENEW_RETRY_S 30
+
+typedef struct {
+    char *key_pem;   /* wiped and freed with the credential */
+    char *chain_pem; /* leaf + chain tail */
+    char serial[41];
+    int64_t not_after;
+} serving_cred;
+
+struct fe_serving {
+    fe_app *app;
+    pthread_mutex_t lock;
+    serving_cred cur;
+    int fresh;         /* cur not yet handed to gRPC */
+    int64_t renew_at;  /* wall clock */
+};
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    int finished;
+    hsmca_code code;
+    char reason[256];
+    uint8_t *cert;
+    size_t cert_len;
+} sync_reply;
+
+static void on_reply(void *arg, hsmca_code code, const char *reason, const uint8_t *cert,
+                     size_t cert_len)
+{
+    sync_reply *r = arg;
+    pthread_mutex_lock(&r->lock);
+    r->code = code;
+    snprintf(r->reason, sizeof(r->reason), "%s", reason);
+    if (cert && (r->cert = malloc(cert_len))) {
+        memcpy(r->cert, cert, cert_len);
+        r->cert_len = cert_len;
+    }
+    r->finished = 1;
+    pthread_cond_signal(&r->done);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* One synchronous SignRequest for key under the serving profile: the SANs are
+ * localhost, 127.0.0.1 and what server.dns_names / ip_addresses list. */
+static hsmca_code request_cert(fe_app *app, EVP_PKEY *key, uint8_t **der, size_t *der_len,
+                               hsmca_err *e)
+{
+    const hsmca_config *cfg = app->cfg;
+    const char *dns[CONFIG_MAX_LIST + 1], *ips[CONFIG_MAX_LIST + 1];
+    int n_dns = 0, n_ips = 0;
+    dns[n_dns++] = "localhost";
+    for (int i = 0; i < cfg->dns_names.n; i++)
+        dns[n_dns++] = cfg->dns_names.items[i];
+    ips[n_ips++] = "127.0.0.1";
+    for (int i = 0; i < cfg->ip_addresses.n; i++)
+        ips[n_ips++] = cfg->ip_addresses.items[i];
+    fe_tbs_params p = {.ca_cert = app->ca_cert, .sig_nid = app->sig_nid, .subject_key = key,
+                       .dns = dns, .n_dns = n_dns, .ips = ips, .n_ips = n_ips,
+                       .now = util_wall_now(), .ttl = cfg->serving_cert_ttl};
+    uint8_t *tbs = NULL;
+    size_t tbs_len = 0;
+    hsmca_code rc = fe_tbs_build(&p, &tbs, &tbs_len, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    sync_reply r;
+    memset(&r, 0, sizeof(r));
+    pthread_mutex_init(&r.lock, NULL);
+    pthread_cond_init(&r.done, NULL);
+    rc = fe_ipc_submit(app->ipc, TBS_PROFILE_SERVING, tbs, tbs_len, "hsmca-frontend", NULL,
+                       on_reply, &r, e);
+    OPENSSL_free(tbs);
+    if (rc == HSMCA_OK) {
+        pthread_mutex_lock(&r.lock);
+        while (!r.finished)
+            pthread_cond_wait(&r.done, &r.lock);
+        pthread_mutex_unlock(&r.lock);
+        if (r.code != HSMCA_OK)
+            rc = hsmca_fail(e, r.code, "serving certificate refused: %s", r.reason);
+    }
+    pthread_mutex_destroy(&r.lock);
+    pthread_cond_destroy(&r.done);
+    *der = r.cert;
+    *der_len = r.cert_len;
+    if (rc != HSMCA_OK) {
+        free(r.cert);
+        *der = NULL;
+    }
+    return rc;
+}
+
+static char *key_to_pem(EVP_PKEY *key)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    char *out = NULL;
+    if (b && PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL)) {
+        char *data;
+        long n = BIO_get_mem_data(b, &data);
+        if ((out = malloc((size_t)n + 1))) {
+            memcpy(out, data, (size_t)n);
+            out[n] = '\0';
+        }
+        OPENSSL_cleanse(data, (size_t)n);
+    }
+    BIO_free(b);
+    return out;
+}
+
+static void cred_free(serving_cred *c)
+{
+    if (c->key_pem) {
+        OPENSSL_cleanse(c->key_pem, strlen(c->key_pem));
+        free(c->key_pem);
+    }
+    free(c->chain_pem);
+    memset(c, 0, sizeof(*c));
+}
+
+/* A fresh key and its certificate, with the chain appended. */
+static hsmca_code make_cred(fe_app *app, serving_cred *out, hsmca_err *e)
+{
+    memset(out, 0, sizeof(*out));
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    if (!key || !(out->key_pem = key_to_pem(key))) {
+        EVP_PKEY_free(key);
+        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot generate the TLS serving key");
+    }
+    uint8_t *der = NULL;
+    size_t der_len = 0;
+    hsmca_code rc = request_cert(app, key, &der, &der_len, e);
+    EVP_PKEY_free(key);
+    const unsigned char *p = der;
+    X509 *x = rc == HSMCA_OK ? d2i_X509(NULL, &p, (long)der_len) : NULL;
+    char *leaf = x ? certasm_der_to_pem(der, der_len) : NULL;
+    free(der);
+    if (rc == HSMCA_OK && !leaf)
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "serving certificate from the signer does not parse");
+    if (rc == HSMCA_OK) {
+        size_t n = strlen(leaf) + 1;
+        for (int i = 0; i < app->n_chain_tail; i++)
+            n += strlen(app->chain_tail[i]);
+        if ((out->chain_pem = malloc(n))) {
+            strcpy(out->chain_pem, leaf);
+            for (int i = 0; i < app->n_chain_tail; i++)
+                strcat(out->chain_pem, app->chain_tail[i]);
+        } else {
+            rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+        }
+        const ASN1_INTEGER *sn = X509_get0_serialNumber(x);
+        util_hex(sn->data, (size_t)(sn->length < 20 ? sn->length : 20), out->serial);
+        struct tm tm;
+        out->not_after = ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) ? (int64_t)timegm(&tm) : 0;
+    }
+    free(leaf);
+    X509_free(x);
+    if (rc != HSMCA_OK)
+        cred_free(out);
+    return rc;
+}
+
+static void schedule(fe_serving *s)
+{
+    int64_t now = util_wall_now();
+    s->renew_at = now + (s->cur.not_after - now) * 2 / 3;
+}
+
+fe_serving *fe_serving_start(fe_app *app)
+{
+    fe_serving *s = calloc(1, sizeof(*s));
+    if (!s)
+        fatal("out of memory");
+    s->app = app;
+    pthread_mutex_init(&s->lock, NULL);
+    for (int attempt = 0;; attempt++) {
+        hsmca_err e;
+        hsmca_code rc = make_cred(app, &s->cur, &e);
+        if (rc == HSMCA_OK)
+            break;
+        if (rc != HSMCA_EUNAVAIL)
+            fatal("%s", e.msg);
+        if (attempt % 20 == 0)
+            log_info("waiting for the signer: %s", e.msg);
+        usleep(250 * 1000);
+    }
+    s->fresh = 1;
+    schedule(s);
+    log_info("serving certificate %s issued by the signer", s->cur.serial);
+    return s;
+}
+
+static void *renewal_thread(void *arg)
+{
+    fe_serving *s = arg;
+    for (;;) {
+        sleep(1);
+        pthread_mutex_lock(&s->lock);
+        int due = util_wall_now() >= s->renew_at;
+        pthread_mutex_unlock(&s->lock);
+        if (!due)
+            continue;
+        serving_cred next;
+        hsmca_err e;
+        if (make_cred(s->app, &next, &e) != HSMCA_OK) {
+            log_warn("serving certificate renewal failed, retrying in %ds: %s", RENEW_RETRY_S,
+                     e.msg);
+            pthread_mutex_lock(&s->lock);
+            s->renew_at = util_wall_now() + RENEW_RETRY_S;
+            pthread_mutex_unlock(&s->lock);
+            continue;
+        }
+        pthread_mutex_lock(&s->lock);
+        cred_free(&s->cur);
+        s->cur = next;
+        s->fresh = 1;
+        schedule(s);
+        pthread_mutex_unlock(&s->lock);
+        log_info("serving certificate renewed: %s", next.serial);
+    }
+    return NULL;
+}
+
+void fe_serving_start_renewal(fe_serving *s)
+{
+    pthread_t th;
+    if (pthread_create(&th, NULL, renewal_thread, s) != 0)
+        fatal("cannot start the renewal thread");
+    pthread_detach(th);
+}
+
+/* gRPC asks before every handshake; it copies what we return. */
+static grpc_ssl_certificate_config_reload_status fetch_config(void *arg,
+                                                              grpc_ssl_server_certificate_config **cfg)
+{
+    fe_serving *s = arg;
+    grpc_ssl_certificate_config_reload_status st = GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_UNCHANGED;
+    pthread_mutex_lock(&s->lock);
+    if (s->fresh) {
+        /* gRPC requires client roots in a reloadable config, even when it asks for no
+         * client certificate: ours are the root bundle. */
+        grpc_ssl_pem_key_cert_pair pair = {s->cur.key_pem, s->cur.chain_pem};
+        *cfg = grpc_ssl_server_certificate_config_create(
+            s->app->chain_tail[s->app->n_chain_tail - 1], &pair, 1);
+        st = *cfg ? GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_NEW : GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_FAIL;
+        s->fresh = !*cfg;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+grpc_server_credentials *fe_serving_credentials(fe_serving *s)
+{
+    grpc_ssl_server_credentials_options *o =
+        grpc_ssl_server_credentials_create_options_using_config_fetcher(
+            GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE, fetch_config, s);
+    return o ? grpc_ssl_server_credentials_create_with_options(o) : NULL;
+}
