@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dev_ca.h"
 #include "dev_jwt.h"
@@ -96,6 +97,9 @@ static int dev_token(int argc, char **argv)
 
 static void print_banner(const char *dir, const char *listen)
 {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[n > 0 ? n : 0] = '\0';
     const char *port = strrchr(listen, ':');
     port = port ? port + 1 : "15012";
     printf("hsmca dev CA\n"
@@ -105,12 +109,12 @@ static void print_banner(const char *dir, const char *listen)
            "  JWT issuer  %s/dev-jwks.json\n"
            "  inspect     SOFTHSM2_CONF=%s/softhsm2.conf pkcs11-tool --module %s -O\n"
            "\n"
-           "Request a certificate (Debian's python3-grpcio, python3-cryptography):\n"
-           "  TOKEN=$(hsmca dev token --dir %s --ns default --sa sleep)\n"
-           "  /usr/bin/python3 tests/integration/hsmca_client.py --addr localhost:%s \\\n"
-           "      --root %s/root-cert.pem --token \"$TOKEN\" --id spiffe://cluster.local/ns/default/sa/sleep\n"
+           "Request a certificate from another terminal:\n"
+           "  TOKEN=$(%s dev token --dir %s --ns default --sa sleep)\n"
+           "  %s request --addr localhost:%s --root %s/root-cert.pem \\\n"
+           "      --token \"$TOKEN\" --id spiffe://cluster.local/ns/default/sa/sleep\n"
            "\n",
-           listen, dir, dir, dir, dir, dir, DEV_SOFTHSM_MODULE, dir, port, dir);
+           listen, dir, dir, dir, dir, dir, DEV_SOFTHSM_MODULE, exe, dir, exe, port, dir);
     fflush(stdout);
 }
 

@@ -5,6 +5,7 @@
 #include "dev.h"
 #include "frontend.h"
 #include "log.h"
+#include "request.h"
 #include "signer.h"
 #include "supervisor.h"
 
@@ -65,6 +66,8 @@ int main(int argc, char **argv)
         return dev_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve"))
         return serve_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "request"))
+        return request_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "signer"))
         return signer_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "frontend"))

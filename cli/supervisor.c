@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "ipc_frame.h"
 #include "log.h"
 #include "signer.h"
@@ -109,9 +110,11 @@ static void restart_due(sup_child *c, sup_child *peer)
     close(pair[1]);
 }
 
-static void reap(sup_child *kids, int n)
+/* Reaps dead children and schedules their restart. Returns -1 when one exited
+ * with EXIT_CONFIG: a restart would fail the same way (or lock a PIN). */
+static int reap(sup_child *kids, int n)
 {
-    int status;
+    int status, permanent = 0;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         for (int i = 0; i < n; i++) {
@@ -121,9 +124,18 @@ static void reap(sup_child *kids, int n)
             double now = util_mono_now();
             if (WIFSIGNALED(status))
                 log_warn("%s (pid %d) killed by signal %d", c->role, (int)pid, WTERMSIG(status));
+            else if (WEXITSTATUS(status) == EXIT_CONFIG)
+                permanent = 1;
             else
                 log_warn("%s (pid %d) exited with status %d", c->role, (int)pid,
                          WEXITSTATUS(status));
+            if (permanent) {
+                log_error("%s cannot start: a configuration, PIN or key error (see above) that "
+                          "a restart will not cure; stopping",
+                          c->role);
+                c->pid = 0;
+                continue;
+            }
             c->backoff = now - c->started >= STABLE_AFTER
                              ? BACKOFF_MIN
                              : (c->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : c->backoff * 2);
@@ -134,6 +146,7 @@ static void reap(sup_child *kids, int n)
             log_info("restarting %s in %.1fs", c->role, c->backoff);
         }
     }
+    return permanent ? -1 : 0;
 }
 
 /* A control byte from a child: the signer asks for a new front end after the
@@ -179,9 +192,18 @@ int supervisor_run(const char *config_path)
         fatal("cannot find our own executable: %s", strerror(errno));
     sup_exe[n] = '\0';
     static char config_abs[PATH_MAX];
-    if (!realpath(config_path, config_abs))
-        fatal("config %s: %s", config_path, strerror(errno));
+    if (!realpath(config_path, config_abs)) {
+        log_error("config %s: %s", config_path, strerror(errno));
+        return 1;
+    }
     sup_config = config_abs;
+    /* Refuse a bad config here, once, rather than in two children in a loop. */
+    hsmca_config cfg;
+    hsmca_err e;
+    if (config_load(config_abs, &cfg, &e) != HSMCA_OK || config_validate(&cfg, &e) != HSMCA_OK) {
+        log_error("%s", e.msg);
+        return 1;
+    }
 
     sigset_t mask;
     sigemptyset(&mask);
@@ -214,7 +236,10 @@ int supervisor_run(const char *config_path)
         for (int i = 1; i < 3; i++)
             if (pfd[i].fd >= 0 && (pfd[i].revents & POLLIN))
                 read_ctl(&kids[i - 1], frontend);
-        reap(kids, 2);
+        if (reap(kids, 2) != 0) {
+            stop_children(kids, 2);
+            return 1;
+        }
         restart_due(signer, frontend);
         restart_due(frontend, signer);
     }

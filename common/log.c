@@ -96,3 +96,12 @@ void fatal(const char *fmt, ...)
     va_end(ap);
     exit(1);
 }
+
+void fatal_config(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_emit(3, fmt, ap);
+    va_end(ap);
+    exit(EXIT_CONFIG);
+}

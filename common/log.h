@@ -17,7 +17,15 @@ void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Logs at error level and exits(1): for broken invariants at startup. */
+/* Logs at error level and exits(1): the supervisor restarts the process. */
 noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Exit status of a child that cannot start for a reason a restart will not cure
+ * (bad config, wrong PIN, unsafe key): the supervisor stops instead of retrying,
+ * which also keeps it from locking an HSM's PIN with repeated failed logins. */
+#define EXIT_CONFIG 78
+
+/* Logs at error level and exits(EXIT_CONFIG). */
+noreturn void fatal_config(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -156,12 +156,12 @@ int frontend_main(int argc, char **argv)
     static fe_app app;
     hsmca_err e;
     if (config_load(config_path, &cfg, &e) != HSMCA_OK || config_validate(&cfg, &e) != HSMCA_OK)
-        fatal("%s", e.msg);
+        fatal_config("%s", e.msg);
     if (load_app(&app, &cfg, &e) != HSMCA_OK)
-        fatal("%s", e.msg);
+        fatal_config("%s", e.msg);
     /* Drop root before any thread exists and before talking to anyone. */
     if (fe_sandbox_drop_privileges(cfg.fe_user, cfg.fe_chroot, &e) != HSMCA_OK)
-        fatal("%s", e.msg);
+        fatal_config("%s", e.msg);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -178,9 +178,9 @@ int frontend_main(int argc, char **argv)
     grpc_init();
     fe_listener *listener = fe_server_listen(&app, fe_serving_credentials(serving));
     if (!listener)
-        fatal("cannot serve on %s", cfg.listen);
+        fatal_config("cannot serve on %s", cfg.listen);
     if (fe_sandbox_seccomp(&e) != HSMCA_OK)
-        fatal("%s", e.msg);
+        fatal_config("%s", e.msg);
     fe_serving_start_renewal(serving);
     rc = fe_server_serve(listener, &fe_stop);
     grpc_shutdown();

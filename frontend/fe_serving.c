@@ -195,7 +195,7 @@ fe_serving *fe_serving_start(fe_app *app)
         if (rc == HSMCA_OK)
             break;
         if (rc != HSMCA_EUNAVAIL)
-            fatal("%s", e.msg);
+            fatal_config("%s", e.msg); /* signer and front end disagree on the profile */
         if (attempt % 20 == 0)
             log_info("waiting for the signer: %s", e.msg);
         usleep(250 * 1000);

@@ -164,10 +164,12 @@ int signer_main(int argc, char **argv)
     hsmca_config cfg;
     hsmca_err e;
     if (config_load(config_path, &cfg, &e) != HSMCA_OK || config_validate(&cfg, &e) != HSMCA_OK)
-        fatal("%s", e.msg);
+        fatal_config("%s", e.msg);
     signer_ctx *s = signer_start(&cfg, &e);
+    if (!s && e.code == HSMCA_EUNAVAIL)
+        fatal("token unavailable, will retry: %s", e.msg);
     if (!s)
-        fatal("refusing to serve: %s", e.msg);
+        fatal_config("refusing to serve: %s", e.msg);
     signer_conn_set(s, ipc_fd);
     int rc = signer_loop(s, ctl_fd);
     signer_stop_all(s);

@@ -233,6 +233,8 @@ def verdict(results, fe, sg, client_cpu, wall, ncpu):
     top = max(shares, key=shares.get)
     print("verdict               %.2f of %d cores busy; largest CPU user: %s (%.2f cores)" % (
         total, ncpu, top, shares[top]))
+    print("                      1-minute load average %.2f (other work on the machine counts)"
+          % os.getloadavg()[0])
     busy = [r["cpu"] / r["wall"] for r in results if r["wall"] > 0]
     if total > 0.85 * ncpu:
         print("                      the machine is CPU-saturated: clients and server share "
@@ -263,8 +265,11 @@ def main():
     os.makedirs(base, exist_ok=True)
     d = tempfile.mkdtemp(prefix="bench-e2e.", dir=base)
     port = hh.free_port()
-    subprocess.run([hh.BIN, "dev", "init", "--dir", d, "--ca-key", a.key, "--listen",
-                    "127.0.0.1:%d" % port], check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(d, "init.log"), "wb") as log:
+        rc = subprocess.run([hh.BIN, "dev", "init", "--dir", d, "--ca-key", a.key, "--listen",
+                             "127.0.0.1:%d" % port], stdout=log, stderr=log).returncode
+    if rc != 0:
+        sys.exit("bench_e2e: hsmca dev init failed (%d), see %s/init.log" % (rc, d))
     print("dev CA (%s) in %s; raw C_Sign for %d s per figure..." % (a.key, d, a.raw_seconds),
           flush=True)
     raw = raw_rates(bench_signer, d, a.raw_seconds)

@@ -263,9 +263,12 @@ static void print_table(const bench_opts *o, const bench_row *rows, int n)
     for (int i = 0; i < n; i++)
         printf("  %-9s the front end's fe_tbs_build: %.1f us CPU per TBS (this process, untimed)\n",
                rows[i].key, rows[i].tbs_cpu_us);
-    printf("(%ld cores online; signer CPU/wall near the core count means the machine, not the\n"
-           " token's parallelism, was the limit.)\n",
-           sysconf(_SC_NPROCESSORS_ONLN));
+    double load[1] = {-1};
+    getloadavg(load, 1);
+    printf("(%ld cores online, 1-minute load average %.2f at the end: other work on the\n"
+           " machine shows up in the absolute figures more than in the ratios. Signer CPU/wall\n"
+           " near the core count means the cores, not the token's parallelism, were the limit.)\n",
+           sysconf(_SC_NPROCESSORS_ONLN), load[0]);
 }
 
 /* Runs every figure for one key type in its own dev dir. */

@@ -1,0 +1,316 @@
+/* request.c - see request.h. Also the quickest check that a CA answers. */
+#include "request.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+
+#include "ca.pb-c.h"
+#include "util.h"
+
+#define METHOD "/istio.v1.auth.IstioCertificateService/CreateCertificate"
+
+typedef struct {
+    const char *addr, *root, *token, *id, *key_type, *out;
+    long ttl;
+} req_opts;
+
+static void usage(FILE *f)
+{
+    fputs("usage: hsmca request --root FILE --token JWT --id SPIFFE-ID [--addr HOST:PORT]\n"
+          "                     [--key ec-p256|rsa-2048] [--ttl SECONDS] [--out PREFIX]\n"
+          "\n"
+          "Requests a workload certificate the way istio-agent does: generates a key and\n"
+          "a CSR whose only SAN is SPIFFE-ID, calls CreateCertificate over TLS (trusting\n"
+          "the roots in FILE) with `authorization: Bearer JWT`, and prints the returned\n"
+          "chain (leaf first). Exits non-zero with the server's status and message on a\n"
+          "refusal.\n"
+          "\n"
+          "  --addr HOST:PORT  the CA (default localhost:15012)\n"
+          "  --key TYPE        key to generate (default ec-p256)\n"
+          "  --ttl SECONDS     requested validity (default: the CA's default)\n"
+          "  --out PREFIX      also write PREFIX-key.pem (0600) and PREFIX-chain.pem\n",
+          f);
+}
+
+/* A CSR for key with one URI SAN, as PEM (caller frees). */
+static char *make_csr(EVP_PKEY *key, const char *id)
+{
+    X509_REQ *req = X509_REQ_new();
+    STACK_OF(X509_EXTENSION) *exts = sk_X509_EXTENSION_new_null();
+    GENERAL_NAMES *gens = sk_GENERAL_NAME_new_null();
+    GENERAL_NAME *uri = GENERAL_NAME_new();
+    ASN1_IA5STRING *s = ASN1_IA5STRING_new();
+    char *pem = NULL;
+    if (!req || !exts || !gens || !uri || !s || !ASN1_STRING_set(s, id, (int)strlen(id)))
+        goto out;
+    GENERAL_NAME_set0_value(uri, GEN_URI, s);
+    s = NULL;
+    sk_GENERAL_NAME_push(gens, uri);
+    uri = NULL;
+    X509_EXTENSION *ext = X509V3_EXT_i2d(NID_subject_alt_name, 0, gens);
+    if (!ext || !sk_X509_EXTENSION_push(exts, ext)) {
+        X509_EXTENSION_free(ext);
+        goto out;
+    }
+    if (!X509_REQ_set_pubkey(req, key) || !X509_REQ_add_extensions(req, exts) ||
+        !X509_REQ_sign(req, key, EVP_sha256()))
+        goto out;
+    BIO *b = BIO_new(BIO_s_mem());
+    if (b && PEM_write_bio_X509_REQ(b, req)) {
+        char *data;
+        long n = BIO_get_mem_data(b, &data);
+        if ((pem = malloc((size_t)n + 1))) {
+            memcpy(pem, data, (size_t)n);
+            pem[n] = '\0';
+        }
+    }
+    BIO_free(b);
+out:
+    ASN1_IA5STRING_free(s);
+    GENERAL_NAME_free(uri);
+    GENERAL_NAMES_free(gens);
+    sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
+    X509_REQ_free(req);
+    return pem;
+}
+
+static const char *status_name(grpc_status_code s)
+{
+    static const char *names[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
+                                  "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+                                  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+                                  "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
+                                  "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "UNKNOWN";
+}
+
+/* One unary call; on success *resp holds the response bytes (caller unrefs). */
+static int call_ca(const req_opts *o, const char *root_pem, const uint8_t *body, size_t len,
+                   grpc_slice *resp)
+{
+    grpc_channel_credentials *creds = grpc_ssl_credentials_create(root_pem, NULL, NULL, NULL);
+    grpc_channel *ch = grpc_channel_create(o->addr, creds, NULL);
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                         gpr_time_from_seconds(20, GPR_TIMESPAN));
+    grpc_slice method = grpc_slice_from_static_string(METHOD);
+    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
+                                               deadline, NULL);
+    char auth[8192];
+    snprintf(auth, sizeof(auth), "Bearer %s", o->token);
+    grpc_metadata md = {grpc_slice_from_static_string("authorization"),
+                        grpc_slice_from_copied_string(auth), {{NULL, NULL, NULL, NULL}}};
+    grpc_slice req_slice = grpc_slice_from_copied_buffer((const char *)body, len);
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req_slice, 1), *recv = NULL;
+    grpc_metadata_array initial, trailing;
+    grpc_metadata_array_init(&initial);
+    grpc_metadata_array_init(&trailing);
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    grpc_op ops[6];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].data.send_initial_metadata.count = 1;
+    ops[0].data.send_initial_metadata.metadata = &md;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
+    ops[5].data.recv_status_on_client.status = &status;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    int rc = 1;
+    if (grpc_call_start_batch(call, ops, 6, call, NULL) == GRPC_CALL_OK &&
+        grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).success) {
+        if (status == GRPC_STATUS_OK && recv) {
+            grpc_byte_buffer_reader r;
+            grpc_byte_buffer_reader_init(&r, recv);
+            *resp = grpc_byte_buffer_reader_readall(&r);
+            grpc_byte_buffer_reader_destroy(&r);
+            rc = 0;
+        } else {
+            char *d = grpc_slice_to_c_string(details);
+            fprintf(stderr, "hsmca request: %s: %s\n", status_name(status), d);
+            gpr_free(d);
+        }
+    } else {
+        fputs("hsmca request: the call did not complete\n", stderr);
+    }
+    if (recv)
+        grpc_byte_buffer_destroy(recv);
+    grpc_byte_buffer_destroy(send);
+    grpc_slice_unref(req_slice);
+    grpc_slice_unref(md.value);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&initial);
+    grpc_metadata_array_destroy(&trailing);
+    grpc_call_unref(call);
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN)
+        ;
+    grpc_completion_queue_destroy(cq);
+    grpc_channel_destroy(ch);
+    grpc_channel_credentials_release(creds);
+    return rc;
+}
+
+static int write_outputs(const char *prefix, EVP_PKEY *key, const char *chain)
+{
+    char path[4096];
+    hsmca_err e;
+    BIO *b = BIO_new(BIO_s_mem());
+    char *data = NULL;
+    long n = 0;
+    if (!b || !PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL) ||
+        (n = BIO_get_mem_data(b, &data)) <= 0) {
+        BIO_free(b);
+        fputs("hsmca request: cannot encode the key\n", stderr);
+        return 1;
+    }
+    snprintf(path, sizeof(path), "%s-key.pem", prefix);
+    hsmca_code rc = util_write_file_atomic(path, data, (size_t)n, 0600, &e);
+    OPENSSL_cleanse(data, (size_t)n);
+    BIO_free(b);
+    if (rc == HSMCA_OK) {
+        snprintf(path, sizeof(path), "%s-chain.pem", prefix);
+        rc = util_write_file_atomic(path, chain, strlen(chain), 0644, &e);
+    }
+    if (rc != HSMCA_OK) {
+        fprintf(stderr, "hsmca request: %s\n", e.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* Prints the chain; returns its concatenation (caller frees) for --out. */
+static char *print_chain(const grpc_slice *resp)
+{
+    Istio__V1__Auth__IstioCertificateResponse *r = istio__v1__auth__istio_certificate_response__unpack(
+        NULL, GRPC_SLICE_LENGTH(*resp), GRPC_SLICE_START_PTR(*resp));
+    if (!r || r->n_cert_chain == 0) {
+        fputs("hsmca request: the response holds no certificate chain\n", stderr);
+        if (r)
+            istio__v1__auth__istio_certificate_response__free_unpacked(r, NULL);
+        return NULL;
+    }
+    size_t total = 1;
+    for (size_t i = 0; i < r->n_cert_chain; i++)
+        total += strlen(r->cert_chain[i]);
+    char *all = calloc(1, total);
+    for (size_t i = 0; all && i < r->n_cert_chain; i++) {
+        fputs(r->cert_chain[i], stdout);
+        strcat(all, r->cert_chain[i]);
+    }
+    BIO *b = BIO_new_mem_buf(r->cert_chain[0], -1);
+    X509 *leaf = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+    if (leaf) {
+        char *serial = i2s_ASN1_INTEGER(NULL, X509_get0_serialNumber(leaf));
+        BIO *err = BIO_new_fp(stderr, BIO_NOCLOSE);
+        BIO_printf(err, "issued: serial %s, %zu certificates in the chain, valid until ",
+                   serial ? serial : "?", r->n_cert_chain);
+        ASN1_TIME_print(err, X509_get0_notAfter(leaf));
+        BIO_printf(err, "\n");
+        BIO_free(err);
+        OPENSSL_free(serial);
+    }
+    X509_free(leaf);
+    BIO_free(b);
+    istio__v1__auth__istio_certificate_response__free_unpacked(r, NULL);
+    return all;
+}
+
+static int parse_opts(int argc, char **argv, req_opts *o)
+{
+    static const struct option opts[] = {
+        {"addr", required_argument, 0, 'a'},  {"root", required_argument, 0, 'r'},
+        {"token", required_argument, 0, 't'}, {"id", required_argument, 0, 'i'},
+        {"key", required_argument, 0, 'k'},   {"ttl", required_argument, 0, 'l'},
+        {"out", required_argument, 0, 'o'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    *o = (req_opts){"localhost:15012", NULL, NULL, NULL, "ec-p256", NULL, 0};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "a:r:t:i:k:l:o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'a': o->addr = optarg; break;
+        case 'r': o->root = optarg; break;
+        case 't': o->token = optarg; break;
+        case 'i': o->id = optarg; break;
+        case 'k': o->key_type = optarg; break;
+        case 'l': o->ttl = strtol(optarg, NULL, 10); break;
+        case 'o': o->out = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!o->root || !o->token || !o->id || strlen(o->token) > 8000 || o->ttl < 0 ||
+        (strcmp(o->key_type, "ec-p256") && strcmp(o->key_type, "rsa-2048"))) {
+        fputs("hsmca request: --root, --token and --id are required; --key is ec-p256 or "
+              "rsa-2048\n",
+              stderr);
+        return 2;
+    }
+    return -1;
+}
+
+int request_main(int argc, char **argv)
+{
+    req_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    char *root = NULL;
+    hsmca_err e;
+    if (util_read_file(o.root, 1 << 20, &root, NULL, &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca request: %s\n", e.msg);
+        return 1;
+    }
+    EVP_PKEY *key = strcmp(o.key_type, "rsa-2048") ? EVP_EC_gen("P-256") : EVP_RSA_gen(2048);
+    char *csr = key ? make_csr(key, o.id) : NULL;
+    if (!csr) {
+        fputs("hsmca request: cannot make the key and CSR\n", stderr);
+        EVP_PKEY_free(key);
+        free(root);
+        return 1;
+    }
+    Istio__V1__Auth__IstioCertificateRequest req = ISTIO__V1__AUTH__ISTIO_CERTIFICATE_REQUEST__INIT;
+    req.csr.data = (uint8_t *)csr;
+    req.csr.len = strlen(csr);
+    req.validity_duration = o.ttl;
+    size_t len = istio__v1__auth__istio_certificate_request__get_packed_size(&req);
+    uint8_t *body = malloc(len ? len : 1);
+    istio__v1__auth__istio_certificate_request__pack(&req, body);
+
+    grpc_init();
+    grpc_slice resp;
+    rc = call_ca(&o, root, body, len, &resp);
+    if (rc == 0) {
+        char *chain = print_chain(&resp);
+        rc = !chain || (o.out && write_outputs(o.out, key, chain) != 0);
+        free(chain);
+        grpc_slice_unref(resp);
+    }
+    grpc_shutdown();
+    free(body);
+    free(csr);
+    free(root);
+    EVP_PKEY_free(key);
+    return rc;
+}

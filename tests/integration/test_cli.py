@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""The command line as a newcomer meets it: `hsmca dev`'s banner commands work when
+pasted into a shell, `hsmca request` reports refusals by name, and every
+subcommand explains itself with --help."""
+import os
+import re
+import subprocess
+import unittest
+
+from hsmca_harness import BIN, DevServer
+
+
+class CliTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = DevServer("ec-p256", name="cli")
+        cls.server.wait_ready()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_banner_commands_work_when_pasted(self):
+        log = self.server.logtext()
+        for what in ("127.0.0.1:%d" % self.server.port, self.server.dir + "/root-cert.pem",
+                     self.server.dir + "/pin"):
+            self.assertIn(what, log)
+        m = re.search(r"^  (TOKEN=.*)\n  (.* request .*\\\n.*)$", log, re.M)
+        self.assertIsNotNone(m, log)
+        script = m.group(1) + "\n" + m.group(2) + "\n"
+        r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count("-----BEGIN CERTIFICATE-----"), 2)
+        self.assertIn("issued: serial", r.stderr)
+
+    def test_request_writes_key_and_chain(self):
+        prefix = os.path.join(self.server.dir, "out")
+        r = subprocess.run([BIN, "request", "--addr", self.server.addr, "--root",
+                            os.path.join(self.server.dir, "root-cert.pem"), "--token",
+                            self.server.token(), "--id", "spiffe://cluster.local/ns/default/sa/sleep",
+                            "--key", "rsa-2048", "--out", prefix], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(os.stat(prefix + "-key.pem").st_mode & 0o777, 0o600)
+        v = subprocess.run(["openssl", "verify", "-CAfile",
+                            os.path.join(self.server.dir, "root-cert.pem"), prefix + "-chain.pem"],
+                           capture_output=True, text=True)
+        self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+
+    def test_request_refusal_is_named(self):
+        r = subprocess.run([BIN, "request", "--addr", self.server.addr, "--root",
+                            os.path.join(self.server.dir, "root-cert.pem"), "--token",
+                            self.server.token(), "--id", "spiffe://cluster.local/ns/default/sa/admin"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("PERMISSION_DENIED: SAN policy", r.stderr)
+
+    def test_help_on_every_subcommand(self):
+        for argv in (["--help"], ["dev", "--help"], ["dev", "init", "--help"],
+                     ["dev", "token", "--help"], ["serve", "--help"], ["request", "--help"],
+                     ["signer", "--help"], ["frontend", "--help"]):
+            r = subprocess.run([BIN] + argv, capture_output=True, text=True, timeout=10)
+            self.assertEqual(r.returncode, 0, argv)
+            self.assertIn("usage: hsmca", r.stdout, argv)
+
+    def test_unknown_command_and_flag(self):
+        r = subprocess.run([BIN, "frobnicate"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown command 'frobnicate'", r.stderr)
+        r = subprocess.run([BIN, "dev", "--nope"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

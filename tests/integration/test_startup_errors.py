@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""`hsmca serve` refuses to start, with a message naming the failed check and a
+non-zero exit, when the config, the PIN, the CA certificate or the CA key is
+wrong; it does not retry a wrong PIN (an HSM would lock it)."""
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import unittest
+
+from hsmca_harness import BIN, TMP, free_port
+
+SOFTHSM = "/usr/lib/softhsm/libsofthsm2.so"
+
+
+def dev_init(name, ca_key="ec-p256"):
+    os.makedirs(TMP, exist_ok=True)
+    d = tempfile.mkdtemp(prefix=name + ".", dir=TMP)
+    subprocess.run([BIN, "dev", "init", "--dir", d, "--ca-key", ca_key], check=True,
+                   capture_output=True)
+    return d
+
+
+def set_listen(d, port):
+    path = os.path.join(d, "hsmca.yaml")
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(re.sub(r'listen: "[^"]*"', 'listen: "127.0.0.1:%d"' % port, text))
+    return path
+
+
+def serve(config, timeout=60):
+    env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+    r = subprocess.run([BIN, "serve", "--config", config], capture_output=True, text=True,
+                       timeout=timeout, stdin=subprocess.DEVNULL, env=env)
+    return r.returncode, r.stdout + r.stderr
+
+
+class StartupErrorTests(unittest.TestCase):
+    def test_unknown_config_key_names_its_line(self):
+        d = tempfile.mkdtemp(prefix="badcfg.", dir=TMP)
+        path = os.path.join(d, "bad.yaml")
+        with open(path, "w") as f:
+            f.write("server:\n  listen: \"127.0.0.1:1\"\npkcs11:\n  modul: /x.so\n")
+        code, out = serve(path)
+        self.assertNotEqual(code, 0)
+        self.assertIn("bad.yaml:4: unknown key 'modul' in 'pkcs11'", out)
+        self.assertNotIn("started signer", out)
+
+    def test_wrong_type_names_its_line(self):
+        d = tempfile.mkdtemp(prefix="badcfg.", dir=TMP)
+        path = os.path.join(d, "bad.yaml")
+        with open(path, "w") as f:
+            f.write("pkcs11:\n  sessions: [1, 2]\n")
+        code, out = serve(path)
+        self.assertNotEqual(code, 0)
+        self.assertRegex(out, r"bad\.yaml:2: 'sessions' must be")
+
+    def test_wrong_pin_tried_once(self):
+        d = dev_init("wrongpin")
+        with open(os.path.join(d, "pin"), "w") as f:
+            f.write("0000000000000000\n")
+        code, out = serve(set_listen(d, free_port()))
+        self.assertNotEqual(code, 0)
+        self.assertIn("CKR_PIN_INCORRECT", out)
+        self.assertIn("stopping", out)
+        self.assertEqual(out.count("CKR_PIN_INCORRECT"), 1, out)  # no retry loop
+
+    def test_ca_certificate_of_another_key(self):
+        d = dev_init("foreignca")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", os.path.join(d, "other.key"),
+                        "-subj", "/CN=other", "-days", "30", "-addext",
+                        "basicConstraints=critical,CA:TRUE", "-out", os.path.join(d, "root-cert.pem")],
+                       check=True, capture_output=True)
+        code, out = serve(set_listen(d, free_port()))
+        self.assertNotEqual(code, 0)
+        self.assertIn("is not the token's CA key", out)
+
+    def test_extractable_key_refused(self):
+        d = dev_init("extractable")
+        env = dict(os.environ, SOFTHSM2_CONF=os.path.join(d, "softhsm2.conf"))
+        with open(os.path.join(d, "pin")) as f:
+            pin = f.read().strip()
+        subprocess.run(["pkcs11-tool", "--module", SOFTHSM, "--token-label", "hsmca", "--login",
+                        "--pin", pin, "--keypairgen", "--key-type", "EC:prime256v1", "--label",
+                        "leaky", "--id", "99", "--extractable"],
+                       check=True, capture_output=True, env=env)
+        config = set_listen(d, free_port())
+        with open(config) as f:
+            text = f.read()
+        with open(config, "w") as f:
+            f.write(text.replace("object=ca-key", "object=leaky"))
+        code, out = serve(config)
+        self.assertNotEqual(code, 0)
+        self.assertRegex(out, r"key check \(leaky\): (CKA_EXTRACTABLE is TRUE|CKA_SENSITIVE is FALSE)")
+
+    def test_port_in_use(self):
+        d = dev_init("portinuse")
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        try:
+            code, out = serve(set_listen(d, s.getsockname()[1]))
+        finally:
+            s.close()
+        self.assertNotEqual(code, 0)
+        self.assertIn("cannot serve on", out)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
