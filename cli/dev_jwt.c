@@ -3,6 +3,7 @@
  * Everything here runs in the CLI, never in the front end: the private key file
  * it writes is the dev issuer's, and the front end only ever reads the JWKS. */
 #include "dev_jwt.h"
+#include "certasm.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -63,18 +64,14 @@ static hsmca_code dev_key_create(const char *path, EVP_PKEY **out, hsmca_err *e)
     EVP_PKEY *pkey = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
     if (!pkey)
         return hsmca_fail(e, HSMCA_EINTERNAL, "cannot generate the dev JWT key");
-    BIO *m = BIO_new(BIO_s_mem());
-    /* PEM_write_bio_PrivateKey with no cipher writes unencrypted PKCS#8. */
-    if (!m || PEM_write_bio_PrivateKey(m, pkey, NULL, NULL, 0, NULL, NULL) != 1) {
-        BIO_free(m);
+    char *pem = certasm_key_pem(pkey);
+    if (!pem) {
         EVP_PKEY_free(pkey);
         return hsmca_fail(e, HSMCA_EINTERNAL, "cannot encode the dev JWT key");
     }
-    char *data = NULL;
-    long n = BIO_get_mem_data(m, &data);
-    hsmca_code rc = util_write_file_atomic(path, data, (size_t)n, 0600, e);
-    OPENSSL_cleanse(data, (size_t)n);
-    BIO_free(m);
+    hsmca_code rc = util_write_file_atomic(path, pem, strlen(pem), 0600, e);
+    OPENSSL_cleanse(pem, strlen(pem));
+    free(pem);
     if (rc != HSMCA_OK) {
         EVP_PKEY_free(pkey);
         return rc;

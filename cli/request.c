@@ -17,6 +17,7 @@
 #include <openssl/x509v3.h>
 
 #include "ca.pb-c.h"
+#include "certasm.h"
 #include "util.h"
 
 #define METHOD "/istio.v1.auth.IstioCertificateService/CreateCertificate"
@@ -68,14 +69,8 @@ static char *make_csr(EVP_PKEY *key, const char *id)
         !X509_REQ_sign(req, key, EVP_sha256()))
         goto out;
     BIO *b = BIO_new(BIO_s_mem());
-    if (b && PEM_write_bio_X509_REQ(b, req)) {
-        char *data;
-        long n = BIO_get_mem_data(b, &data);
-        if ((pem = malloc((size_t)n + 1))) {
-            memcpy(pem, data, (size_t)n);
-            pem[n] = '\0';
-        }
-    }
+    if (b && PEM_write_bio_X509_REQ(b, req))
+        pem = certasm_bio_string(b);
     BIO_free(b);
 out:
     ASN1_IA5STRING_free(s);
@@ -175,19 +170,15 @@ static int write_outputs(const char *prefix, EVP_PKEY *key, const char *chain)
 {
     char path[4096];
     hsmca_err e;
-    BIO *b = BIO_new(BIO_s_mem());
-    char *data = NULL;
-    long n = 0;
-    if (!b || !PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL) ||
-        (n = BIO_get_mem_data(b, &data)) <= 0) {
-        BIO_free(b);
+    char *key_pem = certasm_key_pem(key);
+    if (!key_pem) {
         fputs("hsmca request: cannot encode the key\n", stderr);
         return 1;
     }
     snprintf(path, sizeof(path), "%s-key.pem", prefix);
-    hsmca_code rc = util_write_file_atomic(path, data, (size_t)n, 0600, &e);
-    OPENSSL_cleanse(data, (size_t)n);
-    BIO_free(b);
+    hsmca_code rc = util_write_file_atomic(path, key_pem, strlen(key_pem), 0600, &e);
+    OPENSSL_cleanse(key_pem, strlen(key_pem));
+    free(key_pem);
     if (rc == HSMCA_OK) {
         snprintf(path, sizeof(path), "%s-chain.pem", prefix);
         rc = util_write_file_atomic(path, chain, strlen(chain), 0644, &e);

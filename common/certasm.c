@@ -1,10 +1,12 @@
 /* certasm.c - see certasm.h. */
 #include "certasm.h"
+#include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/asn1.h>
+#include <openssl/crypto.h>
 #include <openssl/objects.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -96,6 +98,21 @@ out:
     return rc;
 }
 
+char *certasm_bio_string(BIO *b)
+{
+    char *data = NULL;
+    long n = BIO_get_mem_data(b, &data);
+    if (n < 0 || !data)
+        return NULL;
+    char *out = malloc((size_t)n + 1);
+    if (out) {
+        memcpy(out, data, (size_t)n);
+        out[n] = '\0';
+    }
+    OPENSSL_cleanse(data, (size_t)n);
+    return out;
+}
+
 char *certasm_der_to_pem(const uint8_t *der, size_t len)
 {
     const unsigned char *p = der;
@@ -103,17 +120,33 @@ char *certasm_der_to_pem(const uint8_t *der, size_t len)
     if (!x)
         return NULL;
     BIO *bio = BIO_new(BIO_s_mem());
-    char *out = NULL;
-    if (bio && PEM_write_bio_X509(bio, x)) {
-        char *data;
-        long n = BIO_get_mem_data(bio, &data);
-        out = malloc((size_t)n + 1);
-        if (out) {
-            memcpy(out, data, (size_t)n);
-            out[n] = '\0';
-        }
-    }
+    char *out = bio && PEM_write_bio_X509(bio, x) ? certasm_bio_string(bio) : NULL;
     BIO_free(bio);
     X509_free(x);
     return out;
+}
+
+char *certasm_key_pem(EVP_PKEY *key)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    char *out = bio && PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL)
+                    ? certasm_bio_string(bio)
+                    : NULL;
+    BIO_free(bio);
+    return out;
+}
+
+X509 *certasm_load_pem(const char *path, hsmca_err *e)
+{
+    char *pem = NULL;
+    size_t len = 0;
+    if (util_read_file(path, 1 << 20, &pem, &len, e) != HSMCA_OK)
+        return NULL;
+    BIO *bio = BIO_new_mem_buf(pem, (int)len);
+    X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+    BIO_free(bio);
+    free(pem);
+    if (!x)
+        hsmca_fail(e, HSMCA_EINVAL, "%s does not hold a PEM certificate", path);
+    return x;
 }

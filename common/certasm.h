@@ -24,4 +24,15 @@ hsmca_code certasm_assemble(const uint8_t *tbs, size_t tbs_len, int sig_nid, con
 /* PEM of a DER certificate, ending in "\n" (new NUL-terminated string, caller frees). */
 char *certasm_der_to_pem(const uint8_t *der, size_t len);
 
+/* The first PEM certificate in the file at path (at most 1 MiB); NULL with e. */
+X509 *certasm_load_pem(const char *path, hsmca_err *e);
+
+/* Unencrypted PKCS#8 PEM of a private key (new string; the caller wipes it with
+ * OPENSSL_cleanse before freeing). NULL on failure. */
+char *certasm_key_pem(EVP_PKEY *key);
+
+/* Copies what was written to a memory BIO into a new NUL-terminated string and
+ * wipes the BIO's buffer (it may hold a key). Caller frees; NULL on failure. */
+char *certasm_bio_string(BIO *b);
+
 #endif

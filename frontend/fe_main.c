@@ -41,21 +41,6 @@ static void usage(FILE *f)
           f);
 }
 
-static X509 *read_cert(const char *path, hsmca_err *e)
-{
-    char *pem = NULL;
-    size_t len;
-    if (util_read_file(path, 1 << 20, &pem, &len, e) != HSMCA_OK)
-        return NULL;
-    BIO *b = BIO_new_mem_buf(pem, (int)len);
-    X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
-    BIO_free(b);
-    free(pem);
-    if (!x)
-        hsmca_fail(e, HSMCA_EINVAL, "%s does not hold a PEM certificate", path);
-    return x;
-}
-
 /* Each element of cert_chain ends in "\n" (Istio's agent splits on it). */
 static char *read_pem_element(const char *path, hsmca_err *e)
 {
@@ -94,7 +79,7 @@ static hsmca_code load_app(fe_app *app, const hsmca_config *cfg, hsmca_err *e)
     app->jwt_rules = (fe_jwt_rules){cfg->jwt_issuer, app->audiences, cfg->jwt_audiences.n,
                                     cfg->jwt_skew};
     app->policy = (policy_rules){cfg->trust_domain, cfg->default_ttl, cfg->max_ttl};
-    if (!(app->ca_cert = read_cert(cfg->ca_cert, e)))
+    if (!(app->ca_cert = certasm_load_pem(cfg->ca_cert, e)))
         return e->code;
     app->sig_nid = certasm_sig_nid_for_key(X509_get0_pubkey(app->ca_cert));
     /* cert_chain = [leaf, intermediates..., root bundle]. For a root CA the chain

@@ -107,23 +107,6 @@ static hsmca_code request_cert(fe_app *app, EVP_PKEY *key, uint8_t **der, size_t
     return rc;
 }
 
-static char *key_to_pem(EVP_PKEY *key)
-{
-    BIO *b = BIO_new(BIO_s_mem());
-    char *out = NULL;
-    if (b && PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL)) {
-        char *data;
-        long n = BIO_get_mem_data(b, &data);
-        if ((out = malloc((size_t)n + 1))) {
-            memcpy(out, data, (size_t)n);
-            out[n] = '\0';
-        }
-        OPENSSL_cleanse(data, (size_t)n);
-    }
-    BIO_free(b);
-    return out;
-}
-
 static void cred_free(serving_cred *c)
 {
     if (c->key_pem) {
@@ -139,7 +122,7 @@ static hsmca_code make_cred(fe_app *app, serving_cred *out, hsmca_err *e)
 {
     memset(out, 0, sizeof(*out));
     EVP_PKEY *key = EVP_EC_gen("P-256");
-    if (!key || !(out->key_pem = key_to_pem(key))) {
+    if (!key || !(out->key_pem = certasm_key_pem(key))) {
         EVP_PKEY_free(key);
         return hsmca_fail(e, HSMCA_EINTERNAL, "cannot generate the TLS serving key");
     }

@@ -239,21 +239,6 @@ static void *worker(void *arg)
     }
 }
 
-static X509 *load_ca_cert(const char *path, hsmca_err *e)
-{
-    char *pem = NULL;
-    size_t len = 0;
-    if (util_read_file(path, 1 << 20, &pem, &len, e) != HSMCA_OK)
-        return NULL;
-    BIO *bio = BIO_new_mem_buf(pem, (int)len);
-    X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
-    BIO_free(bio);
-    free(pem);
-    if (!x)
-        hsmca_fail(e, HSMCA_EINVAL, "CA certificate %s does not parse", path);
-    return x;
-}
-
 /* The CA certificate must be a CA, carry an SKI (invariant 1 checks AKI against
  * it) and certify exactly the key in the token. */
 static hsmca_code check_ca(signer_ctx *s, const char *path, hsmca_err *e)
@@ -331,7 +316,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->more, NULL);
-    if (!(s->ca_cert = load_ca_cert(cfg->ca_cert, e)) || open_token(s, cfg, e) != HSMCA_OK ||
+    if (!(s->ca_cert = certasm_load_pem(cfg->ca_cert, e)) || open_token(s, cfg, e) != HSMCA_OK ||
         check_ca(s, cfg->ca_cert, e) != HSMCA_OK) {
         signer_stop_all(s);
         return NULL;

@@ -218,8 +218,9 @@ def report(a, results, srv, srv_wall, raw):
         print("raw C_Sign, same token %.0f/s (1 thread), %.0f/s (2 threads); e2e / raw(2) = %.2f"
               % (r1[0], r2[0], ok / wall / r2[0] if r2[0] else 0))
         if ok and sg.get("cpu"):
-            print("token share            about %.0f%% of the signer's CPU was C_Sign (OK x %.0f us "
-                  "raw CPU per sign / signer CPU)" % (100 * ok * r1[1] / 1e6 / sg["cpu"], r1[1]))
+            share = 100 * ok * r1[1] / 1e6 / sg["cpu"]
+            print("token share            about %.0f%% of the signer's CPU was C_Sign (OK x %.0f us"
+                  " raw CPU per sign / signer CPU)" % (share, r1[1]))
     else:
         print("raw C_Sign             n/a (build bench_signer: cmake --build build --target "
               "bench_signer)")

@@ -73,12 +73,12 @@ static int bench_config(const char *dir, hsmca_config *cfg)
         if (!drop)
             o += (size_t)snprintf(out + o, cap - o, "%s\n", line);
         for (size_t i = 0; i < n_set && line[0] != ' '; i++)
-            if (!strncmp(line, set[i][0], strlen(set[i][0])) && !strcmp(line + strlen(set[i][0]), ":"))
+            if (!strncmp(line, set[i][0], strlen(set[i][0])) &&
+                !strcmp(line + strlen(set[i][0]), ":"))
                 o += (size_t)snprintf(out + o, cap - o, "  %s: %s\n", set[i][1], set[i][2]);
     }
     free(in);
-    int bad = !out || o >= cap ||
-              util_write_file_atomic(path, out, o, 0644, &e) != HSMCA_OK ||
+    int bad = !out || o >= cap || util_write_file_atomic(path, out, o, 0644, &e) != HSMCA_OK ||
               config_load(path, cfg, &e) != HSMCA_OK || config_validate(cfg, &e) != HSMCA_OK;
     free(out);
     if (bad) {
@@ -192,9 +192,12 @@ static void *build_range(void *arg)
     build_job *j = arg;
     EVP_PKEY *leaf = EVP_EC_gen("P-256");
     uint8_t csr_hash[32] = {0};
-    fe_tbs_params p = {.ca_cert = j->ca, .sig_nid = certasm_sig_nid_for_key(X509_get0_pubkey(j->ca)),
-                       .subject_key = leaf, .uri_san = BENCH_SPIFFE,
-                       .now = util_wall_now(), .ttl = 3600};
+    fe_tbs_params p = {.ca_cert = j->ca,
+                       .sig_nid = certasm_sig_nid_for_key(X509_get0_pubkey(j->ca)),
+                       .subject_key = leaf,
+                       .uri_san = BENCH_SPIFFE,
+                       .now = util_wall_now(),
+                       .ttl = 3600};
     j->bad = !leaf;
     for (size_t i = j->from; i < j->to && !j->bad; i++) {
         uint8_t *tbs = NULL;
@@ -442,8 +445,8 @@ int bench_signer_run(const char *dir, const bench_opts *o, bench_row *row)
            row->tbs_cpu_us);
     for (int c = 1; c < BENCH_MAX_CODES; c++)
         if (r.codes[c])
-            printf("signer key=%s refused=%llu code=%s\n", row->key,
-                   (unsigned long long)r.codes[c], hsmca_code_name((hsmca_code)c));
+            printf("signer key=%s refused=%llu code=%s\n", row->key, (unsigned long long)r.codes[c],
+                   hsmca_code_name((hsmca_code)c));
     fflush(stdout);
     return 0;
 }
