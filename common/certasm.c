@@ -113,16 +113,32 @@ char *certasm_bio_string(BIO *b)
     return out;
 }
 
+/* Encoded directly: parsing the DER back into an X509 only to print it would
+ * cost more than building the certificate (it runs once per issuance). */
 char *certasm_der_to_pem(const uint8_t *der, size_t len)
 {
-    const unsigned char *p = der;
-    X509 *x = d2i_X509(NULL, &p, (long)len);
-    if (!x)
+    static const char head[] = "-----BEGIN CERTIFICATE-----\n";
+    static const char tail[] = "-----END CERTIFICATE-----\n";
+    if (len == 0)
         return NULL;
-    BIO *bio = BIO_new(BIO_s_mem());
-    char *out = bio && PEM_write_bio_X509(bio, x) ? certasm_bio_string(bio) : NULL;
-    BIO_free(bio);
-    X509_free(x);
+    char *b64 = util_b64_encode(der, len);
+    if (!b64)
+        return NULL;
+    size_t n = strlen(b64), lines = (n + 63) / 64;
+    char *out = malloc(sizeof(head) + n + lines + sizeof(tail));
+    if (out) {
+        char *o = out;
+        memcpy(o, head, sizeof(head) - 1);
+        o += sizeof(head) - 1;
+        for (size_t i = 0; i < n; i += 64) {
+            size_t k = n - i < 64 ? n - i : 64;
+            memcpy(o, b64 + i, k);
+            o += k;
+            *o++ = '\n';
+        }
+        memcpy(o, tail, sizeof(tail));
+    }
+    free(b64);
     return out;
 }
 

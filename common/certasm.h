@@ -21,7 +21,8 @@ hsmca_code certasm_tbs_der(X509 *x, int sig_nid, uint8_t **der, size_t *len, hsm
 hsmca_code certasm_assemble(const uint8_t *tbs, size_t tbs_len, int sig_nid, const uint8_t *sig,
                             size_t sig_len, uint8_t **der, size_t *len, hsmca_err *e);
 
-/* PEM of a DER certificate, ending in "\n" (new NUL-terminated string, caller frees). */
+/* PEM of a DER certificate (64-column base64), ending in "\n" (new NUL-terminated
+ * string, caller frees). The DER is not parsed: pass only what the signer produced. */
 char *certasm_der_to_pem(const uint8_t *der, size_t len);
 
 /* The first PEM certificate in the file at path (at most 1 MiB); NULL with e. */

@@ -285,7 +285,8 @@ static hsmca_code parse_der(const uint8_t *der, size_t derlen, fe_csr *out, hsmc
         goto out;
     }
     out->pubkey = k;
-    rc = HSMCA_OK;
+    out->req = req;
+    return HSMCA_OK;
 out:
     X509_REQ_free(req);
     return rc;
@@ -319,6 +320,7 @@ void fe_csr_free(fe_csr *c)
     if (!c)
         return;
     EVP_PKEY_free(c->pubkey);
+    X509_REQ_free(c->req);
     for (int i = 0; i < c->n_uris && i < FE_CSR_MAX_SANS; i++)
         free(c->uris[i]);
     memset(c, 0, sizeof(*c));

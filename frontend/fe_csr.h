@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <openssl/evp.h>
+#include <openssl/x509.h>
 #include "hsmca_err.h"
 
 #define FE_CSR_MAX_LEN 16384
@@ -12,6 +13,8 @@
 
 typedef struct {
     EVP_PKEY *pubkey;                 /* owned; freed by fe_csr_free */
+    X509_REQ *req;                    /* owned: the parsed CSR, whose SubjectPublicKeyInfo
+                                         the TBS builder copies without re-encoding */
     char *uris[FE_CSR_MAX_SANS];      /* URI SANs, owned */
     int n_uris;
     int n_other_sans;                 /* DNS, IP, email, ...: counted, refused by policy */

@@ -47,6 +47,7 @@ static hsmca_code check_and_build(const fe_app *app, const Istio__V1__Auth__Isti
         fe_tbs_params p = {.ca_cert = app->ca_cert,
                            .sig_nid = app->sig_nid,
                            .subject_key = csr.pubkey,
+                           .subject_spki = X509_REQ_get_X509_PUBKEY(csr.req),
                            .uri_san = out->requester,
                            .now = now,
                            .ttl = ttl};
@@ -90,7 +91,7 @@ hsmca_code fe_build_response(const fe_app *app, const uint8_t *leaf_der, size_t 
 {
     char *leaf = certasm_der_to_pem(leaf_der, leaf_len);
     if (!leaf)
-        return hsmca_fail(e, HSMCA_EINTERNAL, "signer returned a certificate that does not parse");
+        return hsmca_fail(e, HSMCA_EINTERNAL, "signer returned an empty certificate");
     char *chain[1 + FE_MAX_CHAIN];
     chain[0] = leaf;
     for (int i = 0; i < app->n_chain_tail; i++)

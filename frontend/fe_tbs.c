@@ -77,6 +77,37 @@ static hsmca_code add_basic_ext(X509 *x, hsmca_err *e)
     return rc;
 }
 
+/* Copies a parsed SubjectPublicKeyInfo (algorithm, named-curve or NULL
+ * parameters, key bits) into x without a decode/encode round trip. */
+static int copy_spki(X509 *x, const X509_PUBKEY *from)
+{
+    ASN1_OBJECT *alg = NULL;
+    const unsigned char *bits = NULL;
+    int nbits = 0;
+    X509_ALGOR *pa = NULL;
+    const ASN1_OBJECT *pobj;
+    int ptype;
+    const void *pval;
+    if (!X509_PUBKEY_get0_param(&alg, &bits, &nbits, &pa, from) || !bits || nbits <= 0)
+        return 0;
+    X509_ALGOR_get0(&pobj, &ptype, &pval, pa);
+    void *param = NULL;
+    if (ptype == V_ASN1_OBJECT)
+        param = OBJ_dup(pval);
+    else if (ptype != V_ASN1_NULL && ptype != V_ASN1_UNDEF)
+        return 0; /* explicit curve parameters: never accepted from a CSR */
+    ASN1_OBJECT *obj = OBJ_dup(pobj);
+    unsigned char *copy = OPENSSL_memdup(bits, (size_t)nbits);
+    if (!obj || !copy || (ptype == V_ASN1_OBJECT && !param) ||
+        !X509_PUBKEY_set0_param(X509_get_X509_PUBKEY(x), obj, ptype, param, copy, nbits)) {
+        ASN1_OBJECT_free(obj);
+        ASN1_OBJECT_free(param);
+        OPENSSL_free(copy);
+        return 0;
+    }
+    return 1;
+}
+
 /* SKI = SHA-1 of the subjectPublicKey BIT STRING (RFC 5280 4.2.1.2 method 1);
  * AKI = keyIdentifier only, the CA's own SKI, so chains link by key id. */
 static hsmca_code add_key_ids(X509 *x, X509 *ca, hsmca_err *e)
@@ -181,7 +212,7 @@ hsmca_code fe_tbs_build(const fe_tbs_params *p, uint8_t **der, size_t *len, hsmc
         return hsmca_fail(e, HSMCA_EINTERNAL, "fe_tbs_build: missing parameter");
     *der = NULL;
     *len = 0;
-    if (!p || !p->ca_cert || !p->subject_key)
+    if (!p || !p->ca_cert || (!p->subject_key && !p->subject_spki))
         return hsmca_fail(e, HSMCA_EINTERNAL, "fe_tbs_build: missing parameter");
     if (!p->uri_san && p->n_dns <= 0 && p->n_ips <= 0)
         return hsmca_fail(e, HSMCA_EINVAL, "TBS: no SAN (neither URI nor DNS/IP) requested");
@@ -197,7 +228,7 @@ hsmca_code fe_tbs_build(const fe_tbs_params *p, uint8_t **der, size_t *len, hsmc
     /* The subject stays X509_new's empty name: identity lives in the SAN only. */
     if (!X509_set_version(x, X509_VERSION_3) ||
         !X509_set_issuer_name(x, X509_get_subject_name(p->ca_cert)) ||
-        !X509_set_pubkey(x, p->subject_key)) {
+        !(p->subject_spki ? copy_spki(x, p->subject_spki) : X509_set_pubkey(x, p->subject_key))) {
         rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot set version, issuer or key of the TBS");
         goto out;
     }

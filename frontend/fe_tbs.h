@@ -10,7 +10,9 @@
 typedef struct {
     X509 *ca_cert;             /* issuer name, AKI from its SKI */
     int sig_nid;               /* the CA key's signature algorithm */
-    EVP_PKEY *subject_key;     /* public key to certify */
+    EVP_PKEY *subject_key;     /* public key to certify, or: */
+    const X509_PUBKEY *subject_spki; /* the same as parsed from a CSR: preferred, it is
+                                        copied as is (OpenSSL's key encoder is slow) */
     const char *uri_san;       /* workload: the SPIFFE ID (or NULL) */
     const char *const *dns;    /* serving: DNS SANs */
     int n_dns;

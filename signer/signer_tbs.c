@@ -7,12 +7,15 @@
  * the rate limit live in signer_limits.c. */
 #include "signer_tbs.h"
 
+#include <pthread.h>
+
 #include <arpa/inet.h>
 #include <stdbool.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
+#include <openssl/ec.h>
 #include <openssl/asn1.h>
 #include <openssl/evp.h>
 #include <openssl/x509v3.h>
@@ -294,33 +297,32 @@ static hsmca_code tbs_check_rsa_key(const uint8_t *k, size_t klen, hsmca_err *e)
     return HSMCA_OK;
 }
 
-/* Second opinion from OpenSSL: the SPKI decodes, re-encodes to the same bytes, has
- * the type our own parse found, and passes the provider's public-key check (for EC
- * that is point on the curve, not infinity, right order). */
-static hsmca_code tbs_check_pkey_openssl(const der_tlv *spki, int want_type, hsmca_err *e)
+/* Our DER walk has already pinned the algorithm bytes and the point's form; what
+ * is left for EC is that the point lies on the curve (with 0x04 it is not the
+ * point at infinity, and P-256/P-384 have cofactor 1, so on the curve means in
+ * the right subgroup). The groups are built once: OpenSSL's generic key decoder
+ * (d2i_PUBKEY) costs more CPU than the token's signature. */
+static EC_GROUP *tbs_groups[2];
+static pthread_once_t tbs_groups_once = PTHREAD_ONCE_INIT;
+
+static void tbs_groups_init(void)
 {
-    const uint8_t *p = spki->raw;
-    EVP_PKEY *pk = d2i_PUBKEY(NULL, &p, (long)spki->raw_len);
-    if (!pk || p != spki->raw + spki->raw_len) {
-        EVP_PKEY_free(pk);
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant 5: subject public key does not decode");
-    }
-    hsmca_code rc = HSMCA_OK;
-    uint8_t *re = NULL;
-    int relen = i2d_PUBKEY(pk, &re);
-    EVP_PKEY_CTX *pc = NULL;
-    if (relen <= 0 || (size_t)relen != spki->raw_len || memcmp(re, spki->raw, spki->raw_len)) {
-        rc = hsmca_fail(e, HSMCA_EINVAL, "invariant 5: subject public key is not DER");
-    } else if (EVP_PKEY_get_base_id(pk) != want_type) {
-        rc = hsmca_fail(e, HSMCA_EPERM, "invariant 5: subject public key type mismatch");
-    } else if (!(pc = EVP_PKEY_CTX_new_from_pkey(NULL, pk, NULL)) ||
-               EVP_PKEY_public_check(pc) != 1) {
-        rc = hsmca_fail(e, HSMCA_EPERM, "invariant 5: subject public key fails the key check");
-    }
-    EVP_PKEY_CTX_free(pc);
-    OPENSSL_free(re);
-    EVP_PKEY_free(pk);
-    return rc;
+    tbs_groups[0] = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1);
+    tbs_groups[1] = EC_GROUP_new_by_curve_name(NID_secp384r1);
+}
+
+static hsmca_code tbs_check_ec_point(int p384, const uint8_t *k, size_t klen, hsmca_err *e)
+{
+    pthread_once(&tbs_groups_once, tbs_groups_init);
+    const EC_GROUP *g = tbs_groups[p384];
+    EC_POINT *pt = g ? EC_POINT_new(g) : NULL;
+    int ok = pt && EC_POINT_oct2point(g, pt, k, klen, NULL) == 1 &&
+             EC_POINT_is_on_curve(g, pt, NULL) == 1 && !EC_POINT_is_at_infinity(g, pt);
+    EC_POINT_free(pt);
+    if (!g)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "invariant 5: no EC group");
+    return ok ? HSMCA_OK
+              : hsmca_fail(e, HSMCA_EPERM, "invariant 5: subject public key fails the key check");
 }
 
 static hsmca_code tbs_check_spki(der_cur *in, hsmca_err *e)
@@ -339,24 +341,20 @@ static hsmca_code tbs_check_spki(der_cur *in, hsmca_err *e)
         return hsmca_fail(e, HSMCA_EINVAL, "invariant 5: subjectPublicKey BIT STRING malformed");
     const uint8_t *k = bits.val + 1;
     size_t klen = bits.len - 1;
-    int type;
     if (der_raw_eq(&alg, SPKI_RSA, sizeof(SPKI_RSA))) {
-        type = EVP_PKEY_RSA;
         rc = tbs_check_rsa_key(k, klen, e);
     } else if (der_raw_eq(&alg, SPKI_P256, sizeof(SPKI_P256)) ||
                der_raw_eq(&alg, SPKI_P384, sizeof(SPKI_P384))) {
         /* Uncompressed points only (RFC 5480 makes them the one MUST). */
-        size_t want = alg.raw_len == sizeof(SPKI_P256) ? 65 : 97;
-        type = EVP_PKEY_EC;
-        if (klen != want || k[0] != 0x04)
-            rc = hsmca_fail(e, HSMCA_EPERM, "invariant 5: EC point must be uncompressed");
+        int p384 = alg.raw_len != sizeof(SPKI_P256);
+        if (klen != (p384 ? 97u : 65u) || k[0] != 0x04)
+            return hsmca_fail(e, HSMCA_EPERM, "invariant 5: EC point must be uncompressed");
+        rc = tbs_check_ec_point(p384, k, klen, e);
     } else {
         return hsmca_fail(e, HSMCA_EPERM,
                           "invariant 5: key must be RSA 2048-8192 or EC P-256/P-384");
     }
-    if (rc != HSMCA_OK)
-        return rc;
-    return tbs_check_pkey_openssl(&spki, type, e);
+    return rc;
 }
 
 /* ---- invariant 6: serial --------------------------------------------------------- */

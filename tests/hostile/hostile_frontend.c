@@ -7,7 +7,10 @@
  * breaking exactly one rule, and breaks the IPC protocol in the ways a
  * compromised peer could. After every refusal and every dropped connection the
  * same signer process must still sign a fresh valid request; at the end its log
- * must not contain the token PIN. */
+ * must not contain the token PIN.
+ *
+ * A second group starts its own signer on its own dev CA with a small token
+ * bucket (invariant 7) and floods it the way a compromised front end would. */
 /* cmocka.h needs these first. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,6 +42,7 @@
 #include <openssl/x509v3.h>
 
 #include "certasm.h"
+#include "config.h"
 #include "fe_tbs.h"
 #include "hsmca_err.h"
 #include "ipc_frame.h"
@@ -46,6 +50,7 @@
 #include "signer.pb-c.h"
 #include "signer_tbs.h"
 #include "testutil.h"
+#include "util.h"
 
 #define HF_SPIFFE_ID "spiffe://cluster.local/ns/default/sa/sleep"
 #define HF_READY_MS 30000 /* first reply: SoftHSM login and start-up checks */
@@ -53,6 +58,7 @@
 #define HF_DROP_MS 5000   /* EOF and the 'K' byte after a protocol violation */
 #define HF_EXIT_MS 10000  /* signer exit after its control channel closes */
 #define HF_MAX_LOG (4 << 20)
+#define HF_FLOOD_MS 30000 /* every reply to the flood of the rate group */
 
 /* The supervisor's view of the one signer process all tests talk to. */
 static struct {
@@ -320,9 +326,9 @@ static uint64_t send_request(int fd, uint32_t profile, const uint8_t *tbs, size_
     return id;
 }
 
-/* Waits for the reply to id (timeout_ms); fails the test on a hang, EOF, a dead
- * signer, a wrong type or a reply to another request. */
-static Hsmca__Ipc__SignReply *await_reply(int fd, uint64_t id, int timeout_ms)
+/* Waits for the next reply, whatever its id (timeout_ms); fails the test on a hang,
+ * EOF, a dead signer or a wrong type. what names the wait in failure messages. */
+static Hsmca__Ipc__SignReply *recv_reply(int fd, int timeout_ms, uint64_t *rid, const char *what)
 {
     static uint8_t buf[IPC_MAX_FRAME];
     for (int waited = 0;; waited += 100) {
@@ -334,28 +340,38 @@ static Hsmca__Ipc__SignReply *await_reply(int fd, uint64_t id, int timeout_ms)
             fail_msg("poll: %s", strerror(errno));
         if (!signer_alive()) {
             dump_log_tail();
-            fail_msg("the signer died while request %llu was pending", (unsigned long long)id);
+            fail_msg("the signer died while %s was pending", what);
         }
         if (waited >= timeout_ms) {
             dump_log_tail();
-            fail_msg("no reply to request %llu within %d ms", (unsigned long long)id, timeout_ms);
+            fail_msg("no reply to %s within %d ms", what, timeout_ms);
         }
     }
     uint8_t type;
-    uint64_t rid;
     const uint8_t *payload;
     size_t plen;
     int eof;
     hsmca_err e;
-    if (ipc_recv(fd, buf, &type, &rid, &payload, &plen, &eof, &e) != HSMCA_OK) {
+    if (ipc_recv(fd, buf, &type, rid, &payload, &plen, &eof, &e) != HSMCA_OK) {
         dump_log_tail();
-        fail_msg("ipc_recv (request %llu): %s%s", (unsigned long long)id, e.msg,
+        fail_msg("ipc_recv (%s): %s%s", what, e.msg,
                  eof ? " (the signer closed the connection)" : "");
     }
     assert_int_equal(type, IPC_SIGN_REPLY);
-    assert_int_equal(rid, id);
     Hsmca__Ipc__SignReply *rep = hsmca__ipc__sign_reply__unpack(NULL, plen, payload);
     assert_non_null(rep);
+    return rep;
+}
+
+/* Waits for the reply to id (timeout_ms); as recv_reply, and a reply to another
+ * request fails the test too. */
+static Hsmca__Ipc__SignReply *await_reply(int fd, uint64_t id, int timeout_ms)
+{
+    char what[64];
+    snprintf(what, sizeof(what), "request %llu", (unsigned long long)id);
+    uint64_t rid = 0;
+    Hsmca__Ipc__SignReply *rep = recv_reply(fd, timeout_ms, &rid, what);
+    assert_int_equal(rid, id);
     return rep;
 }
 
@@ -567,9 +583,11 @@ static pid_t spawn_signer(int ipc_child, int ctl_child)
     return pid;
 }
 
-static int group_setup(void **state)
+/* Makes a dev CA in a new directory named after prefix, lets prepare (when not
+ * NULL) change it, and starts a signer on it with fresh socketpairs. 0 on success. */
+static int start_signer(const char *prefix, int (*prepare)(void))
 {
-    hf.dir = tu_mkdtemp("hostile");
+    hf.dir = tu_mkdtemp(prefix);
     if (tu_dev_init(hf.dir, "ec-p256") != 0)
         return -1;
     snprintf(hf.conf, sizeof(hf.conf), "%s/hsmca.yaml", hf.dir);
@@ -580,6 +598,8 @@ static int group_setup(void **state)
         fprintf(stderr, "cannot load %s\n", path);
         return -1;
     }
+    if (prepare && prepare() != 0)
+        return -1;
     int ipc[2], ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ipc) != 0 ||
         socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0)
@@ -597,6 +617,12 @@ static int group_setup(void **state)
     return 0;
 }
 
+static int group_setup(void **state)
+{
+    return start_signer("hostile", NULL);
+}
+
+/* Also leaves hf idle, so that the next group can start its own signer. */
 static int group_teardown(void **state)
 {
     if (hf.pid > 0) { /* a test failed before the orderly stop */
@@ -608,9 +634,54 @@ static int group_teardown(void **state)
         close(hf.ipc);
     if (hf.ctl >= 0)
         close(hf.ctl);
+    hf.ipc = hf.ctl = -1;
     X509_free(hf.ca);
+    hf.ca = NULL;
     free(hf.dir);
+    hf.dir = NULL;
     return 0;
+}
+
+/* Closes the control channel like a supervisor that went away: the signer must
+ * stop cleanly within HF_EXIT_MS. */
+static void stop_signer(void)
+{
+    assert_true(signer_alive());
+    close(hf.ctl);
+    hf.ctl = -1;
+    int st = 0, waited = 0;
+    pid_t r;
+    while ((r = waitpid(hf.pid, &st, WNOHANG)) == 0 && waited < HF_EXIT_MS) {
+        usleep(50 * 1000);
+        waited += 50;
+    }
+    if (r != hf.pid) {
+        dump_log_tail();
+        fail_msg("the signer did not exit within %d ms of its control channel closing", HF_EXIT_MS);
+    }
+    hf.pid = 0;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        dump_log_tail();
+        fail_msg("the signer did not exit cleanly (status 0x%x)", st);
+    }
+}
+
+/* The signer's whole log (malloc'd), checked to be free of the PIN. */
+static char *read_log_without_pin(void)
+{
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/pin", hf.dir);
+    char *pin = read_text(path, 256);
+    assert_non_null(pin);
+    pin[strcspn(pin, "\r\n")] = '\0';
+    assert_true(strlen(pin) >= 8);
+    char *log = read_text(hf.log, HF_MAX_LOG);
+    assert_non_null(log);
+    if (strstr(log, pin))
+        fail_msg("the signer logged the PIN (%s)", hf.log);
+    OPENSSL_cleanse(pin, strlen(pin));
+    free(pin);
+    return log;
 }
 
 /* ---- the tests ------------------------------------------------------------------- */
@@ -902,40 +973,250 @@ static void test_violation_empty_packet(void **state)
  * cleanly. Then its whole log must be free of the PIN. */
 static void test_stop_and_no_pin_in_log(void **state)
 {
-    assert_true(signer_alive());
-    close(hf.ctl);
-    hf.ctl = -1;
-    int st = 0, waited = 0;
-    pid_t r;
-    while ((r = waitpid(hf.pid, &st, WNOHANG)) == 0 && waited < HF_EXIT_MS) {
-        usleep(50 * 1000);
-        waited += 50;
-    }
-    if (r != hf.pid) {
-        dump_log_tail();
-        fail_msg("the signer did not exit within %d ms of its control channel closing", HF_EXIT_MS);
-    }
-    hf.pid = 0;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        dump_log_tail();
-        fail_msg("the signer did not exit cleanly (status 0x%x)", st);
-    }
-
-    char path[1100];
-    snprintf(path, sizeof(path), "%s/pin", hf.dir);
-    char *pin = read_text(path, 256);
-    assert_non_null(pin);
-    pin[strcspn(pin, "\r\n")] = '\0';
-    assert_true(strlen(pin) >= 8);
-    char *log = read_text(hf.log, HF_MAX_LOG);
-    assert_non_null(log);
+    stop_signer();
+    char *log = read_log_without_pin();
     /* The log is the real one: it saw the start and the violations above. */
     assert_non_null(strstr(log, "signer ready"));
     assert_non_null(strstr(log, "protocol violation"));
-    if (strstr(log, pin))
-        fail_msg("the signer logged the PIN (%s)", hf.log);
-    OPENSSL_cleanse(pin, strlen(pin));
-    free(pin);
+    free(log);
+}
+
+/* ---- invariant 7: the rate group, with its own signer and its own dev CA ---------- */
+
+#define HR_RATE 5   /* issuance.rate_per_second of the rate group's signer */
+#define HR_BURST 10 /* issuance.rate_burst */
+#define HR_FLOOD 60 /* requests a compromised front end puts in flight at once */
+
+/* What the flood leaves for the tests after it. */
+static struct {
+    uint8_t *refused_tbs; /* a valid TBS refused for rate (malloc'd), NULL if none */
+    size_t refused_len;
+} hr;
+
+static int line_has_key(const char *line, size_t n, const char *key)
+{
+    size_t k = strlen(key);
+    return n > k + 2 && !memcmp(line, "  ", 2) && !memcmp(line + 2, key, k) && line[2 + k] == ':';
+}
+
+/* in with issuance.rate_per_second and rate_burst set to ours and every other line
+ * kept as it was; rate lines it already had are dropped, so no key repeats (the
+ * config parser refuses duplicates). Returns a malloc'd buffer of *out_len bytes. */
+static char *rate_yaml(const char *in, size_t len, size_t *out_len)
+{
+    size_t cap = len + 256, o = 0;
+    char *out = malloc(cap);
+    int in_issuance = 0, inserted = 0;
+    for (const char *line = in; out && line < in + len;) {
+        const char *nl = memchr(line, '\n', (size_t)(in + len - line));
+        size_t n = nl ? (size_t)(nl - line) : (size_t)(in + len - line);
+        int top = n > 0 && line[0] != ' ' && line[0] != '#';
+        if (top)
+            in_issuance = n == strlen("issuance:") && !memcmp(line, "issuance:", n);
+        if (!(in_issuance && !top &&
+              (line_has_key(line, n, "rate_per_second") || line_has_key(line, n, "rate_burst")))) {
+            memcpy(out + o, line, n);
+            o += n;
+            out[o++] = '\n';
+        }
+        if (top && in_issuance) {
+            o += (size_t)snprintf(out + o, cap - o, "  rate_per_second: %d\n  rate_burst: %d\n",
+                                  HR_RATE, HR_BURST);
+            inserted = 1;
+        }
+        line += n + 1;
+    }
+    if (out && !inserted)
+        o += (size_t)snprintf(out + o, cap - o,
+                              "issuance:\n  rate_per_second: %d\n  rate_burst: %d\n", HR_RATE,
+                              HR_BURST);
+    *out_len = o;
+    return out;
+}
+
+/* Rewrites DIR/hsmca.yaml before the signer starts, then checks with the real
+ * parser that the rate fields, and only they, changed. */
+static int rate_prepare(void)
+{
+    hsmca_config *before = malloc(sizeof(*before)), *after = malloc(sizeof(*after));
+    char *in = NULL, *out = NULL;
+    size_t len = 0, out_len = 0;
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    int rc = -1;
+    if (!before || !after || util_read_file(hf.conf, 1 << 20, &in, &len, &e) != HSMCA_OK ||
+        config_load(hf.conf, before, &e) != HSMCA_OK || !(out = rate_yaml(in, len, &out_len)) ||
+        util_write_file_atomic(hf.conf, out, out_len, 0644, &e) != HSMCA_OK ||
+        config_load(hf.conf, after, &e) != HSMCA_OK || config_validate(after, &e) != HSMCA_OK) {
+        fprintf(stderr, "rewriting %s: %s\n", hf.conf, e.msg[0] ? e.msg : "out of memory");
+        goto done;
+    }
+    if (after->rate_per_second != HR_RATE || after->rate_burst != HR_BURST ||
+        before->rate_per_second == HR_RATE) {
+        fprintf(stderr, "%s: rate %u/s burst %u after the rewrite (before: %u/s)\n", hf.conf,
+                after->rate_per_second, after->rate_burst, before->rate_per_second);
+        goto done;
+    }
+    /* Both structs come from config_defaults' memset and the same parser, so
+     * everything but the two fields must be byte for byte the same. */
+    after->rate_per_second = before->rate_per_second;
+    after->rate_burst = before->rate_burst;
+    if (memcmp(before, after, sizeof(*before)) != 0) {
+        fprintf(stderr, "%s: the rewrite changed more than issuance.rate_*\n", hf.conf);
+        goto done;
+    }
+    fprintf(stderr, "%s: issuance.rate_per_second %d, rate_burst %d\n", hf.conf, HR_RATE, HR_BURST);
+    rc = 0;
+done:
+    free(before);
+    free(after);
+    free(in);
+    free(out);
+    return rc;
+}
+
+static int rate_group_setup(void **state)
+{
+    group_teardown(state); /* whatever the first group left if its setup failed */
+    return start_signer("hostile-rate", rate_prepare);
+}
+
+static int rate_group_teardown(void **state)
+{
+    free(hr.refused_tbs);
+    hr.refused_tbs = NULL;
+    return group_teardown(state);
+}
+
+/* The refusal of invariant 7, with the limits this group configured: proof that
+ * the signer took them from the rewritten hsmca.yaml. */
+static void assert_rate_refusal(const Hsmca__Ipc__SignReply *rep)
+{
+    char limits[64];
+    snprintf(limits, sizeof(limits), "(%d/s, burst %d)", HR_RATE, HR_BURST);
+    assert_int_equal(rep->code, HSMCA_ERATE);
+    assert_non_null(rep->reason);
+    if (!strstr(rep->reason, "invariant 7: signing rate limit") || !strstr(rep->reason, limits))
+        fail_msg("rate refusal \"%s\" does not name \"invariant 7: signing rate limit\" %s",
+                 rep->reason, limits);
+    assert_int_equal(rep->certificate.len, 0);
+}
+
+/* Waits for start-up with one signature (a token), then long enough for the
+ * bucket to be full again, so the flood meets exactly HR_BURST tokens. */
+static void test_rate_ready(void **state)
+{
+    size_t len;
+    uint8_t *tbs = valid_tbs(&len);
+    uint64_t id = send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs, len);
+    Hsmca__Ipc__SignReply *rep = await_reply(hf.ipc, id, HF_READY_MS);
+    assert_signed(rep, tbs, len);
+    hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
+    OPENSSL_free(tbs);
+    usleep(1000 * 1000); /* one token back takes 1/HR_RATE s */
+}
+
+/* A compromised front end puts HR_FLOOD valid, distinct requests in flight at
+ * once. The bucket holds HR_BURST and refills HR_RATE per second, so at most
+ * HR_BURST + HR_RATE * elapsed (rounded up, +1 for timing slack) may be signed;
+ * every other reply must be the rate refusal; every signature must verify. The
+ * full burst must be served: all of it is there when the flood starts. */
+static void test_rate_flood_capped(void **state)
+{
+    uint8_t *tbs[HR_FLOOD];
+    size_t len[HR_FLOOD];
+    int seen[HR_FLOOD] = {0};
+    for (int i = 0; i < HR_FLOOD; i++)
+        tbs[i] = valid_tbs(&len[i]); /* built first, so the sends go back to back */
+
+    double t0 = util_mono_now();
+    uint64_t first = hf.next_id;
+    for (int i = 0; i < HR_FLOOD; i++)
+        assert_int_equal(send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs[i], len[i]),
+                         first + (uint64_t)i);
+
+    int n_signed = 0, n_refused = 0;
+    for (int got = 0; got < HR_FLOOD; got++) {
+        int left_ms = HF_FLOOD_MS - (int)((util_mono_now() - t0) * 1000.0);
+        if (left_ms <= 0)
+            fail_msg("only %d of %d replies to the flood within %d ms", got, HR_FLOOD, HF_FLOOD_MS);
+        uint64_t rid = 0;
+        Hsmca__Ipc__SignReply *rep = recv_reply(hf.ipc, left_ms, &rid, "the flood");
+        if (rid < first || rid >= first + HR_FLOOD || seen[rid - first])
+            fail_msg("reply id %llu: not one of the flood's, or a second reply",
+                     (unsigned long long)rid);
+        size_t i = (size_t)(rid - first);
+        seen[i] = 1;
+        if (rep->code == HSMCA_OK) {
+            assert_signed(rep, tbs[i], len[i]);
+            n_signed++;
+        } else {
+            assert_rate_refusal(rep);
+            n_refused++;
+            if (!hr.refused_tbs) { /* kept for test_rate_refusal_keeps_serial */
+                hr.refused_tbs = malloc(len[i]);
+                assert_non_null(hr.refused_tbs);
+                memcpy(hr.refused_tbs, tbs[i], len[i]);
+                hr.refused_len = len[i];
+            }
+        }
+        hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
+    }
+    double elapsed = util_mono_now() - t0;
+    double refill = elapsed * HR_RATE;
+    int max_signed = HR_BURST + (int)refill + ((double)(int)refill < refill) + 1;
+    fprintf(stderr,
+            "  flood of %d in %.3f s: %d signed (at most %d allowed), %d refused for rate\n",
+            HR_FLOOD, elapsed, n_signed, max_signed, n_refused);
+    for (int i = 0; i < HR_FLOOD; i++)
+        OPENSSL_free(tbs[i]);
+    if (n_signed > max_signed)
+        fail_msg("%d of %d signed in %.3f s: the bucket (%d/s, burst %d) allows at most %d",
+                 n_signed, HR_FLOOD, elapsed, HR_RATE, HR_BURST, max_signed);
+    if (n_signed < HR_BURST)
+        fail_msg("only %d signed: a full bucket must serve its burst of %d", n_signed, HR_BURST);
+    assert_int_equal(n_signed + n_refused, HR_FLOOD);
+    assert_true(signer_alive());
+}
+
+/* The bucket refills: ~1.2 s after the flood (6 tokens at 5/s) a valid request
+ * is signed again by the same process. */
+static void test_rate_refills(void **state)
+{
+    assert_true(signer_alive());
+    usleep(1200 * 1000);
+    assert_true(signer_alive());
+    assert_signs_fresh();
+    assert_true(signer_alive());
+}
+
+/* A refusal for rate must not burn the serial: sign_one takes a token before it
+ * records the serial, so the very TBS refused in the flood is signed now. Sent
+ * once more it is refused for its serial, so the signature above was not for
+ * want of a serial check. (4 tokens here and in test_rate_refills: the bucket
+ * holds at least 6.) */
+static void test_rate_refusal_keeps_serial(void **state)
+{
+    if (!hr.refused_tbs)
+        fail_msg("the flood left no TBS refused for rate");
+    Hsmca__Ipc__SignReply *rep = sign(TBS_PROFILE_WORKLOAD, hr.refused_tbs, hr.refused_len);
+    if (rep->code == HSMCA_EPERM && strstr(rep->reason, "invariant 6"))
+        fail_msg("the serial of a TBS refused for rate was burned: \"%s\"", rep->reason);
+    assert_signed(rep, hr.refused_tbs, hr.refused_len);
+    hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
+    assert_refused(TBS_PROFILE_WORKLOAD, hr.refused_tbs, hr.refused_len, HSMCA_EPERM,
+                   "invariant 6", "serial issued before");
+    assert_true(signer_alive());
+}
+
+/* The rate group's signer stops cleanly too; its log names the rate refusals and
+ * not the PIN. */
+static void test_rate_stop(void **state)
+{
+    stop_signer();
+    char *log = read_log_without_pin();
+    assert_non_null(strstr(log, "signer ready"));
+    assert_non_null(strstr(log, "invariant 7: signing rate limit"));
     free(log);
 }
 
@@ -969,5 +1250,16 @@ int main(void)
         cmocka_unit_test(test_violation_empty_packet),
         cmocka_unit_test(test_stop_and_no_pin_in_log),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    const struct CMUnitTest rate_tests[] = {
+        cmocka_unit_test(test_rate_ready),
+        cmocka_unit_test(test_rate_flood_capped),
+        cmocka_unit_test(test_rate_refills),
+        cmocka_unit_test(test_rate_refusal_keeps_serial),
+        cmocka_unit_test(test_rate_stop),
+    };
+    int failed = cmocka_run_group_tests_name("signer invariants 1-6 and the IPC", tests,
+                                             group_setup, group_teardown);
+    failed += cmocka_run_group_tests_name("signer invariant 7: rate", rate_tests,
+                                          rate_group_setup, rate_group_teardown);
+    return failed;
 }

@@ -318,6 +318,54 @@ static void test_workload(void **state)
         }
 }
 
+/* The CSR path: the key comes as the CSR's parsed SubjectPublicKeyInfo and is
+ * copied, not re-encoded; the certificate must be the same as from the EVP_PKEY. */
+static void test_workload_from_csr_spki(void **state)
+{
+    (void)state;
+    EVP_PKEY *leaves[] = {leaf_ec, leaf_rsa};
+    for (int j = 0; j < 2; j++) {
+        X509_REQ *req = X509_REQ_new();
+        assert_non_null(req);
+        assert_true(X509_REQ_set_pubkey(req, leaves[j]));
+        unsigned char *want = NULL;
+        int want_len = i2d_PUBKEY(leaves[j], &want);
+        assert_true(want_len > 0);
+        /* Through DER and back, as a CSR from the wire would be. */
+        unsigned char *req_der = NULL;
+        assert_true(X509_REQ_sign(req, leaves[j], EVP_sha256()) > 0);
+        int req_len = i2d_X509_REQ(req, &req_der);
+        const unsigned char *rp = req_der;
+        X509_REQ *parsed = d2i_X509_REQ(NULL, &rp, req_len);
+        assert_non_null(parsed);
+
+        fe_tbs_params p = {.subject_spki = X509_REQ_get_X509_PUBKEY(parsed), .uri_san = ME,
+                           .now = (int64_t)time(NULL), .ttl = 86400};
+        p.ca_cert = ec_ca.cert;
+        p.sig_nid = certasm_sig_nid_for_key(ec_ca.key);
+        fe_tbs_params only_spki = p;
+        only_spki.subject_key = NULL;
+        p.subject_key = leaves[j]; /* check_cert compares against it */
+        uint8_t *tbs = NULL;
+        size_t len = 0;
+        hsmca_err e;
+        assert_int_equal(fe_tbs_build(&only_spki, &tbs, &len, &e), HSMCA_OK);
+        X509 *x = sign_and_parse(&ec_ca, only_spki.sig_nid, tbs, len);
+        check_cert(&ec_ca, &p, tbs, len, x);
+        unsigned char *got = NULL;
+        int got_len = i2d_X509_PUBKEY(X509_get_X509_PUBKEY(x), &got);
+        assert_int_equal(got_len, want_len);
+        assert_memory_equal(got, want, (size_t)want_len);
+        OPENSSL_free(got);
+        OPENSSL_free(want);
+        OPENSSL_free(req_der);
+        OPENSSL_free(tbs);
+        X509_free(x);
+        X509_REQ_free(parsed);
+        X509_REQ_free(req);
+    }
+}
+
 static void test_serving_and_times(void **state)
 {
     (void)state;
@@ -421,6 +469,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_workload),
+        cmocka_unit_test(test_workload_from_csr_spki),
         cmocka_unit_test(test_serving_and_times),
         cmocka_unit_test(test_serials_differ),
         cmocka_unit_test(test_refusals),

@@ -1,0 +1,4 @@
+ 
+
+	ClusterID
+Kubernetes

@@ -1,0 +1,69 @@
+/* fuzz_ca.c - see fuzz_ca.h. */
+#include "fuzz_ca.h"
+
+#include <stdint.h>
+#include <time.h>
+
+#include <openssl/x509v3.h>
+
+#include "fuzz_common.h"
+
+/* Fixed, so the AKI of every seed TBS names this CA whatever its key. */
+#define FUZZ_CA_SKI "5A:11:C0:FF:EE:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE"
+
+static int add_ext(X509 *x, int nid, const char *value)
+{
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+    int ok = ext && X509_add_ext(x, ext, -1) == 1;
+    X509_EXTENSION_free(ext);
+    return ok;
+}
+
+X509 *fuzz_ca_new(EVP_PKEY **key)
+{
+    EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    X509 *x = X509_new();
+    X509_NAME *n = x ? X509_get_subject_name(x) : NULL;
+    int ok = k && x && X509_set_version(x, X509_VERSION_3) &&
+             ASN1_INTEGER_set(X509_get_serialNumber(x), 1) &&
+             X509_NAME_add_entry_by_txt(n, "O", MBSTRING_ASC,
+                                        (const unsigned char *)"hsmca fuzz", -1, -1, 0) &&
+             X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC,
+                                        (const unsigned char *)"fuzz root", -1, -1, 0) &&
+             X509_set_issuer_name(x, n) &&
+             ASN1_TIME_set(X509_getm_notBefore(x), (time_t)(FUZZ_NOW - 365 * 86400)) &&
+             ASN1_TIME_set(X509_getm_notAfter(x), (time_t)(FUZZ_NOW + 5 * 365 * 86400)) &&
+             X509_set_pubkey(x, k) && add_ext(x, NID_basic_constraints, "critical,CA:TRUE") &&
+             add_ext(x, NID_key_usage, "critical,keyCertSign,cRLSign") &&
+             add_ext(x, NID_subject_key_identifier, FUZZ_CA_SKI) &&
+             X509_sign(x, k, EVP_sha256()) > 0;
+    if (!ok) {
+        X509_free(x);
+        EVP_PKEY_free(k);
+        return NULL;
+    }
+    if (key)
+        *key = k;
+    else
+        EVP_PKEY_free(k);
+    return x;
+}
+
+tbs_policy fuzz_ca_policy(X509 *ca)
+{
+    tbs_policy p = {
+        .ca_cert = ca,
+        .ca_sig_nid = NID_ecdsa_with_SHA256,
+        .max_ttl = 86400,
+        .serving_max_ttl = 7 * 86400,
+        .trust_domains = {FUZZ_TRUST_DOMAIN},
+        .n_trust_domains = 1,
+        .serving_dns = {"localhost", "hsmca.hsmca-system.svc"},
+        .n_serving_dns = 2,
+        .serving_ips = {"127.0.0.1", "::1"},
+        .n_serving_ips = 2,
+    };
+    return p;
+}

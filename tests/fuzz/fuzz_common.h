@@ -1,0 +1,16 @@
+/* fuzz_common.h - constants shared by the fuzz targets and their seed corpus.
+ *
+ * The seeds under corpus/ were made for exactly these values (a JWT's iat/exp,
+ * a TBS's validity and issuer): change them and regenerate the seeds. */
+#ifndef HSMCA_FUZZ_COMMON_H
+#define HSMCA_FUZZ_COMMON_H
+
+/* "Now" for every target that checks time: 2023-11-14T22:13:20Z. */
+#define FUZZ_NOW ((int64_t)1700000000)
+
+#define FUZZ_JWT_ISS "https://issuer.fuzz.example"
+#define FUZZ_JWT_AUD "istio-ca"
+
+#define FUZZ_TRUST_DOMAIN "cluster.local"
+
+#endif
