@@ -101,18 +101,22 @@ static CK_RV generate_pair(p11_module *m, CK_SESSION_HANDLE s, const char *label
     util_random(id, sizeof(id));
     CK_ULONG llen = strlen(label);
 
-    CK_ATTRIBUTE pub[6] = {
-        {CKA_TOKEN, &yes, sizeof(yes)},
-        {CKA_VERIFY, &yes, sizeof(yes)},
-        {CKA_LABEL, (void *)label, llen},
-        {CKA_ID, id, sizeof(id)},
+    /* A CA key signs and does nothing else: every other use is switched off
+     * explicitly, since tokens differ in their defaults (SoftHSM sets unwrap). */
+    CK_ATTRIBUTE pub[9] = {
+        {CKA_TOKEN, &yes, sizeof(yes)},    {CKA_VERIFY, &yes, sizeof(yes)},
+        {CKA_ENCRYPT, &no, sizeof(no)},    {CKA_WRAP, &no, sizeof(no)},
+        {CKA_VERIFY_RECOVER, &no, sizeof(no)},
+        {CKA_LABEL, (void *)label, llen},  {CKA_ID, id, sizeof(id)},
     };
-    CK_ULONG npub = 4;
+    CK_ULONG npub = 7;
     CK_ATTRIBUTE priv[] = {
-        {CKA_TOKEN, &yes, sizeof(yes)},     {CKA_PRIVATE, &yes, sizeof(yes)},
-        {CKA_SENSITIVE, &yes, sizeof(yes)}, {CKA_EXTRACTABLE, &no, sizeof(no)},
-        {CKA_SIGN, &yes, sizeof(yes)},      {CKA_DECRYPT, &no, sizeof(no)},
-        {CKA_LABEL, (void *)label, llen},   {CKA_ID, id, sizeof(id)},
+        {CKA_TOKEN, &yes, sizeof(yes)},      {CKA_PRIVATE, &yes, sizeof(yes)},
+        {CKA_SENSITIVE, &yes, sizeof(yes)},  {CKA_EXTRACTABLE, &no, sizeof(no)},
+        {CKA_SIGN, &yes, sizeof(yes)},       {CKA_DECRYPT, &no, sizeof(no)},
+        {CKA_UNWRAP, &no, sizeof(no)},       {CKA_DERIVE, &no, sizeof(no)},
+        {CKA_SIGN_RECOVER, &no, sizeof(no)}, {CKA_LABEL, (void *)label, llen},
+        {CKA_ID, id, sizeof(id)},
     };
     CK_MECHANISM mech = {0, NULL, 0};
     if (type == P11_KEY_EC_P256) {

@@ -55,6 +55,20 @@ class CliTests(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("PERMISSION_DENIED: SAN policy", r.stderr)
 
+    def test_token_inspectable_and_ca_key_sign_only(self):
+        """What the README promises an operator sees with pkcs11-tool."""
+        with open(os.path.join(self.server.dir, "pin")) as f:
+            pin = f.read().strip()
+        self.assertEqual(os.stat(os.path.join(self.server.dir, "pin")).st_mode & 0o777, 0o600)
+        env = dict(os.environ, SOFTHSM2_CONF=os.path.join(self.server.dir, "softhsm2.conf"))
+        out = subprocess.run(["pkcs11-tool", "--module", "/usr/lib/softhsm/libsofthsm2.so",
+                              "--login", "--pin", pin, "-O"], capture_output=True, text=True,
+                             env=env, timeout=30).stdout
+        private = out[out.index("Private Key Object"):out.index("Public Key Object")]
+        self.assertIn("label:      ca-key", private)
+        self.assertRegex(private, r"Usage:\s+sign\n")  # sign only: no unwrap, decrypt, derive
+        self.assertIn("Access:     sensitive, always sensitive, never extractable, local", private)
+
     def test_help_on_every_subcommand(self):
         for argv in (["--help"], ["dev", "--help"], ["dev", "init", "--help"],
                      ["dev", "token", "--help"], ["serve", "--help"], ["request", "--help"],
