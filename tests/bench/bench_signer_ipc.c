@@ -191,14 +191,18 @@ static void *build_range(void *arg)
 {
     build_job *j = arg;
     EVP_PKEY *leaf = EVP_EC_gen("P-256");
+    /* The key as the front end has it: a CSR's parsed SubjectPublicKeyInfo. */
+    X509_REQ *req = X509_REQ_new();
+    if (!req || !leaf || !X509_REQ_set_pubkey(req, leaf))
+        j->bad = 1;
     uint8_t csr_hash[32] = {0};
     fe_tbs_params p = {.ca_cert = j->ca,
                        .sig_nid = certasm_sig_nid_for_key(X509_get0_pubkey(j->ca)),
-                       .subject_key = leaf,
+                       .subject_spki = req ? X509_REQ_get_X509_PUBKEY(req) : NULL,
                        .uri_san = BENCH_SPIFFE,
                        .now = util_wall_now(),
                        .ttl = 3600};
-    j->bad = !leaf;
+    j->bad = j->bad || !leaf;
     for (size_t i = j->from; i < j->to && !j->bad; i++) {
         uint8_t *tbs = NULL;
         size_t tbs_len = 0;
@@ -220,6 +224,7 @@ static void *build_range(void *arg)
             hsmca__ipc__sign_request__pack(&r, j->msgs[i].buf);
         OPENSSL_free(tbs);
     }
+    X509_REQ_free(req);
     EVP_PKEY_free(leaf);
     return NULL;
 }
