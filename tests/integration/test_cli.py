@@ -69,6 +69,19 @@ class CliTests(unittest.TestCase):
         self.assertRegex(private, r"Usage:\s+sign\n")  # sign only: no unwrap, decrypt, derive
         self.assertIn("Access:     sensitive, always sensitive, never extractable, local", private)
 
+    def handshake(self, *flags):
+        r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % self.server.port,
+                            "-alpn", "h2", "-servername", "localhost"] + list(flags),
+                           input=b"", capture_output=True, timeout=20)
+        return r.stdout.decode(errors="replace")
+
+    def test_tls_1_2_and_1_3_only(self):
+        self.assertIn("New, TLSv1.3,", self.handshake("-tls1_3"))
+        self.assertIn("New, TLSv1.2,", self.handshake("-tls1_2"))
+        # A client willing to speak TLS 1.1 (security level lowered on its side) is refused.
+        out = self.handshake("-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0")
+        self.assertIn("Cipher is (NONE)", out)
+
     def test_help_on_every_subcommand(self):
         for argv in (["--help"], ["dev", "--help"], ["dev", "init", "--help"],
                      ["dev", "token", "--help"], ["serve", "--help"], ["request", "--help"],
