@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages hsmca needs to build, run and test.
 # Idempotent: installs only what is missing. Needs root (or sudo).
 set -eu
-PKGS="build-essential cmake pkg-config clang
+PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libssl-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 libjansson-dev libyaml-dev libseccomp-dev libcmocka-dev libp11-dev libp11-kit-dev
 softhsm2 opensc openssl
