@@ -16,9 +16,6 @@
 #include <unistd.h>
 
 #include <grpc/grpc.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 
 #include "certasm.h"
 #include "config.h"

@@ -64,7 +64,12 @@ class CliTests(unittest.TestCase):
         out = subprocess.run(["pkcs11-tool", "--module", "/usr/lib/softhsm/libsofthsm2.so",
                               "--login", "--pin", pin, "-O"], capture_output=True, text=True,
                              env=env, timeout=30).stdout
-        private = out[out.index("Private Key Object"):out.index("Public Key Object")]
+        # One block per object, in the token's own order: a header line, then
+        # indented attribute lines.
+        blocks = re.split(r"\n(?=\S)", out)
+        private = [b for b in blocks if b.startswith("Private Key Object")]
+        self.assertEqual(len(private), 1, out)
+        private = private[0] + "\n"
         self.assertIn("label:      ca-key", private)
         self.assertRegex(private, r"Usage:\s+sign\n")  # sign only: no unwrap, decrypt, derive
         self.assertIn("Access:     sensitive, always sensitive, never extractable, local", private)
