@@ -24,9 +24,14 @@ typedef struct {
     double deadline;
 } fe_pending;
 
+/* Two locks, so that no thread ever waits for I/O while holding what the IPC
+ * thread needs to read replies: a sender blocked on a full socket must not stop
+ * the replies that would let the signer drain it (that would deadlock both). */
 struct fe_ipc {
-    pthread_mutex_t lock;
-    int fd;      /* current signer connection, -1 when down */
+    pthread_mutex_t lock;    /* pending table and next_id; never held across I/O */
+    pthread_rwlock_t conn;   /* fd: read-held while sending, write-held to replace */
+    int fd;                  /* current signer connection, -1 when down; only the IPC
+                                thread changes it */
     int ctl_fd;
     uint64_t next_id;
     fe_pending pending[FE_IPC_MAX_INFLIGHT];
@@ -35,10 +40,23 @@ struct fe_ipc {
 
 int fe_ipc_connected(fe_ipc *c)
 {
-    pthread_mutex_lock(&c->lock);
+    pthread_rwlock_rdlock(&c->conn);
     int up = c->fd >= 0;
-    pthread_mutex_unlock(&c->lock);
+    pthread_rwlock_unlock(&c->conn);
     return up;
+}
+
+/* Takes back a slot whose request could not be sent. 0 when the IPC thread got
+ * there first (it has completed the request through its callback). */
+static int reclaim(fe_ipc *c, uint64_t id)
+{
+    pthread_mutex_lock(&c->lock);
+    fe_pending *p = &c->pending[id % FE_IPC_MAX_INFLIGHT];
+    int mine = p->id == id;
+    if (mine)
+        memset(p, 0, sizeof(*p));
+    pthread_mutex_unlock(&c->lock);
+    return mine;
 }
 
 hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint8_t *tbs, size_t tbs_len,
@@ -62,25 +80,28 @@ hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint8_t *tbs, size_t
         return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     hsmca__ipc__sign_request__pack(&req, buf);
 
+    /* The slot is filled before the send, so a fast reply always finds it. */
     pthread_mutex_lock(&c->lock);
-    hsmca_code rc = HSMCA_OK;
     uint64_t id = ++c->next_id;
     fe_pending *p = &c->pending[id % FE_IPC_MAX_INFLIGHT];
-    if (c->fd < 0) {
-        rc = hsmca_fail(e, HSMCA_EUNAVAIL, "signer unavailable: not connected");
-    } else if (p->id != 0) {
-        rc = hsmca_fail(e, HSMCA_ERATE, "too many signing requests in flight");
-    } else {
+    int busy = p->id != 0;
+    if (!busy)
         *p = (fe_pending){id, cb, arg, util_mono_now() + FE_IPC_TIMEOUT_S};
-        /* Send under the lock: a reply can then never race ahead of the slot. */
-        rc = ipc_send(c->fd, IPC_SIGN_REQ, id, buf, n, e);
-        if (rc != HSMCA_OK) {
-            memset(p, 0, sizeof(*p));
-            rc = hsmca_fail(e, HSMCA_EUNAVAIL, "signer unavailable: %s", e->msg);
-        }
-    }
     pthread_mutex_unlock(&c->lock);
+    if (busy) {
+        free(buf);
+        return hsmca_fail(e, HSMCA_ERATE, "too many signing requests in flight");
+    }
+
+    pthread_rwlock_rdlock(&c->conn);
+    hsmca_code rc = c->fd < 0 ? hsmca_fail(e, HSMCA_EUNAVAIL, "signer unavailable: not connected")
+                              : ipc_send(c->fd, IPC_SIGN_REQ, id, buf, n, e);
+    pthread_rwlock_unlock(&c->conn);
     free(buf);
+    if (rc == HSMCA_OK || !reclaim(c, id))
+        return HSMCA_OK; /* sent, or already completed by the IPC thread */
+    if (rc != HSMCA_EUNAVAIL)
+        rc = hsmca_fail(e, HSMCA_EUNAVAIL, "signer unavailable: %s", e->msg);
     return rc;
 }
 
@@ -100,13 +121,20 @@ static void fail_pending(fe_ipc *c, int only_overdue, const char *why)
     }
 }
 
+/* Replaces the connection (newfd -1: none). Only the IPC thread calls this. */
+static void set_connection(fe_ipc *c, int newfd)
+{
+    pthread_rwlock_wrlock(&c->conn);
+    int old = c->fd;
+    c->fd = newfd;
+    pthread_rwlock_unlock(&c->conn);
+    if (old >= 0)
+        close(old);
+}
+
 static void drop_connection(fe_ipc *c, const char *why)
 {
-    pthread_mutex_lock(&c->lock);
-    if (c->fd >= 0)
-        close(c->fd);
-    c->fd = -1;
-    pthread_mutex_unlock(&c->lock);
+    set_connection(c, -1);
     log_warn("signer connection lost: %s", why);
     fail_pending(c, 0, "signer unavailable: connection lost");
 }
@@ -163,14 +191,10 @@ static void take_new_connection(fe_ipc *c)
         log_warn("control channel: %s", e.msg);
         return;
     }
-    pthread_mutex_lock(&c->lock);
-    int old = c->fd;
-    c->fd = fd;
-    pthread_mutex_unlock(&c->lock);
-    if (old >= 0) {
-        close(old);
+    int had = c->fd >= 0;
+    set_connection(c, fd);
+    if (had)
         fail_pending(c, 0, "signer unavailable: signer restarted");
-    }
     log_info("connected to a new signer");
 }
 
@@ -179,9 +203,7 @@ static void *ipc_thread(void *arg)
     fe_ipc *c = arg;
     double last_scan = util_mono_now();
     for (;;) {
-        pthread_mutex_lock(&c->lock);
-        int fd = c->fd;
-        pthread_mutex_unlock(&c->lock);
+        int fd = c->fd; /* only this thread changes it */
         struct pollfd pfd[2] = {{c->ctl_fd, POLLIN, 0}, {fd, POLLIN, 0}};
         int r = poll(pfd, fd >= 0 ? 2 : 1, 500);
         if (r < 0 && errno != EINTR)
@@ -208,6 +230,13 @@ fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, hsmca_err *e)
         return NULL;
     }
     pthread_mutex_init(&c->lock, NULL);
+    /* Writer preference: replacing a dead connection must not wait behind a
+     * stream of senders (each fails fast on it, but they keep coming). */
+    pthread_rwlockattr_t ra;
+    pthread_rwlockattr_init(&ra);
+    pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&c->conn, &ra);
+    pthread_rwlockattr_destroy(&ra);
     c->fd = ipc_fd;
     c->ctl_fd = ctl_fd;
     if (pthread_create(&c->thread, NULL, ipc_thread, c) != 0) {
