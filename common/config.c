@@ -100,6 +100,18 @@ static void set_str(char *dst, const char *src)
     snprintf(dst, CONFIG_MAX_STR, "%s", src);
 }
 
+void config_serving_names(const hsmca_config *c, const char *dns[CONFIG_MAX_SERVING_NAMES],
+                          int *n_dns, const char *ips[CONFIG_MAX_SERVING_NAMES], int *n_ips)
+{
+    *n_dns = *n_ips = 0;
+    dns[(*n_dns)++] = "localhost";
+    for (int i = 0; i < c->dns_names.n && i < CONFIG_MAX_LIST; i++)
+        dns[(*n_dns)++] = c->dns_names.items[i];
+    ips[(*n_ips)++] = "127.0.0.1";
+    for (int i = 0; i < c->ip_addresses.n && i < CONFIG_MAX_LIST; i++)
+        ips[(*n_ips)++] = c->ip_addresses.items[i];
+}
+
 void config_defaults(hsmca_config *c)
 {
     memset(c, 0, sizeof(*c));

@@ -55,6 +55,14 @@ typedef struct {
     char fe_chroot[CONFIG_MAX_STR];      /* default "/var/empty" (created 0755 if missing) */
 } hsmca_config;
 
+/* The names the front end's serving certificate carries, which are also the only
+ * ones the signer's serving profile allows: "localhost" and "127.0.0.1", then
+ * server.dns_names and server.ip_addresses. One function for both sides, so the
+ * two processes cannot disagree. The pointers point into c (or are literals). */
+#define CONFIG_MAX_SERVING_NAMES (CONFIG_MAX_LIST + 1)
+void config_serving_names(const hsmca_config *c, const char *dns[CONFIG_MAX_SERVING_NAMES],
+                          int *n_dns, const char *ips[CONFIG_MAX_SERVING_NAMES], int *n_ips);
+
 /* Fills *c with the defaults above. */
 void config_defaults(hsmca_config *c);
 

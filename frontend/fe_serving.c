@@ -59,23 +59,17 @@ static void on_reply(void *arg, hsmca_code code, const char *reason, const uint8
     pthread_mutex_unlock(&r->lock);
 }
 
-/* One synchronous SignRequest for key under the serving profile: the SANs are
- * localhost, 127.0.0.1 and what server.dns_names / ip_addresses list. */
+/* One synchronous SignRequest for key under the serving profile, with the SANs
+ * config_serving_names gives (the signer allows exactly those). */
 static hsmca_code request_cert(fe_app *app, EVP_PKEY *key, uint8_t **der, size_t *der_len,
                                hsmca_err *e)
 {
-    const hsmca_config *cfg = app->cfg;
-    const char *dns[CONFIG_MAX_LIST + 1], *ips[CONFIG_MAX_LIST + 1];
-    int n_dns = 0, n_ips = 0;
-    dns[n_dns++] = "localhost";
-    for (int i = 0; i < cfg->dns_names.n; i++)
-        dns[n_dns++] = cfg->dns_names.items[i];
-    ips[n_ips++] = "127.0.0.1";
-    for (int i = 0; i < cfg->ip_addresses.n; i++)
-        ips[n_ips++] = cfg->ip_addresses.items[i];
+    const char *dns[CONFIG_MAX_SERVING_NAMES], *ips[CONFIG_MAX_SERVING_NAMES];
+    int n_dns, n_ips;
+    config_serving_names(app->cfg, dns, &n_dns, ips, &n_ips);
     fe_tbs_params p = {.ca_cert = app->ca_cert, .sig_nid = app->sig_nid, .subject_key = key,
                        .dns = dns, .n_dns = n_dns, .ips = ips, .n_ips = n_ips,
-                       .now = util_wall_now(), .ttl = cfg->serving_cert_ttl};
+                       .now = util_wall_now(), .ttl = app->cfg->serving_cert_ttl};
     uint8_t *tbs = NULL;
     size_t tbs_len = 0;
     hsmca_code rc = fe_tbs_build(&p, &tbs, &tbs_len, e);

@@ -47,9 +47,7 @@ struct signer_ctx {
     X509 *ca_cert;
     int sig_nid;
     tbs_policy policy;
-    char serving_dns_store[TBS_MAX_NAMES][CONFIG_MAX_STR];
-    char serving_ip_store[TBS_MAX_NAMES][CONFIG_MAX_STR];
-    char trust_domain[CONFIG_MAX_STR];
+    hsmca_config cfg; /* our copy: the policy's strings point into it */
     serial_set *serials;
     rate_limiter *rate;
 
@@ -268,35 +266,22 @@ static hsmca_code check_ca(signer_ctx *s, const char *path, hsmca_err *e)
     return HSMCA_OK;
 }
 
-static void add_name(const char **list, int *n, char (*store)[CONFIG_MAX_STR], const char *v)
-{
-    if (*n >= TBS_MAX_NAMES)
-        return;
-    snprintf(store[*n], CONFIG_MAX_STR, "%s", v);
-    list[*n] = store[*n];
-    (*n)++;
-}
+_Static_assert(CONFIG_MAX_SERVING_NAMES <= TBS_MAX_NAMES, "serving names fit the policy");
 
-/* The serving profile allows loopback names plus those the config lists. */
-static void build_policy(signer_ctx *s, const hsmca_config *cfg)
+/* The serving profile allows exactly the names the front end asks for. */
+static void build_policy(signer_ctx *s)
 {
+    const hsmca_config *cfg = &s->cfg;
     tbs_policy *p = &s->policy;
     memset(p, 0, sizeof(*p));
     p->ca_cert = s->ca_cert;
     p->ca_sig_nid = s->sig_nid;
     p->max_ttl = cfg->max_ttl;
     p->serving_max_ttl = cfg->serving_cert_ttl;
-    snprintf(s->trust_domain, sizeof(s->trust_domain), "%s", cfg->trust_domain);
-    p->trust_domains[0] = s->trust_domain;
+    p->trust_domains[0] = cfg->trust_domain;
     p->n_trust_domains = 1;
-    add_name(p->serving_dns, &p->n_serving_dns, s->serving_dns_store, "localhost");
-    for (int i = 0; i < cfg->dns_names.n; i++)
-        add_name(p->serving_dns, &p->n_serving_dns, s->serving_dns_store, cfg->dns_names.items[i]);
-    add_name(p->serving_ips, &p->n_serving_ips, s->serving_ip_store, "127.0.0.1");
-    add_name(p->serving_ips, &p->n_serving_ips, s->serving_ip_store, "::1");
-    for (int i = 0; i < cfg->ip_addresses.n; i++)
-        add_name(p->serving_ips, &p->n_serving_ips, s->serving_ip_store,
-                 cfg->ip_addresses.items[i]);
+    config_serving_names(cfg, p->serving_dns, &p->n_serving_dns, p->serving_ips,
+                         &p->n_serving_ips);
 }
 
 static hsmca_code open_token(signer_ctx *s, const hsmca_config *cfg, hsmca_err *e)
@@ -328,7 +313,8 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
         signer_stop_all(s);
         return NULL;
     }
-    build_policy(s, cfg);
+    s->cfg = *cfg;
+    build_policy(s);
     s->serials = serial_set_new();
     s->rate = rate_limiter_new(cfg->rate_per_second, cfg->rate_burst);
     if (!s->serials || !s->rate) {

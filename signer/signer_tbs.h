@@ -12,7 +12,7 @@
 #include "hsmca_err.h"
 
 #define TBS_MAX_LEN 16384
-#define TBS_MAX_NAMES 16
+#define TBS_MAX_NAMES 32 /* >= CONFIG_MAX_SERVING_NAMES */
 
 typedef enum {
     TBS_PROFILE_WORKLOAD = 1, /* workload leaf: URI SANs in a trust domain only */
@@ -29,7 +29,7 @@ typedef struct {
     int n_trust_domains;
     const char *serving_dns[TBS_MAX_NAMES];   /* DNS SANs the serving profile may hold */
     int n_serving_dns;
-    const char *serving_ips[TBS_MAX_NAMES];   /* IP SANs (text: "127.0.0.1", "::1") */
+    const char *serving_ips[TBS_MAX_NAMES];   /* IP SANs as text ("127.0.0.1") */
     int n_serving_ips;
 } tbs_policy;
 

@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import unittest
 
-from hsmca_harness import BIN, TMP, free_port
+from hsmca_harness import BIN, TMP, DevServer, free_port
 
 SOFTHSM = "/usr/lib/softhsm/libsofthsm2.so"
 
@@ -96,6 +96,18 @@ class StartupErrorTests(unittest.TestCase):
         code, out = serve(config)
         self.assertNotEqual(code, 0)
         self.assertRegex(out, r"key check \(leaky\): (CKA_EXTRACTABLE is TRUE|CKA_SENSITIVE is FALSE)")
+
+    def test_sixteen_dns_names_start(self):
+        """The longest server.dns_names the config accepts: the front end asks for all
+        of them plus localhost, and the signer allows exactly that set."""
+        names = ", ".join("n%d.example" % i for i in range(16))
+        server = DevServer("ec-p256", name="dnsnames",
+                           server_settings=["dns_names: [%s]" % names])
+        try:
+            server.wait_ready(timeout=60)
+            self.assertEqual(len(server.issue()), 2)
+        finally:
+            server.stop()
 
     def test_port_in_use(self):
         d = dev_init("portinuse")

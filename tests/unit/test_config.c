@@ -632,6 +632,36 @@ static void test_validate_listen(void **state)
     free(c);
 }
 
+static void test_serving_names(void **state)
+{
+    hsmca_config *c = valid_cfg();
+    const char *dns[CONFIG_MAX_SERVING_NAMES], *ips[CONFIG_MAX_SERVING_NAMES];
+    int n_dns = -1, n_ips = -1;
+    /* Loopback first, then the configured names, in order. */
+    c->dns_names.n = 1;
+    snprintf(c->dns_names.items[0], CONFIG_MAX_STR, "ca.example");
+    c->ip_addresses.n = 0;
+    config_serving_names(c, dns, &n_dns, ips, &n_ips);
+    assert_int_equal(n_dns, 2);
+    assert_string_equal(dns[0], "localhost");
+    assert_string_equal(dns[1], "ca.example");
+    assert_int_equal(n_ips, 1);
+    assert_string_equal(ips[0], "127.0.0.1");
+    /* The largest list the config accepts still fits, with nothing dropped. */
+    c->dns_names.n = CONFIG_MAX_LIST;
+    c->ip_addresses.n = CONFIG_MAX_LIST;
+    for (int i = 0; i < CONFIG_MAX_LIST; i++) {
+        snprintf(c->dns_names.items[i], CONFIG_MAX_STR, "n%d.example", i);
+        snprintf(c->ip_addresses.items[i], CONFIG_MAX_STR, "10.0.0.%d", i);
+    }
+    config_serving_names(c, dns, &n_dns, ips, &n_ips);
+    assert_int_equal(n_dns, CONFIG_MAX_SERVING_NAMES);
+    assert_int_equal(n_ips, CONFIG_MAX_SERVING_NAMES);
+    assert_string_equal(dns[CONFIG_MAX_LIST], "n15.example");
+    assert_string_equal(ips[CONFIG_MAX_LIST], "10.0.0.15");
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -645,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_example_file),
         cmocka_unit_test(test_validate_required),
         cmocka_unit_test(test_validate_ranges),
+        cmocka_unit_test(test_serving_names),
         cmocka_unit_test(test_validate_listen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
