@@ -18,7 +18,6 @@
 #include "config.h"
 #include "ipc_frame.h"
 #include "log.h"
-#include "signer.h"
 #include "util.h"
 
 #define BACKOFF_MIN 0.2

@@ -6,7 +6,7 @@
  * line it is on. Our recursion depth is bounded by the schema (top -> auth ->
  * jwt): we never descend into a node we do not expect, we refuse it. */
 #include "config.h"
-#include "policy.h"
+#include "profile.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -575,7 +575,7 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
         return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.ca_key must be a pkcs11: URI");
     if (c->sessions < 1 || c->sessions > 64)
         return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.sessions must be 1-64");
-    if (c->default_ttl < POLICY_MIN_TTL || c->default_ttl > c->max_ttl)
+    if (c->default_ttl < PROFILE_MIN_TTL_S || c->default_ttl > c->max_ttl)
         return hsmca_fail(e, HSMCA_EINVAL,
                           "config: issuance.default_ttl must be 600..issuance.max_ttl");
     if (c->rate_per_second < 1)

@@ -39,6 +39,10 @@ hsmca_code ipc_send(int fd, uint8_t type, uint64_t id, const uint8_t *payload, s
 hsmca_code ipc_recv(int fd, uint8_t *buf, uint8_t *type, uint64_t *id, const uint8_t **payload,
                     size_t *plen, int *eof, hsmca_err *e);
 
+/* Control byte a child sends the supervisor over its control channel: the
+ * signer asks for the front end to be restarted after a protocol violation. */
+#define CTL_RESTART_PEER 'K'
+
 /* Control channel between supervisor and a child: passes a new peer IPC fd
  * (SCM_RIGHTS) when the other child was restarted. */
 hsmca_code ipc_send_fd(int ctl, int fd, hsmca_err *e);

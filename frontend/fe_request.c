@@ -12,7 +12,7 @@
 #include "fe_csr.h"
 #include "fe_pbcheck.h"
 #include "fe_tbs.h"
-#include "signer_tbs.h"
+#include "profile.h"
 
 static hsmca_code authenticate(const fe_app *app, const char *auth, size_t auth_len, int64_t now,
                                char *identity, size_t idsz, hsmca_err *e)

@@ -25,7 +25,7 @@
 #include <openssl/crypto.h>
 
 #include "log.h"
-#include "signer_tbs.h"
+#include "profile.h"
 #include "util.h"
 
 #define FE_METHOD "/istio.v1.auth.IstioCertificateService/CreateCertificate"
@@ -193,7 +193,7 @@ static void on_received(fe_call *c)
         return;
     }
     c->state = CALL_SIGNING;
-    rc = fe_ipc_submit(c->srv->app->ipc, TBS_PROFILE_WORKLOAD, req.tbs, req.tbs_len,
+    rc = fe_ipc_submit(c->srv->app->ipc, PROFILE_WORKLOAD, req.tbs, req.tbs_len,
                        req.requester, req.csr_sha256, on_signed, c, &e);
     OPENSSL_free(req.tbs);
     if (rc != HSMCA_OK)

@@ -13,7 +13,7 @@
 #include "certasm.h"
 #include "fe_tbs.h"
 #include "log.h"
-#include "signer_tbs.h"
+#include "profile.h"
 #include "util.h"
 
 #define RENEW_RETRY_S 30
@@ -79,7 +79,7 @@ static hsmca_code request_cert(fe_app *app, EVP_PKEY *key, uint8_t **der, size_t
     memset(&r, 0, sizeof(r));
     pthread_mutex_init(&r.lock, NULL);
     pthread_cond_init(&r.done, NULL);
-    rc = fe_ipc_submit(app->ipc, TBS_PROFILE_SERVING, tbs, tbs_len, "hsmca-frontend", NULL,
+    rc = fe_ipc_submit(app->ipc, PROFILE_SERVING, tbs, tbs_len, "hsmca-frontend", NULL,
                        on_reply, &r, e);
     OPENSSL_free(tbs);
     if (rc == HSMCA_OK) {

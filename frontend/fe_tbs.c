@@ -13,9 +13,10 @@
 #include <openssl/x509v3.h>
 
 #include "certasm.h"
+#include "profile.h"
 
 #define FE_TBS_SERIAL_LEN 16
-#define FE_TBS_BACKDATE 120
+#define FE_TBS_BACKDATE PROFILE_BACKDATE_S
 
 /* 128 random bits as a positive DER INTEGER of exactly 16 content octets: the
  * first octet in [0x01, 0x7f] (no sign bit, no leading zero to strip). */

@@ -5,12 +5,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "hsmca_err.h"
+#include "profile.h"
 
 #define POLICY_MAX_ID 512
 /* Certificates are backdated 2 minutes inside their TTL (the signer caps
  * notAfter - notBefore), so a short TTL would yield a certificate that is
  * expired or nearly so when issued: refuse those instead. */
-#define POLICY_MIN_TTL 600
+#define POLICY_MIN_TTL PROFILE_MIN_TTL_S
 
 typedef struct {
     const char *trust_domain; /* "cluster.local" */

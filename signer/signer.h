@@ -2,10 +2,6 @@
 #ifndef HSMCA_SIGNER_H
 #define HSMCA_SIGNER_H
 
-/* Control byte a child sends the supervisor over its control channel: the
- * signer asks for the front end to be restarted after a protocol violation. */
-#define CTL_RESTART_PEER 'K'
-
 /* `hsmca signer --config FILE --ipc-fd N --ctl-fd M`: runs until its control
  * channel closes (the supervisor went away) or SIGTERM. Returns an exit code. */
 int signer_main(int argc, char **argv);
