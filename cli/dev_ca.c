@@ -113,14 +113,17 @@ static hsmca_code make_root(const char *dir, p11_pool *pool, hsmca_err *e)
         rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot build the root certificate");
         goto out;
     }
-    int nid = certasm_sig_nid_for_key(key);
-    uint8_t digest[32], sig[1024];
+    const sigalg *alg = p11_pool_sigalg(pool);
+    uint8_t digest[64], sig[1024];
     size_t sig_len = sizeof(sig);
-    if ((rc = certasm_tbs_der(x, nid, &tbs, &tbs_len, e)) != HSMCA_OK)
+    if ((rc = certasm_tbs_der(x, alg->nid, &tbs, &tbs_len, e)) != HSMCA_OK)
         goto out;
-    SHA256(tbs, tbs_len, digest);
-    if ((rc = p11_pool_sign_digest(pool, digest, sig, &sig_len, e)) != HSMCA_OK ||
-        (rc = certasm_assemble(tbs, tbs_len, nid, sig, sig_len, &der, &der_len, e)) != HSMCA_OK)
+    if (!sigalg_digest(alg, tbs, tbs_len, digest)) {
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot hash the root TBS");
+        goto out;
+    }
+    if ((rc = p11_pool_sign_digest(pool, digest, alg->digest_len, sig, &sig_len, e)) != HSMCA_OK ||
+        (rc = certasm_assemble(tbs, tbs_len, alg->nid, sig, sig_len, &der, &der_len, e)) != HSMCA_OK)
         goto out;
     char *pem = certasm_der_to_pem(der, der_len);
     if (!pem) {

@@ -1,5 +1,6 @@
 /* certasm.c - see certasm.h. */
 #include "certasm.h"
+#include "sigalg.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -13,21 +14,20 @@
 
 int certasm_sig_nid_for_key(const EVP_PKEY *key)
 {
-    switch (EVP_PKEY_get_base_id(key)) {
-    case EVP_PKEY_EC: return NID_ecdsa_with_SHA256;
-    case EVP_PKEY_RSA: return NID_sha256WithRSAEncryption;
-    default: return NID_undef;
-    }
+    const sigalg *a = sigalg_for_key(key);
+    return a ? a->nid : NID_undef;
 }
 
-/* RSA PKCS#1 v1.5 algorithms carry explicit NULL parameters; ECDSA carries none
- * (RFC 5758 §3.2). Getting this wrong yields certificates some verifiers reject. */
+/* The encoding comes from the table (RSA PKCS#1 v1.5 carries explicit NULL
+ * parameters, ECDSA none): getting it wrong yields certificates some verifiers
+ * reject, and the signer compares the TBS's bytes with the table's. */
 static hsmca_code set_algor(X509_ALGOR *alg, int sig_nid, hsmca_err *e)
 {
-    ASN1_OBJECT *obj = OBJ_nid2obj(sig_nid);
+    const sigalg *a = sigalg_by_nid(sig_nid);
+    ASN1_OBJECT *obj = a ? OBJ_nid2obj(sig_nid) : NULL;
     if (!obj)
         return hsmca_fail(e, HSMCA_EINTERNAL, "unknown signature algorithm %d", sig_nid);
-    int ptype = sig_nid == NID_sha256WithRSAEncryption ? V_ASN1_NULL : V_ASN1_UNDEF;
+    int ptype = a->key_type == EVP_PKEY_RSA ? V_ASN1_NULL : V_ASN1_UNDEF;
     if (!X509_ALGOR_set0(alg, obj, ptype, NULL))
         return hsmca_fail(e, HSMCA_EINTERNAL, "X509_ALGOR_set0 failed");
     return HSMCA_OK;

@@ -8,8 +8,8 @@
 #include <openssl/x509.h>
 #include "hsmca_err.h"
 
-/* The signature NID for a CA key: NID_ecdsa_with_SHA256 for EC,
- * NID_sha256WithRSAEncryption for RSA, NID_undef otherwise. */
+/* The signature NID a CA key signs with (common/sigalg.h: ECDSA-SHA256 for
+ * P-256, ECDSA-SHA384 for P-384, SHA256-RSA for RSA), NID_undef otherwise. */
 int certasm_sig_nid_for_key(const EVP_PKEY *key);
 
 /* Sets x's inner signature algorithm to sig_nid (RSA with NULL params, ECDSA

@@ -27,6 +27,25 @@ typedef struct {
     char msg[256];
 } hsmca_err;
 
+/* On every function that returns an hsmca_code: a caller that drops the result
+ * does not compile (-Werror), so a check cannot be skipped by accident. */
+#define HSMCA_MUSTCHECK __attribute__((warn_unused_result))
+
+/* The error path in one line (s2n's RESULT_GUARD / RESULT_ENSURE): return the
+ * failure of x from the enclosing function, or fail with code and a message
+ * naming the rule unless cond holds. */
+#define HSMCA_GUARD(x)                                                                             \
+    do {                                                                                           \
+        hsmca_code hsmca_guard_rc_ = (x);                                                          \
+        if (hsmca_guard_rc_ != HSMCA_OK)                                                           \
+            return hsmca_guard_rc_;                                                                \
+    } while (0)
+#define HSMCA_ENSURE(cond, e, code, ...)                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            return hsmca_fail((e), (code), __VA_ARGS__);                                           \
+    } while (0)
+
 /* Sets *e (when e is not NULL) and returns code; printf-style message. */
 hsmca_code hsmca_fail(hsmca_err *e, hsmca_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

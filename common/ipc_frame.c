@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <time.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -54,6 +55,12 @@ hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, uint8_t *type, uint6
 hsmca_code ipc_send(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
                     hsmca_err *e)
 {
+    return ipc_send_within(fd, type, id, payload, plen, -1, e);
+}
+
+hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
+                           int timeout_ms, hsmca_err *e)
+{
     if (plen > IPC_MAX_PAYLOAD)
         return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: payload of %zu bytes too large", plen);
     uint8_t hdr[IPC_HEADER_LEN];
@@ -61,10 +68,24 @@ hsmca_code ipc_send(int fd, uint8_t type, uint64_t id, const uint8_t *payload, s
     put_u64(hdr + 1, id);
     struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)payload, plen}};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = plen ? 2 : 1};
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int flags = MSG_NOSIGNAL | (timeout_ms >= 0 ? MSG_DONTWAIT : 0);
     for (;;) {
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        ssize_t w = sendmsg(fd, &mh, flags);
         if (w < 0 && errno == EINTR)
             continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && timeout_ms >= 0) {
+            /* The peer is not reading: wait for room, but never past the bound. */
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            long spent = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+            struct pollfd p = {fd, POLLOUT, 0};
+            if (spent >= timeout_ms || poll(&p, 1, (int)(timeout_ms - spent)) == 0)
+                return hsmca_fail(e, HSMCA_EUNAVAIL, "IPC send: peer has not read for %d ms",
+                                  timeout_ms);
+            continue;
+        }
         if (w < 0)
             return hsmca_fail(e, HSMCA_EIO, "IPC send: %s", strerror(errno));
         if ((size_t)w != sizeof(hdr) + plen)

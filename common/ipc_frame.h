@@ -34,6 +34,12 @@ hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, uint8_t *type, uint6
 hsmca_code ipc_send(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
                     hsmca_err *e);
 
+/* As ipc_send, but waits at most timeout_ms for room in the peer's buffer
+ * (timeout_ms < 0: forever); HSMCA_EUNAVAIL when the peer has not read by then,
+ * so a stalled peer cannot hold the sender. */
+hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
+                           int timeout_ms, hsmca_err *e);
+
 /* Receives one frame into buf (IPC_MAX_FRAME bytes). Returns HSMCA_EIO with
  * *eof = 1 on orderly close; HSMCA_EINVAL on a truncated (MSG_TRUNC) or short packet. */
 hsmca_code ipc_recv(int fd, uint8_t *buf, uint8_t *type, uint64_t *id, const uint8_t **payload,

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <openssl/evp.h>
 #include "hsmca_err.h"
+#include "sigalg.h"
 
 /* An RFC 7512 URI, the subset we need: token, object, id, type (private|public|cert).
  * Unknown path attributes are refused; pin-value is refused (PINs come from files). */
@@ -61,14 +62,19 @@ void p11_pool_close(p11_pool *p);
 /* The token key's public key (new reference; caller EVP_PKEY_free's). */
 EVP_PKEY *p11_pool_public_key(p11_pool *p);
 
-/* Signs a SHA-256 digest (32 bytes) with the pool's key: CKM_ECDSA (raw r||s
+/* Signs a digest with the pool's key and the algorithm the key signs with
+ * (p11_pool_sigalg; digest_len must be its digest's): CKM_ECDSA (raw r||s
  * converted to a DER ECDSA-Sig-Value) or CKM_RSA_PKCS over the DigestInfo.
  * sig gets the DER/PKCS#1 signature; *siglen in: capacity (>= 512), out: length.
  * Blocks until a session is free. Thread-safe. On a CKR_* that means the token
  * or session is gone, returns HSMCA_EUNAVAIL and marks the pool for reconnect;
  * later calls re-login / re-initialize (with backoff) before signing again. */
-hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t digest[32], uint8_t *sig,
-                                size_t *siglen, hsmca_err *e);
+hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
+                                uint8_t *sig, size_t *siglen, hsmca_err *e);
+
+/* The signature algorithm of the pool's key (common/sigalg.h); never NULL for
+ * an open pool. */
+const sigalg *p11_pool_sigalg(p11_pool *p);
 
 /* 1 while the pool is healthy, 0 while it is reconnecting. */
 int p11_pool_healthy(p11_pool *p);

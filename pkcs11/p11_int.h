@@ -4,6 +4,7 @@
 #define HSMCA_P11_INT_H
 
 #include "p11.h"
+#include "sigalg.h"
 #include <pkcs11.h>
 #include <pthread.h>
 
@@ -66,17 +67,15 @@ hsmca_code p11_key_find_checked(p11_module *m, CK_SESSION_HANDLE s, const p11_ur
                                 CK_OBJECT_HANDLE *priv, CK_KEY_TYPE *kt, EVP_PKEY **pub,
                                 hsmca_err *e);
 
-/* One signature over a SHA-256 digest on session s: CKM_ECDSA (raw r||s) or
- * CKM_RSA_PKCS over the DigestInfo. *rawlen in: capacity, out: length. */
-CK_RV p11_sign_raw(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_KEY_TYPE kt,
-                   const uint8_t digest[32], uint8_t *raw, CK_ULONG *rawlen);
+/* One signature over a digest (alg->digest_len bytes) on session s with alg's
+ * mechanism: CKM_ECDSA (raw r||s) or CKM_RSA_PKCS over the DigestInfo. *rawlen in: capacity, out: length. */
+CK_RV p11_sign_raw(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, const sigalg *alg,
+                   const uint8_t *digest, uint8_t *raw, CK_ULONG *rawlen);
 
 /* Turns a raw token signature into what X.509 carries: ECDSA r||s becomes a DER
  * ECDSA-Sig-Value, RSA is copied. *siglen in: capacity, out: length. */
-hsmca_code p11_sig_encode(CK_KEY_TYPE kt, const uint8_t *raw, size_t rawlen, uint8_t *sig,
+hsmca_code p11_sig_encode(const sigalg *alg, const uint8_t *raw, size_t rawlen, uint8_t *sig,
                           size_t *siglen, hsmca_err *e);
 
-/* 1 when sig is a valid signature by pub over the SHA-256 digest. */
-int p11_verify_digest(EVP_PKEY *pub, const uint8_t digest[32], const uint8_t *sig, size_t siglen);
 
 #endif

@@ -28,6 +28,7 @@ struct p11_pool {
     CK_SLOT_ID slot;
     CK_OBJECT_HANDLE key;
     CK_KEY_TYPE kt;
+    const sigalg *alg; /* what the key signs with (from its public half) */
     EVP_PKEY *pub; /* fixed at open: a reconnect must find the same key */
 
     pthread_mutex_t mu;
@@ -175,8 +176,7 @@ static hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
     return HSMCA_OK;
 }
 
-static hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OBJECT_HANDLE *key, CK_KEY_TYPE *kt,
-                               hsmca_err *e)
+static hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OBJECT_HANDLE *key, hsmca_err *e)
 {
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -191,7 +191,6 @@ static hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OBJECT_HANDLE *key
         if (p->nfree) {
             *idx = p->free_idx[--p->nfree];
             *key = p->key;
-            *kt = p->kt;
             p->in_use++;
             pthread_mutex_unlock(&p->mu);
             return HSMCA_OK;
@@ -227,37 +226,41 @@ static void pool_release(p11_pool *p, unsigned idx, CK_RV rv)
     pthread_mutex_unlock(&p->mu);
 }
 
-hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t digest[32], uint8_t *sig, size_t *siglen,
-                                hsmca_err *e)
+hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
+                                uint8_t *sig, size_t *siglen, hsmca_err *e)
 {
     uint8_t raw[RAW_SIG_MAX];
     CK_ULONG rawlen = sizeof(raw);
     unsigned idx;
     CK_OBJECT_HANDLE key;
-    CK_KEY_TYPE kt;
     if (!p || !digest || !sig || !siglen || *siglen < 512)
         return hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer must hold 512 bytes");
-    hsmca_code c = pool_acquire(p, &idx, &key, &kt, e);
+    if (digest_len != p->alg->digest_len)
+        return hsmca_fail(e, HSMCA_EINVAL, "sign: %s signs a %zu-byte digest, not %zu",
+                          p->alg->name, p->alg->digest_len, digest_len);
+    hsmca_code c = pool_acquire(p, &idx, &key, e);
     if (c != HSMCA_OK)
         return c;
-    CK_RV rv = p11_sign_raw(p->m, p->all[idx], key, kt, digest, raw, &rawlen);
+    CK_RV rv = p11_sign_raw(p->m, p->all[idx], key, p->alg, digest, raw, &rawlen);
     pool_release(p, idx, rv);
     if (rv != CKR_OK)
         return p11_fail_rv(e, HSMCA_EINTERNAL, "sign: C_Sign", rv);
-    return p11_sig_encode(kt, raw, rawlen, sig, siglen, e);
+    return p11_sig_encode(p->alg, raw, rawlen, sig, siglen, e);
 }
+
+const sigalg *p11_pool_sigalg(p11_pool *p) { return p ? p->alg : NULL; }
 
 /* Proves the public half we found belongs to the private key: a test
  * signature over a random digest must verify. */
 static hsmca_code pool_self_test(p11_pool *p, hsmca_err *e)
 {
-    uint8_t digest[32], sig[RAW_SIG_MAX + 16];
+    uint8_t digest[64], sig[RAW_SIG_MAX + 16];
     size_t siglen = sizeof(sig);
-    util_random(digest, sizeof(digest));
-    hsmca_code c = p11_pool_sign_digest(p, digest, sig, &siglen, e);
+    util_random(digest, p->alg->digest_len);
+    hsmca_code c = p11_pool_sign_digest(p, digest, p->alg->digest_len, sig, &siglen, e);
     if (c != HSMCA_OK)
         return c;
-    if (!p11_verify_digest(p->pub, digest, sig, siglen))
+    if (!sigalg_verify_digest(p->alg, p->pub, digest, sig, siglen))
         return hsmca_fail(e, HSMCA_EPERM,
                           "key check: public key does not verify the private key's signature");
     return HSMCA_OK;
@@ -289,6 +292,10 @@ hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pi
     }
     if ((c = pin_keep(p, user_pin, e)) != HSMCA_OK || (c = pool_connect(p, &p->pub, e)) != HSMCA_OK)
         goto fail;
+    if (!(p->alg = sigalg_for_key(p->pub))) {
+        c = hsmca_fail(e, HSMCA_EPERM, "key check: no signature algorithm for this key type");
+        goto fail;
+    }
     for (unsigned i = 0; i < n; i++)
         p->free_idx[p->nfree++] = i;
     p->healthy = 1;

@@ -1,41 +1,34 @@
-/* p11_sign.c - one raw C_Sign over a SHA-256 digest, and the conversion of
+/* p11_sign.c - one raw C_Sign over a digest, as common/sigalg.h prescribes, and the conversion of
  * the token's output into the encoding X.509 signatures carry. */
 #include "p11_int.h"
 #include <openssl/bn.h>
 #include <openssl/ec.h>
 #include <string.h>
 
-/* DigestInfo prefix for SHA-256 (RFC 8017 §9.2 note 1): CKM_RSA_PKCS signs
- * whatever it is given, so we build the EMSA-PKCS1-v1_5 input ourselves. */
-static const uint8_t sha256_prefix[19] = {0x30, 0x31, 0x30, 0x0d, 0x06, 0x09, 0x60,
-                                          0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02,
-                                          0x01, 0x05, 0x00, 0x04, 0x20};
+_Static_assert(SIGALG_CKM_ECDSA == CKM_ECDSA && SIGALG_CKM_RSA_PKCS == CKM_RSA_PKCS,
+               "sigalg.h mechanism values are PKCS#11's");
 
-CK_RV p11_sign_raw(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, CK_KEY_TYPE kt,
-                   const uint8_t digest[32], uint8_t *raw, CK_ULONG *rawlen)
+CK_RV p11_sign_raw(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, const sigalg *alg,
+                   const uint8_t *digest, uint8_t *raw, CK_ULONG *rawlen)
 {
-    uint8_t in[sizeof(sha256_prefix) + 32];
-    CK_ULONG inlen;
-    CK_MECHANISM mech = {CKM_ECDSA, NULL, 0};
-    if (kt == CKK_RSA) {
-        mech.mechanism = CKM_RSA_PKCS;
-        memcpy(in, sha256_prefix, sizeof(sha256_prefix));
-        memcpy(in + sizeof(sha256_prefix), digest, 32);
-        inlen = sizeof(in);
-    } else {
-        memcpy(in, digest, 32);
-        inlen = 32;
-    }
+    /* The token signs exactly what the table says: the digest, preceded by the
+     * DigestInfo for PKCS#1 v1.5. */
+    uint8_t in[64 + 48];
+    if (alg->digest_info_len + alg->digest_len > sizeof(in))
+        return CKR_GENERAL_ERROR;
+    memcpy(in, alg->digest_info ? alg->digest_info : in, alg->digest_info_len);
+    memcpy(in + alg->digest_info_len, digest, alg->digest_len);
+    CK_MECHANISM mech = {alg->mechanism, NULL, 0};
     CK_RV rv = m->fl->C_SignInit(s, &mech, key);
     if (rv != CKR_OK)
         return rv;
-    return m->fl->C_Sign(s, in, inlen, raw, rawlen);
+    return m->fl->C_Sign(s, in, (CK_ULONG)(alg->digest_info_len + alg->digest_len), raw, rawlen);
 }
 
-hsmca_code p11_sig_encode(CK_KEY_TYPE kt, const uint8_t *raw, size_t rawlen, uint8_t *sig,
+hsmca_code p11_sig_encode(const sigalg *alg, const uint8_t *raw, size_t rawlen, uint8_t *sig,
                           size_t *siglen, hsmca_err *e)
 {
-    if (kt == CKK_RSA) {
+    if (alg->mechanism == CKM_RSA_PKCS) {
         if (rawlen > *siglen)
             return hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer too small");
         memcpy(sig, raw, rawlen);
@@ -66,14 +59,4 @@ hsmca_code p11_sig_encode(CK_KEY_TYPE kt, const uint8_t *raw, size_t rawlen, uin
     }
     ECDSA_SIG_free(es);
     return c;
-}
-
-int p11_verify_digest(EVP_PKEY *pub, const uint8_t digest[32], const uint8_t *sig, size_t siglen)
-{
-    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_pkey(NULL, pub, NULL);
-    int ok = ctx && EVP_PKEY_verify_init(ctx) == 1 &&
-             EVP_PKEY_CTX_set_signature_md(ctx, EVP_sha256()) == 1 &&
-             EVP_PKEY_verify(ctx, sig, siglen, digest, 32) == 1;
-    EVP_PKEY_CTX_free(ctx);
-    return ok;
 }

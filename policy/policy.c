@@ -1,5 +1,6 @@
 /* policy.c - see policy.h. Pure functions: no I/O, no clock, no allocation. */
 #include "policy.h"
+#include "policy_spiffe.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +61,13 @@ hsmca_code policy_spiffe_id(const char *td, const char *ns, const char *sa, char
     if (n < 0 || (size_t)n >= outsz) {
         out[0] = '\0';
         return hsmca_fail(e, HSMCA_EAUTH, "identity: SPIFFE ID longer than %zu bytes", outsz - 1);
+    }
+    /* The same validator the signer runs, so an identity the policy grants is
+     * one the signer will sign. */
+    hsmca_err why;
+    if (policy_spiffe_id_check(out, (size_t)n, &td, 1, &why) != HSMCA_OK) {
+        out[0] = '\0';
+        return hsmca_fail(e, HSMCA_EAUTH, "identity: %s", why.msg);
     }
     return HSMCA_OK;
 }
@@ -129,46 +137,4 @@ hsmca_code policy_ttl(const policy_rules *r, int64_t requested, uint32_t *ttl, h
                           (long long)requested, POLICY_MIN_TTL);
     *ttl = (uint32_t)requested;
     return HSMCA_OK;
-}
-
-/* One path segment of a SPIFFE ID, seg[0..n): non-empty, not "." or "..",
- * printable ASCII without space, '%', '?', '#' (no encodings, queries, fragments). */
-static int is_spiffe_segment(const char *seg, size_t n)
-{
-    if (n == 0)
-        return 0; /* "//" or a trailing "/" */
-    if ((n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)seg[i];
-        if (c < 0x21 || c > 0x7e || c == '%' || c == '?' || c == '#')
-            return 0;
-    }
-    return 1;
-}
-
-int policy_is_spiffe_in(const char *s, size_t len, const char *td)
-{
-    static const char scheme[] = "spiffe://";
-    const size_t sl = sizeof(scheme) - 1;
-    if (!s || !td || len > POLICY_SPIFFE_MAX)
-        return 0;
-    size_t tl = strlen(td);
-    if (!is_trust_domain(td, tl))
-        return 0;
-    if (len < sl + tl + 2 || memcmp(s, scheme, sl) != 0 || memcmp(s + sl, td, tl) != 0 ||
-        s[sl + tl] != '/')
-        return 0;
-    /* The path: one or more "/"-separated segments, each checked on its own. */
-    size_t i = sl + tl + 1;
-    while (1) {
-        const char *seg = s + i;
-        const char *slash = memchr(seg, '/', len - i);
-        size_t n = slash ? (size_t)(slash - seg) : len - i;
-        if (!is_spiffe_segment(seg, n))
-            return 0;
-        if (!slash)
-            return 1;
-        i += n + 1;
-    }
 }

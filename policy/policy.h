@@ -34,7 +34,5 @@ hsmca_code policy_check_sans(const char *const *caller_ids, int n_ids,
  * HSMCA_EPERM. */
 hsmca_code policy_ttl(const policy_rules *r, int64_t requested, uint32_t *ttl, hsmca_err *e);
 
-/* Is s a well-formed SPIFFE ID in trust domain td? (shared with the signer) */
-int policy_is_spiffe_in(const char *s, size_t len, const char *td);
 
 #endif

@@ -5,10 +5,14 @@
  * never reused under a worker's feet. */
 #include "signer_core.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/sha.h>
@@ -23,6 +27,8 @@
 #include "ipc_frame.h"
 #include "log.h"
 #include "p11.h"
+#include "sigalg.h"
+#include "signer_limits.h"
 #include "signer_tbs.h"
 #include "util.h"
 
@@ -34,28 +40,33 @@ typedef struct signer_conn {
 typedef struct signer_job {
     struct signer_job *next;
     uint64_t id;
+    size_t cost; /* bytes it holds, counted against SIGNER_MAX_QUEUE_BYTES */
     signer_conn *conn;
     Hsmca__Ipc__SignRequest *req;
 } signer_job;
 
-#define SIGNER_MAX_QUEUE 8192
 #define SIGNER_MAX_WORKERS 64
+/* Longer than SIGNER_SEND_TIMEOUT_MS, so a worker blocked on a stalled front
+ * end is back before the deadline. */
+#define SIGNER_STOP_TIMEOUT_S 3
 
 struct signer_ctx {
     p11_module *module;
     p11_pool *pool;
     X509 *ca_cert;
-    int sig_nid;
     tbs_policy policy;
     hsmca_config cfg; /* our copy: the policy's strings point into it */
+    const sigalg *alg;
     serial_set *serials;
     rate_limiter *rate;
+    int ctl_fd; /* to ask the supervisor for a new front end; -1: none */
 
     pthread_mutex_t lock;
     pthread_cond_t more;
     signer_conn *conn;
     signer_job *head, *tail;
     int queued;
+    size_t queued_bytes;
     int stopping;
     pthread_t workers[SIGNER_MAX_WORKERS];
     int n_workers;
@@ -76,6 +87,8 @@ int signer_conn_fd(signer_ctx *s)
     pthread_mutex_unlock(&s->lock);
     return fd;
 }
+
+void signer_set_ctl_fd(signer_ctx *s, int ctl_fd) { s->ctl_fd = ctl_fd; }
 
 void signer_conn_set(signer_ctx *s, int fd)
 {
@@ -100,8 +113,33 @@ void signer_conn_close(signer_ctx *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-static void reply(signer_conn *c, uint64_t id, hsmca_code code, const char *reason,
-                  const uint8_t *cert, size_t cert_len)
+/* A front end that has not read a reply for this long is stalled (or hostile):
+ * it is cut off and replaced rather than allowed to hold a signing thread. */
+#define SIGNER_SEND_TIMEOUT_MS 2000
+
+/* Cuts off c if it is still the current connection and asks the supervisor for
+ * a new front end. */
+static void conn_cut_stalled(signer_ctx *s, signer_conn *c)
+{
+    pthread_mutex_lock(&s->lock);
+    int current = s->conn == c;
+    if (current) {
+        shutdown(c->fd, SHUT_RDWR);
+        conn_unref_locked(s->conn);
+        s->conn = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!current)
+        return;
+    log_warn("front end stopped reading replies for %d ms; cutting it off",
+             SIGNER_SEND_TIMEOUT_MS);
+    char b = CTL_RESTART_PEER;
+    if (s->ctl_fd >= 0 && write(s->ctl_fd, &b, 1) != 1)
+        log_warn("cannot ask the supervisor to restart the front end: %s", strerror(errno));
+}
+
+static void reply_within(signer_ctx *s, signer_conn *c, uint64_t id, hsmca_code code,
+                         const char *reason, const uint8_t *cert, size_t cert_len, int timeout_ms)
 {
     Hsmca__Ipc__SignReply r = HSMCA__IPC__SIGN_REPLY__INIT;
     r.code = (uint32_t)code;
@@ -116,27 +154,59 @@ static void reply(signer_conn *c, uint64_t id, hsmca_code code, const char *reas
     }
     hsmca__ipc__sign_reply__pack(&r, buf);
     hsmca_err e;
-    if (ipc_send(c->fd, IPC_SIGN_REPLY, id, buf, n, &e) != HSMCA_OK)
+    hsmca_code rc = ipc_send_within(c->fd, IPC_SIGN_REPLY, id, buf, n, timeout_ms, &e);
+    if (rc == HSMCA_EUNAVAIL)
+        conn_cut_stalled(s, c);
+    else if (rc != HSMCA_OK)
         log_warn("reply %llu not delivered: %s", (unsigned long long)id, e.msg);
 }
 
-void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req)
+static size_t job_cost(const signer_request_shape *shape)
+{
+    /* What a queued request holds once unpacked: the job, protobuf-c's struct,
+     * and copies of its fields (their sizes were checked on the wire). */
+    return sizeof(signer_job) + sizeof(Hsmca__Ipc__SignRequest) + shape->tbs_len +
+           shape->requester_len + 1 + shape->csr_sha256_len + 64;
+}
+
+hsmca_code signer_queue_reserve(signer_ctx *s, const signer_request_shape *shape, uint64_t id)
+{
+    size_t cost = job_cost(shape);
+    pthread_mutex_lock(&s->lock);
+    signer_conn *c = s->conn;
+    int full = s->queued >= SIGNER_MAX_QUEUE || s->queued_bytes + cost > SIGNER_MAX_QUEUE_BYTES;
+    int q = s->queued;
+    size_t qb = s->queued_bytes;
+    if (full && c)
+        c->refs++;
+    pthread_mutex_unlock(&s->lock);
+    if (!full)
+        return HSMCA_OK;
+    if (c) {
+        char why[128];
+        snprintf(why, sizeof(why), "invariant 7: signer queue full (%d requests, %zu bytes)", q,
+                 qb);
+        /* The main thread also serves the control channel: it waits for a
+         * stalled front end only briefly. */
+        reply_within(s, c, id, HSMCA_ERATE, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS);
+        pthread_mutex_lock(&s->lock);
+        conn_unref_locked(c);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return HSMCA_ERATE;
+}
+
+void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
+                   const signer_request_shape *shape)
 {
     signer_job *j = calloc(1, sizeof(*j));
     if (!j)
         fatal("out of memory");
     j->id = id;
     j->req = req;
+    j->cost = job_cost(shape);
     pthread_mutex_lock(&s->lock);
-    if (!s->conn || s->queued >= SIGNER_MAX_QUEUE) {
-        signer_conn *c = s->conn;
-        if (c)
-            c->refs++;
-        pthread_mutex_unlock(&s->lock);
-        if (c)
-            reply(c, id, HSMCA_ERATE, "signer queue full", NULL, 0);
-        pthread_mutex_lock(&s->lock);
-        conn_unref_locked(c);
+    if (!s->conn) {
         pthread_mutex_unlock(&s->lock);
         hsmca__ipc__sign_request__free_unpacked(req, NULL);
         free(j);
@@ -150,59 +220,69 @@ void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req)
         s->head = j;
     s->tail = j;
     s->queued++;
+    s->queued_bytes += j->cost;
     pthread_cond_signal(&s->more);
     pthread_mutex_unlock(&s->lock);
 }
 
-static int signature_verifies(signer_ctx *s, const uint8_t digest[32], const uint8_t *sig,
-                              size_t sig_len)
-{
-    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new(X509_get0_pubkey(s->ca_cert), NULL);
-    int ok = ctx && EVP_PKEY_verify_init(ctx) == 1;
-    if (ok && s->sig_nid == NID_sha256WithRSAEncryption)
-        ok = EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) == 1 &&
-             EVP_PKEY_CTX_set_signature_md(ctx, EVP_sha256()) == 1;
-    ok = ok && EVP_PKEY_verify(ctx, sig, sig_len, digest, 32) == 1;
-    EVP_PKEY_CTX_free(ctx);
-    return ok;
-}
-
 /* Validate, rate-limit, record the serial, sign, self-check and assemble.
  * Returns the certificate (OPENSSL_malloc'd) or a refusal in e. */
-static hsmca_code sign_one(signer_ctx *s, const Hsmca__Ipc__SignRequest *req, uint8_t **cert,
-                           size_t *cert_len, hsmca_err *e)
+static hsmca_code sign_one(signer_ctx *s, const Hsmca__Ipc__SignRequest *req, tbs_facts *facts,
+                           uint8_t **cert, size_t *cert_len, hsmca_err *e)
 {
-    tbs_facts facts;
-    if (req->profile != TBS_PROFILE_WORKLOAD && req->profile != TBS_PROFILE_SERVING)
-        return hsmca_fail(e, HSMCA_EPERM, "unknown profile %u", req->profile);
-    hsmca_code rc = tbs_validate(req->tbs.data, req->tbs.len, (tbs_profile)req->profile,
-                                 &s->policy, util_wall_now(), &facts, e);
-    if (rc != HSMCA_OK)
-        return rc;
-    if ((rc = rate_limiter_take(s->rate, util_mono_now(), e)) != HSMCA_OK)
-        return rc;
-    if ((rc = serial_set_insert(s->serials, facts.serial, facts.serial_len, e)) != HSMCA_OK)
-        return rc;
+    HSMCA_ENSURE(req->profile == TBS_PROFILE_WORKLOAD || req->profile == TBS_PROFILE_SERVING, e,
+                 HSMCA_EPERM, "invariant 0: unknown profile %u", req->profile);
+    HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (tbs_profile)req->profile, &s->policy,
+                             util_wall_now(), facts, e));
+    HSMCA_GUARD(rate_limiter_take(s->rate, util_mono_now(), e));
+    HSMCA_GUARD(serial_set_insert(s->serials, facts->serial, facts->serial_len, e));
 
-    uint8_t digest[32], sig[1024];
+    uint8_t digest[64], sig[1024];
     size_t sig_len = sizeof(sig);
-    SHA256(req->tbs.data, req->tbs.len, digest);
-    if ((rc = p11_pool_sign_digest(s->pool, digest, sig, &sig_len, e)) != HSMCA_OK)
-        return rc;
+    HSMCA_ENSURE(sigalg_digest(s->alg, req->tbs.data, req->tbs.len, digest), e, HSMCA_EINTERNAL,
+                 "cannot hash the TBS");
+    HSMCA_GUARD(p11_pool_sign_digest(s->pool, digest, s->alg->digest_len, sig, &sig_len, e));
     /* Verify before release: a faulty token (or a fault attack on RSA-CRT) must
      * not put a bad signature into the world. The certificate is the TBS we
      * checked plus this signature, so checking the signature over its digest is
      * the whole check (and much cheaper than re-parsing the certificate). */
-    if (!signature_verifies(s, digest, sig, sig_len))
-        return hsmca_fail(e, HSMCA_EINTERNAL, "token signature failed verification");
-    if ((rc = certasm_assemble(req->tbs.data, req->tbs.len, s->sig_nid, sig, sig_len, cert,
-                               cert_len, e)) != HSMCA_OK)
-        return rc;
-    char serial_hex[41];
-    util_hex(facts.serial, facts.serial_len, serial_hex);
-    log_info("signed profile=%u serial=%s san=%s requester=%s", req->profile, serial_hex,
-             facts.first_san, req->requester ? req->requester : "");
-    return HSMCA_OK;
+    HSMCA_ENSURE(sigalg_verify_digest(s->alg, X509_get0_pubkey(s->ca_cert), digest, sig, sig_len),
+                 e, HSMCA_EINTERNAL, "token signature failed verification");
+    return certasm_assemble(req->tbs.data, req->tbs.len, s->alg->nid, sig, sig_len, cert,
+                            cert_len, e);
+}
+
+/* The log line of an issuance: until the audit log lands it is the only
+ * record, so it names every SAN (or, when they do not fit, their count and the
+ * SAN extension's hash). The requester comes last: it is the front end's word. */
+static void log_signed(const Hsmca__Ipc__SignRequest *req, const tbs_facts *f)
+{
+    char serial_hex[2 * PROFILE_SERIAL_MAX + 1], san_hash[65];
+    util_hex(f->serial, f->serial_len, serial_hex);
+    util_hex(f->san_sha256, sizeof(f->san_sha256), san_hash);
+    log_info("signed profile=%u serial=%s not_after=%lld n_sans=%d sans=%s%s san_sha256=%s "
+             "requester=%s",
+             req->profile, serial_hex, (long long)f->not_after, f->n_sans, f->sans,
+             f->sans_truncated ? "(truncated)" : "", san_hash,
+             req->requester ? req->requester : "");
+}
+
+static void sign_job(signer_ctx *s, signer_job *j)
+{
+    uint8_t *cert = NULL;
+    size_t cert_len = 0;
+    tbs_facts facts;
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    hsmca_code rc = sign_one(s, j->req, &facts, &cert, &cert_len, &e);
+    if (rc == HSMCA_OK)
+        log_signed(j->req, &facts);
+    else
+        log_warn("refused request %llu: %s; requester=%s", (unsigned long long)j->id, e.msg,
+                 j->req->requester ? j->req->requester : "");
+    reply_within(s, j->conn, j->id, rc, rc == HSMCA_OK ? "" : e.msg, cert, cert_len,
+                 SIGNER_SEND_TIMEOUT_MS);
+    OPENSSL_free(cert);
 }
 
 static void *worker(void *arg)
@@ -224,20 +304,11 @@ static void *worker(void *arg)
         int current = j->conn == s->conn;
         pthread_mutex_unlock(&s->lock);
 
-        if (current) {
-            uint8_t *cert = NULL;
-            size_t cert_len = 0;
-            hsmca_err e;
-            hsmca_err_clear(&e);
-            hsmca_code rc = sign_one(s, j->req, &cert, &cert_len, &e);
-            if (rc != HSMCA_OK)
-                log_warn("refused request %llu from %s: %s", (unsigned long long)j->id,
-                         j->req->requester ? j->req->requester : "", e.msg);
-            reply(j->conn, j->id, rc, rc == HSMCA_OK ? "" : e.msg, cert, cert_len);
-            OPENSSL_free(cert);
-        }
+        if (current) /* a reply for an old front end would go nowhere */
+            sign_job(s, j);
         hsmca__ipc__sign_request__free_unpacked(j->req, NULL);
         pthread_mutex_lock(&s->lock);
+        s->queued_bytes -= j->cost;
         conn_unref_locked(j->conn);
         pthread_mutex_unlock(&s->lock);
         free(j);
@@ -260,9 +331,7 @@ static hsmca_code check_ca(signer_ctx *s, const char *path, hsmca_err *e)
                           "CA check: the key in %s is not the token's CA key", path);
     if (X509_cmp_time(X509_get0_notAfter(s->ca_cert), NULL) <= 0)
         return hsmca_fail(e, HSMCA_EINVAL, "CA check: %s has expired", path);
-    s->sig_nid = certasm_sig_nid_for_key(X509_get0_pubkey(s->ca_cert));
-    if (s->sig_nid == NID_undef)
-        return hsmca_fail(e, HSMCA_EINVAL, "CA check: unsupported CA key type");
+    s->alg = p11_pool_sigalg(s->pool);
     return HSMCA_OK;
 }
 
@@ -275,7 +344,7 @@ static void build_policy(signer_ctx *s)
     tbs_policy *p = &s->policy;
     memset(p, 0, sizeof(*p));
     p->ca_cert = s->ca_cert;
-    p->ca_sig_nid = s->sig_nid;
+    p->ca_sig_nid = s->alg->nid;
     p->max_ttl = cfg->max_ttl;
     p->serving_max_ttl = cfg->serving_cert_ttl;
     p->trust_domains[0] = cfg->trust_domain;
@@ -308,6 +377,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->more, NULL);
+    s->ctl_fd = -1;
     if (!(s->ca_cert = certasm_load_pem(cfg->ca_cert, e)) || open_token(s, cfg, e) != HSMCA_OK ||
         check_ca(s, cfg->ca_cert, e) != HSMCA_OK) {
         signer_stop_all(s);
@@ -322,10 +392,17 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
         signer_stop_all(s);
         return NULL;
     }
+    /* Workers never take SIGTERM/SIGINT: the main thread's poll must see them. */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
     s->n_workers = (int)(cfg->sessions < SIGNER_MAX_WORKERS ? cfg->sessions : SIGNER_MAX_WORKERS);
     for (int i = 0; i < s->n_workers; i++)
         if (pthread_create(&s->workers[i], NULL, worker, s) != 0)
             fatal("cannot start worker thread");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     log_info("signer ready: CA key %s, %d sessions, max TTL %us, trust domain %s",
              cfg->ca_key_uri, s->n_workers, cfg->max_ttl, cfg->trust_domain);
     return s;
@@ -338,9 +415,22 @@ void signer_stop_all(signer_ctx *s)
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
     pthread_cond_broadcast(&s->more);
+    if (s->conn) /* wakes a worker waiting on a stalled front end */
+        shutdown(s->conn->fd, SHUT_RDWR);
     pthread_mutex_unlock(&s->lock);
-    for (int i = 0; i < s->n_workers; i++)
-        pthread_join(s->workers[i], NULL);
+    /* A worker inside a hung C_Sign cannot be woken: stop anyway, within a bound,
+     * and leave the token to the process's exit. */
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += SIGNER_STOP_TIMEOUT_S;
+    for (int i = 0; i < s->n_workers; i++) {
+        if (pthread_timedjoin_np(s->workers[i], NULL, &deadline) != 0) {
+            log_warn("a signing thread did not stop within %d s (token call hung?); exiting "
+                     "without closing the token",
+                     SIGNER_STOP_TIMEOUT_S);
+            return;
+        }
+    }
     while (s->head) {
         signer_job *j = s->head;
         s->head = j->next;

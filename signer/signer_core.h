@@ -7,6 +7,7 @@
 #include "config.h"
 #include "hsmca_err.h"
 #include "signer.pb-c.h"
+#include "signer_request.h"
 
 typedef struct signer_ctx signer_ctx;
 
@@ -25,7 +26,26 @@ void signer_conn_set(signer_ctx *s, int fd);
 /* Closes the connection; replies still in flight for it are dropped. */
 void signer_conn_close(signer_ctx *s);
 
+/* The queue's bounds (invariant 7): in requests, and in the bytes the queued
+ * requests hold once unpacked, so a flooding front end cannot grow the signer. */
+#define SIGNER_MAX_QUEUE 8192
+#define SIGNER_MAX_QUEUE_BYTES (16u << 20)
+/* How long the main thread (which also serves the control channel and signals)
+ * waits for a front end to take a queue-full reply. */
+#define SIGNER_MAIN_SEND_TIMEOUT_MS 100
+
+/* The supervisor's control channel, to ask for a new front end when the
+ * current one stops reading. */
+void signer_set_ctl_fd(signer_ctx *s, int ctl_fd);
+
+/* Before unpacking a request of this shape: HSMCA_OK when the queue has room;
+ * otherwise HSMCA_ERATE, and the front end has been answered RESOURCE_EXHAUSTED
+ * for request id. */
+HSMCA_MUSTCHECK hsmca_code signer_queue_reserve(signer_ctx *s, const signer_request_shape *shape,
+                                                uint64_t id);
+
 /* Queues a request for the workers; takes ownership of req. */
-void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req);
+void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
+                   const signer_request_shape *shape);
 
 #endif

@@ -3,149 +3,139 @@
 
 #include <string.h>
 
-der_cur der_cur_init(const uint8_t *buf, size_t len, int inv)
+/* TBSs are at most PROFILE_TBS_MAX (16 KiB): two length octets are enough, and
+ * refusing more keeps every length far from overflow. */
+#define DER_MAX_LEN_OCTETS 2
+
+der_cur der_cur_init(const uint8_t *buf, size_t len)
 {
-    der_cur c = {buf, buf ? len : 0, inv};
+    der_cur c = {buf, buf ? len : 0};
     return c;
 }
 
-der_cur der_cur_of(const der_tlv *t, int inv)
-{
-    return der_cur_init(t->val, t->len, inv);
-}
+bool der_empty(const der_cur *c) { return c->len == 0; }
 
-bool der_at_end(const der_cur *c)
-{
-    return c->len == 0;
-}
+bool der_peek(const der_cur *c, uint8_t tag) { return c->len > 0 && c->p[0] == tag; }
 
-int der_peek_tag(const der_cur *c)
+/* Splits the next element off c: its tag, the length of its header, and the
+ * length of its contents. Definite lengths in minimal form only. */
+static bool der_parse_header(const der_cur *c, uint8_t *tag, size_t *hdr, size_t *vlen)
 {
-    return c->len ? c->p[0] : -1;
-}
-
-/* Decodes a definite length at p (n bytes available) in minimal form only:
- * short form below 128, else 0x81..0x84 followed by as few octets as needed. */
-static hsmca_code der_read_len(const der_cur *c, const uint8_t *p, size_t n, size_t *out,
-                               size_t *used, const char *what, hsmca_err *e)
-{
-    if (n < 1)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: truncated length", c->inv, what);
-    if (p[0] < 0x80) {
-        *out = p[0];
-        *used = 1;
-        return HSMCA_OK;
+    if (c->len < 2 || (c->p[0] & 0x1f) == 0x1f) /* no high-tag-number form */
+        return false;
+    uint8_t l0 = c->p[1];
+    size_t v = 0, k = 0;
+    if (l0 < 0x80) {
+        v = l0;
+    } else {
+        k = l0 & 0x7f; /* 0x80 alone is the indefinite form: k == 0 */
+        if (k == 0 || k > DER_MAX_LEN_OCTETS || c->len < 2 + k || c->p[2] == 0)
+            return false;
+        for (size_t i = 0; i < k; i++)
+            v = (v << 8) | c->p[2 + i];
+        if (v < 0x80) /* the short form was required */
+            return false;
     }
-    if (p[0] == 0x80)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: indefinite length (not DER)", c->inv,
-                          what);
-    size_t k = p[0] & 0x7f;
-    /* TBS_MAX_LEN is far below 2^32: four length octets are more than enough. */
-    if (k > 4)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: length too long", c->inv, what);
-    if (n < 1 + k)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: truncated length", c->inv, what);
-    if (p[1] == 0)
-        return hsmca_fail(e, HSMCA_EINVAL,
-                          "invariant %d: %s: non-minimal length (leading zero octet)", c->inv,
-                          what);
-    size_t v = 0;
-    for (size_t i = 1; i <= k; i++)
-        v = (v << 8) | p[i];
-    if (v < 0x80)
-        return hsmca_fail(e, HSMCA_EINVAL,
-                          "invariant %d: %s: non-minimal length (long form below 128)", c->inv,
-                          what);
+    if (v > c->len - 2 - k)
+        return false;
+    *tag = c->p[0];
+    *hdr = 2 + k;
+    *vlen = v;
+    return true;
+}
+
+static bool der_take(der_cur *c, uint8_t *tag, der_cur *contents, der_cur *whole)
+{
+    size_t hdr, vlen;
+    if (!der_parse_header(c, tag, &hdr, &vlen))
+        return false;
+    if (contents)
+        *contents = der_cur_init(c->p + hdr, vlen);
+    if (whole)
+        *whole = der_cur_init(c->p, hdr + vlen);
+    c->p += hdr + vlen;
+    c->len -= hdr + vlen;
+    return true;
+}
+
+bool der_get_any(der_cur *c, uint8_t *tag, der_cur *out)
+{
+    return der_take(c, tag, out, NULL);
+}
+
+bool der_get(der_cur *c, uint8_t tag, der_cur *out)
+{
+    uint8_t t;
+    der_cur save = *c;
+    if (!der_peek(c, tag) || !der_take(c, &t, out, NULL)) {
+        *c = save;
+        return false;
+    }
+    return true;
+}
+
+bool der_get_element(der_cur *c, uint8_t tag, der_cur *out)
+{
+    uint8_t t;
+    der_cur save = *c;
+    if (!der_peek(c, tag) || !der_take(c, &t, NULL, out)) {
+        *c = save;
+        return false;
+    }
+    return true;
+}
+
+bool der_get_optional(der_cur *c, uint8_t tag, der_cur *out, bool *present)
+{
+    *present = der_peek(c, tag);
+    return !*present || der_get(c, tag, out);
+}
+
+bool der_get_only(der_cur *c, uint8_t tag, der_cur *out)
+{
+    return der_get(c, tag, out) && der_empty(c);
+}
+
+bool der_get_bool(der_cur *c, bool *v)
+{
+    der_cur b;
+    if (!der_get(c, DER_BOOLEAN, &b) || b.len != 1 || (b.p[0] != 0x00 && b.p[0] != 0xff))
+        return false;
+    *v = b.p[0] == 0xff;
+    return true;
+}
+
+bool der_get_integer(der_cur *c, der_cur *out)
+{
+    der_cur v;
+    if (!der_get(c, DER_INTEGER, &v) || v.len == 0)
+        return false;
+    /* Minimal: no leading 0x00 before a byte < 0x80, no 0xFF before one >= 0x80. */
+    if (v.len >= 2 && ((v.p[0] == 0x00 && !(v.p[1] & 0x80)) || (v.p[0] == 0xff && (v.p[1] & 0x80))))
+        return false;
     *out = v;
-    *used = 1 + k;
-    return HSMCA_OK;
+    return true;
 }
 
-hsmca_code der_next(der_cur *c, der_tlv *t, const char *what, hsmca_err *e)
+bool der_get_oid(der_cur *c, der_cur *out)
 {
-    if (c->len < 2)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: truncated", c->inv, what);
-    uint8_t tag = c->p[0];
-    /* High-tag-number form never occurs in a certificate profile we sign. */
-    if ((tag & 0x1f) == 0x1f)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: high tag number form", c->inv, what);
-    size_t vlen = 0, used = 0;
-    hsmca_code rc = der_read_len(c, c->p + 1, c->len - 1, &vlen, &used, what, e);
-    if (rc != HSMCA_OK)
-        return rc;
-    size_t hdr = 1 + used;
-    if (vlen > c->len - hdr)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: length exceeds the input", c->inv,
-                          what);
-    t->tag = tag;
-    t->raw = c->p;
-    t->raw_len = hdr + vlen;
-    t->val = c->p + hdr;
-    t->len = vlen;
-    c->p += t->raw_len;
-    c->len -= t->raw_len;
-    return HSMCA_OK;
-}
-
-hsmca_code der_expect(der_cur *c, uint8_t tag, der_tlv *t, const char *what, hsmca_err *e)
-{
-    if (c->len == 0)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: missing", c->inv, what);
-    if (c->p[0] != tag)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: tag 0x%02x, expected 0x%02x", c->inv,
-                          what, c->p[0], tag);
-    return der_next(c, t, what, e);
-}
-
-hsmca_code der_expect_end(const der_cur *c, const char *what, hsmca_err *e)
-{
-    if (c->len != 0)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: %zu trailing bytes", c->inv, what,
-                          c->len);
-    return HSMCA_OK;
-}
-
-hsmca_code der_check_integer(const der_cur *c, const der_tlv *t, const char *what, hsmca_err *e)
-{
-    if (t->len == 0)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: empty INTEGER", c->inv, what);
-    if (t->len >= 2 &&
-        ((t->val[0] == 0x00 && !(t->val[1] & 0x80)) || (t->val[0] == 0xff && (t->val[1] & 0x80))))
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: non-minimal INTEGER", c->inv, what);
-    return HSMCA_OK;
-}
-
-hsmca_code der_check_oid(const der_cur *c, const der_tlv *t, const char *what, hsmca_err *e)
-{
-    if (t->len == 0 || t->len > 64)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: bad OID length", c->inv, what);
+    der_cur v;
+    if (!der_get(c, DER_OID, &v) || v.len == 0 || v.len > 64)
+        return false;
     /* Each subidentifier: base 128, no leading 0x80 octet, last octet below 0x80. */
     bool start = true;
-    for (size_t i = 0; i < t->len; i++) {
-        if (start && t->val[i] == 0x80)
-            return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: non-minimal OID", c->inv, what);
-        start = !(t->val[i] & 0x80);
+    for (size_t i = 0; i < v.len; i++) {
+        if (start && v.p[i] == 0x80)
+            return false;
+        start = !(v.p[i] & 0x80);
     }
     if (!start)
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: truncated OID", c->inv, what);
-    return HSMCA_OK;
+        return false;
+    *out = v;
+    return true;
 }
 
-hsmca_code der_read_bool(const der_cur *c, const der_tlv *t, bool *v, const char *what,
-                         hsmca_err *e)
+bool der_eq(const der_cur *c, const uint8_t *b, size_t n)
 {
-    if (t->tag != DER_BOOLEAN || t->len != 1 || (t->val[0] != 0x00 && t->val[0] != 0xff))
-        return hsmca_fail(e, HSMCA_EINVAL, "invariant %d: %s: BOOLEAN not 0x00/0xFF", c->inv, what);
-    *v = t->val[0] == 0xff;
-    return HSMCA_OK;
-}
-
-bool der_val_eq(const der_tlv *t, const uint8_t *b, size_t n)
-{
-    return t->len == n && memcmp(t->val, b, n) == 0;
-}
-
-bool der_raw_eq(const der_tlv *t, const uint8_t *b, size_t n)
-{
-    return t->raw_len == n && memcmp(t->raw, b, n) == 0;
+    return c->len == n && memcmp(c->p, b, n) == 0;
 }

@@ -1,18 +1,19 @@
-/* signer_der.h - a small strict DER reader for the signer's TBS validator.
+/* signer_der.h - a bounds-checked, strict DER cursor for the signer's TBS
+ * validator, in the style of BoringSSL's CBS.
  *
- * Accepts only DER: low-tag-number identifiers, definite lengths in minimal
- * form, every read bounds-checked against an explicit length. Nothing is
- * copied: a TLV points into the caller's buffer. Errors name the invariant
- * the cursor is checking ("invariant N: <what>: <reason>"), code HSMCA_EINVAL. */
+ * A cursor is a view of a buffer; each verb reads one element off its front and
+ * returns false on anything that is not DER (high tag numbers, indefinite or
+ * non-minimal lengths, a length beyond the input, the wrong tag). Nothing is
+ * copied or allocated: cursors point into the caller's buffer. The cursor knows
+ * no invariant and writes no message: the caller names the rule that failed. */
 #ifndef HSMCA_SIGNER_DER_H
 #define HSMCA_SIGNER_DER_H
 
-#include "hsmca_err.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-/* Universal and context tags used by the TBS profile (identifier octets). */
+/* Universal and context tags used by the certificate profiles (identifier octets). */
 #define DER_BOOLEAN 0x01
 #define DER_INTEGER 0x02
 #define DER_BIT_STRING 0x03
@@ -25,57 +26,47 @@
 #define DER_CTX(n) (0x80 | (n))      /* [n] IMPLICIT, primitive */
 #define DER_CTX_CONS(n) (0xA0 | (n)) /* [n] constructed / EXPLICIT */
 
-/* A read position in a buffer; inv is the invariant number used in messages. */
+/* A read position: the bytes not yet read. */
 typedef struct {
     const uint8_t *p;
     size_t len;
-    int inv;
 } der_cur;
 
-/* One element: tag, contents, and the whole encoding (for byte comparisons). */
-typedef struct {
-    uint8_t tag;
-    const uint8_t *val;
-    size_t len;
-    const uint8_t *raw;
-    size_t raw_len;
-} der_tlv;
-
-/* A cursor over buf[0..len) reporting under invariant inv. */
-der_cur der_cur_init(const uint8_t *buf, size_t len, int inv);
-
-/* A cursor over the contents of t, reporting under invariant inv. */
-der_cur der_cur_of(const der_tlv *t, int inv);
+/* A cursor over buf[0..len) (NULL buf: an empty cursor). */
+der_cur der_cur_init(const uint8_t *buf, size_t len);
 
 /* True when nothing is left to read. */
-bool der_at_end(const der_cur *c);
+bool der_empty(const der_cur *c);
 
-/* The next identifier octet, or -1 at the end (does not validate it). */
-int der_peek_tag(const der_cur *c);
+/* True when the next element has this tag (false at the end). */
+bool der_peek(const der_cur *c, uint8_t tag);
 
-/* Reads the next TLV of any tag; what names the field in the message. */
-hsmca_code der_next(der_cur *c, der_tlv *t, const char *what, hsmca_err *e);
+/* Reads the next element, which must have tag; *out views its contents. */
+bool der_get(der_cur *c, uint8_t tag, der_cur *out);
 
-/* Reads the next TLV and requires tag. */
-hsmca_code der_expect(der_cur *c, uint8_t tag, der_tlv *t, const char *what, hsmca_err *e);
+/* As der_get, but *out views the whole element, header included. */
+bool der_get_element(der_cur *c, uint8_t tag, der_cur *out);
 
-/* Requires that c is exhausted ("trailing bytes in <what>" otherwise). */
-hsmca_code der_expect_end(const der_cur *c, const char *what, hsmca_err *e);
+/* Reads the next element whatever its tag: *tag and its contents. */
+bool der_get_any(der_cur *c, uint8_t *tag, der_cur *out);
 
-/* Checks an INTEGER's contents are minimal (X.690 8.3.2); does not check sign. */
-hsmca_code der_check_integer(const der_cur *c, const der_tlv *t, const char *what, hsmca_err *e);
+/* When the next element has tag, reads it (*present = true); otherwise reads
+ * nothing (*present = false). False only when a present element is malformed. */
+bool der_get_optional(der_cur *c, uint8_t tag, der_cur *out, bool *present);
 
-/* Checks an OBJECT IDENTIFIER's contents are well formed and minimal. */
-hsmca_code der_check_oid(const der_cur *c, const der_tlv *t, const char *what, hsmca_err *e);
+/* Reads the next element, which must have tag and be the last one in c. */
+bool der_get_only(der_cur *c, uint8_t tag, der_cur *out);
 
-/* Reads a DER BOOLEAN's value: 0x00 or 0xFF only, length 1. */
-hsmca_code der_read_bool(const der_cur *c, const der_tlv *t, bool *v, const char *what,
-                         hsmca_err *e);
+/* Reads a BOOLEAN: contents exactly 0x00 or 0xFF. */
+bool der_get_bool(der_cur *c, bool *v);
 
-/* True when t's contents equal (b, n) byte for byte. */
-bool der_val_eq(const der_tlv *t, const uint8_t *b, size_t n);
+/* Reads an INTEGER with minimal contents (X.690 8.3.2); *out views them. */
+bool der_get_integer(der_cur *c, der_cur *out);
 
-/* True when t's whole encoding equals (b, n) byte for byte. */
-bool der_raw_eq(const der_tlv *t, const uint8_t *b, size_t n);
+/* Reads an OBJECT IDENTIFIER with well-formed, minimal contents; *out views them. */
+bool der_get_oid(der_cur *c, der_cur *out);
+
+/* True when c's bytes equal (b, n) exactly. */
+bool der_eq(const der_cur *c, const uint8_t *b, size_t n);
 
 #endif

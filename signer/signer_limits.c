@@ -1,11 +1,11 @@
-/* signer_limits.c - the issued-serial set (invariant 6) and the signing rate limiter
- * (invariant 7) declared in signer_tbs.h. Both are shared by the signing threads. */
-#include "signer_tbs.h"
+/* signer_limits.c - see signer_limits.h. */
+#include "signer_limits.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 /* ---- serial_set: open addressing, linear probing, keyed hash ----------------------- */
@@ -23,7 +23,7 @@ struct serial_set {
     serial_slot *slots;
     size_t cap; /* power of two */
     size_t count;
-    uint64_t k0, k1;
+    uint8_t key[16];
 };
 
 #define SS_ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
@@ -54,11 +54,13 @@ static uint64_t ss_load64(const uint8_t *p)
     return v;
 }
 
-/* SipHash-2-4 (Aumasson, Bernstein) of in[0..n). */
-static uint64_t ss_hash(const serial_set *s, const uint8_t *in, size_t n)
+/* SipHash-2-4 (Aumasson, Bernstein) of in[0..n); checked against the reference
+ * vectors in tests/unit/test_signer_limits.c. */
+uint64_t serial_set_siphash(const uint8_t key[16], const uint8_t *in, size_t n)
 {
-    uint64_t v[4] = {s->k0 ^ 0x736f6d6570736575ULL, s->k1 ^ 0x646f72616e646f6dULL,
-                     s->k0 ^ 0x6c7967656e657261ULL, s->k1 ^ 0x7465646279746573ULL};
+    uint64_t k0 = ss_load64(key), k1 = ss_load64(key + 8);
+    uint64_t v[4] = {k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL,
+                     k0 ^ 0x6c7967656e657261ULL, k1 ^ 0x7465646279746573ULL};
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint64_t m = ss_load64(in + i);
@@ -86,17 +88,14 @@ serial_set *serial_set_new(void)
     serial_set *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
-    uint8_t key[16];
     s->cap = 1024;
     s->slots = calloc(s->cap, sizeof(*s->slots));
-    if (!s->slots || RAND_bytes(key, sizeof(key)) != 1 || pthread_mutex_init(&s->mu, NULL) != 0) {
+    if (!s->slots || RAND_bytes(s->key, sizeof(s->key)) != 1 ||
+        pthread_mutex_init(&s->mu, NULL) != 0) {
         free(s->slots);
         free(s);
         return NULL;
     }
-    s->k0 = ss_load64(key);
-    s->k1 = ss_load64(key + 8);
-    OPENSSL_cleanse(key, sizeof(key));
     return s;
 }
 
@@ -106,6 +105,7 @@ void serial_set_free(serial_set *s)
         return;
     pthread_mutex_destroy(&s->mu);
     free(s->slots);
+    OPENSSL_cleanse(s, sizeof(*s));
     free(s);
 }
 
@@ -113,7 +113,7 @@ void serial_set_free(serial_set *s)
 static serial_slot *ss_find(serial_slot *slots, size_t cap, const serial_set *s, const uint8_t *b,
                             size_t n)
 {
-    size_t i = (size_t)ss_hash(s, b, n) & (cap - 1);
+    size_t i = (size_t)serial_set_siphash(s->key, b, n) & (cap - 1);
     for (;; i = (i + 1) & (cap - 1)) {
         serial_slot *sl = &slots[i];
         if (sl->len == 0 || (sl->len == n && memcmp(sl->b, b, n) == 0))
@@ -139,9 +139,9 @@ static int ss_grow(serial_set *s)
     return 0;
 }
 
-hsmca_code serial_set_insert(serial_set *s, const uint8_t *serial, size_t len, hsmca_err *e)
+static hsmca_code ss_add(serial_set *s, const uint8_t *serial, size_t len, hsmca_err *e)
 {
-    if (!s || !serial || len == 0 || len > 20)
+    if (!s || !serial || len == 0 || len > sizeof(((serial_slot *)0)->b))
         return hsmca_fail(e, HSMCA_EINVAL, "invariant 6: serial of %zu octets", len);
     hsmca_code rc = HSMCA_OK;
     pthread_mutex_lock(&s->mu);
@@ -159,6 +159,24 @@ hsmca_code serial_set_insert(serial_set *s, const uint8_t *serial, size_t len, h
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
+}
+
+hsmca_code serial_set_insert(serial_set *s, const uint8_t *serial, size_t len, hsmca_err *e)
+{
+    return ss_add(s, serial, len, e);
+}
+
+hsmca_code serial_set_restore(serial_set *s, const uint8_t *serial, size_t len, hsmca_err *e)
+{
+    return ss_add(s, serial, len, e); /* a duplicate is already in the set */
+}
+
+size_t serial_set_count(serial_set *s)
+{
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->count;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 /* ---- rate_limiter: token bucket --------------------------------------------------- */

@@ -50,14 +50,30 @@ static void drop_peer(signer_ctx *s, int ctl_fd, const char *why)
     }
 }
 
+/* The wire check and the queue's room come before protobuf-c allocates anything. */
 static void handle_sign_req(signer_ctx *s, int ctl_fd, uint64_t id, const uint8_t *p, size_t n)
 {
+    signer_request_shape shape;
+    hsmca_err e;
+    if (signer_request_check(p, n, &shape, &e) != HSMCA_OK) {
+        drop_peer(s, ctl_fd, e.msg);
+        return;
+    }
+    if (signer_queue_reserve(s, &shape, id) != HSMCA_OK)
+        return; /* answered RESOURCE_EXHAUSTED */
     Hsmca__Ipc__SignRequest *req = hsmca__ipc__sign_request__unpack(NULL, n, p);
     if (!req) {
         drop_peer(s, ctl_fd, "SignRequest does not decode");
         return;
     }
-    signer_submit(s, id, req); /* takes ownership of req */
+    /* protobuf-c ends a string at its first NUL: a requester shorter than its
+     * wire length would be logged as someone else. */
+    if (strlen(req->requester) != shape.requester_len) {
+        hsmca__ipc__sign_request__free_unpacked(req, NULL);
+        drop_peer(s, ctl_fd, "SignRequest: requester contains a NUL byte");
+        return;
+    }
+    signer_submit(s, id, req, &shape); /* takes ownership of req */
 }
 
 /* The allow-table: every message type the front end may send, and its handler. */
@@ -105,7 +121,7 @@ static int signer_loop(signer_ctx *s, int ctl_fd)
     while (!signer_stop) {
         int fd = signer_conn_fd(s);
         struct pollfd pfd[2] = {{ctl_fd, POLLIN, 0}, {fd, POLLIN, 0}};
-        int r = poll(pfd, fd >= 0 ? 2 : 1, 1000);
+        int r = poll(pfd, fd >= 0 ? 2 : 1, 200);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -170,6 +186,7 @@ int signer_main(int argc, char **argv)
         fatal("token unavailable, will retry: %s", e.msg);
     if (!s)
         fatal_config("refusing to serve: %s", e.msg);
+    signer_set_ctl_fd(s, ctl_fd);
     signer_conn_set(s, ipc_fd);
     int rc = signer_loop(s, ctl_fd);
     signer_stop_all(s);

@@ -102,7 +102,7 @@ static void *raw_loop(void *arg)
     for (uint64_t i = 0; i < 100000000ULL && util_mono_now() < w->deadline; i++) {
         size_t len = sizeof(sig);
         digest[i % 32] ^= (uint8_t)i;
-        if ((w->rc = p11_pool_sign_digest(w->pool, digest, sig, &len, &w->e)) != HSMCA_OK)
+        if ((w->rc = p11_pool_sign_digest(w->pool, digest, 32, sig, &len, &w->e)) != HSMCA_OK)
             break;
         w->n++;
     }

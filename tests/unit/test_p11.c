@@ -161,7 +161,7 @@ static hsmca_code sign_check(p11_pool *p, hsmca_err *e)
     uint8_t d[32], sig[512];
     size_t len = sizeof(sig);
     RAND_bytes(d, sizeof(d));
-    hsmca_code c = p11_pool_sign_digest(p, d, sig, &len, e);
+    hsmca_code c = p11_pool_sign_digest(p, d, 32, sig, &len, e);
     if (c != HSMCA_OK)
         return c;
     EVP_PKEY *pk = p11_pool_public_key(p);
@@ -366,7 +366,7 @@ static void pool_sign(p11_key_type t, const char *label, int want_id)
         assert_int_equal(sign_check(p, &e), HSMCA_OK);
     uint8_t d[32] = {0}, small[256];
     size_t len = sizeof(small);
-    assert_int_equal(p11_pool_sign_digest(p, d, small, &len, &e), HSMCA_EINVAL);
+    assert_int_equal(p11_pool_sign_digest(p, d, 32, small, &len, &e), HSMCA_EINVAL);
     assert_non_null(strstr(e.msg, "512"));
     p11_pool_close(p);
 
@@ -424,7 +424,7 @@ static void *signer_thread(void *arg)
         size_t len = sizeof(sig);
         hsmca_err e;
         RAND_bytes(d, sizeof(d));
-        if (p11_pool_sign_digest(p, d, sig, &len, &e) != HSMCA_OK || !verify(pk, d, sig, len))
+        if (p11_pool_sign_digest(p, d, 32, sig, &len, &e) != HSMCA_OK || !verify(pk, d, sig, len))
             bad++;
     }
     EVP_PKEY_free(pk);

@@ -1,0 +1,30 @@
+/* signer_request.h - the wire check of a SignRequest before protobuf-c sees it.
+ *
+ * protobuf-c keeps unknown fields (so 64 KiB of padding costs ~1.75 MiB once
+ * unpacked), accepts a field repeated any number of times, and truncates a
+ * string at an embedded NUL. The signer therefore walks the wire format first
+ * and admits only the fields of proto/signer.proto, each at most once, each
+ * within its size bound, before anything is allocated. */
+#ifndef HSMCA_SIGNER_REQUEST_H
+#define HSMCA_SIGNER_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "hsmca_err.h"
+
+/* What the wire check learnt, for the queue's byte accounting and the checks
+ * after unpacking. */
+typedef struct {
+    size_t tbs_len;
+    size_t requester_len; /* wire length: a shorter C string means a NUL inside */
+    size_t csr_sha256_len;
+} signer_request_shape;
+
+/* Walks payload[0..len): fields 1 (varint profile), 2 (tbs, at most
+ * PROFILE_TBS_MAX bytes), 3 (requester, at most PROFILE_REQUESTER_MAX), 4
+ * (csr_sha256, 0 or 32 bytes), each at most once; nothing else. HSMCA_EINVAL
+ * naming the rule when the front end broke the protocol. */
+HSMCA_MUSTCHECK hsmca_code signer_request_check(const uint8_t *payload, size_t len,
+                                                signer_request_shape *shape, hsmca_err *e);
+
+#endif

@@ -1,0 +1,25 @@
+/* signer_tbs_int.h - what the TBS validator's two halves (the fields in
+ * signer_tbs.c, the extensions in signer_tbs_ext.c) share. Private to signer/. */
+#ifndef HSMCA_SIGNER_TBS_INT_H
+#define HSMCA_SIGNER_TBS_INT_H
+
+#include "signer_der.h"
+#include "signer_tbs.h"
+
+/* One validation: the policy, the clock, and what was seen so far. */
+typedef struct {
+    const tbs_policy *pol;
+    tbs_profile profile;
+    int64_t now;
+    tbs_facts *facts;
+    der_cur subject_key; /* the subjectPublicKey BIT STRING's key bytes (SKI input) */
+} tbs_ctx;
+
+/* A refusal for malformed DER (HSMCA_EINVAL) naming the invariant and field. */
+#define TBS_DER(cond, e, inv, what)                                                                \
+    HSMCA_ENSURE(cond, e, HSMCA_EINVAL, "invariant %d: %s: not DER", inv, what)
+
+/* The extensions [3] with the allowlist and the per-extension rules (inv. 1, 3, 4). */
+HSMCA_MUSTCHECK hsmca_code tbs_check_extensions(tbs_ctx *c, der_cur *in, hsmca_err *e);
+
+#endif

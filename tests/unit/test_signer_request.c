@@ -1,0 +1,104 @@
+/* test_signer_request.c - the SignRequest wire check the signer runs before
+ * protobuf-c allocates anything: only known fields, each once, each bounded. */
+/* cmocka.h needs these first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+/* clang-format off */
+#include <cmocka.h>
+/* clang-format on */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile.h"
+#include "signer.pb-c.h"
+#include "signer_request.h"
+
+/* A packed SignRequest with the given fields (tbs of tbs_len 0x30 bytes). */
+static size_t pack(uint8_t *out, size_t tbs_len, const char *requester, int with_hash)
+{
+    static uint8_t tbs[PROFILE_TBS_MAX + 10], hash[32];
+    memset(tbs, 0x30, sizeof(tbs));
+    Hsmca__Ipc__SignRequest r = HSMCA__IPC__SIGN_REQUEST__INIT;
+    r.profile = 1;
+    r.tbs.data = tbs;
+    r.tbs.len = tbs_len;
+    r.requester = (char *)requester;
+    if (with_hash) {
+        r.csr_sha256.data = hash;
+        r.csr_sha256.len = 32;
+    }
+    return hsmca__ipc__sign_request__pack(&r, out);
+}
+
+static void expect(const uint8_t *p, size_t n, hsmca_code code, const char *msg)
+{
+    signer_request_shape shape;
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    hsmca_code rc = signer_request_check(p, n, &shape, &e);
+    if (rc != code || (msg && strncmp(e.msg, msg, strlen(msg)) != 0))
+        fail_msg("expected %s \"%s\", got %s \"%s\"", hsmca_code_name(code), msg ? msg : "",
+                 hsmca_code_name(rc), e.msg);
+}
+
+static void test_accepts_what_the_front_end_sends(void **state)
+{
+    static uint8_t buf[65536];
+    size_t n = pack(buf, 600, "spiffe://cluster.local/ns/default/sa/sleep", 1);
+    signer_request_shape shape;
+    hsmca_err e;
+    assert_int_equal(signer_request_check(buf, n, &shape, &e), HSMCA_OK);
+    assert_int_equal(shape.tbs_len, 600);
+    assert_int_equal(shape.requester_len, strlen("spiffe://cluster.local/ns/default/sa/sleep"));
+    assert_int_equal(shape.csr_sha256_len, 32);
+    n = pack(buf, PROFILE_TBS_MAX, "", 0); /* the limits themselves */
+    expect(buf, n, HSMCA_OK, NULL);
+    expect(buf, 0, HSMCA_OK, NULL); /* all defaults: the validator refuses it later */
+}
+
+static void test_refuses_before_unpacking(void **state)
+{
+    static uint8_t buf[65536];
+    char big[PROFILE_REQUESTER_MAX + 2];
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    size_t n = pack(buf, PROFILE_TBS_MAX + 1, "x", 0);
+    expect(buf, n, HSMCA_EINVAL, "SignRequest: field tbs of 16385 bytes exceeds 16384");
+    n = pack(buf, 100, big, 0);
+    expect(buf, n, HSMCA_EINVAL, "SignRequest: field requester of 2049 bytes exceeds 2048");
+
+    /* Unknown fields: the padding that cost ~1.75 MiB per frame once unpacked. */
+    n = pack(buf, 100, "x", 0);
+    static const uint8_t unknown[] = {0x2a, 0x03, 'a', 'b', 'c'}; /* field 5, LEN */
+    memcpy(buf + n, unknown, sizeof(unknown));
+    expect(buf, n + sizeof(unknown), HSMCA_EINVAL, "SignRequest: unknown field 5");
+    static const uint8_t huge_field[] = {0xf8, 0xff, 0xff, 0xff, 0x0f, 0x00}; /* varint field */
+    memcpy(buf + n, huge_field, sizeof(huge_field));
+    expect(buf, n + sizeof(huge_field), HSMCA_EINVAL, "SignRequest: unknown field");
+    /* A field twice (protobuf keeps the last; we keep neither). */
+    static const uint8_t again[] = {0x1a, 0x01, 'y'};
+    memcpy(buf + n, again, sizeof(again));
+    expect(buf, n + sizeof(again), HSMCA_EINVAL, "SignRequest: field requester repeated");
+    /* Wrong wire type, truncation, a varint that never ends. */
+    static const uint8_t wrong_type[] = {0x08 | 2, 0x01, 0x00}; /* profile as LEN */
+    expect(wrong_type, sizeof(wrong_type), HSMCA_EINVAL,
+           "SignRequest: field profile has the wrong wire type");
+    expect(buf, n - 1, HSMCA_EINVAL, "SignRequest: field requester runs past the frame");
+    static const uint8_t endless[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                      0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    expect(endless, sizeof(endless), HSMCA_EINVAL, "SignRequest: field profile malformed");
+    static const uint8_t bad_hash[] = {0x22, 0x02, 0x01, 0x02};
+    expect(bad_hash, sizeof(bad_hash), HSMCA_EINVAL, "SignRequest: csr_sha256 of 2 bytes");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accepts_what_the_front_end_sends),
+        cmocka_unit_test(test_refuses_before_unpacking),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
