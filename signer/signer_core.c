@@ -49,6 +49,9 @@ typedef struct signer_job {
 /* Longer than SIGNER_SEND_TIMEOUT_MS, so a worker blocked on a stalled front
  * end is back before the deadline. */
 #define SIGNER_STOP_TIMEOUT_S 3
+/* Refusal lines logged per second; a flood beyond is counted in one summary
+ * line per second, so it cannot drown the lines that matter. */
+#define SIGNER_REFUSAL_LINES_PER_S 50
 
 struct signer_ctx {
     p11_module *module;
@@ -59,6 +62,7 @@ struct signer_ctx {
     const sigalg *alg;
     serial_set *serials;
     rate_limiter *rate;
+    log_limiter *refusals; /* refusal lines per interval; the rest are counted */
     int ctl_fd; /* to ask the supervisor for a new front end; -1: none */
 
     pthread_mutex_t lock;
@@ -89,6 +93,8 @@ int signer_conn_fd(signer_ctx *s)
 }
 
 void signer_set_ctl_fd(signer_ctx *s, int ctl_fd) { s->ctl_fd = ctl_fd; }
+
+void signer_tick(signer_ctx *s) { log_limiter_flush(s->refusals, util_mono_now()); }
 
 void signer_conn_set(signer_ctx *s, int fd)
 {
@@ -253,18 +259,35 @@ static hsmca_code sign_one(signer_ctx *s, const Hsmca__Ipc__SignRequest *req, tb
 }
 
 /* The log line of an issuance: until the audit log lands it is the only
- * record, so it names every SAN (or, when they do not fit, their count and the
- * SAN extension's hash). The requester comes last: it is the front end's word. */
+ * record, so it names every SAN, with their count and the SAN extension's hash
+ * (which still identify them when a long list is capped in the line). The
+ * requester comes last: it is the front end's word. */
 static void log_signed(const Hsmca__Ipc__SignRequest *req, const tbs_facts *f)
 {
-    char serial_hex[2 * PROFILE_SERIAL_MAX + 1], san_hash[65];
-    util_hex(f->serial, f->serial_len, serial_hex);
+    char serial[2 * PROFILE_SERIAL_MAX + 1], san_hash[65], not_after[24], n_sans[12];
+    util_hex(f->serial, f->serial_len, serial);
     util_hex(f->san_sha256, sizeof(f->san_sha256), san_hash);
-    log_info("signed profile=%u serial=%s not_after=%lld n_sans=%d sans=%s%s san_sha256=%s "
-             "requester=%s",
-             req->profile, serial_hex, (long long)f->not_after, f->n_sans, f->sans,
-             f->sans_truncated ? "(truncated)" : "", san_hash,
-             req->requester ? req->requester : "");
+    snprintf(not_after, sizeof(not_after), "%lld", (long long)f->not_after);
+    snprintf(n_sans, sizeof(n_sans), "%d", f->n_sans);
+    LOG_EVENT(LOG_LVL_INFO,
+              req->profile == TBS_PROFILE_SERVING ? "signed serving certificate"
+                                                  : "signed workload certificate",
+              LOG_STR("serial", serial), LOG_STR("not_after", not_after),
+              LOG_STR("n_sans", n_sans), LOG_STR("sans", f->sans),
+              LOG_STR("san_sha256", san_hash), LOG_STR("requester", req->requester));
+}
+
+/* A refusal: the reason before the requester, so a long requester cannot push
+ * it off the line; a flood of refusals is summarized per interval. */
+static void log_refused(signer_ctx *s, const signer_job *j, const hsmca_err *e)
+{
+    if (!log_limiter_allow(s->refusals, util_mono_now()))
+        return;
+    char id[24];
+    snprintf(id, sizeof(id), "%llu", (unsigned long long)j->id);
+    LOG_EVENT(LOG_LVL_WARN, "refused request", LOG_STR("reason", e->msg),
+              LOG_STR("code", hsmca_code_name(e->code)), LOG_STR("request_id", id),
+              LOG_STR("requester", j->req->requester));
 }
 
 static void sign_job(signer_ctx *s, signer_job *j)
@@ -278,8 +301,7 @@ static void sign_job(signer_ctx *s, signer_job *j)
     if (rc == HSMCA_OK)
         log_signed(j->req, &facts);
     else
-        log_warn("refused request %llu: %s; requester=%s", (unsigned long long)j->id, e.msg,
-                 j->req->requester ? j->req->requester : "");
+        log_refused(s, j, &e);
     reply_within(s, j->conn, j->id, rc, rc == HSMCA_OK ? "" : e.msg, cert, cert_len,
                  SIGNER_SEND_TIMEOUT_MS);
     OPENSSL_free(cert);
@@ -387,7 +409,8 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     build_policy(s);
     s->serials = serial_set_new();
     s->rate = rate_limiter_new(cfg->rate_per_second, cfg->rate_burst);
-    if (!s->serials || !s->rate) {
+    s->refusals = log_limiter_new(SIGNER_REFUSAL_LINES_PER_S, 1.0);
+    if (!s->serials || !s->rate || !s->refusals) {
         hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
         signer_stop_all(s);
         return NULL;
@@ -444,5 +467,8 @@ void signer_stop_all(signer_ctx *s)
     X509_free(s->ca_cert);
     serial_set_free(s->serials);
     rate_limiter_free(s->rate);
+    if (s->refusals) /* at stop, the last window is over: report what it suppressed */
+        log_limiter_flush(s->refusals, util_mono_now() + 3600);
+    log_limiter_free(s->refusals);
     free(s);
 }
