@@ -53,7 +53,7 @@ static hsmca_code pool_sign(p11_pool *p, hsmca_err *e)
     size_t len = sizeof(sig);
     RAND_bytes(d, sizeof(d));
     hsmca_err_clear(e);
-    hsmca_code c = p11_pool_sign_digest(p, d, sig, &len, e);
+    hsmca_code c = p11_pool_sign_digest(p, d, sizeof(d), sig, &len, e);
     if (c == HSMCA_OK) {
         EVP_PKEY *pk = p11_pool_public_key(p);
         assert_non_null(pk);
