@@ -125,6 +125,8 @@ static int reap(sup_child *kids, int n)
                 log_warn("%s (pid %d) killed by signal %d", c->role, (int)pid, WTERMSIG(status));
             else if (WEXITSTATUS(status) == EXIT_CONFIG)
                 permanent = 1;
+            else if (WEXITSTATUS(status) == EXIT_RESTART)
+                log_info("%s (pid %d) asked to be restarted", c->role, (int)pid);
             else
                 log_warn("%s (pid %d) exited with status %d", c->role, (int)pid,
                          WEXITSTATUS(status));
@@ -209,6 +211,7 @@ int supervisor_run(const char *config_path)
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     if (sfd < 0)
@@ -226,7 +229,14 @@ int supervisor_run(const char *config_path)
             fatal("poll: %s", strerror(errno));
         if (pfd[0].revents) {
             struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof(si)) == sizeof(si) && si.ssi_signo != SIGCHLD) {
+            ssize_t got = read(sfd, &si, sizeof(si));
+            if (got == sizeof(si) && si.ssi_signo == SIGHUP) {
+                /* The operator's way to have a token login tried again (after
+                 * the token refused the PIN): a fresh signer reads the PIN once. */
+                log_info("SIGHUP: restarting the signer");
+                if (signer->pid)
+                    kill(signer->pid, SIGTERM);
+            } else if (got == sizeof(si) && si.ssi_signo != SIGCHLD) {
                 log_info("signal %u: stopping", si.ssi_signo);
                 stop_children(kids, 2);
                 return 0;

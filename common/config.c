@@ -63,6 +63,7 @@ static const config_field fields[] = {
     F("pkcs11", "ca_key", CT_STR, ca_key_uri, 0),
     F("pkcs11", "softhsm2_conf", CT_PATH, softhsm2_conf, 0),
     F("pkcs11", "sessions", CT_U32, sessions, 0),
+    F("pkcs11", "sign_timeout", CT_DUR, sign_timeout, 0),
     S("", "ca"),
     F("ca", "cert", CT_PATH, ca_cert, 0),
     F("ca", "root_bundle", CT_PATH, root_bundle, 0),
@@ -119,6 +120,7 @@ void config_defaults(hsmca_config *c)
     c->serving_cert_ttl = 86400;
     c->max_request_bytes = 65536;
     c->sessions = 4;
+    c->sign_timeout = 10;
     set_str(c->trust_domain, "cluster.local");
     c->default_ttl = 86400;
     c->max_ttl = 86400;

@@ -31,6 +31,8 @@ typedef struct {
     char ca_key_uri[CONFIG_MAX_STR];     /* pkcs11:token=hsmca;object=ca-key;type=private */
     char softhsm2_conf[CONFIG_MAX_STR];  /* optional: SOFTHSM2_CONF for the signer only */
     uint32_t sessions;                   /* signing session pool size, default 4 */
+    uint32_t sign_timeout;               /* seconds a token call may take before its request
+                                            is answered UNAVAILABLE, default 10 */
 
     /* ca: */
     char ca_cert[CONFIG_MAX_STR];        /* PEM: the certificate of the CA key */

@@ -116,6 +116,10 @@ noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * which also keeps it from locking an HSM's PIN with repeated failed logins. */
 #define EXIT_CONFIG 78
 
+/* Exit status of a child that asks to be started again at once (the signer,
+ * when the PIN file changed after the token refused the old PIN). */
+#define EXIT_RESTART 75
+
 /* Logs at error level and exits(EXIT_CONFIG). */
 noreturn void fatal_config(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

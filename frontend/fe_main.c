@@ -155,7 +155,11 @@ int frontend_main(int argc, char **argv)
     pthread_create(&sig_th, NULL, signal_thread, &set);
     if (!(app.ipc = fe_ipc_start(ipc_fd, ctl_fd, &e)))
         fatal("%s", e.msg);
-    fe_serving *serving = fe_serving_start(&app);
+    fe_serving *serving = fe_serving_start(&app, &fe_stop);
+    if (!serving) {
+        log_info("stopped while waiting for a serving certificate");
+        return 0;
+    }
 
     grpc_init();
     fe_listener *listener = fe_server_listen(&app, fe_serving_credentials(serving));

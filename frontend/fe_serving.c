@@ -159,7 +159,7 @@ static void schedule(fe_serving *s)
     s->renew_at = now + (s->cur.not_after - now) * 2 / 3;
 }
 
-fe_serving *fe_serving_start(fe_app *app)
+fe_serving *fe_serving_start(fe_app *app, volatile int *stop)
 {
     fe_serving *s = calloc(1, sizeof(*s));
     if (!s)
@@ -167,6 +167,11 @@ fe_serving *fe_serving_start(fe_app *app)
     s->app = app;
     pthread_mutex_init(&s->lock, NULL);
     for (int attempt = 0;; attempt++) {
+        if (*stop) { /* SIGTERM while the signer cannot issue (token, PIN): nothing to finish */
+            pthread_mutex_destroy(&s->lock);
+            free(s);
+            return NULL;
+        }
         hsmca_err e;
         hsmca_code rc = make_cred(app, &s->cur, &e);
         if (rc == HSMCA_OK)

@@ -10,8 +10,9 @@
 typedef struct fe_serving fe_serving;
 
 /* Generates a key and gets its certificate from the signer, waiting while the
- * signer is unavailable (it may still be logging in). Exits on a refusal. */
-fe_serving *fe_serving_start(fe_app *app);
+ * signer is unavailable (it may still be logging in, or the token is down).
+ * Exits on a refusal; returns NULL when *stop becomes non-zero while waiting. */
+fe_serving *fe_serving_start(fe_app *app, volatile int *stop);
 
 /* Starts the renewal thread (after the sandbox is in place). */
 void fe_serving_start_renewal(fe_serving *s);

@@ -66,15 +66,25 @@ EVP_PKEY *p11_pool_public_key(p11_pool *p);
  * (p11_pool_sigalg; digest_len must be its digest's): CKM_ECDSA (raw r||s
  * converted to a DER ECDSA-Sig-Value) or CKM_RSA_PKCS over the DigestInfo.
  * sig gets the DER/PKCS#1 signature; *siglen in: capacity (>= 512), out: length.
- * Blocks until a session is free. Thread-safe. On a CKR_* that means the token
- * or session is gone, returns HSMCA_EUNAVAIL and marks the pool for reconnect;
- * later calls re-login / re-initialize (with backoff) before signing again. */
+ * Blocks until a session is free. Thread-safe. Recovery follows the exact CKR_*
+ * (DESIGN.md §5): a dead session is replaced and a lost login restored once,
+ * and the request retried once on another session (nothing was signed); a
+ * device error returns HSMCA_EUNAVAIL and rebuilds the pool (C_Finalize /
+ * C_Initialize, login) with backoff; a refused PIN (at any login) stops the
+ * pool for good: HSMCA_EUNAVAIL naming it, and no login is tried again. */
 hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
                                 uint8_t *sig, size_t *siglen, hsmca_err *e);
 
 /* The signature algorithm of the pool's key (common/sigalg.h); never NULL for
  * an open pool. */
 const sigalg *p11_pool_sigalg(p11_pool *p);
+
+/* Where the pool stands, for the signer's log and its replies: ready;
+ * reconnecting (a device error: calls fail fast with UNAVAILABLE while one
+ * caller a second rebuilds the pool); or the token refused the PIN (nothing is
+ * tried again until the caller makes a new pool). */
+typedef enum { P11_POOL_READY, P11_POOL_RECONNECTING, P11_POOL_PIN_REFUSED } p11_pool_state;
+p11_pool_state p11_pool_get_state(p11_pool *p);
 
 /* 1 while the pool is healthy, 0 while it is reconnecting. */
 int p11_pool_healthy(p11_pool *p);

@@ -24,6 +24,17 @@ int p11_pad_label(const char *label, unsigned char out[P11_LABEL_MAX]);
 /* 1 when rv means the session, login or token is gone (reconnect may help). */
 int p11_rv_unavailable(CK_RV rv);
 
+/* What a failed call's CKR_* asks the pool to do (DESIGN.md §5). */
+typedef enum {
+    P11_RV_OK,      /* nothing */
+    P11_RV_SESSION, /* this session is dead: evict it, retry once on another */
+    P11_RV_LOGIN,   /* the login went away: log in again once, retry once */
+    P11_RV_DEVICE,  /* the token or module is gone: rebuild the pool with backoff */
+    P11_RV_PIN,     /* the PIN was refused: never retried automatically */
+    P11_RV_OTHER,   /* this request failed; replace its session, keep the pool */
+} p11_rv_class;
+p11_rv_class p11_rv_classify(CK_RV rv);
+
 /* Sets *e from a failed call: HSMCA_EUNAVAIL for p11_rv_unavailable codes,
  * else `code`; the message is "<what>: <CKR name>". Returns the code set. */
 hsmca_code p11_fail_rv(hsmca_err *e, hsmca_code code, const char *what, CK_RV rv);
@@ -36,8 +47,10 @@ CK_RV p11_module_reinit(p11_module *m);
 hsmca_code p11_find_token(p11_module *m, const char *label, CK_SLOT_ID *slot, CK_RV *rv_out,
                           hsmca_err *e);
 
-/* C_Login as the user; CKR_USER_ALREADY_LOGGED_IN is success (*did_login = 0). */
-hsmca_code p11_login_user(p11_module *m, CK_SESSION_HANDLE s, const char *pin, int *did_login,
+/* C_Login as the user; CKR_USER_ALREADY_LOGGED_IN is success (*did_login = 0).
+ * A refused PIN is HSMCA_EAUTH; *rv_out (may be NULL) gets the CKR. */
+hsmca_code p11_login_user(p11_module *m, CK_SESSION_HANDLE s, const char *pin, CK_RV *rv_out,
+                          int *did_login,
                           hsmca_err *e);
 
 /* Finds up to max objects of a class matching label (may be NULL) and id

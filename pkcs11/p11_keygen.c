@@ -148,7 +148,7 @@ hsmca_code p11_generate_key(p11_module *m, const char *token_label, const char *
     CK_RV rv = m->fl->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s);
     if (rv != CKR_OK)
         return p11_fail_rv(e, HSMCA_EINTERNAL, "generate key: C_OpenSession", rv);
-    if ((c = p11_login_user(m, s, user_pin, &did_login, e)) != HSMCA_OK)
+    if ((c = p11_login_user(m, s, user_pin, NULL, &did_login, e)) != HSMCA_OK)
         goto out;
     if (label_taken(m, s, label)) {
         c = hsmca_fail(e, HSMCA_EINVAL, "generate key: an object labelled '%s' already exists",

@@ -139,18 +139,23 @@ int p11_token_exists(p11_module *m, const char *label)
     return p11_find_token(m, label, &slot, NULL, &e) == HSMCA_OK ? 1 : 0;
 }
 
-hsmca_code p11_login_user(p11_module *m, CK_SESSION_HANDLE s, const char *pin, int *did_login,
-                          hsmca_err *e)
+hsmca_code p11_login_user(p11_module *m, CK_SESSION_HANDLE s, const char *pin, CK_RV *rv_out,
+                          int *did_login, hsmca_err *e)
 {
     if (did_login)
         *did_login = 0;
+    CK_RV scratch;
+    if (!rv_out)
+        rv_out = &scratch;
+    *rv_out = CKR_OK;
     size_t n = pin ? strnlen(pin, P11_PIN_MAX + 1) : 0;
     if (n == 0 || n > P11_PIN_MAX)
         return hsmca_fail(e, HSMCA_EINVAL, "C_Login: PIN must be 1..%d bytes", P11_PIN_MAX);
     CK_RV rv = m->fl->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, (CK_ULONG)n);
+    *rv_out = rv == CKR_USER_ALREADY_LOGGED_IN ? CKR_OK : rv;
     if (rv == CKR_USER_ALREADY_LOGGED_IN)
         return HSMCA_OK; /* login state is per application, not per session */
-    if (rv == CKR_PIN_INCORRECT || rv == CKR_PIN_LOCKED || rv == CKR_PIN_EXPIRED)
+    if (p11_rv_classify(rv) == P11_RV_PIN)
         return hsmca_fail(e, HSMCA_EAUTH, "C_Login: %s", p11_rv_name(rv));
     if (rv != CKR_OK)
         return p11_fail_rv(e, HSMCA_EINTERNAL, "C_Login", rv);

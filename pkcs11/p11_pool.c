@@ -41,6 +41,7 @@ struct p11_pool {
     int reconnecting;
     double last_attempt;
     CK_RV last_rv;
+    CK_RV pin_rv; /* not CKR_OK: the token refused the PIN; never tried again */
 };
 
 static hsmca_code pin_keep(p11_pool *p, const char *pin, hsmca_err *e)
@@ -86,7 +87,7 @@ static void sessions_close(p11_pool *p)
 /* Finds the token, opens n sessions, logs in and finds the key. Closes what it
  * opened on failure. Only our own sessions: C_CloseAllSessions would also kill
  * another pool's sessions on the same token. */
-static hsmca_code pool_connect(p11_pool *p, EVP_PKEY **pub, hsmca_err *e)
+static hsmca_code pool_connect(p11_pool *p, EVP_PKEY **pub, CK_RV *login_rv, hsmca_err *e)
 {
     CK_RV rv;
     hsmca_code c = p11_find_token(p->m, p->uri.token, &p->slot, &rv, e);
@@ -100,7 +101,7 @@ static hsmca_code pool_connect(p11_pool *p, EVP_PKEY **pub, hsmca_err *e)
             goto fail;
         }
     }
-    if ((c = p11_login_user(p->m, p->all[0], p->pin, NULL, e)) != HSMCA_OK)
+    if ((c = p11_login_user(p->m, p->all[0], p->pin, login_rv, NULL, e)) != HSMCA_OK)
         goto fail;
     if ((c = p11_key_find_checked(p->m, p->all[0], &p->uri, &p->key, &p->kt, pub, e)) != HSMCA_OK)
         goto fail;
@@ -113,16 +114,16 @@ fail:
 /* Closes our sessions and connects again; when the module itself seems gone
  * (EUNAVAIL: not initialized, device error, token missing) it re-initializes
  * the module and tries once more. Runs with no session held by anyone. */
-static hsmca_code pool_reconnect(p11_pool *p, hsmca_err *e)
+static hsmca_code pool_reconnect(p11_pool *p, CK_RV *login_rv, hsmca_err *e)
 {
     EVP_PKEY *pub = NULL;
     sessions_close(p);
-    hsmca_code c = pool_connect(p, &pub, e);
+    hsmca_code c = pool_connect(p, &pub, login_rv, e);
     if (c == HSMCA_EUNAVAIL) {
         CK_RV rv = p11_module_reinit(p->m);
         if (rv != CKR_OK)
             return p11_fail_rv(e, HSMCA_EUNAVAIL, "pool: re-initialize module", rv);
-        c = pool_connect(p, &pub, e);
+        c = pool_connect(p, &pub, login_rv, e);
     }
     if (c != HSMCA_OK)
         return c;
@@ -145,11 +146,35 @@ static void mark_unhealthy_locked(p11_pool *p, CK_RV rv)
     pthread_cond_broadcast(&p->cv);
 }
 
+/* The refusal every call gets once the token has refused the PIN. */
+static hsmca_code pin_refused(const p11_pool *p, hsmca_err *e)
+{
+    return hsmca_fail(e, HSMCA_EUNAVAIL,
+                      "token '%s' refused the PIN (%s): issuance stopped; the PIN is not tried "
+                      "again until the PIN file changes or the signer is restarted",
+                      p->uri.token, p11_rv_name(p->pin_rv));
+}
+
+static void mark_pin_refused_locked(p11_pool *p, CK_RV rv)
+{
+    if (p->pin_rv == CKR_OK)
+        log_error("pkcs11: token '%s' refused the PIN (%s); issuance stopped. A hardware token "
+                  "locks after a few wrong PINs, so it is not tried again: fix the PIN file "
+                  "(the signer restarts when it changes) or restart the signer (SIGHUP to "
+                  "hsmca serve)",
+                  p->uri.token, p11_rv_name(rv));
+    p->pin_rv = rv;
+    p->healthy = 0;
+    pthread_cond_broadcast(&p->cv);
+}
+
 /* Called with the lock held on an unhealthy pool; returns with it held. One
  * caller per second gets to reconnect; every other caller fails fast. */
 static hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
 {
     double now = util_mono_now();
+    if (p->pin_rv != CKR_OK)
+        return pin_refused(p, e);
     if (p->reconnecting || now - p->last_attempt < POOL_BACKOFF_S)
         return hsmca_fail(e, HSMCA_EUNAVAIL, "token unavailable (%s): reconnect pending",
                           p11_rv_name(p->last_rv));
@@ -160,9 +185,14 @@ static hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
     pthread_mutex_unlock(&p->mu);
     hsmca_err why;
     hsmca_err_clear(&why);
-    hsmca_code c = pool_reconnect(p, &why);
+    CK_RV login_rv = CKR_OK;
+    hsmca_code c = pool_reconnect(p, &login_rv, &why);
     pthread_mutex_lock(&p->mu);
     p->reconnecting = 0;
+    if (c == HSMCA_EAUTH && p11_rv_classify(login_rv) == P11_RV_PIN) {
+        mark_pin_refused_locked(p, login_rv);
+        return pin_refused(p, e);
+    }
     if (c != HSMCA_OK) {
         log_warn("pkcs11: reconnect to token '%s' failed: %s", p->uri.token, why.msg);
         return hsmca_fail(e, HSMCA_EUNAVAIL, "token unavailable: reconnect failed: %s", why.msg);
@@ -180,6 +210,10 @@ static hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OBJECT_HANDLE *key
 {
     pthread_mutex_lock(&p->mu);
     for (;;) {
+        if (p->pin_rv != CKR_OK) {
+            pthread_mutex_unlock(&p->mu);
+            return pin_refused(p, e);
+        }
         if (!p->healthy) {
             hsmca_code c = recover_locked(p, e);
             if (c != HSMCA_OK) {
@@ -204,48 +238,86 @@ static hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OBJECT_HANDLE *key
  * until it is given back. Returns CKR_OK or why the new session failed. */
 static CK_RV session_replace(p11_pool *p, unsigned idx)
 {
-    p->m->fl->C_CloseSession(p->all[idx]);
+    /* Open before closing: closing an application's last session would end
+     * its login. */
+    CK_SESSION_HANDLE old = p->all[idx];
     CK_RV rv = p->m->fl->C_OpenSession(p->slot, CKF_SERIAL_SESSION, NULL, NULL, &p->all[idx]);
     if (rv != CKR_OK)
         p->all[idx] = CK_INVALID_HANDLE;
+    p->m->fl->C_CloseSession(old);
     return rv;
 }
 
-/* Gives a session back after a sign that returned rv. */
-static void pool_release(p11_pool *p, unsigned idx, CK_RV rv)
+/* Gives a session back after a sign that returned rv, acting on its class
+ * (DESIGN.md §5). Returns 1 when the request may be retried once: nothing was
+ * signed and the pool is usable again (a dead session replaced, or logged in
+ * again). Runs outside the lock; the index is ours until it is given back. */
+static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, int may_retry)
 {
-    if (rv != CKR_OK && !p11_rv_unavailable(rv))
-        rv = session_replace(p, idx);
+    p11_rv_class cls = p11_rv_classify(rv);
+    CK_RV fix = rv;
+    if (cls == P11_RV_SESSION || cls == P11_RV_OTHER || cls == P11_RV_LOGIN) {
+        /* A dead session, or one that may hold a half-done operation. */
+        fix = session_replace(p, idx);
+        /* The login ends with an application's last session: a new session
+         * that is not logged in means every session died; the reconnect (one
+         * login, the key found again) brings them back. */
+        CK_SESSION_INFO info;
+        if (fix == CKR_OK && cls == P11_RV_SESSION &&
+            (p->m->fl->C_GetSessionInfo(p->all[idx], &info) != CKR_OK ||
+             (info.state != CKS_RO_USER_FUNCTIONS && info.state != CKS_RW_USER_FUNCTIONS)))
+            fix = CKR_USER_NOT_LOGGED_IN;
+        if (cls == P11_RV_SESSION)
+            log_warn("pkcs11: session evicted (%s); %s", p11_rv_name(rv),
+                     fix == CKR_OK ? "replaced" : "reconnecting the pool");
+    }
+    if (cls == P11_RV_LOGIN && fix == CKR_OK && may_retry) {
+        /* Login state is per application: one C_Login brings every session back. */
+        hsmca_err why;
+        (void)p11_login_user(p->m, p->all[idx], p->pin, &fix, NULL, &why);
+        log_warn("pkcs11: %s; logged in again: %s", p11_rv_name(rv), p11_rv_name(fix));
+    } else if (cls == P11_RV_LOGIN && fix == CKR_OK) {
+        fix = rv; /* a second lost login in one request: rebuild the pool */
+    }
     pthread_mutex_lock(&p->mu);
-    if (rv == CKR_OK)
+    int ok = fix == CKR_OK;
+    if (ok)
         p->free_idx[p->nfree++] = idx;
+    else if (p11_rv_classify(fix) == P11_RV_PIN)
+        mark_pin_refused_locked(p, fix);
     else
-        mark_unhealthy_locked(p, rv); /* the session is dropped; reconnect reopens all */
+        mark_unhealthy_locked(p, fix); /* the session is dropped; reconnect reopens all */
     p->in_use--;
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
+    p11_rv_class after = p11_rv_classify(fix);
+    return may_retry && (cls == P11_RV_SESSION || cls == P11_RV_LOGIN) &&
+           (ok || after == P11_RV_DEVICE || after == P11_RV_LOGIN);
 }
 
 hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
                                 uint8_t *sig, size_t *siglen, hsmca_err *e)
 {
     uint8_t raw[RAW_SIG_MAX];
-    CK_ULONG rawlen = sizeof(raw);
-    unsigned idx;
-    CK_OBJECT_HANDLE key;
+    unsigned idx = 0;
+    CK_OBJECT_HANDLE key = CK_INVALID_HANDLE;
     if (!p || !digest || !sig || !siglen || *siglen < 512)
         return hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer must hold 512 bytes");
     if (digest_len != p->alg->digest_len)
         return hsmca_fail(e, HSMCA_EINVAL, "sign: %s signs a %zu-byte digest, not %zu",
                           p->alg->name, p->alg->digest_len, digest_len);
-    hsmca_code c = pool_acquire(p, &idx, &key, e);
-    if (c != HSMCA_OK)
-        return c;
-    CK_RV rv = p11_sign_raw(p->m, p->all[idx], key, p->alg, digest, raw, &rawlen);
-    pool_release(p, idx, rv);
-    if (rv != CKR_OK)
-        return p11_fail_rv(e, HSMCA_EINTERNAL, "sign: C_Sign", rv);
-    return p11_sig_encode(p->alg, raw, rawlen, sig, siglen, e);
+    /* A dead session or a lost login costs no request: nothing was signed, so
+     * the request is retried once on another session. */
+    for (int attempt = 0;; attempt++) {
+        HSMCA_GUARD(pool_acquire(p, &idx, &key, e));
+        CK_ULONG rawlen = sizeof(raw);
+        CK_RV rv = p11_sign_raw(p->m, p->all[idx], key, p->alg, digest, raw, &rawlen);
+        if (pool_release(p, idx, rv, attempt == 0))
+            continue;
+        if (rv != CKR_OK)
+            return p11_fail_rv(e, HSMCA_EINTERNAL, "sign: C_Sign", rv);
+        return p11_sig_encode(p->alg, raw, rawlen, sig, siglen, e);
+    }
 }
 
 const sigalg *p11_pool_sigalg(p11_pool *p) { return p ? p->alg : NULL; }
@@ -290,7 +362,8 @@ hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pi
         c = hsmca_fail(e, HSMCA_EINVAL, "key URI: no token given");
         goto fail;
     }
-    if ((c = pin_keep(p, user_pin, e)) != HSMCA_OK || (c = pool_connect(p, &p->pub, e)) != HSMCA_OK)
+    if ((c = pin_keep(p, user_pin, e)) != HSMCA_OK ||
+        (c = pool_connect(p, &p->pub, NULL, e)) != HSMCA_OK)
         goto fail;
     if (!(p->alg = sigalg_for_key(p->pub))) {
         c = hsmca_fail(e, HSMCA_EPERM, "key check: no signature algorithm for this key type");
@@ -329,6 +402,16 @@ EVP_PKEY *p11_pool_public_key(p11_pool *p)
     if (!p || !p->pub || EVP_PKEY_up_ref(p->pub) != 1)
         return NULL;
     return p->pub;
+}
+
+p11_pool_state p11_pool_get_state(p11_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p11_pool_state st = p->pin_rv != CKR_OK ? P11_POOL_PIN_REFUSED
+                        : p->healthy        ? P11_POOL_READY
+                                            : P11_POOL_RECONNECTING;
+    pthread_mutex_unlock(&p->mu);
+    return st;
 }
 
 int p11_pool_healthy(p11_pool *p)

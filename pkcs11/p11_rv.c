@@ -133,6 +133,26 @@ int p11_rv_unavailable(CK_RV rv)
     }
 }
 
+p11_rv_class p11_rv_classify(CK_RV rv)
+{
+    switch (rv) {
+    case CKR_OK: return P11_RV_OK;
+    case CKR_SESSION_HANDLE_INVALID:
+    case CKR_SESSION_CLOSED: return P11_RV_SESSION;
+    case CKR_USER_NOT_LOGGED_IN: return P11_RV_LOGIN;
+    case CKR_DEVICE_REMOVED:
+    case CKR_TOKEN_NOT_PRESENT:
+    case CKR_DEVICE_ERROR:
+    case CKR_CRYPTOKI_NOT_INITIALIZED: return P11_RV_DEVICE;
+    /* A hardware token locks, and some zeroize, after a few wrong PINs. */
+    case CKR_PIN_INCORRECT:
+    case CKR_PIN_LOCKED:
+    case CKR_PIN_EXPIRED:
+    case CKR_PIN_LEN_RANGE: return P11_RV_PIN;
+    default: return P11_RV_OTHER;
+    }
+}
+
 hsmca_code p11_fail_rv(hsmca_err *e, hsmca_code code, const char *what, CK_RV rv)
 {
     if (p11_rv_unavailable(rv))

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +64,7 @@ struct signer_ctx {
     serial_set *serials;
     rate_limiter *rate;
     log_limiter *refusals; /* refusal lines per interval; the rest are counted */
+    struct stat pin_stat;  /* the PIN file as read at start: a change re-enables login */
     int ctl_fd; /* to ask the supervisor for a new front end; -1: none */
 
     pthread_mutex_t lock;
@@ -74,7 +76,18 @@ struct signer_ctx {
     int stopping;
     pthread_t workers[SIGNER_MAX_WORKERS];
     int n_workers;
+    /* What each worker is signing, for the watchdog (guarded by lock). */
+    struct signer_busy {
+        signer_job *job;   /* NULL when idle */
+        double started;    /* monotonic */
+        int answered;      /* the request got its reply (from the worker or the watchdog) */
+    } busy[SIGNER_MAX_WORKERS];
 };
+
+typedef struct {
+    signer_ctx *s;
+    int idx;
+} signer_worker_arg;
 
 static void conn_unref_locked(signer_conn *c)
 {
@@ -94,7 +107,31 @@ int signer_conn_fd(signer_ctx *s)
 
 void signer_set_ctl_fd(signer_ctx *s, int ctl_fd) { s->ctl_fd = ctl_fd; }
 
-void signer_tick(signer_ctx *s) { log_limiter_flush(s->refusals, util_mono_now()); }
+static void answer_overdue(signer_ctx *s);
+
+/* After the token refused the PIN nothing logs in again, until the PIN file
+ * is replaced or rewritten (then a fresh signer reads it, once). */
+static int pin_file_changed(const signer_ctx *s)
+{
+    struct stat now;
+    if (stat(s->cfg.pin_file, &now) != 0)
+        return 0;
+    return now.st_ino != s->pin_stat.st_ino || now.st_size != s->pin_stat.st_size ||
+           now.st_mtim.tv_sec != s->pin_stat.st_mtim.tv_sec ||
+           now.st_mtim.tv_nsec != s->pin_stat.st_mtim.tv_nsec;
+}
+
+int signer_tick(signer_ctx *s)
+{
+    answer_overdue(s);
+    log_limiter_flush(s->refusals, util_mono_now());
+    if (p11_pool_get_state(s->pool) == P11_POOL_PIN_REFUSED && pin_file_changed(s)) {
+        log_warn("the PIN file %s changed: restarting the signer to try it once",
+                 s->cfg.pin_file);
+        return 1;
+    }
+    return 0;
+}
 
 void signer_conn_set(signer_ctx *s, int fd)
 {
@@ -290,7 +327,18 @@ static void log_refused(signer_ctx *s, const signer_job *j, const hsmca_err *e)
               LOG_STR("requester", j->req->requester));
 }
 
-static void sign_job(signer_ctx *s, signer_job *j)
+/* Claims the right to answer the job a worker holds: 1 for the first caller
+ * (the worker or the watchdog), 0 when it was answered already. */
+static int claim_answer(signer_ctx *s, int idx)
+{
+    pthread_mutex_lock(&s->lock);
+    int mine = !s->busy[idx].answered;
+    s->busy[idx].answered = 1;
+    pthread_mutex_unlock(&s->lock);
+    return mine;
+}
+
+static void sign_job(signer_ctx *s, int idx, signer_job *j)
 {
     uint8_t *cert = NULL;
     size_t cert_len = 0;
@@ -298,6 +346,13 @@ static void sign_job(signer_ctx *s, signer_job *j)
     hsmca_err e;
     hsmca_err_clear(&e);
     hsmca_code rc = sign_one(s, j->req, &facts, &cert, &cert_len, &e);
+    if (!claim_answer(s, idx)) {
+        /* The watchdog answered UNAVAILABLE while the token call hung: the
+         * certificate was never released, and its serial stays used. */
+        log_warn("token call returned after the request was answered; result discarded");
+        OPENSSL_free(cert);
+        return;
+    }
     if (rc == HSMCA_OK)
         log_signed(j->req, &facts);
     else
@@ -307,9 +362,43 @@ static void sign_job(signer_ctx *s, signer_job *j)
     OPENSSL_free(cert);
 }
 
+/* The watchdog, from the main loop: a request whose token call has run past
+ * pkcs11.sign_timeout is answered UNAVAILABLE now; its worker (and session)
+ * come back when the call returns, and the other workers go on. */
+static void answer_overdue(signer_ctx *s)
+{
+    double now = util_mono_now();
+    for (int i = 0; i < s->n_workers; i++) {
+        pthread_mutex_lock(&s->lock);
+        struct signer_busy *b = &s->busy[i];
+        signer_job *j = b->job;
+        int overdue = j && !b->answered && now - b->started > s->cfg.sign_timeout;
+        uint64_t id = j ? j->id : 0;
+        signer_conn *c = overdue ? j->conn : NULL;
+        if (overdue) {
+            b->answered = 1;
+            c->refs++;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (!overdue)
+            continue;
+        char why[160];
+        snprintf(why, sizeof(why), "token did not answer within %u s (signing call hung)",
+                 s->cfg.sign_timeout);
+        log_warn("request %llu: %s; answered UNAVAILABLE", (unsigned long long)id, why);
+        reply_within(s, c, id, HSMCA_EUNAVAIL, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS);
+        pthread_mutex_lock(&s->lock);
+        conn_unref_locked(c);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
 static void *worker(void *arg)
 {
-    signer_ctx *s = arg;
+    signer_worker_arg *wa = arg;
+    signer_ctx *s = wa->s;
+    int idx = wa->idx;
+    free(wa);
     for (;;) {
         pthread_mutex_lock(&s->lock);
         while (!s->head && !s->stopping)
@@ -324,12 +413,14 @@ static void *worker(void *arg)
             s->tail = NULL;
         s->queued--;
         int current = j->conn == s->conn;
+        s->busy[idx] = (struct signer_busy){j, util_mono_now(), 0};
         pthread_mutex_unlock(&s->lock);
 
         if (current) /* a reply for an old front end would go nowhere */
-            sign_job(s, j);
+            sign_job(s, idx, j);
         hsmca__ipc__sign_request__free_unpacked(j->req, NULL);
         pthread_mutex_lock(&s->lock);
+        s->busy[idx].job = NULL;
         s->queued_bytes -= j->cost;
         conn_unref_locked(j->conn);
         pthread_mutex_unlock(&s->lock);
@@ -380,6 +471,8 @@ static hsmca_code open_token(signer_ctx *s, const hsmca_config *cfg, hsmca_err *
     if (cfg->softhsm2_conf[0])
         setenv("SOFTHSM2_CONF", cfg->softhsm2_conf, 1);
     char pin[256];
+    if (stat(cfg->pin_file, &s->pin_stat) != 0)
+        memset(&s->pin_stat, 0, sizeof(s->pin_stat));
     hsmca_code rc = util_read_secret(cfg->pin_file, pin, sizeof(pin), e);
     if (rc != HSMCA_OK)
         return rc;
@@ -422,9 +515,14 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     sigaddset(&block, SIGINT);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     s->n_workers = (int)(cfg->sessions < SIGNER_MAX_WORKERS ? cfg->sessions : SIGNER_MAX_WORKERS);
-    for (int i = 0; i < s->n_workers; i++)
-        if (pthread_create(&s->workers[i], NULL, worker, s) != 0)
+    for (int i = 0; i < s->n_workers; i++) {
+        signer_worker_arg *wa = malloc(sizeof(*wa));
+        if (!wa)
+            fatal("out of memory");
+        *wa = (signer_worker_arg){s, i};
+        if (pthread_create(&s->workers[i], NULL, worker, wa) != 0)
             fatal("cannot start worker thread");
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     log_info("signer ready: CA key %s, %d sessions, max TTL %us, trust domain %s",
              cfg->ca_key_uri, s->n_workers, cfg->max_ttl, cfg->trust_domain);

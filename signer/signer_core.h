@@ -38,9 +38,11 @@ void signer_conn_close(signer_ctx *s);
  * current one stops reading. */
 void signer_set_ctl_fd(signer_ctx *s, int ctl_fd);
 
-/* Periodic work of the main loop (a few times a second): the summary line of
- * refusals suppressed in the last interval. */
-void signer_tick(signer_ctx *s);
+/* Periodic work of the main loop (a few times a second): answers requests
+ * whose token call is overdue (pkcs11.sign_timeout), writes the summary line
+ * of refusals suppressed in the last interval. Returns 1 when the signer
+ * should restart: the token refused the PIN and the PIN file has changed since. */
+int signer_tick(signer_ctx *s);
 
 /* Before unpacking a request of this shape: HSMCA_OK when the queue has room;
  * otherwise HSMCA_ERATE, and the front end has been answered RESOURCE_EXHAUSTED

@@ -122,7 +122,8 @@ static int signer_loop(signer_ctx *s, int ctl_fd)
         int fd = signer_conn_fd(s);
         struct pollfd pfd[2] = {{ctl_fd, POLLIN, 0}, {fd, POLLIN, 0}};
         int r = poll(pfd, fd >= 0 ? 2 : 1, 200);
-        signer_tick(s);
+        if (signer_tick(s))
+            return EXIT_RESTART;
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)

@@ -25,9 +25,12 @@ def free_port():
 class DevServer:
     """`hsmca dev --dir D --listen 127.0.0.1:PORT --ca-key KEY` as a subprocess."""
 
-    def __init__(self, ca_key="ec-p256", name="integ", server_settings=None):
-        """server_settings: lines added under `server:` in the config; when given,
-        the CA is made with `hsmca dev init` and run with `hsmca serve --config`."""
+    def __init__(self, ca_key="ec-p256", name="integ", server_settings=None, config_edit=None,
+                 env_extra=None):
+        """server_settings: lines added under `server:` in the config; config_edit: a
+        function from the config's text to a new text. When either is given, the CA
+        is made with `hsmca dev init` and run with `hsmca serve --config`.
+        env_extra: variables added to the server's environment."""
         os.makedirs(TMP, exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix=name + ".", dir=TMP)
         self.port = free_port()
@@ -36,9 +39,11 @@ class DevServer:
         env = dict(os.environ)
         # LeakSanitizer needs ptrace and clone, which the front end's seccomp filter forbids.
         env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+        env.update(env_extra or {})
         self.log = open(self.log_path, "wb")
         listen = "127.0.0.1:%d" % self.port
-        if server_settings:
+        if server_settings or config_edit:
+            server_settings = server_settings or []
             subprocess.check_call([BIN, "dev", "init", "--dir", self.dir, "--ca-key", ca_key],
                                   stdout=self.log, stderr=subprocess.STDOUT, env=env)
             config = os.path.join(self.dir, "hsmca.yaml")
@@ -47,6 +52,8 @@ class DevServer:
             extra = "".join("  %s\n" % line for line in server_settings)
             text = text.replace("server:\n", "server:\n" + extra, 1)
             text = text.replace('listen: "127.0.0.1:15012"', 'listen: "%s"' % listen)
+            if config_edit:
+                text = config_edit(text)
             with open(config, "w") as f:
                 f.write(text)
             argv = [BIN, "serve", "--config", config]

@@ -526,11 +526,9 @@ static void test_recover_closed_sessions(void **state)
      * goes, and with them the login. */
     CK_FUNCTION_LIST *fl = raw_fl();
     assert_int_equal(fl->C_CloseAllSessions(raw_slot(fl)), CKR_OK);
-    assert_int_equal(sign_check(p, &e), HSMCA_EUNAVAIL);
-    assert_non_null(strstr(e.msg, "CKR_SESSION_HANDLE_INVALID"));
-    assert_int_equal(p11_pool_healthy(p), 0);
-
-    /* The next call reconnects (re-opens, re-logs in, re-finds the key) and signs. */
+    /* It costs no request: the dead session is evicted, the new one is not
+     * logged in, so the pool reconnects (re-opens, logs in once, re-finds the
+     * key) and the request is retried once (nothing was signed). */
     if (sign_check(p, &e) != HSMCA_OK)
         fail_msg("after recovery: %s", e.msg);
     assert_int_equal(p11_pool_healthy(p), 1);

@@ -131,25 +131,85 @@ static void test_fail_once_raw(void **state)
 /* The pool sees exactly one failed C_Sign. Whether it reports it (today:
  * UNAVAILABLE naming the code) or retries on another session (DESIGN.md §5),
  * a signature comes within two tries and nothing fails afterwards. */
+/* DESIGN.md §5: one dead session costs no request. The session is evicted and
+ * the request retried once on another; nothing was signed by the failed call. */
 static void test_fail_once_pool(void **state)
 {
     (void)state;
     p11_module *m;
     p11_pool *p = pool_up(&m);
-    st_counts base = st_count_of("C_Sign");
+    st_counts base = st_count_of("C_Sign"), login0 = st_count_of("C_Login");
     st_ctl_write("fail C_Sign CKR_SESSION_HANDLE_INVALID once\n");
     hsmca_err e;
-    hsmca_code c = pool_sign(p, &e);
-    if (c != HSMCA_OK) {
-        assert_int_equal(c, HSMCA_EUNAVAIL);
-        assert_non_null(strstr(e.msg, "CKR_SESSION_HANDLE_INVALID"));
-        if (pool_sign(p, &e) != HSMCA_OK)
-            fail_msg("second sign after one injected failure: %s", e.msg);
-    }
+    if (pool_sign(p, &e) != HSMCA_OK)
+        fail_msg("one dead session failed the request: %s", e.msg);
     for (int i = 0; i < 5; i++)
         assert_int_equal(pool_sign(p, &e), HSMCA_OK);
-    assert_int_equal(st_delta("C_Sign", base).failed, 1);
-    assert_int_equal(p11_pool_healthy(p), 1);
+    st_counts d = st_delta("C_Sign", base);
+    assert_int_equal(d.failed, 1);
+    assert_int_equal(d.calls, 7); /* the retry, then five more */
+    assert_int_equal(st_delta("C_Login", login0).calls, 0);
+    assert_int_equal(p11_pool_get_state(p), P11_POOL_READY);
+    pool_down(m, p);
+}
+
+/* A lost login is restored with one C_Login and the request retried once. */
+static void test_login_lost_relogs_once(void **state)
+{
+    (void)state;
+    p11_module *m;
+    p11_pool *p = pool_up(&m);
+    st_counts login0 = st_count_of("C_Login");
+    st_ctl_write("fail C_Sign CKR_USER_NOT_LOGGED_IN once\n");
+    hsmca_err e;
+    if (pool_sign(p, &e) != HSMCA_OK)
+        fail_msg("a lost login failed the request: %s", e.msg);
+    assert_int_equal(st_delta("C_Login", login0).calls, 1);
+    assert_int_equal(p11_pool_get_state(p), P11_POOL_READY);
+    pool_down(m, p);
+}
+
+/* Sessions dropped while idle (YubiHSM): only C_Finalize/C_Initialize brings
+ * the token back, and the pool does that within the request. */
+static void test_idle_drop_pool(void **state)
+{
+    (void)state;
+    p11_module *m;
+    p11_pool *p = pool_up(&m);
+    hsmca_err e;
+    st_ctl_write("idle-drop 1\n");
+    assert_int_equal(pool_sign(p, &e), HSMCA_OK);
+    usleep(1300 * 1000);
+    st_counts init0 = st_count_of("C_Initialize");
+    if (pool_sign(p, &e) != HSMCA_OK)
+        fail_msg("idle-dropped sessions failed the request: %s", e.msg);
+    assert_true(st_delta("C_Initialize", init0).calls >= 1);
+    pool_down(m, p);
+}
+
+/* A wrong PIN at re-login (the token came back re-provisioned) is never tried
+ * again: one C_Login, then every call fails fast with UNAVAILABLE naming it. */
+static void test_pin_refused_at_relogin(void **state)
+{
+    (void)state;
+    p11_module *m;
+    p11_pool *p = pool_up(&m);
+    hsmca_err e;
+    assert_int_equal(pool_sign(p, &e), HSMCA_OK);
+    st_counts login0 = st_count_of("C_Login");
+    st_ctl_write("fail C_Sign CKR_DEVICE_ERROR once\nfail C_Login CKR_PIN_INCORRECT always\n");
+    assert_int_equal(pool_sign(p, &e), HSMCA_EUNAVAIL); /* the device error itself */
+    int calls = 0, named = 0;
+    for (double end = st_mono() + 3.5; st_mono() < end; calls++) { /* 3 backoff periods */
+        assert_int_equal(pool_sign(p, &e), HSMCA_EUNAVAIL);
+        named += strstr(e.msg, "refused the PIN (CKR_PIN_INCORRECT)") != NULL;
+        usleep(50 * 1000);
+    }
+    print_message("pin refused: %d calls in 3.5 s, %d named the PIN, C_Login tried %llu time(s)\n",
+                  calls, named, st_delta("C_Login", login0).calls);
+    assert_int_equal(st_delta("C_Login", login0).calls, 1);
+    assert_true(named > 0);
+    assert_int_equal(p11_pool_get_state(p), P11_POOL_PIN_REFUSED);
     pool_down(m, p);
 }
 
@@ -493,6 +553,9 @@ int main(void)
         cmocka_unit_test_setup(test_passthrough_pool, reset),
         cmocka_unit_test_setup(test_fail_once_raw, reset),
         cmocka_unit_test_setup(test_fail_once_pool, reset),
+        cmocka_unit_test_setup(test_login_lost_relogs_once, reset),
+        cmocka_unit_test_setup(test_idle_drop_pool, reset),
+        cmocka_unit_test_setup(test_pin_refused_at_relogin, reset),
         cmocka_unit_test_setup(test_fail_every_3, reset),
         cmocka_unit_test_setup(test_delay, reset),
         cmocka_unit_test_setup(test_hang_release, reset),

@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""Token faults under load, through the fault-injecting PKCS#11 shim
+(tests/p11shim/) in front of SoftHSM, with the real signer and front end and a
+real gRPC client: a dead session costs no request, a removed token answers
+UNAVAILABLE and comes back without a restart, a hung C_Sign ends its request
+in bounded time while the others go on, and a wrong PIN at re-login is tried
+exactly once. Each test prints what it counted."""
+import os
+import re
+import threading
+import time
+import unittest
+
+import grpc
+
+import hsmca_client as hc
+from hsmca_harness import DevServer
+
+SHIM = os.environ.get("P11SHIM", "")
+SIGN_TIMEOUT = 2
+
+
+def shim_config(text):
+    text = re.sub(r"(?m)^  module: .*$", "  module: %s" % SHIM, text)
+    return text.replace("  sessions: 2\n", "  sessions: 2\n  sign_timeout: %ds\n" % SIGN_TIMEOUT)
+
+
+class TokenFaults(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        d = os.path.join(os.environ.get("HSMCA_TEST_TMP", "/tmp"), "shimctl.%d" % os.getpid())
+        os.makedirs(d, exist_ok=True)
+        cls.ctl = os.path.join(d, "control")
+        cls.counts = os.path.join(d, "counts")
+        open(cls.ctl, "w").close()
+        open(cls.counts, "w").close()
+        os.chmod(cls.counts, 0o666)  # the signer may run as its own user
+        cls.server = DevServer("ec-p256", name="tokenfaults", config_edit=shim_config,
+                               env_extra={"P11SHIM_CONTROL": cls.ctl,
+                                          "P11SHIM_COUNTS": cls.counts})
+        cls.server.wait_ready()
+        cls.token = cls.server.token()
+        key = hc.make_key("ec-p256")
+        cls.csr = hc.make_csr(key, uris=["spiffe://cluster.local/ns/default/sa/sleep"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def control(self, text):
+        with open(self.ctl, "r+") as f:  # in place: the shim keeps its fd
+            f.truncate(0)
+            f.write(text)
+
+    def count(self, fn):
+        with open(self.counts) as f:
+            for line in f:
+                parts = line.split()
+                if parts and parts[0] == fn:  # "FUNC CALLS FAILED", or "hanging N"
+                    return int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
+        return 0, 0
+
+    def call(self):
+        """(grpc status name, details) of one CreateCertificate."""
+        try:
+            self.server.client.create(self.csr, self.token, timeout=30)
+            return "OK", ""
+        except grpc.RpcError as e:
+            return e.code().name, e.details()
+
+    def load(self, n, threads=8, during=None):
+        """n calls from `threads` threads; `during(i)` runs before call i. Returns
+        the list of (status, details, seconds)."""
+        out, lock, it = [], threading.Lock(), iter(range(n))
+
+        def run():
+            while True:
+                with lock:
+                    i = next(it, None)
+                if i is None:
+                    return
+                if during:
+                    during(i)
+                t0 = time.monotonic()
+                st, det = self.call()
+                with lock:
+                    out.append((st, det, time.monotonic() - t0))
+
+        ts = [threading.Thread(target=run) for _ in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return out
+
+    def test_1_dead_session_costs_no_request(self):
+        self.control("")
+        sign0 = self.count("C_Sign")
+        res = self.load(200, during=lambda i: i == 40 and self.control(
+            "fail C_Sign CKR_SESSION_HANDLE_INVALID once\n"))
+        bad = [r for r in res if r[0] != "OK"]
+        calls, failed = (a - b for a, b in zip(self.count("C_Sign"), sign0))
+        print("dead session: %d requests, %d failed, C_Sign calls %d, injected failures %d"
+              % (len(res), len(bad), calls, failed))
+        self.assertEqual(failed, 1)
+        self.assertEqual(bad, [])
+
+    def test_2_token_removed_and_back_without_restart(self):
+        self.control("")
+        pid = self.server.children()["signer"]
+        self.assertEqual(self.call()[0], "OK")
+        t0 = time.monotonic()
+        self.control("remove\n")
+        st, det = self.call()
+        took = time.monotonic() - t0
+        print("token removed: %s in %.2f s (%s)" % (st, took, det))
+        self.assertEqual(st, "UNAVAILABLE")
+        self.assertLess(took, 5)
+        self.control("# reinserted\n")
+        t0 = time.monotonic()
+        while self.call()[0] != "OK":
+            self.assertLess(time.monotonic() - t0, 15, "no recovery after reinsertion")
+            time.sleep(0.1)
+        print("token back: serving again after %.2f s" % (time.monotonic() - t0))
+        self.assertEqual(self.server.children()["signer"], pid)
+
+    def test_3_hung_sign_ends_its_request_only(self):
+        self.control("hang C_Sign once\n")
+        hung = []
+
+        def hung_call():
+            res = self.call()
+            hung.append((time.monotonic(), res))
+
+        t = threading.Thread(target=hung_call)
+        t0 = time.monotonic()
+        t.start()
+        # The hung call holds one of the two sessions: the other goes on.
+        while self.count("hanging")[0] == 0:  # "hanging N" line of the counts file
+            self.assertLess(time.monotonic() - t0, 10, "the hang did not take")
+            time.sleep(0.02)
+        during = self.load(20, threads=2)
+        ok_during = sum(1 for r in during if r[0] == "OK")
+        t.join(SIGN_TIMEOUT + 15)
+        self.assertFalse(t.is_alive())
+        end, (st, det) = hung[0]
+        print("hung C_Sign: answered %s after %.2f s (%s); %d/20 others OK meanwhile"
+              % (st, end - t0, det, ok_during))
+        self.assertEqual(st, "UNAVAILABLE")
+        self.assertIn("did not answer", det)
+        self.assertLess(end - t0, SIGN_TIMEOUT + 10)
+        self.assertEqual(ok_during, 20)
+        self.control("release\n")
+        time.sleep(0.3)
+        res = self.load(20, threads=4)
+        self.assertEqual([r for r in res if r[0] != "OK"], [])
+
+    def test_4_wrong_pin_at_relogin_tried_once(self):
+        pid = self.server.children()["signer"]
+        login0 = self.count("C_Login")[0]
+        self.control("fail C_Sign CKR_DEVICE_ERROR once\nfail C_Login CKR_PIN_INCORRECT always\n")
+        statuses, named = {}, 0
+        t_end = time.monotonic() + 5
+        while time.monotonic() < t_end:
+            st, det = self.call()
+            statuses[st] = statuses.get(st, 0) + 1
+            named += "refused the PIN" in det
+            time.sleep(0.05)
+        logins = self.count("C_Login")[0] - login0
+        print("wrong PIN at re-login: %s over 5 s, %d named the PIN, C_Login tried %d time(s), "
+              "retried PINs = %d" % (statuses, named, logins, logins - 1))
+        self.assertEqual(logins, 1)
+        self.assertEqual(set(statuses), {"UNAVAILABLE"})
+        self.assertGreater(named, 0)
+        self.assertEqual(self.server.children()["signer"], pid)
+        # The operator fixes the PIN file: a fresh signer reads it and logs in once.
+        self.control("")
+        pin_path = os.path.join(self.server.dir, "pin")
+        with open(pin_path, "rb") as f:
+            pin = f.read()
+        tmp = pin_path + ".new"
+        with open(tmp, "wb") as f:
+            f.write(pin)
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, pin_path)
+        t0 = time.monotonic()
+        while self.call()[0] != "OK":
+            self.assertLess(time.monotonic() - t0, 20, "no recovery after the PIN file changed")
+            time.sleep(0.2)
+        new_pid = self.server.children()["signer"]
+        print("PIN file changed: signer %d replaced by %d, serving after %.2f s"
+              % (pid, new_pid, time.monotonic() - t0))
+        self.assertNotEqual(new_pid, pid)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
