@@ -178,9 +178,14 @@ static void stop_children(sup_child *kids, int n)
         if (!alive)
             return;
         if (util_mono_now() > deadline) {
-            for (int i = 0; i < n; i++)
-                if (kids[i].pid)
+            for (int i = 0; i < n; i++) {
+                if (kids[i].pid) {
+                    log_warn("%s (pid %d) did not stop within 5 s of SIGTERM: killing it",
+                             kids[i].role, (int)kids[i].pid);
                     kill(kids[i].pid, SIGKILL);
+                }
+            }
+            deadline = util_mono_now() + 3600; /* killed once is enough */
         }
         usleep(50 * 1000);
     }

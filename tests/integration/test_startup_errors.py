@@ -7,6 +7,7 @@ import re
 import socket
 import subprocess
 import tempfile
+import time
 import unittest
 
 from hsmca_harness import BIN, TMP, DevServer, free_port
@@ -62,11 +63,16 @@ class StartupErrorTests(unittest.TestCase):
         d = dev_init("wrongpin")
         with open(os.path.join(d, "pin"), "w") as f:
             f.write("0000000000000000\n")
+        t0 = time.monotonic()
         code, out = serve(set_listen(d, free_port()))
+        print("wrong PIN at start: stopped in %.2f s" % (time.monotonic() - t0))
         self.assertNotEqual(code, 0)
         self.assertIn("CKR_PIN_INCORRECT", out)
         self.assertIn("stopping", out)
         self.assertEqual(out.count("CKR_PIN_INCORRECT"), 1, out)  # no retry loop
+        # The front end, waiting for its serving certificate, stops on SIGTERM
+        # instead of being killed after the supervisor's grace period.
+        self.assertNotIn("of SIGTERM: killing it", out)
 
     def test_ca_certificate_of_another_key(self):
         d = dev_init("foreignca")

@@ -192,6 +192,29 @@ class TokenFaults(unittest.TestCase):
               % (pid, new_pid, time.monotonic() - t0))
         self.assertNotEqual(new_pid, pid)
 
+    def test_5_sigterm_stops_promptly_while_the_token_hangs(self):
+        """Last: it stops the server. SIGTERM while a C_Sign hangs (and requests
+        wait behind it) stops every process without the supervisor's SIGKILL."""
+        self.control("hang C_Sign always\n")
+        for _ in range(4):
+            threading.Thread(target=self.call, daemon=True).start()
+        t0 = time.monotonic()
+        while self.count("hanging")[0] < 2:  # both sessions held
+            self.assertLess(time.monotonic() - t0, 10, "the hang did not take")
+            time.sleep(0.02)
+        kids = self.server.children()
+        t0 = time.monotonic()
+        self.server.proc.terminate()
+        self.server.proc.wait(30)
+        took = time.monotonic() - t0
+        gone = not any(os.path.exists("/proc/%d" % p) for p in kids.values())
+        print("SIGTERM with a hung token: supervisor stopped in %.2f s, children gone: %s"
+              % (took, gone))
+        self.assertEqual(self.server.proc.returncode, 0)
+        self.assertNotIn("of SIGTERM: killing it", self.server.logtext())
+        self.assertTrue(gone)
+        self.control("")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
