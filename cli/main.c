@@ -37,7 +37,9 @@ static int serve_main(int argc, char **argv)
                  "Runs the CA described by FILE (YAML; see hsm-config/softhsm-dev.yaml):\n"
                  "a supervisor that starts the signer (PKCS#11 session, PIN, TBS checks)\n"
                  "and the sandboxed front end (gRPC over TLS), connects them, and restarts\n"
-                 "either if it dies. Stops on SIGTERM or SIGINT.");
+                 "either if it dies. Stops on SIGTERM or SIGINT. SIGHUP restarts the\n"
+                 "signer, which reads the PIN file again: the way to retry a login after\n"
+                 "the token refused the PIN (it is never retried on its own).");
             return 0;
         }
         if (!strcmp(argv[i], "--config") && i + 1 < argc)
