@@ -253,6 +253,34 @@ size_t util_b64_span(const char *s, size_t len)
     return i;
 }
 
+const char *util_printable(const char *s, size_t len, char *out, size_t outsz)
+{
+    static const char ellipsis[] = "...";
+    const size_t el = sizeof(ellipsis) - 1;
+    if (!out || outsz == 0)
+        return "";
+    if (!s) {
+        s = "(null)";
+        len = strlen(s);
+    }
+    size_t n = len < outsz - 1 ? len : outsz - 1;
+    int cut = n < len && outsz > el + 1;
+    if (cut)
+        n -= el;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        /* Quotes and backslash too: messages put values between quotes. */
+        int ok = c >= 0x20 && c <= 0x7e && c != '\'' && c != '"' && c != '\\';
+        out[i] = ok ? (char)c : '?';
+    }
+    if (cut) {
+        memcpy(out + n, ellipsis, el);
+        n += el;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 double util_mono_now(void)
 {
     struct timespec ts;

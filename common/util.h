@@ -1,4 +1,4 @@
-/* util.h - small helpers shared by every module: files, randomness, base64. */
+/* util.h - small helpers shared by every module: files, randomness, base64, messages. */
 #ifndef HSMCA_UTIL_H
 #define HSMCA_UTIL_H
 
@@ -35,6 +35,10 @@ uint8_t *util_b64_decode(const char *in, size_t inlen, size_t *outlen);
 
 /* Length of the leading run of s[0..len) in the standard alphabet (A-Za-z0-9+/, no '='). */
 size_t util_b64_span(const char *s, size_t len);
+
+/* s[0..len) for a message into out (caller's, outsz bytes), NUL-terminated; returns out.
+ * Printable ASCII stays; anything else and ' " \ show as '?'; a cut ends in "...". */
+const char *util_printable(const char *s, size_t len, char *out, size_t outsz);
 
 /* Monotonic and wall clocks in seconds. */
 double util_mono_now(void);

@@ -28,6 +28,7 @@
 #define FE_EC_COORD_LEN 32
 #define FE_ES256_SIG_LEN 64
 #define FE_MAX_KEYS 64
+#define FE_SHOWN_LEN 36 /* a kid or alg from a token in a message: 32 characters and "..." */
 
 typedef enum { FE_KTY_RSA, FE_KTY_EC } fe_kty;
 
@@ -43,25 +44,6 @@ struct fe_jwks {
 };
 
 static const char *kty_name(fe_kty t) { return t == FE_KTY_RSA ? "RSA" : "EC"; }
-
-/* Copies an outside string for a message: at most 32 characters, anything but
- * [A-Za-z0-9._:+/-] replaced by '?', so a message cannot be used to smuggle
- * quotes, control characters or a long blob into the logs. */
-static void printable(const char *in, char *out, size_t outsz)
-{
-    size_t i = 0;
-    for (; in[i] && i < 32 && i + 4 < outsz; i++) {
-        char c = in[i];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 strchr("._:+/-", c) != NULL;
-        out[i] = ok ? c : '?';
-    }
-    if (in[i] && i + 4 <= outsz) {
-        memcpy(out + i, "...", 3);
-        i += 3;
-    }
-    out[i] = '\0';
-}
 
 /* ---- JWKS ---------------------------------------------------------------- */
 
@@ -335,7 +317,7 @@ static const char *const jwt_forbidden_hdr[] = {"crit", "jku", "jwk", "x5u", "x5
 /* Checks the header; sets *kty and *kid (borrowed from hdr, NULL if absent). */
 static hsmca_code jwt_check_header(json_t *hdr, fe_kty *kty, const char **kid, hsmca_err *e)
 {
-    char shown[40];
+    char shown[FE_SHOWN_LEN];
     for (size_t i = 0; i < sizeof(jwt_forbidden_hdr) / sizeof(jwt_forbidden_hdr[0]); i++)
         if (json_object_get(hdr, jwt_forbidden_hdr[i]))
             return hsmca_fail(e, HSMCA_EAUTH, "JWT header field '%s' not allowed",
@@ -348,7 +330,7 @@ static hsmca_code jwt_check_header(json_t *hdr, fe_kty *kty, const char **kid, h
     } else if (strcmp(json_string_value(alg), "ES256") == 0) {
         *kty = FE_KTY_EC;
     } else {
-        printable(json_string_value(alg), shown, sizeof(shown));
+        util_printable(json_string_value(alg), json_string_length(alg), shown, sizeof(shown));
         return hsmca_fail(e, HSMCA_EAUTH, "JWT alg '%s' not allowed (RS256, ES256 only)", shown);
     }
     /* typ is a media type, compared case-insensitively (RFC 7515 §4.1.9). */
@@ -366,7 +348,7 @@ static hsmca_code jwt_check_header(json_t *hdr, fe_kty *kty, const char **kid, h
 static hsmca_code jwt_pick_key(const fe_jwks *ks, fe_kty kty, const char *kid,
                                EVP_PKEY **out, hsmca_err *e)
 {
-    char shown[40];
+    char shown[FE_SHOWN_LEN];
     const fe_jwk *found = NULL;
     size_t same_type = 0;
     for (size_t i = 0; i < ks->n; i++) {
@@ -380,7 +362,7 @@ static hsmca_code jwt_pick_key(const fe_jwks *ks, fe_kty kty, const char *kid,
         }
     }
     if (kid && !found) {
-        printable(kid, shown, sizeof(shown));
+        util_printable(kid, strlen(kid), shown, sizeof(shown));
         return hsmca_fail(e, HSMCA_EAUTH, "JWT kid '%s' not in JWKS", shown);
     }
     if (!kid && same_type != 1)
@@ -388,7 +370,7 @@ static hsmca_code jwt_pick_key(const fe_jwks *ks, fe_kty kty, const char *kid,
                           "JWT has no kid and the JWKS holds %zu %s keys (needs exactly one)",
                           same_type, kty_name(kty));
     if (found->kty != kty) {
-        printable(kid, shown, sizeof(shown));
+        util_printable(kid, strlen(kid), shown, sizeof(shown));
         return hsmca_fail(e, HSMCA_EAUTH, "JWT kid '%s' names an %s key, alg %s needs %s",
                           shown, kty_name(found->kty), kty == FE_KTY_RSA ? "RS256" : "ES256",
                           kty_name(kty));

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util.h"
+
 #define POLICY_NS_MAX 63  /* a namespace is a DNS label */
 #define POLICY_SA_MAX 253 /* a service account is a DNS subdomain */
 #define POLICY_TD_MAX 255
@@ -64,17 +66,10 @@ hsmca_code policy_spiffe_id(const char *td, const char *ns, const char *sa, char
     return HSMCA_OK;
 }
 
-/* Copies s into buf for a message, with anything but printable ASCII shown as
- * '?', so a hostile SAN cannot forge log lines or status text. */
-static const char *printable(const char *s, char *buf, size_t bufsz)
+/* A CSR's or caller's identity for a message: never a control character or a quote. */
+static const char *shown(const char *s, char *buf, size_t bufsz)
 {
-    size_t i = 0;
-    if (!s)
-        s = "(null)";
-    for (; s[i] && i + 1 < bufsz; i++)
-        buf[i] = (s[i] >= 0x20 && s[i] <= 0x7e) ? s[i] : '?';
-    buf[i] = '\0';
-    return buf;
+    return util_printable(s, s ? strlen(s) : 0, buf, bufsz);
 }
 
 hsmca_code policy_check_sans(const char *const *caller_ids, int n_ids, const char *const *csr_uris,
@@ -97,13 +92,13 @@ hsmca_code policy_check_sans(const char *const *caller_ids, int n_ids, const cha
     if (!caller_ids || n_ids <= 0)
         return hsmca_fail(e, HSMCA_EPERM,
                           "SAN policy: CSR asks for %s but the caller has no identity",
-                          printable(want, a, sizeof(a)));
+                          shown(want, a, sizeof(a)));
     if (n_ids == 1)
         return hsmca_fail(e, HSMCA_EPERM, "SAN policy: CSR asks for %s but the caller is %s",
-                          printable(want, a, sizeof(a)), printable(caller_ids[0], b, sizeof(b)));
+                          shown(want, a, sizeof(a)), shown(caller_ids[0], b, sizeof(b)));
     return hsmca_fail(e, HSMCA_EPERM,
                       "SAN policy: CSR asks for %s but the caller is %s (and %d other identities)",
-                      printable(want, a, sizeof(a)), printable(caller_ids[0], b, sizeof(b)),
+                      shown(want, a, sizeof(a)), shown(caller_ids[0], b, sizeof(b)),
                       n_ids - 1);
 }
 

@@ -108,10 +108,18 @@ static void test_check_sans(void **state)
     const char *longer[] = {ME "p"};
     assert_int_equal(policy_check_sans(ids + 1, 1, prefix, 1, 0, &e), HSMCA_EPERM);
     assert_int_equal(policy_check_sans(ids + 1, 1, longer, 1, 0, &e), HSMCA_EPERM);
-    /* Control characters from a CSR never reach the message. */
+    /* Control characters and quotes from a CSR never reach the message (the old
+     * copy of the helper let the quotes through). */
     const char *nl[] = {"spiffe://x\n{\"forged\":1}"};
     assert_refused(policy_check_sans(ids + 1, 1, nl, 1, 0, &e), &e, HSMCA_EPERM,
-                   "SAN policy: CSR asks for spiffe://x?{\"forged\":1} but the caller is " ME);
+                   "SAN policy: CSR asks for spiffe://x?{?forged?:1} but the caller is " ME);
+    /* A long SAN is cut visibly (the old copy cut it silently). */
+    char lng[300] = "spiffe://cluster.local/ns/x/sa/";
+    memset(lng + strlen(lng), 'y', sizeof(lng) - strlen(lng) - 1);
+    lng[sizeof(lng) - 1] = '\0';
+    const char *lp[] = {lng};
+    assert_int_equal(policy_check_sans(ids + 1, 1, lp, 1, 0, &e), HSMCA_EPERM);
+    assert_non_null(strstr(e.msg, "yyy... but the caller is " ME));
 }
 
 static void test_ttl(void **state)

@@ -132,6 +132,53 @@ static void test_b64_span(void **state)
     assert_int_equal(util_b64_span("ABCD", 2), 2); /* never past the length */
 }
 
+/* ---- util_printable ------------------------------------------------------------ */
+
+static const char *shown(const char *s, size_t len, size_t outsz)
+{
+    static char buf[128];
+    memset(buf, 'X', sizeof(buf));
+    const char *r = util_printable(s, len, buf, outsz);
+    assert_ptr_equal(r, buf);
+    assert_non_null(memchr(buf, '\0', outsz)); /* always terminated inside outsz */
+    return buf;
+}
+
+#define SHOWN(lit, outsz) shown(lit, sizeof(lit) - 1, outsz)
+
+static void test_printable_copies_plain_text(void **state)
+{
+    assert_string_equal(SHOWN("spiffe://td/ns/a/sa/b", 64), "spiffe://td/ns/a/sa/b");
+    assert_string_equal(SHOWN("a b <c> {d} ~!@#$%^&*()=+[]|;:,.?/", 64),
+                        "a b <c> {d} ~!@#$%^&*()=+[]|;:,.?/");
+    assert_string_equal(SHOWN("", 8), "");
+    assert_string_equal(shown(NULL, 5, 16), "(null)");
+}
+
+static void test_printable_masks_the_rest(void **state)
+{
+    /* control characters, DEL, bytes above ASCII, an embedded NUL */
+    assert_string_equal(SHOWN("a\nb\rc\td\x1b[0m\x7f\xc3\xa9\0z", 64), "a?b?c?d?[0m????z");
+    /* quotes and backslash: values are shown between quotes in messages */
+    assert_string_equal(SHOWN("k'i\"d\\", 64), "k?i?d?");
+    /* a forged JSON log line stays on one line and cannot close a string */
+    assert_string_equal(SHOWN("x\n{\"level\":\"info\"}", 64), "x?{?level?:?info?}");
+}
+
+static void test_printable_cap_is_visible(void **state)
+{
+    assert_string_equal(SHOWN("abcdefg", 8), "abcdefg");    /* fits exactly */
+    assert_string_equal(SHOWN("abcdefgh", 8), "abcd...");   /* cut: shows it */
+    assert_string_equal(SHOWN("abcdefghijklmnop", 5), "a..."); /* smallest room for a mark */
+    assert_string_equal(SHOWN("abcdef", 4), "abc");         /* no room for a mark */
+    assert_string_equal(SHOWN("abcdef", 1), "");
+    /* the length is what counts, not a NUL beyond it */
+    assert_string_equal(shown("abcdef", 3, 16), "abc");
+    char out[4] = "zzz";
+    assert_string_equal(util_printable("abc", 3, out, 0), ""); /* no room: out untouched */
+    assert_string_equal(out, "zzz");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -139,6 +186,9 @@ int main(void)
         cmocka_unit_test(test_b64url_strict),
         cmocka_unit_test(test_b64_std_strict),
         cmocka_unit_test(test_b64_span),
+        cmocka_unit_test(test_printable_copies_plain_text),
+        cmocka_unit_test(test_printable_masks_the_rest),
+        cmocka_unit_test(test_printable_cap_is_visible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
