@@ -19,6 +19,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "policy.h"
 #include "util.h"
 
 #define DEV_KEY_MAX 16384   /* a P-256 PKCS#8 PEM is ~250 bytes */
@@ -184,14 +185,6 @@ static void dev_uuid(char out[37])
     snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
 }
 
-/* A name fit for a token the front end will accept: non-empty, [a-z0-9.-]. */
-static int dev_name_ok(const char *s)
-{
-    if (!s || !*s || strlen(s) > 253)
-        return 0;
-    return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.-") == strlen(s);
-}
-
 /* base64url(JSON) of obj, compact, in insertion order. */
 static char *dev_b64_json(json_t *obj)
 {
@@ -226,8 +219,12 @@ static char *dev_es256(EVP_PKEY *pkey, const char *input)
 char *dev_jwt_mint(const char *dir, const char *issuer, const char *aud, const char *ns,
                    const char *sa, uint32_t ttl, hsmca_err *e)
 {
-    if (!aud || !*aud || !dev_name_ok(ns) || !dev_name_ok(sa) || ttl == 0) {
-        hsmca_fail(e, HSMCA_EINVAL, "dev token: aud, ns and sa ([a-z0-9.-]) and ttl > 0 needed");
+    /* The names the front end will accept, by the same rule it applies. */
+    if (!aud || !*aud || !policy_is_k8s_name(ns, ns ? strlen(ns) : 0, POLICY_NS_MAX, 0) ||
+        !policy_is_k8s_name(sa, sa ? strlen(sa) : 0, POLICY_SA_MAX, 1) || ttl == 0) {
+        hsmca_fail(e, HSMCA_EINVAL,
+                   "dev token: aud, a Kubernetes namespace and service account, and ttl > 0 "
+                   "needed");
         return NULL;
     }
     EVP_PKEY *pkey = NULL;

@@ -20,6 +20,7 @@
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 
+#include "policy.h"
 #include "util.h"
 
 #define FE_RSA_MIN_BITS 2048
@@ -519,29 +520,15 @@ static hsmca_code jwt_check_aud(json_t *claims, const fe_jwt_rules *r, hsmca_err
     return hsmca_fail(e, HSMCA_EAUTH, "JWT aud does not include %s", want);
 }
 
-/* Kubernetes names end up inside SPIFFE IDs (…/ns/NS/sa/SA): DNS-1123 label for
- * a namespace (<= 63), DNS-1123 subdomain for a service account (<= 253); so no
- * '/', ':' or anything else that could change the ID's structure. */
-static int k8s_name_ok(const char *s, size_t len, size_t max, int dots)
-{
-    if (len == 0 || len > max)
-        return 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-        if (!alnum && !(c == '-' && i > 0 && i + 1 < len) &&
-            !(dots && c == '.' && i > 0 && i + 1 < len))
-            return 0;
-    }
-    return 1;
-}
-
+/* Kubernetes names end up inside SPIFFE IDs (.../ns/NS/sa/SA): a DNS-1123 label
+ * for a namespace, a DNS-1123 subdomain for a service account (policy owns the
+ * rule), so no '/', ':' or anything else that could change the ID's structure. */
 static hsmca_code id_set(fe_jwt_identity *id, const char *ns, size_t nslen, const char *sa,
                          size_t salen, hsmca_err *e)
 {
-    if (!k8s_name_ok(ns, nslen, 63, 0))
+    if (!policy_is_k8s_name(ns, nslen, POLICY_NS_MAX, 0))
         return hsmca_fail(e, HSMCA_EAUTH, "JWT namespace is not a valid Kubernetes name");
-    if (!k8s_name_ok(sa, salen, 253, 1))
+    if (!policy_is_k8s_name(sa, salen, POLICY_SA_MAX, 1))
         return hsmca_fail(e, HSMCA_EAUTH, "JWT service account is not a valid Kubernetes name");
     memcpy(id->ns, ns, nslen);
     id->ns[nslen] = '\0';

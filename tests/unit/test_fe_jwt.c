@@ -561,6 +561,25 @@ static void test_bad_service_account_names(void **state)
                     "\"kubernetes.io\":{\"namespace\":\"Foo\",\"serviceaccount\":{\"name\":\"b\"}}");
     refuse_claims(c, "JWT namespace is not a valid Kubernetes name");
     free(c);
+    /* a namespace is one label; a service account's labels are never empty and
+     * never start or end with '-' (the front end's old copy took "a..b") */
+    static const char *const bad_names[][3] = {
+        {"a.b", "bar", "JWT namespace"},
+        {"foo", "a..b", "JWT service account"},
+        {"foo", "a.-b", "JWT service account"},
+        {"foo", "a-.b", "JWT service account"},
+        {"foo", ".bar", "JWT service account"},
+    };
+    for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+        char id[128], want[96];
+        snprintf(id, sizeof(id),
+                 "\"kubernetes.io\":{\"namespace\":\"%s\",\"serviceaccount\":{\"name\":\"%s\"}}",
+                 bad_names[i][0], bad_names[i][1]);
+        snprintf(want, sizeof(want), "%s is not a valid Kubernetes name", bad_names[i][2]);
+        c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES, id);
+        refuse_claims(c, want);
+        free(c);
+    }
     c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
                     "\"kubernetes.io\":{\"namespace\":\"foo\"}");
     refuse_claims(c, "JWT kubernetes.io claim lacks namespace or serviceaccount.name");
@@ -829,9 +848,17 @@ static void test_dev_jwt_roundtrip(void **state)
     assert_int_equal(verify_at(ks, &r, tok2, now, &id, &e), HSMCA_EAUTH);
     assert_non_null(strstr(e.msg, "not in JWKS"));
 
-    /* names the front end would refuse are refused at mint time */
-    assert_null(dev_jwt_mint(dir, NULL, "istio-ca", "a/b", "sleep", 600, &e));
-    assert_int_equal(e.code, HSMCA_EINVAL);
+    /* names the front end would refuse are refused at mint time, by the same
+     * rule (the old dev copy let "a.b" through as a namespace) */
+    static const char *const bad_mint[][2] = {{"a/b", "sleep"}, {"a.b", "sleep"},
+                                             {"default", "a..b"}, {"-a", "sleep"}};
+    for (size_t i = 0; i < sizeof(bad_mint) / sizeof(bad_mint[0]); i++) {
+        hsmca_err_clear(&e);
+        char *t = dev_jwt_mint(dir, NULL, "istio-ca", bad_mint[i][0], bad_mint[i][1], 600, &e);
+        if (t)
+            fail_msg("minted a token for %s/%s", bad_mint[i][0], bad_mint[i][1]);
+        assert_int_equal(e.code, HSMCA_EINVAL);
+    }
 
     free(tok2);
     free(tok);
