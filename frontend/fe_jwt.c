@@ -16,18 +16,17 @@
 #include <jansson.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
-#include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 
 #include "policy.h"
+#include "sigfmt.h"
 #include "util.h"
 
 #define FE_RSA_MIN_BITS 2048
 #define FE_RSA_MAX_BITS 8192 /* bounds the cost of one verification */
 #define FE_RSA_MAX_E_LEN 8
 #define FE_EC_COORD_LEN 32
-#define FE_ES256_SIG_LEN 64
 #define FE_MAX_KEYS 64
 #define FE_SHOWN_LEN 36 /* a kid or alg from a token in a message: 32 characters and "..." */
 
@@ -380,53 +379,6 @@ static hsmca_code jwt_pick_key(const fe_jwks *ks, fe_kty kty, const char *kid,
     return HSMCA_OK;
 }
 
-/* JWS ES256 carries r || s (32 bytes each); EVP wants an ASN.1 ECDSA-Sig-Value. */
-static unsigned char *es256_to_der(const uint8_t *sig, int *der_len)
-{
-    ECDSA_SIG *s = ECDSA_SIG_new();
-    BIGNUM *r = BN_bin2bn(sig, FE_ES256_SIG_LEN / 2, NULL);
-    BIGNUM *sv = BN_bin2bn(sig + FE_ES256_SIG_LEN / 2, FE_ES256_SIG_LEN / 2, NULL);
-    unsigned char *der = NULL;
-    if (s && r && sv && ECDSA_SIG_set0(s, r, sv) == 1) {
-        r = sv = NULL; /* owned by s now */
-        *der_len = i2d_ECDSA_SIG(s, &der);
-        if (*der_len <= 0)
-            der = NULL;
-    }
-    BN_free(r);
-    BN_free(sv);
-    ECDSA_SIG_free(s);
-    return der;
-}
-
-static hsmca_code jwt_check_sig(EVP_PKEY *pkey, fe_kty kty, const char *tok,
-                                const jwt_parts *p, hsmca_err *e)
-{
-    const unsigned char *sig = p->sig;
-    size_t sig_len = p->sig_len;
-    unsigned char *der = NULL;
-    if (kty == FE_KTY_EC) {
-        if (p->sig_len != FE_ES256_SIG_LEN)
-            return hsmca_fail(e, HSMCA_EAUTH, "JWT ES256 signature must be %d bytes (r||s)",
-                              FE_ES256_SIG_LEN);
-        int dl = 0;
-        if (!(der = es256_to_der(p->sig, &dl)))
-            return hsmca_fail(e, HSMCA_EAUTH, "JWT ES256 signature cannot be converted");
-        sig = der;
-        sig_len = (size_t)dl;
-    } else if (p->sig_len != (size_t)EVP_PKEY_get_size(pkey)) {
-        return hsmca_fail(e, HSMCA_EAUTH, "JWT RS256 signature length does not match the key");
-    }
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    int ok = md && EVP_DigestVerifyInit_ex(md, NULL, "SHA256", NULL, NULL, pkey, NULL) == 1 &&
-             EVP_DigestVerify(md, sig, sig_len, (const unsigned char *)tok, p->signed_len) == 1;
-    EVP_MD_CTX_free(md);
-    OPENSSL_free(der);
-    if (!ok)
-        return hsmca_fail(e, HSMCA_EAUTH, "JWT signature does not verify");
-    return HSMCA_OK;
-}
-
 /* ---- JWT: claims ----------------------------------------------------------- */
 
 /* A NumericDate as whole seconds. Fractions round toward the strict side:
@@ -630,7 +582,7 @@ hsmca_code fe_jwt_verify(const fe_jwks *keys, const fe_jwt_rules *rules, const c
     }
     if ((rc = jwt_check_header(hdr, &kty, &kid, e)) != HSMCA_OK ||
         (rc = jwt_pick_key(keys, kty, kid, &pkey, e)) != HSMCA_OK ||
-        (rc = jwt_check_sig(pkey, kty, token, &p, e)) != HSMCA_OK)
+        (rc = sigfmt_jws_verify(pkey, token, p.signed_len, p.sig, p.sig_len, e)) != HSMCA_OK)
         goto out;
     claims = json_loadb((const char *)p.payload, p.payload_len, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(claims)) {

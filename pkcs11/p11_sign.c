@@ -1,9 +1,9 @@
 /* p11_sign.c - one raw C_Sign over a SHA-256 digest, and the conversion of
  * the token's output into the encoding X.509 signatures carry. */
 #include "p11_int.h"
-#include <openssl/bn.h>
-#include <openssl/ec.h>
 #include <string.h>
+
+#include "sigfmt.h"
 
 /* DigestInfo prefix for SHA-256 (RFC 8017 §9.2 note 1): CKM_RSA_PKCS signs
  * whatever it is given, so we build the EMSA-PKCS1-v1_5 input ourselves. */
@@ -43,29 +43,7 @@ hsmca_code p11_sig_encode(CK_KEY_TYPE kt, const uint8_t *raw, size_t rawlen, uin
         return HSMCA_OK;
     }
     /* CKM_ECDSA gives r||s, each half the size of the group order. */
-    if (rawlen == 0 || rawlen % 2 || rawlen > 132)
-        return hsmca_fail(e, HSMCA_EINTERNAL, "sign: ECDSA signature of %zu bytes", rawlen);
-    hsmca_code c = HSMCA_OK;
-    ECDSA_SIG *es = ECDSA_SIG_new();
-    BIGNUM *r = BN_bin2bn(raw, (int)(rawlen / 2), NULL);
-    BIGNUM *s = BN_bin2bn(raw + rawlen / 2, (int)(rawlen / 2), NULL);
-    if (!es || !r || !s || !ECDSA_SIG_set0(es, r, s)) {
-        BN_free(r);
-        BN_free(s);
-        ECDSA_SIG_free(es);
-        return hsmca_fail(e, HSMCA_ENOMEM, "sign: out of memory");
-    }
-    int n = i2d_ECDSA_SIG(es, NULL);
-    if (n <= 0) {
-        c = hsmca_fail(e, HSMCA_EINTERNAL, "sign: i2d_ECDSA_SIG failed");
-    } else if ((size_t)n > *siglen) {
-        c = hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer too small");
-    } else {
-        uint8_t *p = sig;
-        *siglen = (size_t)i2d_ECDSA_SIG(es, &p);
-    }
-    ECDSA_SIG_free(es);
-    return c;
+    return sigfmt_ecdsa_raw_to_der(raw, rawlen, sig, siglen, e);
 }
 
 int p11_verify_digest(EVP_PKEY *pub, const uint8_t digest[32], const uint8_t *sig, size_t siglen)

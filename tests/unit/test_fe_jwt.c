@@ -15,14 +15,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/bn.h>
 #include <openssl/core_names.h>
-#include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
 #include "dev_jwt.h"
 #include "fe_jwt.h"
+#include "sigfmt.h"
 #include "testutil.h"
 #include "util.h"
 
@@ -45,15 +44,11 @@ static fe_jwks *g_jwks; /* rsa1 (RSA-2048) and ec1 (P-256) */
 
 /* ---- helpers: keys, JWKs, tokens ------------------------------------------ */
 
-static char *b64bn(EVP_PKEY *k, const char *param, int pad)
+static char *b64bn(EVP_PKEY *k, const char *param, size_t width)
 {
-    BIGNUM *bn = NULL;
-    assert_int_equal(EVP_PKEY_get_bn_param(k, param, &bn), 1);
-    unsigned char buf[1024];
-    int n = pad ? BN_bn2binpad(bn, buf, pad) : BN_bn2bin(bn, buf);
-    assert_true(n > 0);
-    BN_free(bn);
-    return util_b64url_encode(buf, (size_t)n);
+    char *s = sigfmt_jwk_param(k, param, width);
+    assert_non_null(s);
+    return s;
 }
 
 static char *jwk_rsa(EVP_PKEY *k, const char *kid)
@@ -107,49 +102,41 @@ static char *pubkey_pem(EVP_PKEY *k, size_t *len)
     return out;
 }
 
-/* Signs base64url(hdr) "." base64url(claims) the way `how` says. */
+/* Signs base64url(hdr) "." base64url(claims) the way `how` says: RS256 and
+ * ES256 as the dev issuer does (sigfmt), the rest as an attacker would. */
 static char *sign_token(const char *hdr, const char *claims, int how, EVP_PKEY *key)
 {
-    char *h = b64s(hdr), *p = b64s(claims);
-    char *input = malloc(strlen(h) + strlen(p) + 2);
-    sprintf(input, "%s.%s", h, p);
+    char *tok = sigfmt_jws_compact(key, hdr, strlen(hdr), claims, strlen(claims));
+    assert_non_null(tok);
+    if (how == S_RS256 || how == S_ES256)
+        return tok;
+    /* Keep header.payload; replace the signature. */
+    const char *input = tok;
+    size_t inlen = (size_t)(strrchr(tok, '.') - tok);
     unsigned char sig[1024];
     size_t slen = sizeof(sig);
-    if (how == S_RS256 || how == S_ES256 || how == S_ES256_DER) {
+    if (how == S_ES256_DER) { /* what EVP gives, not what JWS wants */
         EVP_MD_CTX *md = EVP_MD_CTX_new();
         assert_int_equal(EVP_DigestSignInit_ex(md, NULL, "SHA256", NULL, NULL, key, NULL), 1);
-        assert_int_equal(
-            EVP_DigestSign(md, sig, &slen, (const unsigned char *)input, strlen(input)), 1);
+        assert_int_equal(EVP_DigestSign(md, sig, &slen, (const unsigned char *)input, inlen), 1);
         EVP_MD_CTX_free(md);
-        if (how == S_ES256) { /* DER -> r || s */
-            const unsigned char *q = sig;
-            ECDSA_SIG *es = d2i_ECDSA_SIG(NULL, &q, (long)slen);
-            assert_non_null(es);
-            assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_r(es), sig, 32), 32);
-            assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_s(es), sig + 32, 32), 32);
-            slen = 64;
-            ECDSA_SIG_free(es);
-        }
     } else if (how == S_HS256) {
         /* The confusion attack: the verifier's public key (PEM) as HMAC secret. */
         size_t klen;
         char *pem = pubkey_pem(key, &klen);
         assert_non_null(EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, pem, klen,
-                                  (const unsigned char *)input, strlen(input), sig, sizeof(sig),
-                                  &slen));
+                                  (const unsigned char *)input, inlen, sig, sizeof(sig), &slen));
         assert_int_equal(slen, 32);
         free(pem);
     } else {
         slen = 0;
     }
     char *s = util_b64url_encode(sig, slen);
-    char *tok = malloc(strlen(input) + strlen(s) + 2);
-    sprintf(tok, "%s.%s", input, s);
-    free(h);
-    free(p);
-    free(input);
+    char *out = malloc(inlen + strlen(s) + 2);
+    sprintf(out, "%.*s.%s", (int)inlen, input, s);
     free(s);
-    return tok;
+    free(tok);
+    return out;
 }
 
 static const char *const g_auds[] = {"istio-ca"};
