@@ -20,6 +20,14 @@ static void assert_refused(hsmca_code rc, const hsmca_err *e, hsmca_code want, c
     assert_string_equal(e->msg, msg);
 }
 
+/* n copies of c in buf (n + 1 bytes), NUL-terminated; returns buf. */
+static char *fill(char *buf, char c, size_t n)
+{
+    memset(buf, c, n);
+    buf[n] = '\0';
+    return buf;
+}
+
 static void test_spiffe_id_ok(void **state)
 {
     (void)state;
@@ -57,14 +65,10 @@ static void test_spiffe_id_name_rules(void **state)
                    td_msg);
     assert_refused(policy_spiffe_id("", "ns", "sa", out, sizeof(out), &e), &e, HSMCA_EAUTH, td_msg);
 
-    memset(ns63, 'a', 63);
-    ns63[63] = '\0';
-    memset(ns64, 'a', 64);
-    ns64[64] = '\0';
-    memset(sa253, 'b', 253);
-    sa253[253] = '\0';
-    memset(sa254, 'b', 254);
-    sa254[254] = '\0';
+    fill(ns63, 'a', 63);
+    fill(ns64, 'a', 64);
+    fill(sa253, 'b', 253);
+    fill(sa254, 'b', 254);
     assert_int_equal(policy_spiffe_id("td", ns63, sa253, out, sizeof(out), &e), HSMCA_OK);
     assert_int_equal(strlen(out), strlen("spiffe://td/ns//sa/") + 63 + 253);
     assert_refused(policy_spiffe_id("td", ns64, "sa", out, sizeof(out), &e), &e, HSMCA_EAUTH,
@@ -86,16 +90,10 @@ static void test_k8s_name(void **state)
 {
     (void)state;
     char l63[64], l64[65], d253[254], d254[255];
-    memset(l63, 'a', 63);
-    l63[63] = '\0';
-    memset(l64, 'a', 64);
-    l64[64] = '\0';
-    memset(d253, 'b', 253);
-    d253[253] = '\0';
-    d253[100] = '.';
-    memset(d254, 'b', 254);
-    d254[254] = '\0';
-    d254[100] = '.';
+    fill(l63, 'a', 63);
+    fill(l64, 'a', 64);
+    fill(d253, 'b', 253)[100] = '.';
+    fill(d254, 'b', 254)[100] = '.';
 
     /* A namespace: one DNS-1123 label. */
     const char *label_ok[] = {"a", "0", "a1", "a-b", "a--b", "1-2-3", l63};
@@ -182,8 +180,7 @@ static void test_check_sans(void **state)
                    "SAN policy: CSR asks for spiffe://x?{?forged?:1} but the caller is " ME);
     /* A long SAN is cut visibly (the old copy cut it silently). */
     char lng[300] = "spiffe://cluster.local/ns/x/sa/";
-    memset(lng + strlen(lng), 'y', sizeof(lng) - strlen(lng) - 1);
-    lng[sizeof(lng) - 1] = '\0';
+    fill(lng + strlen(lng), 'y', sizeof(lng) - strlen(lng) - 1);
     const char *lp[] = {lng};
     assert_int_equal(policy_check_sans(ids + 1, 1, lp, 1, 0, &e), HSMCA_EPERM);
     assert_non_null(strstr(e.msg, "yyy... but the caller is " ME));
