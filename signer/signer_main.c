@@ -8,7 +8,6 @@
 #include "signer_core.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "child_args.h"
 #include "config.h"
 #include "ipc_frame.h"
 #include "log.h"
@@ -134,28 +134,13 @@ static int signer_loop(signer_ctx *s, int ctl_fd)
 
 int signer_main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-                                         {"ipc-fd", required_argument, 0, 'i'},
-                                         {"ctl-fd", required_argument, 0, 'k'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *config_path = NULL;
-    int ipc_fd = -1, ctl_fd = -1, c;
+    child_args args;
     log_init("signer");
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:i:k:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c': config_path = optarg; break;
-        case 'i': ipc_fd = atoi(optarg); break;
-        case 'k': ctl_fd = atoi(optarg); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (!config_path || ipc_fd < 0 || ctl_fd < 0) {
-        usage(stderr);
-        return 2;
-    }
+    int parsed = child_args_parse(argc, argv, usage, &args);
+    if (parsed >= 0)
+        return parsed;
+    const char *config_path = args.config;
+    int ipc_fd = args.ipc_fd, ctl_fd = args.ctl_fd;
     struct sigaction sa = {.sa_handler = on_term};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
