@@ -71,14 +71,10 @@ static const struct {
 static void signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd)
 {
     static uint8_t buf[IPC_MAX_FRAME];
-    uint8_t type;
-    uint64_t id;
-    const uint8_t *payload;
-    size_t plen;
-    int eof;
+    ipc_msg m;
     hsmca_err e;
-    if (ipc_recv(fd, buf, &type, &id, &payload, &plen, &eof, &e) != HSMCA_OK) {
-        if (eof) {
+    if (ipc_recv(fd, buf, &m, &e) != HSMCA_OK) {
+        if (m.eof) {
             log_info("front end closed its connection");
             signer_conn_close(s);
         } else if (e.code == HSMCA_EIO) {
@@ -90,13 +86,13 @@ static void signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd)
         return;
     }
     for (size_t i = 0; i < sizeof(signer_dispatch) / sizeof(signer_dispatch[0]); i++) {
-        if (signer_dispatch[i].type == type) {
-            signer_dispatch[i].handler(s, ctl_fd, id, payload, plen);
+        if (signer_dispatch[i].type == m.type) {
+            signer_dispatch[i].handler(s, ctl_fd, m.id, m.payload, m.len);
             return;
         }
     }
     char why[64];
-    snprintf(why, sizeof(why), "unknown message type %u", type);
+    snprintf(why, sizeof(why), "unknown message type %u", m.type);
     drop_peer(s, ctl_fd, why);
 }
 
