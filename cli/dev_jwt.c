@@ -12,13 +12,13 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <openssl/bn.h>
 #include <openssl/core_names.h>
-#include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "policy.h"
+#include "sigfmt.h"
 #include "util.h"
 
 #define DEV_KEY_MAX 16384   /* a P-256 PKCS#8 PEM is ~250 bytes */
@@ -95,22 +95,11 @@ static char *dev_kid(EVP_PKEY *pkey, hsmca_err *e)
     return kid;
 }
 
-static char *dev_coord(EVP_PKEY *pkey, const char *param)
-{
-    BIGNUM *bn = NULL;
-    unsigned char buf[DEV_COORD];
-    char *out = NULL;
-    if (EVP_PKEY_get_bn_param(pkey, param, &bn) == 1 && BN_bn2binpad(bn, buf, DEV_COORD) == DEV_COORD)
-        out = util_b64url_encode(buf, DEV_COORD);
-    BN_free(bn);
-    return out;
-}
-
 /* The JWKS document for pkey, as a new string ending in "\n". */
 static char *dev_jwks_json(EVP_PKEY *pkey, const char *kid, hsmca_err *e)
 {
-    char *x = dev_coord(pkey, OSSL_PKEY_PARAM_EC_PUB_X);
-    char *y = dev_coord(pkey, OSSL_PKEY_PARAM_EC_PUB_Y);
+    char *x = sigfmt_jwk_param(pkey, OSSL_PKEY_PARAM_EC_PUB_X, DEV_COORD);
+    char *y = sigfmt_jwk_param(pkey, OSSL_PKEY_PARAM_EC_PUB_Y, DEV_COORD);
     json_t *doc = (x && y) ? json_pack("{s:[{s:s,s:s,s:s,s:s,s:s,s:s,s:s}]}", "keys", "kty",
                                        "EC", "crv", "P-256", "x", x, "y", y, "kid", kid, "use",
                                        "sig", "alg", "ES256")
@@ -184,50 +173,15 @@ static void dev_uuid(char out[37])
     snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
 }
 
-/* A name fit for a token the front end will accept: non-empty, [a-z0-9.-]. */
-static int dev_name_ok(const char *s)
-{
-    if (!s || !*s || strlen(s) > 253)
-        return 0;
-    return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.-") == strlen(s);
-}
-
-/* base64url(JSON) of obj, compact, in insertion order. */
-static char *dev_b64_json(json_t *obj)
-{
-    char *s = obj ? json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    char *out = s ? util_b64url_encode((const uint8_t *)s, strlen(s)) : NULL;
-    free(s);
-    return out;
-}
-
-/* ES256 over input: DER from EVP, re-encoded as the JWS r || s. */
-static char *dev_es256(EVP_PKEY *pkey, const char *input)
-{
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    unsigned char der[80];
-    size_t dl = sizeof(der);
-    ECDSA_SIG *sig = NULL;
-    unsigned char raw[2 * DEV_COORD];
-    char *out = NULL;
-    if (md && EVP_DigestSignInit_ex(md, NULL, "SHA256", NULL, NULL, pkey, NULL) == 1 &&
-        EVP_DigestSign(md, der, &dl, (const unsigned char *)input, strlen(input)) == 1) {
-        const unsigned char *p = der;
-        sig = d2i_ECDSA_SIG(NULL, &p, (long)dl);
-    }
-    if (sig && BN_bn2binpad(ECDSA_SIG_get0_r(sig), raw, DEV_COORD) == DEV_COORD &&
-        BN_bn2binpad(ECDSA_SIG_get0_s(sig), raw + DEV_COORD, DEV_COORD) == DEV_COORD)
-        out = util_b64url_encode(raw, sizeof(raw));
-    ECDSA_SIG_free(sig);
-    EVP_MD_CTX_free(md);
-    return out;
-}
-
 char *dev_jwt_mint(const char *dir, const char *issuer, const char *aud, const char *ns,
                    const char *sa, uint32_t ttl, hsmca_err *e)
 {
-    if (!aud || !*aud || !dev_name_ok(ns) || !dev_name_ok(sa) || ttl == 0) {
-        hsmca_fail(e, HSMCA_EINVAL, "dev token: aud, ns and sa ([a-z0-9.-]) and ttl > 0 needed");
+    /* The names the front end will accept, by the same rule it applies. */
+    if (!aud || !*aud || !policy_is_k8s_name(ns, ns ? strlen(ns) : 0, POLICY_NS_MAX, 0) ||
+        !policy_is_k8s_name(sa, sa ? strlen(sa) : 0, POLICY_SA_MAX, 1) || ttl == 0) {
+        hsmca_fail(e, HSMCA_EINVAL,
+                   "dev token: aud, a Kubernetes namespace and service account, and ttl > 0 "
+                   "needed");
         return NULL;
     }
     EVP_PKEY *pkey = NULL;
@@ -245,20 +199,14 @@ char *dev_jwt_mint(const char *dir, const char *issuer, const char *aud, const c
                                "kubernetes.io", "namespace", ns, "serviceaccount", "name", sa,
                                "uid", uuid, "iat", now, "nbf", now, "exp",
                                now + (json_int_t)ttl);
-    char *h64 = dev_b64_json(hdr), *p64 = dev_b64_json(claims);
-    char *input = NULL, *sig = NULL, *tok = NULL;
-    if (h64 && p64 && (input = malloc(strlen(h64) + strlen(p64) + 2)) != NULL) {
-        sprintf(input, "%s.%s", h64, p64);
-        sig = dev_es256(pkey, input);
-    }
-    if (sig && (tok = malloc(strlen(input) + strlen(sig) + 2)) != NULL)
-        sprintf(tok, "%s.%s", input, sig);
+    /* Compact JSON in insertion order; ES256, since the dev key is P-256. */
+    char *hj = hdr ? json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    char *cj = claims ? json_dumps(claims, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    char *tok = hj && cj ? sigfmt_jws_compact(pkey, hj, strlen(hj), cj, strlen(cj)) : NULL;
     if (!tok && kid)
         hsmca_fail(e, HSMCA_EINTERNAL, "cannot mint the dev JWT");
-    free(sig);
-    free(input);
-    free(h64);
-    free(p64);
+    free(hj);
+    free(cj);
     json_decref(hdr);
     json_decref(claims);
     free(kid);

@@ -38,17 +38,17 @@ hsmca_code ipc_frame_encode(uint8_t type, uint64_t id, const uint8_t *payload, s
     return HSMCA_OK;
 }
 
-hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, uint8_t *type, uint64_t *id,
-                            const uint8_t **payload, size_t *plen, hsmca_err *e)
+hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, ipc_msg *m, hsmca_err *e)
 {
+    *m = (ipc_msg){0};
     if (len < IPC_HEADER_LEN)
         return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: %zu bytes is shorter than the header", len);
     if (len > IPC_MAX_FRAME)
         return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: %zu bytes exceeds the maximum", len);
-    *type = pkt[0];
-    *id = get_u64(pkt + 1);
-    *payload = pkt + IPC_HEADER_LEN;
-    *plen = len - IPC_HEADER_LEN;
+    m->type = pkt[0];
+    m->id = get_u64(pkt + 1);
+    m->payload = pkt + IPC_HEADER_LEN;
+    m->len = len - IPC_HEADER_LEN;
     return HSMCA_OK;
 }
 
@@ -94,10 +94,9 @@ hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id, const uint8_t *pay
     }
 }
 
-hsmca_code ipc_recv(int fd, uint8_t *buf, uint8_t *type, uint64_t *id, const uint8_t **payload,
-                    size_t *plen, int *eof, hsmca_err *e)
+hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e)
 {
-    *eof = 0;
+    *m = (ipc_msg){0};
     struct iovec iov = {buf, IPC_MAX_FRAME};
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
     ssize_t r;
@@ -111,7 +110,7 @@ hsmca_code ipc_recv(int fd, uint8_t *buf, uint8_t *type, uint64_t *id, const uin
          * the former leaves the socket hung up. An empty packet is a malformed frame. */
         struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
         if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP))) {
-            *eof = 1;
+            m->eof = 1;
             return hsmca_fail(e, HSMCA_EIO, "IPC recv: peer closed the connection");
         }
         return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: empty packet");
@@ -120,7 +119,7 @@ hsmca_code ipc_recv(int fd, uint8_t *buf, uint8_t *type, uint64_t *id, const uin
      * rather than parse a prefix. */
     if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
         return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: packet larger than %d bytes", IPC_MAX_FRAME);
-    return ipc_frame_decode(buf, (size_t)r, type, id, payload, plen, e);
+    return ipc_frame_decode(buf, (size_t)r, m, e);
 }
 
 hsmca_code ipc_send_fd(int ctl, int fd, hsmca_err *e)

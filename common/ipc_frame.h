@@ -20,14 +20,23 @@ enum ipc_type {
     IPC_SIGN_REPLY = 2, /* signer -> front end: hsmca.ipc.SignReply   */
 };
 
+/* One received frame. payload points into the packet buffer it was read from:
+ * borrowed, valid until that buffer is reused. */
+typedef struct {
+    uint8_t type;           /* enum ipc_type, or anything the peer sent */
+    uint64_t id;            /* request id, echoed in the reply */
+    const uint8_t *payload; /* len bytes of protobuf-c payload */
+    size_t len;
+    int eof;                /* ipc_recv only: 1 when the peer closed the connection */
+} ipc_msg;
+
 /* Encodes header + payload into out (at least IPC_HEADER_LEN + plen bytes). */
 hsmca_code ipc_frame_encode(uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
                             uint8_t *out, size_t outsz, size_t *outlen, hsmca_err *e);
 
-/* Splits a received packet of len bytes. *payload points into pkt. Fails on a
- * packet shorter than the header or longer than IPC_MAX_FRAME. */
-hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, uint8_t *type, uint64_t *id,
-                            const uint8_t **payload, size_t *plen, hsmca_err *e);
+/* Splits a received packet of len bytes into *m (m->payload points into pkt; *m zeroed on
+ * failure). Fails on a packet shorter than the header or longer than IPC_MAX_FRAME. */
+hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, ipc_msg *m, hsmca_err *e);
 
 /* Sends one frame on a SEQPACKET fd (one sendmsg, MSG_NOSIGNAL). Thread-safe:
  * a SEQPACKET send is atomic, so concurrent senders never interleave. */
@@ -40,10 +49,9 @@ hsmca_code ipc_send(int fd, uint8_t type, uint64_t id, const uint8_t *payload, s
 hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
                            int timeout_ms, hsmca_err *e);
 
-/* Receives one frame into buf (IPC_MAX_FRAME bytes). Returns HSMCA_EIO with
- * *eof = 1 on orderly close; HSMCA_EINVAL on a truncated (MSG_TRUNC) or short packet. */
-hsmca_code ipc_recv(int fd, uint8_t *buf, uint8_t *type, uint64_t *id, const uint8_t **payload,
-                    size_t *plen, int *eof, hsmca_err *e);
+/* Receives one frame into buf (IPC_MAX_FRAME bytes) and decodes it into *m (payload in buf).
+ * HSMCA_EIO with m->eof = 1 on orderly close; HSMCA_EINVAL on a truncated or short packet. */
+hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e);
 
 /* Control byte a child sends the supervisor over its control channel: the
  * signer asks for the front end to be restarted after a protocol violation. */

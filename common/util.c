@@ -170,7 +170,8 @@ static char *b64_encode(const uint8_t *in, size_t len, const char *alpha, int pa
 char *util_b64url_encode(const uint8_t *in, size_t len) { return b64_encode(in, len, b64url_alpha, 0); }
 char *util_b64_encode(const uint8_t *in, size_t len) { return b64_encode(in, len, b64std_alpha, 1); }
 
-static int b64url_val(unsigned char c)
+/* Value of c in the url (-_) or the standard (+/) alphabet; -1 outside it. */
+static int b64_val(unsigned char c, int url)
 {
     if (c >= 'A' && c <= 'Z')
         return c - 'A';
@@ -178,25 +179,42 @@ static int b64url_val(unsigned char c)
         return c - 'a' + 26;
     if (c >= '0' && c <= '9')
         return c - '0' + 52;
-    if (c == '-')
+    if (c == (url ? '-' : '+'))
         return 62;
-    if (c == '_')
+    if (c == (url ? '_' : '/'))
         return 63;
     return -1;
 }
 
-uint8_t *util_b64url_decode(const char *in, size_t inlen, size_t *outlen)
+/* The one decoder behind both alphabets. Canonical input only, so each byte
+ * string has exactly one accepted encoding: every character in the alphabet (no
+ * whitespace), no 4k+1 length, and zero bits left over after the last byte.
+ * padded: whole quads whose end carries exactly the '=' the data needs and '='
+ * nowhere else; unpadded: no '=' at all. */
+static uint8_t *b64_decode(const char *in, size_t inlen, int url, int padded, size_t *outlen)
 {
-    if (inlen % 4 == 1)
-        return NULL; /* impossible length */
-    uint8_t *out = malloc(inlen * 3 / 4 + 1);
+    size_t n = inlen;
+    if (padded) {
+        size_t pad = 0;
+        if (inlen % 4 != 0)
+            return NULL;
+        while (pad < 2 && n > 0 && in[n - 1] == '=') {
+            n--;
+            pad++;
+        }
+        if (pad != (4 - n % 4) % 4)
+            return NULL;
+    }
+    if (n % 4 == 1)
+        return NULL; /* no encoding has this length */
+    uint8_t *out = malloc(n / 4 * 3 + 3);
     if (!out)
         return NULL;
     size_t o = 0;
     uint32_t acc = 0;
     int bits = 0;
-    for (size_t i = 0; i < inlen; i++) {
-        int v = b64url_val((unsigned char)in[i]);
+    for (size_t i = 0; i < n; i++) {
+        int v = b64_val((unsigned char)in[i], url);
         if (v < 0) {
             free(out);
             return NULL;
@@ -209,12 +227,57 @@ uint8_t *util_b64url_decode(const char *in, size_t inlen, size_t *outlen)
             acc &= (1u << bits) - 1;
         }
     }
-    /* Leftover bits must be zero: one encoding per byte string. */
-    if (acc != 0) {
+    if (acc != 0) { /* the bits under the (implied) padding */
         free(out);
         return NULL;
     }
     *outlen = o;
+    return out;
+}
+
+uint8_t *util_b64url_decode(const char *in, size_t inlen, size_t *outlen)
+{
+    return b64_decode(in, inlen, 1, 0, outlen);
+}
+
+uint8_t *util_b64_decode(const char *in, size_t inlen, size_t *outlen)
+{
+    return b64_decode(in, inlen, 0, 1, outlen);
+}
+
+size_t util_b64_span(const char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len && b64_val((unsigned char)s[i], 0) >= 0)
+        i++;
+    return i;
+}
+
+const char *util_printable(const char *s, size_t len, char *out, size_t outsz)
+{
+    static const char ellipsis[] = "...";
+    const size_t el = sizeof(ellipsis) - 1;
+    if (!out || outsz == 0)
+        return "";
+    if (!s) {
+        s = "(null)";
+        len = strlen(s);
+    }
+    size_t n = len < outsz - 1 ? len : outsz - 1;
+    int cut = n < len && outsz > el + 1;
+    if (cut)
+        n -= el;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        /* Quotes and backslash too: messages put values between quotes. */
+        int ok = c >= 0x20 && c <= 0x7e && c != '\'' && c != '"' && c != '\\';
+        out[i] = ok ? (char)c : '?';
+    }
+    if (cut) {
+        memcpy(out + n, ellipsis, el);
+        n += el;
+    }
+    out[n] = '\0';
     return out;
 }
 

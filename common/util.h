@@ -1,4 +1,4 @@
-/* util.h - small helpers shared by every module: files, randomness, base64. */
+/* util.h - small helpers shared by every module: files, randomness, base64, messages. */
 #ifndef HSMCA_UTIL_H
 #define HSMCA_UTIL_H
 
@@ -22,14 +22,23 @@ hsmca_code util_read_secret(const char *path, char *buf, size_t bufsz, hsmca_err
 /* Fills buf with len bytes from the kernel CSPRNG (getrandom). Aborts on failure. */
 void util_random(void *buf, size_t len);
 
-/* base64url without padding (JWT). Encode returns a new NUL-terminated string
- * (caller frees) or NULL on OOM. Decode accepts only the unpadded url alphabet;
- * returns new buffer (caller frees) and its length, or NULL when malformed. */
+/* Unpadded base64url (JWT) as a new NUL-terminated string (caller frees); NULL on OOM. */
 char *util_b64url_encode(const uint8_t *in, size_t len);
+/* Canonical unpadded base64url -> new buffer (caller frees) of *outlen bytes; NULL if not. */
 uint8_t *util_b64url_decode(const char *in, size_t inlen, size_t *outlen);
-
-/* Standard base64 with padding (PEM bodies, checkpoints). Same ownership. */
+/* Padded standard base64 (PEM) as a new NUL-terminated string (caller frees); NULL on OOM. */
 char *util_b64_encode(const uint8_t *in, size_t len);
+/* Canonical padded standard base64 -> new buffer (caller frees) of *outlen bytes; NULL if not. */
+uint8_t *util_b64_decode(const char *in, size_t inlen, size_t *outlen);
+/* Both decoders are strict: no whitespace, '=' only as the exact padding (std only), no 4k+1
+ * length, zero spare bits, so each byte string has exactly one accepted encoding. */
+
+/* Length of the leading run of s[0..len) in the standard alphabet (A-Za-z0-9+/, no '='). */
+size_t util_b64_span(const char *s, size_t len);
+
+/* s[0..len) for a message into out (caller's, outsz bytes), NUL-terminated; returns out.
+ * Printable ASCII stays; anything else and ' " \ show as '?'; a cut ends in "...". */
+const char *util_printable(const char *s, size_t len, char *out, size_t outsz);
 
 /* Monotonic and wall clocks in seconds. */
 double util_mono_now(void);

@@ -14,6 +14,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "util.h"
+
 #define PEM_BEGIN "-----BEGIN CERTIFICATE REQUEST-----"
 #define PEM_END "-----END CERTIFICATE REQUEST-----"
 
@@ -34,58 +36,6 @@ static int eat_eol(const char *s, size_t len, size_t *pos)
     return 0;
 }
 
-static int b64_val(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-/* Strict base64 of n characters (no whitespace): whole quads, '=' only as the
- * final padding, and zero bits under the padding, so each DER has exactly one
- * accepted encoding. Writes at most 3*n/4 bytes to out. */
-static int b64_decode_strict(const char *in, size_t n, uint8_t *out, size_t *outlen)
-{
-    size_t o = 0;
-    if (n == 0 || n % 4 != 0)
-        return 0;
-    for (size_t i = 0; i < n; i += 4) {
-        int last = i + 4 == n;
-        int v[4], pad = 0;
-        for (int k = 0; k < 4; k++) {
-            char c = in[i + k];
-            if (c == '=' && last && k >= 2) {
-                v[k] = 0;
-                pad++;
-                continue;
-            }
-            if (pad) /* a data character after '=' */
-                return 0;
-            if ((v[k] = b64_val(c)) < 0)
-                return 0;
-        }
-        uint32_t q =
-            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-        if ((pad == 1 && (q & 0xff)) || (pad == 2 && (q & 0xffff)))
-            return 0;
-        out[o++] = (uint8_t)(q >> 16);
-        if (pad < 2)
-            out[o++] = (uint8_t)(q >> 8);
-        if (pad < 1)
-            out[o++] = (uint8_t)q;
-    }
-    *outlen = o;
-    return 1;
-}
-
 /* Finds the one PEM block in pem[0..len) and decodes its body into a new
  * buffer (caller frees). Lines of base64 only: no PEM headers, no blank lines. */
 static hsmca_code pem_unwrap(const char *pem, size_t len, uint8_t **der, size_t *derlen,
@@ -103,10 +53,10 @@ static hsmca_code pem_unwrap(const char *pem, size_t len, uint8_t **der, size_t 
 
     /* The base64 characters, line breaks removed; never longer than the input. */
     char *b64 = malloc(len);
-    uint8_t *buf = malloc(len);
+    uint8_t *buf = NULL;
     size_t nb = 0;
     hsmca_code rc = HSMCA_EINVAL;
-    if (!b64 || !buf) {
+    if (!b64) {
         rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory parsing a CSR");
         goto out;
     }
@@ -118,8 +68,7 @@ static hsmca_code pem_unwrap(const char *pem, size_t len, uint8_t **der, size_t 
         if (len - pos >= el && memcmp(pem + pos, PEM_END, el) == 0)
             break;
         size_t start = pos;
-        while (pos < len && b64_val(pem[pos]) >= 0)
-            pos++;
+        pos += util_b64_span(pem + pos, len - pos);
         while (pos < len && pem[pos] == '=')
             pos++;
         size_t n = pos - start;
@@ -139,7 +88,7 @@ static hsmca_code pem_unwrap(const char *pem, size_t len, uint8_t **der, size_t 
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR has data after the PEM block");
         goto out;
     }
-    if (!b64_decode_strict(b64, nb, buf, derlen)) {
+    if (nb == 0 || !(buf = util_b64_decode(b64, nb, derlen))) {
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR PEM body is not canonical base64");
         goto out;
     }

@@ -165,20 +165,16 @@ static void handle_reply(fe_ipc *c, uint64_t id, const uint8_t *payload, size_t 
 static void read_signer(fe_ipc *c, int fd)
 {
     static uint8_t buf[IPC_MAX_FRAME];
-    uint8_t type;
-    uint64_t id;
-    const uint8_t *payload;
-    size_t plen;
-    int eof;
+    ipc_msg m;
     hsmca_err e;
-    if (ipc_recv(fd, buf, &type, &id, &payload, &plen, &eof, &e) != HSMCA_OK) {
+    if (ipc_recv(fd, buf, &m, &e) != HSMCA_OK) {
         drop_connection(c, e.msg);
         return;
     }
-    if (type == IPC_SIGN_REPLY)
-        handle_reply(c, id, payload, plen);
+    if (m.type == IPC_SIGN_REPLY)
+        handle_reply(c, m.id, m.payload, m.len);
     else
-        log_warn("unexpected message type %u from the signer", type);
+        log_warn("unexpected message type %u from the signer", m.type);
 }
 
 static void take_new_connection(fe_ipc *c)

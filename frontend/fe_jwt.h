@@ -9,17 +9,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "fe_jwks.h"
 #include "hsmca_err.h"
 
 #define FE_JWT_MAX_LEN 8192   /* a longer token is refused before parsing */
-#define FE_JWKS_MAX_LEN 65536
-
-typedef struct fe_jwks fe_jwks;
-
-/* Parses a JWKS document ({"keys":[...]}): RSA (n, e; >= 2048 bits) and EC P-256
- * (crv, x, y) keys with their "kid"; others are skipped. Refuses an empty set. */
-hsmca_code fe_jwks_parse(const char *json, size_t len, fe_jwks **out, hsmca_err *e);
-void fe_jwks_free(fe_jwks *k);
 
 typedef struct {
     const char *issuer;              /* required value of "iss" */
@@ -33,8 +26,8 @@ typedef struct {
     char sa[254]; /* kubernetes.io.serviceaccount.name, else from sub */
 } fe_jwt_identity;
 
-/* Verifies a compact JWS of len bytes at time now. The key is chosen by "kid"
- * (or, without a kid, the only key of the right type). */
+/* Verifies a compact JWS of len bytes at time now and fills *id; HSMCA_EAUTH names the failed
+ * check. The key comes from keys only (fe_jwks_pick); nothing is allocated for the caller. */
 hsmca_code fe_jwt_verify(const fe_jwks *keys, const fe_jwt_rules *rules, const char *token,
                          size_t len, int64_t now, fe_jwt_identity *id, hsmca_err *e);
 

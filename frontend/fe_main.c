@@ -7,7 +7,6 @@
  * its first connection, so no outside input is ever handled unconfined. */
 #include "frontend.h"
 
-#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <grpc/grpc.h>
 
 #include "certasm.h"
+#include "child_args.h"
 #include "config.h"
 #include "fe_app.h"
 #include "fe_sandbox.h"
@@ -100,44 +100,18 @@ static void *signal_thread(void *arg)
     return NULL;
 }
 
-static int parse_args(int argc, char **argv, const char **config, int *ipc_fd, int *ctl_fd)
-{
-    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-                                         {"ipc-fd", required_argument, 0, 'i'},
-                                         {"ctl-fd", required_argument, 0, 'k'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:i:k:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c': *config = optarg; break;
-        case 'i': *ipc_fd = atoi(optarg); break;
-        case 'k': *ctl_fd = atoi(optarg); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (!*config || *ipc_fd < 0 || *ctl_fd < 0) {
-        usage(stderr);
-        return 2;
-    }
-    return -1;
-}
-
 int frontend_main(int argc, char **argv)
 {
-    const char *config_path = NULL;
-    int ipc_fd = -1, ctl_fd = -1;
+    child_args args;
     log_init("frontend");
-    int rc = parse_args(argc, argv, &config_path, &ipc_fd, &ctl_fd);
+    int rc = child_args_parse(argc, argv, usage, &args);
     if (rc >= 0)
         return rc;
 
     static hsmca_config cfg;
     static fe_app app;
     hsmca_err e;
-    if (config_load(config_path, &cfg, &e) != HSMCA_OK || config_validate(&cfg, &e) != HSMCA_OK)
+    if (config_load(args.config, &cfg, &e) != HSMCA_OK || config_validate(&cfg, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
     if (load_app(&app, &cfg, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
@@ -153,7 +127,7 @@ int frontend_main(int argc, char **argv)
 
     pthread_t sig_th;
     pthread_create(&sig_th, NULL, signal_thread, &set);
-    if (!(app.ipc = fe_ipc_start(ipc_fd, ctl_fd, &e)))
+    if (!(app.ipc = fe_ipc_start(args.ipc_fd, args.ctl_fd, &e)))
         fatal("%s", e.msg);
     fe_serving *serving = fe_serving_start(&app, &fe_stop);
     if (!serving) {

@@ -1,9 +1,9 @@
 /* p11_sign.c - one raw C_Sign over a digest, as common/sigalg.h prescribes, and the conversion of
  * the token's output into the encoding X.509 signatures carry. */
 #include "p11_int.h"
-#include <openssl/bn.h>
-#include <openssl/ec.h>
 #include <string.h>
+
+#include "sigfmt.h"
 
 _Static_assert(SIGALG_CKM_ECDSA == CKM_ECDSA && SIGALG_CKM_RSA_PKCS == CKM_RSA_PKCS,
                "sigalg.h mechanism values are PKCS#11's");
@@ -36,27 +36,5 @@ hsmca_code p11_sig_encode(const sigalg *alg, const uint8_t *raw, size_t rawlen, 
         return HSMCA_OK;
     }
     /* CKM_ECDSA gives r||s, each half the size of the group order. */
-    if (rawlen == 0 || rawlen % 2 || rawlen > 132)
-        return hsmca_fail(e, HSMCA_EINTERNAL, "sign: ECDSA signature of %zu bytes", rawlen);
-    hsmca_code c = HSMCA_OK;
-    ECDSA_SIG *es = ECDSA_SIG_new();
-    BIGNUM *r = BN_bin2bn(raw, (int)(rawlen / 2), NULL);
-    BIGNUM *s = BN_bin2bn(raw + rawlen / 2, (int)(rawlen / 2), NULL);
-    if (!es || !r || !s || !ECDSA_SIG_set0(es, r, s)) {
-        BN_free(r);
-        BN_free(s);
-        ECDSA_SIG_free(es);
-        return hsmca_fail(e, HSMCA_ENOMEM, "sign: out of memory");
-    }
-    int n = i2d_ECDSA_SIG(es, NULL);
-    if (n <= 0) {
-        c = hsmca_fail(e, HSMCA_EINTERNAL, "sign: i2d_ECDSA_SIG failed");
-    } else if ((size_t)n > *siglen) {
-        c = hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer too small");
-    } else {
-        uint8_t *p = sig;
-        *siglen = (size_t)i2d_ECDSA_SIG(es, &p);
-    }
-    ECDSA_SIG_free(es);
-    return c;
+    return sigfmt_ecdsa_raw_to_der(raw, rawlen, sig, siglen, e);
 }

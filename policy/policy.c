@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define POLICY_NS_MAX 63  /* a namespace is a DNS label */
-#define POLICY_SA_MAX 253 /* a service account is a DNS subdomain */
+#include "util.h"
+
 #define POLICY_TD_MAX 255
 #define POLICY_SPIFFE_MAX 2048 /* SPIFFE ID length limit (SPIFFE-ID spec 2.3) */
 
@@ -15,17 +15,32 @@ static int is_lower_alnum(char c)
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
 }
 
-/* [a-z0-9]([-a-z0-9.]*[a-z0-9])? of at most max bytes. */
-static int is_k8s_name(const char *s, size_t max)
+/* A DNS-1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, length checked by the caller. */
+static int is_dns_label(const char *s, size_t n)
 {
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > max)
-        return 0;
-    if (!is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
+    if (n == 0 || !is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
         return 0;
     for (size_t i = 1; i + 1 < n; i++)
-        if (!is_lower_alnum(s[i]) && s[i] != '-' && s[i] != '.')
+        if (!is_lower_alnum(s[i]) && s[i] != '-')
             return 0;
+    return 1;
+}
+
+int policy_is_k8s_name(const char *s, size_t len, size_t max, int allow_dots)
+{
+    if (!s || len == 0 || len > max)
+        return 0;
+    if (!allow_dots)
+        return is_dns_label(s, len);
+    /* A DNS-1123 subdomain: labels joined by single dots. */
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && s[i] != '.')
+            continue;
+        if (!is_dns_label(s + start, i - start))
+            return 0;
+        start = i + 1;
+    }
     return 1;
 }
 
@@ -47,11 +62,11 @@ hsmca_code policy_spiffe_id(const char *td, const char *ns, const char *sa, char
         out[0] = '\0';
     if (!is_trust_domain(td, td ? strlen(td) : 0))
         return hsmca_fail(e, HSMCA_EAUTH, "identity: trust domain is not [a-z0-9._-]+");
-    if (!is_k8s_name(ns, POLICY_NS_MAX))
+    if (!policy_is_k8s_name(ns, ns ? strlen(ns) : 0, POLICY_NS_MAX, 0))
         return hsmca_fail(e, HSMCA_EAUTH,
                           "identity: namespace is not a Kubernetes name of at most %d bytes",
                           POLICY_NS_MAX);
-    if (!is_k8s_name(sa, POLICY_SA_MAX))
+    if (!policy_is_k8s_name(sa, sa ? strlen(sa) : 0, POLICY_SA_MAX, 1))
         return hsmca_fail(e, HSMCA_EAUTH,
                           "identity: service account is not a Kubernetes name of at most %d bytes",
                           POLICY_SA_MAX);
@@ -72,17 +87,10 @@ hsmca_code policy_spiffe_id(const char *td, const char *ns, const char *sa, char
     return HSMCA_OK;
 }
 
-/* Copies s into buf for a message, with anything but printable ASCII shown as
- * '?', so a hostile SAN cannot forge log lines or status text. */
-static const char *printable(const char *s, char *buf, size_t bufsz)
+/* A CSR's or caller's identity for a message: never a control character or a quote. */
+static const char *shown(const char *s, char *buf, size_t bufsz)
 {
-    size_t i = 0;
-    if (!s)
-        s = "(null)";
-    for (; s[i] && i + 1 < bufsz; i++)
-        buf[i] = (s[i] >= 0x20 && s[i] <= 0x7e) ? s[i] : '?';
-    buf[i] = '\0';
-    return buf;
+    return util_printable(s, s ? strlen(s) : 0, buf, bufsz);
 }
 
 hsmca_code policy_check_sans(const char *const *caller_ids, int n_ids, const char *const *csr_uris,
@@ -105,13 +113,13 @@ hsmca_code policy_check_sans(const char *const *caller_ids, int n_ids, const cha
     if (!caller_ids || n_ids <= 0)
         return hsmca_fail(e, HSMCA_EPERM,
                           "SAN policy: CSR asks for %s but the caller has no identity",
-                          printable(want, a, sizeof(a)));
+                          shown(want, a, sizeof(a)));
     if (n_ids == 1)
         return hsmca_fail(e, HSMCA_EPERM, "SAN policy: CSR asks for %s but the caller is %s",
-                          printable(want, a, sizeof(a)), printable(caller_ids[0], b, sizeof(b)));
+                          shown(want, a, sizeof(a)), shown(caller_ids[0], b, sizeof(b)));
     return hsmca_fail(e, HSMCA_EPERM,
                       "SAN policy: CSR asks for %s but the caller is %s (and %d other identities)",
-                      printable(want, a, sizeof(a)), printable(caller_ids[0], b, sizeof(b)),
+                      shown(want, a, sizeof(a)), shown(caller_ids[0], b, sizeof(b)),
                       n_ids - 1);
 }
 

@@ -8,6 +8,8 @@
 #include "profile.h"
 
 #define POLICY_MAX_ID 512
+#define POLICY_NS_MAX 63  /* a namespace is a DNS-1123 label */
+#define POLICY_SA_MAX 253 /* a service account name is a DNS-1123 subdomain */
 /* Certificates are backdated 2 minutes inside their TTL (the signer caps
  * notAfter - notBefore), so a short TTL would yield a certificate that is
  * expired or nearly so when issued: refuse those instead. */
@@ -19,8 +21,8 @@ typedef struct {
     uint32_t max_ttl;         /* seconds, a longer request is refused */
 } policy_rules;
 
-/* spiffe://<td>/ns/<ns>/sa/<sa> into out. Refuses empty parts and characters
- * outside Kubernetes names ([a-z0-9.-], "/" nowhere) with HSMCA_EAUTH. */
+/* spiffe://<td>/ns/<ns>/sa/<sa> into out. Refuses a namespace or service account that is not a
+ * Kubernetes name (policy_is_k8s_name) and a bad trust domain with HSMCA_EAUTH. */
 hsmca_code policy_spiffe_id(const char *td, const char *ns, const char *sa, char *out,
                             size_t outsz, hsmca_err *e);
 
@@ -33,6 +35,11 @@ hsmca_code policy_check_sans(const char *const *caller_ids, int n_ids,
 /* TTL: requested seconds (<= 0: default); over max or under POLICY_MIN_TTL ->
  * HSMCA_EPERM. */
 hsmca_code policy_ttl(const policy_rules *r, int64_t requested, uint32_t *ttl, hsmca_err *e);
+
+/* 1 when s[0..len) is a Kubernetes name of at most max bytes: a DNS-1123 label
+ * [a-z0-9]([-a-z0-9]*[a-z0-9])? (namespace, allow_dots 0) or a subdomain of such labels
+ * joined by single dots (service account, allow_dots 1); so never '/', ':' or a NUL. */
+int policy_is_k8s_name(const char *s, size_t len, size_t max, int allow_dots);
 
 
 #endif

@@ -8,7 +8,6 @@
 #include "signer_core.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "child_args.h"
 #include "config.h"
 #include "ipc_frame.h"
 #include "log.h"
@@ -87,14 +87,10 @@ static const struct {
 static void signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd)
 {
     static uint8_t buf[IPC_MAX_FRAME];
-    uint8_t type;
-    uint64_t id;
-    const uint8_t *payload;
-    size_t plen;
-    int eof;
+    ipc_msg m;
     hsmca_err e;
-    if (ipc_recv(fd, buf, &type, &id, &payload, &plen, &eof, &e) != HSMCA_OK) {
-        if (eof) {
+    if (ipc_recv(fd, buf, &m, &e) != HSMCA_OK) {
+        if (m.eof) {
             log_info("front end closed its connection");
             signer_conn_close(s);
         } else if (e.code == HSMCA_EIO) {
@@ -106,13 +102,13 @@ static void signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd)
         return;
     }
     for (size_t i = 0; i < sizeof(signer_dispatch) / sizeof(signer_dispatch[0]); i++) {
-        if (signer_dispatch[i].type == type) {
-            signer_dispatch[i].handler(s, ctl_fd, id, payload, plen);
+        if (signer_dispatch[i].type == m.type) {
+            signer_dispatch[i].handler(s, ctl_fd, m.id, m.payload, m.len);
             return;
         }
     }
     char why[64];
-    snprintf(why, sizeof(why), "unknown message type %u", type);
+    snprintf(why, sizeof(why), "unknown message type %u", m.type);
     drop_peer(s, ctl_fd, why);
 }
 
@@ -152,28 +148,13 @@ static int signer_loop(signer_ctx *s, int ctl_fd)
 
 int signer_main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-                                         {"ipc-fd", required_argument, 0, 'i'},
-                                         {"ctl-fd", required_argument, 0, 'k'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *config_path = NULL;
-    int ipc_fd = -1, ctl_fd = -1, c;
+    child_args args;
     log_init("signer");
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:i:k:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c': config_path = optarg; break;
-        case 'i': ipc_fd = atoi(optarg); break;
-        case 'k': ctl_fd = atoi(optarg); break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (!config_path || ipc_fd < 0 || ctl_fd < 0) {
-        usage(stderr);
-        return 2;
-    }
+    int parsed = child_args_parse(argc, argv, usage, &args);
+    if (parsed >= 0)
+        return parsed;
+    const char *config_path = args.config;
+    int ipc_fd = args.ipc_fd, ctl_fd = args.ctl_fd;
     struct sigaction sa = {.sa_handler = on_term};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);

@@ -267,15 +267,11 @@ static int recv_ready(int fd, uint64_t codes[BENCH_MAX_CODES], uint8_t **first_c
             break;
         if (r <= 0)
             return -1;
-        uint8_t type;
-        uint64_t id;
-        const uint8_t *payload;
-        size_t plen;
+        ipc_msg m;
         hsmca_err e;
-        if (ipc_frame_decode(pkt, (size_t)r, &type, &id, &payload, &plen, &e) != HSMCA_OK ||
-            type != IPC_SIGN_REPLY)
+        if (ipc_frame_decode(pkt, (size_t)r, &m, &e) != HSMCA_OK || m.type != IPC_SIGN_REPLY)
             return -1;
-        Hsmca__Ipc__SignReply *rep = hsmca__ipc__sign_reply__unpack(NULL, plen, payload);
+        Hsmca__Ipc__SignReply *rep = hsmca__ipc__sign_reply__unpack(NULL, m.len, m.payload);
         if (!rep)
             return -1;
         unsigned c = rep->code < BENCH_MAX_CODES ? rep->code : BENCH_MAX_CODES - 1;

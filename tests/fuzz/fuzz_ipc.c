@@ -53,25 +53,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!pkt)
         return 0;
     memcpy(pkt, data, size);
-    uint8_t type = 0;
-    uint64_t id = 0;
-    const uint8_t *payload = NULL;
-    size_t plen = 0;
+    ipc_msg m;
     hsmca_err e;
     hsmca_err_clear(&e);
-    if (ipc_frame_decode(pkt, size, &type, &id, &payload, &plen, &e) == HSMCA_OK) {
-        if (size < IPC_HEADER_LEN || size > IPC_MAX_FRAME || plen != size - IPC_HEADER_LEN ||
-            (plen && payload != pkt + IPC_HEADER_LEN))
+    if (ipc_frame_decode(pkt, size, &m, &e) == HSMCA_OK) {
+        if (size < IPC_HEADER_LEN || size > IPC_MAX_FRAME || m.len != size - IPC_HEADER_LEN ||
+            (m.len && m.payload != pkt + IPC_HEADER_LEN) || m.eof)
             abort();
         static uint8_t again[IPC_MAX_FRAME];
         size_t alen = 0;
-        if (ipc_frame_encode(type, id, payload, plen, again, sizeof(again), &alen, &e) != HSMCA_OK ||
+        if (ipc_frame_encode(m.type, m.id, m.payload, m.len, again, sizeof(again), &alen, &e) !=
+                HSMCA_OK ||
             alen != size || memcmp(again, pkt, size) != 0)
             abort();
-        if (type == IPC_SIGN_REQ)
-            signer_side(payload, plen);
-        else if (type == IPC_SIGN_REPLY)
-            frontend_side(payload, plen);
+        if (m.type == IPC_SIGN_REQ)
+            signer_side(m.payload, m.len);
+        else if (m.type == IPC_SIGN_REPLY)
+            frontend_side(m.payload, m.len);
     } else if (e.code == HSMCA_OK || e.msg[0] == '\0') {
         abort(); /* a refusal names its check */
     }

@@ -1,10 +1,10 @@
-/* fuzz_jwks.c - libFuzzer target for fe_jwks_parse (frontend/fe_jwt.h).
+/* fuzz_jwks.c - libFuzzer target for fe_jwks_parse (frontend/fe_jwks.h).
  * The input is the JWKS document (from a file or an OIDC issuer's jwks_uri). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe_jwt.h"
+#include "fe_jwks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -347,18 +347,16 @@ static Hsmca__Ipc__SignReply *recv_reply(int fd, int timeout_ms, uint64_t *rid, 
             fail_msg("no reply to %s within %d ms", what, timeout_ms);
         }
     }
-    uint8_t type;
-    const uint8_t *payload;
-    size_t plen;
-    int eof;
+    ipc_msg m;
     hsmca_err e;
-    if (ipc_recv(fd, buf, &type, rid, &payload, &plen, &eof, &e) != HSMCA_OK) {
+    if (ipc_recv(fd, buf, &m, &e) != HSMCA_OK) {
         dump_log_tail();
         fail_msg("ipc_recv (%s): %s%s", what, e.msg,
-                 eof ? " (the signer closed the connection)" : "");
+                 m.eof ? " (the signer closed the connection)" : "");
     }
-    assert_int_equal(type, IPC_SIGN_REPLY);
-    Hsmca__Ipc__SignReply *rep = hsmca__ipc__sign_reply__unpack(NULL, plen, payload);
+    *rid = m.id;
+    assert_int_equal(m.type, IPC_SIGN_REPLY);
+    Hsmca__Ipc__SignReply *rep = hsmca__ipc__sign_reply__unpack(NULL, m.len, m.payload);
     assert_non_null(rep);
     return rep;
 }
@@ -486,20 +484,16 @@ static void drain_to_eof(uint64_t lo, uint64_t hi)
             dump_log_tail();
             fail_msg("the signer did not end the connection within %d ms", HF_DROP_MS);
         }
-        uint8_t type;
-        uint64_t id;
-        const uint8_t *payload;
-        size_t plen;
-        int eof;
+        ipc_msg m;
         hsmca_err e;
-        if (ipc_recv(hf.ipc, buf, &type, &id, &payload, &plen, &eof, &e) != HSMCA_OK) {
-            if (eof)
+        if (ipc_recv(hf.ipc, buf, &m, &e) != HSMCA_OK) {
+            if (m.eof)
                 return;
             fail_msg("expected EOF on the front end connection: %s", e.msg);
         }
-        if (type != IPC_SIGN_REPLY || id < lo || id >= hi)
-            fail_msg("expected EOF on the front end connection, got type %u id %llu", type,
-                     (unsigned long long)id);
+        if (m.type != IPC_SIGN_REPLY || m.id < lo || m.id >= hi)
+            fail_msg("expected EOF on the front end connection, got type %u id %llu", m.type,
+                     (unsigned long long)m.id);
     }
 }
 

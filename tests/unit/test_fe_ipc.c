@@ -38,17 +38,13 @@ static void *fake_signer_run(void *arg)
     fake_signer *f = arg;
     static __thread uint8_t buf[IPC_MAX_FRAME];
     for (;;) {
-        uint8_t type;
-        uint64_t id;
-        const uint8_t *payload;
-        size_t plen;
-        int eof;
+        ipc_msg m;
         hsmca_err e;
-        if (ipc_recv(f->fd, buf, &type, &id, &payload, &plen, &eof, &e) != HSMCA_OK)
+        if (ipc_recv(f->fd, buf, &m, &e) != HSMCA_OK)
             return NULL;
         if (!f->answer)
             continue;
-        Hsmca__Ipc__SignRequest *req = hsmca__ipc__sign_request__unpack(NULL, plen, payload);
+        Hsmca__Ipc__SignRequest *req = hsmca__ipc__sign_request__unpack(NULL, m.len, m.payload);
         if (!req)
             return NULL;
         Hsmca__Ipc__SignReply r = HSMCA__IPC__SIGN_REPLY__INIT;
@@ -59,7 +55,7 @@ static void *fake_signer_run(void *arg)
         static __thread uint8_t out[IPC_MAX_PAYLOAD];
         size_t n = hsmca__ipc__sign_reply__pack(&r, out);
         hsmca__ipc__sign_request__free_unpacked(req, NULL);
-        if (ipc_send(f->fd, IPC_SIGN_REPLY, id, out, n, &e) != HSMCA_OK)
+        if (ipc_send(f->fd, IPC_SIGN_REPLY, m.id, out, n, &e) != HSMCA_OK)
             return NULL;
     }
 }

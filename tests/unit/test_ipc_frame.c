@@ -28,10 +28,9 @@ static int teardown(void **state)
 
 static void test_encode_decode_roundtrip(void **state)
 {
-    uint8_t buf[64], type;
-    size_t len, plen;
-    uint64_t id;
-    const uint8_t *payload;
+    uint8_t buf[64];
+    size_t len;
+    ipc_msg m;
     hsmca_err e;
     assert_int_equal(ipc_frame_encode(7, 0x0102030405060708ull, (const uint8_t *)"abc", 3, buf,
                                       sizeof(buf), &len, &e), HSMCA_OK);
@@ -39,24 +38,26 @@ static void test_encode_decode_roundtrip(void **state)
     assert_int_equal(buf[0], 7);
     assert_int_equal(buf[1], 0x01); /* id is big-endian */
     assert_int_equal(buf[8], 0x08);
-    assert_int_equal(ipc_frame_decode(buf, len, &type, &id, &payload, &plen, &e), HSMCA_OK);
-    assert_int_equal(type, 7);
-    assert_true(id == 0x0102030405060708ull);
-    assert_int_equal(plen, 3);
-    assert_memory_equal(payload, "abc", 3);
+    assert_int_equal(ipc_frame_decode(buf, len, &m, &e), HSMCA_OK);
+    assert_int_equal(m.type, 7);
+    assert_true(m.id == 0x0102030405060708ull);
+    assert_int_equal(m.len, 3);
+    assert_ptr_equal(m.payload, buf + IPC_HEADER_LEN); /* borrowed, not copied */
+    assert_memory_equal(m.payload, "abc", 3);
+    assert_int_equal(m.eof, 0);
 }
 
 static void test_decode_refuses_short_and_long(void **state)
 {
-    uint8_t buf[8] = {0}, type;
-    uint64_t id;
-    const uint8_t *payload;
-    size_t plen;
+    uint8_t buf[8] = {0};
+    ipc_msg m;
     hsmca_err e;
-    assert_int_equal(ipc_frame_decode(buf, 8, &type, &id, &payload, &plen, &e), HSMCA_EINVAL);
+    memset(&m, 0xa5, sizeof(m));
+    assert_int_equal(ipc_frame_decode(buf, 8, &m, &e), HSMCA_EINVAL);
     assert_non_null(strstr(e.msg, "shorter than the header"));
-    assert_int_equal(ipc_frame_decode(buf, IPC_MAX_FRAME + 1, &type, &id, &payload, &plen, &e),
-                     HSMCA_EINVAL);
+    assert_null(m.payload); /* nothing left over from before on failure */
+    assert_int_equal(m.len, 0);
+    assert_int_equal(ipc_frame_decode(buf, IPC_MAX_FRAME + 1, &m, &e), HSMCA_EINVAL);
     assert_non_null(strstr(e.msg, "exceeds"));
 }
 
@@ -71,14 +72,10 @@ static void test_encode_refuses_oversized_payload(void **state)
     /* The largest legal payload goes through whole. */
     assert_int_equal(ipc_send(pair[0], 1, 9, big, IPC_MAX_PAYLOAD, &e), HSMCA_OK);
     static uint8_t rbuf[IPC_MAX_FRAME];
-    uint8_t type;
-    uint64_t id;
-    const uint8_t *payload;
-    size_t plen;
-    int eof;
-    assert_int_equal(ipc_recv(pair[1], rbuf, &type, &id, &payload, &plen, &eof, &e), HSMCA_OK);
-    assert_int_equal(plen, IPC_MAX_PAYLOAD);
-    assert_true(id == 9);
+    ipc_msg m;
+    assert_int_equal(ipc_recv(pair[1], rbuf, &m, &e), HSMCA_OK);
+    assert_int_equal(m.len, IPC_MAX_PAYLOAD);
+    assert_true(m.id == 9);
 }
 
 static void test_send_recv_over_socket(void **state)
@@ -87,68 +84,53 @@ static void test_send_recv_over_socket(void **state)
     assert_int_equal(ipc_send(pair[0], IPC_SIGN_REQ, 42, (const uint8_t *)"hello", 5, &e), HSMCA_OK);
     assert_int_equal(ipc_send(pair[0], IPC_SIGN_REPLY, 43, NULL, 0, &e), HSMCA_OK);
     static uint8_t buf[IPC_MAX_FRAME];
-    uint8_t type;
-    uint64_t id;
-    const uint8_t *payload;
-    size_t plen;
-    int eof;
-    assert_int_equal(ipc_recv(pair[1], buf, &type, &id, &payload, &plen, &eof, &e), HSMCA_OK);
-    assert_int_equal(type, IPC_SIGN_REQ);
-    assert_true(id == 42);
-    assert_memory_equal(payload, "hello", 5);
+    ipc_msg m;
+    assert_int_equal(ipc_recv(pair[1], buf, &m, &e), HSMCA_OK);
+    assert_int_equal(m.type, IPC_SIGN_REQ);
+    assert_true(m.id == 42);
+    assert_int_equal(m.len, 5);
+    assert_memory_equal(m.payload, "hello", 5);
     /* Message boundaries are kept: the second frame arrives on its own. */
-    assert_int_equal(ipc_recv(pair[1], buf, &type, &id, &payload, &plen, &eof, &e), HSMCA_OK);
-    assert_int_equal(type, IPC_SIGN_REPLY);
-    assert_int_equal(plen, 0);
+    assert_int_equal(ipc_recv(pair[1], buf, &m, &e), HSMCA_OK);
+    assert_int_equal(m.type, IPC_SIGN_REPLY);
+    assert_int_equal(m.len, 0);
 }
 
 static void test_recv_refuses_truncated_and_oversized_packets(void **state)
 {
     static uint8_t buf[IPC_MAX_FRAME], big[IPC_MAX_FRAME + 100];
-    uint8_t type;
-    uint64_t id;
-    const uint8_t *payload;
-    size_t plen;
-    int eof;
+    ipc_msg m;
     hsmca_err e;
     assert_int_equal(write(pair[0], "\x01\x00\x00", 3), 3);
-    assert_int_equal(ipc_recv(pair[1], buf, &type, &id, &payload, &plen, &eof, &e), HSMCA_EINVAL);
-    assert_int_equal(eof, 0);
+    assert_int_equal(ipc_recv(pair[1], buf, &m, &e), HSMCA_EINVAL);
+    assert_int_equal(m.eof, 0);
     /* A packet over the maximum is cut by the kernel: refused, not parsed. */
     int sz = 1 << 20;
     setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
     assert_int_equal(write(pair[0], big, sizeof(big)), (ssize_t)sizeof(big));
-    assert_int_equal(ipc_recv(pair[1], buf, &type, &id, &payload, &plen, &eof, &e), HSMCA_EINVAL);
+    assert_int_equal(ipc_recv(pair[1], buf, &m, &e), HSMCA_EINVAL);
     assert_non_null(strstr(e.msg, "larger than"));
 }
 
 static void test_recv_reports_eof(void **state)
 {
     static uint8_t buf[IPC_MAX_FRAME];
-    uint8_t type;
-    uint64_t id;
-    const uint8_t *payload;
-    size_t plen;
-    int eof = 0;
+    ipc_msg m;
     hsmca_err e;
     close(pair[0]);
     pair[0] = -1;
-    assert_int_equal(ipc_recv(pair[1], buf, &type, &id, &payload, &plen, &eof, &e), HSMCA_EIO);
-    assert_int_equal(eof, 1);
+    assert_int_equal(ipc_recv(pair[1], buf, &m, &e), HSMCA_EIO);
+    assert_int_equal(m.eof, 1);
 }
 
 static void test_empty_packet_is_not_eof(void **state)
 {
     static uint8_t buf[IPC_MAX_FRAME];
-    uint8_t type;
-    uint64_t id;
-    const uint8_t *payload;
-    size_t plen;
-    int eof = 1;
+    ipc_msg m = {.eof = 1}; /* ipc_recv must clear it */
     hsmca_err e;
     assert_int_equal(send(pair[0], "", 0, 0), 0);
-    assert_int_equal(ipc_recv(pair[1], buf, &type, &id, &payload, &plen, &eof, &e), HSMCA_EINVAL);
-    assert_int_equal(eof, 0);
+    assert_int_equal(ipc_recv(pair[1], buf, &m, &e), HSMCA_EINVAL);
+    assert_int_equal(m.eof, 0);
     assert_non_null(strstr(e.msg, "empty packet"));
 }
 

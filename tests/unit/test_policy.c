@@ -20,6 +20,14 @@ static void assert_refused(hsmca_code rc, const hsmca_err *e, hsmca_code want, c
     assert_string_equal(e->msg, msg);
 }
 
+/* n copies of c in buf (n + 1 bytes), NUL-terminated; returns buf. */
+static char *fill(char *buf, char c, size_t n)
+{
+    memset(buf, c, n);
+    buf[n] = '\0';
+    return buf;
+}
+
 static void test_spiffe_id_ok(void **state)
 {
     (void)state;
@@ -57,14 +65,10 @@ static void test_spiffe_id_name_rules(void **state)
                    td_msg);
     assert_refused(policy_spiffe_id("", "ns", "sa", out, sizeof(out), &e), &e, HSMCA_EAUTH, td_msg);
 
-    memset(ns63, 'a', 63);
-    ns63[63] = '\0';
-    memset(ns64, 'a', 64);
-    ns64[64] = '\0';
-    memset(sa253, 'b', 253);
-    sa253[253] = '\0';
-    memset(sa254, 'b', 254);
-    sa254[254] = '\0';
+    fill(ns63, 'a', 63);
+    fill(ns64, 'a', 64);
+    fill(sa253, 'b', 253);
+    fill(sa254, 'b', 254);
     assert_int_equal(policy_spiffe_id("td", ns63, sa253, out, sizeof(out), &e), HSMCA_OK);
     assert_int_equal(strlen(out), strlen("spiffe://td/ns//sa/") + 63 + 253);
     assert_refused(policy_spiffe_id("td", ns64, "sa", out, sizeof(out), &e), &e, HSMCA_EAUTH,
@@ -75,6 +79,67 @@ static void test_spiffe_id_name_rules(void **state)
     assert_refused(policy_spiffe_id("cluster.local", "default", "sleep", out, 10, &e), &e,
                    HSMCA_EAUTH, "identity: SPIFFE ID longer than 9 bytes");
     assert_string_equal(out, "");
+}
+
+static int k8s(const char *s, size_t max, int dots)
+{
+    return policy_is_k8s_name(s, s ? strlen(s) : 0, max, dots);
+}
+
+static void test_k8s_name(void **state)
+{
+    (void)state;
+    char l63[64], l64[65], d253[254], d254[255];
+    fill(l63, 'a', 63);
+    fill(l64, 'a', 64);
+    fill(d253, 'b', 253)[100] = '.';
+    fill(d254, 'b', 254)[100] = '.';
+
+    /* A namespace: one DNS-1123 label. */
+    const char *label_ok[] = {"a", "0", "a1", "a-b", "a--b", "1-2-3", l63};
+    for (size_t i = 0; i < sizeof(label_ok) / sizeof(label_ok[0]); i++)
+        if (!k8s(label_ok[i], POLICY_NS_MAX, 0))
+            fail_msg("label refused: %s", label_ok[i]);
+    const char *label_bad[] = {"", "-a", "a-", "-", "a.b", "A", "a_b", "a/b", "a:b", "a b", l64};
+    for (size_t i = 0; i < sizeof(label_bad) / sizeof(label_bad[0]); i++)
+        if (k8s(label_bad[i], POLICY_NS_MAX, 0))
+            fail_msg("label accepted: %s", label_bad[i]);
+
+    /* A service account: DNS-1123 labels joined by single dots. */
+    const char *sub_ok[] = {"a", "a.b", "a-b.c-d", "b.c-d9", "0.0.0", d253};
+    for (size_t i = 0; i < sizeof(sub_ok) / sizeof(sub_ok[0]); i++)
+        if (!k8s(sub_ok[i], POLICY_SA_MAX, 1))
+            fail_msg("subdomain refused: %s", sub_ok[i]);
+    /* "a..b", "a.-b", "a-.b": every label must start and end alphanumeric; both
+     * old copies (policy and fe_jwt) accepted these. */
+    const char *sub_bad[] = {"", ".", "a..b", ".a", "a.", "a.-b", "a-.b", "-a.b", "a.b-",
+                             "A.b", "a/b", "a:b", "a_b.c", d254};
+    for (size_t i = 0; i < sizeof(sub_bad) / sizeof(sub_bad[0]); i++)
+        if (k8s(sub_bad[i], POLICY_SA_MAX, 1))
+            fail_msg("subdomain accepted: %s", sub_bad[i]);
+
+    /* The length is what counts: an embedded NUL is refused, not a terminator. */
+    assert_false(policy_is_k8s_name("ab\0c", 4, POLICY_NS_MAX, 0));
+    assert_false(policy_is_k8s_name("ab\0c", 4, POLICY_SA_MAX, 1));
+    assert_true(policy_is_k8s_name("abc-", 3, POLICY_NS_MAX, 0));
+    assert_false(policy_is_k8s_name(NULL, 0, POLICY_NS_MAX, 0));
+    assert_false(k8s("abcd", 3, 0)); /* max is the caller's */
+}
+
+static void test_spiffe_id_stricter_names(void **state)
+{
+    (void)state;
+    char out[POLICY_MAX_ID];
+    hsmca_err e;
+    /* The old policy copy took dots in a namespace and empty labels in a service
+     * account; the front end's copy refused the former. Both refuse all now. */
+    assert_refused(policy_spiffe_id("cluster.local", "a.b", "sa", out, sizeof(out), &e), &e,
+                   HSMCA_EAUTH, "identity: namespace is not a Kubernetes name of at most 63 bytes");
+    const char *sa_bad[] = {"a..b", "a.-b", "a-.b"};
+    for (size_t i = 0; i < sizeof(sa_bad) / sizeof(sa_bad[0]); i++)
+        assert_refused(policy_spiffe_id("cluster.local", "ns", sa_bad[i], out, sizeof(out), &e),
+                       &e, HSMCA_EAUTH,
+                       "identity: service account is not a Kubernetes name of at most 253 bytes");
 }
 
 static void test_check_sans(void **state)
@@ -108,10 +173,17 @@ static void test_check_sans(void **state)
     const char *longer[] = {ME "p"};
     assert_int_equal(policy_check_sans(ids + 1, 1, prefix, 1, 0, &e), HSMCA_EPERM);
     assert_int_equal(policy_check_sans(ids + 1, 1, longer, 1, 0, &e), HSMCA_EPERM);
-    /* Control characters from a CSR never reach the message. */
+    /* Control characters and quotes from a CSR never reach the message (the old
+     * copy of the helper let the quotes through). */
     const char *nl[] = {"spiffe://x\n{\"forged\":1}"};
     assert_refused(policy_check_sans(ids + 1, 1, nl, 1, 0, &e), &e, HSMCA_EPERM,
-                   "SAN policy: CSR asks for spiffe://x?{\"forged\":1} but the caller is " ME);
+                   "SAN policy: CSR asks for spiffe://x?{?forged?:1} but the caller is " ME);
+    /* A long SAN is cut visibly (the old copy cut it silently). */
+    char lng[300] = "spiffe://cluster.local/ns/x/sa/";
+    fill(lng + strlen(lng), 'y', sizeof(lng) - strlen(lng) - 1);
+    const char *lp[] = {lng};
+    assert_int_equal(policy_check_sans(ids + 1, 1, lp, 1, 0, &e), HSMCA_EPERM);
+    assert_non_null(strstr(e.msg, "yyy... but the caller is " ME));
 }
 
 static void test_ttl(void **state)
@@ -152,6 +224,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spiffe_id_ok), cmocka_unit_test(test_spiffe_id_name_rules),
         cmocka_unit_test(test_check_sans),   cmocka_unit_test(test_ttl),
+        cmocka_unit_test(test_k8s_name),
+        cmocka_unit_test(test_spiffe_id_stricter_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

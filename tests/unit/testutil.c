@@ -9,6 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/core_names.h>
+
+#include "sigfmt.h"
+
 char *tu_mkdtemp(const char *prefix)
 {
     const char *base = getenv("HSMCA_TEST_TMP");
@@ -60,4 +64,59 @@ int tu_dev_init(const char *dir, const char *keytype)
     snprintf(conf, sizeof(conf), "%s/softhsm2.conf", dir);
     setenv("SOFTHSM2_CONF", conf, 1);
     return 0;
+}
+
+/* A JWK parameter; aborts when the key has none. */
+static char *tu_param(EVP_PKEY *k, const char *param, size_t width)
+{
+    char *s = sigfmt_jwk_param(k, param, width);
+    if (!s)
+        abort();
+    return s;
+}
+
+/* printf into a new string of at most cap bytes; aborts on failure or truncation. */
+static char *tu_format(size_t cap, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *tu_format(size_t cap, const char *fmt, ...)
+{
+    char *out = malloc(cap);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = out ? vsnprintf(out, cap, fmt, ap) : -1;
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap)
+        abort();
+    return out;
+}
+
+char *tu_jwk_rsa(EVP_PKEY *k, const char *kid)
+{
+    char *n = tu_param(k, OSSL_PKEY_PARAM_RSA_N, 0), *e = tu_param(k, OSSL_PKEY_PARAM_RSA_E, 0);
+    char *out = tu_format(strlen(n) + strlen(e) + strlen(kid) + 64,
+                          "{\"kty\":\"RSA\",\"kid\":\"%s\",\"use\":\"sig\",\"n\":\"%s\",\"e\":\"%s\"}",
+                          kid, n, e);
+    free(n);
+    free(e);
+    return out;
+}
+
+char *tu_jwk_ec(EVP_PKEY *kx, EVP_PKEY *ky, const char *kid, const char *crv)
+{
+    char *x = tu_param(kx, OSSL_PKEY_PARAM_EC_PUB_X, 32);
+    char *y = tu_param(ky, OSSL_PKEY_PARAM_EC_PUB_Y, 32);
+    char *out = tu_format(strlen(x) + strlen(y) + strlen(kid) + strlen(crv) + 64,
+                          "{\"kty\":\"EC\",\"crv\":\"%s\",\"kid\":\"%s\",\"x\":\"%s\",\"y\":\"%s\"}",
+                          crv, kid, x, y);
+    free(x);
+    free(y);
+    return out;
+}
+
+char *tu_jwks_doc(char *a, char *b)
+{
+    char *out = tu_format(strlen(a) + (b ? strlen(b) : 0) + 16, "{\"keys\":[%s%s%s]}", a,
+                          b ? "," : "", b ? b : "");
+    free(a);
+    free(b);
+    return out;
 }

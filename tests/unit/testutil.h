@@ -3,6 +3,7 @@
 #define HSMCA_TESTUTIL_H
 
 #include <stddef.h>
+#include <openssl/evp.h>
 
 /* A new empty directory under $HSMCA_TEST_TMP (or /tmp), named after prefix.
  * Returns a malloc'd path (caller frees). Aborts on failure. */
@@ -19,5 +20,16 @@ int tu_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * Also exports SOFTHSM2_CONF=DIR/softhsm2.conf into this process's environment.
  * Returns 0 on success. */
 int tu_dev_init(const char *dir, const char *keytype);
+
+/* JWK JSON of k's public half, {"kty":"RSA","kid":KID,"use":"sig","n":..,"e":..}: a new
+ * string (caller frees). Aborts on failure. */
+char *tu_jwk_rsa(EVP_PKEY *k, const char *kid);
+
+/* {"kty":"EC","crv":CRV,"kid":KID,"x":..,"y":..} with x from kx and y from ky (two keys make a
+ * point off the curve): a new string (caller frees). Aborts on failure. */
+char *tu_jwk_ec(EVP_PKEY *kx, EVP_PKEY *ky, const char *kid, const char *crv);
+
+/* {"keys":[a,b]} (b may be NULL) as a new string (caller frees); frees a and b. */
+char *tu_jwks_doc(char *a, char *b);
 
 #endif

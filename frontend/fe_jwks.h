@@ -1,0 +1,32 @@
+/* fe_jwks.h - the issuer's JSON Web Key Set: parsing it, and choosing the key for a token.
+ *
+ * Only RSA (>= 2048 bits) and EC P-256 signing keys are kept; the token never brings a
+ * key of its own. Errors name the check and the key's index, never key material. */
+#ifndef HSMCA_FE_JWKS_H
+#define HSMCA_FE_JWKS_H
+
+#include <stddef.h>
+#include <openssl/evp.h>
+#include "hsmca_err.h"
+
+#define FE_JWKS_MAX_LEN 65536
+#define FE_SHOWN_LEN 36 /* a kid or alg from a token in a message: 32 characters and "..." */
+
+typedef struct fe_jwks fe_jwks;
+
+/* The key types a token's alg can ask for: RS256 -> RSA, ES256 -> EC (P-256). */
+typedef enum { FE_KTY_RSA, FE_KTY_EC } fe_kty;
+
+/* Parses {"keys":[...]} into a new set (caller frees with fe_jwks_free); skips other kty/use/alg,
+ * refuses a set with no usable key. */
+hsmca_code fe_jwks_parse(const char *json, size_t len, fe_jwks **out, hsmca_err *e);
+
+/* Frees a set from fe_jwks_parse (NULL is fine). */
+void fe_jwks_free(fe_jwks *k);
+
+/* The key for a token: by kid (kid NULL: the set's only key of type kty); *out is borrowed from
+ * ks. HSMCA_EAUTH when none fits or it is of the wrong type. */
+hsmca_code fe_jwks_pick(const fe_jwks *ks, fe_kty kty, const char *kid, EVP_PKEY **out,
+                        hsmca_err *e);
+
+#endif
