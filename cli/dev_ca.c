@@ -29,7 +29,7 @@ static int file_exists(const char *dir, const char *name)
     return access(p, F_OK) == 0;
 }
 
-static hsmca_code write_in(const char *dir, const char *name, const char *data, unsigned mode,
+static HSMCA_MUSTCHECK hsmca_code write_in(const char *dir, const char *name, const char *data, unsigned mode,
                            hsmca_err *e)
 {
     char p[PATH_MAX];
@@ -38,7 +38,7 @@ static hsmca_code write_in(const char *dir, const char *name, const char *data, 
 }
 
 /* A random PIN as 32 hex characters (128 bits). */
-static hsmca_code make_pin_file(const char *dir, const char *name, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code make_pin_file(const char *dir, const char *name, hsmca_err *e)
 {
     if (file_exists(dir, name))
         return HSMCA_OK;
@@ -53,7 +53,7 @@ static hsmca_code make_pin_file(const char *dir, const char *name, hsmca_err *e)
     return rc;
 }
 
-static hsmca_code make_softhsm_conf(const char *dir, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code make_softhsm_conf(const char *dir, hsmca_err *e)
 {
     char tokens[PATH_MAX], conf[PATH_MAX + 200];
     snprintf(tokens, sizeof(tokens), "%s/tokens", dir);
@@ -75,7 +75,7 @@ static hsmca_code make_softhsm_conf(const char *dir, hsmca_err *e)
 }
 
 /* Self-signed root: the TBS is built here, the signature comes from the token. */
-static hsmca_code make_root(const char *dir, p11_pool *pool, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code make_root(const char *dir, p11_pool *pool, hsmca_err *e)
 {
     EVP_PKEY *key = p11_pool_public_key(pool);
     X509 *x = X509_new();
@@ -143,7 +143,7 @@ out:
 static const char *key_type_name(int t) { return t == P11_KEY_RSA_2048 ? "rsa-2048" : "ec-p256"; }
 
 /* Token, CA key and root: the part that loads the PKCS#11 module. */
-static hsmca_code init_token_and_ca(const char *dir, p11_key_type type, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_type type, hsmca_err *e)
 {
     char pin[256], so_pin[256], path[PATH_MAX];
     p11_module *m = NULL;
@@ -185,7 +185,7 @@ static hsmca_code init_token_and_ca(const char *dir, p11_key_type type, hsmca_er
     return rc;
 }
 
-static hsmca_code write_config(const char *dir, const char *listen, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *listen, hsmca_err *e)
 {
     char conf[4096];
     snprintf(conf, sizeof(conf),

@@ -14,6 +14,6 @@
  * DIR/root-cert.pem signed by that key in the token, the dev JWT issuer, and
  * DIR/hsmca.yaml for `hsmca serve` listening on listen. Runs the PKCS#11 work in
  * a child process so the caller never loads the module. */
-hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, const char *listen, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, const char *listen, hsmca_err *e);
 
 #endif

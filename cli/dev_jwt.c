@@ -26,7 +26,7 @@
 #define DEV_KID_BYTES 8
 #define DEV_COORD 32
 
-static hsmca_code dev_path(char *buf, size_t sz, const char *dir, const char *name, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code dev_path(char *buf, size_t sz, const char *dir, const char *name, hsmca_err *e)
 {
     int n = snprintf(buf, sz, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= sz)
@@ -35,7 +35,7 @@ static hsmca_code dev_path(char *buf, size_t sz, const char *dir, const char *na
 }
 
 /* Loads the dev key and insists on EC P-256 (the JWKS and ES256 assume it). */
-static hsmca_code dev_key_load(const char *path, EVP_PKEY **out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code dev_key_load(const char *path, EVP_PKEY **out, hsmca_err *e)
 {
     char *pem = NULL;
     size_t len = 0;
@@ -59,7 +59,7 @@ static hsmca_code dev_key_load(const char *path, EVP_PKEY **out, hsmca_err *e)
     return HSMCA_OK;
 }
 
-static hsmca_code dev_key_create(const char *path, EVP_PKEY **out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code dev_key_create(const char *path, EVP_PKEY **out, hsmca_err *e)
 {
     EVP_PKEY *pkey = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
     if (!pkey)
@@ -118,7 +118,7 @@ static char *dev_jwks_json(EVP_PKEY *pkey, const char *kid, hsmca_err *e)
 }
 
 /* Loads DIR's key, creating it first when there is none. */
-static hsmca_code dev_key_get(const char *dir, int create, EVP_PKEY **pkey, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code dev_key_get(const char *dir, int create, EVP_PKEY **pkey, hsmca_err *e)
 {
     char path[4096];
     hsmca_code rc = dev_path(path, sizeof(path), dir, DEV_JWT_KEY_FILE, e);

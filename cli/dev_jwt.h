@@ -18,7 +18,7 @@
  * of first 8 bytes of SHA-256 of the public key DER>,"use":"sig","alg":"ES256"}]}) if
  * they do not exist; reuses them otherwise (the JWKS is rewritten from the key when it
  * is missing or does not match it). */
-hsmca_code dev_jwt_setup(const char *dir, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code dev_jwt_setup(const char *dir, hsmca_err *e);
 
 /* Mints an ES256 JWT signed with DIR/dev-jwt-key.pem: iss = issuer (NULL means
  * DEV_JWT_ISSUER), aud = [aud], sub = system:serviceaccount:NS:SA, kubernetes.io =

@@ -44,7 +44,7 @@ static int lift_fd(int fd)
     return n;
 }
 
-static hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
 {
     int ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0)

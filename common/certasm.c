@@ -21,7 +21,7 @@ int certasm_sig_nid_for_key(const EVP_PKEY *key)
 /* The encoding comes from the table (RSA PKCS#1 v1.5 carries explicit NULL
  * parameters, ECDSA none): getting it wrong yields certificates some verifiers
  * reject, and the signer compares the TBS's bytes with the table's. */
-static hsmca_code set_algor(X509_ALGOR *alg, int sig_nid, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code set_algor(X509_ALGOR *alg, int sig_nid, hsmca_err *e)
 {
     const sigalg *a = sigalg_by_nid(sig_nid);
     ASN1_OBJECT *obj = a ? OBJ_nid2obj(sig_nid) : NULL;

@@ -14,11 +14,11 @@ int certasm_sig_nid_for_key(const EVP_PKEY *key);
 
 /* Sets x's inner signature algorithm to sig_nid (RSA with NULL params, ECDSA
  * without) and returns its DER TBSCertificate (new buffer, caller OPENSSL_free's). */
-hsmca_code certasm_tbs_der(X509 *x, int sig_nid, uint8_t **der, size_t *len, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code certasm_tbs_der(X509 *x, int sig_nid, uint8_t **der, size_t *len, hsmca_err *e);
 
 /* SEQUENCE { tbs, AlgorithmIdentifier(sig_nid), BIT STRING sig } as a new buffer
  * (caller OPENSSL_free's). The caller is the one who checked tbs. */
-hsmca_code certasm_assemble(const uint8_t *tbs, size_t tbs_len, int sig_nid, const uint8_t *sig,
+HSMCA_MUSTCHECK hsmca_code certasm_assemble(const uint8_t *tbs, size_t tbs_len, int sig_nid, const uint8_t *sig,
                             size_t sig_len, uint8_t **der, size_t *len, hsmca_err *e);
 
 /* PEM of a DER certificate (64-column base64), ending in "\n" (new NUL-terminated

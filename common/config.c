@@ -136,9 +136,9 @@ void config_defaults(hsmca_config *c)
 static size_t ev_line(const yaml_event_t *ev) { return ev->start_mark.line + 1; }
 
 /* "NAME:LINE: message" with EINVAL. */
-static hsmca_code perr(cfg_parser *cp, size_t line, const char *fmt, ...)
+static HSMCA_MUSTCHECK hsmca_code perr(cfg_parser *cp, size_t line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static hsmca_code perr(cfg_parser *cp, size_t line, const char *fmt, ...)
+static HSMCA_MUSTCHECK hsmca_code perr(cfg_parser *cp, size_t line, const char *fmt, ...)
 {
     char msg[200];
     va_list ap;
@@ -155,7 +155,7 @@ static const char *yaml_problem(const yaml_parser_t *p)
 
 /* Next event, with the refusals that hold everywhere: syntax errors, aliases,
  * anchors (billion laughs) and explicit tags (one meaning per value). */
-static hsmca_code next_event(cfg_parser *cp, yaml_event_t *ev)
+static HSMCA_MUSTCHECK hsmca_code next_event(cfg_parser *cp, yaml_event_t *ev)
 {
     if (!yaml_parser_parse(&cp->p, ev)) {
         if (cp->p.error == YAML_MEMORY_ERROR)
@@ -241,7 +241,7 @@ static int parse_u32(const char *s, size_t len, int duration, uint32_t *out)
     return 0;
 }
 
-static hsmca_code set_integer(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
+static HSMCA_MUSTCHECK hsmca_code set_integer(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
 {
     uint32_t v = 0;
     int ok = ev->type == YAML_SCALAR_EVENT && !scalar_has_nul(ev) &&
@@ -259,7 +259,7 @@ static hsmca_code set_integer(cfg_parser *cp, const config_field *f, const yaml_
 
 /* Copies a scalar into dst (CONFIG_MAX_STR), prefixing base_dir for a relative
  * path. what names the value in messages. */
-static hsmca_code copy_scalar(cfg_parser *cp, const yaml_event_t *ev, const char *what,
+static HSMCA_MUSTCHECK hsmca_code copy_scalar(cfg_parser *cp, const yaml_event_t *ev, const char *what,
                               int is_path, char *dst)
 {
     const char *v = (const char *)ev->data.scalar.value;
@@ -281,7 +281,7 @@ static hsmca_code copy_scalar(cfg_parser *cp, const yaml_event_t *ev, const char
     return HSMCA_OK;
 }
 
-static hsmca_code set_string(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
+static HSMCA_MUSTCHECK hsmca_code set_string(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
 {
     char *dst = (char *)cp->c + f->off;
     if (ev->type != YAML_SCALAR_EVENT)
@@ -294,7 +294,7 @@ static hsmca_code set_string(cfg_parser *cp, const config_field *f, const yaml_e
 }
 
 /* A sequence of non-empty scalars replaces the default list; null empties it. */
-static hsmca_code set_list(cfg_parser *cp, const config_field *f, const yaml_event_t *start)
+static HSMCA_MUSTCHECK hsmca_code set_list(cfg_parser *cp, const config_field *f, const yaml_event_t *start)
 {
     config_list *l = (config_list *)((char *)cp->c + f->off);
     l->n = 0;
@@ -332,10 +332,10 @@ static const config_field *find_field(const char *section, const char *key, size
     return NULL;
 }
 
-static hsmca_code parse_mapping(cfg_parser *cp, const char *section);
+static HSMCA_MUSTCHECK hsmca_code parse_mapping(cfg_parser *cp, const char *section);
 
 /* The value of field f, whose first event is ev. */
-static hsmca_code parse_value(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
+static HSMCA_MUSTCHECK hsmca_code parse_value(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
 {
     switch (f->type) {
     case CT_SECTION: {
@@ -360,7 +360,7 @@ static hsmca_code parse_value(cfg_parser *cp, const config_field *f, const yaml_
 }
 
 /* One "key: value" of section; key is the event just read. */
-static hsmca_code parse_entry(cfg_parser *cp, const char *section, const yaml_event_t *key)
+static HSMCA_MUSTCHECK hsmca_code parse_entry(cfg_parser *cp, const char *section, const yaml_event_t *key)
 {
     if (key->type != YAML_SCALAR_EVENT)
         return perr(cp, ev_line(key), "keys must be plain strings");
@@ -388,7 +388,7 @@ static hsmca_code parse_entry(cfg_parser *cp, const char *section, const yaml_ev
 }
 
 /* Called after the MAPPING_START of section; consumes up to its MAPPING_END. */
-static hsmca_code parse_mapping(cfg_parser *cp, const char *section)
+static HSMCA_MUSTCHECK hsmca_code parse_mapping(cfg_parser *cp, const char *section)
 {
     for (;;) {
         yaml_event_t ev;
@@ -407,7 +407,7 @@ static hsmca_code parse_mapping(cfg_parser *cp, const char *section)
 }
 
 /* Reads one event and checks its type; what says what was expected. */
-static hsmca_code expect(cfg_parser *cp, yaml_event_type_t type, const char *what)
+static HSMCA_MUSTCHECK hsmca_code expect(cfg_parser *cp, yaml_event_type_t type, const char *what)
 {
     yaml_event_t ev;
     hsmca_code rc = next_event(cp, &ev);
@@ -420,7 +420,7 @@ static hsmca_code expect(cfg_parser *cp, yaml_event_type_t type, const char *wha
 }
 
 /* stream: (document: mapping)? ; an empty stream leaves the defaults. */
-static hsmca_code parse_stream(cfg_parser *cp)
+static HSMCA_MUSTCHECK hsmca_code parse_stream(cfg_parser *cp)
 {
     hsmca_code rc = expect(cp, YAML_STREAM_START_EVENT, "expected the start of a YAML stream");
     if (rc != HSMCA_OK)
@@ -523,7 +523,7 @@ static int valid_listen(const char *s)
     return valid_port(colon + 1);
 }
 
-static hsmca_code validate_required(const hsmca_config *c, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code validate_required(const hsmca_config *c, hsmca_err *e)
 {
     static const struct {
         const char *name;
@@ -544,7 +544,7 @@ static hsmca_code validate_required(const hsmca_config *c, hsmca_err *e)
     return HSMCA_OK;
 }
 
-static hsmca_code validate_server(const hsmca_config *c, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code validate_server(const hsmca_config *c, hsmca_err *e)
 {
     if (!valid_listen(c->listen))
         return hsmca_fail(e, HSMCA_EINVAL,

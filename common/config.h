@@ -86,13 +86,13 @@ void config_defaults(hsmca_config *c);
  *   document, YAML syntax errors. Invalid UTF-8 is reported by byte offset.
  * - After parsing, an empty ca.root_bundle is set to ca.cert (so the roots sent
  *   last in cert_chain default to the CA certificate). */
-hsmca_code config_load(const char *path, hsmca_config *c, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code config_load(const char *path, hsmca_config *c, hsmca_err *e);
 
 /* Same, from a buffer (tests); base_dir resolves relative paths (NULL: none). */
-hsmca_code config_parse(const char *name, const char *buf, size_t len, const char *base_dir,
+HSMCA_MUSTCHECK hsmca_code config_parse(const char *name, const char *buf, size_t len, const char *base_dir,
                         hsmca_config *c, hsmca_err *e);
 
 /* Checks cross-field rules (required files named, ttl <= max, sessions >= 1). */
-hsmca_code config_validate(const hsmca_config *c, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code config_validate(const hsmca_config *c, hsmca_err *e);
 
 #endif

@@ -31,27 +31,27 @@ typedef struct {
 } ipc_msg;
 
 /* Encodes header + payload into out (at least IPC_HEADER_LEN + plen bytes). */
-hsmca_code ipc_frame_encode(uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
+HSMCA_MUSTCHECK hsmca_code ipc_frame_encode(uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
                             uint8_t *out, size_t outsz, size_t *outlen, hsmca_err *e);
 
 /* Splits a received packet of len bytes into *m (m->payload points into pkt; *m zeroed on
  * failure). Fails on a packet shorter than the header or longer than IPC_MAX_FRAME. */
-hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, ipc_msg *m, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, ipc_msg *m, hsmca_err *e);
 
 /* Sends one frame on a SEQPACKET fd (one sendmsg, MSG_NOSIGNAL). Thread-safe:
  * a SEQPACKET send is atomic, so concurrent senders never interleave. */
-hsmca_code ipc_send(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
+HSMCA_MUSTCHECK hsmca_code ipc_send(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
                     hsmca_err *e);
 
 /* As ipc_send, but waits at most timeout_ms for room in the peer's buffer
  * (timeout_ms < 0: forever); HSMCA_EUNAVAIL when the peer has not read by then,
  * so a stalled peer cannot hold the sender. */
-hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
+HSMCA_MUSTCHECK hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
                            int timeout_ms, hsmca_err *e);
 
 /* Receives one frame into buf (IPC_MAX_FRAME bytes) and decodes it into *m (payload in buf).
  * HSMCA_EIO with m->eof = 1 on orderly close; HSMCA_EINVAL on a truncated or short packet. */
-hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e);
 
 /* Control byte a child sends the supervisor over its control channel: the
  * signer asks for the front end to be restarted after a protocol violation. */
@@ -59,8 +59,8 @@ hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e);
 
 /* Control channel between supervisor and a child: passes a new peer IPC fd
  * (SCM_RIGHTS) when the other child was restarted. */
-hsmca_code ipc_send_fd(int ctl, int fd, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code ipc_send_fd(int ctl, int fd, hsmca_err *e);
 /* Receives an fd sent by ipc_send_fd; *fd = -1 and *eof = 1 on close. */
-hsmca_code ipc_recv_fd(int ctl, int *fd, int *eof, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code ipc_recv_fd(int ctl, int *fd, int *eof, hsmca_err *e);
 
 #endif

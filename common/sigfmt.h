@@ -14,11 +14,11 @@
 #define SIGFMT_ES256_LEN 64      /* JWS ES256: r||s, 32 bytes each */
 
 /* r||s (equal halves, 2..132 bytes) as DER into the caller's der; *derlen in: room, out: length. */
-hsmca_code sigfmt_ecdsa_raw_to_der(const uint8_t *raw, size_t rawlen, uint8_t *der,
+HSMCA_MUSTCHECK hsmca_code sigfmt_ecdsa_raw_to_der(const uint8_t *raw, size_t rawlen, uint8_t *der,
                                    size_t *derlen, hsmca_err *e);
 
 /* DER ECDSA-Sig-Value (no trailing bytes) as r||s, each padded to half bytes, into raw (2*half). */
-hsmca_code sigfmt_ecdsa_der_to_raw(const uint8_t *der, size_t derlen, size_t half, uint8_t *raw,
+HSMCA_MUSTCHECK hsmca_code sigfmt_ecdsa_der_to_raw(const uint8_t *der, size_t derlen, size_t half, uint8_t *raw,
                                    hsmca_err *e);
 
 /* JWS signature over input (RS256 for RSA, ES256 r||s for EC P-256) as new base64url (caller
@@ -32,7 +32,7 @@ char *sigfmt_jws_compact(EVP_PKEY *key, const void *hdr, size_t hlen, const void
 
 /* Checks a JWS signature over input: RS256 for an RSA key, ES256 (64-byte r||s) for an EC P-256
  * key. HSMCA_EAUTH names the failed check; nothing is allocated for the caller. */
-hsmca_code sigfmt_jws_verify(EVP_PKEY *key, const char *input, size_t len, const uint8_t *sig,
+HSMCA_MUSTCHECK hsmca_code sigfmt_jws_verify(EVP_PKEY *key, const char *input, size_t len, const uint8_t *sig,
                              size_t siglen, hsmca_err *e);
 
 /* A key's big-number parameter (OSSL_PKEY_PARAM_RSA_N, _EC_PUB_X, ...) as new unpadded base64url

@@ -8,16 +8,16 @@
 
 /* Reads a whole file of at most max bytes into a new NUL-terminated buffer
  * (caller frees; *len excludes the NUL). Refuses larger files. */
-hsmca_code util_read_file(const char *path, size_t max, char **out, size_t *len, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code util_read_file(const char *path, size_t max, char **out, size_t *len, hsmca_err *e);
 
 /* Writes data to path atomically (temp file in the same dir, fsync, rename)
  * with the given mode. Used for keys, certs, configs: nothing half-written. */
-hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len,
+HSMCA_MUSTCHECK hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len,
                                   unsigned mode, hsmca_err *e);
 
 /* Reads a secret (PIN) file: first line, trailing CR/LF stripped, at most 255 bytes
  * into buf (NUL-terminated). The caller wipes buf with OPENSSL_cleanse. */
-hsmca_code util_read_secret(const char *path, char *buf, size_t bufsz, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code util_read_secret(const char *path, char *buf, size_t bufsz, hsmca_err *e);
 
 /* Fills buf with len bytes from the kernel CSPRNG (getrandom). Aborts on failure. */
 void util_random(void *buf, size_t len);

@@ -42,12 +42,12 @@ typedef struct {
  * token (auth is the "authorization" metadata value, may be NULL), decode and
  * depth-check the request, parse the CSR, apply the SAN and TTL policy, build
  * the TBS. On refusal, e names the check and its code maps to the gRPC status. */
-hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len, const char *auth,
+HSMCA_MUSTCHECK hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len, const char *auth,
                             size_t auth_len, int64_t now, fe_checked_request *out, hsmca_err *e);
 
 /* The response body for a signed leaf (DER): IstioCertificateResponse with
  * cert_chain = [leaf PEM, chain_tail...]. New buffer (caller frees). */
-hsmca_code fe_build_response(const fe_app *app, const uint8_t *leaf_der, size_t leaf_len,
+HSMCA_MUSTCHECK hsmca_code fe_build_response(const fe_app *app, const uint8_t *leaf_der, size_t leaf_len,
                              uint8_t **out, size_t *out_len, hsmca_err *e);
 
 typedef struct fe_listener fe_listener;

@@ -38,7 +38,7 @@ static int eat_eol(const char *s, size_t len, size_t *pos)
 
 /* Finds the one PEM block in pem[0..len) and decodes its body into a new
  * buffer (caller frees). Lines of base64 only: no PEM headers, no blank lines. */
-static hsmca_code pem_unwrap(const char *pem, size_t len, uint8_t **der, size_t *derlen,
+static HSMCA_MUSTCHECK hsmca_code pem_unwrap(const char *pem, size_t len, uint8_t **der, size_t *derlen,
                              hsmca_err *e)
 {
     const size_t bl = sizeof(PEM_BEGIN) - 1, el = sizeof(PEM_END) - 1;
@@ -103,7 +103,7 @@ out:
 
 /* RSA 2048..8192 with an odd exponent > 1, or EC on P-256 / P-384 (named curve,
  * valid point). Cheap checks only: an 8192-bit modulus is not primality-tested. */
-static hsmca_code check_key(EVP_PKEY *k, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_key(EVP_PKEY *k, hsmca_err *e)
 {
     int id = EVP_PKEY_get_base_id(k);
     int bits = EVP_PKEY_get_bits(k);
@@ -144,7 +144,7 @@ static hsmca_code check_key(EVP_PKEY *k, hsmca_err *e)
 
 /* URI SANs (exact length, no NUL) and a count of every other SAN, from the
  * extensionRequest attribute. */
-static hsmca_code collect_sans(X509_REQ *req, fe_csr *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code collect_sans(X509_REQ *req, fe_csr *out, hsmca_err *e)
 {
     int nattr = X509_REQ_get_attr_by_NID(req, NID_ext_req, -1);
     if (nattr < 0)
@@ -200,7 +200,7 @@ out:
     return rc;
 }
 
-static hsmca_code parse_der(const uint8_t *der, size_t derlen, fe_csr *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, fe_csr *out, hsmca_err *e)
 {
     const unsigned char *p = der;
     X509_REQ *req = d2i_X509_REQ(NULL, &p, (long)derlen);

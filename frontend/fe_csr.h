@@ -25,7 +25,7 @@ typedef struct {
  * whitespace around it), verifies its self-signature, checks the key
  * (RSA 2048-8192, EC P-256/P-384) and collects its SANs. HSMCA_EINVAL names
  * the failed check ("CSR signature does not verify"). */
-hsmca_code fe_csr_parse(const char *pem, size_t len, fe_csr *out, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_csr_parse(const char *pem, size_t len, fe_csr *out, hsmca_err *e);
 void fe_csr_free(fe_csr *c);
 
 #endif

@@ -25,7 +25,7 @@ fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, hsmca_err *e);
 
 /* Sends a SignRequest. HSMCA_EUNAVAIL when no signer is connected, HSMCA_ERATE
  * when FE_IPC_MAX_INFLIGHT requests are already waiting. */
-hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint8_t *tbs, size_t tbs_len,
+HSMCA_MUSTCHECK hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint8_t *tbs, size_t tbs_len,
                          const char *requester, const uint8_t csr_sha256[32], fe_ipc_cb cb,
                          void *arg, hsmca_err *e);
 

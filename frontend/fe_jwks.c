@@ -75,7 +75,7 @@ static EVP_PKEY *pkey_fromdata(const char *type, OSSL_PARAM *params)
     return pkey;
 }
 
-static hsmca_code jwk_rsa(json_t *jwk, size_t idx, EVP_PKEY **out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwk_rsa(json_t *jwk, size_t idx, EVP_PKEY **out, hsmca_err *e)
 {
     size_t nlen = 0, elen = 0;
     uint8_t *nb = jwk_b64_member(jwk, "n", &nlen);
@@ -130,7 +130,7 @@ out:
     return rc;
 }
 
-static hsmca_code jwk_ec(json_t *jwk, size_t idx, EVP_PKEY **out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwk_ec(json_t *jwk, size_t idx, EVP_PKEY **out, hsmca_err *e)
 {
     json_t *crv = json_object_get(jwk, "crv");
     if (!json_is_string(crv) || strcmp(json_string_value(crv), "P-256") != 0)
@@ -169,7 +169,7 @@ static hsmca_code jwk_ec(json_t *jwk, size_t idx, EVP_PKEY **out, hsmca_err *e)
 /* Parses one JWK into ks (or skips it). Keys we cannot use for RS256/ES256
  * signatures (other kty, "use" other than "sig", another "alg") are skipped,
  * since issuers such as Keycloak publish encryption keys in the same set. */
-static hsmca_code jwks_add(fe_jwks *ks, json_t *jwk, size_t idx, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwks_add(fe_jwks *ks, json_t *jwk, size_t idx, hsmca_err *e)
 {
     if (!json_is_object(jwk))
         return hsmca_fail(e, HSMCA_EINVAL, "JWKS key %zu is not a JSON object", idx);

@@ -19,14 +19,14 @@ typedef enum { FE_KTY_RSA, FE_KTY_EC } fe_kty;
 
 /* Parses {"keys":[...]} into a new set (caller frees with fe_jwks_free); skips other kty/use/alg,
  * refuses a set with no usable key. */
-hsmca_code fe_jwks_parse(const char *json, size_t len, fe_jwks **out, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_jwks_parse(const char *json, size_t len, fe_jwks **out, hsmca_err *e);
 
 /* Frees a set from fe_jwks_parse (NULL is fine). */
 void fe_jwks_free(fe_jwks *k);
 
 /* The key for a token: by kid (kid NULL: the set's only key of type kty); *out is borrowed from
  * ks. HSMCA_EAUTH when none fits or it is of the wrong type. */
-hsmca_code fe_jwks_pick(const fe_jwks *ks, fe_kty kty, const char *kid, EVP_PKEY **out,
+HSMCA_MUSTCHECK hsmca_code fe_jwks_pick(const fe_jwks *ks, fe_kty kty, const char *kid, EVP_PKEY **out,
                         hsmca_err *e);
 
 #endif

@@ -32,7 +32,7 @@ static void jwt_parts_free(jwt_parts *p)
 }
 
 /* Exactly three parts, each strict unpadded base64url (one encoding per value). */
-static hsmca_code jwt_split(const char *tok, size_t len, jwt_parts *p, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_split(const char *tok, size_t len, jwt_parts *p, hsmca_err *e)
 {
     const char *d1 = memchr(tok, '.', len);
     const char *d2 = d1 ? memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - tok)) : NULL;
@@ -56,7 +56,7 @@ static hsmca_code jwt_split(const char *tok, size_t len, jwt_parts *p, hsmca_err
 static const char *const jwt_forbidden_hdr[] = {"crit", "jku", "jwk", "x5u", "x5c"};
 
 /* Checks the header; sets *kty and *kid (borrowed from hdr, NULL if absent). */
-static hsmca_code jwt_check_header(json_t *hdr, fe_kty *kty, const char **kid, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_check_header(json_t *hdr, fe_kty *kty, const char **kid, hsmca_err *e)
 {
     char shown[FE_SHOWN_LEN];
     for (size_t i = 0; i < sizeof(jwt_forbidden_hdr) / sizeof(jwt_forbidden_hdr[0]); i++)

@@ -28,7 +28,7 @@ typedef struct {
 
 /* Verifies a compact JWS of len bytes at time now and fills *id; HSMCA_EAUTH names the failed
  * check. The key comes from keys only (fe_jwks_pick); nothing is allocated for the caller. */
-hsmca_code fe_jwt_verify(const fe_jwks *keys, const fe_jwt_rules *rules, const char *token,
+HSMCA_MUSTCHECK hsmca_code fe_jwt_verify(const fe_jwks *keys, const fe_jwt_rules *rules, const char *token,
                          size_t len, int64_t now, fe_jwt_identity *id, hsmca_err *e);
 
 #endif

@@ -13,7 +13,7 @@
 
 /* A NumericDate as whole seconds. Fractions round toward the strict side:
  * down for exp, up for nbf/iat. */
-static hsmca_code jwt_time_claim(json_t *claims, const char *name, int round_up, int *present,
+static HSMCA_MUSTCHECK hsmca_code jwt_time_claim(json_t *claims, const char *name, int round_up, int *present,
                                  int64_t *out, hsmca_err *e)
 {
     json_t *v = json_object_get(claims, name);
@@ -39,7 +39,7 @@ static hsmca_code jwt_time_claim(json_t *claims, const char *name, int round_up,
     return hsmca_fail(e, HSMCA_EAUTH, "JWT %s must be a number of seconds", name);
 }
 
-static hsmca_code jwt_check_times(json_t *claims, int64_t now, uint32_t skew, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_check_times(json_t *claims, int64_t now, uint32_t skew, hsmca_err *e)
 {
     int present;
     int64_t t = 0;
@@ -70,7 +70,7 @@ static int aud_wanted(const fe_jwt_rules *r, const char *aud)
     return 0;
 }
 
-static hsmca_code jwt_check_aud(json_t *claims, const fe_jwt_rules *r, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_check_aud(json_t *claims, const fe_jwt_rules *r, hsmca_err *e)
 {
     json_t *aud = json_object_get(claims, "aud");
     int hit = 0;
@@ -105,7 +105,7 @@ static hsmca_code jwt_check_aud(json_t *claims, const fe_jwt_rules *r, hsmca_err
 /* Kubernetes names end up inside SPIFFE IDs (.../ns/NS/sa/SA): a DNS-1123 label
  * for a namespace, a DNS-1123 subdomain for a service account (policy owns the
  * rule), so no '/', ':' or anything else that could change the ID's structure. */
-static hsmca_code id_set(fe_jwt_identity *id, const char *ns, size_t nslen, const char *sa,
+static HSMCA_MUSTCHECK hsmca_code id_set(fe_jwt_identity *id, const char *ns, size_t nslen, const char *sa,
                          size_t salen, hsmca_err *e)
 {
     if (!policy_is_k8s_name(ns, nslen, POLICY_NS_MAX, 0))
@@ -156,7 +156,7 @@ static int k8s_identity(json_t *claims, fe_jwt_identity *out, hsmca_err *e, hsmc
 }
 
 /* Prefers kubernetes.io; when sub names a service account too, both must agree. */
-static hsmca_code jwt_identity(json_t *claims, fe_jwt_identity *id, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_identity(json_t *claims, fe_jwt_identity *id, hsmca_err *e)
 {
     fe_jwt_identity a, b;
     hsmca_code rca = HSMCA_OK, rcb = HSMCA_OK;
@@ -174,7 +174,7 @@ static hsmca_code jwt_identity(json_t *claims, fe_jwt_identity *id, hsmca_err *e
     return HSMCA_OK;
 }
 
-static hsmca_code jwt_check_claims(json_t *claims, const fe_jwt_rules *r, int64_t now,
+static HSMCA_MUSTCHECK hsmca_code jwt_check_claims(json_t *claims, const fe_jwt_rules *r, int64_t now,
                                    fe_jwt_identity *id, hsmca_err *e)
 {
     json_t *iss = json_object_get(claims, "iss");

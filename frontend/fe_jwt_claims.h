@@ -11,7 +11,7 @@
 /* Checks the payload JSON json[0..len) against r at time now and fills *id (namespace from
  * kubernetes.io, else from sub; both must agree). HSMCA_EAUTH names the failed claim; nothing
  * is allocated for the caller. */
-hsmca_code fe_jwt_claims_check(const char *json, size_t len, const fe_jwt_rules *r, int64_t now,
+HSMCA_MUSTCHECK hsmca_code fe_jwt_claims_check(const char *json, size_t len, const fe_jwt_rules *r, int64_t now,
                                fe_jwt_identity *id, hsmca_err *e);
 
 #endif

@@ -58,7 +58,7 @@ static char *read_pem_element(const char *path, hsmca_err *e)
     return pem;
 }
 
-static hsmca_code load_app(fe_app *app, const hsmca_config *cfg, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg, hsmca_err *e)
 {
     memset(app, 0, sizeof(*app));
     app->cfg = cfg;

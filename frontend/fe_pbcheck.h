@@ -17,6 +17,6 @@
  * when nesting exceeds max_depth, a field is malformed or truncated, or a field
  * of Struct / Value / ListValue has the wrong wire type. Iterative: no recursion
  * on attacker input. */
-hsmca_code fe_pb_check_struct(const uint8_t *buf, size_t len, int max_depth, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_pb_check_struct(const uint8_t *buf, size_t len, int max_depth, hsmca_err *e);
 
 #endif

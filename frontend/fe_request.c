@@ -14,7 +14,7 @@
 #include "fe_tbs.h"
 #include "profile.h"
 
-static hsmca_code authenticate(const fe_app *app, const char *auth, size_t auth_len, int64_t now,
+static HSMCA_MUSTCHECK hsmca_code authenticate(const fe_app *app, const char *auth, size_t auth_len, int64_t now,
                                char *identity, size_t idsz, hsmca_err *e)
 {
     static const char bearer[] = "Bearer ";
@@ -30,7 +30,7 @@ static hsmca_code authenticate(const fe_app *app, const char *auth, size_t auth_
     return policy_spiffe_id(app->policy.trust_domain, who.ns, who.sa, identity, idsz, e);
 }
 
-static hsmca_code check_and_build(const fe_app *app, const Istio__V1__Auth__IstioCertificateRequest *req,
+static HSMCA_MUSTCHECK hsmca_code check_and_build(const fe_app *app, const Istio__V1__Auth__IstioCertificateRequest *req,
                                   int64_t now, fe_checked_request *out, hsmca_err *e)
 {
     fe_csr csr;

@@ -61,7 +61,7 @@ static void on_reply(void *arg, hsmca_code code, const char *reason, const uint8
 
 /* One synchronous SignRequest for key under the serving profile, with the SANs
  * config_serving_names gives (the signer allows exactly those). */
-static hsmca_code request_cert(fe_app *app, EVP_PKEY *key, uint8_t **der, size_t *der_len,
+static HSMCA_MUSTCHECK hsmca_code request_cert(fe_app *app, EVP_PKEY *key, uint8_t **der, size_t *der_len,
                                hsmca_err *e)
 {
     const char *dns[CONFIG_MAX_SERVING_NAMES], *ips[CONFIG_MAX_SERVING_NAMES];
@@ -112,7 +112,7 @@ static void cred_free(serving_cred *c)
 }
 
 /* A fresh key and its certificate, with the chain appended. */
-static hsmca_code make_cred(fe_app *app, serving_cred *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code make_cred(fe_app *app, serving_cred *out, hsmca_err *e)
 {
     memset(out, 0, sizeof(*out));
     EVP_PKEY *key = EVP_EC_gen("P-256");

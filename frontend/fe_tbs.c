@@ -20,7 +20,7 @@
 
 /* 128 random bits as a positive DER INTEGER of exactly 16 content octets: the
  * first octet in [0x01, 0x7f] (no sign bit, no leading zero to strip). */
-static hsmca_code set_serial(X509 *x, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code set_serial(X509 *x, hsmca_err *e)
 {
     uint8_t b[FE_TBS_SERIAL_LEN];
     if (RAND_bytes(b, sizeof(b)) != 1)
@@ -41,14 +41,14 @@ static hsmca_code set_serial(X509 *x, hsmca_err *e)
 }
 
 /* Appends one extension; takes no ownership of value. */
-static hsmca_code add_ext(X509 *x, int nid, void *value, int crit, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code add_ext(X509 *x, int nid, void *value, int crit, hsmca_err *e)
 {
     if (!value || X509_add1_ext_i2d(x, nid, value, crit, X509V3_ADD_DEFAULT) != 1)
         return hsmca_fail(e, HSMCA_EINTERNAL, "cannot add the %s extension", OBJ_nid2sn(nid));
     return HSMCA_OK;
 }
 
-static hsmca_code add_basic_ext(X509 *x, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code add_basic_ext(X509 *x, hsmca_err *e)
 {
     BASIC_CONSTRAINTS *bc = BASIC_CONSTRAINTS_new(); /* ca = FALSE, no pathlen */
     hsmca_code rc = add_ext(x, NID_basic_constraints, bc, 1, e);
@@ -111,7 +111,7 @@ static int copy_spki(X509 *x, const X509_PUBKEY *from)
 
 /* SKI = SHA-1 of the subjectPublicKey BIT STRING (RFC 5280 4.2.1.2 method 1);
  * AKI = keyIdentifier only, the CA's own SKI, so chains link by key id. */
-static hsmca_code add_key_ids(X509 *x, X509 *ca, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code add_key_ids(X509 *x, X509 *ca, hsmca_err *e)
 {
     const unsigned char *pk = NULL;
     int pklen = 0;
@@ -144,7 +144,7 @@ static hsmca_code add_key_ids(X509 *x, X509 *ca, hsmca_err *e)
 }
 
 /* Pushes one name of type (GEN_URI or GEN_DNS) holding text as an IA5String. */
-static hsmca_code push_ia5(GENERAL_NAMES *gens, int type, const char *text, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code push_ia5(GENERAL_NAMES *gens, int type, const char *text, hsmca_err *e)
 {
     size_t n = text ? strlen(text) : 0;
     if (n == 0 || n > 1024)
@@ -165,7 +165,7 @@ static hsmca_code push_ia5(GENERAL_NAMES *gens, int type, const char *text, hsmc
     return HSMCA_OK;
 }
 
-static hsmca_code add_san(X509 *x, const fe_tbs_params *p, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code add_san(X509 *x, const fe_tbs_params *p, hsmca_err *e)
 {
     GENERAL_NAMES *gens = sk_GENERAL_NAME_new_null();
     hsmca_code rc = HSMCA_OK;
@@ -198,7 +198,7 @@ static hsmca_code add_san(X509 *x, const fe_tbs_params *p, hsmca_err *e)
 
 /* The backdate absorbs clock skew between us and relying parties; it is part of
  * the TTL, because the signer caps notAfter - notBefore (invariant 2). */
-static hsmca_code set_validity(X509 *x, int64_t now, uint32_t ttl, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code set_validity(X509 *x, int64_t now, uint32_t ttl, hsmca_err *e)
 {
     int64_t not_before = now - FE_TBS_BACKDATE;
     if (!ASN1_TIME_set(X509_getm_notBefore(x), (time_t)not_before) ||

@@ -26,6 +26,6 @@ typedef struct {
  * KU digitalSignature|keyEncipherment (critical), EKU serverAuth+clientAuth,
  * critical CA:FALSE, SKI (SHA-1 of the key), AKI (the CA's SKI). Returns a new
  * DER buffer (caller OPENSSL_free's). */
-hsmca_code fe_tbs_build(const fe_tbs_params *p, uint8_t **der, size_t *len, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_tbs_build(const fe_tbs_params *p, uint8_t **der, size_t *len, hsmca_err *e);
 
 #endif

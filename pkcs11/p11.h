@@ -24,7 +24,7 @@ typedef struct {
 } p11_uri;
 
 /* Parses a "pkcs11:" URI (percent-decoding values). */
-hsmca_code p11_uri_parse(const char *s, p11_uri *u, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code p11_uri_parse(const char *s, p11_uri *u, hsmca_err *e);
 
 typedef enum { P11_KEY_EC_P256 = 1, P11_KEY_RSA_2048 = 2 } p11_key_type;
 
@@ -32,13 +32,13 @@ typedef struct p11_module p11_module; /* a loaded, initialized module */
 typedef struct p11_pool p11_pool;     /* logged-in sessions bound to one private key */
 
 /* dlopens the module, C_GetFunctionList, C_Initialize (OS locking allowed). */
-hsmca_code p11_module_load(const char *path, p11_module **out, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code p11_module_load(const char *path, p11_module **out, hsmca_err *e);
 /* C_Finalize, dlclose, free. NULL is fine. */
 void p11_module_unload(p11_module *m);
 
 /* Dev set-up: initializes a fresh token in the first free slot with the label,
  * the SO PIN and the user PIN (C_InitToken, C_InitPIN). No PIN goes on a command line. */
-hsmca_code p11_init_token(p11_module *m, const char *label, const char *so_pin,
+HSMCA_MUSTCHECK hsmca_code p11_init_token(p11_module *m, const char *label, const char *so_pin,
                           const char *user_pin, hsmca_err *e);
 
 /* Returns 1 when a token with that label exists, 0 when not. */
@@ -47,7 +47,7 @@ int p11_token_exists(p11_module *m, const char *label);
 /* Generates a key pair in the token: private key CKA_TOKEN, CKA_PRIVATE,
  * CKA_SENSITIVE, !CKA_EXTRACTABLE, CKA_SIGN; both halves labelled `label` with
  * a random CKA_ID. Refuses if an object with that label already exists. */
-hsmca_code p11_generate_key(p11_module *m, const char *token_label, const char *user_pin,
+HSMCA_MUSTCHECK hsmca_code p11_generate_key(p11_module *m, const char *token_label, const char *user_pin,
                             const char *label, p11_key_type type, hsmca_err *e);
 
 /* Opens n sessions on the token named by the URI, logs in with the PIN (once:
@@ -55,7 +55,7 @@ hsmca_code p11_generate_key(p11_module *m, const char *token_label, const char *
  * public half (same CKA_ID or label), and checks the key: CKA_SENSITIVE true,
  * CKA_EXTRACTABLE false, CKA_SIGN true, type EC P-256/P-384 or RSA >= 2048.
  * Refuses to return a pool otherwise, naming the failed check. */
-hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pin, unsigned n,
+HSMCA_MUSTCHECK hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pin, unsigned n,
                          p11_pool **out, hsmca_err *e);
 void p11_pool_close(p11_pool *p);
 
@@ -72,7 +72,7 @@ EVP_PKEY *p11_pool_public_key(p11_pool *p);
  * device error returns HSMCA_EUNAVAIL and rebuilds the pool (C_Finalize /
  * C_Initialize, login) with backoff; a refused PIN (at any login) stops the
  * pool for good: HSMCA_EUNAVAIL naming it, and no login is tried again. */
-hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
+HSMCA_MUSTCHECK hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
                                 uint8_t *sig, size_t *siglen, hsmca_err *e);
 
 /* The signature algorithm of the pool's key (common/sigalg.h); never NULL for

@@ -37,19 +37,19 @@ p11_rv_class p11_rv_classify(CK_RV rv);
 
 /* Sets *e from a failed call: HSMCA_EUNAVAIL for p11_rv_unavailable codes,
  * else `code`; the message is "<what>: <CKR name>". Returns the code set. */
-hsmca_code p11_fail_rv(hsmca_err *e, hsmca_code code, const char *what, CK_RV rv);
+HSMCA_MUSTCHECK hsmca_code p11_fail_rv(hsmca_err *e, hsmca_code code, const char *what, CK_RV rv);
 
 /* C_Finalize (result ignored) then C_Initialize, under the module's lock. */
 CK_RV p11_module_reinit(p11_module *m);
 
 /* Finds the slot whose present token has this label. HSMCA_EUNAVAIL when none
  * (or the slot list fails), naming the label. *rv_out gets the CKR (may be NULL). */
-hsmca_code p11_find_token(p11_module *m, const char *label, CK_SLOT_ID *slot, CK_RV *rv_out,
+HSMCA_MUSTCHECK hsmca_code p11_find_token(p11_module *m, const char *label, CK_SLOT_ID *slot, CK_RV *rv_out,
                           hsmca_err *e);
 
 /* C_Login as the user; CKR_USER_ALREADY_LOGGED_IN is success (*did_login = 0).
  * A refused PIN is HSMCA_EAUTH; *rv_out (may be NULL) gets the CKR. */
-hsmca_code p11_login_user(p11_module *m, CK_SESSION_HANDLE s, const char *pin, CK_RV *rv_out,
+HSMCA_MUSTCHECK hsmca_code p11_login_user(p11_module *m, CK_SESSION_HANDLE s, const char *pin, CK_RV *rv_out,
                           int *did_login,
                           hsmca_err *e);
 
@@ -76,7 +76,7 @@ extern const uint8_t p11_oid_p384[7];
 /* The private key found by a URI: checked (sensitive, non-extractable, may sign,
  * EC P-256/P-384 or RSA >= 2048) and its public half as an EVP_PKEY. `what`
  * names the key in messages. On success *pub is a new reference. */
-hsmca_code p11_key_find_checked(p11_module *m, CK_SESSION_HANDLE s, const p11_uri *u,
+HSMCA_MUSTCHECK hsmca_code p11_key_find_checked(p11_module *m, CK_SESSION_HANDLE s, const p11_uri *u,
                                 CK_OBJECT_HANDLE *priv, CK_KEY_TYPE *kt, EVP_PKEY **pub,
                                 hsmca_err *e);
 
@@ -87,7 +87,7 @@ CK_RV p11_sign_raw(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, con
 
 /* Turns a raw token signature into what X.509 carries: ECDSA r||s becomes a DER
  * ECDSA-Sig-Value, RSA is copied. *siglen in: capacity, out: length. */
-hsmca_code p11_sig_encode(const sigalg *alg, const uint8_t *raw, size_t rawlen, uint8_t *sig,
+HSMCA_MUSTCHECK hsmca_code p11_sig_encode(const sigalg *alg, const uint8_t *raw, size_t rawlen, uint8_t *sig,
                           size_t *siglen, hsmca_err *e);
 
 

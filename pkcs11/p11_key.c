@@ -46,7 +46,7 @@ static EVP_PKEY *pkey_from_params(const char *alg, OSSL_PARAM *params)
 
 /* CKA_EC_POINT is a DER OCTET STRING around the point (PKCS#11 2.40); some
  * modules return the bare point. Accept both, for an uncompressed point only. */
-static hsmca_code ec_pub(const char *name, const uint8_t *params, size_t plen, const uint8_t *pt,
+static HSMCA_MUSTCHECK hsmca_code ec_pub(const char *name, const uint8_t *params, size_t plen, const uint8_t *pt,
                          size_t ptlen, EVP_PKEY **out, hsmca_err *e)
 {
     const char *group;
@@ -77,7 +77,7 @@ static hsmca_code ec_pub(const char *name, const uint8_t *params, size_t plen, c
     return HSMCA_OK;
 }
 
-static hsmca_code rsa_pub(const char *name, const uint8_t *n, size_t nlen, const uint8_t *ex,
+static HSMCA_MUSTCHECK hsmca_code rsa_pub(const char *name, const uint8_t *n, size_t nlen, const uint8_t *ex,
                           size_t elen, EVP_PKEY **out, hsmca_err *e)
 {
     hsmca_code c = HSMCA_OK;
@@ -108,7 +108,7 @@ out:
 }
 
 /* The flags a CA key must carry: each refusal names its attribute. */
-static hsmca_code check_flags(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h,
+static HSMCA_MUSTCHECK hsmca_code check_flags(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h,
                               const char *name, hsmca_err *e)
 {
     static const struct {
@@ -136,7 +136,7 @@ static hsmca_code check_flags(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HAND
 }
 
 /* Exactly one object of a class must match; otherwise the message names it. */
-static hsmca_code find_one(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_CLASS cls,
+static HSMCA_MUSTCHECK hsmca_code find_one(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_CLASS cls,
                            const char *label, const uint8_t *id, size_t id_len, const char *what,
                            const char *name, const char *token, CK_OBJECT_HANDLE *h, hsmca_err *e)
 {
@@ -155,7 +155,7 @@ static hsmca_code find_one(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_CLASS c
     return HSMCA_OK;
 }
 
-static hsmca_code build_pub(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE priv,
+static HSMCA_MUSTCHECK hsmca_code build_pub(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE priv,
                             CK_OBJECT_HANDLE pubh, CK_KEY_TYPE kt, const char *name, EVP_PKEY **pub,
                             hsmca_err *e)
 {

@@ -7,7 +7,7 @@
 const uint8_t p11_oid_p256[10] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
 const uint8_t p11_oid_p384[7] = {0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22};
 
-static hsmca_code check_pin(const char *what, const char *pin, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_pin(const char *what, const char *pin, hsmca_err *e)
 {
     size_t n = pin ? strnlen(pin, P11_PIN_MAX + 1) : 0;
     if (n == 0 || n > P11_PIN_MAX)
@@ -16,7 +16,7 @@ static hsmca_code check_pin(const char *what, const char *pin, hsmca_err *e)
 }
 
 /* The first slot with a token present that is not initialized yet. */
-static hsmca_code find_free_slot(p11_module *m, CK_SLOT_ID *slot, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code find_free_slot(p11_module *m, CK_SLOT_ID *slot, hsmca_err *e)
 {
     CK_SLOT_ID slots[256];
     CK_ULONG n = 256;
@@ -33,7 +33,7 @@ static hsmca_code find_free_slot(p11_module *m, CK_SLOT_ID *slot, hsmca_err *e)
     return hsmca_fail(e, HSMCA_EUNAVAIL, "init token: no slot with an uninitialized token");
 }
 
-static hsmca_code set_user_pin(p11_module *m, CK_SLOT_ID slot, const char *so_pin,
+static HSMCA_MUSTCHECK hsmca_code set_user_pin(p11_module *m, CK_SLOT_ID slot, const char *so_pin,
                                const char *user_pin, hsmca_err *e)
 {
     CK_SESSION_HANDLE s;

@@ -44,7 +44,7 @@ struct p11_pool {
     CK_RV pin_rv; /* not CKR_OK: the token refused the PIN; never tried again */
 };
 
-static hsmca_code pin_keep(p11_pool *p, const char *pin, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code pin_keep(p11_pool *p, const char *pin, hsmca_err *e)
 {
     size_t n = pin ? strnlen(pin, P11_PIN_MAX + 1) : 0;
     if (n == 0 || n > P11_PIN_MAX)
@@ -87,7 +87,7 @@ static void sessions_close(p11_pool *p)
 /* Finds the token, opens n sessions, logs in and finds the key. Closes what it
  * opened on failure. Only our own sessions: C_CloseAllSessions would also kill
  * another pool's sessions on the same token. */
-static hsmca_code pool_connect(p11_pool *p, EVP_PKEY **pub, CK_RV *login_rv, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code pool_connect(p11_pool *p, EVP_PKEY **pub, CK_RV *login_rv, hsmca_err *e)
 {
     CK_RV rv;
     hsmca_code c = p11_find_token(p->m, p->uri.token, &p->slot, &rv, e);
@@ -114,7 +114,7 @@ fail:
 /* Closes our sessions and connects again; when the module itself seems gone
  * (EUNAVAIL: not initialized, device error, token missing) it re-initializes
  * the module and tries once more. Runs with no session held by anyone. */
-static hsmca_code pool_reconnect(p11_pool *p, CK_RV *login_rv, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code pool_reconnect(p11_pool *p, CK_RV *login_rv, hsmca_err *e)
 {
     EVP_PKEY *pub = NULL;
     sessions_close(p);
@@ -147,7 +147,7 @@ static void mark_unhealthy_locked(p11_pool *p, CK_RV rv)
 }
 
 /* The refusal every call gets once the token has refused the PIN. */
-static hsmca_code pin_refused(const p11_pool *p, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code pin_refused(const p11_pool *p, hsmca_err *e)
 {
     return hsmca_fail(e, HSMCA_EUNAVAIL,
                       "token '%s' refused the PIN (%s): issuance stopped; the PIN is not tried "
@@ -170,7 +170,7 @@ static void mark_pin_refused_locked(p11_pool *p, CK_RV rv)
 
 /* Called with the lock held on an unhealthy pool; returns with it held. One
  * caller per second gets to reconnect; every other caller fails fast. */
-static hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
 {
     double now = util_mono_now();
     if (p->pin_rv != CKR_OK)
@@ -206,7 +206,7 @@ static hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
     return HSMCA_OK;
 }
 
-static hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OBJECT_HANDLE *key, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OBJECT_HANDLE *key, hsmca_err *e)
 {
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -274,7 +274,9 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, int may_retry)
     if (cls == P11_RV_LOGIN && fix == CKR_OK && may_retry) {
         /* Login state is per application: one C_Login brings every session back. */
         hsmca_err why;
-        (void)p11_login_user(p->m, p->all[idx], p->pin, &fix, NULL, &why);
+        if (p11_login_user(p->m, p->all[idx], p->pin, &fix, NULL, &why) != HSMCA_OK &&
+            fix == CKR_OK)
+            fix = CKR_GENERAL_ERROR; /* refused before any C_Login */
         log_warn("pkcs11: %s; logged in again: %s", p11_rv_name(rv), p11_rv_name(fix));
     } else if (cls == P11_RV_LOGIN && fix == CKR_OK) {
         fix = rv; /* a second lost login in one request: rebuild the pool */
@@ -324,7 +326,7 @@ const sigalg *p11_pool_sigalg(p11_pool *p) { return p ? p->alg : NULL; }
 
 /* Proves the public half we found belongs to the private key: a test
  * signature over a random digest must verify. */
-static hsmca_code pool_self_test(p11_pool *p, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code pool_self_test(p11_pool *p, hsmca_err *e)
 {
     uint8_t digest[64], sig[RAW_SIG_MAX + 16];
     size_t siglen = sizeof(sig);

@@ -60,7 +60,7 @@ static long uri_decode(const char *v, size_t vlen, uint8_t *out, size_t cap)
 }
 
 /* Decodes a text value (token / object / type) into a NUL-terminated string. */
-static hsmca_code uri_text(const char *name, const char *v, size_t vlen, char *out, size_t outsz,
+static HSMCA_MUSTCHECK hsmca_code uri_text(const char *name, const char *v, size_t vlen, char *out, size_t outsz,
                            hsmca_err *e)
 {
     long n = uri_decode(v, vlen, (uint8_t *)out, outsz - 1);
@@ -74,7 +74,7 @@ static hsmca_code uri_text(const char *name, const char *v, size_t vlen, char *o
     return HSMCA_OK;
 }
 
-static hsmca_code uri_attr(const char *a, size_t alen, p11_uri *u, unsigned *seen, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code uri_attr(const char *a, size_t alen, p11_uri *u, unsigned *seen, hsmca_err *e)
 {
     static const char *const known[] = {"token", "object", "id", "type"};
     const char *eq = memchr(a, '=', alen);

@@ -23,18 +23,18 @@ typedef struct {
 
 /* spiffe://<td>/ns/<ns>/sa/<sa> into out. Refuses a namespace or service account that is not a
  * Kubernetes name (policy_is_k8s_name) and a bad trust domain with HSMCA_EAUTH. */
-hsmca_code policy_spiffe_id(const char *td, const char *ns, const char *sa, char *out,
+HSMCA_MUSTCHECK hsmca_code policy_spiffe_id(const char *td, const char *ns, const char *sa, char *out,
                             size_t outsz, hsmca_err *e);
 
 /* Istio's rule: the CSR must carry exactly one SAN, a URI equal to one of the
  * caller's identities, and nothing else. HSMCA_EPERM names what was refused. */
-hsmca_code policy_check_sans(const char *const *caller_ids, int n_ids,
+HSMCA_MUSTCHECK hsmca_code policy_check_sans(const char *const *caller_ids, int n_ids,
                              const char *const *csr_uris, int n_uris, int n_other_sans,
                              hsmca_err *e);
 
 /* TTL: requested seconds (<= 0: default); over max or under POLICY_MIN_TTL ->
  * HSMCA_EPERM. */
-hsmca_code policy_ttl(const policy_rules *r, int64_t requested, uint32_t *ttl, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code policy_ttl(const policy_rules *r, int64_t requested, uint32_t *ttl, hsmca_err *e);
 
 /* 1 when s[0..len) is a Kubernetes name of at most max bytes: a DNS-1123 label
  * [a-z0-9]([-a-z0-9]*[a-z0-9])? (namespace, allow_dots 0) or a subdomain of such labels

@@ -18,7 +18,7 @@ static int spiffe_path_char(unsigned char c)
 
 /* The trust domain: s[0..n), up to the first '/'. Characters outside the
  * grammar get a message naming what they would have meant in a URI. */
-static hsmca_code spiffe_check_td(const char *s, size_t n, size_t off, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code spiffe_check_td(const char *s, size_t n, size_t off, hsmca_err *e)
 {
     HSMCA_ENSURE(n > 0, e, HSMCA_EPERM, "SPIFFE ID: empty trust domain");
     HSMCA_ENSURE(n <= SPIFFE_TD_MAX, e, HSMCA_EPERM,
@@ -40,7 +40,7 @@ static hsmca_code spiffe_check_td(const char *s, size_t n, size_t off, hsmca_err
 }
 
 /* The path: s[0..n) starting with '/', one or more segments. */
-static hsmca_code spiffe_check_path(const char *s, size_t n, size_t off, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code spiffe_check_path(const char *s, size_t n, size_t off, hsmca_err *e)
 {
     HSMCA_ENSURE(n > 0, e, HSMCA_EPERM, "SPIFFE ID: no path (a workload ID needs one)");
     int seg_no = 0;

@@ -270,7 +270,7 @@ void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
 
 /* Validate, rate-limit, record the serial, sign, self-check and assemble.
  * Returns the certificate (OPENSSL_malloc'd) or a refusal in e. */
-static hsmca_code sign_one(signer_ctx *s, const Hsmca__Ipc__SignRequest *req, tbs_facts *facts,
+static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, const Hsmca__Ipc__SignRequest *req, tbs_facts *facts,
                            uint8_t **cert, size_t *cert_len, hsmca_err *e)
 {
     HSMCA_ENSURE(req->profile == TBS_PROFILE_WORKLOAD || req->profile == TBS_PROFILE_SERVING, e,
@@ -430,7 +430,7 @@ static void *worker(void *arg)
 
 /* The CA certificate must be a CA, carry an SKI (invariant 1 checks AKI against
  * it) and certify exactly the key in the token. */
-static hsmca_code check_ca(signer_ctx *s, const char *path, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_ca(signer_ctx *s, const char *path, hsmca_err *e)
 {
     if (X509_check_ca(s->ca_cert) != 1)
         return hsmca_fail(e, HSMCA_EINVAL, "CA check: %s is not a CA certificate", path);
@@ -466,7 +466,7 @@ static void build_policy(signer_ctx *s)
                          &p->n_serving_ips);
 }
 
-static hsmca_code open_token(signer_ctx *s, const hsmca_config *cfg, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *cfg, hsmca_err *e)
 {
     if (cfg->softhsm2_conf[0])
         setenv("SOFTHSM2_CONF", cfg->softhsm2_conf, 1);

@@ -139,7 +139,7 @@ static int ss_grow(serial_set *s)
     return 0;
 }
 
-static hsmca_code ss_add(serial_set *s, const uint8_t *serial, size_t len, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code ss_add(serial_set *s, const uint8_t *serial, size_t len, hsmca_err *e)
 {
     if (!s || !serial || len == 0 || len > sizeof(((serial_slot *)0)->b))
         return hsmca_fail(e, HSMCA_EINVAL, "invariant 6: serial of %zu octets", len);

@@ -18,7 +18,7 @@
 
 /* ---- invariant 1: version, signature algorithm, issuer ---------------------------- */
 
-static hsmca_code tbs_check_version(der_cur *in, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_version(der_cur *in, hsmca_err *e)
 {
     static const uint8_t V3[] = {0x02};
     der_cur wrap, v;
@@ -30,7 +30,7 @@ static hsmca_code tbs_check_version(der_cur *in, hsmca_err *e)
     return HSMCA_OK;
 }
 
-static hsmca_code tbs_check_sigalg(const tbs_ctx *c, der_cur *in, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_sigalg(const tbs_ctx *c, der_cur *in, hsmca_err *e)
 {
     const sigalg *want = sigalg_by_nid(c->pol->ca_sig_nid);
     der_cur alg;
@@ -43,7 +43,7 @@ static hsmca_code tbs_check_sigalg(const tbs_ctx *c, der_cur *in, hsmca_err *e)
 
 /* The issuer must be the CA's subject exactly as the CA certificate encodes it, so
  * the Name need not be parsed here: the trusted encoding is the only one accepted. */
-static hsmca_code tbs_check_issuer(const tbs_ctx *c, der_cur *in, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_issuer(const tbs_ctx *c, der_cur *in, hsmca_err *e)
 {
     der_cur iss;
     TBS_DER(der_get_element(in, DER_SEQUENCE, &iss), e, 1, "issuer");
@@ -90,7 +90,7 @@ static int tbs_digits(const uint8_t *s, int n)
 
 /* RFC 5280 4.1.2.5: UTCTime YYMMDDHHMMSSZ before 2050, GeneralizedTime
  * YYYYMMDDHHMMSSZ from 2050 on; seconds present, no fractions, always Z. */
-static hsmca_code tbs_parse_time(der_cur *in, const char *what, int64_t *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_parse_time(der_cur *in, const char *what, int64_t *out, hsmca_err *e)
 {
     uint8_t tag;
     der_cur t;
@@ -122,7 +122,7 @@ static hsmca_code tbs_parse_time(der_cur *in, const char *what, int64_t *out, hs
     return HSMCA_OK;
 }
 
-static hsmca_code tbs_ca_not_after(const tbs_ctx *c, int64_t *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_ca_not_after(const tbs_ctx *c, int64_t *out, hsmca_err *e)
 {
     struct tm tm;
     HSMCA_ENSURE(ASN1_TIME_to_tm(X509_get0_notAfter(c->pol->ca_cert), &tm) == 1, e,
@@ -132,7 +132,7 @@ static hsmca_code tbs_ca_not_after(const tbs_ctx *c, int64_t *out, hsmca_err *e)
     return HSMCA_OK;
 }
 
-static hsmca_code tbs_check_validity(tbs_ctx *c, der_cur *in, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_validity(tbs_ctx *c, der_cur *in, hsmca_err *e)
 {
     der_cur val;
     int64_t nb = 0, na = 0, ca_na = 0;
@@ -159,7 +159,7 @@ static hsmca_code tbs_check_validity(tbs_ctx *c, der_cur *in, hsmca_err *e)
 
 /* ---- invariant 4 (subject) and 5: subject public key ------------------------------- */
 
-static hsmca_code tbs_check_subject(der_cur *in, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_subject(der_cur *in, hsmca_err *e)
 {
     der_cur subj;
     TBS_DER(der_get(in, DER_SEQUENCE, &subj), e, 4, "subject");
@@ -194,7 +194,7 @@ static size_t tbs_int_bits(const der_cur *v)
 /* RSAPublicKey ::= SEQUENCE { modulus INTEGER, publicExponent INTEGER } (RFC 8017).
  * The exponent bound is what Go's crypto/x509 and BoringSSL accept: odd, at
  * least 65537, below 2^31. */
-static hsmca_code tbs_check_rsa_key(der_cur k, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_rsa_key(der_cur k, hsmca_err *e)
 {
     der_cur seq, n, x;
     TBS_DER(der_get_only(&k, DER_SEQUENCE, &seq) && der_get_integer(&seq, &n) &&
@@ -230,7 +230,7 @@ static void tbs_groups_init(void)
     tbs_groups[1] = EC_GROUP_new_by_curve_name(NID_secp384r1);
 }
 
-static hsmca_code tbs_check_ec_point(int p384, der_cur k, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_ec_point(int p384, der_cur k, hsmca_err *e)
 {
     HSMCA_ENSURE(k.len == (p384 ? 97u : 65u) && k.p[0] == 0x04, e, HSMCA_EPERM,
                  "invariant 5: EC point must be uncompressed"); /* RFC 5480's one MUST */
@@ -245,7 +245,7 @@ static hsmca_code tbs_check_ec_point(int p384, der_cur k, hsmca_err *e)
     return HSMCA_OK;
 }
 
-static hsmca_code tbs_check_spki(tbs_ctx *c, der_cur *in, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_spki(tbs_ctx *c, der_cur *in, hsmca_err *e)
 {
     der_cur spki, alg, bits;
     TBS_DER(der_get(in, DER_SEQUENCE, &spki) && der_get_element(&spki, DER_SEQUENCE, &alg) &&
@@ -266,7 +266,7 @@ static hsmca_code tbs_check_spki(tbs_ctx *c, der_cur *in, hsmca_err *e)
 
 /* ---- invariant 6: serial --------------------------------------------------------- */
 
-static hsmca_code tbs_check_serial(tbs_ctx *c, der_cur *in, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_serial(tbs_ctx *c, der_cur *in, hsmca_err *e)
 {
     der_cur s;
     TBS_DER(der_get_integer(in, &s), e, 6, "serialNumber");
@@ -283,7 +283,7 @@ static hsmca_code tbs_check_serial(tbs_ctx *c, der_cur *in, hsmca_err *e)
 
 /* ---- the TBSCertificate ---------------------------------------------------------- */
 
-static hsmca_code tbs_check_policy(const tbs_policy *p, tbs_profile profile, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_policy(const tbs_policy *p, tbs_profile profile, hsmca_err *e)
 {
     HSMCA_ENSURE(p && p->ca_cert, e, HSMCA_EINTERNAL, "tbs policy: no CA certificate");
     HSMCA_ENSURE(profile == TBS_PROFILE_WORKLOAD || profile == TBS_PROFILE_SERVING, e,
@@ -291,7 +291,7 @@ static hsmca_code tbs_check_policy(const tbs_policy *p, tbs_profile profile, hsm
     return HSMCA_OK;
 }
 
-static hsmca_code tbs_check_all(tbs_ctx *c, const uint8_t *tbs, size_t len, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_all(tbs_ctx *c, const uint8_t *tbs, size_t len, hsmca_err *e)
 {
     HSMCA_ENSURE(tbs && len > 0, e, HSMCA_EINVAL, "invariant 0: empty TBS");
     HSMCA_ENSURE(len <= TBS_MAX_LEN, e, HSMCA_EINVAL, "invariant 0: TBS of %zu bytes exceeds %d",

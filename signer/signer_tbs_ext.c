@@ -22,12 +22,12 @@ typedef enum { EXT_SKI, EXT_KU, EXT_SAN, EXT_BC, EXT_AKI, EXT_EKU, EXT_COUNT } t
 
 typedef hsmca_code (*tbs_ext_fn)(tbs_ctx *c, der_cur val, hsmca_err *e);
 
-static hsmca_code tbs_ext_ski(tbs_ctx *c, der_cur val, hsmca_err *e);
-static hsmca_code tbs_ext_ku(tbs_ctx *c, der_cur val, hsmca_err *e);
-static hsmca_code tbs_ext_san(tbs_ctx *c, der_cur val, hsmca_err *e);
-static hsmca_code tbs_ext_bc(tbs_ctx *c, der_cur val, hsmca_err *e);
-static hsmca_code tbs_ext_aki(tbs_ctx *c, der_cur val, hsmca_err *e);
-static hsmca_code tbs_ext_eku(tbs_ctx *c, der_cur val, hsmca_err *e);
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_ski(tbs_ctx *c, der_cur val, hsmca_err *e);
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_ku(tbs_ctx *c, der_cur val, hsmca_err *e);
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_san(tbs_ctx *c, der_cur val, hsmca_err *e);
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_bc(tbs_ctx *c, der_cur val, hsmca_err *e);
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_aki(tbs_ctx *c, der_cur val, hsmca_err *e);
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_eku(tbs_ctx *c, der_cur val, hsmca_err *e);
 
 /* The allowlist. Every id-ce OID is 2.5.29.x = 55 1D x. Criticality: RFC 5280
  * 4.2.1.1/4.2.1.2 forbid it for AKI and SKI; X509-SVID §4.3 requires it for KU
@@ -49,7 +49,7 @@ static const struct {
 };
 
 /* basicConstraints: CA:FALSE without pathLen, which DER encodes as an empty SEQUENCE. */
-static hsmca_code tbs_ext_bc(tbs_ctx *c, der_cur val, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_bc(tbs_ctx *c, der_cur val, hsmca_err *e)
 {
     der_cur seq;
     bool ca = false;
@@ -69,7 +69,7 @@ static hsmca_code tbs_ext_bc(tbs_ctx *c, der_cur val, hsmca_err *e)
 /* keyUsage: a named BIT STRING, so DER drops trailing zero bits (X.690 11.2.2).
  * digitalSignature (bit 0, 0x80) is required; keyEncipherment (bit 2, 0x20) is
  * the only other bit allowed. */
-static hsmca_code tbs_ext_ku(tbs_ctx *c, der_cur val, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_ku(tbs_ctx *c, der_cur val, hsmca_err *e)
 {
     der_cur b;
     TBS_DER(der_get_only(&val, DER_BIT_STRING, &b), e, 3, "keyUsage");
@@ -86,7 +86,7 @@ static hsmca_code tbs_ext_ku(tbs_ctx *c, der_cur val, hsmca_err *e)
 
 /* extKeyUsage: exactly id-kp-serverAuth (1.3.6.1.5.5.7.3.1) and id-kp-clientAuth
  * (.2), each once, in any order: an SVID is used on both ends of mTLS. */
-static hsmca_code tbs_ext_eku(tbs_ctx *c, der_cur val, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_eku(tbs_ctx *c, der_cur val, hsmca_err *e)
 {
     static const uint8_t KP[] = {0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03};
     der_cur seq, oid;
@@ -109,7 +109,7 @@ static hsmca_code tbs_ext_eku(tbs_ctx *c, der_cur val, hsmca_err *e)
 
 /* SKI bound to the key: SHA-1 of the subjectPublicKey BIT STRING's contents
  * (RFC 5280 4.2.1.2 method 1), so it cannot name another key. */
-static hsmca_code tbs_ext_ski(tbs_ctx *c, der_cur val, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_ski(tbs_ctx *c, der_cur val, hsmca_err *e)
 {
     der_cur id;
     uint8_t want[SHA_DIGEST_LENGTH];
@@ -121,7 +121,7 @@ static hsmca_code tbs_ext_ski(tbs_ctx *c, der_cur val, hsmca_err *e)
 }
 
 /* AKI must be exactly SEQUENCE { [0] keyIdentifier } holding the CA's SKI. */
-static hsmca_code tbs_ext_aki(tbs_ctx *c, der_cur val, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_aki(tbs_ctx *c, der_cur val, hsmca_err *e)
 {
     der_cur seq, kid;
     TBS_DER(der_get_only(&val, DER_SEQUENCE, &seq), e, 1, "authorityKeyIdentifier");
@@ -154,7 +154,7 @@ static void tbs_note_san(tbs_ctx *c, const char *kind, const char *s, size_t n)
              s);
 }
 
-static hsmca_code tbs_san_uri(tbs_ctx *c, der_cur t, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_san_uri(tbs_ctx *c, der_cur t, hsmca_err *e)
 {
     hsmca_err why;
     HSMCA_ENSURE(c->profile == TBS_PROFILE_WORKLOAD, e, HSMCA_EPERM,
@@ -168,7 +168,7 @@ static hsmca_code tbs_san_uri(tbs_ctx *c, der_cur t, hsmca_err *e)
     return HSMCA_OK;
 }
 
-static hsmca_code tbs_san_dns(tbs_ctx *c, der_cur t, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_san_dns(tbs_ctx *c, der_cur t, hsmca_err *e)
 {
     HSMCA_ENSURE(c->profile == TBS_PROFILE_SERVING, e, HSMCA_EPERM,
                  "invariant 4: DNS SAN not granted to workload identities");
@@ -182,7 +182,7 @@ static hsmca_code tbs_san_dns(tbs_ctx *c, der_cur t, hsmca_err *e)
     return hsmca_fail(e, HSMCA_EPERM, "invariant 4: DNS SAN not in the serving list");
 }
 
-static hsmca_code tbs_san_ip(tbs_ctx *c, der_cur t, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_san_ip(tbs_ctx *c, der_cur t, hsmca_err *e)
 {
     HSMCA_ENSURE(c->profile == TBS_PROFILE_SERVING, e, HSMCA_EPERM,
                  "invariant 4: IP SAN not granted to workload identities");
@@ -200,7 +200,7 @@ static hsmca_code tbs_san_ip(tbs_ctx *c, der_cur t, hsmca_err *e)
     return hsmca_fail(e, HSMCA_EPERM, "invariant 4: IP SAN not in the serving list");
 }
 
-static hsmca_code tbs_ext_san(tbs_ctx *c, der_cur val, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_ext_san(tbs_ctx *c, der_cur val, hsmca_err *e)
 {
     der_cur seq, name;
     uint8_t tag;
@@ -246,7 +246,7 @@ static int tbs_ext_lookup(der_cur oid, char *txt, size_t txtsz)
 }
 
 /* Extension ::= SEQUENCE { extnID OID, critical BOOLEAN DEFAULT FALSE, extnValue OCTET STRING } */
-static hsmca_code tbs_check_one_ext(tbs_ctx *c, der_cur *list, unsigned *seen, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_one_ext(tbs_ctx *c, der_cur *list, unsigned *seen, hsmca_err *e)
 {
     der_cur ext, oid, val;
     bool critical = false;
