@@ -63,26 +63,24 @@ bool der_get_any(der_cur *c, uint8_t *tag, der_cur *out)
     return der_take(c, tag, out, NULL);
 }
 
-bool der_get(der_cur *c, uint8_t tag, der_cur *out)
+/* Reads the next element if it has tag: its contents and/or its whole
+ * encoding; on failure c is left where it was. */
+static bool der_get_tagged(der_cur *c, uint8_t tag, der_cur *contents, der_cur *whole)
 {
     uint8_t t;
     der_cur save = *c;
-    if (!der_peek(c, tag) || !der_take(c, &t, out, NULL)) {
+    if (!der_peek(c, tag) || !der_take(c, &t, contents, whole)) {
         *c = save;
         return false;
     }
     return true;
 }
 
+bool der_get(der_cur *c, uint8_t tag, der_cur *out) { return der_get_tagged(c, tag, out, NULL); }
+
 bool der_get_element(der_cur *c, uint8_t tag, der_cur *out)
 {
-    uint8_t t;
-    der_cur save = *c;
-    if (!der_peek(c, tag) || !der_take(c, &t, NULL, out)) {
-        *c = save;
-        return false;
-    }
-    return true;
+    return der_get_tagged(c, tag, NULL, out);
 }
 
 bool der_get_optional(der_cur *c, uint8_t tag, der_cur *out, bool *present)

@@ -145,34 +145,6 @@ static void raw_gen(const char *label, CK_BBOOL sensitive, CK_BBOOL extractable,
     fl->C_CloseSession(s);
 }
 
-static int verify(EVP_PKEY *pk, const uint8_t d[32], const uint8_t *sig, size_t len)
-{
-    EVP_PKEY_CTX *c = EVP_PKEY_CTX_new(pk, NULL);
-    int ok = c && EVP_PKEY_verify_init(c) == 1 &&
-             EVP_PKEY_CTX_set_signature_md(c, EVP_sha256()) == 1 &&
-             EVP_PKEY_verify(c, sig, len, d, 32) == 1;
-    EVP_PKEY_CTX_free(c);
-    return ok;
-}
-
-/* Signs a fresh random digest and checks it with OpenSSL; returns the code. */
-static hsmca_code sign_check(p11_pool *p, hsmca_err *e)
-{
-    uint8_t d[32], sig[512];
-    size_t len = sizeof(sig);
-    RAND_bytes(d, sizeof(d));
-    hsmca_code c = p11_pool_sign_digest(p, d, 32, sig, &len, e);
-    if (c != HSMCA_OK)
-        return c;
-    EVP_PKEY *pk = p11_pool_public_key(p);
-    assert_non_null(pk);
-    assert_true(verify(pk, d, sig, len));
-    d[0] ^= 1; /* and the check can fail */
-    assert_false(verify(pk, d, sig, len));
-    EVP_PKEY_free(pk);
-    return c;
-}
-
 static void open_fails(env *v, const char *uri, const char *pin, hsmca_code want, const char *msg)
 {
     hsmca_err e;
@@ -363,7 +335,7 @@ static void pool_sign(p11_key_type t, const char *label, int want_id)
         assert_int_equal(EVP_PKEY_get_bits(pk), 2048);
     }
     for (int i = 0; i < 5; i++)
-        assert_int_equal(sign_check(p, &e), HSMCA_OK);
+        assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
     uint8_t d[32] = {0}, small[256];
     size_t len = sizeof(small);
     assert_int_equal(p11_pool_sign_digest(p, d, 32, small, &len, &e), HSMCA_EINVAL);
@@ -395,7 +367,7 @@ static void pool_sign(p11_key_type t, const char *label, int want_id)
         EVP_PKEY *pk2 = p11_pool_public_key(p);
         assert_int_equal(EVP_PKEY_eq(pk, pk2), 1);
         EVP_PKEY_free(pk2);
-        assert_int_equal(sign_check(p, &e), HSMCA_OK);
+        assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
         p11_pool_close(p);
     }
     EVP_PKEY_free(pk);
@@ -417,17 +389,11 @@ static void test_pool_sign_rsa(void **state)
 static void *signer_thread(void *arg)
 {
     p11_pool *p = arg;
-    EVP_PKEY *pk = p11_pool_public_key(p);
     long bad = 0;
     for (int i = 0; i < 40; i++) {
-        uint8_t d[32], sig[512];
-        size_t len = sizeof(sig);
         hsmca_err e;
-        RAND_bytes(d, sizeof(d));
-        if (p11_pool_sign_digest(p, d, 32, sig, &len, &e) != HSMCA_OK || !verify(pk, d, sig, len))
-            bad++;
+        bad += tu_pool_sign_check(p, &e) != HSMCA_OK;
     }
-    EVP_PKEY_free(pk);
     return (void *)bad;
 }
 
@@ -520,7 +486,7 @@ static void test_recover_closed_sessions(void **state)
     p11_pool *p = NULL;
     assert_int_equal(
         p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=rsa-key", USER_PIN, 3, &p, &e), HSMCA_OK);
-    assert_int_equal(sign_check(p, &e), HSMCA_OK);
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
 
     /* Behind the pool's back: every session of this application on the slot
      * goes, and with them the login. */
@@ -529,11 +495,11 @@ static void test_recover_closed_sessions(void **state)
     /* It costs no request: the dead session is evicted, the new one is not
      * logged in, so the pool reconnects (re-opens, logs in once, re-finds the
      * key) and the request is retried once (nothing was signed). */
-    if (sign_check(p, &e) != HSMCA_OK)
+    if (tu_pool_sign_check(p, &e) != HSMCA_OK)
         fail_msg("after recovery: %s", e.msg);
     assert_int_equal(p11_pool_healthy(p), 1);
     for (int i = 0; i < 5; i++)
-        assert_int_equal(sign_check(p, &e), HSMCA_OK);
+        assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
     p11_pool_close(p);
     env_down(&v);
 }
@@ -565,7 +531,7 @@ static void test_sign_error_keeps_pool(void **state)
     fl->C_CloseSession(s);
     /* One session only: if the failed sign lost it, the second call would hang. */
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(sign_check(p, &e), HSMCA_EINTERNAL);
+        assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EINTERNAL);
         assert_non_null(strstr(e.msg, "_HANDLE_INVALID"));
         assert_int_equal(p11_pool_healthy(p), 1);
     }
@@ -583,7 +549,7 @@ static void test_recover_finalized_with_backoff(void **state)
     p11_pool *p = NULL;
     assert_int_equal(
         p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=ec-key", USER_PIN, 2, &p, &e), HSMCA_OK);
-    assert_int_equal(sign_check(p, &e), HSMCA_OK);
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
 
     /* The module is finalized behind our back, and cannot come back yet
      * (its config is missing). */
@@ -594,21 +560,21 @@ static void test_recover_finalized_with_backoff(void **state)
     CK_FUNCTION_LIST *fl = raw_fl();
     assert_int_equal(fl->C_Finalize(NULL), CKR_OK);
 
-    assert_int_equal(sign_check(p, &e), HSMCA_EUNAVAIL);
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EUNAVAIL);
     assert_non_null(strstr(e.msg, "CKR_CRYPTOKI_NOT_INITIALIZED"));
     assert_int_equal(p11_pool_healthy(p), 0);
     /* First reconnect attempt: C_Initialize fails. */
-    assert_int_equal(sign_check(p, &e), HSMCA_EUNAVAIL);
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EUNAVAIL);
     assert_non_null(strstr(e.msg, "reconnect failed"));
     /* Within the second: no new attempt, fail fast. */
-    assert_int_equal(sign_check(p, &e), HSMCA_EUNAVAIL);
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EUNAVAIL);
     assert_non_null(strstr(e.msg, "reconnect pending"));
 
     setenv("SOFTHSM2_CONF", conf, 1);
-    assert_int_equal(sign_check(p, &e), HSMCA_EUNAVAIL); /* still backing off */
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EUNAVAIL); /* still backing off */
     assert_non_null(strstr(e.msg, "reconnect pending"));
     usleep(1100 * 1000);
-    if (sign_check(p, &e) != HSMCA_OK)
+    if (tu_pool_sign_check(p, &e) != HSMCA_OK)
         fail_msg("after re-initialize: %s", e.msg);
     assert_int_equal(p11_pool_healthy(p), 1);
     p11_pool_close(p);

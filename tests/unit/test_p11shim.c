@@ -36,33 +36,6 @@
 
 /* ---- through the project's pool ---- */
 
-static int verify(EVP_PKEY *pk, const uint8_t d[32], const uint8_t *sig, size_t len)
-{
-    EVP_PKEY_CTX *c = EVP_PKEY_CTX_new(pk, NULL);
-    int ok = c && EVP_PKEY_verify_init(c) == 1 &&
-             EVP_PKEY_CTX_set_signature_md(c, EVP_sha256()) == 1 &&
-             EVP_PKEY_verify(c, sig, len, d, 32) == 1;
-    EVP_PKEY_CTX_free(c);
-    return ok;
-}
-
-/* One sign through the pool; a signature it returns must verify. */
-static hsmca_code pool_sign(p11_pool *p, hsmca_err *e)
-{
-    uint8_t d[32], sig[512];
-    size_t len = sizeof(sig);
-    RAND_bytes(d, sizeof(d));
-    hsmca_err_clear(e);
-    hsmca_code c = p11_pool_sign_digest(p, d, sizeof(d), sig, &len, e);
-    if (c == HSMCA_OK) {
-        EVP_PKEY *pk = p11_pool_public_key(p);
-        assert_non_null(pk);
-        assert_true(verify(pk, d, sig, len));
-        EVP_PKEY_free(pk);
-    }
-    return c;
-}
-
 static p11_pool *pool_up(p11_module **m)
 {
     hsmca_err e;
@@ -94,7 +67,7 @@ static void test_passthrough_pool(void **state)
     st_counts sign0 = st_count_of("C_Sign");
     hsmca_err e;
     for (int i = 0; i < 5; i++)
-        assert_int_equal(pool_sign(p, &e), HSMCA_OK);
+        assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
     st_counts d = st_delta("C_Sign", sign0);
     assert_int_equal(d.calls, 5);
     assert_int_equal(d.failed, 0);
@@ -141,10 +114,10 @@ static void test_fail_once_pool(void **state)
     st_counts base = st_count_of("C_Sign"), login0 = st_count_of("C_Login");
     st_ctl_write("fail C_Sign CKR_SESSION_HANDLE_INVALID once\n");
     hsmca_err e;
-    if (pool_sign(p, &e) != HSMCA_OK)
+    if (tu_pool_sign_check(p, &e) != HSMCA_OK)
         fail_msg("one dead session failed the request: %s", e.msg);
     for (int i = 0; i < 5; i++)
-        assert_int_equal(pool_sign(p, &e), HSMCA_OK);
+        assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
     st_counts d = st_delta("C_Sign", base);
     assert_int_equal(d.failed, 1);
     assert_int_equal(d.calls, 7); /* the retry, then five more */
@@ -162,7 +135,7 @@ static void test_login_lost_relogs_once(void **state)
     st_counts login0 = st_count_of("C_Login");
     st_ctl_write("fail C_Sign CKR_USER_NOT_LOGGED_IN once\n");
     hsmca_err e;
-    if (pool_sign(p, &e) != HSMCA_OK)
+    if (tu_pool_sign_check(p, &e) != HSMCA_OK)
         fail_msg("a lost login failed the request: %s", e.msg);
     assert_int_equal(st_delta("C_Login", login0).calls, 1);
     assert_int_equal(p11_pool_get_state(p), P11_POOL_READY);
@@ -178,10 +151,10 @@ static void test_idle_drop_pool(void **state)
     p11_pool *p = pool_up(&m);
     hsmca_err e;
     st_ctl_write("idle-drop 1\n");
-    assert_int_equal(pool_sign(p, &e), HSMCA_OK);
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
     usleep(1300 * 1000);
     st_counts init0 = st_count_of("C_Initialize");
-    if (pool_sign(p, &e) != HSMCA_OK)
+    if (tu_pool_sign_check(p, &e) != HSMCA_OK)
         fail_msg("idle-dropped sessions failed the request: %s", e.msg);
     assert_true(st_delta("C_Initialize", init0).calls >= 1);
     pool_down(m, p);
@@ -195,13 +168,13 @@ static void test_pin_refused_at_relogin(void **state)
     p11_module *m;
     p11_pool *p = pool_up(&m);
     hsmca_err e;
-    assert_int_equal(pool_sign(p, &e), HSMCA_OK);
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
     st_counts login0 = st_count_of("C_Login");
     st_ctl_write("fail C_Sign CKR_DEVICE_ERROR once\nfail C_Login CKR_PIN_INCORRECT always\n");
-    assert_int_equal(pool_sign(p, &e), HSMCA_EUNAVAIL); /* the device error itself */
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EUNAVAIL); /* the device error itself */
     int calls = 0, named = 0;
     for (double end = st_mono() + 3.5; st_mono() < end; calls++) { /* 3 backoff periods */
-        assert_int_equal(pool_sign(p, &e), HSMCA_EUNAVAIL);
+        assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EUNAVAIL);
         named += strstr(e.msg, "refused the PIN (CKR_PIN_INCORRECT)") != NULL;
         usleep(50 * 1000);
     }
@@ -381,14 +354,14 @@ static void test_remove_pool_recovers(void **state)
     p11_module *m;
     p11_pool *p = pool_up(&m);
     hsmca_err e;
-    assert_int_equal(pool_sign(p, &e), HSMCA_OK);
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
     st_ctl_write("remove\n");
-    assert_int_equal(pool_sign(p, &e), HSMCA_EUNAVAIL);
-    assert_int_equal(pool_sign(p, &e), HSMCA_EUNAVAIL);
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EUNAVAIL);
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EUNAVAIL);
     st_ctl_write("# reinserted\n");
     hsmca_code c = HSMCA_EUNAVAIL;
     for (double end = st_mono() + 10; c != HSMCA_OK && st_mono() < end;) {
-        c = pool_sign(p, &e);
+        c = tu_pool_sign_check(p, &e);
         if (c != HSMCA_OK)
             usleep(100 * 1000);
     }

@@ -11,6 +11,9 @@
 
 #include <openssl/core_names.h>
 
+#include <openssl/rand.h>
+
+#include "sigalg.h"
 #include "sigfmt.h"
 
 char *tu_mkdtemp(const char *prefix)
@@ -119,4 +122,26 @@ char *tu_jwks_doc(char *a, char *b)
     free(a);
     free(b);
     return out;
+}
+
+hsmca_code tu_pool_sign_check(p11_pool *p, hsmca_err *e)
+{
+    const sigalg *alg = p11_pool_sigalg(p);
+    uint8_t d[64], sig[1024];
+    size_t len = sizeof(sig);
+    if (!alg || RAND_bytes(d, (int)alg->digest_len) != 1)
+        abort();
+    hsmca_err_clear(e);
+    hsmca_code c = p11_pool_sign_digest(p, d, alg->digest_len, sig, &len, e);
+    if (c != HSMCA_OK)
+        return c;
+    EVP_PKEY *pk = p11_pool_public_key(p);
+    int good = pk && sigalg_verify_digest(alg, pk, d, sig, len) == 1;
+    d[0] ^= 1; /* and the check can fail */
+    int tampered = pk && sigalg_verify_digest(alg, pk, d, sig, len) == 1;
+    EVP_PKEY_free(pk);
+    if (!good || tampered)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "tu_pool_sign_check: the signature %s",
+                          good ? "verifies over another digest" : "does not verify");
+    return HSMCA_OK;
 }

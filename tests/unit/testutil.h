@@ -3,6 +3,8 @@
 #define HSMCA_TESTUTIL_H
 
 #include <stddef.h>
+
+#include "p11.h"
 #include <openssl/evp.h>
 
 /* A new empty directory under $HSMCA_TEST_TMP (or /tmp), named after prefix.
@@ -31,5 +33,10 @@ char *tu_jwk_ec(EVP_PKEY *kx, EVP_PKEY *ky, const char *kid, const char *crv);
 
 /* {"keys":[a,b]} (b may be NULL) as a new string (caller frees); frees a and b. */
 char *tu_jwks_doc(char *a, char *b);
+
+/* Signs a fresh random digest through the pool and verifies it with OpenSSL
+ * (and that a changed digest fails): the pool's code, or HSMCA_EINTERNAL when
+ * the signature is wrong. */
+HSMCA_MUSTCHECK hsmca_code tu_pool_sign_check(p11_pool *p, hsmca_err *e);
 
 #endif
