@@ -531,6 +531,8 @@ static void test_example_file(void **state)
     assert_true(ends_with(c->jwks_file, "/hsm-config/dev/dev-jwks.json"));
     assert_int_equal(c->serving_cert_ttl, 86400);
     assert_int_equal(c->jwt_skew, 60);
+    assert_string_equal(c->signer_user, "hsmca-signer");
+    assert_int_equal(c->signer_allow_network, 0);
     free(c);
 }
 
