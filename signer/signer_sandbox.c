@@ -56,7 +56,8 @@ static const int network_calls[] = {
 };
 
 /* socket(2) for the address families a client needs, and ioctl(2) only for
- * FIONREAD/FIONBIO (not TIOCSTI on a terminal on stderr, and nothing else). */
+ * FIONREAD/FIONBIO (not TIOCSTI on a terminal on stderr, and nothing else).
+ * (The second datum of SCMP_CMP_EQ is unused; clang wants it spelled out.) */
 static int add_network_rules(scmp_filter_ctx ctx)
 {
     static const int families[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK};
@@ -64,10 +65,10 @@ static int add_network_rules(scmp_filter_ctx ctx)
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof(families) / sizeof(families[0]); i++)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-                              SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]));
+                              SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i], 0));
     for (size_t i = 0; rc == 0 && i < sizeof(ioctls) / sizeof(ioctls[0]); i++)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-                              SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)ioctls[i]));
+                              SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)ioctls[i], 0));
     return rc;
 }
 
