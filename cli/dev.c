@@ -12,6 +12,7 @@
 
 #include "dev_ca.h"
 #include "dev_jwt.h"
+#include "dev_signer.h"
 #include "log.h"
 #include "supervisor.h"
 
@@ -31,6 +32,10 @@ static void usage(FILE *f)
           "JWT issuer (public keys in DIR/dev-jwks.json) and DIR/hsmca.yaml; later\n"
           "starts reuse all of it. Then it serves Istio's CreateCertificate over TLS\n"
           "on ADDR (default " DEV_DEFAULT_LISTEN ") until interrupted.\n"
+          "\n"
+          "Run as root, the signer switches to the system user " DEV_SIGNER_USER " once the\n"
+          "token is open; hsmca dev creates that user (useradd --system) if it is\n"
+          "missing and gives it DIR/tokens. The PIN files stay root's.\n"
           "\n"
           "  init    create (or check) DIR and exit without serving\n"
           "  token   print a JWT for service account SA in namespace NS that the dev\n"
@@ -95,7 +100,16 @@ static int dev_token(int argc, char **argv)
     return 0;
 }
 
-static void print_banner(const char *dir, const char *listen)
+/* Who the signer runs as, in the banner's words. */
+static const char *signer_user_note(int created)
+{
+    if (geteuid() != 0)
+        return "not switched: not started as root";
+    return created ? DEV_SIGNER_USER " (system user created now with useradd --system)"
+                   : DEV_SIGNER_USER;
+}
+
+static void print_banner(const char *dir, const char *listen, int created)
 {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -107,6 +121,7 @@ static void print_banner(const char *dir, const char *listen)
            "  root CA     %s/root-cert.pem\n"
            "  token PIN   %s/pin   (SoftHSM2 config: %s/softhsm2.conf)\n"
            "  JWT issuer  %s/dev-jwks.json\n"
+           "  signer user %s\n"
            "  inspect     SOFTHSM2_CONF=%s/softhsm2.conf pkcs11-tool --module %s -O\n"
            "\n"
            "Request a certificate from another terminal:\n"
@@ -114,7 +129,8 @@ static void print_banner(const char *dir, const char *listen)
            "  %s request --addr localhost:%s --root %s/root-cert.pem \\\n"
            "      --token \"$TOKEN\" --id spiffe://cluster.local/ns/default/sa/sleep\n"
            "\n",
-           listen, dir, dir, dir, dir, dir, DEV_SOFTHSM_MODULE, exe, dir, exe, port, dir);
+           listen, dir, dir, dir, dir, signer_user_note(created), dir, DEV_SOFTHSM_MODULE, exe,
+           dir, exe, port, dir);
     fflush(stdout);
 }
 
@@ -165,15 +181,18 @@ int dev_main(int argc, char **argv)
     if (absolute_dir(dir, abs) != 0)
         return 1;
     hsmca_err e;
-    if (dev_ca_init(abs, type, listen, &e) != HSMCA_OK) {
+    int created = 0;
+    if (dev_signer_user_ensure(&created, &e) != HSMCA_OK ||
+        dev_ca_init(abs, type, listen, &e) != HSMCA_OK) {
         fprintf(stderr, "hsmca dev: %s\n", e.msg);
         return 1;
     }
     if (init_only) {
-        printf("dev CA ready in %s (config %s/hsmca.yaml)\n", abs, abs);
+        printf("dev CA ready in %s (config %s/hsmca.yaml); signer user: %s\n", abs, abs,
+               signer_user_note(created));
         return 0;
     }
-    print_banner(abs, listen);
+    print_banner(abs, listen, created);
     char config[PATH_MAX + 16];
     snprintf(config, sizeof(config), "%s/hsmca.yaml", abs);
     log_init("supervisor");

@@ -17,6 +17,7 @@
 
 #include "certasm.h"
 #include "dev_jwt.h"
+#include "dev_signer.h"
 #include "log.h"
 #include "util.h"
 
@@ -198,8 +199,11 @@ static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *list
              "ca:\n  cert: root-cert.pem\n  root_bundle: root-cert.pem\n"
              "issuance:\n  trust_domain: cluster.local\n  default_ttl: 24h\n  max_ttl: 24h\n"
              "auth:\n  jwt:\n    issuer: \"%s\"\n    audiences: [istio-ca]\n"
-             "    jwks_file: dev-jwks.json\n",
-             dir, listen, DEV_SOFTHSM_MODULE, DEV_TOKEN_LABEL, DEV_CA_KEY_LABEL, DEV_JWT_ISSUER);
+             "    jwks_file: dev-jwks.json\n"
+             "# Started as root, the signer switches to this user once the token is open.\n"
+             "signer:\n  user: %s\n  seccomp_allow_network: false\n",
+             dir, listen, DEV_SOFTHSM_MODULE, DEV_TOKEN_LABEL, DEV_CA_KEY_LABEL, DEV_JWT_ISSUER,
+             DEV_SIGNER_USER);
     return write_in(dir, "hsmca.yaml", conf, 0644, e);
 }
 
@@ -234,6 +238,8 @@ hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, const char *liste
         ;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return hsmca_fail(e, HSMCA_EINTERNAL, "setting up the token and CA in %s failed (see above)", dir);
+    if ((rc = dev_signer_grant(dir, e)) != HSMCA_OK)
+        return rc;
     if ((rc = dev_jwt_setup(dir, e)) != HSMCA_OK)
         return rc;
     return write_config(dir, listen, e);

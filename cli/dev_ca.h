@@ -13,7 +13,8 @@
  * and DIR/so-pin (0600), the token, the CA key (sensitive, never extractable),
  * DIR/root-cert.pem signed by that key in the token, the dev JWT issuer, and
  * DIR/hsmca.yaml for `hsmca serve` listening on listen. Runs the PKCS#11 work in
- * a child process so the caller never loads the module. */
+ * a child process so the caller never loads the module. As root, then hands the
+ * token to the signer's user (dev_signer_grant), which must exist. */
 HSMCA_MUSTCHECK hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, const char *listen, hsmca_err *e);
 
 #endif

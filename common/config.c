@@ -31,7 +31,8 @@ typedef enum {
     CT_PATH,    /* a scalar; relative values are resolved against base_dir */
     CT_U32,     /* a decimal integer, 1..UINT32_MAX */
     CT_DUR,     /* seconds, or a number with s/m/h/d, 1..UINT32_MAX */
-    CT_LIST     /* a sequence of non-empty scalars */
+    CT_LIST,    /* a sequence of non-empty scalars */
+    CT_BOOL     /* true or false, into an int */
 } config_type;
 
 #define CF_ZERO_OK 1u /* the integer may be 0 (clock skew) */
@@ -83,8 +84,13 @@ static const config_field fields[] = {
     S("", "frontend"),
     F("frontend", "user", CT_STR, fe_user, 0),
     F("frontend", "chroot", CT_STR, fe_chroot, 0),
+    S("", "signer"),
+    F("signer", "user", CT_STR, signer_user, 0),
+    F("signer", "seccomp_allow_network", CT_BOOL, signer_allow_network, 0),
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
+_Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int),
+               "CT_BOOL fields are ints");
 
 typedef struct {
     yaml_parser_t p;
@@ -131,6 +137,8 @@ void config_defaults(hsmca_config *c)
     c->jwt_skew = 60;
     set_str(c->fe_user, "nobody");
     set_str(c->fe_chroot, "/var/empty");
+    set_str(c->signer_user, "hsmca-signer");
+    c->signer_allow_network = 0;
 }
 
 static size_t ev_line(const yaml_event_t *ev) { return ev->start_mark.line + 1; }
@@ -257,6 +265,29 @@ static HSMCA_MUSTCHECK hsmca_code set_integer(cfg_parser *cp, const config_field
     return HSMCA_OK;
 }
 
+/* YAML 1.2 core schema booleans only: "yes", "on" and the like mean true in
+ * YAML 1.1 and a string in 1.2, so they are refused rather than guessed. */
+static HSMCA_MUSTCHECK hsmca_code set_bool(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
+{
+    static const char *const truths[] = {"true", "True", "TRUE"};
+    static const char *const falsehoods[] = {"false", "False", "FALSE"};
+    int v = -1;
+    if (ev->type == YAML_SCALAR_EVENT && ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+        !scalar_has_nul(ev)) {
+        const char *s = (const char *)ev->data.scalar.value;
+        for (size_t i = 0; i < 3; i++) {
+            if (!strcmp(s, truths[i]))
+                v = 1;
+            if (!strcmp(s, falsehoods[i]))
+                v = 0;
+        }
+    }
+    if (v < 0)
+        return perr(cp, ev_line(ev), "'%s' must be true or false", f->key);
+    memcpy((char *)cp->c + f->off, &v, sizeof(v));
+    return HSMCA_OK;
+}
+
 /* Copies a scalar into dst (CONFIG_MAX_STR), prefixing base_dir for a relative
  * path. what names the value in messages. */
 static HSMCA_MUSTCHECK hsmca_code copy_scalar(cfg_parser *cp, const yaml_event_t *ev, const char *what,
@@ -355,6 +386,8 @@ static HSMCA_MUSTCHECK hsmca_code parse_value(cfg_parser *cp, const config_field
         return set_integer(cp, f, ev);
     case CT_LIST:
         return set_list(cp, f, ev);
+    case CT_BOOL:
+        return set_bool(cp, f, ev);
     }
     return hsmca_fail(cp->e, HSMCA_EINTERNAL, "config: bad field type");
 }
@@ -537,6 +570,7 @@ static HSMCA_MUSTCHECK hsmca_code validate_required(const hsmca_config *c, hsmca
         {"auth.jwt.jwks_file", offsetof(hsmca_config, jwks_file)},
         {"issuance.trust_domain", offsetof(hsmca_config, trust_domain)},
         {"frontend.user", offsetof(hsmca_config, fe_user)},
+        {"signer.user", offsetof(hsmca_config, signer_user)},
     };
     for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++)
         if (((const char *)c + req[i].off)[0] == '\0')
@@ -588,5 +622,13 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
         return hsmca_fail(e, HSMCA_EINVAL, "config: auth.jwt.audiences must name an audience");
     if (c->fe_chroot[0] != '/')
         return hsmca_fail(e, HSMCA_EINVAL, "config: frontend.chroot must be an absolute path");
+    /* The signer's user must not be the one whose process parses the network's
+     * input: a compromised front end could otherwise signal, trace or read the
+     * signer and its token files. (The signer also compares the uids at start.) */
+    if (!strcmp(c->signer_user, c->fe_user))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: signer.user and frontend.user must be different users "
+                          "(both are '%.64s')",
+                          c->signer_user);
     return HSMCA_OK;
 }

@@ -55,6 +55,10 @@ typedef struct {
     /* frontend: (only when started as root) */
     char fe_user[CONFIG_MAX_STR];        /* default "nobody" */
     char fe_chroot[CONFIG_MAX_STR];      /* default "/var/empty" (created 0755 if missing) */
+
+    /* signer: */
+    char signer_user[CONFIG_MAX_STR];    /* default "hsmca-signer"; switched to when root */
+    int signer_allow_network;            /* seccomp_allow_network, default 0 (false) */
 } hsmca_config;
 
 /* The names the front end's serving certificate carries, which are also the only
@@ -75,6 +79,8 @@ void config_defaults(hsmca_config *c);
  *
  * Rules (config_load and config_parse alike):
  * - *c is first reset to config_defaults; on error *c is left untouched.
+ * - Booleans are true or false (YAML 1.2; also True/TRUE/False/FALSE); YAML 1.1's
+ *   yes/no/on/off are refused rather than guessed.
  * - Integers are decimal, 1..UINT32_MAX (no sign, no leading zero); durations
  *   (serving_cert_ttl, default_ttl, max_ttl, skew) also take 90s/15m/24h/7d;
  *   only auth.jwt.skew may be 0.
@@ -92,7 +98,8 @@ HSMCA_MUSTCHECK hsmca_code config_load(const char *path, hsmca_config *c, hsmca_
 HSMCA_MUSTCHECK hsmca_code config_parse(const char *name, const char *buf, size_t len, const char *base_dir,
                         hsmca_config *c, hsmca_err *e);
 
-/* Checks cross-field rules (required files named, ttl <= max, sessions >= 1). */
+/* Checks cross-field rules (required files named, ttl <= max, sessions >= 1,
+ * signer.user not frontend.user). */
 HSMCA_MUSTCHECK hsmca_code config_validate(const hsmca_config *c, hsmca_err *e);
 
 #endif

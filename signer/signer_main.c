@@ -20,6 +20,7 @@
 #include "ipc_frame.h"
 #include "log.h"
 #include "signer.pb-c.h"
+#include "signer_sandbox.h"
 
 static volatile sig_atomic_t signer_stop;
 
@@ -164,11 +165,18 @@ int signer_main(int argc, char **argv)
     hsmca_err e;
     if (config_load(config_path, &cfg, &e) != HSMCA_OK || config_validate(&cfg, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
+    /* Not dumpable and signer.user resolved before the PIN is read; confined
+     * once the token is open, before the first front-end message. */
+    signer_sandbox sb;
+    if (signer_sandbox_prepare(&cfg, &sb, &e) != HSMCA_OK)
+        fatal_config("%s", e.msg);
     signer_ctx *s = signer_start(&cfg, &e);
     if (!s && e.code == HSMCA_EUNAVAIL)
         fatal("token unavailable, will retry: %s", e.msg);
     if (!s)
         fatal_config("refusing to serve: %s", e.msg);
+    if (signer_sandbox_enter(&sb, &e) != HSMCA_OK)
+        fatal_config("%s", e.msg);
     signer_set_ctl_fd(s, ctl_fd);
     signer_conn_set(s, ipc_fd);
     int rc = signer_loop(s, ctl_fd);

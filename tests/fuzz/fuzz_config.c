@@ -33,11 +33,12 @@ static int config_ok(const hsmca_config *c)
     const char *strs[] = {c->listen,       c->module_path, c->pin_file,     c->ca_key_uri,
                           c->softhsm2_conf, c->ca_cert,     c->root_bundle,  c->chain,
                           c->trust_domain, c->jwt_issuer,  c->jwks_file,    c->fe_user,
-                          c->fe_chroot};
+                          c->fe_chroot,    c->signer_user};
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         if (!str_ok(strs[i]))
             return 0;
-    return list_ok(&c->dns_names) && list_ok(&c->ip_addresses) && list_ok(&c->jwt_audiences);
+    return list_ok(&c->dns_names) && list_ok(&c->ip_addresses) && list_ok(&c->jwt_audiences) &&
+           (c->signer_allow_network == 0 || c->signer_allow_network == 1);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

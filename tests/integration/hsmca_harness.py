@@ -11,7 +11,27 @@ import grpc
 import hsmca_client as hc
 
 BIN = os.environ.get("HSMCA_BIN", "hsmca")
-TMP = os.environ.get("HSMCA_TEST_TMP", "/tmp")
+
+
+def scratch_base(base):
+    """The directory tests make their dev CAs in: base, made searchable (0711,
+    not listable) because a signer started as root drops to hsmca-signer and
+    must still reach the token in DIR/tokens; /tmp/hsmca-test when a parent of
+    base does not let other users through (a checkout under /root)."""
+    base = os.path.abspath(base)
+    parent = os.path.dirname(base)
+    while parent != "/":
+        if not os.stat(parent).st_mode & 0o001:
+            base = "/tmp/hsmca-test"
+            break
+        parent = os.path.dirname(parent)
+    os.makedirs(base, exist_ok=True)
+    if os.geteuid() == 0 and base != "/tmp":
+        os.chmod(base, 0o711)
+    return base
+
+
+TMP = scratch_base(os.environ.get("HSMCA_TEST_TMP", "/tmp"))
 
 
 def free_port():
@@ -25,11 +45,11 @@ def free_port():
 class DevServer:
     """`hsmca dev --dir D --listen 127.0.0.1:PORT --ca-key KEY` as a subprocess."""
 
-    def __init__(self, ca_key="ec-p256", name="integ", server_settings=None, config_edit=None,
+    def __init__(self, ca_key="ec-p256", name="integ", server_settings=None, edit_config=None,
                  env_extra=None):
-        """server_settings: lines added under `server:` in the config; config_edit: a
-        function from the config's text to a new text. When either is given, the CA
-        is made with `hsmca dev init` and run with `hsmca serve --config`.
+        """server_settings: lines added under `server:` in the config; edit_config: a
+        function from the config's text to the text to run with. When either is
+        given, the CA is made with `hsmca dev init` and run with `hsmca serve --config`.
         env_extra: variables added to the server's environment."""
         os.makedirs(TMP, exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix=name + ".", dir=TMP)
@@ -42,18 +62,17 @@ class DevServer:
         env.update(env_extra or {})
         self.log = open(self.log_path, "wb")
         listen = "127.0.0.1:%d" % self.port
-        if server_settings or config_edit:
-            server_settings = server_settings or []
+        if server_settings or edit_config:
             subprocess.check_call([BIN, "dev", "init", "--dir", self.dir, "--ca-key", ca_key],
                                   stdout=self.log, stderr=subprocess.STDOUT, env=env)
             config = os.path.join(self.dir, "hsmca.yaml")
             with open(config) as f:
                 text = f.read()
-            extra = "".join("  %s\n" % line for line in server_settings)
+            extra = "".join("  %s\n" % line for line in server_settings or ())
             text = text.replace("server:\n", "server:\n" + extra, 1)
             text = text.replace('listen: "127.0.0.1:15012"', 'listen: "%s"' % listen)
-            if config_edit:
-                text = config_edit(text)
+            if edit_config:
+                text = edit_config(text)
             with open(config, "w") as f:
                 f.write(text)
             argv = [BIN, "serve", "--config", config]

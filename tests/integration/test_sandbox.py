@@ -1,24 +1,59 @@
 #!/usr/bin/python3
-"""The front end is confined: no PKCS#11 module mapped, no_new_privs, a seccomp
-filter, and the PIN nowhere in its memory. The signer is checked alongside as the
-positive control, so that a test that looks in the wrong place fails."""
+"""Both children are confined. The front end: no PKCS#11 module mapped,
+no_new_privs, a seccomp filter, the PIN nowhere in its memory, and (as root)
+another uid inside a chroot. The signer (DESIGN.md §2): its own unprivileged
+uid once the token is open (as root), not dumpable, no core dumps, no_new_privs
+and a seccomp filter on every thread, the network refused unless
+signer.seccomp_allow_network says otherwise, and it still signs through the
+token after all of that.
+
+Each check has a control that shows it looks in the right place: the
+supervisor, which runs unconfined, reads Seccomp 0 / NoNewPrivs 0 where the
+children read 2 / 1; a dumpable process of the signer's uid owns its /proc
+files where the signer's belong to root."""
 import os
+import pwd
 import re
+import subprocess
+import tempfile
+import time
 import unittest
 
-from hsmca_harness import DevServer
+from hsmca_harness import BIN, TMP, DevServer, free_port
 
 SOFTHSM = "libsofthsm2.so"
+ROOT = os.geteuid() == 0
+NETPROBE = os.environ.get("HSMCA_NETPROBE", "")
 
 
-def status(pid):
-    with open("/proc/%d/status" % pid) as f:
+def status(pid, tid=None):
+    path = "/proc/%d/status" % pid if tid is None else "/proc/%d/task/%s/status" % (pid, tid)
+    with open(path) as f:
         return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+def threads(pid):
+    return os.listdir("/proc/%d/task" % pid)
 
 
 def maps(pid):
     with open("/proc/%d/maps" % pid) as f:
         return f.read()
+
+
+def core_limit(pid):
+    """(soft, hard) of "Max core file size" in /proc/PID/limits."""
+    with open("/proc/%d/limits" % pid) as f:
+        m = re.search(r"^Max core file size\s+(\S+)\s+(\S+)\s+bytes\s*$", f.read(), re.M)
+    return m.groups()
+
+
+def proc_owner(pid):
+    """The owner the kernel gives /proc/PID/status: the process's uid while it is
+    dumpable, root once it is not (task_dump_owner). /proc/PID/status shows no
+    dumpable flag and prctl(PR_GET_DUMPABLE) answers only for the caller; this
+    is what the flag changes that anyone can see."""
+    return os.stat("/proc/%d/status" % pid).st_uid
 
 
 def memory_contains(pid, needle):
@@ -42,12 +77,33 @@ def memory_contains(pid, needle):
     return found
 
 
+def full_log(server):
+    """The whole log (server.logtext() keeps only its tail)."""
+    server.log.flush()
+    with open(server.log_path, "rb") as f:
+        return f.read().decode(errors="replace")
+
+
+def after_confinement(log):
+    """What the log says once the signer's filter is on."""
+    i = log.find("signer network access")
+    assert i >= 0, log[-3000:]
+    return log[i:]
+
+
+def issue_many(server, n):
+    """n requests, alternating RSA-2048 and EC P-256 subject keys."""
+    for i in range(n):
+        server.issue(key="rsa-2048" if i % 2 else "ec-p256")
+
+
 class SandboxTests(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = DevServer("ec-p256", name="sandbox")
         cls.server.wait_ready()
         cls.kids = cls.server.wait_children()
+        cls.supervisor = cls.server.proc.pid
         with open(os.path.join(cls.server.dir, "pin"), "rb") as f:
             cls.pin = f.read().strip()
 
@@ -58,17 +114,91 @@ class SandboxTests(unittest.TestCase):
     def test_frontend_has_no_pkcs11_module(self):
         self.assertNotIn(SOFTHSM, maps(self.kids["frontend"]))
         self.assertNotIn("libp11", maps(self.kids["frontend"]))
-        self.assertIn(SOFTHSM, maps(self.kids["signer"]))  # control
+        if ROOT:  # the signer's maps are root's to read: it is not dumpable
+            self.assertIn(SOFTHSM, maps(self.kids["signer"]))  # control
 
     def test_frontend_no_new_privs_and_seccomp(self):
         st = status(self.kids["frontend"])
         self.assertEqual(st["NoNewPrivs"].strip(), "1")
         self.assertEqual(st["Seccomp"].strip(), "2")  # 2 = filter mode
         # Every thread is filtered (TSYNC), not only the main one.
-        for tid in os.listdir("/proc/%d/task" % self.kids["frontend"]):
-            with open("/proc/%d/task/%s/status" % (self.kids["frontend"], tid)) as f:
-                self.assertRegex(f.read(), re.compile(r"^Seccomp:\s+2$", re.M))
-        self.assertEqual(status(self.kids["signer"])["Seccomp"].strip(), "0")  # control
+        for tid in threads(self.kids["frontend"]):
+            self.assertEqual(status(self.kids["frontend"], tid)["Seccomp"].strip(), "2")
+        # Control: the supervisor that started it is not confined, so the 2 was
+        # set in the child, not inherited.
+        self.assertEqual(status(self.supervisor)["Seccomp"].strip(), "0")
+        self.assertEqual(status(self.supervisor)["NoNewPrivs"].strip(), "0")
+
+    def test_signer_seccomp_and_no_new_privs_on_every_thread(self):
+        tids = threads(self.kids["signer"])
+        # The main thread and one worker per session (the dev config has 2),
+        # all started before the filter: TSYNC must have reached them.
+        self.assertGreaterEqual(len(tids), 3, tids)
+        for tid in tids:
+            st = status(self.kids["signer"], tid)
+            self.assertEqual(st["Seccomp"].strip(), "2", tid)
+            self.assertEqual(st["NoNewPrivs"].strip(), "1", tid)
+        self.assertEqual(status(self.supervisor)["Seccomp"].strip(), "0")  # control
+
+    def test_signer_has_no_core_dumps(self):
+        self.assertEqual(core_limit(self.kids["signer"]), ("0", "0"))
+        self.assertIsNotNone(core_limit(self.supervisor))  # control: the line parses
+
+    def test_signer_is_not_dumpable(self):
+        signer_uid = int(status(self.kids["signer"])["Uid"].split()[0])
+        self.assertNotEqual(signer_uid, 0)
+        self.assertEqual(proc_owner(self.kids["signer"]), 0)
+        # Control: a dumpable process of the same uid owns its /proc files.
+        kw = {"user": signer_uid} if ROOT else {}
+        probe = subprocess.Popen(["sleep", "30"], **kw)
+        try:
+            deadline = time.time() + 5
+            while time.time() < deadline and status(probe.pid)["Uid"].split()[0] != str(signer_uid):
+                time.sleep(0.05)
+            self.assertEqual(proc_owner(probe.pid), signer_uid)
+        finally:
+            probe.kill()
+            probe.wait()
+
+    @unittest.skipUnless(ROOT, "the uid switch happens only as root")
+    def test_signer_dropped_root(self):
+        st = status(self.kids["signer"])
+        uids, gids = st["Uid"].split(), st["Gid"].split()
+        self.assertEqual(len(set(uids)), 1, uids)  # real, effective, saved, fs
+        self.assertEqual(len(set(gids)), 1, gids)
+        self.assertNotEqual(uids[0], "0")
+        self.assertNotEqual(gids[0], "0")
+        self.assertNotEqual(uids[0], status(self.kids["frontend"])["Uid"].split()[0])
+        self.assertEqual(pwd.getpwuid(int(uids[0])).pw_name, "hsmca-signer")
+        self.assertEqual(st["Groups"].strip(), "")
+        self.assertEqual(st["CapEff"].strip(), "0000000000000000")
+        self.assertEqual(st["CapPrm"].strip(), "0000000000000000")
+        self.assertEqual(os.readlink("/proc/%d/cwd" % self.kids["signer"]), "/")
+        self.assertEqual(os.readlink("/proc/%d/root" % self.kids["signer"]), "/")  # no chroot
+        # Control: the supervisor is still root.
+        self.assertEqual(status(self.supervisor)["Uid"].split()[0], "0")
+
+    @unittest.skipUnless(ROOT, "the token is handed to the signer user only as root")
+    def test_token_belongs_to_signer_and_pin_to_root(self):
+        uid = int(status(self.kids["signer"])["Uid"].split()[0])
+        for top, dirs, files in os.walk(os.path.join(self.server.dir, "tokens")):
+            for name in [top] + [os.path.join(top, f) for f in files]:
+                self.assertEqual(os.stat(name).st_uid, uid, name)
+        pin = os.stat(os.path.join(self.server.dir, "pin"))
+        self.assertEqual((pin.st_uid, pin.st_mode & 0o777), (0, 0o600))
+
+    def test_signer_signs_after_confinement(self):
+        """SoftHSM re-reads the token's files at every C_Sign: as the signer user,
+        under the filter."""
+        issue_many(self.server, 24)
+        log = full_log(self.server)
+        if ROOT:
+            self.assertIn("sandbox: running as hsmca-signer", log)
+        else:
+            self.assertIn("keeping uid %d" % os.geteuid(), log)
+        self.assertIn("signer network access denied", log)
+        # Still the same signer: nothing was killed by the filter and restarted.
+        self.assertEqual(self.server.children()["signer"], self.kids["signer"])
 
     def test_pin_not_in_frontend_memory(self):
         self.server.issue()  # after real traffic, not only at start-up
@@ -79,16 +209,107 @@ class SandboxTests(unittest.TestCase):
             kid = re.search(rb'"kid"\s*:\s*"([^"]+)"', f.read()).group(1)
         self.assertTrue(memory_contains(self.kids["frontend"], kid))
 
+    @unittest.skipUnless(ROOT, "a non-dumpable process's memory is root's (CAP_SYS_PTRACE) to read")
+    def test_pin_is_in_signer_memory(self):
+        """The signer keeps the PIN (for re-login after a token fault): the same
+        scan finds it there, so its absence from the front end means something."""
+        self.assertTrue(memory_contains(self.kids["signer"], self.pin))
+
     def test_pin_not_in_logs(self):
         self.server.issue()
         self.assertNotIn(self.pin.decode(), self.server.logtext())
 
-    @unittest.skipUnless(os.geteuid() == 0, "the uid switch and chroot happen only as root")
+    @unittest.skipUnless(ROOT, "the uid switch and chroot happen only as root")
     def test_frontend_dropped_root_and_chrooted(self):
         st = status(self.kids["frontend"])
         self.assertNotEqual(st["Uid"].split()[0], "0")
         self.assertEqual(st["CapEff"].strip(), "0000000000000000")
         self.assertEqual(os.readlink("/proc/%d/root" % self.kids["frontend"]), "/var/empty")
+
+
+class RsaCaTests(unittest.TestCase):
+    """The same confinement with an RSA CA key (another SoftHSM mechanism)."""
+
+    def test_rsa_ca_signs_after_confinement(self):
+        server = DevServer("rsa-2048", name="sandbox-rsa")
+        try:
+            server.wait_ready()
+            kids = server.wait_children()
+            issue_many(server, 24)
+            self.assertEqual(status(kids["signer"])["Seccomp"].strip(), "2")
+            if ROOT:
+                self.assertNotEqual(status(kids["signer"])["Uid"].split()[0], "0")
+            self.assertEqual(server.children()["signer"], kids["signer"])
+        finally:
+            server.stop()
+
+
+def use_netprobe(allow):
+    def edit(text):
+        text = text.replace("module: /usr/lib/softhsm/libsofthsm2.so", "module: " + NETPROBE)
+        return text.replace("seccomp_allow_network: false",
+                            "seccomp_allow_network: %s" % ("true" if allow else "false"))
+    return edit
+
+
+@unittest.skipUnless(NETPROBE, "HSMCA_NETPROBE (the test PKCS#11 module) is not set")
+class NetworkGateTests(unittest.TestCase):
+    """A PKCS#11 module that tries to open a TCP socket in every C_Sign, as a
+    network HSM's client does (tests/integration/netprobe_pkcs11.c): the
+    signer's real filter decides, with no test-only path in the signer."""
+
+    def run_with(self, allow):
+        server = DevServer("ec-p256", name="netgate", edit_config=use_netprobe(allow))
+        try:
+            server.wait_ready()
+            kids = server.wait_children()
+            if ROOT:  # control: the signer loaded the probe, not SoftHSM directly
+                self.assertIn(os.path.basename(NETPROBE), maps(kids["signer"]))
+            server.issue()
+            # Start-up signs before the filter; only what follows it counts.
+            log = after_confinement(full_log(server))
+            # Refused or not, the signer went on signing: EPERM, not a kill.
+            self.assertEqual(server.children()["signer"], kids["signer"])
+            return log
+        finally:
+            server.stop()
+
+    def test_network_refused_by_default(self):
+        log = self.run_with(False)
+        self.assertIn("netprobe: socket(AF_INET) in C_Sign: Operation not permitted", log)
+        self.assertNotIn("netprobe: socket(AF_INET) in C_Sign: allowed", log)
+        self.assertIn("signer network access denied (signer.seccomp_allow_network: false)", log)
+
+    def test_network_allowed_when_configured(self):
+        log = self.run_with(True)
+        self.assertIn("netprobe: socket(AF_INET) in C_Sign: allowed", log)
+        self.assertNotIn("netprobe: socket(AF_INET) in C_Sign: Operation not permitted", log)
+        self.assertIn("signer network access allowed (signer.seccomp_allow_network: true)", log)
+
+
+@unittest.skipUnless(ROOT, "signer.user is looked up only when started as root")
+class SignerUserTests(unittest.TestCase):
+    def test_missing_signer_user_stops_startup_with_its_name(self):
+        os.makedirs(TMP, exist_ok=True)
+        d = tempfile.mkdtemp(prefix="nouser.", dir=TMP)
+        subprocess.run([BIN, "dev", "init", "--dir", d], check=True, capture_output=True)
+        path = os.path.join(d, "hsmca.yaml")
+        with open(path) as f:
+            text = f.read()
+        text = re.sub(r'listen: "[^"]*"', 'listen: "127.0.0.1:%d"' % free_port(), text)
+        text = text.replace("user: hsmca-signer", "user: hsmca-no-such-user")
+        with open(path, "w") as f:
+            f.write(text)
+        env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+        r = subprocess.run([BIN, "serve", "--config", path], capture_output=True, text=True,
+                           timeout=60, stdin=subprocess.DEVNULL, env=env)
+        out = r.stdout + r.stderr
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("signer.user 'hsmca-no-such-user' does not exist: create it with "
+                      "useradd --system", out)
+        # The supervisor says this only for exit status 78 (EXIT_CONFIG): no retry.
+        self.assertIn("signer cannot start: a configuration", out)
+        self.assertEqual(out.count("does not exist"), 1, out)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ class TokenFaults(unittest.TestCase):
         open(cls.ctl, "w").close()
         open(cls.counts, "w").close()
         os.chmod(cls.counts, 0o666)  # the signer may run as its own user
-        cls.server = DevServer("ec-p256", name="tokenfaults", config_edit=shim_config,
+        cls.server = DevServer("ec-p256", name="tokenfaults", edit_config=shim_config,
                                env_extra={"P11SHIM_CONTROL": cls.ctl,
                                           "P11SHIM_COUNTS": cls.counts})
         cls.server.wait_ready()

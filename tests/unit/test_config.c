@@ -46,7 +46,10 @@ static const char full_yaml[] =
     "    skew: 90s\n"
     "frontend:\n"
     "  user: hsmca-fe\n"
-    "  chroot: /var/lib/hsmca/empty\n";
+    "  chroot: /var/lib/hsmca/empty\n"
+    "signer:\n"
+    "  user: hsmca-hsm\n"
+    "  seccomp_allow_network: true\n";
 
 static hsmca_config *new_cfg(void)
 {
@@ -96,6 +99,8 @@ static void test_full_example(void **state)
     assert_int_equal(c->jwt_skew, 90);
     assert_string_equal(c->fe_user, "hsmca-fe");
     assert_string_equal(c->fe_chroot, "/var/lib/hsmca/empty");
+    assert_string_equal(c->signer_user, "hsmca-hsm");
+    assert_int_equal(c->signer_allow_network, 1);
     assert_int_equal(config_validate(c, &e), HSMCA_OK);
     free(c);
 }
@@ -126,10 +131,12 @@ static void test_defaults(void **state)
     assert_int_equal(d->jwt_skew, 60);
     assert_string_equal(d->fe_user, "nobody");
     assert_string_equal(d->fe_chroot, "/var/empty");
+    assert_string_equal(d->signer_user, "hsmca-signer");
+    assert_int_equal(d->signer_allow_network, 0);
 
     /* An empty file, an empty mapping, comments and null sections: all defaults. */
     const char *empties[] = {"", "# nothing\n", "{}\n", "---\n{}\n...\n",
-                             "server:\npkcs11: ~\nauth:\n  jwt:\n"};
+                             "server:\npkcs11: ~\nauth:\n  jwt:\n", "signer:\n"};
     for (size_t i = 0; i < sizeof(empties) / sizeof(empties[0]); i++) {
         memset(c, 0x5a, sizeof(*c));
         assert_int_equal(parse(empties[i], "/base", c, &e), HSMCA_OK);
@@ -232,6 +239,25 @@ static const struct refusal refusals[] = {
      "  listen: &b [*a,*a,*a,*a]\n",
      "t.yaml:3: anchors and aliases are not allowed in the config", 0},
     {"pkcs11:\n  sessions: !!int 4\n", "t.yaml:2: YAML tags are not allowed in the config", 0},
+    /* booleans: YAML 1.2 true/false only; 1.1's yes/no/on/off are not guessed */
+    {"signer:\n  seccomp_allow_network: yes\n",
+     "t.yaml:2: 'seccomp_allow_network' must be true or false", 0},
+    {"signer:\n  seccomp_allow_network: off\n",
+     "t.yaml:2: 'seccomp_allow_network' must be true or false", 0},
+    {"signer:\n  seccomp_allow_network: 1\n",
+     "t.yaml:2: 'seccomp_allow_network' must be true or false", 0},
+    {"signer:\n  seccomp_allow_network: \"true\"\n",
+     "t.yaml:2: 'seccomp_allow_network' must be true or false", 0},
+    {"signer:\n  seccomp_allow_network: tRUE\n",
+     "t.yaml:2: 'seccomp_allow_network' must be true or false", 0},
+    {"signer:\n  seccomp_allow_network:\n",
+     "t.yaml:2: 'seccomp_allow_network' must be true or false", 0},
+    {"signer:\n  seccomp_allow_network: [true]\n",
+     "t.yaml:2: 'seccomp_allow_network' must be true or false", 0},
+    {"signer:\n  seccomp_allow_network: true\n  seccomp_allow_network: false\n",
+     "t.yaml:3: duplicate key 'seccomp_allow_network' in 'signer'", 0},
+    {"signer:\n  users: a\n", "t.yaml:2: unknown key 'users' in 'signer'", 0},
+    {"signer:\n  user: [a]\n", "t.yaml:2: 'user' must be a string", 0},
     /* document shape */
     {"- a\n- b\n", "t.yaml:1: the document must be a mapping", 0},
     {"\n\nhello\n", "t.yaml:3: the document must be a mapping", 0},
@@ -505,6 +531,8 @@ static void test_example_file(void **state)
     assert_true(ends_with(c->jwks_file, "/hsm-config/dev/dev-jwks.json"));
     assert_int_equal(c->serving_cert_ttl, 86400);
     assert_int_equal(c->jwt_skew, 60);
+    assert_string_equal(c->signer_user, "hsmca-signer");
+    assert_int_equal(c->signer_allow_network, 0);
     free(c);
 }
 
@@ -540,6 +568,7 @@ static void test_validate_required(void **state)
         {offsetof(hsmca_config, jwks_file), "config: auth.jwt.jwks_file is required"},
         {offsetof(hsmca_config, trust_domain), "config: issuance.trust_domain is required"},
         {offsetof(hsmca_config, fe_user), "config: frontend.user is required"},
+        {offsetof(hsmca_config, signer_user), "config: signer.user is required"},
     };
     for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++) {
         hsmca_config *c = valid_cfg();
@@ -604,6 +633,53 @@ static void test_validate_ranges(void **state)
     expect_invalid(c, "config: frontend.chroot must be an absolute path");
     strcpy(c->fe_chroot, "/");
     assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    free(c);
+}
+
+static void test_signer_section(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    static const struct {
+        const char *yaml;
+        int allow;
+    } bools[] = {
+        {"signer:\n  seccomp_allow_network: true\n", 1},
+        {"signer:\n  seccomp_allow_network: True\n", 1},
+        {"signer:\n  seccomp_allow_network: TRUE\n", 1},
+        {"signer:\n  seccomp_allow_network: false\n", 0},
+        {"signer:\n  seccomp_allow_network: False\n", 0},
+        {"signer: {seccomp_allow_network: FALSE}\n", 0},
+        {"signer:\n  user: hsmca-hsm\n", 0}, /* the default */
+    };
+    for (size_t i = 0; i < sizeof(bools) / sizeof(bools[0]); i++) {
+        memset(c, 0x5a, sizeof(*c));
+        if (parse(bools[i].yaml, NULL, c, &e) != HSMCA_OK)
+            fail_msg("%s: %s", bools[i].yaml, e.msg);
+        assert_int_equal(c->signer_allow_network, bools[i].allow);
+    }
+    assert_string_equal(c->signer_user, "hsmca-hsm");
+    /* The key changes that field only. */
+    hsmca_config *d = new_cfg();
+    config_defaults(d);
+    assert_int_equal(parse("signer:\n  seccomp_allow_network: true\n", NULL, c, &e), HSMCA_OK);
+    d->signer_allow_network = 1;
+    assert_memory_equal(c, d, sizeof(*c));
+    free(d);
+    free(c);
+
+    /* The signer and the front end never share a user; the message names both keys. */
+    c = valid_cfg();
+    strcpy(c->signer_user, c->fe_user);
+    expect_invalid(c, "config: signer.user and frontend.user must be different users "
+                      "(both are 'hsmca-fe')");
+    strcpy(c->signer_user, "nobody");
+    strcpy(c->fe_user, "nobody");
+    expect_invalid(c, "config: signer.user and frontend.user must be different users "
+                      "(both are 'nobody')");
+    /* The defaults differ. */
+    config_defaults(c);
+    assert_string_not_equal(c->signer_user, c->fe_user);
     free(c);
 }
 
@@ -677,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_validate_ranges),
         cmocka_unit_test(test_serving_names),
         cmocka_unit_test(test_validate_listen),
+        cmocka_unit_test(test_signer_section),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,12 +16,32 @@
 #include "sigalg.h"
 #include "sigfmt.h"
 
+/* 1 when every parent directory of path lets other users through. */
+static int parents_searchable(const char *path)
+{
+    char p[4096];
+    snprintf(p, sizeof(p), "%s", path);
+    for (char *slash = strrchr(p, '/'); slash && slash != p; slash = strrchr(p, '/')) {
+        *slash = '\0';
+        struct stat st;
+        if (stat(p, &st) != 0 || !(st.st_mode & S_IXOTH))
+            return 0;
+    }
+    return 1;
+}
+
 char *tu_mkdtemp(const char *prefix)
 {
     const char *base = getenv("HSMCA_TEST_TMP");
     if (!base || !*base)
         base = "/tmp";
-    mkdir(base, 0700);
+    /* A signer started as root drops to hsmca-signer and must still reach the
+     * token under this directory (as hsmca_harness.scratch_base does). */
+    if (base[0] != '/' || !parents_searchable(base))
+        base = "/tmp/hsmca-test";
+    mkdir(base, 0711);
+    if (geteuid() == 0 && strcmp(base, "/tmp") != 0)
+        chmod(base, 0711);
     size_t n = strlen(base) + strlen(prefix) + 16;
     char *path = malloc(n);
     if (!path)

@@ -8,7 +8,10 @@
 #include <openssl/evp.h>
 
 /* A new empty directory under $HSMCA_TEST_TMP (or /tmp), named after prefix.
- * Returns a malloc'd path (caller frees). Aborts on failure. */
+ * The base is made 0711 (as root) so that a signer that dropped root reaches a
+ * dev CA's token in it; /tmp/hsmca-test when a parent of $HSMCA_TEST_TMP is not
+ * searchable by other users. Returns a malloc'd path (caller frees). Aborts on
+ * failure. */
 char *tu_mkdtemp(const char *prefix);
 
 /* Path of the hsmca binary under test ($HSMCA_BIN, else "hsmca" in PATH). */

@@ -1,0 +1,32 @@
+/* signer_sandbox.h - the signer confines itself (DESIGN.md §2): once it has read
+ * the PIN and opened the token it runs as its own unprivileged user, is not
+ * dumpable, has no core dumps, and runs under a seccomp allowlist that permits
+ * the network only when signer.seccomp_allow_network says the PKCS#11 module is
+ * a network HSM's client. The mechanics are common/sandbox.h's; the signer's
+ * own syscall groups are in signer_sandbox.c. */
+#ifndef HSMCA_SIGNER_SANDBOX_H
+#define HSMCA_SIGNER_SANDBOX_H
+
+#include "config.h"
+#include "hsmca_err.h"
+#include "sandbox.h"
+
+typedef struct {
+    sandbox_user user; /* signer.user, resolved before the token is opened */
+    int allow_network; /* signer.seccomp_allow_network */
+} signer_sandbox;
+
+/* Call before the PIN is read: makes the process non-dumpable (no ptrace or
+ * /proc/PID/mem by its own uid) with a core size limit of 0, and, when running
+ * as root, resolves signer.user. EINVAL, naming the keys, when signer.user does
+ * not exist (with the useradd command to run), is root, or has the uid of
+ * frontend.user. */
+HSMCA_MUSTCHECK hsmca_code signer_sandbox_prepare(const hsmca_config *cfg, signer_sandbox *sb, hsmca_err *e);
+
+/* Call once the token is open and logged in, before the first front-end
+ * message: switches to signer.user (as root; no chroot, chdir("/")), makes sure
+ * the process is still not dumpable, sets no_new_privs and installs the
+ * signer's seccomp allowlist on every thread. */
+HSMCA_MUSTCHECK hsmca_code signer_sandbox_enter(const signer_sandbox *sb, hsmca_err *e);
+
+#endif
