@@ -24,6 +24,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "config.h"
 #include "ipc_frame.h"
 #include "testutil.h"
 
@@ -135,6 +136,10 @@ Hsmca__Ipc__SignReply *hf_recv_reply(int fd, int timeout_ms, uint64_t *rid, cons
     assert_int_equal(type, IPC_SIGN_REPLY);
     Hsmca__Ipc__SignReply *rep = hsmca__ipc__sign_reply__unpack(NULL, plen, payload);
     assert_non_null(rep);
+    if (rep->code != HSMCA_OK && rep->reason && strstr(rep->reason, "signer queue full"))
+        hf.n_queue_full++;
+    else if (rep->code != HSMCA_OK)
+        hf.n_refused++;
     return rep;
 }
 
@@ -228,6 +233,17 @@ int hf_start_signer(const char *prefix, int (*prepare)(void))
     }
     if (prepare && prepare() != 0)
         return -1;
+    hsmca_config *cfg = malloc(sizeof(*cfg));
+    hsmca_err e;
+    if (!cfg || config_load(hf.conf, cfg, &e) != HSMCA_OK) {
+        fprintf(stderr, "%s: %s\n", hf.conf, cfg ? e.msg : "out of memory");
+        free(cfg);
+        return -1;
+    }
+    hf.sessions = cfg->sessions;
+    free(cfg);
+    hf_notes_reset();
+    hf.n_refused = hf.n_queue_full = 0;
     int ipc[2], ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ipc) != 0 ||
         socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0)
@@ -305,4 +321,42 @@ char *hf_read_log_without_pin(void)
     OPENSSL_cleanse(pin, strlen(pin));
     free(pin);
     return log;
+}
+
+int hf_hand_over(int keep_old)
+{
+    int pair[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+    hsmca_err e;
+    if (ipc_send_fd(hf.ctl, pair[1], &e) != HSMCA_OK)
+        fail_msg("ipc_send_fd: %s", e.msg);
+    close(pair[1]);
+    int old = hf.ipc;
+    hf.ipc = pair[0];
+    if (!keep_old && old >= 0) {
+        close(old);
+        old = -1;
+    }
+    return old;
+}
+
+int hf_read_ctl(int timeout_ms)
+{
+    char k;
+    if (!hf_wait_readable(hf.ctl, timeout_ms))
+        return -1;
+    return read(hf.ctl, &k, 1) == 1 ? (unsigned char)k : -1;
+}
+
+long hf_vm_rss_kb(void)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)hf.pid);
+    char *text = hf_read_text(path, 1 << 16);
+    assert_non_null(text);
+    const char *at = strstr(text, "\nVmRSS:");
+    long kb = at ? strtol(at + 8, NULL, 10) : -1;
+    free(text);
+    assert_true(kb > 0);
+    return kb;
 }

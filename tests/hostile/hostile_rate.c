@@ -249,7 +249,7 @@ static void test_rate_refusal_keeps_serial(void **state)
     hf_assert_signed(rep, hr.refused_tbs, hr.refused_len);
     hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
     hf_assert_refused(TBS_PROFILE_WORKLOAD, hr.refused_tbs, hr.refused_len, HSMCA_EPERM,
-                      "invariant 6", "serial issued before");
+                      "invariant 6: serial issued before");
     assert_true(hf_signer_alive());
 }
 
