@@ -15,6 +15,7 @@
  *   hostile_spiffe.c   invariant 4: SANs, the SPIFFE-ID grammar, the serving profile
  *   hostile_ipc.c      protocol violations: frames and SignRequest wire format
  *   hostile_logs.c     every log line is JSON; what signed and refusal lines carry
+ *   hostile_stress.c   flood, stall, SIGTERM during a stall, with their own signer
  *   hostile_rate.c     invariant 7 with its own signer
  *   hostile_main.c     the groups */
 #ifndef HSMCA_HOSTILE_H
@@ -271,6 +272,8 @@ typedef struct {
 void hf_check_log(hf_log_stats *st);
 /* The msg of the last log line whose msg starts with prefix (malloc'd), or NULL. */
 char *hf_log_last_msg(const char *prefix);
+/* How many log lines have a msg that starts with prefix. */
+size_t hf_log_count(const char *prefix);
 /* The last log line whose msg starts with msg_prefix and whose string key equals
  * value (a new reference; NULL when none). */
 json_t *hf_log_find(const char *msg_prefix, const char *key, const char *value);
@@ -287,6 +290,9 @@ extern const size_t hf_n_ipc_tests;
 extern const struct CMUnitTest hf_rate_tests[];
 extern const size_t hf_n_rate_tests;
 int hf_rate_group_setup(void **state);
+extern const struct CMUnitTest hf_stress_tests[];
+extern const size_t hf_n_stress_tests;
+int hf_stress_group_setup(void **state);
 int hf_rate_group_teardown(void **state);
 
 #endif

@@ -295,6 +295,21 @@ char *hf_log_last_msg(const char *prefix)
     return found;
 }
 
+size_t hf_log_count(const char *prefix)
+{
+    char *text = hf_read_text(hf.log, HF_MAX_LOG);
+    assert_non_null(text);
+    size_t n = 0;
+    for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        json_t *o = json_loadb(line, (size_t)(nl - line), JSON_ALLOW_NUL, NULL);
+        const char *m = o ? str_of(o, "msg") : NULL;
+        n += m && !strncmp(m, prefix, strlen(prefix));
+        json_decref(o);
+    }
+    free(text);
+    return n;
+}
+
 /* ---- requesters the signer takes, and what their lines say ---------------------- */
 
 /* Signs a fresh valid TBS for this requester (rlen bytes, any bytes) and returns
