@@ -261,6 +261,7 @@ typedef struct {
     size_t lines, signed_lines, refused_lines, summaries, violations;
     unsigned long long suppressed; /* the summaries' counts added up */
     size_t max_refused_per_s;      /* refusal lines in the densest second */
+    size_t max_refused_window;     /* in the fullest limiter window (1 s from its first line) */
 } hf_log_stats;
 
 /* Parses every line of the signer's log with jansson (JSON_REJECT_DUPLICATES |

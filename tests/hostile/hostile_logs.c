@@ -242,6 +242,16 @@ void hf_check_log(hf_log_stats *st)
         if (j - i > st->max_refused_per_s)
             st->max_refused_per_s = j - i;
     }
+    /* The limiter's windows: each opens with a line (the first refusal after the
+     * last window ended is always let through) and lasts 1 s. */
+    for (size_t i = 0; i < st->refused_lines;) {
+        size_t j = i;
+        while (j < st->refused_lines && refused_at[j] < refused_at[i] + 1.0)
+            j++;
+        if (j - i > st->max_refused_window)
+            st->max_refused_window = j - i;
+        i = j;
+    }
     for (size_t i = 0; i < st->signed_lines; i++)
         json_decref(signed_lines[i]);
     free(signed_lines);

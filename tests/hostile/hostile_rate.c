@@ -253,8 +253,45 @@ static void test_rate_refusal_keeps_serial(void **state)
     assert_true(hf_signer_alive());
 }
 
+#define HR_REFUSAL_FLOOD_S 3.0 /* long enough for several limiter windows */
+#define HR_IN_FLIGHT 32
+
+/* A refusal flood: for 3 s the front end keeps 32 requests in flight that the
+ * validator refuses (the issuer is not the CA's: no token, no serial). The log
+ * must not follow it line for line (test_rate_stop counts the lines). */
+static void test_rate_refusal_flood(void **state)
+{
+    tbs_spec spec = {.issuer_cn = "hsmca dev root CA evil"};
+    size_t len;
+    uint8_t *tbs = hf_build_tbs(&spec, &len);
+    unsigned long before = hf.n_refused;
+    double t0 = util_mono_now();
+    int sent = 0, got = 0;
+    for (; sent < HR_IN_FLIGHT; sent++)
+        hf_send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs, len);
+    while (got < sent) {
+        uint64_t rid;
+        Hsmca__Ipc__SignReply *rep = hf_recv_reply(hf.ipc, HF_REPLY_MS, &rid, "the refusal flood");
+        if (rep->code != HSMCA_EPERM ||
+            strcmp(rep->reason, "invariant 1: issuer must equal the CA subject") != 0)
+            fail_msg("refusal flood: code %u \"%s\"", rep->code, rep->reason);
+        hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
+        got++;
+        if (util_mono_now() - t0 < HR_REFUSAL_FLOOD_S) {
+            hf_send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs, len);
+            sent++;
+        }
+    }
+    double secs = util_mono_now() - t0;
+    fprintf(stderr, "  %d refusals in %.2f s (%.0f/s)\n", got, secs, got / secs);
+    assert_int_equal(hf.n_refused - before, (unsigned long)got);
+    OPENSSL_free(tbs);
+    hf_assert_signs_fresh();
+}
+
 /* The rate group's signer stops cleanly too; its log names the rate refusals and
- * not the PIN. */
+ * not the PIN, and every refusal the front end received is in the log: one of
+ * at most 50 lines a second, or counted in a summary line. */
 static void test_rate_stop(void **state)
 {
     hf_stop_signer();
@@ -262,11 +299,24 @@ static void test_rate_stop(void **state)
     assert_non_null(strstr(log, "signer ready"));
     assert_non_null(strstr(log, "invariant 7: signing rate limit"));
     free(log);
+    hf_log_stats st;
+    hf_check_log(&st);
+    fprintf(stderr,
+            "  %lu refusals received; %zu refusal lines (at most %zu in one limiter window, %zu "
+            "in any 1 s) + %zu summaries of %llu suppressed\n",
+            hf.n_refused, st.refused_lines, st.max_refused_window, st.max_refused_per_s,
+            st.summaries, st.suppressed);
+    assert_int_equal(st.refused_lines + st.suppressed, hf.n_refused);
+    /* 50 a window; a window's lines are written a moment after the limiter let
+     * them through, so allow a few at the edge. */
+    assert_true(st.max_refused_window <= 50 + 5);
+    assert_true(st.max_refused_per_s <= 2 * 50);
+    assert_true(st.summaries >= (size_t)HR_REFUSAL_FLOOD_S - 1);
 }
 
 const struct CMUnitTest hf_rate_tests[] = {
-    cmocka_unit_test(test_rate_ready),   cmocka_unit_test(test_rate_flood_capped),
-    cmocka_unit_test(test_rate_refills), cmocka_unit_test(test_rate_refusal_keeps_serial),
-    cmocka_unit_test(test_rate_stop),
+    cmocka_unit_test(test_rate_ready),         cmocka_unit_test(test_rate_flood_capped),
+    cmocka_unit_test(test_rate_refills),       cmocka_unit_test(test_rate_refusal_keeps_serial),
+    cmocka_unit_test(test_rate_refusal_flood), cmocka_unit_test(test_rate_stop),
 };
 const size_t hf_n_rate_tests = sizeof(hf_rate_tests) / sizeof(hf_rate_tests[0]);
