@@ -176,6 +176,15 @@ static void csr_twice(pb_buf *b, const uint8_t *t, size_t n)
     pb_len(b, F_CSR, csr, sizeof(csr));
 }
 
+/* A profile of 2^32 + 1: protobuf-c keeps the low 32 bits (1, the workload
+ * profile), so a value outside uint32 would pass for another. */
+static void profile_beyond_32_bits(pb_buf *b, const uint8_t *t, size_t n)
+{
+    pb_uint(b, F_PROFILE, (1ull << 32) + TBS_PROFILE_WORKLOAD);
+    pb_len(b, F_TBS, t, n);
+    pb_len(b, F_REQUESTER, REQ, REQ_LEN);
+}
+
 static void profile_as_bytes(pb_buf *b, const uint8_t *t, size_t n)
 {
     pb_len(b, F_PROFILE, "\x01", 1);
@@ -308,6 +317,8 @@ static const wire_case wire_cases[] = {
     {"tbs twice", tbs_twice, "SignRequest: field tbs repeated"},
     {"requester twice", requester_twice, "SignRequest: field requester repeated"},
     {"csr_sha256 twice", csr_twice, "SignRequest: field csr_sha256 repeated"},
+    {"profile of 2^32 + 1", profile_beyond_32_bits,
+     "SignRequest: field profile of 4294967297 exceeds 4294967295"},
     {"profile as bytes", profile_as_bytes, "SignRequest: field profile has the wrong wire type"},
     {"tbs as a varint", tbs_as_varint, "SignRequest: field tbs has the wrong wire type"},
     {"requester as fixed32", requester_as_fixed32,
