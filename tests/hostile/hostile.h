@@ -128,6 +128,7 @@ typedef struct {
     const char *subject_cn; /* non-NULL: subject CN=this instead of the empty name */
     long not_before;        /* notBefore = now + this (0: -PROFILE_BACKDATE_S) */
     long not_after;         /* notAfter = now + this (0: 3600) */
+    int gen_time;           /* notBefore as GeneralizedTime (RFC 5280: UTCTime until 2049) */
     int sig_nid;            /* 0: ecdsa-with-SHA256 (the CA's) */
     int serial_len;         /* content octets of a positive serial (0: 16) */
     int serial_sign;        /* -1: the same octets as a negative serial */

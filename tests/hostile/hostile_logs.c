@@ -16,6 +16,8 @@
 #include <openssl/sha.h>
 #include <openssl/x509v3.h>
 
+#include "signer_tbs.h"
+
 /* What the signed line of each certificate signed in this signer's life must say. */
 typedef struct {
     char serial[2 * 21 + 1];
@@ -428,20 +430,25 @@ static void test_requester_and_csr_absent(void **state)
 }
 
 /* An empty SignRequest is well formed on the wire (every field is optional) and
- * refused for what it lacks; so is a profile without a TBS. */
-static void test_empty_requests(void **state)
+ * refused for what it lacks; so is a profile without a TBS; a TBS at the wire's
+ * bound (16384 bytes) is taken and refused by the validator. */
+static void test_wire_bounds_taken(void **state)
 {
+    static const uint8_t big[TBS_MAX_LEN];
     static const struct {
         uint32_t profile;
+        size_t tbs_len;
         hsmca_code code;
         const char *why;
-    } c[] = {{0, HSMCA_EPERM, "invariant 0: unknown profile 0"},
-             {1, HSMCA_EINVAL, "invariant 0: empty TBS"}};
-    for (size_t i = 0; i < 2; i++) {
-        uint64_t id = hf_send_request_as(hf.ipc, c[i].profile, NULL, 0, NULL, 0, 0);
+    } c[] = {{0, 0, HSMCA_EPERM, "invariant 0: unknown profile 0"},
+             {1, 0, HSMCA_EINVAL, "invariant 0: empty TBS"},
+             {1, TBS_MAX_LEN, HSMCA_EINVAL, "invariant 0: TBSCertificate: not DER"}};
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        uint64_t id = hf_send_request_as(hf.ipc, c[i].profile, c[i].tbs_len ? big : NULL,
+                                         c[i].tbs_len, NULL, 0, 0);
         Hsmca__Ipc__SignReply *rep = hf_await_reply(hf.ipc, id, HF_REPLY_MS);
-        fprintf(stderr, "  profile %u, no tbs: code %u, \"%s\"\n", c[i].profile, rep->code,
-                rep->reason);
+        fprintf(stderr, "  profile %u, tbs of %zu bytes: code %u, \"%s\"\n", c[i].profile,
+                c[i].tbs_len, rep->code, rep->reason);
         assert_int_equal(rep->code, c[i].code);
         assert_string_equal(rep->reason, c[i].why);
         hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
@@ -480,7 +487,7 @@ static void test_stop_and_no_pin_in_log(void **state)
 const struct CMUnitTest hf_log_tests[] = {
     cmocka_unit_test(test_requester_invalid_utf8), cmocka_unit_test(test_requester_forging_a_line),
     cmocka_unit_test(test_requester_at_the_bound), cmocka_unit_test(test_requester_and_csr_absent),
-    cmocka_unit_test(test_empty_requests),         cmocka_unit_test(test_log_every_line_json),
+    cmocka_unit_test(test_wire_bounds_taken),      cmocka_unit_test(test_log_every_line_json),
     cmocka_unit_test(test_stop_and_no_pin_in_log),
 };
 const size_t hf_n_log_tests = sizeof(hf_log_tests) / sizeof(hf_log_tests[0]);

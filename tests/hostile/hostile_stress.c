@@ -28,7 +28,7 @@
 #define HS_SEND_TIMEOUT_S 2.0 /* SIGNER_SEND_TIMEOUT_MS in signer/signer_core.c */
 #define HS_CUT_BOUND_S 15.0   /* liveness bound on a cut, not a benchmark */
 #define HS_STOP_BOUND_S 10.0  /* and on SIGTERM */
-#define HS_STUCK_S 0.15       /* replies that stop growing this long: the workers wait */
+#define HS_STUCK_S 0.3        /* replies that stop growing this long: the workers wait */
 #define HS_BIG (1 << 20)      /* 1 MiB: the VmRSS margins below are in KiB */
 #define JUNK_REASON "invariant 0: TBSCertificate: not DER"
 #define FULL_REASON "invariant 7: signer queue full ("
@@ -247,7 +247,7 @@ static void test_flood_never_read(void **state)
     assert_true(more < MORE);                     /* cut before the flood was all taken */
     assert_true(FIRST + more > SIGNER_MAX_QUEUE); /* and the flood did exceed the queue */
     assert_int_equal(n_full, 0);                  /* no room for one */
-    assert_int_equal(n_junk, replies);
+    assert_true(n_junk >= replies && n_junk <= replies + (int)hf.sessions);
     assert_true(t_k - t_stuck < HS_CUT_BOUND_S);
     assert_int_equal(hf_log_count("front end stopped reading replies"), cut_lines + 1);
     /* Sooner than any worker's 2 s (they all started waiting after t_stuck): the
@@ -300,8 +300,8 @@ static int read_queue_full(int fd, int *q, size_t *qb, double *t_first)
     while (hf_wait_readable(fd, 300)) {
         uint64_t rid;
         Hsmca__Ipc__SignReply *rep = hf_recv_reply(fd, HF_REPLY_MS, &rid, "a queue-full reply");
-        int rq;
-        size_t rb;
+        int rq = -1;
+        size_t rb = 0;
         if (rep->code != HSMCA_ERATE ||
             sscanf(rep->reason, FULL_REASON "%d requests, %zu bytes)", &rq, &rb) != 2)
             fail_msg("expected \"%s...\", got code %u \"%s\"", FULL_REASON, rep->code, rep->reason);
@@ -334,11 +334,11 @@ static void queue_full_scenario(int big)
     double t_stuck = wait_stuck(a, &bytes);
     int r_a = bytes / (int)junk.reply_size;
     /* Jobs held by the signer: queued, or in a waiting worker's hands. */
-    int held = FIRST - r_a, in_hands = (int)hf.sessions;
+    int sent_a = FIRST, in_hands = (int)hf.sessions;
     if (!big) {
-        int fill = SIGNER_MAX_QUEUE - held - SLACK; /* one short of full, by SLACK */
+        int fill = SIGNER_MAX_QUEUE - (FIRST - r_a) - SLACK; /* short of full by SLACK */
         assert_int_equal(send_junk(a, fill), fill);
-        held += fill;
+        sent_a += fill;
     }
     wait_all_read(a);
     assert_int_equal(hf_hand_over(1), a);
@@ -370,17 +370,19 @@ static void queue_full_scenario(int big)
     close(a);
     close(b);
     long rss1 = hf_vm_rss_kb();
-    /* B's requests the queue took: the signer counts queued jobs, not those in
-     * the workers' hands. */
-    int took = q - (held - in_hands);
+    /* What A left in the queue, from what A was finally sent back (a worker
+     * held up by the scheduler may have sent one more after wait_stuck): the
+     * signer counts queued jobs, not those in the workers' hands. */
+    int queued_a = sent_a - a_junk - in_hands, took = q - queued_a;
     fprintf(stderr,
             "  A: %d requests held (%d replies waiting, %d in the workers' hands); B: %d "
             "requests of %zu bytes, %d queued, %d answered \"queue full\" (%d requests, %zu "
             "bytes); C answered %s %.3f s after the workers stopped; C signed %.3f s after; "
             "then A read %d replies and EOF, B %d; VmRSS %ld KiB before, %ld KiB with the "
             "queue full, %ld KiB after\n",
-            held, r_a, in_hands, nb, flen, took, n_full, q, qb, c_full ? "\"queue full\"" : "?",
-            t_c - t_stuck, t_signed - t_stuck, a_junk, b_junk + b_full, rss0, rss_peak, rss1);
+            sent_a - a_junk, r_a, in_hands, nb, flen, took, n_full, q, qb,
+            c_full ? "\"queue full\"" : "?", t_c - t_stuck, t_signed - t_stuck, a_junk,
+            b_junk + b_full, rss0, rss_peak, rss1);
     if (k >= 0)
         fail_msg("restart request '%c': the workers gave up on A before B was handed over "
                  "(%.3f s after they stopped; this machine is too slow for the scenario)",
@@ -395,9 +397,11 @@ static void queue_full_scenario(int big)
         assert_true(qb <= SIGNER_MAX_QUEUE_BYTES && qb + TBS_MAX_LEN > SIGNER_MAX_QUEUE_BYTES);
     } else { /* the count bound: B's excess, exactly */
         assert_int_equal(q, SIGNER_MAX_QUEUE);
-        assert_int_equal(n_full, nb - SLACK - in_hands);
+        assert_int_equal(n_full, nb - (SIGNER_MAX_QUEUE - queued_a));
     }
-    assert_int_equal(a_junk, r_a); /* A was replaced, not sent the stale replies */
+    /* A was replaced, not sent the stale replies: what waited, and at most one
+     * more per worker. */
+    assert_true(a_junk >= r_a && a_junk <= r_a + in_hands);
     assert_int_equal(a_full + b_junk + b_full, 0);
     assert_true(rss_peak - rss0 < 64 * 1024 && rss1 - rss0 < 64 * 1024);
 }

@@ -87,6 +87,12 @@ static void set_names_and_time(X509 *x, const tbs_spec *s, const X509 *ca)
                                   now + (s->not_before ? s->not_before : -PROFILE_BACKDATE_S)));
     assert_non_null(
         ASN1_TIME_set(X509_getm_notAfter(x), now + (s->not_after ? s->not_after : 3600)));
+    if (s->gen_time) {
+        ASN1_GENERALIZEDTIME *g = ASN1_TIME_to_generalizedtime(X509_get0_notBefore(x), NULL);
+        assert_non_null(g);
+        assert_int_equal(X509_set1_notBefore(x, g), 1);
+        ASN1_GENERALIZEDTIME_free(g);
+    }
 }
 
 static void add_bc(X509 *x, const tbs_spec *s)
