@@ -13,16 +13,12 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include <openssl/asn1.h>
-#include <openssl/evp.h>
+#include <openssl/crypto.h>
 #include <openssl/pem.h>
-#include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <openssl/x509.h>
-#include <openssl/x509v3.h>
 
 #include "config.h"
 #include "ipc_frame.h"
