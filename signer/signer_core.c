@@ -161,8 +161,8 @@ void signer_conn_close(signer_ctx *s)
 #define SIGNER_SEND_TIMEOUT_MS 2000
 
 /* Cuts off c if it is still the current connection and asks the supervisor for
- * a new front end. */
-static void conn_cut_stalled(signer_ctx *s, signer_conn *c)
+ * a new front end; what and waited_ms say which reply found no room, for the log. */
+static void conn_cut_stalled(signer_ctx *s, signer_conn *c, const char *what, int waited_ms)
 {
     pthread_mutex_lock(&s->lock);
     int current = s->conn == c;
@@ -174,15 +174,18 @@ static void conn_cut_stalled(signer_ctx *s, signer_conn *c)
     pthread_mutex_unlock(&s->lock);
     if (!current)
         return;
-    log_warn("front end stopped reading replies for %d ms; cutting it off",
-             SIGNER_SEND_TIMEOUT_MS);
+    log_warn("front end stopped reading replies (%s waited %d ms); cutting it off", what,
+             waited_ms);
     char b = CTL_RESTART_PEER;
     if (s->ctl_fd >= 0 && write(s->ctl_fd, &b, 1) != 1)
         log_warn("cannot ask the supervisor to restart the front end: %s", strerror(errno));
 }
 
+/* Sends the reply to id on c, waiting at most timeout_ms for room; what names
+ * the reply in the log line of a cut. */
 static void reply_within(signer_ctx *s, signer_conn *c, uint64_t id, hsmca_code code,
-                         const char *reason, const uint8_t *cert, size_t cert_len, int timeout_ms)
+                         const char *reason, const uint8_t *cert, size_t cert_len, int timeout_ms,
+                         const char *what)
 {
     Hsmca__Ipc__SignReply r = HSMCA__IPC__SIGN_REPLY__INIT;
     r.code = (uint32_t)code;
@@ -199,7 +202,7 @@ static void reply_within(signer_ctx *s, signer_conn *c, uint64_t id, hsmca_code 
     hsmca_err e;
     hsmca_code rc = ipc_send_within(c->fd, IPC_SIGN_REPLY, id, buf, n, timeout_ms, &e);
     if (rc == HSMCA_EUNAVAIL)
-        conn_cut_stalled(s, c);
+        conn_cut_stalled(s, c, what, timeout_ms);
     else if (rc != HSMCA_OK)
         log_warn("reply %llu not delivered: %s", (unsigned long long)id, e.msg);
 }
@@ -231,7 +234,8 @@ hsmca_code signer_queue_reserve(signer_ctx *s, const signer_request_shape *shape
                  qb);
         /* The main thread also serves the control channel: it waits for a
          * stalled front end only briefly. */
-        reply_within(s, c, id, HSMCA_ERATE, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS);
+        reply_within(s, c, id, HSMCA_ERATE, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS,
+                     "the queue is full and a refusal");
         pthread_mutex_lock(&s->lock);
         conn_unref_locked(c);
         pthread_mutex_unlock(&s->lock);
@@ -358,7 +362,7 @@ static void sign_job(signer_ctx *s, int idx, signer_job *j)
     else
         log_refused(s, j, &e);
     reply_within(s, j->conn, j->id, rc, rc == HSMCA_OK ? "" : e.msg, cert, cert_len,
-                 SIGNER_SEND_TIMEOUT_MS);
+                 SIGNER_SEND_TIMEOUT_MS, "a reply");
     OPENSSL_free(cert);
 }
 
@@ -386,7 +390,8 @@ static void answer_overdue(signer_ctx *s)
         snprintf(why, sizeof(why), "token did not answer within %u s (signing call hung)",
                  s->cfg.sign_timeout);
         log_warn("request %llu: %s; answered UNAVAILABLE", (unsigned long long)id, why);
-        reply_within(s, c, id, HSMCA_EUNAVAIL, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS);
+        reply_within(s, c, id, HSMCA_EUNAVAIL, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS,
+                     "a hung call's refusal");
         pthread_mutex_lock(&s->lock);
         conn_unref_locked(c);
         pthread_mutex_unlock(&s->lock);

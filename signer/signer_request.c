@@ -50,8 +50,13 @@ hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_reque
         seen |= 1u << num;
         HSMCA_ENSURE(wire_varint(payload, len, &off, &v), e, HSMCA_EINVAL,
                      "SignRequest: field %s malformed", fields[num].name);
-        if (fields[num].wire == WIRE_VARINT)
+        if (fields[num].wire == WIRE_VARINT) {
+            /* protobuf-c keeps a uint32's low 32 bits: 2^32 + 1 would pass for 1. */
+            HSMCA_ENSURE(v <= UINT32_MAX, e, HSMCA_EINVAL,
+                         "SignRequest: field %s of %llu exceeds 4294967295", fields[num].name,
+                         (unsigned long long)v);
             continue;
+        }
         HSMCA_ENSURE(v <= len - off, e, HSMCA_EINVAL,
                      "SignRequest: field %s runs past the frame", fields[num].name);
         HSMCA_ENSURE(v <= fields[num].max, e, HSMCA_EINVAL,

@@ -1,10 +1,11 @@
 /* signer_request.h - the wire check of a SignRequest before protobuf-c sees it.
  *
  * protobuf-c keeps unknown fields (so 64 KiB of padding costs ~1.75 MiB once
- * unpacked), accepts a field repeated any number of times, and truncates a
- * string at an embedded NUL. The signer therefore walks the wire format first
- * and admits only the fields of proto/signer.proto, each at most once, each
- * within its size bound, before anything is allocated. */
+ * unpacked), accepts a field repeated any number of times, truncates a string
+ * at an embedded NUL, and keeps a uint32's low 32 bits. The signer therefore
+ * walks the wire format first and admits only the fields of
+ * proto/signer.proto, each at most once, each within its bound, before
+ * anything is allocated. */
 #ifndef HSMCA_SIGNER_REQUEST_H
 #define HSMCA_SIGNER_REQUEST_H
 
@@ -20,7 +21,7 @@ typedef struct {
     size_t csr_sha256_len;
 } signer_request_shape;
 
-/* Walks payload[0..len): fields 1 (varint profile), 2 (tbs, at most
+/* Walks payload[0..len): fields 1 (varint profile, at most 2^32-1), 2 (tbs, at most
  * PROFILE_TBS_MAX bytes), 3 (requester, at most PROFILE_REQUESTER_MAX), 4
  * (csr_sha256, 0 or 32 bytes), each at most once; nothing else. HSMCA_EINVAL
  * naming the rule when the front end broke the protocol. */

@@ -90,6 +90,12 @@ static void test_refuses_before_unpacking(void **state)
     static const uint8_t endless[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
                                       0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
     expect(endless, sizeof(endless), HSMCA_EINVAL, "SignRequest: field profile malformed");
+    /* A uint32 beyond 32 bits: protobuf-c would keep 1 of 2^32 + 1. */
+    static const uint8_t wide[] = {0x08, 0x81, 0x80, 0x80, 0x80, 0x10};
+    expect(wide, sizeof(wide), HSMCA_EINVAL,
+           "SignRequest: field profile of 4294967297 exceeds 4294967295");
+    static const uint8_t widest[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0x0f}; /* 2^32 - 1 */
+    expect(widest, sizeof(widest), HSMCA_OK, NULL);
     static const uint8_t bad_hash[] = {0x22, 0x02, 0x01, 0x02};
     expect(bad_hash, sizeof(bad_hash), HSMCA_EINVAL, "SignRequest: csr_sha256 of 2 bytes");
 }

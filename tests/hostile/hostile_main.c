@@ -1,0 +1,55 @@
+/* hostile_main.c - the hostile front end's groups, each with its own signer
+ * process on its own dev CA (hostile.h says what each file covers). */
+#include "hostile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int group_setup(void **state)
+{
+    return hf_start_signer("hostile", NULL);
+}
+
+/* The tests of several files, in order, as one group. */
+static int run_group(const char *name, const struct CMUnitTest *const *parts, const size_t *counts,
+                     size_t n_parts, CMFixtureFunction setup, CMFixtureFunction teardown)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n_parts; i++)
+        total += counts[i];
+    struct CMUnitTest *all = calloc(total, sizeof(*all));
+    if (!all) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < n_parts; i++) {
+        memcpy(all + at, parts[i], counts[i] * sizeof(*all));
+        at += counts[i];
+    }
+    int failed = _cmocka_run_group_tests(name, all, total, setup, teardown);
+    free(all);
+    return failed;
+}
+
+int main(void)
+{
+    size_t n_profile, n_spiffe, n_wire;
+    const struct CMUnitTest *profile = hf_profile_tests(&n_profile);
+    const struct CMUnitTest *spiffe = hf_spiffe_tests(&n_spiffe);
+    const struct CMUnitTest *wire = hf_wire_tests(&n_wire);
+    const struct CMUnitTest *g1[] = {profile, spiffe, hf_ipc_tests, wire, hf_log_tests};
+    const size_t n1[] = {n_profile, n_spiffe, hf_n_ipc_tests, n_wire, hf_n_log_tests};
+    const struct CMUnitTest *g2[] = {hf_stress_tests};
+    const size_t n2[] = {hf_n_stress_tests};
+    const struct CMUnitTest *g3[] = {hf_rate_tests};
+    const size_t n3[] = {hf_n_rate_tests};
+    int failed =
+        run_group("signer invariants 1-6 and the IPC", g1, n1, 5, group_setup, hf_group_teardown);
+    failed +=
+        run_group("flood, stall and stop", g2, n2, 1, hf_stress_group_setup, hf_group_teardown);
+    failed += run_group("signer invariant 7: rate", g3, n3, 1, hf_rate_group_setup,
+                        hf_rate_group_teardown);
+    return failed;
+}
