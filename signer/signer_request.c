@@ -7,15 +7,17 @@
 
 enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
 
-/* A base-128 varint of at most 10 bytes at p[*off..len). */
+/* A base-128 varint at p[*off..len) in its shortest form (protobuf-c accepts
+ * fewer redundant bytes than the format allows, so anything longer than
+ * needed is refused here rather than handed to a parser that disagrees). */
 static int wire_varint(const uint8_t *p, size_t len, size_t *off, uint64_t *v)
 {
     *v = 0;
-    for (int shift = 0; shift < 70 && *off < len; shift += 7) {
+    for (int shift = 0, n = 0; shift < 70 && *off < len; shift += 7, n++) {
         uint8_t b = p[(*off)++];
         *v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80))
-            return shift < 63 || b <= 1;
+            return (n == 0 || b != 0) && (shift < 63 || b <= 1);
     }
     return 0;
 }
@@ -39,7 +41,7 @@ hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_reque
     while (off < len) {
         uint64_t key, v;
         HSMCA_ENSURE(wire_varint(payload, len, &off, &key), e, HSMCA_EINVAL,
-                     "SignRequest: malformed field key at offset %zu", off);
+                     "SignRequest: malformed or non-minimal field key at offset %zu", off);
         uint64_t num = key >> 3;
         HSMCA_ENSURE(num >= 1 && num <= 4, e, HSMCA_EINVAL,
                      "SignRequest: unknown field %llu", (unsigned long long)num);
@@ -49,7 +51,7 @@ hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_reque
                      fields[num].name);
         seen |= 1u << num;
         HSMCA_ENSURE(wire_varint(payload, len, &off, &v), e, HSMCA_EINVAL,
-                     "SignRequest: field %s malformed", fields[num].name);
+                     "SignRequest: field %s malformed or non-minimal", fields[num].name);
         if (fields[num].wire == WIRE_VARINT) {
             /* protobuf-c keeps a uint32's low 32 bits: 2^32 + 1 would pass for 1. */
             HSMCA_ENSURE(v <= UINT32_MAX, e, HSMCA_EINVAL,

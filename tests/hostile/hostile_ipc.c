@@ -326,7 +326,7 @@ static const wire_case wire_cases[] = {
     {"csr_sha256 as fixed64", csr_as_fixed64,
      "SignRequest: field csr_sha256 has the wrong wire type"},
     {"tbs as a group", tbs_as_group, "SignRequest: field tbs has the wrong wire type"},
-    {"field key of 12 bytes", key_overlong, "SignRequest: malformed field key at offset"},
+    {"field key of 12 bytes", key_overlong, "SignRequest: malformed or non-minimal field key at offset"},
     {"tbs length beyond 64 bits", length_overlong, "SignRequest: field tbs malformed"},
     {"tbs running past the frame", tbs_past_frame, "SignRequest: field tbs runs past the frame"},
     {"requester of 60 KiB", requester_60k,
@@ -398,7 +398,7 @@ static void test_violation_undecodable_payload(void **state)
     hsmca_err e;
     if (ipc_send(hf.ipc, IPC_SIGN_REQ, hf.next_id++, junk, sizeof(junk), &e) != HSMCA_OK)
         fail_msg("ipc_send: %s", e.msg);
-    assert_violation("SignRequest: malformed field key at offset 3");
+    assert_violation("SignRequest: malformed or non-minimal field key at offset 3");
 }
 
 static void test_violation_oversized_frame(void **state)

@@ -96,6 +96,17 @@ static void test_refuses_before_unpacking(void **state)
            "SignRequest: field profile of 4294967297 exceeds 4294967295");
     static const uint8_t widest[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0x0f}; /* 2^32 - 1 */
     expect(widest, sizeof(widest), HSMCA_OK, NULL);
+    /* Varints in their shortest form only: protobuf-c refuses a 6-byte length
+     * the format allows (found by fuzz_sigreq), so the check refuses them all. */
+    static const uint8_t long_len[] = {0x1a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00};
+    expect(long_len, sizeof(long_len), HSMCA_EINVAL,
+           "SignRequest: field requester malformed or non-minimal");
+    static const uint8_t long_key[] = {0x88, 0x00, 0x01}; /* field 1 in a 2-byte key */
+    expect(long_key, sizeof(long_key), HSMCA_EINVAL,
+           "SignRequest: malformed or non-minimal field key");
+    static const uint8_t long_profile[] = {0x08, 0x81, 0x00};
+    expect(long_profile, sizeof(long_profile), HSMCA_EINVAL,
+           "SignRequest: field profile malformed or non-minimal");
     static const uint8_t bad_hash[] = {0x22, 0x02, 0x01, 0x02};
     expect(bad_hash, sizeof(bad_hash), HSMCA_EINVAL, "SignRequest: csr_sha256 of 2 bytes");
 }

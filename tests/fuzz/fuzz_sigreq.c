@@ -1,0 +1,43 @@
+/* fuzz_sigreq.c - libFuzzer target for signer_request_check (signer/
+ * signer_request.h): the wire check the signer runs on a SignRequest payload
+ * from a possibly compromised front end, before protobuf-c sees it.
+ *
+ * Oracles: an accepted payload unpacks with protobuf-c; its fields are exactly
+ * the sizes the check reported, within the profile's bounds, with a 32-bit
+ * profile; the requester holds no NUL unless the check's length says so (the
+ * signer then refuses it); and it re-packs to the same length. A refusal names
+ * the SignRequest rule. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile.h"
+#include "signer.pb-c.h"
+#include "signer_request.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    uint8_t *p = malloc(size ? size : 1); /* exactly size bytes, for ASan */
+    if (!p)
+        return 0;
+    memcpy(p, data, size);
+    signer_request_shape shape;
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    if (signer_request_check(p, size, &shape, &e) != HSMCA_OK) {
+        if (e.code != HSMCA_EINVAL || strncmp(e.msg, "SignRequest: ", 13) != 0)
+            abort();
+        free(p);
+        return 0;
+    }
+    Hsmca__Ipc__SignRequest *req = hsmca__ipc__sign_request__unpack(NULL, size, p);
+    if (!req || req->tbs.len != shape.tbs_len || req->tbs.len > PROFILE_TBS_MAX ||
+        req->csr_sha256.len != shape.csr_sha256_len || shape.requester_len > PROFILE_REQUESTER_MAX ||
+        strlen(req->requester) > shape.requester_len)
+        abort();
+    if (hsmca__ipc__sign_request__get_packed_size(req) > size)
+        abort();
+    hsmca__ipc__sign_request__free_unpacked(req, NULL);
+    free(p);
+    return 0;
+}
