@@ -16,6 +16,7 @@
  *   hostile_ipc.c      protocol violations: frames and SignRequest wire format
  *   hostile_logs.c     every log line is JSON; what signed and refusal lines carry
  *   hostile_stress.c   flood, stall, SIGTERM during a stall, with their own signer
+ *   hostile_queue.c    the queue's bounds with a slow token; a replaced front end
  *   hostile_shim.c     that signer behind the fault-injecting PKCS#11 shim
  *   hostile_rate.c     invariant 7 with its own signer
  *   hostile_main.c     the groups */
@@ -311,6 +312,8 @@ extern const size_t hf_n_rate_tests;
 int hf_rate_group_setup(void **state);
 extern const struct CMUnitTest hf_stress_tests[];
 extern const size_t hf_n_stress_tests;
+extern const struct CMUnitTest hf_queue_tests[];
+extern const size_t hf_n_queue_tests;
 extern const struct CMUnitTest hf_stress_stop_tests[];
 extern const size_t hf_n_stress_stop_tests;
 int hf_stress_group_setup(void **state);
