@@ -141,6 +141,11 @@ void signer_conn_set(signer_ctx *s, int fd)
     c->fd = fd;
     c->refs = 1;
     pthread_mutex_lock(&s->lock);
+    /* The old front end is gone or replaced: a worker waiting to send to it is
+     * released now, not after the send timeout, and its queued jobs are dropped
+     * as the workers reach them, so the new front end finds room at once. */
+    if (s->conn)
+        shutdown(s->conn->fd, SHUT_RDWR);
     conn_unref_locked(s->conn);
     s->conn = c;
     pthread_mutex_unlock(&s->lock);
@@ -207,6 +212,25 @@ static void reply_within(signer_ctx *s, signer_conn *c, uint64_t id, hsmca_code 
         log_warn("reply %llu not delivered: %s", (unsigned long long)id, e.msg);
 }
 
+/* A refusal: the reason before the requester, so a long requester cannot push
+ * it off the line; a flood of refusals is summarized per interval. requester
+ * is NULL for a request refused before it was unpacked (queue full). */
+static void log_refusal(signer_ctx *s, uint64_t id, hsmca_code code, const char *reason,
+                        const char *requester)
+{
+    if (!log_limiter_allow(s->refusals, util_mono_now()))
+        return;
+    char ids[24];
+    snprintf(ids, sizeof(ids), "%llu", (unsigned long long)id);
+    if (requester)
+        LOG_EVENT(LOG_LVL_WARN, "refused request", LOG_STR("reason", reason),
+                  LOG_STR("code", hsmca_code_name(code)), LOG_STR("request_id", ids),
+                  LOG_STR("requester", requester));
+    else
+        LOG_EVENT(LOG_LVL_WARN, "refused request", LOG_STR("reason", reason),
+                  LOG_STR("code", hsmca_code_name(code)), LOG_STR("request_id", ids));
+}
+
 static size_t job_cost(const signer_request_shape *shape)
 {
     /* What a queued request holds once unpacked: the job, protobuf-c's struct,
@@ -232,6 +256,7 @@ hsmca_code signer_queue_reserve(signer_ctx *s, const signer_request_shape *shape
         char why[128];
         snprintf(why, sizeof(why), "invariant 7: signer queue full (%d requests, %zu bytes)", q,
                  qb);
+        log_refusal(s, id, HSMCA_ERATE, why, NULL);
         /* The main thread also serves the control channel: it waits for a
          * stalled front end only briefly. */
         reply_within(s, c, id, HSMCA_ERATE, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS,
@@ -318,19 +343,6 @@ static void log_signed(const Hsmca__Ipc__SignRequest *req, const tbs_facts *f)
               LOG_STR("san_sha256", san_hash), LOG_STR("requester", req->requester));
 }
 
-/* A refusal: the reason before the requester, so a long requester cannot push
- * it off the line; a flood of refusals is summarized per interval. */
-static void log_refused(signer_ctx *s, const signer_job *j, const hsmca_err *e)
-{
-    if (!log_limiter_allow(s->refusals, util_mono_now()))
-        return;
-    char id[24];
-    snprintf(id, sizeof(id), "%llu", (unsigned long long)j->id);
-    LOG_EVENT(LOG_LVL_WARN, "refused request", LOG_STR("reason", e->msg),
-              LOG_STR("code", hsmca_code_name(e->code)), LOG_STR("request_id", id),
-              LOG_STR("requester", j->req->requester));
-}
-
 /* Claims the right to answer the job a worker holds: 1 for the first caller
  * (the worker or the watchdog), 0 when it was answered already. */
 static int claim_answer(signer_ctx *s, int idx)
@@ -360,7 +372,7 @@ static void sign_job(signer_ctx *s, int idx, signer_job *j)
     if (rc == HSMCA_OK)
         log_signed(j->req, &facts);
     else
-        log_refused(s, j, &e);
+        log_refusal(s, j->id, e.code, e.msg, j->req->requester);
     reply_within(s, j->conn, j->id, rc, rc == HSMCA_OK ? "" : e.msg, cert, cert_len,
                  SIGNER_SEND_TIMEOUT_MS, "a reply");
     OPENSSL_free(cert);

@@ -16,6 +16,8 @@
  *   hostile_ipc.c      protocol violations: frames and SignRequest wire format
  *   hostile_logs.c     every log line is JSON; what signed and refusal lines carry
  *   hostile_stress.c   flood, stall, SIGTERM during a stall, with their own signer
+ *   hostile_queue.c    the queue's bounds with a slow token; a replaced front end
+ *   hostile_shim.c     that signer behind the fault-injecting PKCS#11 shim
  *   hostile_rate.c     invariant 7 with its own signer
  *   hostile_main.c     the groups */
 #ifndef HSMCA_HOSTILE_H
@@ -36,6 +38,7 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
+#include "config.h"
 #include "hsmca_err.h"
 #include "signer.pb-c.h"
 
@@ -169,6 +172,9 @@ typedef struct {
 uint8_t *hf_build_tbs(const tbs_spec *s, size_t *len);
 /* A TBS the workload profile accepts, with a fresh key and serial. */
 uint8_t *hf_valid_tbs(size_t *len);
+/* Gives a TBS of hf_build_tbs (a v3 one) a fresh random serial in place, of the
+ * same length: distinct valid requests without a key or an encoding each. */
+void hf_tbs_new_serial(uint8_t *tbs, size_t len);
 
 /* ---- hostile_harness.c: the signer process and the IPC ---------------------------- */
 
@@ -218,6 +224,15 @@ int hf_read_ctl(int timeout_ms);
 /* The signer's VmRSS in KiB (/proc/<pid>/status). */
 long hf_vm_rss_kb(void);
 
+/* One key of the signer's YAML: key under the top-level section. */
+typedef struct {
+    const char *section, *key, *value;
+} hf_yaml_kv;
+/* Before the signer starts: loads DIR/hsmca.yaml into *before, sets each key
+ * (an old line for it is dropped, the new one goes under its section), writes
+ * it back and loads and validates it into *after. 0 on success. */
+int hf_rewrite_config(const hf_yaml_kv *kv, size_t n, hsmca_config *before, hsmca_config *after);
+
 /* ---- hostile_check.c: what a reply, a dropped connection and a process must show -- */
 
 /* An OK reply whose certificate verifies under the root and carries exactly the
@@ -260,6 +275,7 @@ void hf_notes_reset(void);
 
 typedef struct {
     size_t lines, signed_lines, refused_lines, summaries, violations;
+    size_t queue_full_lines;       /* refusal lines of "signer queue full" (no requester) */
     unsigned long long suppressed; /* the summaries' counts added up */
     size_t max_refused_per_s;      /* refusal lines in the densest second */
     size_t max_refused_window;     /* in the fullest limiter window (1 s from its first line) */
@@ -270,7 +286,9 @@ typedef struct {
  * and msg; signed lines carry serial, not_after, n_sans, sans and san_sha256
  * before the requester, and each noted certificate has one signed line with its
  * SANs, count and hash; refusal lines give reason, code and request_id, the
- * reason before the requester; summaries count > 0 at limit 50 per 1 s. */
+ * reason before the requester (a "queue full" refusal, given before the request
+ * is unpacked, has code RESOURCE_EXHAUSTED and no requester); summaries count
+ * > 0 at limit 50 per 1 s. */
 void hf_check_log(hf_log_stats *st);
 /* The msg of the last log line whose msg starts with prefix (malloc'd), or NULL. */
 char *hf_log_last_msg(const char *prefix);
@@ -294,7 +312,38 @@ extern const size_t hf_n_rate_tests;
 int hf_rate_group_setup(void **state);
 extern const struct CMUnitTest hf_stress_tests[];
 extern const size_t hf_n_stress_tests;
+extern const struct CMUnitTest hf_queue_tests[];
+extern const size_t hf_n_queue_tests;
+extern const struct CMUnitTest hf_stress_stop_tests[];
+extern const size_t hf_n_stress_stop_tests;
 int hf_stress_group_setup(void **state);
 int hf_rate_group_teardown(void **state);
+
+/* ---- hostile_shim.c: the stress group's token, behind tests/p11shim ----------------- */
+
+/* Rewrites the shim's control file in place ("hang C_Sign always\n", "release\n", ""). */
+void hf_shim_control(const char *rules);
+/* From the shim's counts file: the calls of fn ("C_Sign"), or "hanging" (calls held now). */
+unsigned long hf_shim_count(const char *fn);
+/* Waits until the shim holds n calls; fails the test after timeout_ms. */
+void hf_shim_wait_hanging(unsigned long n, int timeout_ms);
+
+/* ---- hostile_stress.c: a front end that floods or stops reading --------------------- */
+
+/* A new connection for the test that begins: no shim rule, the old connection
+ * closed (the signer shuts it down and drops its jobs), and a fresh TBS signed
+ * on the new one, once the queue has room. */
+void hf_fresh_front_end(void);
+/* Sends fresh valid TBSs on the current connection until one is not answered
+ * "queue full", which must then be its signature (within bound_s). Returns how
+ * many "queue full" came first; *t_signed is when the signature came. */
+int hf_sign_when_room(double bound_s, double *t_signed);
+/* Waits until the signer has read every packet we sent on fd (SIOCOUTQ). */
+void hf_wait_all_read(int fd);
+/* Waits until the replies waiting on fd stop growing for 0.3 s (the workers
+ * wait on the full socket); returns when they last grew, *bytes what waits. */
+double hf_wait_stuck(int fd, int *bytes);
+/* The next packet on fd into buf (IPC_MAX_FRAME bytes), its length; 0 at EOF. */
+size_t hf_recv_packet(int fd, uint8_t *buf);
 
 #endif

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "ipc_frame.h"
 #include "testutil.h"
+#include "util.h"
 
 hf_state hf = {.pid = 0, .ipc = -1, .ctl = -1, .next_id = 1};
 
@@ -215,6 +216,74 @@ static pid_t spawn_signer(int ipc_child, int ctl_child)
     }
     close(logfd);
     return pid;
+}
+
+/* ---- the signer's configuration ---------------------------------------------------- */
+
+static int yaml_key_line(const char *line, size_t n, const char *key)
+{
+    size_t k = strlen(key);
+    return n > k + 2 && !memcmp(line, "  ", 2) && !memcmp(line + 2, key, k) && line[2 + k] == ':';
+}
+
+/* in with kv->key set to kv->value under kv->section, every other line kept as it
+ * was; a line it already had for the key is dropped, so no key repeats (the
+ * config parser refuses duplicates). A malloc'd buffer of *out_len bytes. */
+static char *yaml_set(const char *in, size_t len, const hf_yaml_kv *kv, size_t *out_len)
+{
+    size_t sl = strlen(kv->section), o = 0;
+    size_t cap = len + sl + strlen(kv->key) + strlen(kv->value) + 16;
+    char *out = malloc(cap);
+    int in_section = 0, inserted = 0;
+    for (const char *line = in; out && line < in + len;) {
+        const char *nl = memchr(line, '\n', (size_t)(in + len - line));
+        size_t n = nl ? (size_t)(nl - line) : (size_t)(in + len - line);
+        int top = n > 0 && line[0] != ' ' && line[0] != '#';
+        if (top)
+            in_section = n == sl + 1 && !memcmp(line, kv->section, sl) && line[sl] == ':';
+        if (!(in_section && !top && yaml_key_line(line, n, kv->key))) {
+            memcpy(out + o, line, n);
+            o += n;
+            out[o++] = '\n';
+        }
+        if (top && in_section) {
+            o += (size_t)snprintf(out + o, cap - o, "  %s: %s\n", kv->key, kv->value);
+            inserted = 1;
+        }
+        line += n + 1;
+    }
+    if (out && !inserted)
+        o += (size_t)snprintf(out + o, cap - o, "%s:\n  %s: %s\n", kv->section, kv->key, kv->value);
+    *out_len = o;
+    return out;
+}
+
+int hf_rewrite_config(const hf_yaml_kv *kv, size_t n, hsmca_config *before, hsmca_config *after)
+{
+    char *text = NULL;
+    size_t len = 0;
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    int rc = -1;
+    if (util_read_file(hf.conf, 1 << 20, &text, &len, &e) != HSMCA_OK ||
+        config_load(hf.conf, before, &e) != HSMCA_OK)
+        goto done;
+    for (size_t i = 0; i < n && text; i++) {
+        size_t out_len = 0;
+        char *out = yaml_set(text, len, &kv[i], &out_len);
+        free(text);
+        text = out;
+        len = out_len;
+    }
+    if (!text || util_write_file_atomic(hf.conf, text, len, 0644, &e) != HSMCA_OK ||
+        config_load(hf.conf, after, &e) != HSMCA_OK || config_validate(after, &e) != HSMCA_OK)
+        goto done;
+    rc = 0;
+done:
+    if (rc != 0)
+        fprintf(stderr, "rewriting %s: %s\n", hf.conf, e.msg[0] ? e.msg : "out of memory");
+    free(text);
+    return rc;
 }
 
 /* Makes a dev CA in a new directory named after prefix, lets prepare (when not

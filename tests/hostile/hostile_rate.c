@@ -23,64 +23,19 @@ static struct {
     size_t refused_len;
 } hr;
 
-static int line_has_key(const char *line, size_t n, const char *key)
-{
-    size_t k = strlen(key);
-    return n > k + 2 && !memcmp(line, "  ", 2) && !memcmp(line + 2, key, k) && line[2 + k] == ':';
-}
-
-/* in with issuance.rate_per_second and rate_burst set to ours and every other line
- * kept as it was; rate lines it already had are dropped, so no key repeats (the
- * config parser refuses duplicates). Returns a malloc'd buffer of *out_len bytes. */
-static char *rate_yaml(const char *in, size_t len, size_t *out_len)
-{
-    size_t cap = len + 256, o = 0;
-    char *out = malloc(cap);
-    int in_issuance = 0, inserted = 0;
-    for (const char *line = in; out && line < in + len;) {
-        const char *nl = memchr(line, '\n', (size_t)(in + len - line));
-        size_t n = nl ? (size_t)(nl - line) : (size_t)(in + len - line);
-        int top = n > 0 && line[0] != ' ' && line[0] != '#';
-        if (top)
-            in_issuance = n == strlen("issuance:") && !memcmp(line, "issuance:", n);
-        if (!(in_issuance && !top &&
-              (line_has_key(line, n, "rate_per_second") || line_has_key(line, n, "rate_burst")))) {
-            memcpy(out + o, line, n);
-            o += n;
-            out[o++] = '\n';
-        }
-        if (top && in_issuance) {
-            o += (size_t)snprintf(out + o, cap - o, "  rate_per_second: %d\n  rate_burst: %d\n",
-                                  HR_RATE, HR_BURST);
-            inserted = 1;
-        }
-        line += n + 1;
-    }
-    if (out && !inserted)
-        o += (size_t)snprintf(out + o, cap - o,
-                              "issuance:\n  rate_per_second: %d\n  rate_burst: %d\n", HR_RATE,
-                              HR_BURST);
-    *out_len = o;
-    return out;
-}
-
 /* Rewrites DIR/hsmca.yaml before the signer starts, then checks with the real
  * parser that the rate fields, and only they, changed. */
 static int rate_prepare(void)
 {
+    char rate[16], burst[16];
+    snprintf(rate, sizeof(rate), "%d", HR_RATE);
+    snprintf(burst, sizeof(burst), "%d", HR_BURST);
+    const hf_yaml_kv kv[] = {{"issuance", "rate_per_second", rate},
+                             {"issuance", "rate_burst", burst}};
     hsmca_config *before = malloc(sizeof(*before)), *after = malloc(sizeof(*after));
-    char *in = NULL, *out = NULL;
-    size_t len = 0, out_len = 0;
-    hsmca_err e;
-    hsmca_err_clear(&e);
     int rc = -1;
-    if (!before || !after || util_read_file(hf.conf, 1 << 20, &in, &len, &e) != HSMCA_OK ||
-        config_load(hf.conf, before, &e) != HSMCA_OK || !(out = rate_yaml(in, len, &out_len)) ||
-        util_write_file_atomic(hf.conf, out, out_len, 0644, &e) != HSMCA_OK ||
-        config_load(hf.conf, after, &e) != HSMCA_OK || config_validate(after, &e) != HSMCA_OK) {
-        fprintf(stderr, "rewriting %s: %s\n", hf.conf, e.msg[0] ? e.msg : "out of memory");
+    if (!before || !after || hf_rewrite_config(kv, 2, before, after) != 0)
         goto done;
-    }
     if (after->rate_per_second != HR_RATE || after->rate_burst != HR_BURST ||
         before->rate_per_second == HR_RATE) {
         fprintf(stderr, "%s: rate %u/s burst %u after the rewrite (before: %u/s)\n", hf.conf,
@@ -100,8 +55,6 @@ static int rate_prepare(void)
 done:
     free(before);
     free(after);
-    free(in);
-    free(out);
     return rc;
 }
 
@@ -288,11 +241,11 @@ static void test_rate_stop(void **state)
     hf_log_stats st;
     hf_check_log(&st);
     fprintf(stderr,
-            "  %lu refusals received; %zu refusal lines (at most %zu in one limiter window, %zu "
-            "in any 1 s) + %zu summaries of %llu suppressed\n",
-            hf.n_refused, st.refused_lines, st.max_refused_window, st.max_refused_per_s,
-            st.summaries, st.suppressed);
-    assert_int_equal(st.refused_lines + st.suppressed, hf.n_refused);
+            "  %lu refusals received (%lu \"queue full\"); %zu refusal lines (at most %zu in one "
+            "limiter window, %zu in any 1 s) + %zu summaries of %llu suppressed\n",
+            hf.n_refused + hf.n_queue_full, hf.n_queue_full, st.refused_lines,
+            st.max_refused_window, st.max_refused_per_s, st.summaries, st.suppressed);
+    assert_int_equal(st.refused_lines + st.suppressed, hf.n_refused + hf.n_queue_full);
     /* 50 a window; a window's lines are written a moment after the limiter let
      * them through, so allow a few at the edge. */
     assert_true(st.max_refused_window <= 50 + 5);

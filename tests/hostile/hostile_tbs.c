@@ -448,3 +448,19 @@ uint8_t *hf_valid_tbs(size_t *len)
     tbs_spec s = {0};
     return hf_build_tbs(&s, len);
 }
+
+void hf_tbs_new_serial(uint8_t *tbs, size_t len)
+{
+    /* SEQUENCE header, [0] { INTEGER 2 } (v3), then INTEGER serial. */
+    static const uint8_t v3[] = {0xa0, 0x03, 0x02, 0x01, 0x02};
+    assert_true(len > 4 && tbs[0] == 0x30);
+    size_t at = 2 + ((tbs[1] & 0x80) ? (size_t)(tbs[1] & 0x7f) : 0);
+    assert_true(at + sizeof(v3) + 2 < len);
+    assert_memory_equal(tbs + at, v3, sizeof(v3));
+    at += sizeof(v3);
+    size_t n = tbs[at + 1];
+    assert_true(tbs[at] == 0x02 && n >= 1 && n < 0x80 && at + 2 + n <= len);
+    uint8_t *p = tbs + at + 2;
+    assert_int_equal(RAND_bytes(p, (int)n), 1);
+    p[0] = (uint8_t)((p[0] & 0x7f) | 0x01); /* positive, exactly n content octets */
+}
