@@ -26,7 +26,9 @@ typedef struct {
 /* Parses a "pkcs11:" URI (percent-decoding values). */
 HSMCA_MUSTCHECK hsmca_code p11_uri_parse(const char *s, p11_uri *u, hsmca_err *e);
 
-typedef enum { P11_KEY_EC_P256 = 1, P11_KEY_RSA_2048 = 2 } p11_key_type;
+/* Key types p11_generate_key makes: the CA key's (EC P-256, RSA-2048) and the
+ * audit key's (Ed25519: CKK_EC_EDWARDS, CKA_EC_PARAMS the RFC 8410 OID). */
+typedef enum { P11_KEY_EC_P256 = 1, P11_KEY_RSA_2048 = 2, P11_KEY_ED25519 = 3 } p11_key_type;
 
 typedef struct p11_module p11_module; /* a loaded, initialized module */
 typedef struct p11_pool p11_pool;     /* logged-in sessions bound to one private key */
@@ -45,8 +47,10 @@ HSMCA_MUSTCHECK hsmca_code p11_init_token(p11_module *m, const char *label, cons
 int p11_token_exists(p11_module *m, const char *label);
 
 /* Generates a key pair in the token: private key CKA_TOKEN, CKA_PRIVATE,
- * CKA_SENSITIVE, !CKA_EXTRACTABLE, CKA_SIGN; both halves labelled `label` with
- * a random CKA_ID. Refuses if an object with that label already exists. */
+ * CKA_SENSITIVE, !CKA_EXTRACTABLE, CKA_SIGN and no other use (decrypt, unwrap,
+ * derive, sign-recover FALSE); public half CKA_VERIFY only; both halves
+ * labelled `label` with a random CKA_ID. Refuses if an object with that label
+ * already exists. */
 HSMCA_MUSTCHECK hsmca_code p11_generate_key(p11_module *m, const char *token_label, const char *user_pin,
                             const char *label, p11_key_type type, hsmca_err *e);
 

@@ -28,7 +28,8 @@ struct p11_pool {
     CK_SLOT_ID slot;
     CK_OBJECT_HANDLE key;
     CK_KEY_TYPE kt;
-    const sigalg *alg; /* what the key signs with (from its public half) */
+    p11_key_role role;  /* what the key is for: decides the key checks */
+    const sigalg *alg; /* CA keys: what the key signs with (from its public half) */
     EVP_PKEY *pub; /* fixed at open: a reconnect must find the same key */
 
     pthread_mutex_t mu;
@@ -103,7 +104,8 @@ static HSMCA_MUSTCHECK hsmca_code pool_connect(p11_pool *p, EVP_PKEY **pub, CK_R
     }
     if ((c = p11_login_user(p->m, p->all[0], p->pin, login_rv, NULL, e)) != HSMCA_OK)
         goto fail;
-    if ((c = p11_key_find_checked(p->m, p->all[0], &p->uri, &p->key, &p->kt, pub, e)) != HSMCA_OK)
+    if ((c = p11_key_find_checked(p->m, p->all[0], &p->uri, p->role, &p->key, &p->kt, pub, e)) !=
+        HSMCA_OK)
         goto fail;
     return HSMCA_OK;
 fail:
@@ -297,29 +299,48 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, int may_retry)
            (ok || after == P11_RV_DEVICE || after == P11_RV_LOGIN);
 }
 
-hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
-                                uint8_t *sig, size_t *siglen, hsmca_err *e)
+hsmca_code p11_pool_run(p11_pool *p, p11_pool_op op, void *arg, const char *what, hsmca_err *e)
 {
-    uint8_t raw[RAW_SIG_MAX];
     unsigned idx = 0;
     CK_OBJECT_HANDLE key = CK_INVALID_HANDLE;
-    if (!p || !digest || !sig || !siglen || *siglen < 512)
-        return hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer must hold 512 bytes");
-    if (digest_len != p->alg->digest_len)
-        return hsmca_fail(e, HSMCA_EINVAL, "sign: %s signs a %zu-byte digest, not %zu",
-                          p->alg->name, p->alg->digest_len, digest_len);
     /* A dead session or a lost login costs no request: nothing was signed, so
      * the request is retried once on another session. */
     for (int attempt = 0;; attempt++) {
         HSMCA_GUARD(pool_acquire(p, &idx, &key, e));
-        CK_ULONG rawlen = sizeof(raw);
-        CK_RV rv = p11_sign_raw(p->m, p->all[idx], key, p->alg, digest, raw, &rawlen);
+        CK_RV rv = op(p->m, p->all[idx], key, arg);
         if (pool_release(p, idx, rv, attempt == 0))
             continue;
         if (rv != CKR_OK)
-            return p11_fail_rv(e, HSMCA_EINTERNAL, "sign: C_Sign", rv);
-        return p11_sig_encode(p->alg, raw, rawlen, sig, siglen, e);
+            return p11_fail_rv(e, HSMCA_EINTERNAL, what, rv);
+        return HSMCA_OK;
     }
+}
+
+typedef struct {
+    const sigalg *alg;
+    const uint8_t *digest;
+    uint8_t raw[RAW_SIG_MAX];
+    CK_ULONG rawlen;
+} digest_sign_op;
+
+static CK_RV sign_digest_op(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, void *arg)
+{
+    digest_sign_op *o = arg;
+    o->rawlen = sizeof(o->raw);
+    return p11_sign_raw(m, s, key, o->alg, o->digest, o->raw, &o->rawlen);
+}
+
+hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
+                                uint8_t *sig, size_t *siglen, hsmca_err *e)
+{
+    if (!p || !p->alg || !digest || !sig || !siglen || *siglen < 512)
+        return hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer must hold 512 bytes");
+    if (digest_len != p->alg->digest_len)
+        return hsmca_fail(e, HSMCA_EINVAL, "sign: %s signs a %zu-byte digest, not %zu",
+                          p->alg->name, p->alg->digest_len, digest_len);
+    digest_sign_op o = {.alg = p->alg, .digest = digest};
+    HSMCA_GUARD(p11_pool_run(p, sign_digest_op, &o, "sign: C_Sign", e));
+    return p11_sig_encode(p->alg, o.raw, o.rawlen, sig, siglen, e);
 }
 
 const sigalg *p11_pool_sigalg(p11_pool *p) { return p ? p->alg : NULL; }
@@ -340,8 +361,8 @@ static HSMCA_MUSTCHECK hsmca_code pool_self_test(p11_pool *p, hsmca_err *e)
     return HSMCA_OK;
 }
 
-hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pin, unsigned n,
-                         p11_pool **out, hsmca_err *e)
+hsmca_code p11_pool_open_role(p11_module *m, const char *key_uri, const char *user_pin,
+                              unsigned n, p11_key_role role, p11_pool **out, hsmca_err *e)
 {
     *out = NULL;
     if (!m)
@@ -353,6 +374,7 @@ hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pi
         return hsmca_fail(e, HSMCA_ENOMEM, "pool: out of memory");
     p->m = m;
     p->n = n;
+    p->role = role;
     for (unsigned i = 0; i < POOL_MAX; i++)
         p->all[i] = CK_INVALID_HANDLE;
     pthread_mutex_init(&p->mu, NULL);
@@ -367,21 +389,34 @@ hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pi
     if ((c = pin_keep(p, user_pin, e)) != HSMCA_OK ||
         (c = pool_connect(p, &p->pub, NULL, e)) != HSMCA_OK)
         goto fail;
-    if (!(p->alg = sigalg_for_key(p->pub))) {
-        c = hsmca_fail(e, HSMCA_EPERM, "key check: no signature algorithm for this key type");
-        goto fail;
-    }
     for (unsigned i = 0; i < n; i++)
         p->free_idx[p->nfree++] = i;
     p->healthy = 1;
     p->last_attempt = -1e9;
-    if ((c = pool_self_test(p, e)) != HSMCA_OK)
-        goto fail;
     *out = p;
     return HSMCA_OK;
 fail:
     p11_pool_close(p);
     return c;
+}
+
+hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pin, unsigned n,
+                         p11_pool **out, hsmca_err *e)
+{
+    p11_pool *p = NULL;
+    *out = NULL;
+    HSMCA_GUARD(p11_pool_open_role(m, key_uri, user_pin, n, P11_ROLE_CA, &p, e));
+    hsmca_code c = HSMCA_OK;
+    if (!(p->alg = sigalg_for_key(p->pub)))
+        c = hsmca_fail(e, HSMCA_EPERM, "key check: no signature algorithm for this key type");
+    else
+        c = pool_self_test(p, e);
+    if (c != HSMCA_OK) {
+        p11_pool_close(p);
+        return c;
+    }
+    *out = p;
+    return HSMCA_OK;
 }
 
 void p11_pool_close(p11_pool *p)
