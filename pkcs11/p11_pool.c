@@ -45,6 +45,12 @@ struct p11_pool {
     CK_RV pin_rv; /* not CKR_OK: the token refused the PIN; never tried again */
 };
 
+/* The key in log lines: a token may hold several keys with pools of their own. */
+static const char *pool_key_name(const p11_pool *p)
+{
+    return p->uri.object[0] ? p->uri.object : "(by id)";
+}
+
 static HSMCA_MUSTCHECK hsmca_code pin_keep(p11_pool *p, const char *pin, hsmca_err *e)
 {
     size_t n = pin ? strnlen(pin, P11_PIN_MAX + 1) : 0;
@@ -132,7 +138,7 @@ static HSMCA_MUSTCHECK hsmca_code pool_reconnect(p11_pool *p, CK_RV *login_rv, h
     if (EVP_PKEY_eq(pub, p->pub) != 1) {
         sessions_close(p);
         c = hsmca_fail(e, HSMCA_EPERM, "pool: key '%s' changed while reconnecting",
-                       p->uri.object[0] ? p->uri.object : "(by id)");
+                       pool_key_name(p));
     }
     EVP_PKEY_free(pub);
     return c;
@@ -141,8 +147,8 @@ static HSMCA_MUSTCHECK hsmca_code pool_reconnect(p11_pool *p, CK_RV *login_rv, h
 static void mark_unhealthy_locked(p11_pool *p, CK_RV rv)
 {
     if (p->healthy)
-        log_warn("pkcs11: token '%s' unavailable (%s), reconnecting", p->uri.token,
-                 p11_rv_name(rv));
+        log_warn("pkcs11: token '%s' unavailable (%s), reconnecting key '%s'", p->uri.token,
+                 p11_rv_name(rv), pool_key_name(p));
     p->healthy = 0;
     p->last_rv = rv;
     pthread_cond_broadcast(&p->cv);
@@ -196,14 +202,15 @@ static HSMCA_MUSTCHECK hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
         return pin_refused(p, e);
     }
     if (c != HSMCA_OK) {
-        log_warn("pkcs11: reconnect to token '%s' failed: %s", p->uri.token, why.msg);
+        log_warn("pkcs11: reconnect to token '%s' (key '%s') failed: %s", p->uri.token,
+                 pool_key_name(p), why.msg);
         return hsmca_fail(e, HSMCA_EUNAVAIL, "token unavailable: reconnect failed: %s", why.msg);
     }
     p->nfree = 0;
     for (unsigned i = 0; i < p->n; i++)
         p->free_idx[p->nfree++] = i;
     p->healthy = 1;
-    log_info("pkcs11: reconnected to token '%s'", p->uri.token);
+    log_info("pkcs11: reconnected to token '%s' (key '%s')", p->uri.token, pool_key_name(p));
     pthread_cond_broadcast(&p->cv);
     return HSMCA_OK;
 }
@@ -250,6 +257,20 @@ static CK_RV session_replace(p11_pool *p, unsigned idx)
     return rv;
 }
 
+/* 1 when session idx is logged in and still sees the pool's key. Another
+ * key's pool on the token may have logged the application in again after
+ * every session died; the object handles found before did not survive that
+ * (SoftHSM drops them with the last session or the logout). */
+static int session_sees_key(p11_pool *p, unsigned idx)
+{
+    CK_SESSION_INFO info;
+    CK_OBJECT_CLASS cls;
+    CK_ATTRIBUTE a = {CKA_CLASS, &cls, sizeof(cls)};
+    return p->m->fl->C_GetSessionInfo(p->all[idx], &info) == CKR_OK &&
+           (info.state == CKS_RO_USER_FUNCTIONS || info.state == CKS_RW_USER_FUNCTIONS) &&
+           p->m->fl->C_GetAttributeValue(p->all[idx], p->key, &a, 1) == CKR_OK;
+}
+
 /* Gives a session back after a sign that returned rv, acting on its class
  * (DESIGN.md §5). Returns 1 when the request may be retried once: nothing was
  * signed and the pool is usable again (a dead session replaced, or logged in
@@ -262,16 +283,14 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, int may_retry)
         /* A dead session, or one that may hold a half-done operation. */
         fix = session_replace(p, idx);
         /* The login ends with an application's last session: a new session
-         * that is not logged in means every session died; the reconnect (one
-         * login, the key found again) brings them back. */
-        CK_SESSION_INFO info;
-        if (fix == CKR_OK && cls == P11_RV_SESSION &&
-            (p->m->fl->C_GetSessionInfo(p->all[idx], &info) != CKR_OK ||
-             (info.state != CKS_RO_USER_FUNCTIONS && info.state != CKS_RW_USER_FUNCTIONS)))
+         * that is not logged in, or no longer sees the key, means every
+         * session died; the reconnect (one login, the key found again) brings
+         * them back. */
+        if (fix == CKR_OK && cls == P11_RV_SESSION && !session_sees_key(p, idx))
             fix = CKR_USER_NOT_LOGGED_IN;
         if (cls == P11_RV_SESSION)
-            log_warn("pkcs11: session evicted (%s); %s", p11_rv_name(rv),
-                     fix == CKR_OK ? "replaced" : "reconnecting the pool");
+            log_warn("pkcs11: session of key '%s' evicted (%s); %s", pool_key_name(p),
+                     p11_rv_name(rv), fix == CKR_OK ? "replaced" : "reconnecting its sessions");
     }
     if (cls == P11_RV_LOGIN && fix == CKR_OK && may_retry) {
         /* Login state is per application: one C_Login brings every session back. */
@@ -279,7 +298,10 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, int may_retry)
         if (p11_login_user(p->m, p->all[idx], p->pin, &fix, NULL, &why) != HSMCA_OK &&
             fix == CKR_OK)
             fix = CKR_GENERAL_ERROR; /* refused before any C_Login */
-        log_warn("pkcs11: %s; logged in again: %s", p11_rv_name(rv), p11_rv_name(fix));
+        log_warn("pkcs11: %s (key '%s'); logged in again: %s", p11_rv_name(rv), pool_key_name(p),
+                 p11_rv_name(fix));
+        if (fix == CKR_OK && !session_sees_key(p, idx))
+            fix = rv; /* the key's handle went with the login: rebuild the pool */
     } else if (cls == P11_RV_LOGIN && fix == CKR_OK) {
         fix = rv; /* a second lost login in one request: rebuild the pool */
     }
