@@ -528,6 +528,7 @@ static void test_example_file(void **state)
         fail_msg("%s", e.msg);
     assert_string_equal(c->module_path, "/usr/lib/softhsm/libsofthsm2.so");
     assert_string_equal(c->ca_key_uri, "pkcs11:token=hsmca;object=ca-key;type=private");
+    assert_string_equal(c->audit_key_uri, "pkcs11:token=hsmca;object=audit-key;type=private");
     assert_true(ends_with(c->pin_file, "/hsm-config/dev/pin"));
     assert_true(ends_with(c->softhsm2_conf, "/hsm-config/dev/softhsm2.conf"));
     assert_true(ends_with(c->ca_cert, "/hsm-config/dev/root-cert.pem"));
