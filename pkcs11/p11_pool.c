@@ -1,5 +1,7 @@
 /* p11_pool.c - N logged-in sessions bound to one private key, shared by the
  * signing threads, with recovery driven by exact CKR_* codes (DESIGN.md §5).
+ * The CA key has one (p11_pool_sign_digest); the audit key another, of its
+ * own (p11_signkey.c), and both sign through p11_pool_run.
  *
  * Invariants: a session index is either on the free list or held by exactly
  * one thread (counted in in_use); a session whose sign failed is never put
@@ -28,7 +30,7 @@ struct p11_pool {
     CK_SLOT_ID slot;
     CK_OBJECT_HANDLE key;
     CK_KEY_TYPE kt;
-    p11_key_role role;  /* what the key is for: decides the key checks */
+    p11_key_role role; /* what the key is for: decides the key checks */
     const sigalg *alg; /* CA keys: what the key signs with (from its public half) */
     EVP_PKEY *pub; /* fixed at open: a reconnect must find the same key */
 
