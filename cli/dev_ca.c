@@ -143,7 +143,35 @@ out:
 
 static const char *key_type_name(int t) { return t == P11_KEY_RSA_2048 ? "rsa-2048" : "ec-p256"; }
 
-/* Token, CA key and root: the part that loads the PKCS#11 module. */
+/* The Ed25519 audit key: made with a new CA, and in a directory made before
+ * hsmca had one (said in the log); an existing key must pass the signer's checks. */
+static HSMCA_MUSTCHECK hsmca_code ensure_audit_key(p11_module *m, const char *pin, int new_ca,
+                                                   hsmca_err *e)
+{
+    const char *uri =
+        "pkcs11:token=" DEV_TOKEN_LABEL ";object=" DEV_AUDIT_KEY_LABEL ";type=private";
+    p11_signkey *k = NULL;
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    hsmca_code rc = p11_signkey_open(m, uri, pin, &k, &why);
+    if (rc == HSMCA_ENOTFOUND) {
+        if (new_ca)
+            log_info("generating the Ed25519 audit key in the token");
+        else
+            log_info("this dev directory has no audit key yet: generating the Ed25519 audit key "
+                     "'%s' in the token",
+                     DEV_AUDIT_KEY_LABEL);
+        rc = p11_generate_key(m, DEV_TOKEN_LABEL, pin, DEV_AUDIT_KEY_LABEL, P11_KEY_ED25519, &why);
+        if (rc == HSMCA_OK)
+            rc = p11_signkey_open(m, uri, pin, &k, &why);
+    }
+    p11_signkey_close(k);
+    if (rc != HSMCA_OK)
+        return hsmca_fail(e, rc, "audit key: %s", why.msg);
+    return HSMCA_OK;
+}
+
+/* Token, CA key, audit key and root: the part that loads the PKCS#11 module. */
 static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_type type, hsmca_err *e)
 {
     char pin[256], so_pin[256], path[PATH_MAX];
@@ -177,6 +205,8 @@ static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_typ
             rc = hsmca_fail(e, HSMCA_EINVAL, "%s already holds a %s CA key, not %s: use another --dir",
                             dir, key_type_name(have), key_type_name(type));
     }
+    if (rc == HSMCA_OK)
+        rc = ensure_audit_key(m, pin, open_rc == HSMCA_ENOTFOUND, e);
     if (rc == HSMCA_OK && !file_exists(dir, "root-cert.pem"))
         rc = make_root(dir, pool, e);
     OPENSSL_cleanse(pin, sizeof(pin));
@@ -195,6 +225,7 @@ static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *list
              "server:\n  listen: \"%s\"\n"
              "pkcs11:\n  module: %s\n  pin_file: pin\n"
              "  ca_key: \"pkcs11:token=%s;object=%s;type=private\"\n"
+             "  audit_key: \"pkcs11:token=%s;object=%s;type=private\"\n"
              "  softhsm2_conf: softhsm2.conf\n  sessions: 2\n"
              "ca:\n  cert: root-cert.pem\n  root_bundle: root-cert.pem\n"
              "issuance:\n  trust_domain: cluster.local\n  default_ttl: 24h\n  max_ttl: 24h\n"
@@ -202,8 +233,8 @@ static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *list
              "    jwks_file: dev-jwks.json\n"
              "# Started as root, the signer switches to this user once the token is open.\n"
              "signer:\n  user: %s\n  seccomp_allow_network: false\n",
-             dir, listen, DEV_SOFTHSM_MODULE, DEV_TOKEN_LABEL, DEV_CA_KEY_LABEL, DEV_JWT_ISSUER,
-             DEV_SIGNER_USER);
+             dir, listen, DEV_SOFTHSM_MODULE, DEV_TOKEN_LABEL, DEV_CA_KEY_LABEL, DEV_TOKEN_LABEL,
+             DEV_AUDIT_KEY_LABEL, DEV_JWT_ISSUER, DEV_SIGNER_USER);
     return write_in(dir, "hsmca.yaml", conf, 0644, e);
 }
 

@@ -7,11 +7,13 @@
 
 #define DEV_TOKEN_LABEL "hsmca"
 #define DEV_CA_KEY_LABEL "ca-key"
+#define DEV_AUDIT_KEY_LABEL "audit-key"
 #define DEV_SOFTHSM_MODULE "/usr/lib/softhsm/libsofthsm2.so"
 
 /* Creates on first use, reuses after: DIR/softhsm2.conf and DIR/tokens, DIR/pin
- * and DIR/so-pin (0600), the token, the CA key (sensitive, never extractable),
- * DIR/root-cert.pem signed by that key in the token, the dev JWT issuer, and
+ * and DIR/so-pin (0600), the token, the CA key and the Ed25519 audit key (both
+ * sensitive, never extractable; the audit key is also made in a DIR from before
+ * it existed), DIR/root-cert.pem signed by the CA key in the token, the dev JWT issuer, and
  * DIR/hsmca.yaml for `hsmca serve` listening on listen. Runs the PKCS#11 work in
  * a child process so the caller never loads the module. As root, then hands the
  * token to the signer's user (dev_signer_grant), which must exist. */

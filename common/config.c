@@ -62,6 +62,7 @@ static const config_field fields[] = {
     F("pkcs11", "module", CT_STR, module_path, 0),
     F("pkcs11", "pin_file", CT_PATH, pin_file, 0),
     F("pkcs11", "ca_key", CT_STR, ca_key_uri, 0),
+    F("pkcs11", "audit_key", CT_STR, audit_key_uri, 0),
     F("pkcs11", "softhsm2_conf", CT_PATH, softhsm2_conf, 0),
     F("pkcs11", "sessions", CT_U32, sessions, 0),
     F("pkcs11", "sign_timeout", CT_DUR, sign_timeout, 0),
@@ -609,6 +610,11 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
         return rc;
     if (strncmp(c->ca_key_uri, "pkcs11:", 7) != 0)
         return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.ca_key must be a pkcs11: URI");
+    if (c->audit_key_uri[0] && strncmp(c->audit_key_uri, "pkcs11:", 7) != 0)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.audit_key must be a pkcs11: URI");
+    if (c->audit_key_uri[0] && !strcmp(c->audit_key_uri, c->ca_key_uri))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: pkcs11.audit_key must name another key than pkcs11.ca_key");
     if (c->sessions < 1 || c->sessions > 64)
         return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.sessions must be 1-64");
     if (c->default_ttl < PROFILE_MIN_TTL_S || c->default_ttl > c->max_ttl)

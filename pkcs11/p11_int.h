@@ -72,13 +72,24 @@ CK_RV p11_get_ulong(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE o, CK_A
 /* DER OIDs of the curves we use as CKA_EC_PARAMS. */
 extern const uint8_t p11_oid_p256[10];
 extern const uint8_t p11_oid_p384[7];
+/* Ed25519's CKA_EC_PARAMS: the RFC 8410 OID 1.3.101.112, or the PrintableString
+ * "edwards25519" (PKCS#11 3.0 allows both; SoftHSM reports the latter on the
+ * private half whichever was given). */
+extern const uint8_t p11_oid_ed25519[5];
+extern const uint8_t p11_name_ed25519[14];
+
+/* What a key is for, which decides the key types its checks accept. */
+typedef enum {
+    P11_ROLE_CA,      /* EC P-256/P-384 or RSA >= 2048 */
+    P11_ROLE_ED25519, /* CKK_EC_EDWARDS on edwards25519 (the audit key) */
+} p11_key_role;
 
 /* The private key found by a URI: checked (sensitive, non-extractable, may sign,
- * EC P-256/P-384 or RSA >= 2048) and its public half as an EVP_PKEY. `what`
- * names the key in messages. On success *pub is a new reference. */
+ * of a type its role accepts) and its public half as an EVP_PKEY. Messages name
+ * the key by its label (else its id). On success *pub is a new reference. */
 HSMCA_MUSTCHECK hsmca_code p11_key_find_checked(p11_module *m, CK_SESSION_HANDLE s, const p11_uri *u,
-                                CK_OBJECT_HANDLE *priv, CK_KEY_TYPE *kt, EVP_PKEY **pub,
-                                hsmca_err *e);
+                                p11_key_role role, CK_OBJECT_HANDLE *priv, CK_KEY_TYPE *kt,
+                                EVP_PKEY **pub, hsmca_err *e);
 
 /* One signature over a digest (alg->digest_len bytes) on session s with alg's
  * mechanism: CKM_ECDSA (raw r||s) or CKM_RSA_PKCS over the DigestInfo. *rawlen in: capacity, out: length. */
@@ -90,5 +101,26 @@ CK_RV p11_sign_raw(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, con
 HSMCA_MUSTCHECK hsmca_code p11_sig_encode(const sigalg *alg, const uint8_t *raw, size_t rawlen, uint8_t *sig,
                           size_t *siglen, hsmca_err *e);
 
+/* --- the session pool, shared by the CA key's pool and p11_signkey --- */
+
+/* p11_pool_open without what is the CA key's own (its signature algorithm and
+ * the self-test): n sessions, one login, the key found and checked for its
+ * role. The caller proves the key's public half itself. */
+HSMCA_MUSTCHECK hsmca_code p11_pool_open_role(p11_module *m, const char *key_uri,
+                                              const char *user_pin, unsigned n,
+                                              p11_key_role role, p11_pool **out, hsmca_err *e);
+
+/* One token operation on a pool session: returns the CKR of its first failing
+ * call. It may run twice for one p11_pool_run (the retry), so it resets any
+ * output it fills. */
+typedef CK_RV (*p11_pool_op)(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, void *arg);
+
+/* Runs op on a free session of the pool (blocking until one is free) with the
+ * pool's recovery (DESIGN.md §5, p11_pool_sign_digest): a dead session or a
+ * lost login is repaired and op retried once; a device error fails with
+ * HSMCA_EUNAVAIL and the pool rebuilds itself with backoff; a refused PIN
+ * stops the pool for good. A failure of op is "<what>: <CKR name>". */
+HSMCA_MUSTCHECK hsmca_code p11_pool_run(p11_pool *p, p11_pool_op op, void *arg, const char *what,
+                                        hsmca_err *e);
 
 #endif

@@ -1,5 +1,6 @@
 /* p11_key.c - finding the private key a URI names, checking that it may serve
- * as a CA key, and building its public half as an EVP_PKEY. */
+ * in its role (the CA key, or an Ed25519 key such as the audit key), and
+ * building its public half as an EVP_PKEY. */
 #include "p11_int.h"
 #include "util.h"
 #include <openssl/bn.h>
@@ -77,6 +78,34 @@ static HSMCA_MUSTCHECK hsmca_code ec_pub(const char *name, const uint8_t *params
     return HSMCA_OK;
 }
 
+static int is_ed25519_params(const uint8_t *p, size_t n)
+{
+    return (n == sizeof(p11_oid_ed25519) && memcmp(p, p11_oid_ed25519, n) == 0) ||
+           (n == sizeof(p11_name_ed25519) && memcmp(p, p11_name_ed25519, n) == 0);
+}
+
+/* Ed25519: both halves' CKA_EC_PARAMS must name edwards25519 (in either
+ * form: SoftHSM gives the two halves different ones), and CKA_EC_POINT is the
+ * 32-byte key, in a DER OCTET STRING (04 20 || key) or bare. */
+static HSMCA_MUSTCHECK hsmca_code ed25519_pub(const char *name, const uint8_t *pub_params,
+                                              size_t pub_plen, const uint8_t *priv_params,
+                                              size_t priv_plen, const uint8_t *pt, size_t ptlen,
+                                              EVP_PKEY **out, hsmca_err *e)
+{
+    if (!is_ed25519_params(pub_params, pub_plen) || !is_ed25519_params(priv_params, priv_plen))
+        return hsmca_fail(e, HSMCA_EPERM, "key check (%s): curve is not edwards25519", name);
+    if (ptlen == 34 && pt[0] == 0x04 && pt[1] == 32) {
+        pt += 2;
+        ptlen -= 2;
+    }
+    if (ptlen != 32)
+        return hsmca_fail(e, HSMCA_EPERM, "key check (%s): CKA_EC_POINT malformed", name);
+    *out = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pt, ptlen);
+    if (!*out)
+        return hsmca_fail(e, HSMCA_EPERM, "key check (%s): not a valid Ed25519 public key", name);
+    return HSMCA_OK;
+}
+
 static HSMCA_MUSTCHECK hsmca_code rsa_pub(const char *name, const uint8_t *n, size_t nlen, const uint8_t *ex,
                           size_t elen, EVP_PKEY **out, hsmca_err *e)
 {
@@ -107,7 +136,7 @@ out:
     return c;
 }
 
-/* The flags a CA key must carry: each refusal names its attribute. */
+/* The flags a CA key (and the audit key) must carry: each refusal names its attribute. */
 static HSMCA_MUSTCHECK hsmca_code check_flags(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h,
                               const char *name, hsmca_err *e)
 {
@@ -163,11 +192,13 @@ static HSMCA_MUSTCHECK hsmca_code build_pub(p11_module *m, CK_SESSION_HANDLE s, 
     size_t alen, blen, c2len;
     hsmca_code c;
     CK_RV rv;
-    if (kt == CKK_EC) {
+    if (kt == CKK_EC || kt == CKK_EC_EDWARDS) {
         if ((rv = p11_get_attr(m, s, pubh, CKA_EC_PARAMS, &a, &alen, 64)) != CKR_OK ||
             (rv = p11_get_attr(m, s, pubh, CKA_EC_POINT, &b, &blen, 256)) != CKR_OK ||
             (rv = p11_get_attr(m, s, priv, CKA_EC_PARAMS, &c2, &c2len, 64)) != CKR_OK) {
             c = p11_fail_rv(e, HSMCA_EPERM, "key check: reading EC attributes", rv);
+        } else if (kt == CKK_EC_EDWARDS) {
+            c = ed25519_pub(name, a, alen, c2, c2len, b, blen, pub, e);
         } else if (alen != c2len || memcmp(a, c2, alen) != 0) {
             c = hsmca_fail(e, HSMCA_EPERM,
                            "key check (%s): public and private CKA_EC_PARAMS differ", name);
@@ -187,9 +218,35 @@ static HSMCA_MUSTCHECK hsmca_code build_pub(p11_module *m, CK_SESSION_HANDLE s, 
     return c;
 }
 
+static const char *key_type_name(CK_KEY_TYPE kt)
+{
+    switch (kt) {
+    case CKK_RSA: return "CKK_RSA";
+    case CKK_EC: return "CKK_EC";
+    case CKK_EC_EDWARDS: return "CKK_EC_EDWARDS";
+    default: return "another type";
+    }
+}
+
+/* The key types a role accepts; the refusal names the type found. */
+static HSMCA_MUSTCHECK hsmca_code check_type(p11_key_role role, CK_KEY_TYPE kt, const char *name,
+                                             hsmca_err *e)
+{
+    if (role == P11_ROLE_ED25519) {
+        if (kt != CKK_EC_EDWARDS)
+            return hsmca_fail(e, HSMCA_EPERM,
+                              "key check (%s): CKA_KEY_TYPE is %s, not CKK_EC_EDWARDS (Ed25519)",
+                              name, key_type_name(kt));
+        return HSMCA_OK;
+    }
+    if (kt != CKK_EC && kt != CKK_RSA)
+        return hsmca_fail(e, HSMCA_EPERM, "key check (%s): CKA_KEY_TYPE is not EC or RSA", name);
+    return HSMCA_OK;
+}
+
 hsmca_code p11_key_find_checked(p11_module *m, CK_SESSION_HANDLE s, const p11_uri *u,
-                                CK_OBJECT_HANDLE *priv, CK_KEY_TYPE *kt, EVP_PKEY **pub,
-                                hsmca_err *e)
+                                p11_key_role role, CK_OBJECT_HANDLE *priv, CK_KEY_TYPE *kt,
+                                EVP_PKEY **pub, hsmca_err *e)
 {
     char name[300];
     CK_OBJECT_HANDLE pubh;
@@ -208,8 +265,8 @@ hsmca_code p11_key_find_checked(p11_module *m, CK_SESSION_HANDLE s, const p11_ur
     CK_RV rv = p11_get_ulong(m, s, *priv, CKA_KEY_TYPE, kt);
     if (rv != CKR_OK)
         return p11_fail_rv(e, HSMCA_EPERM, "key check: reading CKA_KEY_TYPE", rv);
-    if (*kt != CKK_EC && *kt != CKK_RSA)
-        return hsmca_fail(e, HSMCA_EPERM, "key check (%s): CKA_KEY_TYPE is not EC or RSA", name);
+    if ((c = check_type(role, *kt, name, e)) != HSMCA_OK)
+        return c;
     if ((c = check_flags(m, s, *priv, name, e)) != HSMCA_OK)
         return c;
     /* The public half shares the private key's CKA_ID; without one, its label. */

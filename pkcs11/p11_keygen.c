@@ -6,6 +6,8 @@
 
 const uint8_t p11_oid_p256[10] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
 const uint8_t p11_oid_p384[7] = {0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22};
+const uint8_t p11_oid_ed25519[5] = {0x06, 0x03, 0x2b, 0x65, 0x70};
+const uint8_t p11_name_ed25519[14] = {0x13, 0x0c, 'e', 'd', 'w', 'a', 'r', 'd', 's', '2', '5', '5', '1', '9'};
 
 static HSMCA_MUSTCHECK hsmca_code check_pin(const char *what, const char *pin, hsmca_err *e)
 {
@@ -101,8 +103,9 @@ static CK_RV generate_pair(p11_module *m, CK_SESSION_HANDLE s, const char *label
     util_random(id, sizeof(id));
     CK_ULONG llen = strlen(label);
 
-    /* A CA key signs and does nothing else: every other use is switched off
-     * explicitly, since tokens differ in their defaults (SoftHSM sets unwrap). */
+    /* A CA key or an audit key signs and does nothing else: every other use
+     * is switched off explicitly, since tokens differ in their defaults
+     * (SoftHSM sets unwrap). */
     CK_ATTRIBUTE pub[9] = {
         {CKA_TOKEN, &yes, sizeof(yes)},    {CKA_VERIFY, &yes, sizeof(yes)},
         {CKA_ENCRYPT, &no, sizeof(no)},    {CKA_WRAP, &no, sizeof(no)},
@@ -122,6 +125,13 @@ static CK_RV generate_pair(p11_module *m, CK_SESSION_HANDLE s, const char *label
     if (type == P11_KEY_EC_P256) {
         mech.mechanism = CKM_EC_KEY_PAIR_GEN;
         pub[npub++] = (CK_ATTRIBUTE){CKA_EC_PARAMS, (void *)p11_oid_p256, sizeof(p11_oid_p256)};
+    } else if (type == P11_KEY_ED25519) {
+        /* PKCS#11 3.0 names the curve by the RFC 8410 OID or by the printable
+         * string; SoftHSM 2.6.1 takes both, keeps the OID on the public half
+         * and reports the string on the private half. */
+        mech.mechanism = CKM_EC_EDWARDS_KEY_PAIR_GEN;
+        pub[npub++] =
+            (CK_ATTRIBUTE){CKA_EC_PARAMS, (void *)p11_oid_ed25519, sizeof(p11_oid_ed25519)};
     } else {
         mech.mechanism = CKM_RSA_PKCS_KEY_PAIR_GEN;
         pub[npub++] = (CK_ATTRIBUTE){CKA_MODULUS_BITS, &bits, sizeof(bits)};
@@ -141,7 +151,7 @@ hsmca_code p11_generate_key(p11_module *m, const char *token_label, const char *
     int did_login = 0;
     if (!label || !*label || strlen(label) > 255)
         return hsmca_fail(e, HSMCA_EINVAL, "generate key: label must be 1..255 bytes");
-    if (type != P11_KEY_EC_P256 && type != P11_KEY_RSA_2048)
+    if (type != P11_KEY_EC_P256 && type != P11_KEY_RSA_2048 && type != P11_KEY_ED25519)
         return hsmca_fail(e, HSMCA_EINVAL, "generate key: unknown key type %d", (int)type);
     if ((c = p11_find_token(m, token_label, &slot, NULL, e)) != HSMCA_OK)
         return c;

@@ -1,5 +1,7 @@
 /* p11_pool.c - N logged-in sessions bound to one private key, shared by the
  * signing threads, with recovery driven by exact CKR_* codes (DESIGN.md §5).
+ * The CA key has one (p11_pool_sign_digest); the audit key another, of its
+ * own (p11_signkey.c), and both sign through p11_pool_run.
  *
  * Invariants: a session index is either on the free list or held by exactly
  * one thread (counted in in_use); a session whose sign failed is never put
@@ -28,7 +30,8 @@ struct p11_pool {
     CK_SLOT_ID slot;
     CK_OBJECT_HANDLE key;
     CK_KEY_TYPE kt;
-    const sigalg *alg; /* what the key signs with (from its public half) */
+    p11_key_role role; /* what the key is for: decides the key checks */
+    const sigalg *alg; /* CA keys: what the key signs with (from its public half) */
     EVP_PKEY *pub; /* fixed at open: a reconnect must find the same key */
 
     pthread_mutex_t mu;
@@ -43,6 +46,12 @@ struct p11_pool {
     CK_RV last_rv;
     CK_RV pin_rv; /* not CKR_OK: the token refused the PIN; never tried again */
 };
+
+/* The key in log lines: a token may hold several keys with pools of their own. */
+static const char *pool_key_name(const p11_pool *p)
+{
+    return p->uri.object[0] ? p->uri.object : "(by id)";
+}
 
 static HSMCA_MUSTCHECK hsmca_code pin_keep(p11_pool *p, const char *pin, hsmca_err *e)
 {
@@ -103,7 +112,8 @@ static HSMCA_MUSTCHECK hsmca_code pool_connect(p11_pool *p, EVP_PKEY **pub, CK_R
     }
     if ((c = p11_login_user(p->m, p->all[0], p->pin, login_rv, NULL, e)) != HSMCA_OK)
         goto fail;
-    if ((c = p11_key_find_checked(p->m, p->all[0], &p->uri, &p->key, &p->kt, pub, e)) != HSMCA_OK)
+    if ((c = p11_key_find_checked(p->m, p->all[0], &p->uri, p->role, &p->key, &p->kt, pub, e)) !=
+        HSMCA_OK)
         goto fail;
     return HSMCA_OK;
 fail:
@@ -130,7 +140,7 @@ static HSMCA_MUSTCHECK hsmca_code pool_reconnect(p11_pool *p, CK_RV *login_rv, h
     if (EVP_PKEY_eq(pub, p->pub) != 1) {
         sessions_close(p);
         c = hsmca_fail(e, HSMCA_EPERM, "pool: key '%s' changed while reconnecting",
-                       p->uri.object[0] ? p->uri.object : "(by id)");
+                       pool_key_name(p));
     }
     EVP_PKEY_free(pub);
     return c;
@@ -139,8 +149,8 @@ static HSMCA_MUSTCHECK hsmca_code pool_reconnect(p11_pool *p, CK_RV *login_rv, h
 static void mark_unhealthy_locked(p11_pool *p, CK_RV rv)
 {
     if (p->healthy)
-        log_warn("pkcs11: token '%s' unavailable (%s), reconnecting", p->uri.token,
-                 p11_rv_name(rv));
+        log_warn("pkcs11: token '%s' unavailable (%s), reconnecting key '%s'", p->uri.token,
+                 p11_rv_name(rv), pool_key_name(p));
     p->healthy = 0;
     p->last_rv = rv;
     pthread_cond_broadcast(&p->cv);
@@ -194,14 +204,15 @@ static HSMCA_MUSTCHECK hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
         return pin_refused(p, e);
     }
     if (c != HSMCA_OK) {
-        log_warn("pkcs11: reconnect to token '%s' failed: %s", p->uri.token, why.msg);
+        log_warn("pkcs11: reconnect to token '%s' (key '%s') failed: %s", p->uri.token,
+                 pool_key_name(p), why.msg);
         return hsmca_fail(e, HSMCA_EUNAVAIL, "token unavailable: reconnect failed: %s", why.msg);
     }
     p->nfree = 0;
     for (unsigned i = 0; i < p->n; i++)
         p->free_idx[p->nfree++] = i;
     p->healthy = 1;
-    log_info("pkcs11: reconnected to token '%s'", p->uri.token);
+    log_info("pkcs11: reconnected to token '%s' (key '%s')", p->uri.token, pool_key_name(p));
     pthread_cond_broadcast(&p->cv);
     return HSMCA_OK;
 }
@@ -248,6 +259,20 @@ static CK_RV session_replace(p11_pool *p, unsigned idx)
     return rv;
 }
 
+/* 1 when session idx is logged in and still sees the pool's key. Another
+ * key's pool on the token may have logged the application in again after
+ * every session died; the object handles found before did not survive that
+ * (SoftHSM drops them with the last session or the logout). */
+static int session_sees_key(p11_pool *p, unsigned idx)
+{
+    CK_SESSION_INFO info;
+    CK_OBJECT_CLASS cls;
+    CK_ATTRIBUTE a = {CKA_CLASS, &cls, sizeof(cls)};
+    return p->m->fl->C_GetSessionInfo(p->all[idx], &info) == CKR_OK &&
+           (info.state == CKS_RO_USER_FUNCTIONS || info.state == CKS_RW_USER_FUNCTIONS) &&
+           p->m->fl->C_GetAttributeValue(p->all[idx], p->key, &a, 1) == CKR_OK;
+}
+
 /* Gives a session back after a sign that returned rv, acting on its class
  * (DESIGN.md §5). Returns 1 when the request may be retried once: nothing was
  * signed and the pool is usable again (a dead session replaced, or logged in
@@ -260,16 +285,14 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, int may_retry)
         /* A dead session, or one that may hold a half-done operation. */
         fix = session_replace(p, idx);
         /* The login ends with an application's last session: a new session
-         * that is not logged in means every session died; the reconnect (one
-         * login, the key found again) brings them back. */
-        CK_SESSION_INFO info;
-        if (fix == CKR_OK && cls == P11_RV_SESSION &&
-            (p->m->fl->C_GetSessionInfo(p->all[idx], &info) != CKR_OK ||
-             (info.state != CKS_RO_USER_FUNCTIONS && info.state != CKS_RW_USER_FUNCTIONS)))
+         * that is not logged in, or no longer sees the key, means every
+         * session died; the reconnect (one login, the key found again) brings
+         * them back. */
+        if (fix == CKR_OK && cls == P11_RV_SESSION && !session_sees_key(p, idx))
             fix = CKR_USER_NOT_LOGGED_IN;
         if (cls == P11_RV_SESSION)
-            log_warn("pkcs11: session evicted (%s); %s", p11_rv_name(rv),
-                     fix == CKR_OK ? "replaced" : "reconnecting the pool");
+            log_warn("pkcs11: session of key '%s' evicted (%s); %s", pool_key_name(p),
+                     p11_rv_name(rv), fix == CKR_OK ? "replaced" : "reconnecting its sessions");
     }
     if (cls == P11_RV_LOGIN && fix == CKR_OK && may_retry) {
         /* Login state is per application: one C_Login brings every session back. */
@@ -277,7 +300,10 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, int may_retry)
         if (p11_login_user(p->m, p->all[idx], p->pin, &fix, NULL, &why) != HSMCA_OK &&
             fix == CKR_OK)
             fix = CKR_GENERAL_ERROR; /* refused before any C_Login */
-        log_warn("pkcs11: %s; logged in again: %s", p11_rv_name(rv), p11_rv_name(fix));
+        log_warn("pkcs11: %s (key '%s'); logged in again: %s", p11_rv_name(rv), pool_key_name(p),
+                 p11_rv_name(fix));
+        if (fix == CKR_OK && !session_sees_key(p, idx))
+            fix = rv; /* the key's handle went with the login: rebuild the pool */
     } else if (cls == P11_RV_LOGIN && fix == CKR_OK) {
         fix = rv; /* a second lost login in one request: rebuild the pool */
     }
@@ -297,29 +323,48 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, int may_retry)
            (ok || after == P11_RV_DEVICE || after == P11_RV_LOGIN);
 }
 
-hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
-                                uint8_t *sig, size_t *siglen, hsmca_err *e)
+hsmca_code p11_pool_run(p11_pool *p, p11_pool_op op, void *arg, const char *what, hsmca_err *e)
 {
-    uint8_t raw[RAW_SIG_MAX];
     unsigned idx = 0;
     CK_OBJECT_HANDLE key = CK_INVALID_HANDLE;
-    if (!p || !digest || !sig || !siglen || *siglen < 512)
-        return hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer must hold 512 bytes");
-    if (digest_len != p->alg->digest_len)
-        return hsmca_fail(e, HSMCA_EINVAL, "sign: %s signs a %zu-byte digest, not %zu",
-                          p->alg->name, p->alg->digest_len, digest_len);
     /* A dead session or a lost login costs no request: nothing was signed, so
      * the request is retried once on another session. */
     for (int attempt = 0;; attempt++) {
         HSMCA_GUARD(pool_acquire(p, &idx, &key, e));
-        CK_ULONG rawlen = sizeof(raw);
-        CK_RV rv = p11_sign_raw(p->m, p->all[idx], key, p->alg, digest, raw, &rawlen);
+        CK_RV rv = op(p->m, p->all[idx], key, arg);
         if (pool_release(p, idx, rv, attempt == 0))
             continue;
         if (rv != CKR_OK)
-            return p11_fail_rv(e, HSMCA_EINTERNAL, "sign: C_Sign", rv);
-        return p11_sig_encode(p->alg, raw, rawlen, sig, siglen, e);
+            return p11_fail_rv(e, HSMCA_EINTERNAL, what, rv);
+        return HSMCA_OK;
     }
+}
+
+typedef struct {
+    const sigalg *alg;
+    const uint8_t *digest;
+    uint8_t raw[RAW_SIG_MAX];
+    CK_ULONG rawlen;
+} digest_sign_op;
+
+static CK_RV sign_digest_op(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, void *arg)
+{
+    digest_sign_op *o = arg;
+    o->rawlen = sizeof(o->raw);
+    return p11_sign_raw(m, s, key, o->alg, o->digest, o->raw, &o->rawlen);
+}
+
+hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
+                                uint8_t *sig, size_t *siglen, hsmca_err *e)
+{
+    if (!p || !p->alg || !digest || !sig || !siglen || *siglen < 512)
+        return hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer must hold 512 bytes");
+    if (digest_len != p->alg->digest_len)
+        return hsmca_fail(e, HSMCA_EINVAL, "sign: %s signs a %zu-byte digest, not %zu",
+                          p->alg->name, p->alg->digest_len, digest_len);
+    digest_sign_op o = {.alg = p->alg, .digest = digest};
+    HSMCA_GUARD(p11_pool_run(p, sign_digest_op, &o, "sign: C_Sign", e));
+    return p11_sig_encode(p->alg, o.raw, o.rawlen, sig, siglen, e);
 }
 
 const sigalg *p11_pool_sigalg(p11_pool *p) { return p ? p->alg : NULL; }
@@ -340,8 +385,8 @@ static HSMCA_MUSTCHECK hsmca_code pool_self_test(p11_pool *p, hsmca_err *e)
     return HSMCA_OK;
 }
 
-hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pin, unsigned n,
-                         p11_pool **out, hsmca_err *e)
+hsmca_code p11_pool_open_role(p11_module *m, const char *key_uri, const char *user_pin,
+                              unsigned n, p11_key_role role, p11_pool **out, hsmca_err *e)
 {
     *out = NULL;
     if (!m)
@@ -353,6 +398,7 @@ hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pi
         return hsmca_fail(e, HSMCA_ENOMEM, "pool: out of memory");
     p->m = m;
     p->n = n;
+    p->role = role;
     for (unsigned i = 0; i < POOL_MAX; i++)
         p->all[i] = CK_INVALID_HANDLE;
     pthread_mutex_init(&p->mu, NULL);
@@ -367,21 +413,34 @@ hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pi
     if ((c = pin_keep(p, user_pin, e)) != HSMCA_OK ||
         (c = pool_connect(p, &p->pub, NULL, e)) != HSMCA_OK)
         goto fail;
-    if (!(p->alg = sigalg_for_key(p->pub))) {
-        c = hsmca_fail(e, HSMCA_EPERM, "key check: no signature algorithm for this key type");
-        goto fail;
-    }
     for (unsigned i = 0; i < n; i++)
         p->free_idx[p->nfree++] = i;
     p->healthy = 1;
     p->last_attempt = -1e9;
-    if ((c = pool_self_test(p, e)) != HSMCA_OK)
-        goto fail;
     *out = p;
     return HSMCA_OK;
 fail:
     p11_pool_close(p);
     return c;
+}
+
+hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pin, unsigned n,
+                         p11_pool **out, hsmca_err *e)
+{
+    p11_pool *p = NULL;
+    *out = NULL;
+    HSMCA_GUARD(p11_pool_open_role(m, key_uri, user_pin, n, P11_ROLE_CA, &p, e));
+    hsmca_code c = HSMCA_OK;
+    if (!(p->alg = sigalg_for_key(p->pub)))
+        c = hsmca_fail(e, HSMCA_EPERM, "key check: no signature algorithm for this key type");
+    else
+        c = pool_self_test(p, e);
+    if (c != HSMCA_OK) {
+        p11_pool_close(p);
+        return c;
+    }
+    *out = p;
+    return HSMCA_OK;
 }
 
 void p11_pool_close(p11_pool *p)

@@ -57,6 +57,7 @@ typedef struct signer_job {
 struct signer_ctx {
     p11_module *module;
     p11_pool *pool;
+    p11_signkey *audit_key; /* pkcs11.audit_key; NULL when none is configured */
     X509 *ca_cert;
     tbs_policy policy;
     hsmca_config cfg; /* our copy: the policy's strings point into it */
@@ -97,6 +98,8 @@ static void conn_unref_locked(signer_conn *c)
     }
 }
 
+p11_signkey *signer_audit_key(signer_ctx *s) { return s->audit_key; }
+
 int signer_conn_fd(signer_ctx *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -125,7 +128,9 @@ int signer_tick(signer_ctx *s)
 {
     answer_overdue(s);
     log_limiter_flush(s->refusals, util_mono_now());
-    if (p11_pool_get_state(s->pool) == P11_POOL_PIN_REFUSED && pin_file_changed(s)) {
+    int refused = p11_pool_get_state(s->pool) == P11_POOL_PIN_REFUSED ||
+                  (s->audit_key && p11_signkey_get_state(s->audit_key) == P11_POOL_PIN_REFUSED);
+    if (refused && pin_file_changed(s)) {
         log_warn("the PIN file %s changed: restarting the signer to try it once",
                  s->cfg.pin_file);
         return 1;
@@ -483,6 +488,29 @@ static void build_policy(signer_ctx *s)
                          &p->n_serving_ips);
 }
 
+/* The audit key (DESIGN.md §6), checked like the CA key: opened before the
+ * sandbox, refused naming the check, and its public key's fingerprint logged
+ * so an operator can tell which key signs the log. */
+static HSMCA_MUSTCHECK hsmca_code open_audit_key(signer_ctx *s, const hsmca_config *cfg,
+                                                 const char *pin, hsmca_err *e)
+{
+    if (!cfg->audit_key_uri[0]) {
+        log_info("no audit key configured (pkcs11.audit_key is empty)");
+        return HSMCA_OK;
+    }
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    hsmca_code rc = p11_signkey_open(s->module, cfg->audit_key_uri, pin, &s->audit_key, &why);
+    if (rc != HSMCA_OK)
+        return hsmca_fail(e, rc, "audit key (pkcs11.audit_key): %s", why.msg);
+    char pub[2 * P11_ED25519_PUB_LEN + 1];
+    util_hex(p11_signkey_public_raw(s->audit_key), P11_ED25519_PUB_LEN, pub);
+    LOG_EVENT(LOG_LVL_INFO, "audit key ready", LOG_STR("key", cfg->audit_key_uri),
+              LOG_STR("type", "Ed25519"), LOG_STR("sha256", p11_signkey_fingerprint(s->audit_key)),
+              LOG_STR("public_key", pub));
+    return HSMCA_OK;
+}
+
 static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *cfg, hsmca_err *e)
 {
     if (cfg->softhsm2_conf[0])
@@ -496,6 +524,8 @@ static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *
     rc = p11_module_load(cfg->module_path, &s->module, e);
     if (rc == HSMCA_OK)
         rc = p11_pool_open(s->module, cfg->ca_key_uri, pin, cfg->sessions, &s->pool, e);
+    if (rc == HSMCA_OK)
+        rc = open_audit_key(s, cfg, pin, e);
     OPENSSL_cleanse(pin, sizeof(pin));
     return rc;
 }
@@ -577,6 +607,7 @@ void signer_stop_all(signer_ctx *s)
         free(j);
     }
     conn_unref_locked(s->conn);
+    p11_signkey_close(s->audit_key);
     p11_pool_close(s->pool);
     p11_module_unload(s->module);
     X509_free(s->ca_cert);

@@ -6,15 +6,23 @@
 #include <stdint.h>
 #include "config.h"
 #include "hsmca_err.h"
+#include "p11.h"
 #include "signer.pb-c.h"
 #include "signer_request.h"
 
 typedef struct signer_ctx signer_ctx;
 
 /* Loads the module, logs in, checks the CA key (sensitive, not extractable) and
- * that the CA certificate's key is the token key, builds the profile and starts
- * one worker per session. NULL with e naming the failed check. */
+ * that the CA certificate's key is the token key, opens and checks the audit key
+ * when pkcs11.audit_key names one (logging its fingerprint), builds the profile
+ * and starts one worker per session. NULL with e naming the failed check.
+ * Everything that needs root or a new file (the PIN, the module) happens here,
+ * before the signer confines itself. */
 signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e);
+
+/* The audit key opened at start (p11_signkey_sign_message is thread-safe), or
+ * NULL when pkcs11.audit_key is empty. Owned by s. */
+p11_signkey *signer_audit_key(signer_ctx *s);
 
 /* Stops the workers and releases everything (the PIN is wiped). */
 void signer_stop_all(signer_ctx *s);
@@ -41,7 +49,8 @@ void signer_set_ctl_fd(signer_ctx *s, int ctl_fd);
 /* Periodic work of the main loop (a few times a second): answers requests
  * whose token call is overdue (pkcs11.sign_timeout), writes the summary line
  * of refusals suppressed in the last interval. Returns 1 when the signer
- * should restart: the token refused the PIN and the PIN file has changed since. */
+ * should restart: the token refused the PIN (to the CA key's pool or the audit
+ * key's) and the PIN file has changed since. */
 int signer_tick(signer_ctx *s);
 
 /* Before unpacking a request of this shape: HSMCA_OK when the queue has room;

@@ -2,6 +2,8 @@
 """The command line as a newcomer meets it: `hsmca dev`'s banner commands work when
 pasted into a shell, `hsmca request` reports refusals by name, and every
 subcommand explains itself with --help."""
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -55,8 +57,10 @@ class CliTests(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("PERMISSION_DENIED: SAN policy", r.stderr)
 
-    def test_token_inspectable_and_ca_key_sign_only(self):
-        """What the README promises an operator sees with pkcs11-tool."""
+    def test_token_inspectable_and_keys_sign_only(self):
+        """What the README promises an operator sees with pkcs11-tool: the CA key and the
+        Ed25519 audit key, both sign-only, sensitive and never extractable; and the
+        signer's log names the audit key's fingerprint."""
         with open(os.path.join(self.server.dir, "pin")) as f:
             pin = f.read().strip()
         self.assertEqual(os.stat(os.path.join(self.server.dir, "pin")).st_mode & 0o777, 0o600)
@@ -66,13 +70,28 @@ class CliTests(unittest.TestCase):
                              env=env, timeout=30).stdout
         # One block per object, in the token's own order: a header line, then
         # indented attribute lines.
-        blocks = re.split(r"\n(?=\S)", out)
-        private = [b for b in blocks if b.startswith("Private Key Object")]
-        self.assertEqual(len(private), 1, out)
-        private = private[0] + "\n"
-        self.assertIn("label:      ca-key", private)
-        self.assertRegex(private, r"Usage:\s+sign\n")  # sign only: no unwrap, decrypt, derive
-        self.assertIn("Access:     sensitive, always sensitive, never extractable, local", private)
+        blocks = [b + "\n" for b in re.split(r"\n(?=\S)", out)]
+        private = {re.search(r"label:\s+(\S+)", b).group(1): b for b in blocks
+                   if b.startswith("Private Key Object")}
+        self.assertEqual(sorted(private), ["audit-key", "ca-key"], out)
+        self.assertTrue(private["ca-key"].startswith("Private Key Object; EC\n"), out)
+        self.assertTrue(private["audit-key"].startswith("Private Key Object; EC_EDWARDS\n"), out)
+        for label, b in private.items():
+            self.assertRegex(b, r"Usage:\s+sign\n", label)  # sign only: no unwrap, decrypt, derive
+            self.assertIn("Access:     sensitive, always sensitive, never extractable, local", b,
+                          label)
+        public = [b for b in blocks if b.startswith("Public Key Object; EC_EDWARDS")]
+        self.assertEqual(len(public), 1, out)
+        self.assertIn("EC_PARAMS:  06032b6570 (OID 1.3.101.112)", public[0])
+        point = re.search(r"EC_POINT:\s+0420([0-9a-f]{64})\n", public[0]).group(1)
+        # The signer's line at start: SHA-256 of the DER SubjectPublicKeyInfo (RFC 8410).
+        spki = bytes.fromhex("302a300506032b6570032100" + point)
+        with open(self.server.log_path, errors="replace") as f:
+            ready = [json.loads(line) for line in f if '"audit key ready"' in line]
+        self.assertTrue(ready, "no 'audit key ready' line in %s" % self.server.log_path)
+        self.assertEqual(ready[0]["proc"], "signer")
+        self.assertEqual(ready[0]["public_key"], point)
+        self.assertEqual(ready[0]["sha256"], hashlib.sha256(spki).hexdigest())
 
     def handshake(self, *flags):
         r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % self.server.port,

@@ -103,6 +103,62 @@ class StartupErrorTests(unittest.TestCase):
         self.assertNotEqual(code, 0)
         self.assertRegex(out, r"key check \(leaky\): (CKA_EXTRACTABLE is TRUE|CKA_SENSITIVE is FALSE)")
 
+    def edit_config(self, d, old, new):
+        config = set_listen(d, free_port())
+        with open(config) as f:
+            text = f.read()
+        self.assertIn(old, text)
+        with open(config, "w") as f:
+            f.write(text.replace(old, new))
+        return config
+
+    def test_missing_audit_key_named(self):
+        d = dev_init("noaudit")
+        code, out = serve(self.edit_config(d, "object=audit-key", "object=no-such-key"))
+        self.assertNotEqual(code, 0)
+        self.assertIn("refusing to serve: audit key (pkcs11.audit_key): private key "
+                      "'no-such-key' not found in token 'hsmca'", out)
+        self.assertNotIn("signer ready", out)
+
+    def test_ca_key_as_audit_key_refused(self):
+        """An EC P-256 key named as the audit key: refused, naming the type."""
+        d = dev_init("ecaudit")
+        env = dict(os.environ, SOFTHSM2_CONF=os.path.join(d, "softhsm2.conf"))
+        with open(os.path.join(d, "pin")) as f:
+            pin = f.read().strip()
+        subprocess.run(["pkcs11-tool", "--module", SOFTHSM, "--token-label", "hsmca", "--login",
+                        "--pin", pin, "--keypairgen", "--key-type", "EC:prime256v1", "--label",
+                        "ec-audit", "--id", "98", "--usage-sign", "--sensitive"],
+                       check=True, capture_output=True, env=env)
+        code, out = serve(self.edit_config(d, "object=audit-key", "object=ec-audit"))
+        self.assertNotEqual(code, 0)
+        self.assertIn("audit key (pkcs11.audit_key): key check (ec-audit): CKA_KEY_TYPE is "
+                      "CKK_EC, not CKK_EC_EDWARDS (Ed25519)", out)
+
+    def test_dev_dir_without_audit_key_gets_one(self):
+        """A dev directory from before the audit key: the next start makes it and says so."""
+        d = dev_init("oldaudit")
+        env = dict(os.environ, SOFTHSM2_CONF=os.path.join(d, "softhsm2.conf"))
+        with open(os.path.join(d, "pin")) as f:
+            pin = f.read().strip()
+        tool = ["pkcs11-tool", "--module", SOFTHSM, "--token-label", "hsmca", "--login",
+                "--pin", pin]
+        for t in ("privkey", "pubkey"):
+            subprocess.run(tool + ["--delete-object", "--type", t, "--label", "audit-key"],
+                           check=True, capture_output=True, env=env)
+        config = self.edit_config(d, '  audit_key: "pkcs11:token=hsmca;object=audit-key;type=private"\n',
+                                  "")
+        r = subprocess.run([BIN, "dev", "init", "--dir", d], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("this dev directory has no audit key yet: generating the Ed25519 audit key "
+                      "'audit-key' in the token", r.stdout + r.stderr)
+        with open(config) as f:
+            self.assertIn('audit_key: "pkcs11:token=hsmca;object=audit-key;type=private"', f.read())
+        listed = subprocess.run(tool + ["-O", "--type", "privkey"], capture_output=True, text=True,
+                                env=env, timeout=30).stdout
+        self.assertIn("label:      audit-key", listed)
+
     def test_sixteen_dns_names_start(self):
         """The longest server.dns_names the config accepts: the front end asks for all
         of them plus localhost, and the signer allows exactly that set."""

@@ -1,7 +1,7 @@
 /* p11shim_tu.h - helpers for test_p11shim.c: the shim's control and counts
  * files, and raw PKCS#11 calls through the shim on the `hsmca dev init` token
- * (label "hsmca", EC P-256 key "ca-key"). Failures abort the running cmocka
- * test. */
+ * (label "hsmca", EC P-256 key "ca-key", Ed25519 key "audit-key"). Failures
+ * abort the running cmocka test. */
 #ifndef HSMCA_P11SHIM_TU_H
 #define HSMCA_P11SHIM_TU_H
 

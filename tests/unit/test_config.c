@@ -26,6 +26,7 @@ static const char full_yaml[] =
     "  module: /usr/lib/softhsm/libsofthsm2.so\n"
     "  pin_file: pin\n"
     "  ca_key: \"pkcs11:token=hsmca;object=ca-key;type=private\"\n"
+    "  audit_key: \"pkcs11:token=hsmca;object=audit-key;type=private\"\n"
     "  softhsm2_conf: softhsm2.conf\n"
     "  sessions: 8\n"
     "ca:\n"
@@ -81,6 +82,7 @@ static void test_full_example(void **state)
     assert_string_equal(c->module_path, "/usr/lib/softhsm/libsofthsm2.so");
     assert_string_equal(c->pin_file, "/etc/hsmca/pin");
     assert_string_equal(c->ca_key_uri, "pkcs11:token=hsmca;object=ca-key;type=private");
+    assert_string_equal(c->audit_key_uri, "pkcs11:token=hsmca;object=audit-key;type=private");
     assert_string_equal(c->softhsm2_conf, "/etc/hsmca/softhsm2.conf");
     assert_int_equal(c->sessions, 8);
     assert_string_equal(c->ca_cert, "/etc/hsmca/root-cert.pem");
@@ -118,6 +120,7 @@ static void test_defaults(void **state)
     assert_string_equal(d->module_path, "");
     assert_string_equal(d->pin_file, "");
     assert_string_equal(d->ca_key_uri, "");
+    assert_string_equal(d->audit_key_uri, ""); /* no audit key: older configs keep working */
     assert_int_equal(d->sessions, 4);
     assert_string_equal(d->ca_cert, "");
     assert_string_equal(d->root_bundle, "");
@@ -525,6 +528,7 @@ static void test_example_file(void **state)
         fail_msg("%s", e.msg);
     assert_string_equal(c->module_path, "/usr/lib/softhsm/libsofthsm2.so");
     assert_string_equal(c->ca_key_uri, "pkcs11:token=hsmca;object=ca-key;type=private");
+    assert_string_equal(c->audit_key_uri, "pkcs11:token=hsmca;object=audit-key;type=private");
     assert_true(ends_with(c->pin_file, "/hsm-config/dev/pin"));
     assert_true(ends_with(c->softhsm2_conf, "/hsm-config/dev/softhsm2.conf"));
     assert_true(ends_with(c->ca_cert, "/hsm-config/dev/root-cert.pem"));
@@ -620,6 +624,14 @@ static void test_validate_ranges(void **state)
     strcpy(c->ca_key_uri, "token=hsmca;object=ca-key");
     expect_invalid(c, "config: pkcs11.ca_key must be a pkcs11: URI");
     strcpy(c->ca_key_uri, "pkcs11:object=ca-key");
+
+    strcpy(c->audit_key_uri, "token=hsmca;object=audit-key");
+    expect_invalid(c, "config: pkcs11.audit_key must be a pkcs11: URI");
+    strcpy(c->audit_key_uri, c->ca_key_uri);
+    expect_invalid(c, "config: pkcs11.audit_key must name another key than pkcs11.ca_key");
+    c->audit_key_uri[0] = '\0';
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    strcpy(c->audit_key_uri, "pkcs11:object=audit-key");
 
     strcpy(c->ip_addresses.items[1], "10.0.0.256");
     expect_invalid(c, "config: server.ip_addresses[1] '10.0.0.256' is not an IP address");

@@ -11,7 +11,6 @@
 
 #include <cmocka.h>
 
-#include <dlfcn.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <pkcs11.h>
@@ -23,129 +22,11 @@
 #include <unistd.h>
 
 #include "p11.h"
+#include "p11_tu.h"
 #include "testutil.h"
 
-#define SOFTHSM "/usr/lib/softhsm/libsofthsm2.so"
-#define SO_PIN "so-secret-1234"
-#define USER_PIN "user-secret-5678"
-#define TOKEN "hsmca-test"
-
-typedef struct {
-    char *dir;
-    p11_module *m;
-} env;
-
-static void env_up(env *v, int with_token)
-{
-    char path[1024];
-    v->dir = tu_mkdtemp("p11");
-    snprintf(path, sizeof(path), "%s/tokens", v->dir);
-    assert_int_equal(mkdir(path, 0700), 0);
-    snprintf(path, sizeof(path), "%s/softhsm2.conf", v->dir);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fprintf(f, "directories.tokendir = %s/tokens\nobjectstore.backend = file\nlog.level = ERROR\n",
-            v->dir);
-    fclose(f);
-    setenv("SOFTHSM2_CONF", path, 1);
-    hsmca_err e;
-    hsmca_err_clear(&e);
-    assert_int_equal(p11_module_load(SOFTHSM, &v->m, &e), HSMCA_OK);
-    if (with_token) {
-        hsmca_code c = p11_init_token(v->m, TOKEN, SO_PIN, USER_PIN, &e);
-        if (c != HSMCA_OK)
-            fail_msg("init token: %s", e.msg);
-    }
-}
-
-static void env_down(env *v)
-{
-    p11_module_unload(v->m);
-    tu_system("rm -rf '%s'", v->dir);
-    free(v->dir);
-}
-
-static void gen(env *v, const char *label, p11_key_type t)
-{
-    hsmca_err e;
-    if (p11_generate_key(v->m, TOKEN, USER_PIN, label, t, &e) != HSMCA_OK)
-        fail_msg("generate %s: %s", label, e.msg);
-}
-
-/* The same SoftHSM instance, reached as another part of the process would. */
-static CK_FUNCTION_LIST *raw_fl(void)
-{
-    void *dl = dlopen(SOFTHSM, RTLD_NOW);
-    assert_non_null(dl);
-    CK_C_GetFunctionList get;
-    *(void **)&get = dlsym(dl, "C_GetFunctionList");
-    assert_non_null(get);
-    CK_FUNCTION_LIST *fl = NULL;
-    assert_int_equal(get(&fl), CKR_OK);
-    return fl; /* the handle stays open: the module must outlive the test */
-}
-
-static CK_SLOT_ID raw_slot(CK_FUNCTION_LIST *fl)
-{
-    CK_SLOT_ID slots[16];
-    CK_ULONG n = 16;
-    assert_int_equal(fl->C_GetSlotList(CK_TRUE, slots, &n), CKR_OK);
-    for (CK_ULONG i = 0; i < n; i++) {
-        CK_TOKEN_INFO ti;
-        if (fl->C_GetTokenInfo(slots[i], &ti) == CKR_OK &&
-            memcmp(ti.label, TOKEN, strlen(TOKEN)) == 0 && ti.label[strlen(TOKEN)] == ' ')
-            return slots[i];
-    }
-    fail_msg("token not found");
-    return 0;
-}
-
-static CK_SESSION_HANDLE raw_login(CK_FUNCTION_LIST *fl)
-{
-    CK_SESSION_HANDLE s;
-    assert_int_equal(
-        fl->C_OpenSession(raw_slot(fl), CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s),
-        CKR_OK);
-    CK_RV rv = fl->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)USER_PIN, strlen(USER_PIN));
-    assert_true(rv == CKR_OK || rv == CKR_USER_ALREADY_LOGGED_IN);
-    return s;
-}
-
-/* Test-only: a key pair with the attributes a careless set-up would give. */
-static void raw_gen(const char *label, CK_BBOOL sensitive, CK_BBOOL extractable, CK_BBOOL sign,
-                    CK_ULONG rsa_bits)
-{
-    static const uint8_t p256[] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
-    static const uint8_t f4[] = {1, 0, 1};
-    CK_FUNCTION_LIST *fl = raw_fl();
-    CK_SESSION_HANDLE s = raw_login(fl);
-    CK_BBOOL yes = CK_TRUE;
-    CK_ULONG llen = strlen(label);
-    uint8_t id[4];
-    RAND_bytes(id, sizeof(id));
-    CK_ATTRIBUTE pub[5] = {
-        {CKA_TOKEN, &yes, 1}, {CKA_LABEL, (void *)label, llen}, {CKA_ID, id, sizeof(id)}};
-    CK_ULONG np = 3;
-    CK_MECHANISM mech = {CKM_EC_KEY_PAIR_GEN, NULL, 0};
-    if (rsa_bits) {
-        mech.mechanism = CKM_RSA_PKCS_KEY_PAIR_GEN;
-        pub[np++] = (CK_ATTRIBUTE){CKA_MODULUS_BITS, &rsa_bits, sizeof(rsa_bits)};
-        pub[np++] = (CK_ATTRIBUTE){CKA_PUBLIC_EXPONENT, (void *)f4, sizeof(f4)};
-    } else {
-        pub[np++] = (CK_ATTRIBUTE){CKA_EC_PARAMS, (void *)p256, sizeof(p256)};
-    }
-    CK_ATTRIBUTE priv[] = {
-        {CKA_TOKEN, &yes, 1},           {CKA_PRIVATE, &yes, 1},
-        {CKA_SENSITIVE, &sensitive, 1}, {CKA_EXTRACTABLE, &extractable, 1},
-        {CKA_SIGN, &sign, 1},           {CKA_LABEL, (void *)label, llen},
-        {CKA_ID, id, sizeof(id)},
-    };
-    CK_OBJECT_HANDLE hp, hk;
-    assert_int_equal(fl->C_GenerateKeyPair(s, &mech, pub, np, priv, 7, &hp, &hk), CKR_OK);
-    fl->C_CloseSession(s);
-}
-
-static void open_fails(env *v, const char *uri, const char *pin, hsmca_code want, const char *msg)
+static void open_fails(tu_p11_env *v, const char *uri, const char *pin, hsmca_code want,
+                       const char *msg)
 {
     hsmca_err e;
     hsmca_err_clear(&e);
@@ -263,34 +144,35 @@ static void test_module_load_bad(void **state)
 static void test_token_and_keygen(void **state)
 {
     (void)state;
-    env v;
-    env_up(&v, 0);
+    tu_p11_env v;
+    tu_p11_up(&v, 0);
     hsmca_err e;
-    assert_int_equal(p11_token_exists(v.m, TOKEN), 0);
-    assert_int_equal(p11_init_token(v.m, TOKEN, SO_PIN, USER_PIN, &e), HSMCA_OK);
-    assert_int_equal(p11_token_exists(v.m, TOKEN), 1);
+    assert_int_equal(p11_token_exists(v.m, TU_TOKEN), 0);
+    assert_int_equal(p11_init_token(v.m, TU_TOKEN, TU_SO_PIN, TU_USER_PIN, &e), HSMCA_OK);
+    assert_int_equal(p11_token_exists(v.m, TU_TOKEN), 1);
     assert_int_equal(p11_token_exists(v.m, "other"), 0);
-    assert_int_equal(p11_init_token(v.m, TOKEN, SO_PIN, USER_PIN, &e), HSMCA_EINVAL);
+    assert_int_equal(p11_init_token(v.m, TU_TOKEN, TU_SO_PIN, TU_USER_PIN, &e), HSMCA_EINVAL);
     assert_non_null(strstr(e.msg, "already exists"));
-    assert_int_equal(p11_init_token(v.m, "0123456789abcdef0123456789abcdefX", SO_PIN, USER_PIN, &e),
-                     HSMCA_EINVAL);
+    assert_int_equal(
+        p11_init_token(v.m, "0123456789abcdef0123456789abcdefX", TU_SO_PIN, TU_USER_PIN, &e),
+        HSMCA_EINVAL);
     assert_non_null(strstr(e.msg, "label must be"));
 
-    gen(&v, "ec-key", P11_KEY_EC_P256);
-    gen(&v, "rsa-key", P11_KEY_RSA_2048);
-    assert_int_equal(p11_generate_key(v.m, TOKEN, USER_PIN, "ec-key", P11_KEY_EC_P256, &e),
+    tu_p11_gen(&v, "ec-key", P11_KEY_EC_P256);
+    tu_p11_gen(&v, "rsa-key", P11_KEY_RSA_2048);
+    assert_int_equal(p11_generate_key(v.m, TU_TOKEN, TU_USER_PIN, "ec-key", P11_KEY_EC_P256, &e),
                      HSMCA_EINVAL);
     assert_non_null(strstr(e.msg, "'ec-key' already exists"));
-    assert_int_equal(p11_generate_key(v.m, TOKEN, "wrong-pin", "k2", P11_KEY_EC_P256, &e),
+    assert_int_equal(p11_generate_key(v.m, TU_TOKEN, "wrong-pin", "k2", P11_KEY_EC_P256, &e),
                      HSMCA_EAUTH);
     assert_non_null(strstr(e.msg, "CKR_PIN_INCORRECT"));
-    assert_int_equal(p11_generate_key(v.m, "no-such-token", USER_PIN, "k2", P11_KEY_EC_P256, &e),
+    assert_int_equal(p11_generate_key(v.m, "no-such-token", TU_USER_PIN, "k2", P11_KEY_EC_P256, &e),
                      HSMCA_EUNAVAIL);
     assert_non_null(strstr(e.msg, "token 'no-such-token' not found"));
 
     /* The generated private key carries exactly the attributes we promise. */
-    CK_FUNCTION_LIST *fl = raw_fl();
-    CK_SESSION_HANDLE s = raw_login(fl);
+    CK_FUNCTION_LIST *fl = tu_p11_raw_fl();
+    CK_SESSION_HANDLE s = tu_p11_raw_login(fl);
     CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
     CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}, {CKA_LABEL, "rsa-key", 7}};
     CK_OBJECT_HANDLE h;
@@ -308,21 +190,21 @@ static void test_token_and_keygen(void **state)
     assert_true(tok && priv && sens && !extr && sign);
     assert_int_equal(a[5].ulValueLen, 16);
     fl->C_CloseSession(s);
-    env_down(&v);
+    tu_p11_down(&v);
 }
 
 /* ---- pool ---- */
 
 static void pool_sign(p11_key_type t, const char *label, int want_id)
 {
-    env v;
-    env_up(&v, 1);
-    gen(&v, label, t);
+    tu_p11_env v;
+    tu_p11_up(&v, 1);
+    tu_p11_gen(&v, label, t);
     hsmca_err e;
     p11_pool *p = NULL;
     char uri[256];
-    snprintf(uri, sizeof(uri), "pkcs11:token=%s;object=%s;type=private", TOKEN, label);
-    if (p11_pool_open(v.m, uri, USER_PIN, 2, &p, &e) != HSMCA_OK)
+    snprintf(uri, sizeof(uri), "pkcs11:token=%s;object=%s;type=private", TU_TOKEN, label);
+    if (p11_pool_open(v.m, uri, TU_USER_PIN, 2, &p, &e) != HSMCA_OK)
         fail_msg("pool open: %s", e.msg);
     assert_int_equal(p11_pool_healthy(p), 1);
     EVP_PKEY *pk = p11_pool_public_key(p);
@@ -345,8 +227,8 @@ static void pool_sign(p11_key_type t, const char *label, int want_id)
     if (want_id) {
         /* The same key named by its CKA_ID alone. */
         char idhex[128] = "";
-        CK_FUNCTION_LIST *fl = raw_fl();
-        CK_SESSION_HANDLE s = raw_login(fl);
+        CK_FUNCTION_LIST *fl = tu_p11_raw_fl();
+        CK_SESSION_HANDLE s = tu_p11_raw_login(fl);
         CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
         CK_ATTRIBUTE ft[] = {{CKA_CLASS, &cls, sizeof(cls)},
                              {CKA_LABEL, (void *)label, strlen(label)}};
@@ -361,8 +243,8 @@ static void pool_sign(p11_key_type t, const char *label, int want_id)
         for (CK_ULONG i = 0; i < a.ulValueLen; i++)
             snprintf(idhex + 3 * i, 4, "%%%02x", id[i]);
         fl->C_CloseSession(s);
-        snprintf(uri, sizeof(uri), "pkcs11:token=%s;id=%s", TOKEN, idhex);
-        if (p11_pool_open(v.m, uri, USER_PIN, 1, &p, &e) != HSMCA_OK)
+        snprintf(uri, sizeof(uri), "pkcs11:token=%s;id=%s", TU_TOKEN, idhex);
+        if (p11_pool_open(v.m, uri, TU_USER_PIN, 1, &p, &e) != HSMCA_OK)
             fail_msg("pool open by id: %s", e.msg);
         EVP_PKEY *pk2 = p11_pool_public_key(p);
         assert_int_equal(EVP_PKEY_eq(pk, pk2), 1);
@@ -371,7 +253,7 @@ static void pool_sign(p11_key_type t, const char *label, int want_id)
         p11_pool_close(p);
     }
     EVP_PKEY_free(pk);
-    env_down(&v);
+    tu_p11_down(&v);
 }
 
 static void test_pool_sign_ec(void **state)
@@ -400,14 +282,15 @@ static void *signer_thread(void *arg)
 static void test_pool_concurrent(void **state)
 {
     (void)state;
-    env v;
-    env_up(&v, 1);
-    gen(&v, "ec-key", P11_KEY_EC_P256);
+    tu_p11_env v;
+    tu_p11_up(&v, 1);
+    tu_p11_gen(&v, "ec-key", P11_KEY_EC_P256);
     hsmca_err e;
     p11_pool *p = NULL;
     /* Fewer sessions than threads: callers must wait for a free session. */
     assert_int_equal(
-        p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=ec-key", USER_PIN, 2, &p, &e), HSMCA_OK);
+        p11_pool_open(v.m, "pkcs11:token=" TU_TOKEN ";object=ec-key", TU_USER_PIN, 2, &p, &e),
+        HSMCA_OK);
     pthread_t th[4];
     for (int i = 0; i < 4; i++)
         assert_int_equal(pthread_create(&th[i], NULL, signer_thread, p), 0);
@@ -418,60 +301,62 @@ static void test_pool_concurrent(void **state)
     }
     assert_int_equal(p11_pool_healthy(p), 1);
     p11_pool_close(p);
-    env_down(&v);
+    tu_p11_down(&v);
 }
 
 static void test_pool_refusals(void **state)
 {
     (void)state;
-    env v;
-    env_up(&v, 1);
-    raw_gen("extractable", CK_TRUE, CK_TRUE, CK_TRUE, 0);
-    raw_gen("not-sensitive", CK_FALSE, CK_FALSE, CK_TRUE, 0);
-    raw_gen("no-sign", CK_TRUE, CK_FALSE, CK_FALSE, 0);
-    raw_gen("rsa-1024", CK_TRUE, CK_FALSE, CK_TRUE, 1024);
-    raw_gen("twice", CK_TRUE, CK_FALSE, CK_TRUE, 0);
-    raw_gen("twice", CK_TRUE, CK_FALSE, CK_TRUE, 0);
-    gen(&v, "good", P11_KEY_EC_P256);
+    tu_p11_env v;
+    tu_p11_up(&v, 1);
+    tu_p11_raw_gen("extractable", CK_TRUE, CK_TRUE, CK_TRUE, "ec-p256");
+    tu_p11_raw_gen("not-sensitive", CK_FALSE, CK_FALSE, CK_TRUE, "ec-p256");
+    tu_p11_raw_gen("no-sign", CK_TRUE, CK_FALSE, CK_FALSE, "ec-p256");
+    tu_p11_raw_gen("rsa-1024", CK_TRUE, CK_FALSE, CK_TRUE, "rsa-1024");
+    tu_p11_raw_gen("twice", CK_TRUE, CK_FALSE, CK_TRUE, "ec-p256");
+    tu_p11_raw_gen("twice", CK_TRUE, CK_FALSE, CK_TRUE, "ec-p256");
+    tu_p11_gen(&v, "good", P11_KEY_EC_P256);
 
-    open_fails(&v, "pkcs11:token=" TOKEN ";object=extractable", USER_PIN, HSMCA_EPERM,
+    open_fails(&v, "pkcs11:token=" TU_TOKEN ";object=extractable", TU_USER_PIN, HSMCA_EPERM,
                "key check (extractable): CKA_EXTRACTABLE is TRUE");
-    open_fails(&v, "pkcs11:token=" TOKEN ";object=not-sensitive", USER_PIN, HSMCA_EPERM,
+    open_fails(&v, "pkcs11:token=" TU_TOKEN ";object=not-sensitive", TU_USER_PIN, HSMCA_EPERM,
                "key check (not-sensitive): CKA_SENSITIVE is FALSE");
-    open_fails(&v, "pkcs11:token=" TOKEN ";object=no-sign", USER_PIN, HSMCA_EPERM,
+    open_fails(&v, "pkcs11:token=" TU_TOKEN ";object=no-sign", TU_USER_PIN, HSMCA_EPERM,
                "key check (no-sign): CKA_SIGN is FALSE");
-    open_fails(&v, "pkcs11:token=" TOKEN ";object=rsa-1024", USER_PIN, HSMCA_EPERM,
+    open_fails(&v, "pkcs11:token=" TU_TOKEN ";object=rsa-1024", TU_USER_PIN, HSMCA_EPERM,
                "RSA modulus is 1024 bits, below 2048");
-    open_fails(&v, "pkcs11:token=" TOKEN ";object=twice", USER_PIN, HSMCA_EINVAL,
+    open_fails(&v, "pkcs11:token=" TU_TOKEN ";object=twice", TU_USER_PIN, HSMCA_EINVAL,
                "private key 'twice': more than one object matches");
-    open_fails(&v, "pkcs11:token=" TOKEN ";object=missing", USER_PIN, HSMCA_ENOTFOUND,
-               "private key 'missing' not found in token '" TOKEN "'");
-    open_fails(&v, "pkcs11:token=" TOKEN ";id=%01%02", USER_PIN, HSMCA_ENOTFOUND,
+    open_fails(&v, "pkcs11:token=" TU_TOKEN ";object=missing", TU_USER_PIN, HSMCA_ENOTFOUND,
+               "private key 'missing' not found in token '" TU_TOKEN "'");
+    open_fails(&v, "pkcs11:token=" TU_TOKEN ";id=%01%02", TU_USER_PIN, HSMCA_ENOTFOUND,
                "private key 'id=0102' not found");
-    open_fails(&v, "pkcs11:token=" TOKEN ";object=good;type=public", USER_PIN, HSMCA_EINVAL,
+    open_fails(&v, "pkcs11:token=" TU_TOKEN ";object=good;type=public", TU_USER_PIN, HSMCA_EINVAL,
                "type must be private");
-    open_fails(&v, "pkcs11:object=good", USER_PIN, HSMCA_EINVAL, "no token given");
-    open_fails(&v, "pkcs11:token=" TOKEN, USER_PIN, HSMCA_EINVAL, "neither object nor id");
-    open_fails(&v, "pkcs11:token=nope;object=good", USER_PIN, HSMCA_EUNAVAIL,
+    open_fails(&v, "pkcs11:object=good", TU_USER_PIN, HSMCA_EINVAL, "no token given");
+    open_fails(&v, "pkcs11:token=" TU_TOKEN, TU_USER_PIN, HSMCA_EINVAL, "neither object nor id");
+    open_fails(&v, "pkcs11:token=nope;object=good", TU_USER_PIN, HSMCA_EUNAVAIL,
                "token 'nope' not found");
-    open_fails(&v, "pkcs11:token=" TOKEN ";object=good;pin-value=" USER_PIN, USER_PIN, HSMCA_EINVAL,
-               "PIN in the URI refused");
-    open_fails(&v, "pkcs11:token=" TOKEN ";object=good", "wrong-pin", HSMCA_EAUTH,
+    open_fails(&v, "pkcs11:token=" TU_TOKEN ";object=good;pin-value=" TU_USER_PIN, TU_USER_PIN,
+               HSMCA_EINVAL, "PIN in the URI refused");
+    open_fails(&v, "pkcs11:token=" TU_TOKEN ";object=good", "wrong-pin", HSMCA_EAUTH,
                "CKR_PIN_INCORRECT");
-    open_fails(&v, "pkcs11:token=" TOKEN ";object=good", "", HSMCA_EINVAL, "PIN must be");
+    open_fails(&v, "pkcs11:token=" TU_TOKEN ";object=good", "", HSMCA_EINVAL, "PIN must be");
 
     /* The good key still opens after all that. */
     hsmca_err e;
     p11_pool *p = NULL;
-    assert_int_equal(p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=good", USER_PIN, 1, &p, &e),
-                     HSMCA_OK);
+    assert_int_equal(
+        p11_pool_open(v.m, "pkcs11:token=" TU_TOKEN ";object=good", TU_USER_PIN, 1, &p, &e),
+        HSMCA_OK);
     p11_pool *p0 = NULL;
-    assert_int_equal(p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=good", USER_PIN, 0, &p0, &e),
-                     HSMCA_EINVAL);
+    assert_int_equal(
+        p11_pool_open(v.m, "pkcs11:token=" TU_TOKEN ";object=good", TU_USER_PIN, 0, &p0, &e),
+        HSMCA_EINVAL);
     assert_null(p0);
     assert_non_null(strstr(e.msg, "size must be"));
     p11_pool_close(p);
-    env_down(&v);
+    tu_p11_down(&v);
 }
 
 /* ---- recovery ---- */
@@ -479,19 +364,20 @@ static void test_pool_refusals(void **state)
 static void test_recover_closed_sessions(void **state)
 {
     (void)state;
-    env v;
-    env_up(&v, 1);
-    gen(&v, "rsa-key", P11_KEY_RSA_2048);
+    tu_p11_env v;
+    tu_p11_up(&v, 1);
+    tu_p11_gen(&v, "rsa-key", P11_KEY_RSA_2048);
     hsmca_err e;
     p11_pool *p = NULL;
     assert_int_equal(
-        p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=rsa-key", USER_PIN, 3, &p, &e), HSMCA_OK);
+        p11_pool_open(v.m, "pkcs11:token=" TU_TOKEN ";object=rsa-key", TU_USER_PIN, 3, &p, &e),
+        HSMCA_OK);
     assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
 
     /* Behind the pool's back: every session of this application on the slot
      * goes, and with them the login. */
-    CK_FUNCTION_LIST *fl = raw_fl();
-    assert_int_equal(fl->C_CloseAllSessions(raw_slot(fl)), CKR_OK);
+    CK_FUNCTION_LIST *fl = tu_p11_raw_fl();
+    assert_int_equal(fl->C_CloseAllSessions(tu_p11_raw_slot(fl)), CKR_OK);
     /* It costs no request: the dead session is evicted, the new one is not
      * logged in, so the pool reconnects (re-opens, logs in once, re-finds the
      * key) and the request is retried once (nothing was signed). */
@@ -501,7 +387,7 @@ static void test_recover_closed_sessions(void **state)
     for (int i = 0; i < 5; i++)
         assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
     p11_pool_close(p);
-    env_down(&v);
+    tu_p11_down(&v);
 }
 
 /* An ordinary sign failure (the key was deleted behind our back): the caller
@@ -510,15 +396,16 @@ static void test_recover_closed_sessions(void **state)
 static void test_sign_error_keeps_pool(void **state)
 {
     (void)state;
-    env v;
-    env_up(&v, 1);
-    gen(&v, "ec-key", P11_KEY_EC_P256);
+    tu_p11_env v;
+    tu_p11_up(&v, 1);
+    tu_p11_gen(&v, "ec-key", P11_KEY_EC_P256);
     hsmca_err e;
     p11_pool *p = NULL;
     assert_int_equal(
-        p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=ec-key", USER_PIN, 1, &p, &e), HSMCA_OK);
-    CK_FUNCTION_LIST *fl = raw_fl();
-    CK_SESSION_HANDLE s = raw_login(fl);
+        p11_pool_open(v.m, "pkcs11:token=" TU_TOKEN ";object=ec-key", TU_USER_PIN, 1, &p, &e),
+        HSMCA_OK);
+    CK_FUNCTION_LIST *fl = tu_p11_raw_fl();
+    CK_SESSION_HANDLE s = tu_p11_raw_login(fl);
     CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
     CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof(cls)}, {CKA_LABEL, "ec-key", 6}};
     CK_OBJECT_HANDLE h;
@@ -536,19 +423,20 @@ static void test_sign_error_keeps_pool(void **state)
         assert_int_equal(p11_pool_healthy(p), 1);
     }
     p11_pool_close(p);
-    env_down(&v);
+    tu_p11_down(&v);
 }
 
 static void test_recover_finalized_with_backoff(void **state)
 {
     (void)state;
-    env v;
-    env_up(&v, 1);
-    gen(&v, "ec-key", P11_KEY_EC_P256);
+    tu_p11_env v;
+    tu_p11_up(&v, 1);
+    tu_p11_gen(&v, "ec-key", P11_KEY_EC_P256);
     hsmca_err e;
     p11_pool *p = NULL;
     assert_int_equal(
-        p11_pool_open(v.m, "pkcs11:token=" TOKEN ";object=ec-key", USER_PIN, 2, &p, &e), HSMCA_OK);
+        p11_pool_open(v.m, "pkcs11:token=" TU_TOKEN ";object=ec-key", TU_USER_PIN, 2, &p, &e),
+        HSMCA_OK);
     assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
 
     /* The module is finalized behind our back, and cannot come back yet
@@ -557,7 +445,7 @@ static void test_recover_finalized_with_backoff(void **state)
     snprintf(conf, sizeof(conf), "%s/softhsm2.conf", v.dir);
     snprintf(missing, sizeof(missing), "%s/missing.conf", v.dir);
     setenv("SOFTHSM2_CONF", missing, 1);
-    CK_FUNCTION_LIST *fl = raw_fl();
+    CK_FUNCTION_LIST *fl = tu_p11_raw_fl();
     assert_int_equal(fl->C_Finalize(NULL), CKR_OK);
 
     assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EUNAVAIL);
@@ -578,7 +466,7 @@ static void test_recover_finalized_with_backoff(void **state)
         fail_msg("after re-initialize: %s", e.msg);
     assert_int_equal(p11_pool_healthy(p), 1);
     p11_pool_close(p);
-    env_down(&v);
+    tu_p11_down(&v);
 }
 
 int main(void)

@@ -186,6 +186,74 @@ static void test_pin_refused_at_relogin(void **state)
     pool_down(m, p);
 }
 
+/* ---- the audit key (p11_signkey): the pool's recovery, on a key of its own ---- */
+
+#define AUDIT_URI "pkcs11:token=hsmca;object=audit-key;type=private"
+
+static p11_signkey *audit_up(p11_module **m)
+{
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    if (p11_module_load(P11SHIM_PATH, m, &e) != HSMCA_OK)
+        fail_msg("load shim: %s", e.msg);
+    p11_signkey *k = NULL;
+    if (p11_signkey_open(*m, AUDIT_URI, st.pin, &k, &e) != HSMCA_OK)
+        fail_msg("audit key through the shim: %s", e.msg);
+    return k;
+}
+
+static hsmca_code audit_sign(p11_signkey *k, hsmca_err *e)
+{
+    uint8_t msg[77], sig[P11_ED25519_SIG_LEN];
+    RAND_bytes(msg, sizeof(msg));
+    hsmca_err_clear(e);
+    return p11_signkey_sign_message(k, msg, sizeof(msg), sig, e);
+}
+
+/* A dead session costs no signature: replaced, and the message signed once more. */
+static void test_audit_key_dead_session(void **state)
+{
+    (void)state;
+    p11_module *m;
+    p11_signkey *k = audit_up(&m);
+    st_counts base = st_count_of("C_Sign"), login0 = st_count_of("C_Login");
+    st_ctl_write("fail C_Sign CKR_SESSION_HANDLE_INVALID once\n");
+    hsmca_err e;
+    if (audit_sign(k, &e) != HSMCA_OK)
+        fail_msg("one dead session failed the signature: %s", e.msg);
+    assert_int_equal(audit_sign(k, &e), HSMCA_OK);
+    st_counts d = st_delta("C_Sign", base);
+    assert_int_equal(d.failed, 1);
+    assert_int_equal(d.calls, 3); /* the retry, then one more */
+    assert_int_equal(st_delta("C_Login", login0).calls, 0);
+    assert_int_equal(p11_signkey_get_state(k), P11_POOL_READY);
+    st_ctl_write("");
+    p11_signkey_close(k);
+    p11_module_unload(m);
+}
+
+/* A refused PIN at re-login is final for the audit key too: one C_Login. */
+static void test_audit_key_pin_refused(void **state)
+{
+    (void)state;
+    p11_module *m;
+    p11_signkey *k = audit_up(&m);
+    hsmca_err e;
+    st_counts login0 = st_count_of("C_Login");
+    st_ctl_write("fail C_Sign CKR_USER_NOT_LOGGED_IN once\nfail C_Login CKR_PIN_INCORRECT always\n");
+    assert_int_equal(audit_sign(k, &e), HSMCA_EUNAVAIL);
+    for (int i = 0; i < 5; i++) {
+        usleep(300 * 1000); /* past the pool's backoff: still nothing tried */
+        assert_int_equal(audit_sign(k, &e), HSMCA_EUNAVAIL);
+        assert_non_null(strstr(e.msg, "refused the PIN (CKR_PIN_INCORRECT)"));
+    }
+    assert_int_equal(st_delta("C_Login", login0).calls, 1);
+    assert_int_equal(p11_signkey_get_state(k), P11_POOL_PIN_REFUSED);
+    st_ctl_write("");
+    p11_signkey_close(k);
+    p11_module_unload(m);
+}
+
 static void test_fail_every_3(void **state)
 {
     (void)state;
@@ -529,6 +597,8 @@ int main(void)
         cmocka_unit_test_setup(test_login_lost_relogs_once, reset),
         cmocka_unit_test_setup(test_idle_drop_pool, reset),
         cmocka_unit_test_setup(test_pin_refused_at_relogin, reset),
+        cmocka_unit_test_setup(test_audit_key_dead_session, reset),
+        cmocka_unit_test_setup(test_audit_key_pin_refused, reset),
         cmocka_unit_test_setup(test_fail_every_3, reset),
         cmocka_unit_test_setup(test_delay, reset),
         cmocka_unit_test_setup(test_hang_release, reset),
