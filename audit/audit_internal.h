@@ -1,0 +1,15 @@
+/* audit_internal.h - helpers shared by the audit/ sources; not part of the module's API. */
+#ifndef HSMCA_AUDIT_INTERNAL_H
+#define HSMCA_AUDIT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hsmca_err.h"
+
+/* SHA-256 of a[0..al) ‖ b[0..bl) ‖ c[0..cl) into out (32 bytes; may alias the inputs).
+ * Any part may be empty (NULL, 0). The EVP_MD is fetched once per process. */
+HSMCA_MUSTCHECK hsmca_code audit_sha256(const void *a, size_t al, const void *b, size_t bl,
+                                        const void *c, size_t cl, uint8_t *out, hsmca_err *e);
+
+#endif
