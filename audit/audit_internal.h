@@ -12,4 +12,10 @@
 HSMCA_MUSTCHECK hsmca_code audit_sha256(const void *a, size_t al, const void *b, size_t bl,
                                         const void *c, size_t cl, uint8_t *out, hsmca_err *e);
 
+/* HSMCA_OK when s[0..len) is valid UTF-8 (as Go's utf8.DecodeRune sees it: no overlong
+ * forms, surrogates or code points past U+10FFFF) with no ASCII control character other
+ * than '\n' (and not even that unless newline_ok); else HSMCA_EINVAL naming what. */
+HSMCA_MUSTCHECK hsmca_code audit_text_check(const char *s, size_t len, int newline_ok,
+                                            const char *what, hsmca_err *e);
+
 #endif
