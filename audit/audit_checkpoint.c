@@ -25,8 +25,7 @@ static hsmca_code ext_check(const char *ext, size_t len, hsmca_err *e)
     return audit_text_check(ext, len, 1, "checkpoint: extension lines", e);
 }
 
-hsmca_code audit_checkpoint_body(const audit_checkpoint *c, char **out, size_t *len,
-                                 hsmca_err *e)
+hsmca_code audit_checkpoint_body(const audit_checkpoint *c, char **out, size_t *len, hsmca_err *e)
 {
     size_t olen = strnlen(c->origin, sizeof(c->origin));
     HSMCA_GUARD(audit_name_check(c->origin, olen, e));
@@ -39,8 +38,8 @@ hsmca_code audit_checkpoint_body(const audit_checkpoint *c, char **out, size_t *
     HSMCA_ENSURE(root, e, HSMCA_ENOMEM, "checkpoint: out of memory");
     size_t cap = olen + 1 + 20 + 1 + ROOT_B64_LEN + 1 + c->ext_len + 1;
     char *s = malloc(cap);
-    int n = s ? snprintf(s, cap, "%s\n%llu\n%s\n", c->origin, (unsigned long long)c->size, root)
-              : -1;
+    int n =
+        s ? snprintf(s, cap, "%s\n%llu\n%s\n", c->origin, (unsigned long long)c->size, root) : -1;
     free(root);
     if (n < 0 || (size_t)n + c->ext_len >= cap) {
         free(s);
@@ -84,11 +83,10 @@ static hsmca_code parse_size(const char *s, size_t len, uint64_t *out, hsmca_err
     return HSMCA_OK;
 }
 
-hsmca_code audit_checkpoint_parse(const char *text, size_t len, audit_checkpoint *c,
-                                  hsmca_err *e)
+hsmca_code audit_checkpoint_parse(const char *text, size_t len, audit_checkpoint *c, hsmca_err *e)
 {
-    HSMCA_ENSURE(len <= AUDIT_CHECKPOINT_MAX, e, HSMCA_EINVAL,
-                 "checkpoint: longer than %d bytes", AUDIT_CHECKPOINT_MAX);
+    HSMCA_ENSURE(len <= AUDIT_CHECKPOINT_MAX, e, HSMCA_EINVAL, "checkpoint: longer than %d bytes",
+                 AUDIT_CHECKPOINT_MAX);
     size_t at = 0, olen = 0, slen = 0, rlen = 0;
     const char *origin = NULL, *size = NULL, *root = NULL;
     HSMCA_GUARD(next_line(text, len, &at, "origin", &origin, &olen, e));

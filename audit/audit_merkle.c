@@ -47,8 +47,7 @@ hsmca_code audit_hash_leaf(const uint8_t *entry, size_t len, audit_hash *out, hs
     return audit_sha256(&prefix, 1, entry, len, NULL, 0, out->b, e);
 }
 
-hsmca_code audit_hash_node(const audit_hash *l, const audit_hash *r, audit_hash *out,
-                           hsmca_err *e)
+hsmca_code audit_hash_node(const audit_hash *l, const audit_hash *r, audit_hash *out, hsmca_err *e)
 {
     static const uint8_t prefix = 0x01;
     return audit_sha256(&prefix, 1, l->b, AUDIT_HASH_LEN, r->b, AUDIT_HASH_LEN, out->b, e);
@@ -158,8 +157,8 @@ static hsmca_code range_hash(uint64_t lo, uint64_t hi, audit_hash_source src, vo
     return HSMCA_OK;
 }
 
-hsmca_code audit_root_from_source(uint64_t size, audit_hash_source src, void *ctx,
-                                  audit_hash *out, hsmca_err *e)
+hsmca_code audit_root_from_source(uint64_t size, audit_hash_source src, void *ctx, audit_hash *out,
+                                  hsmca_err *e)
 {
     HSMCA_ENSURE(size <= AUDIT_TREE_SIZE_MAX, e, HSMCA_EINVAL,
                  "audit tree: size %llu is past the 2^63-1 cap", (unsigned long long)size);
@@ -170,8 +169,7 @@ hsmca_code audit_root_from_source(uint64_t size, audit_hash_source src, void *ct
     return range_hash(0, size, src, ctx, out, e);
 }
 
-hsmca_code audit_root_of_leaves(const audit_hash *leaves, uint64_t n, audit_hash *out,
-                                hsmca_err *e)
+hsmca_code audit_root_of_leaves(const audit_hash *leaves, uint64_t n, audit_hash *out, hsmca_err *e)
 {
     audit_tree t;
     audit_tree_init(&t);
@@ -190,8 +188,8 @@ static void reverse(audit_hash *p, size_t n)
     }
 }
 
-hsmca_code audit_prove_inclusion(uint64_t index, uint64_t size, audit_hash_source src,
-                                 void *ctx, audit_hash *proof, size_t *n, hsmca_err *e)
+hsmca_code audit_prove_inclusion(uint64_t index, uint64_t size, audit_hash_source src, void *ctx,
+                                 audit_hash *proof, size_t *n, hsmca_err *e)
 {
     HSMCA_ENSURE(size <= AUDIT_TREE_SIZE_MAX, e, HSMCA_EINVAL,
                  "inclusion proof: tree size %llu is past the cap", (unsigned long long)size);
@@ -216,12 +214,11 @@ hsmca_code audit_prove_inclusion(uint64_t index, uint64_t size, audit_hash_sourc
     return HSMCA_OK;
 }
 
-hsmca_code audit_prove_consistency(uint64_t size1, uint64_t size2, audit_hash_source src,
-                                   void *ctx, audit_hash *proof, size_t *n, hsmca_err *e)
+hsmca_code audit_prove_consistency(uint64_t size1, uint64_t size2, audit_hash_source src, void *ctx,
+                                   audit_hash *proof, size_t *n, hsmca_err *e)
 {
     HSMCA_ENSURE(size2 <= AUDIT_TREE_SIZE_MAX, e, HSMCA_EINVAL,
-                 "consistency proof: tree size %llu is past the cap",
-                 (unsigned long long)size2);
+                 "consistency proof: tree size %llu is past the cap", (unsigned long long)size2);
     HSMCA_ENSURE(size1 <= size2, e, HSMCA_EINVAL,
                  "consistency proof: old size %llu is larger than new size %llu",
                  (unsigned long long)size1, (unsigned long long)size2);
@@ -302,8 +299,7 @@ hsmca_code audit_verify_consistency(uint64_t size1, uint64_t size2, const audit_
                                     hsmca_err *e)
 {
     HSMCA_ENSURE(size2 <= AUDIT_TREE_SIZE_MAX, e, HSMCA_EINVAL,
-                 "consistency proof: tree size %llu is past the cap",
-                 (unsigned long long)size2);
+                 "consistency proof: tree size %llu is past the cap", (unsigned long long)size2);
     HSMCA_ENSURE(size1 <= size2, e, HSMCA_EPERM,
                  "consistency proof does not verify: the tree shrank from %llu to %llu",
                  (unsigned long long)size1, (unsigned long long)size2);

@@ -31,8 +31,8 @@ extern const audit_hash audit_empty_root;
  * MTH(D[index·2^level : (index+1)·2^level]); level 0 is a leaf hash. The log writer serves
  * these from its tiles; tests from leaves in memory. Called only for subtrees inside the
  * tree the caller named. */
-typedef hsmca_code (*audit_hash_source)(void *ctx, unsigned level, uint64_t index,
-                                        audit_hash *out, hsmca_err *e);
+typedef hsmca_code (*audit_hash_source)(void *ctx, unsigned level, uint64_t index, audit_hash *out,
+                                        hsmca_err *e);
 
 /* Leaf hash SHA-256(0x00 ‖ entry[0..len)) into *out. */
 HSMCA_MUSTCHECK hsmca_code audit_hash_leaf(const uint8_t *entry, size_t len, audit_hash *out,
@@ -59,22 +59,21 @@ void audit_tree_init(audit_tree *t);
 
 /* Appends one leaf hash; O(log n) hashes. Refuses past AUDIT_TREE_SIZE_MAX. On error *t is
  * unchanged. */
-HSMCA_MUSTCHECK hsmca_code audit_tree_append(audit_tree *t, const audit_hash *leaf,
-                                             hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code audit_tree_append(audit_tree *t, const audit_hash *leaf, hsmca_err *e);
 
 /* The RFC 9162 root of the tree's current size into *out (audit_empty_root for 0). */
 HSMCA_MUSTCHECK hsmca_code audit_tree_root(const audit_tree *t, audit_hash *out, hsmca_err *e);
 
 /* Rebuilds *t for a tree of the given size from src (one call per set bit of size): how
  * the writer resumes after a restart without rereading every leaf. */
-HSMCA_MUSTCHECK hsmca_code audit_tree_restore(audit_tree *t, uint64_t size,
-                                              audit_hash_source src, void *ctx, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code audit_tree_restore(audit_tree *t, uint64_t size, audit_hash_source src,
+                                              void *ctx, hsmca_err *e);
 
 /* ---- roots and proofs from a hash source ---------------------------------------------- */
 
 /* MTH(D[0:size]) from src into *out; O(log size) source calls. */
-HSMCA_MUSTCHECK hsmca_code audit_root_from_source(uint64_t size, audit_hash_source src,
-                                                  void *ctx, audit_hash *out, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code audit_root_from_source(uint64_t size, audit_hash_source src, void *ctx,
+                                                  audit_hash *out, hsmca_err *e);
 
 /* The root of n leaf hashes in memory (RFC 9162 MTH) into *out. */
 HSMCA_MUSTCHECK hsmca_code audit_root_of_leaves(const audit_hash *leaves, uint64_t n,
@@ -90,17 +89,15 @@ HSMCA_MUSTCHECK hsmca_code audit_prove_inclusion(uint64_t index, uint64_t size,
  * AUDIT_PROOF_MAX hashes); empty when size1 is 0 or size1 == size2. */
 HSMCA_MUSTCHECK hsmca_code audit_prove_consistency(uint64_t size1, uint64_t size2,
                                                    audit_hash_source src, void *ctx,
-                                                   audit_hash *proof, size_t *n,
-                                                   hsmca_err *e);
+                                                   audit_hash *proof, size_t *n, hsmca_err *e);
 
 /* ---- verification (RFC 9162 §2.1.3.2, §2.1.4.2) --------------------------------------- */
 
 /* HSMCA_OK when proof[0..n) proves leaf at index is in the tree of size whose root is
  * *root. */
 HSMCA_MUSTCHECK hsmca_code audit_verify_inclusion(uint64_t index, uint64_t size,
-                                                  const audit_hash *leaf,
-                                                  const audit_hash *proof, size_t n,
-                                                  const audit_hash *root, hsmca_err *e);
+                                                  const audit_hash *leaf, const audit_hash *proof,
+                                                  size_t n, const audit_hash *root, hsmca_err *e);
 
 /* HSMCA_OK when proof[0..n) proves the tree (size1, *root1) is a prefix of (size2, *root2).
  * Equal sizes need equal roots and an empty proof; size1 0 needs root1 to be

@@ -183,16 +183,16 @@ hsmca_code audit_vkey_format(const audit_vkey *k, char **out, hsmca_err *e)
 static hsmca_code ed25519_verify(const audit_vkey *k, const char *msg, size_t len,
                                  const uint8_t *sig, hsmca_err *e)
 {
-    EVP_PKEY *pk = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, k->pub,
-                                               AUDIT_ED25519_PUB_LEN);
+    EVP_PKEY *pk =
+        EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, k->pub, AUDIT_ED25519_PUB_LEN);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     int init = pk && ctx && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, pk) == 1;
-    int ok = init && EVP_DigestVerify(ctx, sig, AUDIT_ED25519_SIG_LEN, (const uint8_t *)msg,
-                                      len) == 1;
+    int ok =
+        init && EVP_DigestVerify(ctx, sig, AUDIT_ED25519_SIG_LEN, (const uint8_t *)msg, len) == 1;
     EVP_MD_CTX_free(ctx);
     EVP_PKEY_free(pk);
-    HSMCA_ENSURE(init, e, HSMCA_EINVAL, "signed-note: %s+%08x is not a usable Ed25519 key",
-                 k->name, k->id);
+    HSMCA_ENSURE(init, e, HSMCA_EINVAL, "signed-note: %s+%08x is not a usable Ed25519 key", k->name,
+                 k->id);
     HSMCA_ENSURE(ok, e, HSMCA_EPERM, "signed-note: the signature by %s+%08x does not verify",
                  k->name, k->id);
     return HSMCA_OK;
@@ -208,8 +208,8 @@ static hsmca_code text_check(const char *text, size_t len, hsmca_err *e)
 }
 
 hsmca_code audit_note_assemble(const char *text, size_t len, const audit_vkey *k,
-                               const uint8_t sig[AUDIT_ED25519_SIG_LEN], char **out,
-                               size_t *outlen, hsmca_err *e)
+                               const uint8_t sig[AUDIT_ED25519_SIG_LEN], char **out, size_t *outlen,
+                               hsmca_err *e)
 {
     size_t nlen = strnlen(k->name, sizeof(k->name));
     HSMCA_GUARD(audit_name_check(k->name, nlen, e));
@@ -246,8 +246,7 @@ hsmca_code audit_note_sign(const char *text, size_t len, const audit_vkey *k,
 }
 
 /* One signature line line[0..len) (without its '\n') into *sig. */
-static hsmca_code parse_sig_line(const char *line, size_t len, audit_note_sig *sig,
-                                 hsmca_err *e)
+static hsmca_code parse_sig_line(const char *line, size_t len, audit_note_sig *sig, hsmca_err *e)
 {
     HSMCA_ENSURE(len > EM_DASH_SP_LEN && memcmp(line, EM_DASH_SP, EM_DASH_SP_LEN) == 0, e,
                  HSMCA_EINVAL, "signed-note: a signature line starts with an em dash and a space");
@@ -259,8 +258,7 @@ static hsmca_code parse_sig_line(const char *line, size_t len, audit_note_sig *s
     HSMCA_GUARD(audit_name_check(name, nlen, e));
     size_t rawlen;
     uint8_t *raw = util_b64_decode(sp + 1, blen, &rawlen);
-    HSMCA_ENSURE(raw, e, HSMCA_EINVAL,
-                 "signed-note: a signature is not canonical padded base64");
+    HSMCA_ENSURE(raw, e, HSMCA_EINVAL, "signed-note: a signature is not canonical padded base64");
     int ok = rawlen >= 5;
     if (ok)
         sig->id = (uint32_t)raw[0] << 24 | (uint32_t)raw[1] << 16 | (uint32_t)raw[2] << 8 | raw[3];
@@ -273,8 +271,8 @@ static hsmca_code parse_sig_line(const char *line, size_t len, audit_note_sig *s
     return HSMCA_OK;
 }
 
-hsmca_code audit_note_parse(const char *note, size_t len, size_t *text_len,
-                            audit_note_sig *sigs, size_t *nsigs, hsmca_err *e)
+hsmca_code audit_note_parse(const char *note, size_t len, size_t *text_len, audit_note_sig *sigs,
+                            size_t *nsigs, hsmca_err *e)
 {
     HSMCA_ENSURE(len <= AUDIT_NOTE_MAX, e, HSMCA_EINVAL, "signed-note: longer than %d bytes",
                  AUDIT_NOTE_MAX);
@@ -305,8 +303,8 @@ hsmca_code audit_note_parse(const char *note, size_t len, size_t *text_len,
     return HSMCA_OK;
 }
 
-hsmca_code audit_note_verify(const char *note, size_t len, const audit_vkey *k,
-                             size_t *text_len, hsmca_err *e)
+hsmca_code audit_note_verify(const char *note, size_t len, const audit_vkey *k, size_t *text_len,
+                             hsmca_err *e)
 {
     audit_note_sig s[AUDIT_NOTE_SIGS_MAX];
     size_t tlen, n, nlen = strnlen(k->name, sizeof(k->name)), verified = 0;
@@ -319,16 +317,18 @@ hsmca_code audit_note_verify(const char *note, size_t len, const audit_vkey *k,
         if (!raw)
             rc = hsmca_fail(e, HSMCA_ENOMEM, "signed-note: out of memory");
         else if (rawlen != 4 + AUDIT_ED25519_SIG_LEN)
-            rc = hsmca_fail(e, HSMCA_EPERM, "signed-note: the signature by %s+%08x is not "
-                            "64 bytes", k->name, k->id);
+            rc = hsmca_fail(e, HSMCA_EPERM,
+                            "signed-note: the signature by %s+%08x is not "
+                            "64 bytes",
+                            k->name, k->id);
         else
             rc = ed25519_verify(k, note, tlen, raw + 4, e);
         free(raw);
         verified++;
     }
     HSMCA_GUARD(rc);
-    HSMCA_ENSURE(verified > 0, e, HSMCA_EPERM, "signed-note: no signature by %s+%08x",
-                 k->name, k->id);
+    HSMCA_ENSURE(verified > 0, e, HSMCA_EPERM, "signed-note: no signature by %s+%08x", k->name,
+                 k->id);
     *text_len = tlen;
     return HSMCA_OK;
 }

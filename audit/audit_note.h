@@ -17,14 +17,14 @@
 #include "audit_merkle.h"
 #include "hsmca_err.h"
 
-#define AUDIT_NAME_MAX 255           /* key name and checkpoint origin, bytes */
+#define AUDIT_NAME_MAX 255 /* key name and checkpoint origin, bytes */
 #define AUDIT_ED25519_PUB_LEN 32
 #define AUDIT_ED25519_SIG_LEN 64
-#define AUDIT_VKEY_MAX 320           /* name + '+' + 8 hex + '+' + 44 base64 */
+#define AUDIT_VKEY_MAX 320            /* name + '+' + 8 hex + '+' + 44 base64 */
 #define AUDIT_CHECKPOINT_EXT_MAX 1024 /* all extension lines with their '\n' */
-#define AUDIT_CHECKPOINT_MAX 2048    /* a checkpoint body (the note text) */
-#define AUDIT_NOTE_MAX (128 * 1024)  /* a whole signed note (the spec wants >= 16 sigs) */
-#define AUDIT_NOTE_SIGS_MAX 64       /* signature lines in one note */
+#define AUDIT_CHECKPOINT_MAX 2048     /* a checkpoint body (the note text) */
+#define AUDIT_NOTE_MAX (128 * 1024)   /* a whole signed note (the spec wants >= 16 sigs) */
+#define AUDIT_NOTE_SIGS_MAX 64        /* signature lines in one note */
 
 /* An Ed25519 verifier key: name, key ID (SHA-256(name ‖ 0x0A ‖ 0x01 ‖ pub)[:4], big
  * endian) and public key. */
@@ -70,8 +70,7 @@ HSMCA_MUSTCHECK hsmca_code audit_vkey_from_pub(const char *name,
 
 /* Parses "name+hex8(id)+base64(0x01 ‖ pub)" from s[0..len) (no trailing newline: a caller
  * reading a file strips one) into *k; the ID must match the name and key. */
-HSMCA_MUSTCHECK hsmca_code audit_vkey_parse(const char *s, size_t len, audit_vkey *k,
-                                            hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code audit_vkey_parse(const char *s, size_t len, audit_vkey *k, hsmca_err *e);
 
 /* k's vkey string into a new NUL-terminated buffer (caller frees *out). */
 HSMCA_MUSTCHECK hsmca_code audit_vkey_format(const audit_vkey *k, char **out, hsmca_err *e);
@@ -80,14 +79,14 @@ HSMCA_MUSTCHECK hsmca_code audit_vkey_format(const audit_vkey *k, char **out, hs
 
 /* "origin\nsize\nbase64(root)\n" + ext: the bytes to sign, in a new NUL-terminated buffer
  * (caller frees *out; *len excludes the NUL). Refuses what audit_checkpoint_parse would. */
-HSMCA_MUSTCHECK hsmca_code audit_checkpoint_body(const audit_checkpoint *c, char **out,
-                                                 size_t *len, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code audit_checkpoint_body(const audit_checkpoint *c, char **out, size_t *len,
+                                                 hsmca_err *e);
 
 /* Parses a checkpoint body text[0..len) strictly into *c: origin a valid key name, size
  * decimal without leading zeros up to AUDIT_TREE_SIZE_MAX, root 44 base64 characters of
  * 32 bytes, extension lines non-empty. On error *c is untouched. */
-HSMCA_MUSTCHECK hsmca_code audit_checkpoint_parse(const char *text, size_t len,
-                                                  audit_checkpoint *c, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code audit_checkpoint_parse(const char *text, size_t len, audit_checkpoint *c,
+                                                  hsmca_err *e);
 
 /* ---- signed notes -------------------------------------------------------------------- */
 
@@ -95,10 +94,9 @@ HSMCA_MUSTCHECK hsmca_code audit_checkpoint_parse(const char *text, size_t len,
  * NUL-terminated buffer (caller frees *out; *outlen excludes the NUL). Refuses a text that
  * is not a note text (non-empty, ending in '\n', UTF-8 without control characters but '\n')
  * and a signature that does not verify under k, so a wrong HSM key never leaves. */
-HSMCA_MUSTCHECK hsmca_code audit_note_assemble(const char *text, size_t len,
-                                               const audit_vkey *k,
-                                               const uint8_t sig[AUDIT_ED25519_SIG_LEN],
-                                               char **out, size_t *outlen, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code audit_note_assemble(const char *text, size_t len, const audit_vkey *k,
+                                               const uint8_t sig[AUDIT_ED25519_SIG_LEN], char **out,
+                                               size_t *outlen, hsmca_err *e);
 
 /* audit_note_assemble with the signature from sign(ctx, text). Same ownership. */
 HSMCA_MUSTCHECK hsmca_code audit_note_sign(const char *text, size_t len, const audit_vkey *k,
@@ -109,8 +107,7 @@ HSMCA_MUSTCHECK hsmca_code audit_note_sign(const char *text, size_t len, const a
  * (sigs[0..*nsigs), pointing into note; the caller's array of AUDIT_NOTE_SIGS_MAX)
  * without verifying any signature. */
 HSMCA_MUSTCHECK hsmca_code audit_note_parse(const char *note, size_t len, size_t *text_len,
-                                            audit_note_sig *sigs, size_t *nsigs,
-                                            hsmca_err *e);
+                                            audit_note_sig *sigs, size_t *nsigs, hsmca_err *e);
 
 /* Verifies note[0..len) against k: every signature line with k's name and ID must verify
  * over the text, and there must be one; other signatures are ignored (the spec's rule).
@@ -119,8 +116,7 @@ HSMCA_MUSTCHECK hsmca_code audit_note_verify(const char *note, size_t len, const
                                              size_t *text_len, hsmca_err *e);
 
 /* audit_note_verify, then audit_checkpoint_parse of its text into *c. */
-HSMCA_MUSTCHECK hsmca_code audit_checkpoint_open(const char *note, size_t len,
-                                                 const audit_vkey *k, audit_checkpoint *c,
-                                                 hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code audit_checkpoint_open(const char *note, size_t len, const audit_vkey *k,
+                                                 audit_checkpoint *c, hsmca_err *e);
 
 #endif

@@ -43,8 +43,7 @@ void atu_tree_free(atu_tree *t)
     memset(t, 0, sizeof(*t));
 }
 
-hsmca_code atu_source(void *ctx, unsigned level, uint64_t index, audit_hash *out,
-                      hsmca_err *e)
+hsmca_code atu_source(void *ctx, unsigned level, uint64_t index, audit_hash *out, hsmca_err *e)
 {
     const atu_tree *t = ctx;
     HSMCA_ENSURE(level < t->nlevels && index < t->counts[level], e, HSMCA_EINTERNAL,

@@ -25,8 +25,7 @@ void atu_tree_free(atu_tree *t);
 
 /* audit_hash_source over an atu_tree (ctx): refuses (HSMCA_EINTERNAL) any subtree outside
  * it, so a proof generator that asks for more than the tree holds fails the test. */
-hsmca_code atu_source(void *ctx, unsigned level, uint64_t index, audit_hash *out,
-                      hsmca_err *e);
+hsmca_code atu_source(void *ctx, unsigned level, uint64_t index, audit_hash *out, hsmca_err *e);
 
 /* MTH(D[lo:hi]) straight from RFC 9162's recursive definition, over leaf hashes: the
  * reference the library's iterative code is compared with. */

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <stdlib.h>
@@ -20,7 +21,13 @@
  * 0-based). */
 
 static const char *const LEAF_INPUTS[8] = {
-    "", "00", "10", "2021", "3031", "40414243", "5051525354555657",
+    "",
+    "00",
+    "10",
+    "2021",
+    "3031",
+    "40414243",
+    "5051525354555657",
     "606162636465666768696a6b6c6d6e6f",
 };
 
@@ -56,8 +63,9 @@ static const char *const ROOT_HASHES[9] = {
 
 /* CompactTrees: the frontier of each size as (level, index) into NODE_HASHES, left first. */
 static const int COMPACT[9][3][2] = {
-    {{-1}}, {{0, 0}, {-1}}, {{1, 0}, {-1}}, {{1, 0}, {0, 2}, {-1}}, {{2, 0}, {-1}},
-    {{2, 0}, {0, 4}, {-1}}, {{2, 0}, {1, 2}, {-1}}, {{2, 0}, {1, 2}, {0, 6}}, {{3, 0}, {-1}},
+    {{-1}},         {{0, 0}, {-1}},         {{1, 0}, {-1}},         {{1, 0}, {0, 2}, {-1}},
+    {{2, 0}, {-1}}, {{2, 0}, {0, 4}, {-1}}, {{2, 0}, {1, 2}, {-1}}, {{2, 0}, {1, 2}, {0, 6}},
+    {{3, 0}, {-1}},
 };
 
 typedef struct {
@@ -67,16 +75,19 @@ typedef struct {
 
 static const vec_proof INCLUSION[] = {
     {0, 1, {NULL}},
-    {0, 8,
+    {0,
+     8,
      {"96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7",
       "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
       "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4"}},
-    {5, 8,
+    {5,
+     8,
      {"bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
       "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
       "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7"}},
     {2, 3, {"fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125"}},
-    {1, 5,
+    {1,
+     5,
      {"6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
       "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
       "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b"}},
@@ -84,18 +95,22 @@ static const vec_proof INCLUSION[] = {
 
 static const vec_proof CONSISTENCY[] = {
     {1, 1, {NULL}},
-    {1, 8,
+    {1,
+     8,
      {"96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7",
       "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
       "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4"}},
-    {6, 8,
+    {6,
+     8,
      {"0ebc5d3437fbe2db158b9f126a1d118e308181031d0a949f8dededebc558ef6a",
       "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
       "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7"}},
-    {2, 5,
+    {2,
+     5,
      {"5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
       "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b"}},
-    {6, 7,
+    {6,
+     7,
      {"0ebc5d3437fbe2db158b9f126a1d118e308181031d0a949f8dededebc558ef6a",
       "b08693ec2e721597130641e8211e7eedccb4c26413963eee6c1e2ed16ffb1a5f",
       "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7"}},
@@ -193,8 +208,7 @@ static void test_vectors_inclusion(void **state)
         assert_int_equal(ng, nw);
         for (size_t i = 0; i < nw; i++)
             assert_true(audit_hash_equal(&got[i], &want[i]));
-        assert_int_equal(audit_verify_inclusion(v->a, v->b, &g_leaves[v->a], want, nw, &root,
-                                                NULL),
+        assert_int_equal(audit_verify_inclusion(v->a, v->b, &g_leaves[v->a], want, nw, &root, NULL),
                          HSMCA_OK);
     }
 }
@@ -206,13 +220,12 @@ static void test_vectors_consistency(void **state)
         audit_hash want[3], got[AUDIT_PROOF_MAX];
         audit_hash r1 = H(ROOT_HASHES[v->a]), r2 = H(ROOT_HASHES[v->b]);
         size_t nw = vec_hashes(v, want), ng = 99;
-        assert_int_equal(
-            audit_prove_consistency(v->a, v->b, atu_source, &g_vec, got, &ng, NULL), HSMCA_OK);
+        assert_int_equal(audit_prove_consistency(v->a, v->b, atu_source, &g_vec, got, &ng, NULL),
+                         HSMCA_OK);
         assert_int_equal(ng, nw);
         for (size_t i = 0; i < nw; i++)
             assert_true(audit_hash_equal(&got[i], &want[i]));
-        assert_int_equal(audit_verify_consistency(v->a, v->b, &r1, &r2, want, nw, NULL),
-                         HSMCA_OK);
+        assert_int_equal(audit_verify_consistency(v->a, v->b, &r1, &r2, want, nw, NULL), HSMCA_OK);
     }
 }
 
@@ -230,9 +243,9 @@ static void test_edges(void **state)
     assert_int_equal(audit_verify_inclusion(0, 0, &g_leaves[0], p, 0, &r0, &e), HSMCA_EINVAL);
     assert_int_equal(audit_verify_inclusion(0, 8, &g_leaves[0], p, AUDIT_PROOF_MAX + 1, &r8, &e),
                      HSMCA_EINVAL);
-    assert_int_equal(audit_verify_inclusion(0, AUDIT_TREE_SIZE_MAX + 1, &g_leaves[0], p, 3, &r8,
-                                            &e),
-                     HSMCA_EINVAL);
+    assert_int_equal(
+        audit_verify_inclusion(0, AUDIT_TREE_SIZE_MAX + 1, &g_leaves[0], p, 3, &r8, &e),
+        HSMCA_EINVAL);
     /* A one-leaf tree: the root is the leaf and the proof is empty. */
     assert_int_equal(audit_verify_inclusion(0, 1, &g_leaves[0], p, 0, &g_leaves[0], NULL),
                      HSMCA_OK);
@@ -262,8 +275,7 @@ static void test_edges(void **state)
     assert_int_equal(audit_tree_restore(&t, AUDIT_TREE_SIZE_MAX + 1, atu_source, &g_vec, &e),
                      HSMCA_EINVAL);
     /* A source that fails passes its error up. */
-    assert_int_equal(audit_prove_inclusion(3, 9, atu_source, &g_vec, p, &n, &e),
-                     HSMCA_EINTERNAL);
+    assert_int_equal(audit_prove_inclusion(3, 9, atu_source, &g_vec, p, &n, &e), HSMCA_EINTERNAL);
 }
 
 /* ---- properties ------------------------------------------------------------------------ */
@@ -285,8 +297,7 @@ static void check_inclusion(const atu_tree *t, const audit_hash *root, uint64_t 
     size_t np;
     assert_int_equal(audit_prove_inclusion(index, n, atu_source, (void *)t, p, &np, NULL),
                      HSMCA_OK);
-    assert_int_equal(audit_verify_inclusion(index, n, &leaves[index], p, np, root, NULL),
-                     HSMCA_OK);
+    assert_int_equal(audit_verify_inclusion(index, n, &leaves[index], p, np, root, NULL), HSMCA_OK);
     if (np > 0) {
         size_t k = atu_rand(rng) % np;
         bad = p[k];
@@ -318,16 +329,13 @@ static void check_inclusion(const atu_tree *t, const audit_hash *root, uint64_t 
 }
 
 /* Sizes m <= n of the same tree: the proof verifies, and fails once anything is changed. */
-static void check_consistency(const atu_tree *t, const audit_hash *roots, uint64_t m,
-                              uint64_t *rng)
+static void check_consistency(const atu_tree *t, const audit_hash *roots, uint64_t m, uint64_t *rng)
 {
     uint64_t n = t->size;
     audit_hash p[AUDIT_PROOF_MAX + 1], bad;
     size_t np;
-    assert_int_equal(audit_prove_consistency(m, n, atu_source, (void *)t, p, &np, NULL),
-                     HSMCA_OK);
-    assert_int_equal(audit_verify_consistency(m, n, &roots[m], &roots[n], p, np, NULL),
-                     HSMCA_OK);
+    assert_int_equal(audit_prove_consistency(m, n, atu_source, (void *)t, p, &np, NULL), HSMCA_OK);
+    assert_int_equal(audit_verify_consistency(m, n, &roots[m], &roots[n], p, np, NULL), HSMCA_OK);
     if (m == 0 || m == n) {
         assert_int_equal(np, 0);
         return;
@@ -372,9 +380,9 @@ static void check_tree(uint64_t n, uint64_t nsample, uint64_t *rng)
         if (i == n)
             break;
         uint64_t in[2] = {i, atu_rand(rng)}; /* distinct leaves, 8 to 16 bytes */
-        assert_int_equal(audit_hash_leaf((const uint8_t *)in, 8 + (size_t)(in[1] % 9),
-                                         &leaves[i], NULL),
-                         HSMCA_OK);
+        assert_int_equal(
+            audit_hash_leaf((const uint8_t *)in, 8 + (size_t)(in[1] % 9), &leaves[i], NULL),
+            HSMCA_OK);
         assert_int_equal(audit_tree_append(&t, &leaves[i], NULL), HSMCA_OK);
     }
     audit_hash ref = atu_mth(leaves, 0, n), viasrc;

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <stdio.h>
@@ -19,13 +20,13 @@
  * signer key (0x01 ‖ Ed25519 seed), its vkey, a text and the note Go signs from them. */
 #define PN_SKEY_B64 "AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"
 #define PN_VKEY "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
-#define PN_TEXT                                                                                \
-    "If you think cryptography is the answer to your problem,\n"                               \
+#define PN_TEXT                                                                                    \
+    "If you think cryptography is the answer to your problem,\n"                                   \
     "then you don't know what your problem is.\n"
-#define PN_NOTE                                                                                \
-    PN_TEXT "\n"                                                                               \
-            "\xe2\x80\x94 PeterNeumann "                                                       \
-            "x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6" \
+#define PN_NOTE                                                                                    \
+    PN_TEXT "\n"                                                                                   \
+            "\xe2\x80\x94 PeterNeumann "                                                           \
+            "x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6"   \
             "RyyBwJnAM=\n"
 
 static EVP_PKEY *g_pn, *g_key;
@@ -106,9 +107,14 @@ static void test_vkey_refusals(void **state)
                    "longer than");
     uint8_t pub[32] = {0};
     expect_refused(audit_vkey_from_pub("a+b", pub, &k, &e), HSMCA_EINVAL, &e, "no '+'");
-    expect_refused(audit_vkey_from_pub("a\xc2\xa0" "b", pub, &k, &e), HSMCA_EINVAL, &e,
-                   "no spaces");
-    expect_refused(audit_vkey_from_pub("a\x01" "b", pub, &k, &e), HSMCA_EINVAL, &e, "control");
+    expect_refused(audit_vkey_from_pub("a\xc2\xa0"
+                                       "b",
+                                       pub, &k, &e),
+                   HSMCA_EINVAL, &e, "no spaces");
+    expect_refused(audit_vkey_from_pub("a\x01"
+                                       "b",
+                                       pub, &k, &e),
+                   HSMCA_EINVAL, &e, "control");
     expect_refused(audit_vkey_from_pub("a\xc0\xaf", pub, &k, &e), HSMCA_EINVAL, &e, "UTF-8");
     assert_int_equal(audit_vkey_from_pub("\xe2\x80\x94\xf0\x9f\x94\x8f/log", pub, &k, NULL),
                      HSMCA_OK);
@@ -273,8 +279,8 @@ static void test_assemble_refusals(void **state)
     assert_int_equal(atu_ed25519_sign(g_pn, (const uint8_t *)text, strlen(text), sig, NULL),
                      HSMCA_OK);
     /* Signed by another key than the vkey names: never assembled. */
-    expect_refused(audit_note_assemble(text, strlen(text), &g_vk, sig, &out, &n, &e),
-                   HSMCA_EPERM, &e, "does not verify");
+    expect_refused(audit_note_assemble(text, strlen(text), &g_vk, sig, &out, &n, &e), HSMCA_EPERM,
+                   &e, "does not verify");
     expect_refused(audit_note_assemble(text, strlen(text) - 1, &g_vk, sig, &out, &n, &e),
                    HSMCA_EINVAL, &e, "end in a newline");
     expect_refused(audit_note_assemble("a\tb\n", 4, &g_vk, sig, &out, &n, &e), HSMCA_EINVAL, &e,
@@ -300,8 +306,8 @@ static void test_checkpoint_roundtrip(void **state)
         char *body, want[256], *root = util_b64_encode(c.root.b, 32);
         size_t len;
         assert_int_equal(audit_checkpoint_body(&c, &body, &len, NULL), HSMCA_OK);
-        snprintf(want, sizeof(want), "ca.example/audit\n%llu\n%s\n%s",
-                 (unsigned long long)sizes[i], root, c.ext);
+        snprintf(want, sizeof(want), "ca.example/audit\n%llu\n%s\n%s", (unsigned long long)sizes[i],
+                 root, c.ext);
         assert_string_equal(body, want);
         assert_int_equal(len, strlen(want));
         memset(&back, 0x5a, sizeof(back));
@@ -341,7 +347,9 @@ static void test_checkpoint_refusals(void **state)
         {"\n1\n" R "\n", "origin must not be empty"},
         {"a b\n1\n" R "\n", "no spaces"},
         {"a+b\n1\n" R "\n", "no '+'"},
-        {"a\xe3\x80\x80" "b\n1\n" R "\n", "no spaces"},
+        {"a\xe3\x80\x80"
+         "b\n1\n" R "\n",
+         "no spaces"},
         {"a\xc3\n1\n" R "\n", "not valid UTF-8"},
         {"o\n01\n" R "\n", "no leading zeros"},
         {"o\n00\n" R "\n", "no leading zeros"},
@@ -376,7 +384,8 @@ static void test_checkpoint_refusals(void **state)
     }
     /* Size caps on the whole body and on the extension lines. */
     char big[AUDIT_CHECKPOINT_MAX + 64];
-    int n = snprintf(big, sizeof(big), "o\n1\n%s\n", "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
+    int n =
+        snprintf(big, sizeof(big), "o\n1\n%s\n", "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
     memset(big + n, 'x', sizeof(big) - (size_t)n);
     big[sizeof(big) - 1] = '\n';
     audit_checkpoint c;
