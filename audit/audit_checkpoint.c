@@ -28,7 +28,7 @@ static hsmca_code ext_check(const char *ext, size_t len, hsmca_err *e)
 hsmca_code audit_checkpoint_body(const audit_checkpoint *c, char **out, size_t *len, hsmca_err *e)
 {
     size_t olen = strnlen(c->origin, sizeof(c->origin));
-    HSMCA_GUARD(audit_name_check(c->origin, olen, e));
+    HSMCA_GUARD(audit_name_check_as(c->origin, olen, "checkpoint: the origin", e));
     HSMCA_ENSURE(c->size <= AUDIT_TREE_SIZE_MAX, e, HSMCA_EINVAL,
                  "checkpoint: size past the 2^63-1 cap");
     HSMCA_ENSURE(c->ext_len <= AUDIT_CHECKPOINT_EXT_MAX, e, HSMCA_EINVAL,
@@ -93,7 +93,7 @@ hsmca_code audit_checkpoint_parse(const char *text, size_t len, audit_checkpoint
     HSMCA_GUARD(next_line(text, len, &at, "size", &size, &slen, e));
     HSMCA_GUARD(next_line(text, len, &at, "root hash", &root, &rlen, e));
     HSMCA_ENSURE(olen > 0, e, HSMCA_EINVAL, "checkpoint: the origin must not be empty");
-    HSMCA_GUARD(audit_name_check(origin, olen, e));
+    HSMCA_GUARD(audit_name_check_as(origin, olen, "checkpoint: the origin", e));
     audit_checkpoint tmp;
     memset(&tmp, 0, sizeof(tmp));
     HSMCA_GUARD(parse_size(size, slen, &tmp.size, e));

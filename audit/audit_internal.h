@@ -18,4 +18,9 @@ HSMCA_MUSTCHECK hsmca_code audit_sha256(const void *a, size_t al, const void *b,
 HSMCA_MUSTCHECK hsmca_code audit_text_check(const char *s, size_t len, int newline_ok,
                                             const char *what, hsmca_err *e);
 
+/* audit_name_check with the rule's name in what ("checkpoint: the origin"), so a refusal
+ * names the field that broke it. */
+HSMCA_MUSTCHECK hsmca_code audit_name_check_as(const char *name, size_t len, const char *what,
+                                               hsmca_err *e);
+
 #endif

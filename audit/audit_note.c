@@ -79,20 +79,25 @@ hsmca_code audit_text_check(const char *s, size_t len, int newline_ok, const cha
     return HSMCA_OK;
 }
 
-hsmca_code audit_name_check(const char *name, size_t len, hsmca_err *e)
+hsmca_code audit_name_check_as(const char *name, size_t len, const char *what, hsmca_err *e)
 {
-    HSMCA_ENSURE(len > 0 && len <= AUDIT_NAME_MAX, e, HSMCA_EINVAL,
-                 "signed-note: a key name must be 1-%d bytes", AUDIT_NAME_MAX);
-    HSMCA_GUARD(audit_text_check(name, len, 0, "signed-note: key name", e));
+    HSMCA_ENSURE(len > 0 && len <= AUDIT_NAME_MAX, e, HSMCA_EINVAL, "%s must be 1-%d bytes", what,
+                 AUDIT_NAME_MAX);
+    HSMCA_GUARD(audit_text_check(name, len, 0, what, e));
     const unsigned char *u = (const unsigned char *)name;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         size_t n = utf8_decode(u + i, len - i, &cp); /* valid: checked above */
         HSMCA_ENSURE(!is_space(cp) && cp != '+', e, HSMCA_EINVAL,
-                     "signed-note: a key name has no spaces and no '+' (byte %zu)", i);
+                     "%s has no spaces and no '+' (byte %zu)", what, i);
         i += n;
     }
     return HSMCA_OK;
+}
+
+hsmca_code audit_name_check(const char *name, size_t len, hsmca_err *e)
+{
+    return audit_name_check_as(name, len, "signed-note: a key name", e);
 }
 
 /* ---- verifier keys -------------------------------------------------------------------- */
@@ -133,7 +138,7 @@ hsmca_code audit_vkey_parse(const char *s, size_t len, audit_vkey *k, hsmca_err 
     const char *p1 = memchr(s, '+', len);
     HSMCA_ENSURE(p1, e, HSMCA_EINVAL, "vkey: must be name+keyid+key");
     size_t nlen = (size_t)(p1 - s), rest = len - nlen - 1;
-    HSMCA_GUARD(audit_name_check(s, nlen, e));
+    HSMCA_GUARD(audit_name_check_as(s, nlen, "vkey: the name", e));
     HSMCA_ENSURE(rest > 9 && p1[9] == '+', e, HSMCA_EINVAL,
                  "vkey: the key ID must be 8 hex digits between two '+'");
     uint32_t id = 0;
@@ -162,7 +167,8 @@ hsmca_code audit_vkey_parse(const char *s, size_t len, audit_vkey *k, hsmca_err 
 
 hsmca_code audit_vkey_format(const audit_vkey *k, char **out, hsmca_err *e)
 {
-    HSMCA_GUARD(audit_name_check(k->name, strnlen(k->name, sizeof(k->name)), e));
+    HSMCA_GUARD(
+        audit_name_check_as(k->name, strnlen(k->name, sizeof(k->name)), "vkey: the name", e));
     uint8_t raw[1 + AUDIT_ED25519_PUB_LEN] = {SIG_TYPE_ED25519};
     memcpy(raw + 1, k->pub, AUDIT_ED25519_PUB_LEN);
     char *b64 = util_b64_encode(raw, sizeof(raw));

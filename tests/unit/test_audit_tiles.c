@@ -275,7 +275,7 @@ static void test_tile_contents(void **state)
 
 static void test_bundles(void **state)
 {
-    static uint8_t data[AUDIT_ENTRY_MAX + 1];
+    static uint8_t data[AUDIT_ENTRY_MAX + 512]; /* entry i starts at data + i */
     for (size_t i = 0; i < sizeof(data); i++)
         data[i] = (uint8_t)(i * 7);
     audit_bundle_entry in[257], out[AUDIT_TILE_WIDTH];
