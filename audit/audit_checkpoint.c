@@ -13,7 +13,7 @@
 
 /* Extension lines ext[0..len): each non-empty and ending in '\n', UTF-8 without control
  * characters, AUDIT_CHECKPOINT_EXT_MAX in all. */
-static hsmca_code ext_check(const char *ext, size_t len, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code ext_check(const char *ext, size_t len, hsmca_err *e)
 {
     HSMCA_ENSURE(len <= AUDIT_CHECKPOINT_EXT_MAX, e, HSMCA_EINVAL,
                  "checkpoint: extension lines longer than %d bytes", AUDIT_CHECKPOINT_EXT_MAX);
@@ -53,8 +53,9 @@ hsmca_code audit_checkpoint_body(const audit_checkpoint *c, char **out, size_t *
 }
 
 /* The line at text[*at..len), without its '\n', into *line and *llen; moves *at past it. */
-static hsmca_code next_line(const char *text, size_t len, size_t *at, const char *what,
-                            const char **line, size_t *llen, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code next_line(const char *text, size_t len, size_t *at,
+                                            const char *what, const char **line, size_t *llen,
+                                            hsmca_err *e)
 {
     const char *nl = *at < len ? memchr(text + *at, '\n', len - *at) : NULL;
     HSMCA_ENSURE(nl, e, HSMCA_EINVAL, "checkpoint: no %s line ending in a newline", what);
@@ -65,7 +66,7 @@ static hsmca_code next_line(const char *text, size_t len, size_t *at, const char
 }
 
 /* Decimal tree size: digits only, no leading zero but "0", at most AUDIT_TREE_SIZE_MAX. */
-static hsmca_code parse_size(const char *s, size_t len, uint64_t *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code parse_size(const char *s, size_t len, uint64_t *out, hsmca_err *e)
 {
     HSMCA_ENSURE(len > 0 && len <= 19, e, HSMCA_EINVAL,
                  "checkpoint: the size must be 1-19 decimal digits");

@@ -132,8 +132,8 @@ static uint64_t split_point(uint64_t n)
 /* MTH(D[lo:hi]) for 0 < hi-lo, where lo is a multiple of a power of two >= hi-lo (true of
  * every range RFC 9162's recursions visit): the perfect subtrees of hi-lo's set bits,
  * left to right, folded from the right. */
-static hsmca_code range_hash(uint64_t lo, uint64_t hi, audit_hash_source src, void *ctx,
-                             audit_hash *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code range_hash(uint64_t lo, uint64_t hi, audit_hash_source src,
+                                             void *ctx, audit_hash *out, hsmca_err *e)
 {
     uint64_t count = hi - lo;
     HSMCA_ENSURE(count > 0 && count <= AUDIT_TREE_SIZE_MAX, e, HSMCA_EINTERNAL,

@@ -102,8 +102,8 @@ hsmca_code audit_name_check(const char *name, size_t len, hsmca_err *e)
 
 /* ---- verifier keys -------------------------------------------------------------------- */
 
-static hsmca_code key_id(const char *name, size_t len, const uint8_t *pub, uint32_t *id,
-                         hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code key_id(const char *name, size_t len, const uint8_t *pub,
+                                         uint32_t *id, hsmca_err *e)
 {
     static const uint8_t sep[2] = {'\n', SIG_TYPE_ED25519};
     uint8_t h[32];
@@ -186,8 +186,8 @@ hsmca_code audit_vkey_format(const audit_vkey *k, char **out, hsmca_err *e)
 /* ---- Ed25519 ---------------------------------------------------------------------------- */
 
 /* HSMCA_OK when sig is k's Ed25519 signature over msg[0..len). */
-static hsmca_code ed25519_verify(const audit_vkey *k, const char *msg, size_t len,
-                                 const uint8_t *sig, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code ed25519_verify(const audit_vkey *k, const char *msg, size_t len,
+                                                 const uint8_t *sig, hsmca_err *e)
 {
     EVP_PKEY *pk =
         EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, k->pub, AUDIT_ED25519_PUB_LEN);
@@ -206,7 +206,7 @@ static hsmca_code ed25519_verify(const audit_vkey *k, const char *msg, size_t le
 
 /* ---- notes -------------------------------------------------------------------------- */
 
-static hsmca_code text_check(const char *text, size_t len, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code text_check(const char *text, size_t len, hsmca_err *e)
 {
     HSMCA_ENSURE(len > 0 && text[len - 1] == '\n', e, HSMCA_EINVAL,
                  "signed-note: the text must end in a newline");
@@ -252,7 +252,8 @@ hsmca_code audit_note_sign(const char *text, size_t len, const audit_vkey *k,
 }
 
 /* One signature line line[0..len) (without its '\n') into *sig. */
-static hsmca_code parse_sig_line(const char *line, size_t len, audit_note_sig *sig, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code parse_sig_line(const char *line, size_t len, audit_note_sig *sig,
+                                                 hsmca_err *e)
 {
     HSMCA_ENSURE(len > EM_DASH_SP_LEN && memcmp(line, EM_DASH_SP, EM_DASH_SP_LEN) == 0, e,
                  HSMCA_EINVAL, "signed-note: a signature line starts with an em dash and a space");

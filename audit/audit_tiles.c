@@ -12,8 +12,8 @@
 /* ---- paths -------------------------------------------------------------------------- */
 
 /* "<N>[.p/<W>]" after prefix into buf: N in 3-digit groups, all but the last with an 'x'. */
-static hsmca_code write_path(const char *prefix, uint64_t index, unsigned width, char *buf,
-                             hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code write_path(const char *prefix, uint64_t index, unsigned width,
+                                             char *buf, hsmca_err *e)
 {
     HSMCA_ENSURE(width >= 1 && width <= AUDIT_TILE_WIDTH, e, HSMCA_EINVAL,
                  "tlog-tiles: a tile is 1-256 hashes wide, not %u", width);

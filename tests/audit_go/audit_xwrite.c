@@ -212,8 +212,8 @@ typedef struct {
 } tiles_step;
 
 /* Writes one new tile of a checkpoint and, at level 0, its entry bundle. */
-static hsmca_code write_tile(void *ctx, unsigned level, uint64_t index, unsigned width,
-                             hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code write_tile(void *ctx, unsigned level, uint64_t index,
+                                             unsigned width, hsmca_err *e)
 {
     tiles_step *st = ctx;
     static uint8_t tile[AUDIT_TILE_BYTES];

@@ -36,7 +36,8 @@ static void setup(void)
         abort();
 }
 
-static hsmca_code sign(void *ctx, const uint8_t *msg, size_t len, uint8_t sig[64], hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code sign(void *ctx, const uint8_t *msg, size_t len, uint8_t sig[64],
+                                       hsmca_err *e)
 {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     size_t n = 64;

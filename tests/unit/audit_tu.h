@@ -25,7 +25,8 @@ void atu_tree_free(atu_tree *t);
 
 /* audit_hash_source over an atu_tree (ctx): refuses (HSMCA_EINTERNAL) any subtree outside
  * it, so a proof generator that asks for more than the tree holds fails the test. */
-hsmca_code atu_source(void *ctx, unsigned level, uint64_t index, audit_hash *out, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code atu_source(void *ctx, unsigned level, uint64_t index, audit_hash *out,
+                                      hsmca_err *e);
 
 /* MTH(D[lo:hi]) straight from RFC 9162's recursive definition, over leaf hashes: the
  * reference the library's iterative code is compared with. */
@@ -43,8 +44,8 @@ EVP_PKEY *atu_ed25519_from_seed(const uint8_t seed[32], uint8_t pub[32]);
 
 /* Ed25519 signature of msg[0..len) by key (ctx, an EVP_PKEY *) into sig: the shape of the
  * HSM's CKM_EDDSA call the log writer will make (an audit_note_signer). */
-hsmca_code atu_ed25519_sign(void *ctx, const uint8_t *msg, size_t len, uint8_t sig[64],
-                            hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code atu_ed25519_sign(void *ctx, const uint8_t *msg, size_t len,
+                                            uint8_t sig[64], hsmca_err *e);
 
 /* Lowercase hex to bytes (aborts on bad input); returns the byte count. */
 size_t atu_unhex(const char *hex, uint8_t *out, size_t cap);

@@ -150,7 +150,7 @@ static char *sign_text(const char *text)
     return note;
 }
 
-static hsmca_code verify_str(const char *note, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code verify_str(const char *note, hsmca_err *e)
 {
     size_t tlen;
     hsmca_err_clear(e);

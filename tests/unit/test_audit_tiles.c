@@ -123,7 +123,8 @@ typedef struct {
     unsigned width[2048];
 } visits;
 
-static hsmca_code record(void *ctx, unsigned level, uint64_t index, unsigned width, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code record(void *ctx, unsigned level, uint64_t index, unsigned width,
+                                         hsmca_err *e)
 {
     visits *v = ctx;
     HSMCA_ENSURE(v->n < 2048, e, HSMCA_EINTERNAL, "too many tiles");
@@ -186,7 +187,8 @@ typedef struct {
     atu_tree *mem;
 } build_ctx;
 
-static hsmca_code build_one(void *ctx, unsigned level, uint64_t index, unsigned width, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code build_one(void *ctx, unsigned level, uint64_t index,
+                                            unsigned width, hsmca_err *e)
 {
     build_ctx *b = ctx;
     assert_int_equal(width, audit_tile_width(level, index, b->ts->size));
@@ -194,8 +196,8 @@ static hsmca_code build_one(void *ctx, unsigned level, uint64_t index, unsigned 
                             b->ts->tiles[level] + index * AUDIT_TILE_BYTES, e);
 }
 
-static hsmca_code tile_source(void *ctx, unsigned tlevel, uint64_t index, audit_hash *out,
-                              hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tile_source(void *ctx, unsigned tlevel, uint64_t index,
+                                              audit_hash *out, hsmca_err *e)
 {
     const tile_store *ts = ctx;
     unsigned level, height, k;
