@@ -17,6 +17,7 @@ if [ ! -f "$GOSRC/src/golang.org/x/mod/sumdb/note/note.go" ]; then
     exit 1
 fi
 mkdir -p "$OUT/gopath" "$OUT/gocache"
+OUT=$(cd "$OUT" && pwd) # GOPATH entries must be absolute
 rm -rf "$OUT/work"
 mkdir -p "$OUT/work"
 env GO111MODULE=off GOPATH="$OUT/gopath:$GOSRC" GOCACHE="$OUT/gocache" GOPROXY=off \
