@@ -13,4 +13,9 @@
 
 #define FUZZ_TRUST_DOMAIN "cluster.local"
 
+/* The audit key of fuzz_note (an Ed25519 seed) and its name: the signed notes in
+ * corpus/note/ are signed by it. */
+#define FUZZ_AUDIT_SEED "fuzz_note: audit key seed, 32 B"
+#define FUZZ_AUDIT_ORIGIN "hsmca.fuzz/audit-log"
+
 #endif
