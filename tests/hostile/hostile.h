@@ -240,6 +240,9 @@ int hf_rewrite_config(const hf_yaml_kv *kv, size_t n, hsmca_config *before, hsmc
 void hf_assert_signed(const Hsmca__Ipc__SignReply *rep, const uint8_t *tbs, size_t len);
 /* The signer still does its job: a fresh valid TBS is signed on the current connection. */
 void hf_assert_signs_fresh(void);
+/* The same within timeout_ms: HF_READY_MS for the first request to a signer that
+ * is still starting (the packet waits in the socket until it reads it). */
+void hf_assert_signs_within(int timeout_ms);
 /* Sends tbs; the signer must refuse it with code and a reason that starts with
  * prefix (the rule and the check: "invariant 3: keyUsage must be critical"),
  * sign nothing, and then still sign a fresh valid TBS. */

@@ -57,11 +57,14 @@ void hf_assert_signed(const Hsmca__Ipc__SignReply *rep, const uint8_t *tbs, size
 }
 
 /* The signer still does its job: a fresh valid TBS is signed on the current connection. */
-void hf_assert_signs_fresh(void)
+void hf_assert_signs_fresh(void) { hf_assert_signs_within(HF_REPLY_MS); }
+
+void hf_assert_signs_within(int timeout_ms)
 {
     size_t len;
     uint8_t *tbs = hf_valid_tbs(&len);
-    Hsmca__Ipc__SignReply *rep = hf_sign(TBS_PROFILE_WORKLOAD, tbs, len);
+    uint64_t id = hf_send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs, len);
+    Hsmca__Ipc__SignReply *rep = hf_await_reply(hf.ipc, id, timeout_ms);
     hf_assert_signed(rep, tbs, len);
     hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
     OPENSSL_free(tbs);

@@ -183,13 +183,7 @@ static const hf_case profile_cases[] = {
  * waits in the socket until the signer reads it. */
 static void test_ready_and_signs_valid(void **state)
 {
-    size_t len;
-    uint8_t *tbs = hf_valid_tbs(&len);
-    uint64_t id = hf_send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs, len);
-    Hsmca__Ipc__SignReply *rep = hf_await_reply(hf.ipc, id, HF_READY_MS);
-    hf_assert_signed(rep, tbs, len);
-    hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
-    OPENSSL_free(tbs);
+    hf_assert_signs_within(HF_READY_MS);
 }
 
 /* What the real front end builds is signed too. */
