@@ -191,6 +191,24 @@ static size_t put_escaped(log_line *b, const unsigned char *s, size_t n, size_t 
     return in;
 }
 
+size_t log_json_escape(const void *s, size_t n, size_t in_cap, char *out, size_t out_cap,
+                       size_t *out_len)
+{
+    const unsigned char *p = s;
+    size_t in = 0, o = 0;
+    while (in < n) {
+        char e[6];
+        size_t used, w = escape_one(p + in, n - in, e, &used);
+        if (in + used > in_cap || o + w > out_cap)
+            break;
+        memcpy(out + o, e, w);
+        in += used;
+        o += w;
+    }
+    *out_len = o;
+    return in;
+}
+
 /* ,"key":"<escaped>" for the first have bytes at s of a value full bytes long, and
  * ,"key_truncated":full when what fits the caps is less than all of it. */
 static void put_value(log_line *b, const char *key, const char *s, size_t have, size_t full,

@@ -108,6 +108,14 @@ void log_limiter_flush(log_limiter *l, double now);
 /* Frees l (NULL is fine); suppressed lines not yet reported are not logged. */
 void log_limiter_free(log_limiter *l);
 
+/* Escapes s[0..n) as the inside of a JSON string exactly as log values are (see above:
+ * \xNN for invalid UTF-8 bytes, \\ for a backslash, \u00XX for controls), writing the
+ * longest prefix of whole characters that fits in_cap input and out_cap output bytes to
+ * out (not NUL-terminated). Returns the input bytes covered; *out_len gets the bytes
+ * written. For other JSON writers (the audit log) so there is one escaper. */
+size_t log_json_escape(const void *s, size_t n, size_t in_cap, char *out, size_t out_cap,
+                       size_t *out_len);
+
 /* Logs at error level and exits(1): the supervisor restarts the process. */
 noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -1,0 +1,322 @@
+/* audit_entry.c - canonical JSON lines of the signing log (audit_entry.h). */
+#include "audit_entry.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "log.h"
+
+/* The longest entry (an intent: requester and SANs, every character escaped to 6 bytes,
+ * plus fixed fields well under 2 KiB) fits a line. */
+static_assert(6 * (AUDIT_STR_MAX + AUDIT_SANS_MAX) + 2048 < AUDIT_LINE_MAX, "an intent fits");
+static_assert(6 * (2 * AUDIT_STR_MAX) + 2048 < AUDIT_LINE_MAX, "a deny fits");
+
+static const char *const kind_names[] = {
+    [AUDIT_START] = "start",          [AUDIT_STOP] = "stop",
+    [AUDIT_ISSUE_INTENT] = "issue-intent", [AUDIT_ISSUE_RESULT] = "issue-result",
+    [AUDIT_DENY] = "deny",            [AUDIT_RECOVERY] = "recovery",
+};
+
+const char *audit_kind_name(audit_kind k)
+{
+    if (k < AUDIT_START || k > AUDIT_RECOVERY)
+        return NULL;
+    return kind_names[k];
+}
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    int first;
+} jw;
+
+/* Appends raw bytes; the static_asserts bound every line, so overflowing is a bug. */
+static void jw_put(jw *w, const char *s, size_t n)
+{
+    assert(n <= w->cap - w->len);
+    if (n > w->cap - w->len)
+        n = w->cap - w->len;
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+}
+
+static void jw_key(jw *w, const char *key)
+{
+    if (!w->first)
+        jw_put(w, ",", 1);
+    w->first = 0;
+    jw_put(w, "\"", 1);
+    jw_put(w, key, strlen(key));
+    jw_put(w, "\":", 2);
+}
+
+static void jw_u64(jw *w, const char *key, uint64_t v)
+{
+    char num[24];
+    int n = snprintf(num, sizeof(num), "%" PRIu64, v);
+    jw_key(w, key);
+    jw_put(w, num, (size_t)n);
+}
+
+static void jw_i64(jw *w, const char *key, int64_t v)
+{
+    char num[24];
+    int n = snprintf(num, sizeof(num), "%" PRId64, v);
+    jw_key(w, key);
+    jw_put(w, num, (size_t)n);
+}
+
+/* A plain string the encoder checked (hex, a kind, a profile name): no escaping needed. */
+static void jw_plain(jw *w, const char *key, const char *s)
+{
+    jw_key(w, key);
+    jw_put(w, "\"", 1);
+    jw_put(w, s, strlen(s));
+    jw_put(w, "\"", 1);
+}
+
+/* "key":"<escaped, capped>" and, when cut, "key_truncated":<full length>. Its sort
+ * position is right after key for every key this file uses (checked in the tests). */
+static void jw_str(jw *w, const char *key, const audit_str *s, size_t cap)
+{
+    size_t full = s->full > s->len ? s->full : s->len, olen;
+    jw_key(w, key);
+    jw_put(w, "\"", 1);
+    size_t kept = log_json_escape(s->p ? s->p : "", s->p ? s->len : 0, cap, w->buf + w->len,
+                                  w->cap - w->len, &olen);
+    w->len += olen;
+    jw_put(w, "\"", 1);
+    if (kept < full) {
+        char k[40];
+        snprintf(k, sizeof(k), "%s_truncated", key);
+        jw_u64(w, k, full);
+    }
+}
+
+static int is_hex(const char *s, size_t min, size_t max)
+{
+    size_t n = strnlen(s, max + 1);
+    if (n < min || n > max)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* A profile or code name: [a-z0-9_-] and upper case, at most AUDIT_PROFILE_MAX. */
+static int is_name(const char *s, size_t min)
+{
+    size_t n = strnlen(s, AUDIT_PROFILE_MAX + 1);
+    if (n < min || n > AUDIT_PROFILE_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '_' || s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hsmca_err *e)
+{
+    audit_kind k = ent->kind;
+    const char *kname = audit_kind_name(k);
+    HSMCA_ENSURE(kname, e, HSMCA_EINVAL, "audit entry: unknown kind %d", (int)k);
+    int intent = k == AUDIT_ISSUE_INTENT, result = k == AUDIT_ISSUE_RESULT, deny = k == AUDIT_DENY;
+    int ok_result = result && ent->cert_sha256[0];
+    if (intent) {
+        HSMCA_ENSURE(is_hex(ent->tbs_sha256, 64, 64), e, HSMCA_EINVAL,
+                     "audit entry: tbs_sha256 must be 64 lowercase hex digits");
+        HSMCA_ENSURE(ent->csr_sha256[0] == 0 || is_hex(ent->csr_sha256, 64, 64), e, HSMCA_EINVAL,
+                     "audit entry: csr_sha256 must be empty or 64 lowercase hex digits");
+        HSMCA_ENSURE(is_hex(ent->serial, 2, AUDIT_SERIAL_HEX_MAX), e, HSMCA_EINVAL,
+                     "audit entry: serial must be 2-40 lowercase hex digits");
+        HSMCA_ENSURE(is_name(ent->profile, 1), e, HSMCA_EINVAL, "audit entry: bad profile name");
+    }
+    if (ok_result)
+        HSMCA_ENSURE(is_hex(ent->cert_sha256, 64, 64), e, HSMCA_EINVAL,
+                     "audit entry: cert_sha256 must be 64 lowercase hex digits");
+    if ((result && !ok_result) || deny)
+        HSMCA_ENSURE(is_name(ent->code, 1), e, HSMCA_EINVAL,
+                     "audit entry: an error or deny needs a code");
+    HSMCA_ENSURE(ent->seq <= INT64_MAX && ent->request_id <= INT64_MAX &&
+                     ent->intent_seq <= INT64_MAX,
+                 e, HSMCA_EINVAL, "audit entry: a number is out of range");
+
+    /* Keys in byte order; the order below is that order. */
+    jw w = {out, 0, AUDIT_LINE_MAX - 2, 1};
+    jw_put(&w, "{", 1);
+    if (ok_result)
+        jw_plain(&w, "cert_sha256", ent->cert_sha256);
+    if ((result && !ok_result) || deny)
+        jw_plain(&w, "code", ent->code);
+    if (intent)
+        jw_plain(&w, "csr_sha256", ent->csr_sha256);
+    if (result && !ok_result)
+        jw_str(&w, "error", &ent->error, AUDIT_STR_MAX);
+    if (result)
+        jw_u64(&w, "intent_seq", ent->intent_seq);
+    jw_plain(&w, "kind", kname);
+    if (intent) {
+        jw_i64(&w, "not_after", ent->not_after);
+        jw_i64(&w, "not_before", ent->not_before);
+        jw_plain(&w, "profile", ent->profile);
+    }
+    if (deny || k == AUDIT_RECOVERY)
+        jw_str(&w, "reason", &ent->reason, AUDIT_STR_MAX);
+    if (intent || result || deny)
+        jw_u64(&w, "request_id", ent->request_id);
+    if (intent || deny)
+        jw_str(&w, "requester", &ent->requester, AUDIT_STR_MAX);
+    if (intent)
+        jw_str(&w, "sans", &ent->sans, AUDIT_SANS_MAX);
+    jw_u64(&w, "seq", ent->seq);
+    if (intent) {
+        jw_plain(&w, "serial", ent->serial);
+        jw_plain(&w, "tbs_sha256", ent->tbs_sha256);
+    }
+    jw_i64(&w, "time", ent->time);
+    w.cap += 2;
+    jw_put(&w, "}\n", 2);
+    *len = w.len;
+    return HSMCA_OK;
+}
+
+/* ---- parsing ------------------------------------------------------------------------- */
+
+/* Undoes the escaper's text forms in a decoded JSON string: "\\" is a backslash and
+ * "\xNN" the byte NN; any other backslash cannot come from the escaper. */
+static HSMCA_MUSTCHECK hsmca_code unescape(const char *key, json_t *v, char *out, size_t cap,
+                                           size_t *n, hsmca_err *e)
+{
+    HSMCA_ENSURE(json_is_string(v), e, HSMCA_EINVAL, "audit line: %s must be a string", key);
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v), o = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\\') {
+            if (i + 1 < len && s[i + 1] == '\\') {
+                c = '\\';
+                i += 1;
+            } else if (i + 3 < len && s[i + 1] == 'x') {
+                unsigned hi, lo;
+                char h[3] = {s[i + 2], s[i + 3], 0};
+                HSMCA_ENSURE(is_hex(h, 2, 2), e, HSMCA_EINVAL, "audit line: bad \\x in %s", key);
+                hi = (unsigned)(h[0] <= '9' ? h[0] - '0' : h[0] - 'a' + 10);
+                lo = (unsigned)(h[1] <= '9' ? h[1] - '0' : h[1] - 'a' + 10);
+                c = (unsigned char)(hi << 4 | lo);
+                i += 3;
+            } else {
+                return hsmca_fail(e, HSMCA_EINVAL, "audit line: stray backslash in %s", key);
+            }
+        }
+        HSMCA_ENSURE(o < cap, e, HSMCA_EINVAL, "audit line: %s is longer than its cap", key);
+        out[o++] = (char)c;
+    }
+    *n = o;
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code get_str(json_t *obj, const char *key, audit_str *s, char *buf,
+                                          size_t cap, hsmca_err *e)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return HSMCA_OK;
+    HSMCA_GUARD(unescape(key, v, buf, cap, &s->len, e));
+    s->p = buf;
+    char k[40];
+    snprintf(k, sizeof(k), "%s_truncated", key);
+    json_t *t = json_object_get(obj, k);
+    if (t) {
+        HSMCA_ENSURE(json_is_integer(t) && json_integer_value(t) > 0, e, HSMCA_EINVAL,
+                     "audit line: %s must be a positive integer", k);
+        s->full = (size_t)json_integer_value(t);
+    }
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code get_plain(json_t *obj, const char *key, char *out, size_t size,
+                                            hsmca_err *e)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return HSMCA_OK;
+    HSMCA_ENSURE(json_is_string(v) && json_string_length(v) < size, e, HSMCA_EINVAL,
+                 "audit line: %s must be a short string", key);
+    memcpy(out, json_string_value(v), json_string_length(v) + 1);
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code get_int(json_t *obj, const char *key, int64_t min, int64_t *out,
+                                          hsmca_err *e)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return HSMCA_OK;
+    HSMCA_ENSURE(json_is_integer(v) && json_integer_value(v) >= min, e, HSMCA_EINVAL,
+                 "audit line: %s must be an integer >= %" PRId64, key, min);
+    *out = (int64_t)json_integer_value(v);
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code fields(json_t *o, audit_entry *ent, audit_entry_buf *buf,
+                                         hsmca_err *e)
+{
+    json_t *k = json_object_get(o, "kind");
+    HSMCA_ENSURE(json_is_string(k), e, HSMCA_EINVAL, "audit line: no kind");
+    for (int i = AUDIT_START; i <= AUDIT_RECOVERY; i++)
+        if (strcmp(json_string_value(k), kind_names[i]) == 0)
+            ent->kind = (audit_kind)i;
+    HSMCA_ENSURE(ent->kind, e, HSMCA_EINVAL, "audit line: unknown kind");
+    int64_t seq = -1, rid = 0, iseq = 0;
+    HSMCA_GUARD(get_int(o, "seq", 0, &seq, e));
+    HSMCA_ENSURE(seq >= 0, e, HSMCA_EINVAL, "audit line: no seq");
+    HSMCA_GUARD(get_int(o, "time", INT64_MIN, &ent->time, e));
+    HSMCA_GUARD(get_int(o, "request_id", 0, &rid, e));
+    HSMCA_GUARD(get_int(o, "intent_seq", 0, &iseq, e));
+    HSMCA_GUARD(get_int(o, "not_before", INT64_MIN, &ent->not_before, e));
+    HSMCA_GUARD(get_int(o, "not_after", INT64_MIN, &ent->not_after, e));
+    ent->seq = (uint64_t)seq;
+    ent->request_id = (uint64_t)rid;
+    ent->intent_seq = (uint64_t)iseq;
+    HSMCA_GUARD(get_plain(o, "csr_sha256", ent->csr_sha256, sizeof(ent->csr_sha256), e));
+    HSMCA_GUARD(get_plain(o, "tbs_sha256", ent->tbs_sha256, sizeof(ent->tbs_sha256), e));
+    HSMCA_GUARD(get_plain(o, "cert_sha256", ent->cert_sha256, sizeof(ent->cert_sha256), e));
+    HSMCA_GUARD(get_plain(o, "serial", ent->serial, sizeof(ent->serial), e));
+    HSMCA_GUARD(get_plain(o, "profile", ent->profile, sizeof(ent->profile), e));
+    HSMCA_GUARD(get_plain(o, "code", ent->code, sizeof(ent->code), e));
+    HSMCA_GUARD(get_str(o, "requester", &ent->requester, buf->requester, AUDIT_STR_MAX, e));
+    HSMCA_GUARD(get_str(o, "reason", &ent->reason, buf->reason, AUDIT_STR_MAX, e));
+    HSMCA_GUARD(get_str(o, "error", &ent->error, buf->error, AUDIT_STR_MAX, e));
+    return get_str(o, "sans", &ent->sans, buf->sans, AUDIT_SANS_MAX, e);
+}
+
+hsmca_code audit_entry_parse(const char *line, size_t len, audit_entry *ent, audit_entry_buf *buf,
+                             hsmca_err *e)
+{
+    memset(ent, 0, sizeof(*ent));
+    HSMCA_ENSURE(len > 0 && len < AUDIT_LINE_MAX, e, HSMCA_EINVAL,
+                 "audit line: empty or longer than %u bytes", AUDIT_LINE_MAX - 1);
+    HSMCA_ENSURE(memchr(line, '\n', len) == NULL, e, HSMCA_EINVAL, "audit line: embedded newline");
+    json_error_t je;
+    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    HSMCA_ENSURE(o, e, HSMCA_EINVAL, "audit line: not JSON: %s", je.text);
+    hsmca_code rc = json_is_object(o) ? fields(o, ent, buf, e)
+                                      : hsmca_fail(e, HSMCA_EINVAL, "audit line: not an object");
+    json_decref(o);
+    if (rc != HSMCA_OK)
+        return rc;
+    /* Canonical: the line is exactly what the encoder writes for what we read (this also
+     * refuses unknown or misplaced keys, whitespace, other escapes, floats, key order). */
+    static _Thread_local char again[AUDIT_LINE_MAX];
+    size_t n;
+    HSMCA_GUARD(audit_entry_encode(ent, again, &n, e));
+    HSMCA_ENSURE(n == len + 1 && memcmp(again, line, len) == 0, e, HSMCA_EINVAL,
+                 "audit line: not in canonical form");
+    return HSMCA_OK;
+}

@@ -1,0 +1,83 @@
+/* audit_entry.h - one entry of the signing log as a canonical JSON line (DESIGN.md §6):
+ * keys in byte order, integers only (no floats), strings escaped by common/log.h's escaper
+ * (valid UTF-8 kept, every other byte as the text \xNN, so any bytes fit on one line), each
+ * string capped with "<key>_truncated":<original length> when cut. A line is at most
+ * AUDIT_LINE_MAX bytes, its '\n' included, whatever the strings.
+ *
+ * audit_entry_parse is strict: it accepts exactly the bytes audit_entry_encode writes for
+ * the entry it reads (re-encodes and compares), so a line has one spelling. */
+#ifndef HSMCA_AUDIT_ENTRY_H
+#define HSMCA_AUDIT_ENTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hsmca_err.h"
+
+#define AUDIT_LINE_MAX 65536u
+#define AUDIT_STR_MAX 2048u  /* input bytes kept of requester, reason, error */
+#define AUDIT_SANS_MAX 4096u /* input bytes kept of the SAN list */
+#define AUDIT_SERIAL_HEX_MAX 40u
+#define AUDIT_PROFILE_MAX 32u
+
+typedef enum {
+    AUDIT_START = 1,
+    AUDIT_STOP,
+    AUDIT_ISSUE_INTENT,
+    AUDIT_ISSUE_RESULT,
+    AUDIT_DENY,
+    AUDIT_RECOVERY,
+} audit_kind;
+
+/* A string field: len bytes at p (any bytes); full is the length before the cap (0 means
+ * len). The caller owns p. */
+typedef struct {
+    const char *p;
+    size_t len;
+    size_t full;
+} audit_str;
+
+/* One entry. Which fields a kind has:
+ *   every kind:   seq, time (unix seconds)
+ *   issue-intent: request_id, requester, csr_sha256 (may be ""), tbs_sha256, sans, serial,
+ *                 not_before, not_after, profile
+ *   issue-result: request_id, intent_seq, and cert_sha256 or (code and error)
+ *   deny:         request_id, requester, code, reason
+ *   recovery:     reason
+ *   start, stop:  nothing more
+ * Hex fields are lowercase; sha256 fields 64 characters, serial 2..40. */
+typedef struct {
+    audit_kind kind;
+    uint64_t seq;
+    int64_t time;
+    uint64_t request_id;
+    uint64_t intent_seq;
+    int64_t not_before, not_after;
+    char csr_sha256[65], tbs_sha256[65], cert_sha256[65];
+    char serial[AUDIT_SERIAL_HEX_MAX + 1];
+    char profile[AUDIT_PROFILE_MAX + 1];
+    char code[AUDIT_PROFILE_MAX + 1]; /* hsmca_code_name of an error; "" on success */
+    audit_str requester, sans, reason, error;
+} audit_entry;
+
+/* The name of a kind ("issue-intent"), or NULL. */
+const char *audit_kind_name(audit_kind k);
+
+/* Encodes *ent as one line into out (AUDIT_LINE_MAX bytes), '\n' included; *len gets its
+ * length. HSMCA_EINVAL when a fixed field is malformed (bad hex, unknown kind, an
+ * issue-result with neither a hash nor an error). */
+HSMCA_MUSTCHECK hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len,
+                                              hsmca_err *e);
+
+/* Storage for the strings of a parsed entry (the unescaped bytes). */
+typedef struct {
+    char requester[AUDIT_STR_MAX], reason[AUDIT_STR_MAX], error[AUDIT_STR_MAX];
+    char sans[AUDIT_SANS_MAX];
+} audit_entry_buf;
+
+/* Parses one line (len bytes, without its '\n') into *ent, whose strings point into *buf.
+ * HSMCA_EINVAL naming the rule when the line is not an entry in canonical form. */
+HSMCA_MUSTCHECK hsmca_code audit_entry_parse(const char *line, size_t len, audit_entry *ent,
+                                             audit_entry_buf *buf, hsmca_err *e);
+
+#endif

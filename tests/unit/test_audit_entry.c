@@ -1,0 +1,196 @@
+/* test_audit_entry.c - canonical entry lines (audit/audit_entry.h): every kind round-trips,
+ * hostile requester bytes stay on one line and come back byte for byte, caps, and the
+ * parser refuses every other spelling. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit_entry.h"
+
+static char g_line[AUDIT_LINE_MAX];
+
+static audit_entry intent(const char *req, size_t req_len)
+{
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_ISSUE_INTENT;
+    a.seq = 7;
+    a.time = 1790000000;
+    a.request_id = 42;
+    memset(a.tbs_sha256, 'a', 64);
+    memset(a.csr_sha256, '0', 64);
+    strcpy(a.serial, "0102030405060708");
+    strcpy(a.profile, "workload");
+    a.not_before = 1790000000;
+    a.not_after = 1790086400;
+    a.requester = (audit_str){req, req_len, 0};
+    a.sans = (audit_str){"uri:spiffe://td/ns/a/sa/b", 25, 0};
+    return a;
+}
+
+/* Encodes a, checks the line's framing, parses it back and re-encodes: same bytes. */
+static size_t round_trip(const audit_entry *a, audit_entry *back, audit_entry_buf *buf)
+{
+    size_t n;
+    assert_int_equal(audit_entry_encode(a, g_line, &n, NULL), HSMCA_OK);
+    assert_true(n < AUDIT_LINE_MAX);
+    assert_int_equal(g_line[n - 1], '\n');
+    assert_null(memchr(g_line, '\n', n - 1));
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    assert_int_equal(audit_entry_parse(g_line, n - 1, back, buf, &e), HSMCA_OK);
+    assert_int_equal(back->kind, a->kind);
+    assert_int_equal(back->seq, a->seq);
+    return n;
+}
+
+static void test_intent_round_trip(void **state)
+{
+    audit_entry a = intent("spiffe://td/ns/a/sa/b", 21), b;
+    static audit_entry_buf buf;
+    size_t n = round_trip(&a, &b, &buf);
+    assert_string_equal(b.serial, a.serial);
+    assert_string_equal(b.tbs_sha256, a.tbs_sha256);
+    assert_int_equal(b.not_after, a.not_after);
+    assert_int_equal(b.requester.len, 21);
+    assert_memory_equal(b.requester.p, "spiffe://td/ns/a/sa/b", 21);
+    g_line[n] = 0;
+    /* keys sorted, no spaces */
+    assert_non_null(strstr(g_line, "{\"csr_sha256\":\"000"));
+    assert_non_null(strstr(g_line, "\"time\":1790000000}\n"));
+}
+
+static void test_other_kinds(void **state)
+{
+    static audit_entry_buf buf;
+    audit_entry a, b;
+    audit_kind kinds[] = {AUDIT_START, AUDIT_STOP};
+    for (size_t i = 0; i < 2; i++) {
+        memset(&a, 0, sizeof(a));
+        a.kind = kinds[i];
+        a.seq = i;
+        round_trip(&a, &b, &buf);
+    }
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_ISSUE_RESULT;
+    a.seq = 8;
+    a.intent_seq = 7;
+    memset(a.cert_sha256, 'b', 64);
+    round_trip(&a, &b, &buf);
+    assert_int_equal(b.intent_seq, 7);
+    assert_string_equal(b.cert_sha256, a.cert_sha256);
+    memset(a.cert_sha256, 0, sizeof(a.cert_sha256));
+    strcpy(a.code, "UNAVAILABLE");
+    a.error = (audit_str){"token gone", 10, 0};
+    round_trip(&a, &b, &buf);
+    assert_memory_equal(b.error.p, "token gone", 10);
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_DENY;
+    strcpy(a.code, "PERMISSION_DENIED");
+    a.reason = (audit_str){"invariant 4: TTL", 16, 0};
+    a.requester = (audit_str){"x", 1, 0};
+    round_trip(&a, &b, &buf);
+    assert_memory_equal(b.reason.p, "invariant 4: TTL", 16);
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_RECOVERY;
+    a.reason = (audit_str){"cut 3 bytes", 11, 0};
+    round_trip(&a, &b, &buf);
+}
+
+static void test_hostile_requester(void **state)
+{
+    static audit_entry_buf buf;
+    /* newline, quote, NUL, backslash, a fake \xc0 text, invalid UTF-8, valid UTF-8, DEL */
+    static const char req[] = "a\nb\"c\0d\\e\\xc0f\xc0\xff\xed\xa0\x80g\xe2\x82\xach\x7f";
+    audit_entry a = intent(req, sizeof(req) - 1), b;
+    round_trip(&a, &b, &buf);
+    assert_int_equal(b.requester.len, sizeof(req) - 1);
+    assert_memory_equal(b.requester.p, req, sizeof(req) - 1);
+    assert_int_equal(b.requester.full, 0);
+}
+
+static void test_caps(void **state)
+{
+    static audit_entry_buf buf;
+    static char big[3 * AUDIT_STR_MAX], sans[2 * AUDIT_SANS_MAX];
+    memset(big, '\n', sizeof(big)); /* every byte costs the most when escaped */
+    memset(sans, 0x01, sizeof(sans));
+    audit_entry a = intent(big, sizeof(big)), b;
+    a.sans = (audit_str){sans, sizeof(sans), 0};
+    size_t n = round_trip(&a, &b, &buf);
+    assert_true(n < AUDIT_LINE_MAX);
+    assert_int_equal(b.requester.len, AUDIT_STR_MAX);
+    assert_int_equal(b.requester.full, sizeof(big));
+    assert_int_equal(b.sans.len, AUDIT_SANS_MAX);
+    assert_int_equal(b.sans.full, sizeof(sans));
+    g_line[n] = 0;
+    assert_non_null(strstr(g_line, "\"requester_truncated\":6144,\"sans\":"));
+}
+
+static void refuse(const char *line)
+{
+    static audit_entry_buf buf;
+    audit_entry b;
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    assert_int_equal(audit_entry_parse(line, strlen(line), &b, &buf, &e), HSMCA_EINVAL);
+    assert_true(strlen(e.msg) > 0);
+}
+
+static void test_parser_refuses(void **state)
+{
+    static audit_entry_buf buf;
+    audit_entry b;
+    assert_int_equal(audit_entry_parse("{\"kind\":\"start\",\"seq\":0,\"time\":5}", 33, &b, &buf,
+                                       NULL),
+                     HSMCA_OK);
+    refuse("{\"kind\":\"start\",\"seq\":0,\"time\":5} ");
+    refuse("{\"seq\":0,\"kind\":\"start\",\"time\":5}");           /* key order */
+    refuse("{\"kind\":\"start\", \"seq\":0,\"time\":5}");          /* whitespace */
+    refuse("{\"kind\":\"start\",\"seq\":0.0,\"time\":5}");         /* float */
+    refuse("{\"kind\":\"start\",\"seq\":-1,\"time\":5}");
+    refuse("{\"kind\":\"start\",\"seq\":0,\"seq\":0,\"time\":5}"); /* duplicate */
+    refuse("{\"kind\":\"begin\",\"seq\":0,\"time\":5}");
+    refuse("{\"kind\":\"start\",\"seq\":0,\"time\":5,\"x\":1}");    /* unknown key */
+    refuse("{\"kind\":\"st\\u0061rt\",\"seq\":0,\"time\":5}");     /* other escape */
+    refuse("[1]");
+    refuse("");
+    refuse("{\"kind\":\"deny\",\"code\":\"X\",\"reason\":\"a\\\\qb\",\"request_id\":1,"
+           "\"requester\":\"\",\"seq\":0,\"time\":5}");
+    refuse("{\"code\":\"X\",\"kind\":\"deny\",\"reason\":\"a\",\"reason_truncated\":1,"
+           "\"request_id\":1,\"requester\":\"\",\"seq\":0,\"time\":5}");
+    refuse("{\"kind\":\"start\",\"seq\":0,\"time\":5}\n");
+}
+
+static void test_encoder_refuses(void **state)
+{
+    size_t n;
+    audit_entry a = intent("r", 1);
+    a.tbs_sha256[3] = 'A';
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+    a = intent("r", 1);
+    a.serial[0] = 0;
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_ISSUE_RESULT; /* neither a hash nor an error */
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+    a.kind = 99;
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_intent_round_trip), cmocka_unit_test(test_other_kinds),
+        cmocka_unit_test(test_hostile_requester), cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_parser_refuses),    cmocka_unit_test(test_encoder_refuses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
