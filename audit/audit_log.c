@@ -1,0 +1,359 @@
+/* audit_log.c - the signing log's writer: append, group commit, fail closed, replay at
+ * open (audit_log.h). */
+#include "audit_log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+#define AUDIT_LOG_FILE "log"
+
+struct audit_log {
+    pthread_mutex_t mu;
+    pthread_cond_t synced_cv;
+    int dirfd, fd;
+    uint64_t next_seq;   /* seq of the next line */
+    uint64_t synced;     /* lines [0, synced) are durable */
+    off_t good_size;     /* the file's size after the last complete line */
+    int syncing;         /* a thread is in fdatasync for the others */
+    int failed;          /* fail closed until a reopen works */
+    char why[200];       /* the failure, as callers see it */
+    double last_attempt; /* monotonic: the last reopen attempt */
+    double retry_s;
+    uint64_t syncs;
+    audit_tree tree;
+    char line[AUDIT_LINE_MAX]; /* under mu */
+};
+
+/* ---- open and replay ----------------------------------------------------------------- */
+
+static HSMCA_MUSTCHECK hsmca_code fsync_dir(int dirfd, const char *dir, hsmca_err *e)
+{
+    HSMCA_ENSURE(fsync(dirfd) == 0, e, HSMCA_EIO, "audit log: fsync %.128s: %s", dir,
+                 strerror(errno));
+    return HSMCA_OK;
+}
+
+/* One line of the existing log: parse, check its seq, hash it into the tree. */
+static HSMCA_MUSTCHECK hsmca_code replay_line(audit_log *l, const char *p, size_t n,
+                                              audit_replay_fn fn, void *ctx,
+                                              audit_replay_stats *st, hsmca_err *e)
+{
+    static _Thread_local audit_entry_buf buf;
+    audit_entry ent;
+    hsmca_err pe;
+    hsmca_err_clear(&pe);
+    if (audit_entry_parse(p, n, &ent, &buf, &pe) != HSMCA_OK)
+        return hsmca_fail(e, HSMCA_EINVAL, "audit log: entry %llu: %s",
+                          (unsigned long long)l->next_seq, pe.msg);
+    HSMCA_ENSURE(ent.seq == l->next_seq, e, HSMCA_EINVAL,
+                 "audit log: entry %llu has seq %llu (lines missing or reordered)",
+                 (unsigned long long)l->next_seq, (unsigned long long)ent.seq);
+    audit_hash leaf;
+    HSMCA_GUARD(audit_hash_leaf((const uint8_t *)p, n, &leaf, e));
+    HSMCA_GUARD(audit_tree_append(&l->tree, &leaf, e));
+    l->next_seq++;
+    st->entries++;
+    if (ent.kind == AUDIT_ISSUE_INTENT)
+        st->intents++;
+    if (fn)
+        fn(ctx, &ent);
+    return HSMCA_OK;
+}
+
+/* Reads DIR/log line by line (bounded memory); a torn tail is left in *torn bytes past
+ * l->good_size. */
+static HSMCA_MUSTCHECK hsmca_code replay(audit_log *l, audit_replay_fn fn, void *ctx,
+                                         audit_replay_stats *st, uint64_t *torn, hsmca_err *e)
+{
+    int rfd = openat(l->dirfd, AUDIT_LOG_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    HSMCA_ENSURE(rfd >= 0, e, HSMCA_EIO, "audit log: cannot read it back: %s", strerror(errno));
+    size_t cap = 2 * (size_t)AUDIT_LINE_MAX, have = 0;
+    char *buf = malloc(cap);
+    hsmca_code rc = buf ? HSMCA_OK : hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    while (rc == HSMCA_OK) {
+        ssize_t got = read(rfd, buf + have, cap - have);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            rc = hsmca_fail(e, HSMCA_EIO, "audit log: read: %s", strerror(errno));
+            break;
+        }
+        if (got == 0)
+            break;
+        have += (size_t)got;
+        size_t start = 0;
+        char *nl;
+        while (rc == HSMCA_OK && (nl = memchr(buf + start, '\n', have - start)) != NULL) {
+            size_t n = (size_t)(nl - (buf + start));
+            rc = replay_line(l, buf + start, n, fn, ctx, st, e);
+            start += n + 1;
+            l->good_size += (off_t)(n + 1);
+        }
+        memmove(buf, buf + start, have - start);
+        have -= start;
+        if (rc == HSMCA_OK && have >= AUDIT_LINE_MAX)
+            rc = hsmca_fail(e, HSMCA_EINVAL, "audit log: entry %llu is longer than %u bytes",
+                            (unsigned long long)l->next_seq, AUDIT_LINE_MAX);
+    }
+    *torn = have;
+    free(buf);
+    close(rfd);
+    return rc;
+}
+
+static void audit_log_free(audit_log *l)
+{
+    if (l->fd >= 0)
+        close(l->fd);
+    if (l->dirfd >= 0)
+        close(l->dirfd);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->synced_cv);
+    free(l);
+}
+
+static HSMCA_MUSTCHECK hsmca_code open_files(audit_log *l, const char *dir, uid_t owner,
+                                             gid_t group, hsmca_err *e)
+{
+    int made_dir = mkdir(dir, 0700) == 0;
+    HSMCA_ENSURE(made_dir || errno == EEXIST, e, HSMCA_EIO, "audit log: mkdir %.128s: %s", dir,
+                 strerror(errno));
+    l->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    HSMCA_ENSURE(l->dirfd >= 0, e, HSMCA_EIO, "audit log: open %.128s: %s", dir, strerror(errno));
+    if (made_dir && owner != (uid_t)-1)
+        HSMCA_ENSURE(fchown(l->dirfd, owner, group) == 0, e, HSMCA_EIO,
+                     "audit log: chown %.128s: %s", dir, strerror(errno));
+    int made_file = 0;
+    l->fd = openat(l->dirfd, AUDIT_LOG_FILE, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+    if (l->fd < 0 && errno == ENOENT) {
+        l->fd = openat(l->dirfd, AUDIT_LOG_FILE,
+                       O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        made_file = l->fd >= 0;
+    }
+    HSMCA_ENSURE(l->fd >= 0, e, HSMCA_EIO, "audit log: open %.128s/" AUDIT_LOG_FILE ": %s", dir,
+                 strerror(errno));
+    if (made_file && owner != (uid_t)-1)
+        HSMCA_ENSURE(fchown(l->fd, owner, group) == 0, e, HSMCA_EIO,
+                     "audit log: chown %.128s/" AUDIT_LOG_FILE ": %s", dir, strerror(errno));
+    /* A new file's name is durable only once its directory is (and a new directory's
+     * once its parent is). */
+    if (made_dir) {
+        char parent[4096];
+        snprintf(parent, sizeof(parent), "%s/..", dir);
+        int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (pfd >= 0) {
+            int ok = fsync(pfd) == 0;
+            close(pfd);
+            HSMCA_ENSURE(ok, e, HSMCA_EIO, "audit log: fsync the parent of %.128s", dir);
+        }
+    }
+    if (made_file || made_dir)
+        HSMCA_GUARD(fsync_dir(l->dirfd, dir, e));
+    return HSMCA_OK;
+}
+
+hsmca_code audit_log_open(const char *dir, uid_t owner, gid_t group, audit_replay_fn fn, void *ctx,
+                          audit_log **out, audit_replay_stats *stats, hsmca_err *e)
+{
+    *out = NULL;
+    audit_replay_stats st_local;
+    audit_replay_stats *st = stats ? stats : &st_local;
+    memset(st, 0, sizeof(*st));
+    audit_log *l = calloc(1, sizeof(*l));
+    HSMCA_ENSURE(l, e, HSMCA_ENOMEM, "out of memory");
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->synced_cv, NULL);
+    l->dirfd = l->fd = -1;
+    l->retry_s = 1.0;
+    audit_tree_init(&l->tree);
+    /* Fail closed, not dead: over RLIMIT_FSIZE a write must fail with EFBIG. */
+    signal(SIGXFSZ, SIG_IGN);
+    uint64_t torn = 0;
+    hsmca_code rc = open_files(l, dir, owner, group, e);
+    if (rc == HSMCA_OK)
+        rc = replay(l, fn, ctx, st, &torn, e);
+    if (rc == HSMCA_OK && torn) {
+        /* A crash in the middle of a write: the line was never durable, so no signature
+         * depended on it. Cut it and say so in the log. */
+        if (ftruncate(l->fd, l->good_size) != 0 || fdatasync(l->fd) != 0)
+            rc = hsmca_fail(e, HSMCA_EIO, "audit log: cannot cut a torn last line: %s",
+                            strerror(errno));
+        st->cut_bytes = torn;
+    }
+    l->synced = l->next_seq;
+    if (rc == HSMCA_OK && torn) {
+        char why[96];
+        int n = snprintf(why, sizeof(why), "cut a torn last line of %llu bytes at offset %lld",
+                         (unsigned long long)torn, (long long)l->good_size);
+        audit_entry rec = {.kind = AUDIT_RECOVERY, .reason = {why, (size_t)n, 0}};
+        uint64_t seq;
+        rc = audit_log_append(l, &rec, &seq, e);
+        if (rc == HSMCA_OK)
+            rc = audit_log_sync_through(l, seq, e);
+        LOG_EVENT(LOG_LVL_WARN, "audit log: recovery", LOG_STR("reason", why));
+    }
+    if (rc != HSMCA_OK) {
+        audit_log_free(l);
+        return rc;
+    }
+    *out = l;
+    return HSMCA_OK;
+}
+
+/* ---- append and group commit --------------------------------------------------------- */
+
+/* Under mu: enters the failed state with the reason. */
+static void fail_locked(audit_log *l, const char *what, int err)
+{
+    if (!l->failed)
+        LOG_EVENT(LOG_LVL_ERROR, "audit log failed: issuance stops until it is writable",
+                  LOG_STR("op", what), LOG_STR("error", strerror(err)));
+    l->failed = 1;
+    snprintf(l->why, sizeof(l->why), "audit log: %s failed: %s", what, strerror(err));
+    l->last_attempt = util_mono_now();
+    pthread_cond_broadcast(&l->synced_cv);
+}
+
+/* Under mu, failed and nobody syncing: reopen, cut a partial line, sync; 1 when writable
+ * again. At most once per retry interval, so a full disk is not hammered. */
+static int try_recover_locked(audit_log *l)
+{
+    double now = util_mono_now();
+    if (l->syncing || now - l->last_attempt < l->retry_s)
+        return 0;
+    l->last_attempt = now;
+    int fd = openat(l->dirfd, AUDIT_LOG_FILE, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        snprintf(l->why, sizeof(l->why), "audit log: reopen failed: %s", strerror(errno));
+        return 0;
+    }
+    if (ftruncate(fd, l->good_size) != 0 || fdatasync(fd) != 0) {
+        snprintf(l->why, sizeof(l->why), "audit log: write failed: %s", strerror(errno));
+        close(fd);
+        return 0;
+    }
+    close(l->fd);
+    l->fd = fd;
+    l->failed = 0;
+    l->synced = l->next_seq; /* every complete line is on disk: the sync above covered it */
+    l->syncs++;
+    log_info("audit log: writable again, issuance resumes");
+    return 1;
+}
+
+hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq, hsmca_err *e)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->failed && !try_recover_locked(l)) {
+        hsmca_code rc = hsmca_fail(e, HSMCA_EUNAVAIL, "%s", l->why);
+        pthread_mutex_unlock(&l->mu);
+        return rc;
+    }
+    ent->seq = l->next_seq;
+    ent->time = util_wall_now();
+    size_t n;
+    hsmca_code rc = audit_entry_encode(ent, l->line, &n, e);
+    if (rc != HSMCA_OK) {
+        pthread_mutex_unlock(&l->mu);
+        return rc;
+    }
+    /* The rest of a short write is written on (we are the only writer, under mu) so the
+     * error that stopped it is the one reported; a failure fails the log, and the
+     * recovery cuts the partial line back to good_size. */
+    size_t done = 0;
+    int err = 0;
+    while (done < n) {
+        ssize_t w = write(l->fd, l->line + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            err = w < 0 ? errno : ENOSPC;
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (done != n) {
+        fail_locked(l, "write", err);
+        rc = hsmca_fail(e, HSMCA_EUNAVAIL, "%s", l->why);
+        pthread_mutex_unlock(&l->mu);
+        return rc;
+    }
+    audit_hash leaf;
+    rc = audit_hash_leaf((const uint8_t *)l->line, n - 1, &leaf, e);
+    if (rc == HSMCA_OK)
+        rc = audit_tree_append(&l->tree, &leaf, e);
+    /* Hook for checkpoints (DESIGN.md §6, next step): the tree's root after this line is
+     * what a checkpoint signed by the audit key will commit to, at least once a second. */
+    l->good_size += (off_t)n;
+    *seq = l->next_seq++;
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+hsmca_code audit_log_sync_through(audit_log *l, uint64_t seq, hsmca_err *e)
+{
+    pthread_mutex_lock(&l->mu);
+    while (!l->failed && l->synced <= seq) {
+        if (l->syncing) { /* someone else's sync may cover us: wait for it */
+            pthread_cond_wait(&l->synced_cv, &l->mu);
+            continue;
+        }
+        /* Sync for everyone: every line written so far. */
+        l->syncing = 1;
+        uint64_t target = l->next_seq;
+        int fd = l->fd;
+        pthread_mutex_unlock(&l->mu);
+        int r = fdatasync(fd), err = errno;
+        pthread_mutex_lock(&l->mu);
+        l->syncing = 0;
+        l->syncs++;
+        if (r != 0)
+            fail_locked(l, "sync", err);
+        else if (target > l->synced)
+            l->synced = target;
+        pthread_cond_broadcast(&l->synced_cv);
+    }
+    hsmca_code rc = l->synced > seq ? HSMCA_OK : hsmca_fail(e, HSMCA_EUNAVAIL, "%s", l->why);
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+hsmca_code audit_log_root(audit_log *l, uint64_t *size, audit_hash *root, hsmca_err *e)
+{
+    pthread_mutex_lock(&l->mu);
+    *size = l->tree.size;
+    hsmca_code rc = audit_tree_root(&l->tree, root, e);
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+uint64_t audit_log_syncs(audit_log *l)
+{
+    pthread_mutex_lock(&l->mu);
+    uint64_t n = l->syncs;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+void audit_log_set_retry_interval(audit_log *l, double seconds)
+{
+    pthread_mutex_lock(&l->mu);
+    l->retry_s = seconds;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void audit_log_close(audit_log *l)
+{
+    if (l)
+        audit_log_free(l);
+}

@@ -1,0 +1,69 @@
+/* audit_log.h - the signing log's writer, owned by the signer (DESIGN.md §6): one
+ * append-only file DIR/log of audit_entry lines, a sequence number per line (the line's
+ * index, so also its Merkle leaf index), group commit, fail closed.
+ *
+ * audit_log_append writes the line to the file (the page cache is the buffer);
+ * audit_log_sync_through(seq) returns once one fdatasync has covered every line up to seq.
+ * One waiter syncs for all: lines appended by other threads meanwhile share the next sync.
+ * A write or sync error (a full disk, EFBIG, EIO) puts the log in a failed state: every
+ * later append and sync fails with HSMCA_EUNAVAIL and the reason ("audit log: write failed:
+ * No space left on device"). At most once per retry interval (1 s), an append reopens the
+ * file, cuts what a failed write may have left and syncs; when that works the log is
+ * writable again and issuance resumes. Thread-safe. */
+#ifndef HSMCA_AUDIT_LOG_H
+#define HSMCA_AUDIT_LOG_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "audit_entry.h"
+#include "audit_merkle.h"
+#include "hsmca_err.h"
+
+typedef struct audit_log audit_log;
+
+/* Called at open for each line already in the log, in order. */
+typedef void (*audit_replay_fn)(void *ctx, const audit_entry *ent);
+
+/* What the open found. */
+typedef struct {
+    uint64_t entries; /* lines in the log before this open's own */
+    uint64_t intents;
+    uint64_t cut_bytes; /* of a torn last line, cut (a recovery entry says so) */
+} audit_replay_stats;
+
+/* Opens (creating with mode 0700/0600, the directory fsync'd) DIR and DIR/log, replays
+ * every line through fn (may be NULL), cuts a torn last line (no '\n') and appends a
+ * recovery entry naming what was cut. A line that does not parse, or whose seq is not its
+ * index, refuses the open (the log is not ours to rewrite). When owner is not (uid_t)-1,
+ * what is created is chowned to owner:group (the signer creates it as root, then runs as
+ * its own user and must reopen it). Ignores SIGXFSZ for the process: a file size limit
+ * then fails the write with EFBIG (fail closed) instead of killing the signer.
+ * *out is the caller's to audit_log_close. */
+HSMCA_MUSTCHECK hsmca_code audit_log_open(const char *dir, uid_t owner, gid_t group,
+                                          audit_replay_fn fn, void *ctx, audit_log **out,
+                                          audit_replay_stats *stats, hsmca_err *e);
+
+/* Sets ent->seq and ent->time (now), writes its line and returns the seq in *seq. Not
+ * durable until audit_log_sync_through(seq). HSMCA_EUNAVAIL when the log has failed. */
+HSMCA_MUSTCHECK hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq,
+                                            hsmca_err *e);
+
+/* Blocks until every line up to seq is on stable storage (HSMCA_OK), or the log failed
+ * (HSMCA_EUNAVAIL with the reason). */
+HSMCA_MUSTCHECK hsmca_code audit_log_sync_through(audit_log *l, uint64_t seq, hsmca_err *e);
+
+/* The number of lines and the RFC 9162 root over them (what a checkpoint will sign). */
+HSMCA_MUSTCHECK hsmca_code audit_log_root(audit_log *l, uint64_t *size, audit_hash *root,
+                                          hsmca_err *e);
+
+/* fdatasync calls made so far (to show that group commit shares them). */
+uint64_t audit_log_syncs(audit_log *l);
+
+/* For tests: the minimum time between reopen attempts of a failed log (default 1 s). */
+void audit_log_set_retry_interval(audit_log *l, double seconds);
+
+/* Closes the file (what was appended but not synced is left to the kernel). NULL is fine. */
+void audit_log_close(audit_log *l);
+
+#endif
