@@ -232,7 +232,9 @@ static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *list
              "auth:\n  jwt:\n    issuer: \"%s\"\n    audiences: [istio-ca]\n"
              "    jwks_file: dev-jwks.json\n"
              "# Started as root, the signer switches to this user once the token is open.\n"
-             "signer:\n  user: %s\n  seccomp_allow_network: false\n",
+             "signer:\n  user: %s\n  seccomp_allow_network: false\n"
+             "# The signing log: an intent entry is durable here before every signature.\n"
+             "audit:\n  dir: audit\n",
              dir, listen, DEV_SOFTHSM_MODULE, DEV_TOKEN_LABEL, DEV_CA_KEY_LABEL, DEV_TOKEN_LABEL,
              DEV_AUDIT_KEY_LABEL, DEV_JWT_ISSUER, DEV_SIGNER_USER);
     return write_in(dir, "hsmca.yaml", conf, 0644, e);

@@ -88,6 +88,8 @@ static const config_field fields[] = {
     S("", "signer"),
     F("signer", "user", CT_STR, signer_user, 0),
     F("signer", "seccomp_allow_network", CT_BOOL, signer_allow_network, 0),
+    S("", "audit"),
+    F("audit", "dir", CT_PATH, audit_dir, 0),
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 _Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int),

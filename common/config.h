@@ -61,6 +61,9 @@ typedef struct {
     /* signer: */
     char signer_user[CONFIG_MAX_STR];    /* default "hsmca-signer"; switched to when root */
     int signer_allow_network;            /* seccomp_allow_network, default 0 (false) */
+
+    /* audit: */
+    char audit_dir[CONFIG_MAX_STR];      /* the signing log (DESIGN.md §6); "" = none */
 } hsmca_config;
 
 /* The names the front end's serving certificate carries, which are also the only

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +22,11 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rsa.h>
+#include <openssl/sha.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "audit_log.h"
 #include "certasm.h"
 #include "ipc_frame.h"
 #include "log.h"
@@ -58,6 +61,7 @@ struct signer_ctx {
     p11_module *module;
     p11_pool *pool;
     p11_signkey *audit_key; /* pkcs11.audit_key; NULL when none is configured */
+    audit_log *audit;       /* audit.dir; NULL when none is configured */
     X509 *ca_cert;
     tbs_policy policy;
     hsmca_config cfg; /* our copy: the policy's strings point into it */
@@ -302,17 +306,105 @@ void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Validate, rate-limit, record the serial, sign, self-check and assemble.
- * Returns the certificate (OPENSSL_malloc'd) or a refusal in e. */
-static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, const Hsmca__Ipc__SignRequest *req, tbs_facts *facts,
-                           uint8_t **cert, size_t *cert_len, hsmca_err *e)
+/* The issue-intent entry, durable before the signature (invariant 8). Any audit
+ * failure is UNAVAILABLE: nothing is signed, and istio-agent retries. */
+static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
+                                               const Hsmca__Ipc__SignRequest *req,
+                                               const tbs_facts *f, uint64_t *seq, hsmca_err *e)
 {
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_ISSUE_INTENT;
+    a.request_id = id;
+    a.requester = (audit_str){req->requester, strlen(req->requester), 0};
+    if (req->csr_sha256.len == 32)
+        util_hex(req->csr_sha256.data, 32, a.csr_sha256);
+    uint8_t h[SHA256_DIGEST_LENGTH];
+    SHA256(req->tbs.data, req->tbs.len, h);
+    util_hex(h, sizeof(h), a.tbs_sha256);
+    util_hex(f->serial, f->serial_len, a.serial);
+    a.not_before = f->not_before;
+    a.not_after = f->not_after;
+    snprintf(a.profile, sizeof(a.profile), "%s",
+             req->profile == TBS_PROFILE_SERVING ? "serving" : "workload");
+    a.sans = (audit_str){f->sans, strlen(f->sans), 0};
+    hsmca_code rc = audit_log_append(s->audit, &a, seq, e);
+    if (rc == HSMCA_OK)
+        rc = audit_log_sync_through(s->audit, *seq, e);
+    if (rc != HSMCA_OK && e)
+        e->code = HSMCA_EUNAVAIL;
+    return rc == HSMCA_OK ? HSMCA_OK : HSMCA_EUNAVAIL;
+}
+
+/* After the signature (or its failure): the issue-result entry. Not waited for: the
+ * intent is the record that a signature may exist (durable before C_Sign), and the
+ * next intent's sync (or the next start's replay) covers this line; holding the reply
+ * for a second fdatasync would halve issuance for no stronger guarantee. A failure to
+ * write it fails the log, so the next request stops rather than sign unlogged. */
+static void audit_result(signer_ctx *s, uint64_t id, uint64_t intent_seq, const uint8_t *cert,
+                         size_t cert_len, hsmca_code code, const char *why)
+{
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_ISSUE_RESULT;
+    a.request_id = id;
+    a.intent_seq = intent_seq;
+    if (code == HSMCA_OK) {
+        uint8_t h[SHA256_DIGEST_LENGTH];
+        SHA256(cert, cert_len, h);
+        util_hex(h, sizeof(h), a.cert_sha256);
+    } else {
+        snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name(code));
+        a.error = (audit_str){why, strlen(why), 0};
+    }
+    uint64_t seq;
+    hsmca_err e;
+    if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK)
+        log_warn("issue-result of request %llu not logged: %s", (unsigned long long)id, e.msg);
+}
+
+/* A signer refusal (validation, rate, serial): a deny entry, not waited for (nothing
+ * was released). */
+static void audit_deny(signer_ctx *s, uint64_t id, const Hsmca__Ipc__SignRequest *req,
+                       hsmca_code code, const char *why)
+{
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_DENY;
+    a.request_id = id;
+    a.requester = (audit_str){req->requester, strlen(req->requester), 0};
+    snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name(code));
+    a.reason = (audit_str){why, strlen(why), 0};
+    uint64_t seq;
+    hsmca_err e;
+    if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK)
+        log_warn("deny of request %llu not logged: %s", (unsigned long long)id, e.msg);
+}
+
+#define NO_INTENT UINT64_MAX
+
+/* Validate, rate-limit, record the serial, log the intent, sign, self-check and
+ * assemble. Returns the certificate (OPENSSL_malloc'd) or a refusal in e; *intent_seq
+ * is the intent entry's seq once one is durable (NO_INTENT before: a refusal then is
+ * the signer's own, a deny). */
+static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, uint64_t id,
+                                           const Hsmca__Ipc__SignRequest *req, tbs_facts *facts,
+                                           uint64_t *intent_seq, uint8_t **cert, size_t *cert_len,
+                                           hsmca_err *e)
+{
+    *intent_seq = NO_INTENT;
     HSMCA_ENSURE(req->profile == TBS_PROFILE_WORKLOAD || req->profile == TBS_PROFILE_SERVING, e,
                  HSMCA_EPERM, "invariant 0: unknown profile %u", req->profile);
     HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (tbs_profile)req->profile, &s->policy,
                              util_wall_now(), facts, e));
     HSMCA_GUARD(rate_limiter_take(s->rate, util_mono_now(), e));
     HSMCA_GUARD(serial_set_insert(s->serials, facts->serial, facts->serial_len, e));
+    /* Invariant 8, log before sign. (A failure here leaves the serial marked used: a
+     * retry comes with a fresh serial from the front end.) */
+    uint64_t seq = NO_INTENT;
+    if (s->audit)
+        HSMCA_GUARD(audit_intent(s, id, req, facts, &seq, e));
+    *intent_seq = seq;
 
     uint8_t digest[64], sig[1024];
     size_t sig_len = sizeof(sig);
@@ -365,9 +457,16 @@ static void sign_job(signer_ctx *s, int idx, signer_job *j)
     size_t cert_len = 0;
     tbs_facts facts;
     hsmca_err e;
+    uint64_t intent_seq;
     hsmca_err_clear(&e);
-    hsmca_code rc = sign_one(s, j->req, &facts, &cert, &cert_len, &e);
-    if (!claim_answer(s, idx)) {
+    hsmca_code rc = sign_one(s, j->id, j->req, &facts, &intent_seq, &cert, &cert_len, &e);
+    int mine = claim_answer(s, idx);
+    if (s->audit && intent_seq != NO_INTENT)
+        audit_result(s, j->id, intent_seq, cert, cert_len, mine ? rc : HSMCA_EUNAVAIL,
+                     mine ? e.msg : "answered by the watchdog; certificate discarded");
+    else if (s->audit && rc != HSMCA_EUNAVAIL)
+        audit_deny(s, j->id, j->req, rc, e.msg); /* not the log's own failure */
+    if (!mine) {
         /* The watchdog answered UNAVAILABLE while the token call hung: the
          * certificate was never released, and its serial stays used. */
         log_warn("token call returned after the request was answered; result discarded");
@@ -530,6 +629,89 @@ static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *
     return rc;
 }
 
+/* The replay at start (issue 6 item 5): every intent's serial whose certificate has
+ * not expired goes back into the serial set, so uniqueness survives a restart and the
+ * set holds only what can still matter. */
+typedef struct {
+    serial_set *serials;
+    int64_t now;
+    uint64_t restored, expired, dups;
+} replay_ctx;
+
+static int unhex(const char *hex, uint8_t *out, size_t *len)
+{
+    size_t n = strlen(hex);
+    if (n % 2 || n / 2 > PROFILE_SERIAL_MAX)
+        return 0;
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return 0;
+        out[i] = (uint8_t)v;
+    }
+    *len = n / 2;
+    return 1;
+}
+
+static void replay_entry(void *ctx, const audit_entry *ent)
+{
+    replay_ctx *r = ctx;
+    if (ent->kind != AUDIT_ISSUE_INTENT)
+        return;
+    if (ent->not_after <= r->now) {
+        r->expired++;
+        return;
+    }
+    uint8_t serial[PROFILE_SERIAL_MAX];
+    size_t len;
+    hsmca_err e;
+    if (!unhex(ent->serial, serial, &len))
+        return; /* the parser checked the hex: cannot happen */
+    if (serial_set_restore(r->serials, serial, len, &e) == HSMCA_OK)
+        r->restored++;
+    else
+        r->dups++;
+}
+
+/* Opens audit.dir (created for the signer's user when started as root, since it
+ * reopens the file after switching user), replays it into the serial set and records
+ * a start entry. */
+static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_config *cfg,
+                                                 hsmca_err *e)
+{
+    if (!cfg->audit_dir[0]) {
+        log_warn("no audit log (audit.dir is empty): certificates are signed without a "
+                 "durable record, and serial uniqueness does not survive a restart");
+        return HSMCA_OK;
+    }
+    uid_t owner = (uid_t)-1;
+    gid_t group = (gid_t)-1;
+    if (geteuid() == 0 && cfg->signer_user[0]) {
+        struct passwd *pw = getpwnam(cfg->signer_user);
+        if (pw) {
+            owner = pw->pw_uid;
+            group = pw->pw_gid;
+        }
+    }
+    replay_ctx r = {s->serials, util_wall_now(), 0, 0, 0};
+    audit_replay_stats st;
+    HSMCA_GUARD(audit_log_open(cfg->audit_dir, owner, group, replay_entry, &r, &s->audit, &st, e));
+    char n_entries[24], n_restored[24], n_expired[24], n_dups[24], n_cut[24];
+    snprintf(n_entries, sizeof(n_entries), "%llu", (unsigned long long)st.entries);
+    snprintf(n_restored, sizeof(n_restored), "%llu", (unsigned long long)r.restored);
+    snprintf(n_expired, sizeof(n_expired), "%llu", (unsigned long long)r.expired);
+    snprintf(n_dups, sizeof(n_dups), "%llu", (unsigned long long)r.dups);
+    snprintf(n_cut, sizeof(n_cut), "%llu", (unsigned long long)st.cut_bytes);
+    LOG_EVENT(LOG_LVL_INFO, "audit log replayed", LOG_STR("dir", cfg->audit_dir),
+              LOG_STR("entries", n_entries), LOG_STR("serials_restored", n_restored),
+              LOG_STR("serials_expired", n_expired), LOG_STR("serials_duplicate", n_dups),
+              LOG_STR("cut_bytes", n_cut));
+    audit_entry a = {.kind = AUDIT_START};
+    uint64_t seq;
+    HSMCA_GUARD(audit_log_append(s->audit, &a, &seq, e));
+    return audit_log_sync_through(s->audit, seq, e);
+}
+
 signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
 {
     signer_ctx *s = calloc(1, sizeof(*s));
@@ -552,6 +734,10 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     s->refusals = log_limiter_new(SIGNER_REFUSAL_LINES_PER_S, 1.0);
     if (!s->serials || !s->rate || !s->refusals) {
         hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+        signer_stop_all(s);
+        return NULL;
+    }
+    if (open_audit_log(s, cfg, e) != HSMCA_OK) {
         signer_stop_all(s);
         return NULL;
     }
@@ -607,6 +793,15 @@ void signer_stop_all(signer_ctx *s)
         free(j);
     }
     conn_unref_locked(s->conn);
+    if (s->audit) { /* the workers are gone: the stop entry is the log's last */
+        audit_entry a = {.kind = AUDIT_STOP};
+        uint64_t seq;
+        hsmca_err e;
+        if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK ||
+            audit_log_sync_through(s->audit, seq, &e) != HSMCA_OK)
+            log_warn("stop entry not logged: %s", e.msg);
+        audit_log_close(s->audit);
+    }
     p11_signkey_close(s->audit_key);
     p11_pool_close(s->pool);
     p11_module_unload(s->module);

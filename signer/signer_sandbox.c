@@ -28,7 +28,13 @@
  * newfstatat, lseek and fcntl are in the shared "fd-io" group.)
  * Not allowed: unlink, rename, mkdir, chmod, chown, link: signing never creates
  * or destroys token objects (key generation and token set-up are operator
- * tools, run unconfined), so a compromised signer cannot delete token files. */
+ * tools, run unconfined), so a compromised signer cannot delete token files.
+ * The audit log (audit/audit_log.c, audit.dir) needs the same calls after the
+ * sandbox is in: write per entry, fdatasync for its group commit, and to resume
+ * after a write error openat(dirfd, "log", O_WRONLY|O_APPEND) (never O_CREAT:
+ * the directory and file are created at start, before the sandbox), ftruncate
+ * of a partial line and fdatasync. Keep them here when trimming this list.
+ * (Checkpoints, next, will add rename and fsync of the log directory.) */
 static const int pkcs11_file_calls[] = {
     SCMP_SYS(open),      SCMP_SYS(openat),    SCMP_SYS(stat),       SCMP_SYS(lstat),
     SCMP_SYS(access),    SCMP_SYS(faccessat), SCMP_SYS(pwrite64),   SCMP_SYS(ftruncate),

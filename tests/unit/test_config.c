@@ -50,7 +50,9 @@ static const char full_yaml[] =
     "  chroot: /var/lib/hsmca/empty\n"
     "signer:\n"
     "  user: hsmca-hsm\n"
-    "  seccomp_allow_network: true\n";
+    "  seccomp_allow_network: true\n"
+    "audit:\n"
+    "  dir: audit\n";
 
 static hsmca_config *new_cfg(void)
 {
@@ -103,6 +105,7 @@ static void test_full_example(void **state)
     assert_string_equal(c->fe_chroot, "/var/lib/hsmca/empty");
     assert_string_equal(c->signer_user, "hsmca-hsm");
     assert_int_equal(c->signer_allow_network, 1);
+    assert_string_equal(c->audit_dir, "/etc/hsmca/audit"); /* relative to the config */
     assert_int_equal(config_validate(c, &e), HSMCA_OK);
     free(c);
 }
@@ -136,6 +139,7 @@ static void test_defaults(void **state)
     assert_string_equal(d->fe_chroot, "/var/empty");
     assert_string_equal(d->signer_user, "hsmca-signer");
     assert_int_equal(d->signer_allow_network, 0);
+    assert_string_equal(d->audit_dir, ""); /* no audit log: older configs keep working */
 
     /* An empty file, an empty mapping, comments and null sections: all defaults. */
     const char *empties[] = {"", "# nothing\n", "{}\n", "---\n{}\n...\n",
