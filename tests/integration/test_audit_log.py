@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""The signing log (DESIGN.md §6, invariant 8) on a real `hsmca dev`: every certificate a
+client got has a durable issue-intent (its serial and TBS hash) and an issue-result (its
+hash); a killed signer rebuilds its serial set from the log; a log that cannot be written
+stops issuance with UNAVAILABLE and the reason, and issuance resumes when it can."""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+import unittest
+
+import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from hsmca_harness import DevServer
+
+
+def read_log(server):
+    with open(os.path.join(server.dir, "audit", "log"), "rb") as f:
+        data = f.read()
+    assert data.endswith(b"\n"), "the log ends in a whole line"
+    entries = []
+    for i, line in enumerate(data.split(b"\n")[:-1]):
+        ent = json.loads(line)
+        # canonical: sorted keys, no spaces (the strings here are plain ASCII)
+        again = json.dumps(ent, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert again.encode() == line, line
+        assert ent["seq"] == i, (i, ent)
+        entries.append(ent)
+    return entries
+
+
+def replayed_lines(server):
+    out = []
+    server.log.flush()
+    with open(server.log_path, "rb") as f:
+        text = f.read()
+    for line in text.splitlines():
+        try:
+            ent = json.loads(line)
+        except ValueError:
+            continue
+        if ent.get("msg") == "audit log replayed":
+            out.append(ent)
+    return out
+
+
+class AuditLogTests(unittest.TestCase):
+    def setUp(self):
+        self.server = DevServer("ec-p256", name="auditlog")
+        self.server.wait_ready()
+
+    def tearDown(self):
+        self.server.stop()
+
+    def issue_leaves(self, n):
+        leaves = []
+        for _ in range(n):
+            chain = self.server.issue()
+            leaves.append(x509.load_pem_x509_certificate(chain[0].encode()))
+        return leaves
+
+    def test_every_certificate_has_intent_and_result(self):
+        leaves = self.issue_leaves(5)
+        entries = read_log(self.server)
+        self.assertEqual(entries[0]["kind"], "start")
+        intents = {e["seq"]: e for e in entries if e["kind"] == "issue-intent"}
+        results = [e for e in entries if e["kind"] == "issue-result"]
+        by_hash = {r.get("cert_sha256"): r for r in results}
+        for leaf in leaves:
+            der = leaf.public_bytes(serialization.Encoding.DER)
+            res = by_hash.get(hashlib.sha256(der).hexdigest())
+            self.assertIsNotNone(res, "no issue-result for serial %x" % leaf.serial_number)
+            intent = intents[res["intent_seq"]]
+            self.assertLess(intent["seq"], res["seq"])
+            self.assertEqual(int(intent["serial"], 16), leaf.serial_number)
+            self.assertEqual(intent["tbs_sha256"],
+                             hashlib.sha256(leaf.tbs_certificate_bytes).hexdigest())
+            self.assertEqual(intent["request_id"], res["request_id"])
+            self.assertEqual(intent["requester"], "spiffe://cluster.local/ns/default/sa/sleep")
+            self.assertEqual(intent["profile"], "workload")
+            self.assertEqual(len(intent["csr_sha256"]), 64)
+
+    def test_signer_restart_replays_serials(self):
+        self.issue_leaves(3)
+        n_intents = sum(1 for e in read_log(self.server) if e["kind"] == "issue-intent")
+        old = self.server.wait_children()["signer"]
+        os.kill(old, signal.SIGKILL)
+        self.server.wait_children(exclude=(old,))
+        deadline = time.time() + 60
+        while True:
+            try:
+                self.server.issue()
+                break
+            except grpc.RpcError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.3)
+        lines = replayed_lines(self.server)
+        self.assertGreaterEqual(len(lines), 2, self.server.logtext())
+        self.assertEqual(int(lines[-1]["serials_restored"]), n_intents)
+        self.assertEqual(int(lines[-1]["serials_duplicate"]), 0)
+        entries = read_log(self.server)  # still whole and canonical after the kill
+        self.assertEqual(sum(1 for e in entries if e["kind"] == "start"), 2)
+
+    def chattr(self, flag, path):
+        return subprocess.run(["chattr", flag, path], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL).returncode == 0
+
+    def test_unwritable_log_stops_issuance_then_resumes(self):
+        # An immutable file fails every write(2), even on the signer's open descriptor
+        # (the directory's owner or mode would not: the file is open already). Root
+        # without CAP_SYS_RESOURCE cannot lower another process's RLIMIT_FSIZE, and a
+        # small tmpfs needs a mount; the unit test covers EFBIG.
+        path = os.path.join(self.server.dir, "audit", "log")
+        if not self.chattr("+i", path):
+            self.skipTest("chattr +i is not available here (needs CAP_LINUX_IMMUTABLE)")
+        signer = self.server.wait_children()["signer"]
+        try:
+            for _ in range(2):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    self.server.issue()
+                self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            self.assertIn("audit log: write failed: Operation not permitted",
+                          self.server.logtext())
+        finally:
+            self.chattr("-i", path)
+        time.sleep(1.2)  # the writer retries at most once a second
+        leaf = self.issue_leaves(1)[0]
+        entries = read_log(self.server)
+        self.assertEqual(entries[-1]["kind"], "issue-result")
+        self.assertEqual(int(entries[-2]["serial"], 16), leaf.serial_number)
+        self.assertEqual(self.server.children()["signer"], signer)  # not restarted
+
+
+if __name__ == "__main__":
+    unittest.main()
