@@ -236,6 +236,9 @@ static HSMCA_MUSTCHECK hsmca_code get_str(json_t *obj, const char *key, audit_st
         HSMCA_ENSURE(json_is_integer(t) && json_integer_value(t) > 0, e, HSMCA_EINVAL,
                      "audit line: %s must be a positive integer", k);
         s->full = (size_t)json_integer_value(t);
+        /* The encoder cuts only at the cap, at most a 4-byte character short of it. */
+        HSMCA_ENSURE(s->len + 4 > cap, e, HSMCA_EINVAL,
+                     "audit line: %s is marked truncated but is shorter than its cap", key);
     }
     return HSMCA_OK;
 }

@@ -167,6 +167,8 @@ static void test_parser_refuses(void **state)
     refuse("{\"code\":\"X\",\"kind\":\"deny\",\"reason\":\"a\",\"reason_truncated\":1,"
            "\"request_id\":1,\"requester\":\"\",\"seq\":0,\"time\":5}");
     refuse("{\"kind\":\"start\",\"seq\":0,\"time\":5}\n");
+    refuse("{\"code\":\"X\",\"kind\":\"deny\",\"reason\":\"a\",\"reason_truncated\":9999,"
+           "\"request_id\":1,\"requester\":\"\",\"seq\":0,\"time\":5}"); /* not at the cap */
 }
 
 static void test_encoder_refuses(void **state)
