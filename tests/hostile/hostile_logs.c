@@ -16,6 +16,7 @@
 #include <openssl/sha.h>
 #include <openssl/x509v3.h>
 
+#include "audit_entry.h"
 #include "signer_tbs.h"
 
 /* What the signed line of each certificate signed in this signer's life must say. */
@@ -497,10 +498,60 @@ static void test_stop_and_no_pin_in_log(void **state)
     assert_int_equal(st.refused_lines + st.suppressed, hf.n_refused + hf.n_queue_full);
 }
 
+/* The signing log after all of the above (the dev config has audit.dir): every line
+ * parses strictly (hostile requesters never broke one), seq is the line's index, start
+ * first and stop last, every intent has its result after it, and the signer's own
+ * refusals are deny entries naming the invariant. */
+static void test_audit_log_after_stop(void **state)
+{
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/audit/log", hf.dir);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char line[AUDIT_LINE_MAX + 1];
+    static audit_entry_buf buf;
+    static uint8_t has_result[1 << 16];
+    size_t n = 0, intents = 0, results = 0, denies = 0, profile0 = 0;
+    audit_kind last = 0;
+    while (fgets(line, sizeof(line), f)) {
+        size_t len = strlen(line);
+        assert_true(len > 0 && line[len - 1] == '\n');
+        audit_entry ent;
+        hsmca_err e;
+        if (audit_entry_parse(line, len - 1, &ent, &buf, &e) != HSMCA_OK)
+            fail_msg("audit log line %zu: %s", n, e.msg);
+        assert_int_equal(ent.seq, n);
+        if (n == 0)
+            assert_int_equal(ent.kind, AUDIT_START);
+        if (ent.kind == AUDIT_ISSUE_INTENT)
+            intents++;
+        if (ent.kind == AUDIT_ISSUE_RESULT) {
+            results++;
+            assert_true(ent.intent_seq < ent.seq && ent.intent_seq < sizeof(has_result));
+            assert_int_equal(has_result[ent.intent_seq]++, 0);
+        }
+        if (ent.kind == AUDIT_DENY) {
+            denies++;
+            assert_non_null(memmem(ent.reason.p, ent.reason.len, "invariant", 9));
+            profile0 += ent.reason.len == 30 &&
+                        memcmp(ent.reason.p, "invariant 0: unknown profile 0", 30) == 0;
+        }
+        last = ent.kind;
+        n++;
+    }
+    fclose(f);
+    fprintf(stderr, "  audit log: %zu entries, %zu intents, %zu results, %zu denies\n", n,
+            intents, results, denies);
+    assert_int_equal(last, AUDIT_STOP);
+    assert_true(intents > 0 && intents == results);
+    assert_true(denies > 0 && denies <= hf.n_refused);
+    assert_true(profile0 >= 1);
+}
+
 const struct CMUnitTest hf_log_tests[] = {
     cmocka_unit_test(test_requester_invalid_utf8), cmocka_unit_test(test_requester_forging_a_line),
     cmocka_unit_test(test_requester_at_the_bound), cmocka_unit_test(test_requester_and_csr_absent),
     cmocka_unit_test(test_wire_bounds_taken),      cmocka_unit_test(test_log_every_line_json),
-    cmocka_unit_test(test_stop_and_no_pin_in_log),
+    cmocka_unit_test(test_stop_and_no_pin_in_log), cmocka_unit_test(test_audit_log_after_stop),
 };
 const size_t hf_n_log_tests = sizeof(hf_log_tests) / sizeof(hf_log_tests[0]);
