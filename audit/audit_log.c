@@ -24,6 +24,11 @@ struct audit_log {
     uint64_t next_seq;   /* seq of the next line */
     uint64_t synced;     /* lines [0, synced) are durable */
     off_t good_size;     /* the file's size after the last complete line */
+    /* Lines appended but not yet written: the syncer writes them just before its
+     * fdatasync, outside mu, so an append never waits on the disk (a write(2) into a
+     * page under writeback can block until that writeback ends). */
+    char *pend;
+    size_t pend_len, pend_cap;
     int syncing;         /* a thread is in fdatasync for the others */
     int failed;          /* fail closed until a reopen works */
     char why[200];       /* the failure, as callers see it */
@@ -113,6 +118,7 @@ static HSMCA_MUSTCHECK hsmca_code replay(audit_log *l, audit_replay_fn fn, void 
 
 static void audit_log_free(audit_log *l)
 {
+    free(l->pend);
     if (l->fd >= 0)
         close(l->fd);
     if (l->dirfd >= 0)
@@ -212,6 +218,42 @@ hsmca_code audit_log_open(const char *dir, uid_t owner, gid_t group, audit_repla
 
 /* ---- append and group commit --------------------------------------------------------- */
 
+/* Beyond this many bytes pending, an append syncs itself (back-pressure on a slow disk). */
+#define AUDIT_PEND_FLUSH (1u << 20)
+
+/* Under mu: appends n bytes to the pending buffer; 0 when out of memory. */
+static int pend_add(audit_log *l, const char *p, size_t n)
+{
+    if (l->pend_len + n > l->pend_cap) {
+        size_t cap = l->pend_cap ? l->pend_cap : 2 * (size_t)AUDIT_LINE_MAX;
+        while (cap < l->pend_len + n)
+            cap *= 2;
+        char *b = realloc(l->pend, cap);
+        if (!b)
+            return 0;
+        l->pend = b;
+        l->pend_cap = cap;
+    }
+    memcpy(l->pend + l->pend_len, p, n);
+    l->pend_len += n;
+    return 1;
+}
+
+/* Writes p[0..n) at the end of fd; 0 or the errno that stopped it. */
+static int write_all(int fd, const char *p, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, p + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : ENOSPC;
+        done += (size_t)w;
+    }
+    return 0;
+}
+
 /* Under mu: enters the failed state with the reason. */
 static void fail_locked(audit_log *l, const char *what, int err)
 {
@@ -237,15 +279,27 @@ static int try_recover_locked(audit_log *l)
         snprintf(l->why, sizeof(l->why), "audit log: reopen failed: %s", strerror(errno));
         return 0;
     }
-    if (ftruncate(fd, l->good_size) != 0 || fdatasync(fd) != 0) {
-        snprintf(l->why, sizeof(l->why), "audit log: write failed: %s", strerror(errno));
+    /* The lines that were pending when the log failed are written again after the last
+     * complete line (their callers were told UNAVAILABLE: an intent among them signed
+     * nothing). Rare, so done under mu. */
+    int err = 0;
+    if (ftruncate(fd, l->good_size) != 0)
+        err = errno;
+    if (!err)
+        err = write_all(fd, l->pend, l->pend_len);
+    if (!err && fdatasync(fd) != 0)
+        err = errno;
+    if (err) {
+        snprintf(l->why, sizeof(l->why), "audit log: write failed: %s", strerror(err));
         close(fd);
         return 0;
     }
     close(l->fd);
     l->fd = fd;
     l->failed = 0;
-    l->synced = l->next_seq; /* every complete line is on disk: the sync above covered it */
+    l->good_size += (off_t)l->pend_len;
+    l->pend_len = 0;
+    l->synced = l->next_seq; /* every line is on disk: the sync above covered it */
     l->syncs++;
     log_info("audit log: writable again, issuance resumes");
     return 1;
@@ -267,26 +321,9 @@ hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq, hsmca
         pthread_mutex_unlock(&l->mu);
         return rc;
     }
-    /* The rest of a short write is written on (we are the only writer, under mu) so the
-     * error that stopped it is the one reported; a failure fails the log, and the
-     * recovery cuts the partial line back to good_size. */
-    size_t done = 0;
-    int err = 0;
-    while (done < n) {
-        ssize_t w = write(l->fd, l->line + done, n - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            err = w < 0 ? errno : ENOSPC;
-            break;
-        }
-        done += (size_t)w;
-    }
-    if (done != n) {
-        fail_locked(l, "write", err);
-        rc = hsmca_fail(e, HSMCA_EUNAVAIL, "%s", l->why);
+    if (!pend_add(l, l->line, n)) {
         pthread_mutex_unlock(&l->mu);
-        return rc;
+        return hsmca_fail(e, HSMCA_ENOMEM, "audit log: out of memory");
     }
     audit_hash leaf;
     rc = audit_hash_leaf((const uint8_t *)l->line, n - 1, &leaf, e);
@@ -294,9 +331,11 @@ hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq, hsmca
         rc = audit_tree_append(&l->tree, &leaf, e);
     /* Hook for checkpoints (DESIGN.md §6, next step): the tree's root after this line is
      * what a checkpoint signed by the audit key will commit to, at least once a second. */
-    l->good_size += (off_t)n;
     *seq = l->next_seq++;
+    int flush = l->pend_len > AUDIT_PEND_FLUSH;
     pthread_mutex_unlock(&l->mu);
+    if (rc == HSMCA_OK && flush)
+        rc = audit_log_sync_through(l, *seq, e);
     return rc;
 }
 
@@ -312,20 +351,53 @@ hsmca_code audit_log_sync_through(audit_log *l, uint64_t seq, hsmca_err *e)
         l->syncing = 1;
         uint64_t target = l->next_seq;
         int fd = l->fd;
+        char *out = l->pend;
+        size_t out_len = l->pend_len;
+        l->pend = NULL;
+        l->pend_len = l->pend_cap = 0;
         pthread_mutex_unlock(&l->mu);
-        int r = fdatasync(fd), err = errno;
+        int werr = write_all(fd, out, out_len), serr = 0;
+        if (!werr && fdatasync(fd) != 0)
+            serr = errno;
         pthread_mutex_lock(&l->mu);
         l->syncing = 0;
         l->syncs++;
-        if (r != 0)
-            fail_locked(l, "sync", err);
-        else if (target > l->synced)
-            l->synced = target;
+        if (werr || serr) {
+            /* Keep the lines, in order, for the recovery to write again after the last
+             * complete line: what was appended meanwhile goes after them. */
+            if (!werr)
+                l->good_size += (off_t)out_len; /* written whole: only the sync failed */
+            else {
+                size_t had = l->pend_len;
+                char *rest = l->pend;
+                l->pend = out;
+                l->pend_len = l->pend_cap = out_len;
+                out = NULL;
+                if (had && !pend_add(l, rest, had))
+                    abort(); /* cannot keep the log's lines: never sign past them */
+                free(rest);
+            }
+            fail_locked(l, werr ? "write" : "sync", werr ? werr : serr);
+        } else {
+            l->good_size += (off_t)out_len;
+            if (target > l->synced)
+                l->synced = target;
+        }
+        free(out);
         pthread_cond_broadcast(&l->synced_cv);
     }
     hsmca_code rc = l->synced > seq ? HSMCA_OK : hsmca_fail(e, HSMCA_EUNAVAIL, "%s", l->why);
     pthread_mutex_unlock(&l->mu);
     return rc;
+}
+
+hsmca_code audit_log_flush(audit_log *l, hsmca_err *e)
+{
+    pthread_mutex_lock(&l->mu);
+    int idle = l->pend_len > 0 && !l->syncing && !l->failed;
+    uint64_t last = l->next_seq - 1;
+    pthread_mutex_unlock(&l->mu);
+    return idle ? audit_log_sync_through(l, last, e) : HSMCA_OK;
 }
 
 hsmca_code audit_log_root(audit_log *l, uint64_t *size, audit_hash *root, hsmca_err *e)
@@ -354,6 +426,10 @@ void audit_log_set_retry_interval(audit_log *l, double seconds)
 
 void audit_log_close(audit_log *l)
 {
-    if (l)
-        audit_log_free(l);
+    if (!l)
+        return;
+    hsmca_err e;
+    if (l->next_seq > 0 && audit_log_sync_through(l, l->next_seq - 1, &e) != HSMCA_OK)
+        log_warn("audit log: lines lost at close: %s", e.msg);
+    audit_log_free(l);
 }

@@ -2,8 +2,9 @@
  * append-only file DIR/log of audit_entry lines, a sequence number per line (the line's
  * index, so also its Merkle leaf index), group commit, fail closed.
  *
- * audit_log_append writes the line to the file (the page cache is the buffer);
- * audit_log_sync_through(seq) returns once one fdatasync has covered every line up to seq.
+ * audit_log_append buffers the line in memory (it never waits on the disk);
+ * audit_log_sync_through(seq) writes what is buffered and returns once one fdatasync has
+ * covered every line up to seq.
  * One waiter syncs for all: lines appended by other threads meanwhile share the next sync.
  * A write or sync error (a full disk, EFBIG, EIO) puts the log in a failed state: every
  * later append and sync fails with HSMCA_EUNAVAIL and the reason ("audit log: write failed:
@@ -52,6 +53,11 @@ HSMCA_MUSTCHECK hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint
 /* Blocks until every line up to seq is on stable storage (HSMCA_OK), or the log failed
  * (HSMCA_EUNAVAIL with the reason). */
 HSMCA_MUSTCHECK hsmca_code audit_log_sync_through(audit_log *l, uint64_t seq, hsmca_err *e);
+
+/* Writes and syncs the lines pending (results and denies nobody waits for), when there
+ * are any and no sync is under way: for a periodic caller, so they reach the disk
+ * within its period even when no intent follows. HSMCA_EUNAVAIL when the log failed. */
+HSMCA_MUSTCHECK hsmca_code audit_log_flush(audit_log *l, hsmca_err *e);
 
 /* The number of lines and the RFC 9162 root over them (what a checkpoint will sign). */
 HSMCA_MUSTCHECK hsmca_code audit_log_root(audit_log *l, uint64_t *size, audit_hash *root,

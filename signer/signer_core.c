@@ -130,6 +130,10 @@ static int pin_file_changed(const signer_ctx *s)
 
 int signer_tick(signer_ctx *s)
 {
+    hsmca_err ae;
+    if (s->audit && audit_log_flush(s->audit, &ae) != HSMCA_OK) {
+        /* The failed log said so once; the next intent is refused with the reason. */
+    }
     answer_overdue(s);
     log_limiter_flush(s->refusals, util_mono_now());
     int refused = p11_pool_get_state(s->pool) == P11_POOL_PIN_REFUSED ||

@@ -124,6 +124,33 @@ static void test_append_replay(void **state)
     free(dir);
 }
 
+/* Lines nobody synced reach the file at audit_log_flush and at close. */
+static void test_flush_and_close(void **state)
+{
+    char *dir = tu_mkdtemp("auditlog");
+    audit_log *l;
+    audit_replay_stats st;
+    hsmca_err e;
+    assert_int_equal(audit_log_open(dir, (uid_t)-1, (gid_t)-1, NULL, NULL, &l, &st, &e), HSMCA_OK);
+    audit_entry a = intent(1);
+    uint64_t seq;
+    struct stat sb;
+    assert_int_equal(audit_log_append(l, &a, &seq, &e), HSMCA_OK);
+    assert_int_equal(stat(log_path(dir), &sb), 0);
+    assert_int_equal(sb.st_size, 0); /* buffered */
+    assert_int_equal(audit_log_flush(l, &e), HSMCA_OK);
+    assert_int_equal(stat(log_path(dir), &sb), 0);
+    assert_true(sb.st_size > 0);
+    a = intent(2);
+    assert_int_equal(audit_log_append(l, &a, &seq, &e), HSMCA_OK);
+    audit_log_close(l);
+    counts c = {0, 0};
+    assert_int_equal(audit_log_open(dir, (uid_t)-1, (gid_t)-1, count, &c, &l, &st, &e), HSMCA_OK);
+    assert_int_equal(c.n, 2);
+    audit_log_close(l);
+    free(dir);
+}
+
 static void test_torn_and_corrupt(void **state)
 {
     char *dir = tu_mkdtemp("auditlog");
@@ -239,29 +266,30 @@ static int fsize_child(const char *dir)
     lim.rlim_cur = (rlim_t)sb.st_size + 40; /* part of the next line fits */
     if (setrlimit(RLIMIT_FSIZE, &lim) != 0)
         return 4;
-    a = intent(1);
-    if (audit_log_append(l, &a, &seq, &e) != HSMCA_EUNAVAIL ||
-        strcmp(e.msg, "audit log: write failed: File too large") != 0)
+    a = intent(1); /* buffered; its sync writes it and fails part-way */
+    if (audit_log_append(l, &a, &seq, &e) != HSMCA_OK || seq != seq0 + 1)
         return 5;
-    if (audit_log_sync_through(l, seq0 + 1, &e) != HSMCA_EUNAVAIL)
+    if (audit_log_sync_through(l, seq, &e) != HSMCA_EUNAVAIL ||
+        strcmp(e.msg, "audit log: write failed: File too large") != 0)
         return 6;
     if (audit_log_sync_through(l, seq0, &e) != HSMCA_OK) /* what was durable stays so */
         return 7;
     if (setrlimit(RLIMIT_FSIZE, &old) != 0)
         return 8;
     a = intent(2);
-    if (audit_log_append(l, &a, &seq, &e) != HSMCA_EUNAVAIL) /* within the interval */
+    if (audit_log_append(l, &a, &seq, &e) != HSMCA_EUNAVAIL || /* within the interval */
+        strcmp(e.msg, "audit log: write failed: File too large") != 0)
         return 9;
     usleep(350 * 1000);
-    a = intent(3);
-    if (audit_log_append(l, &a, &seq, &e) != HSMCA_OK || seq != seq0 + 1 ||
+    a = intent(3); /* the reopen writes intent 1 again after the last whole line, then this */
+    if (audit_log_append(l, &a, &seq, &e) != HSMCA_OK || seq != seq0 + 2 ||
         audit_log_sync_through(l, seq, &e) != HSMCA_OK)
         return 10;
     audit_log_close(l);
     /* no partial line was left behind */
     audit_replay_stats st;
     if (audit_log_open(dir, (uid_t)-1, (gid_t)-1, NULL, NULL, &l, &st, &e) != HSMCA_OK ||
-        st.entries != 2 || st.cut_bytes != 0)
+        st.entries != 3 || st.cut_bytes != 0)
         return 11;
     audit_log_close(l);
     return 0;
@@ -285,6 +313,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_append_replay),
+        cmocka_unit_test(test_flush_and_close),
         cmocka_unit_test(test_torn_and_corrupt),
         cmocka_unit_test(test_group_commit),
         cmocka_unit_test(test_write_failure_resumes),
