@@ -1,0 +1,86 @@
+/* signer_core_int.h - the signer's state, shared by signer_core.c (start, stop,
+ * connections, the periodic tick) and signer_work.c (the queue, the workers,
+ * the watchdog and the replies). Private to signer/. */
+#ifndef HSMCA_SIGNER_CORE_INT_H
+#define HSMCA_SIGNER_CORE_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "audit_log.h"
+#include "log.h"
+#include "p11.h"
+#include "sigalg.h"
+#include "signer_core.h"
+#include "signer_limits.h"
+#include "signer_tbs.h"
+
+typedef struct signer_conn {
+    int fd;
+    int refs; /* guarded by signer_ctx.lock */
+} signer_conn;
+
+typedef struct signer_job {
+    struct signer_job *next;
+    uint64_t id;
+    size_t cost; /* bytes it holds, counted against SIGNER_MAX_QUEUE_BYTES */
+    signer_conn *conn;
+    Hsmca__Ipc__SignRequest *req;
+} signer_job;
+
+#define SIGNER_MAX_WORKERS 64
+/* Longer than SIGNER_SEND_TIMEOUT_MS, so a worker blocked on a stalled front
+ * end is back before the deadline. */
+#define SIGNER_STOP_TIMEOUT_S 3
+/* Refusal lines logged per second; a flood beyond is counted in one summary
+ * line per second, so it cannot drown the lines that matter. */
+#define SIGNER_REFUSAL_LINES_PER_S 50
+
+struct signer_ctx {
+    p11_module *module;
+    p11_pool *pool;
+    p11_signkey *audit_key; /* pkcs11.audit_key; NULL when none is configured */
+    audit_log *audit;       /* audit.dir; NULL when none is configured */
+    X509 *ca_cert;
+    tbs_policy policy;
+    hsmca_config cfg; /* our copy: the policy's strings point into it */
+    const sigalg *alg;
+    serial_set *serials;
+    rate_limiter *rate;
+    log_limiter *refusals; /* refusal lines per interval; the rest are counted */
+    struct stat pin_stat;  /* the PIN file as read at start: a change re-enables login */
+    int ctl_fd; /* to ask the supervisor for a new front end; -1: none */
+
+    pthread_mutex_t lock;
+    pthread_cond_t more;
+    signer_conn *conn;
+    signer_job *head, *tail;
+    int queued;
+    size_t queued_bytes;
+    int stopping;
+    pthread_t workers[SIGNER_MAX_WORKERS];
+    int n_workers;
+    /* What each worker is signing, for the watchdog (guarded by lock). */
+    struct signer_busy {
+        signer_job *job;   /* NULL when idle */
+        double started;    /* monotonic */
+        int answered;      /* the request got its reply (from the worker or the watchdog) */
+    } busy[SIGNER_MAX_WORKERS];
+};
+
+typedef struct {
+    signer_ctx *s;
+    int idx;
+} signer_worker_arg;
+
+/* Drops a reference to c (closing it with the last one); lock held. */
+void signer_conn_unref_locked(signer_conn *c);
+
+/* A worker thread: arg is a malloc'd signer_worker_arg, freed by the worker. */
+void *signer_worker(void *arg);
+
+/* The watchdog: answers UNAVAILABLE for requests whose token call is overdue. */
+void signer_answer_overdue(signer_ctx *s);
+
+#endif

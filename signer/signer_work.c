@@ -1,0 +1,417 @@
+/* signer_work.c - the signer's queue and workers (see signer_core_int.h):
+ * admission against the queue's bounds, log before sign, validation, signing,
+ * the reply (bounded against a front end that stopped reading), and the
+ * watchdog for token calls that hang.
+ *
+ * A job keeps a reference on the connection it came from, so a reply never goes
+ * to a newer front end and a closed fd number is never reused under a worker. */
+#include "signer_core_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rsa.h>
+#include <openssl/sha.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "audit_log.h"
+#include "certasm.h"
+#include "ipc_frame.h"
+#include "log.h"
+#include "p11.h"
+#include "sigalg.h"
+#include "signer_limits.h"
+#include "util.h"
+
+/* A front end that has not read a reply for this long is stalled (or hostile):
+ * it is cut off and replaced rather than allowed to hold a signing thread. */
+#define SIGNER_SEND_TIMEOUT_MS 2000
+
+/* Cuts off c if it is still the current connection and asks the supervisor for
+ * a new front end; what and waited_ms say which reply found no room, for the log. */
+static void conn_cut_stalled(signer_ctx *s, signer_conn *c, const char *what, int waited_ms)
+{
+    pthread_mutex_lock(&s->lock);
+    int current = s->conn == c;
+    if (current) {
+        shutdown(c->fd, SHUT_RDWR);
+        signer_conn_unref_locked(s->conn);
+        s->conn = NULL;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!current)
+        return;
+    log_warn("front end stopped reading replies (%s waited %d ms); cutting it off", what,
+             waited_ms);
+    char b = CTL_RESTART_PEER;
+    if (s->ctl_fd >= 0 && write(s->ctl_fd, &b, 1) != 1)
+        log_warn("cannot ask the supervisor to restart the front end: %s", strerror(errno));
+}
+
+/* Sends the reply to id on c, waiting at most timeout_ms for room; what names
+ * the reply in the log line of a cut. */
+static void reply_within(signer_ctx *s, signer_conn *c, uint64_t id, hsmca_code code,
+                         const char *reason, const uint8_t *cert, size_t cert_len, int timeout_ms,
+                         const char *what)
+{
+    Hsmca__Ipc__SignReply r = HSMCA__IPC__SIGN_REPLY__INIT;
+    r.code = (uint32_t)code;
+    r.reason = (char *)(reason ? reason : "");
+    r.certificate.data = (uint8_t *)cert;
+    r.certificate.len = cert_len;
+    uint8_t buf[IPC_MAX_PAYLOAD];
+    size_t n = hsmca__ipc__sign_reply__get_packed_size(&r);
+    if (n > sizeof(buf)) {
+        log_error("reply of %zu bytes does not fit a frame", n);
+        return;
+    }
+    hsmca__ipc__sign_reply__pack(&r, buf);
+    hsmca_err e;
+    hsmca_code rc = ipc_send_within(c->fd, IPC_SIGN_REPLY, id, buf, n, timeout_ms, &e);
+    if (rc == HSMCA_EUNAVAIL)
+        conn_cut_stalled(s, c, what, timeout_ms);
+    else if (rc != HSMCA_OK)
+        log_warn("reply %llu not delivered: %s", (unsigned long long)id, e.msg);
+}
+
+/* A refusal: the reason before the requester, so a long requester cannot push
+ * it off the line; a flood of refusals is summarized per interval. requester
+ * is NULL for a request refused before it was unpacked (queue full). */
+static void log_refusal(signer_ctx *s, uint64_t id, hsmca_code code, const char *reason,
+                        const char *requester)
+{
+    if (!log_limiter_allow(s->refusals, util_mono_now()))
+        return;
+    char ids[24];
+    snprintf(ids, sizeof(ids), "%llu", (unsigned long long)id);
+    if (requester)
+        LOG_EVENT(LOG_LVL_WARN, "refused request", LOG_STR("reason", reason),
+                  LOG_STR("code", hsmca_code_name(code)), LOG_STR("request_id", ids),
+                  LOG_STR("requester", requester));
+    else
+        LOG_EVENT(LOG_LVL_WARN, "refused request", LOG_STR("reason", reason),
+                  LOG_STR("code", hsmca_code_name(code)), LOG_STR("request_id", ids));
+}
+
+static size_t job_cost(const signer_request_shape *shape)
+{
+    /* What a queued request holds once unpacked: the job, protobuf-c's struct,
+     * and copies of its fields (their sizes were checked on the wire). */
+    return sizeof(signer_job) + sizeof(Hsmca__Ipc__SignRequest) + shape->tbs_len +
+           shape->requester_len + 1 + shape->csr_sha256_len + 64;
+}
+
+hsmca_code signer_queue_reserve(signer_ctx *s, const signer_request_shape *shape, uint64_t id)
+{
+    size_t cost = job_cost(shape);
+    pthread_mutex_lock(&s->lock);
+    signer_conn *c = s->conn;
+    int full = s->queued >= SIGNER_MAX_QUEUE || s->queued_bytes + cost > SIGNER_MAX_QUEUE_BYTES;
+    int q = s->queued;
+    size_t qb = s->queued_bytes;
+    if (full && c)
+        c->refs++;
+    pthread_mutex_unlock(&s->lock);
+    if (!full)
+        return HSMCA_OK;
+    if (c) {
+        char why[128];
+        snprintf(why, sizeof(why), "invariant 7: signer queue full (%d requests, %zu bytes)", q,
+                 qb);
+        log_refusal(s, id, HSMCA_ERATE, why, NULL);
+        /* The main thread also serves the control channel: it waits for a
+         * stalled front end only briefly. */
+        reply_within(s, c, id, HSMCA_ERATE, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS,
+                     "the queue is full and a refusal");
+        pthread_mutex_lock(&s->lock);
+        signer_conn_unref_locked(c);
+        pthread_mutex_unlock(&s->lock);
+    }
+    return HSMCA_ERATE;
+}
+
+void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
+                   const signer_request_shape *shape)
+{
+    signer_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        fatal("out of memory");
+    j->id = id;
+    j->req = req;
+    j->cost = job_cost(shape);
+    pthread_mutex_lock(&s->lock);
+    if (!s->conn) {
+        pthread_mutex_unlock(&s->lock);
+        hsmca__ipc__sign_request__free_unpacked(req, NULL);
+        free(j);
+        return;
+    }
+    j->conn = s->conn;
+    j->conn->refs++;
+    if (s->tail)
+        s->tail->next = j;
+    else
+        s->head = j;
+    s->tail = j;
+    s->queued++;
+    s->queued_bytes += j->cost;
+    pthread_cond_signal(&s->more);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The issue-intent entry, durable before the signature (invariant 8). Any audit
+ * failure is UNAVAILABLE: nothing is signed, and istio-agent retries. */
+static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
+                                               const Hsmca__Ipc__SignRequest *req,
+                                               const tbs_facts *f, uint64_t *seq, hsmca_err *e)
+{
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_ISSUE_INTENT;
+    a.request_id = id;
+    a.requester = (audit_str){req->requester, strlen(req->requester), 0};
+    if (req->csr_sha256.len == 32)
+        util_hex(req->csr_sha256.data, 32, a.csr_sha256);
+    uint8_t h[SHA256_DIGEST_LENGTH];
+    SHA256(req->tbs.data, req->tbs.len, h);
+    util_hex(h, sizeof(h), a.tbs_sha256);
+    util_hex(f->serial, f->serial_len, a.serial);
+    a.not_before = f->not_before;
+    a.not_after = f->not_after;
+    snprintf(a.profile, sizeof(a.profile), "%s",
+             req->profile == TBS_PROFILE_SERVING ? "serving" : "workload");
+    a.sans = (audit_str){f->sans, strlen(f->sans), 0};
+    hsmca_code rc = audit_log_append(s->audit, &a, seq, e);
+    if (rc == HSMCA_OK)
+        rc = audit_log_sync_through(s->audit, *seq, e);
+    if (rc != HSMCA_OK && e)
+        e->code = HSMCA_EUNAVAIL;
+    return rc == HSMCA_OK ? HSMCA_OK : HSMCA_EUNAVAIL;
+}
+
+/* After the signature (or its failure): the issue-result entry. Not waited for: the
+ * intent is the record that a signature may exist (durable before C_Sign), and the
+ * next intent's sync (or the next start's replay) covers this line; holding the reply
+ * for a second fdatasync would halve issuance for no stronger guarantee. A failure to
+ * write it fails the log, so the next request stops rather than sign unlogged. */
+static void audit_result(signer_ctx *s, uint64_t id, uint64_t intent_seq, const uint8_t *cert,
+                         size_t cert_len, hsmca_code code, const char *why)
+{
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_ISSUE_RESULT;
+    a.request_id = id;
+    a.intent_seq = intent_seq;
+    if (code == HSMCA_OK) {
+        uint8_t h[SHA256_DIGEST_LENGTH];
+        SHA256(cert, cert_len, h);
+        util_hex(h, sizeof(h), a.cert_sha256);
+    } else {
+        snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name(code));
+        a.error = (audit_str){why, strlen(why), 0};
+    }
+    uint64_t seq;
+    hsmca_err e;
+    if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK)
+        log_warn("issue-result of request %llu not logged: %s", (unsigned long long)id, e.msg);
+}
+
+/* A signer refusal (validation, rate, serial): a deny entry, not waited for (nothing
+ * was released). */
+static void audit_deny(signer_ctx *s, uint64_t id, const Hsmca__Ipc__SignRequest *req,
+                       hsmca_code code, const char *why)
+{
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_DENY;
+    a.request_id = id;
+    a.requester = (audit_str){req->requester, strlen(req->requester), 0};
+    snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name(code));
+    a.reason = (audit_str){why, strlen(why), 0};
+    uint64_t seq;
+    hsmca_err e;
+    if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK) {
+        /* Not logged per request: a failed log says so once (audit_log.c), and a
+         * flood of refusals must not become a flood of lines. */
+    }
+}
+
+#define NO_INTENT UINT64_MAX
+
+/* Validate, rate-limit, record the serial, log the intent, sign, self-check and
+ * assemble. Returns the certificate (OPENSSL_malloc'd) or a refusal in e; *intent_seq
+ * is the intent entry's seq once one is durable (NO_INTENT before: a refusal then is
+ * the signer's own, a deny). */
+static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, uint64_t id,
+                                           const Hsmca__Ipc__SignRequest *req, tbs_facts *facts,
+                                           uint64_t *intent_seq, uint8_t **cert, size_t *cert_len,
+                                           hsmca_err *e)
+{
+    *intent_seq = NO_INTENT;
+    HSMCA_ENSURE(req->profile == TBS_PROFILE_WORKLOAD || req->profile == TBS_PROFILE_SERVING, e,
+                 HSMCA_EPERM, "invariant 0: unknown profile %u", req->profile);
+    HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (tbs_profile)req->profile, &s->policy,
+                             util_wall_now(), facts, e));
+    HSMCA_GUARD(rate_limiter_take(s->rate, util_mono_now(), e));
+    HSMCA_GUARD(serial_set_insert(s->serials, facts->serial, facts->serial_len, e));
+    /* Invariant 8, log before sign. (A failure here leaves the serial marked used: a
+     * retry comes with a fresh serial from the front end.) */
+    uint64_t seq = NO_INTENT;
+    if (s->audit)
+        HSMCA_GUARD(audit_intent(s, id, req, facts, &seq, e));
+    *intent_seq = seq;
+
+    uint8_t digest[64], sig[1024];
+    size_t sig_len = sizeof(sig);
+    HSMCA_ENSURE(sigalg_digest(s->alg, req->tbs.data, req->tbs.len, digest), e, HSMCA_EINTERNAL,
+                 "cannot hash the TBS");
+    HSMCA_GUARD(p11_pool_sign_digest(s->pool, digest, s->alg->digest_len, sig, &sig_len, e));
+    /* Verify before release: a faulty token (or a fault attack on RSA-CRT) must
+     * not put a bad signature into the world. The certificate is the TBS we
+     * checked plus this signature, so checking the signature over its digest is
+     * the whole check (and much cheaper than re-parsing the certificate). */
+    HSMCA_ENSURE(sigalg_verify_digest(s->alg, X509_get0_pubkey(s->ca_cert), digest, sig, sig_len),
+                 e, HSMCA_EINTERNAL, "token signature failed verification");
+    return certasm_assemble(req->tbs.data, req->tbs.len, s->alg->nid, sig, sig_len, cert,
+                            cert_len, e);
+}
+
+/* The log line of an issuance: until the audit log lands it is the only
+ * record, so it names every SAN, with their count and the SAN extension's hash
+ * (which still identify them when a long list is capped in the line). The
+ * requester comes last: it is the front end's word. */
+static void log_signed(const Hsmca__Ipc__SignRequest *req, const tbs_facts *f)
+{
+    char serial[2 * PROFILE_SERIAL_MAX + 1], san_hash[65], not_after[24], n_sans[12];
+    util_hex(f->serial, f->serial_len, serial);
+    util_hex(f->san_sha256, sizeof(f->san_sha256), san_hash);
+    snprintf(not_after, sizeof(not_after), "%lld", (long long)f->not_after);
+    snprintf(n_sans, sizeof(n_sans), "%d", f->n_sans);
+    LOG_EVENT(LOG_LVL_INFO,
+              req->profile == TBS_PROFILE_SERVING ? "signed serving certificate"
+                                                  : "signed workload certificate",
+              LOG_STR("serial", serial), LOG_STR("not_after", not_after),
+              LOG_STR("n_sans", n_sans), LOG_STR("sans", f->sans),
+              LOG_STR("san_sha256", san_hash), LOG_STR("requester", req->requester));
+}
+
+/* Claims the right to answer the job a worker holds: 1 for the first caller
+ * (the worker or the watchdog), 0 when it was answered already. */
+static int claim_answer(signer_ctx *s, int idx)
+{
+    pthread_mutex_lock(&s->lock);
+    int mine = !s->busy[idx].answered;
+    s->busy[idx].answered = 1;
+    pthread_mutex_unlock(&s->lock);
+    return mine;
+}
+
+static void sign_job(signer_ctx *s, int idx, signer_job *j)
+{
+    uint8_t *cert = NULL;
+    size_t cert_len = 0;
+    tbs_facts facts;
+    hsmca_err e;
+    uint64_t intent_seq;
+    hsmca_err_clear(&e);
+    hsmca_code rc = sign_one(s, j->id, j->req, &facts, &intent_seq, &cert, &cert_len, &e);
+    int mine = claim_answer(s, idx);
+    if (s->audit && intent_seq != NO_INTENT)
+        audit_result(s, j->id, intent_seq, cert, cert_len, mine ? rc : HSMCA_EUNAVAIL,
+                     mine ? e.msg : "answered by the watchdog; certificate discarded");
+    else if (s->audit && rc != HSMCA_EUNAVAIL)
+        audit_deny(s, j->id, j->req, rc, e.msg); /* not the log's own failure */
+    if (!mine) {
+        /* The watchdog answered UNAVAILABLE while the token call hung: the
+         * certificate was never released, and its serial stays used. */
+        log_warn("token call returned after the request was answered; result discarded");
+        OPENSSL_free(cert);
+        return;
+    }
+    if (rc == HSMCA_OK)
+        log_signed(j->req, &facts);
+    else
+        log_refusal(s, j->id, e.code, e.msg, j->req->requester);
+    reply_within(s, j->conn, j->id, rc, rc == HSMCA_OK ? "" : e.msg, cert, cert_len,
+                 SIGNER_SEND_TIMEOUT_MS, "a reply");
+    OPENSSL_free(cert);
+}
+
+/* The watchdog, from the main loop: a request whose token call has run past
+ * pkcs11.sign_timeout is answered UNAVAILABLE now; its worker (and session)
+ * come back when the call returns, and the other workers go on. */
+void signer_answer_overdue(signer_ctx *s)
+{
+    double now = util_mono_now();
+    for (int i = 0; i < s->n_workers; i++) {
+        pthread_mutex_lock(&s->lock);
+        struct signer_busy *b = &s->busy[i];
+        signer_job *j = b->job;
+        int overdue = j && !b->answered && now - b->started > s->cfg.sign_timeout;
+        uint64_t id = j ? j->id : 0;
+        signer_conn *c = overdue ? j->conn : NULL;
+        if (overdue) {
+            b->answered = 1;
+            c->refs++;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (!overdue)
+            continue;
+        char why[160];
+        snprintf(why, sizeof(why), "token did not answer within %u s (signing call hung)",
+                 s->cfg.sign_timeout);
+        log_warn("request %llu: %s; answered UNAVAILABLE", (unsigned long long)id, why);
+        reply_within(s, c, id, HSMCA_EUNAVAIL, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS,
+                     "a hung call's refusal");
+        pthread_mutex_lock(&s->lock);
+        signer_conn_unref_locked(c);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+void *signer_worker(void *arg)
+{
+    signer_worker_arg *wa = arg;
+    signer_ctx *s = wa->s;
+    int idx = wa->idx;
+    free(wa);
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        while (!s->head && !s->stopping)
+            pthread_cond_wait(&s->more, &s->lock);
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->lock);
+            return NULL;
+        }
+        signer_job *j = s->head;
+        s->head = j->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->queued--;
+        int current = j->conn == s->conn;
+        s->busy[idx] = (struct signer_busy){j, util_mono_now(), 0};
+        pthread_mutex_unlock(&s->lock);
+
+        if (current) /* a reply for an old front end would go nowhere */
+            sign_job(s, idx, j);
+        hsmca__ipc__sign_request__free_unpacked(j->req, NULL);
+        pthread_mutex_lock(&s->lock);
+        s->busy[idx].job = NULL;
+        s->queued_bytes -= j->cost;
+        signer_conn_unref_locked(j->conn);
+        pthread_mutex_unlock(&s->lock);
+        free(j);
+    }
+}
