@@ -21,9 +21,6 @@ struct p11_module {
 /* Space-pads label into the 32-byte CK_TOKEN_INFO form; -1 when empty or too long. */
 int p11_pad_label(const char *label, unsigned char out[P11_LABEL_MAX]);
 
-/* 1 when rv means the session, login or token is gone (reconnect may help). */
-int p11_rv_unavailable(CK_RV rv);
-
 /* What a failed call's CKR_* asks the pool to do (DESIGN.md §5). */
 typedef enum {
     P11_RV_OK,      /* nothing */
@@ -35,8 +32,8 @@ typedef enum {
 } p11_rv_class;
 p11_rv_class p11_rv_classify(CK_RV rv);
 
-/* Sets *e from a failed call: HSMCA_EUNAVAIL for p11_rv_unavailable codes,
- * else `code`; the message is "<what>: <CKR name>". Returns the code set. */
+/* Sets *e from a failed call: HSMCA_EUNAVAIL when the session, the login or
+ * the token went away (P11_RV_SESSION, _LOGIN, _DEVICE), else `code`; the message is "<what>: <CKR name>". Returns the code set. */
 HSMCA_MUSTCHECK hsmca_code p11_fail_rv(hsmca_err *e, hsmca_code code, const char *what, CK_RV rv);
 
 /* C_Finalize (result ignored) then C_Initialize, under the module's lock. */

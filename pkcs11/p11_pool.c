@@ -475,10 +475,4 @@ p11_pool_state p11_pool_get_state(p11_pool *p)
     return st;
 }
 
-int p11_pool_healthy(p11_pool *p)
-{
-    pthread_mutex_lock(&p->mu);
-    int h = p->healthy;
-    pthread_mutex_unlock(&p->mu);
-    return h;
-}
+int p11_pool_healthy(p11_pool *p) { return p11_pool_get_state(p) == P11_POOL_READY; }

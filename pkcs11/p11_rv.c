@@ -1,4 +1,4 @@
-/* p11_rv.c - names of CKR_* codes, and which of them mean "the token is gone". */
+/* p11_rv.c - names of CKR_* codes, and what each asks the pool to do. */
 #include "p11_int.h"
 #include <stdio.h>
 
@@ -117,22 +117,6 @@ const char *p11_rv_name(unsigned long rv)
     return unknown;
 }
 
-int p11_rv_unavailable(CK_RV rv)
-{
-    /* DESIGN.md §5: these mean the session, the login or the token went away;
-     * reconnecting (re-login, or C_Finalize + C_Initialize) can recover. */
-    switch (rv) {
-    case CKR_SESSION_HANDLE_INVALID:
-    case CKR_SESSION_CLOSED:
-    case CKR_DEVICE_REMOVED:
-    case CKR_TOKEN_NOT_PRESENT:
-    case CKR_DEVICE_ERROR:
-    case CKR_USER_NOT_LOGGED_IN:
-    case CKR_CRYPTOKI_NOT_INITIALIZED: return 1;
-    default: return 0;
-    }
-}
-
 p11_rv_class p11_rv_classify(CK_RV rv)
 {
     switch (rv) {
@@ -155,7 +139,8 @@ p11_rv_class p11_rv_classify(CK_RV rv)
 
 hsmca_code p11_fail_rv(hsmca_err *e, hsmca_code code, const char *what, CK_RV rv)
 {
-    if (p11_rv_unavailable(rv))
+    p11_rv_class cls = p11_rv_classify(rv);
+    if (cls == P11_RV_SESSION || cls == P11_RV_LOGIN || cls == P11_RV_DEVICE)
         code = HSMCA_EUNAVAIL;
     return hsmca_fail(e, code, "%s: %s", what, p11_rv_name(rv));
 }
