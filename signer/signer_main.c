@@ -67,13 +67,6 @@ static void handle_sign_req(signer_ctx *s, int ctl_fd, uint64_t id, const uint8_
         drop_peer(s, ctl_fd, "SignRequest does not decode");
         return;
     }
-    /* protobuf-c ends a string at its first NUL: a requester shorter than its
-     * wire length would be logged as someone else. */
-    if (strlen(req->requester) != shape.requester_len) {
-        hsmca__ipc__sign_request__free_unpacked(req, NULL);
-        drop_peer(s, ctl_fd, "SignRequest: requester contains a NUL byte");
-        return;
-    }
     signer_submit(s, id, req, &shape); /* takes ownership of req */
 }
 

@@ -64,6 +64,10 @@ hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_reque
         HSMCA_ENSURE(v <= fields[num].max, e, HSMCA_EINVAL,
                      "SignRequest: field %s of %llu bytes exceeds %zu", fields[num].name,
                      (unsigned long long)v, fields[num].max);
+        /* protobuf-c ends a string at its first NUL: a requester cut there would
+         * be logged as someone else. */
+        HSMCA_ENSURE(num != 3 || !memchr(payload + off, 0, (size_t)v), e, HSMCA_EINVAL,
+                     "SignRequest: requester contains a NUL byte");
         off += (size_t)v;
         if (num == 2)
             shape->tbs_len = (size_t)v;

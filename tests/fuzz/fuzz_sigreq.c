@@ -4,9 +4,9 @@
  *
  * Oracles: an accepted payload unpacks with protobuf-c; its fields are exactly
  * the sizes the check reported, within the profile's bounds, with a 32-bit
- * profile; the requester holds no NUL unless the check's length says so (the
- * signer then refuses it); and it re-packs to the same length. A refusal names
- * the SignRequest rule. */
+ * profile; the requester is exactly as long as its wire length (no NUL cut it
+ * short); and it packs again into no more bytes. A refusal names the
+ * SignRequest rule. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     Hsmca__Ipc__SignRequest *req = hsmca__ipc__sign_request__unpack(NULL, size, p);
     if (!req || req->tbs.len != shape.tbs_len || req->tbs.len > PROFILE_TBS_MAX ||
         req->csr_sha256.len != shape.csr_sha256_len || shape.requester_len > PROFILE_REQUESTER_MAX ||
-        strlen(req->requester) > shape.requester_len)
+        strlen(req->requester) != shape.requester_len)
         abort();
     if (hsmca__ipc__sign_request__get_packed_size(req) > size)
         abort();

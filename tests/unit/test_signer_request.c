@@ -82,6 +82,9 @@ static void test_refuses_before_unpacking(void **state)
     static const uint8_t again[] = {0x1a, 0x01, 'y'};
     memcpy(buf + n, again, sizeof(again));
     expect(buf, n + sizeof(again), HSMCA_EINVAL, "SignRequest: field requester repeated");
+    /* A NUL in the requester: protobuf-c would cut the string there. */
+    static const uint8_t nul[] = {0x1a, 0x03, 'a', 0x00, 'b'};
+    expect(nul, sizeof(nul), HSMCA_EINVAL, "SignRequest: requester contains a NUL byte");
     /* Wrong wire type, truncation, a varint that never ends. */
     static const uint8_t wrong_type[] = {0x08 | 2, 0x01, 0x00}; /* profile as LEN */
     expect(wrong_type, sizeof(wrong_type), HSMCA_EINVAL,
