@@ -54,6 +54,13 @@ int signer_conn_fd(signer_ctx *s)
 
 void signer_set_ctl_fd(signer_ctx *s, int ctl_fd) { s->ctl_fd = ctl_fd; }
 
+void signer_ask_new_frontend(signer_ctx *s)
+{
+    char b = CTL_RESTART_PEER;
+    if (s->ctl_fd >= 0 && write(s->ctl_fd, &b, 1) != 1)
+        log_warn("cannot ask the supervisor to restart the front end: %s", strerror(errno));
+}
+
 
 /* After the token refused the PIN nothing logs in again, until the PIN file
  * is replaced or rewritten (then a fresh signer reads it, once). */

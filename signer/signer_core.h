@@ -46,6 +46,10 @@ void signer_conn_close(signer_ctx *s);
  * current one stops reading. */
 void signer_set_ctl_fd(signer_ctx *s, int ctl_fd);
 
+/* Asks the supervisor (byte CTL_RESTART_PEER on the control channel) for a new
+ * front end: after a protocol violation, or when the current one stopped reading. */
+void signer_ask_new_frontend(signer_ctx *s);
+
 /* Periodic work of the main loop (a few times a second): answers requests
  * whose token call is overdue (pkcs11.sign_timeout), writes the summary line
  * of refusals suppressed in the last interval. Returns 1 when the signer

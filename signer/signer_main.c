@@ -44,11 +44,7 @@ static void drop_peer(signer_ctx *s, int ctl_fd, const char *why)
 {
     log_warn("front end protocol violation: %s; closing its connection", why);
     signer_conn_close(s);
-    if (ctl_fd >= 0) {
-        char b = CTL_RESTART_PEER;
-        if (write(ctl_fd, &b, 1) != 1)
-            log_warn("cannot ask the supervisor to restart the front end: %s", strerror(errno));
-    }
+    signer_ask_new_frontend(s);
 }
 
 /* The wire check and the queue's room come before protobuf-c allocates anything. */

@@ -55,9 +55,7 @@ static void conn_cut_stalled(signer_ctx *s, signer_conn *c, const char *what, in
         return;
     log_warn("front end stopped reading replies (%s waited %d ms); cutting it off", what,
              waited_ms);
-    char b = CTL_RESTART_PEER;
-    if (s->ctl_fd >= 0 && write(s->ctl_fd, &b, 1) != 1)
-        log_warn("cannot ask the supervisor to restart the front end: %s", strerror(errno));
+    signer_ask_new_frontend(s);
 }
 
 /* Sends the reply to id on c, waiting at most timeout_ms for room; what names
