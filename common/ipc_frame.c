@@ -1,9 +1,9 @@
 /* ipc_frame.c - see ipc_frame.h. */
 #include "ipc_frame.h"
+#include "util.h"
 
 #include <errno.h>
 #include <poll.h>
-#include <time.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -68,8 +68,7 @@ hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id, const uint8_t *pay
     put_u64(hdr + 1, id);
     struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)payload, plen}};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = plen ? 2 : 1};
-    struct timespec start;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    double deadline = util_mono_now() + timeout_ms / 1000.0;
     int flags = MSG_NOSIGNAL | (timeout_ms >= 0 ? MSG_DONTWAIT : 0);
     for (;;) {
         ssize_t w = sendmsg(fd, &mh, flags);
@@ -77,11 +76,9 @@ hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id, const uint8_t *pay
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && timeout_ms >= 0) {
             /* The peer is not reading: wait for room, but never past the bound. */
-            struct timespec now;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            long spent = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+            int left_ms = (int)((deadline - util_mono_now()) * 1000);
             struct pollfd p = {fd, POLLOUT, 0};
-            if (spent >= timeout_ms || poll(&p, 1, (int)(timeout_ms - spent)) == 0)
+            if (left_ms <= 0 || poll(&p, 1, left_ms) == 0)
                 return hsmca_fail(e, HSMCA_EUNAVAIL, "IPC send: peer has not read for %d ms",
                                   timeout_ms);
             continue;
