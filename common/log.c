@@ -350,8 +350,12 @@ LOG_FN(log_debug, LOG_LVL_DEBUG, return )
 LOG_FN(log_info, LOG_LVL_INFO, return )
 LOG_FN(log_warn, LOG_LVL_WARN, return )
 LOG_FN(log_error, LOG_LVL_ERROR, return )
-LOG_FN(fatal, LOG_LVL_ERROR, exit(1))
-LOG_FN(fatal_config, LOG_LVL_ERROR, exit(EXIT_CONFIG))
+/* _exit, not exit: a fatal error may come from any thread, and exit's handlers
+ * (OpenSSL's cleanup among them) would free what the other threads are still
+ * using, turning one failure into wrong answers. The log line is already out
+ * (write(2)); only stdout may hold buffered text. */
+LOG_FN(fatal, LOG_LVL_ERROR, (fflush(stdout), _exit(1)))
+LOG_FN(fatal_config, LOG_LVL_ERROR, (fflush(stdout), _exit(EXIT_CONFIG)))
 
 /* Fixed windows: a window opens at the first call after the previous one ended. */
 struct log_limiter {

@@ -116,7 +116,8 @@ void log_limiter_free(log_limiter *l);
 size_t log_json_escape(const void *s, size_t n, size_t in_cap, char *out, size_t out_cap,
                        size_t *out_len);
 
-/* Logs at error level and exits(1): the supervisor restarts the process. */
+/* Logs at error level and _exits(1) (no exit handlers: other threads may still run):
+ * the supervisor restarts the process. */
 noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Exit status of a child that cannot start for a reason a restart will not cure
@@ -128,7 +129,7 @@ noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * when the PIN file changed after the token refused the old PIN). */
 #define EXIT_RESTART 75
 
-/* Logs at error level and exits(EXIT_CONFIG). */
+/* Logs at error level and _exits(EXIT_CONFIG). */
 noreturn void fatal_config(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -28,11 +28,12 @@ typedef struct {
  * thread needs to read replies: a sender blocked on a full socket must not stop
  * the replies that would let the signer drain it (that would deadlock both). */
 struct fe_ipc {
-    pthread_mutex_t lock;    /* pending table and next_id; never held across I/O */
-    pthread_rwlock_t conn;   /* fd: read-held while sending, write-held to replace */
-    int fd;                  /* current signer connection, -1 when down; only the IPC
-                                thread changes it */
-    int ctl_fd;
+    pthread_mutex_t lock;  /* pending table and next_id; never held across I/O */
+    pthread_rwlock_t conn; /* fd: read-held while sending, write-held to replace */
+    int fd;                /* current signer connection, -1 when down; only the IPC
+                              thread changes it */
+    int ctl_fd;            /* -1 once the supervisor has gone */
+    volatile int *stop;    /* the front end's stop flag */
     uint64_t next_id;
     fe_pending pending[FE_IPC_MAX_INFLIGHT];
     pthread_t thread;
@@ -182,8 +183,15 @@ static void take_new_connection(fe_ipc *c)
     int fd, eof;
     hsmca_err e;
     if (ipc_recv_fd(c->ctl_fd, &fd, &eof, &e) != HSMCA_OK) {
-        if (eof)
-            fatal("supervisor went away; stopping");
+        if (eof) {
+            /* Not exit(): the gRPC threads are still answering, and exit's
+             * handlers would free what they use (OpenSSL's providers: a valid
+             * CSR then "does not decode"). The graceful stop answers them. */
+            log_warn("supervisor went away: stopping after the requests in flight");
+            c->ctl_fd = -1;
+            *c->stop = 1;
+            return;
+        }
         log_warn("control channel: %s", e.msg);
         return;
     }
@@ -200,6 +208,7 @@ static void *ipc_thread(void *arg)
     double last_scan = util_mono_now();
     for (;;) {
         int fd = c->fd; /* only this thread changes it */
+        /* A negative fd is skipped by poll: the control channel once it closed. */
         struct pollfd pfd[2] = {{c->ctl_fd, POLLIN, 0}, {fd, POLLIN, 0}};
         int r = poll(pfd, fd >= 0 ? 2 : 1, 500);
         if (r < 0 && errno != EINTR)
@@ -218,7 +227,7 @@ static void *ipc_thread(void *arg)
     return NULL;
 }
 
-fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, hsmca_err *e)
+fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, volatile int *stop, hsmca_err *e)
 {
     fe_ipc *c = calloc(1, sizeof(*c));
     if (!c) {
@@ -235,6 +244,7 @@ fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, hsmca_err *e)
     pthread_rwlockattr_destroy(&ra);
     c->fd = ipc_fd;
     c->ctl_fd = ctl_fd;
+    c->stop = stop;
     if (pthread_create(&c->thread, NULL, ipc_thread, c) != 0) {
         free(c);
         hsmca_fail(e, HSMCA_EINTERNAL, "cannot start the IPC thread");

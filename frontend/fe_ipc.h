@@ -4,9 +4,9 @@
 #ifndef HSMCA_FE_IPC_H
 #define HSMCA_FE_IPC_H
 
+#include "hsmca_err.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "hsmca_err.h"
 
 #define FE_IPC_MAX_INFLIGHT 4096
 #define FE_IPC_TIMEOUT_S 15.0 /* a request the signer has not answered by then fails */
@@ -20,14 +20,17 @@ typedef void (*fe_ipc_cb)(void *arg, hsmca_code code, const char *reason, const 
 typedef struct fe_ipc fe_ipc;
 
 /* Starts the IPC thread on the signer connection ipc_fd; new connections arrive
- * on ctl_fd (SCM_RIGHTS) from the supervisor. */
-fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, hsmca_err *e);
+ * on ctl_fd (SCM_RIGHTS) from the supervisor. When the supervisor goes away the
+ * thread sets *stop (the front end's graceful stop: requests in flight are still
+ * answered) instead of exiting under the other threads. */
+fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, volatile int *stop, hsmca_err *e);
 
 /* Sends a SignRequest. HSMCA_EUNAVAIL when no signer is connected, HSMCA_ERATE
  * when FE_IPC_MAX_INFLIGHT requests are already waiting. */
-HSMCA_MUSTCHECK hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint8_t *tbs, size_t tbs_len,
-                         const char *requester, const uint8_t csr_sha256[32], fe_ipc_cb cb,
-                         void *arg, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint8_t *tbs,
+                                         size_t tbs_len, const char *requester,
+                                         const uint8_t csr_sha256[32], fe_ipc_cb cb, void *arg,
+                                         hsmca_err *e);
 
 /* 1 while a signer connection is up. */
 int fe_ipc_connected(fe_ipc *c);

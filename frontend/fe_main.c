@@ -73,8 +73,8 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
         return rc;
     for (int i = 0; i < cfg->jwt_audiences.n; i++)
         app->audiences[i] = cfg->jwt_audiences.items[i];
-    app->jwt_rules = (fe_jwt_rules){cfg->jwt_issuer, app->audiences, cfg->jwt_audiences.n,
-                                    cfg->jwt_skew};
+    app->jwt_rules =
+        (fe_jwt_rules){cfg->jwt_issuer, app->audiences, cfg->jwt_audiences.n, cfg->jwt_skew};
     app->policy = (policy_rules){cfg->trust_domain, cfg->default_ttl, cfg->max_ttl};
     if (!(app->ca_cert = certasm_load_pem(cfg->ca_cert, e)))
         return e->code;
@@ -127,7 +127,7 @@ int frontend_main(int argc, char **argv)
 
     pthread_t sig_th;
     pthread_create(&sig_th, NULL, signal_thread, &set);
-    if (!(app.ipc = fe_ipc_start(args.ipc_fd, args.ctl_fd, &e)))
+    if (!(app.ipc = fe_ipc_start(args.ipc_fd, args.ctl_fd, &fe_stop, &e)))
         fatal("%s", e.msg);
     fe_serving *serving = fe_serving_start(&app, &fe_stop);
     if (!serving) {

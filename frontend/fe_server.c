@@ -10,6 +10,7 @@
 #include "fe_app.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,6 +31,9 @@
 
 #define FE_METHOD "/istio.v1.auth.IstioCertificateService/CreateCertificate"
 #define FE_CQ_THREADS 2
+/* How long a stop waits for the calls in flight: under the supervisor's 5 s
+ * between SIGTERM and SIGKILL. */
+#define FE_DRAIN_S 3.0
 
 typedef enum { CALL_NEW, CALL_RECV, CALL_SIGNING, CALL_DONE } fe_call_state;
 
@@ -37,6 +41,7 @@ typedef struct {
     grpc_server *server;
     grpc_completion_queue *cq;
     fe_app *app;
+    atomic_int active; /* calls received and not yet freed: what a stop waits for */
 } fe_server;
 
 typedef struct {
@@ -49,6 +54,7 @@ typedef struct {
     grpc_byte_buffer *send_buf;
     grpc_slice status_details;
     int cancelled;
+    int counted; /* in srv->active */
     double started;
 } fe_call;
 
@@ -82,6 +88,8 @@ static void await_new_call(fe_server *srv)
 
 static void free_call(fe_call *c)
 {
+    if (c->counted)
+        atomic_fetch_sub(&c->srv->active, 1);
     if (c->recv_buf)
         grpc_byte_buffer_destroy(c->recv_buf);
     if (c->send_buf)
@@ -184,17 +192,17 @@ static void on_received(fe_call *c)
     fe_checked_request req;
     hsmca_err e;
     hsmca_err_clear(&e);
-    hsmca_code rc = fe_check_request(c->srv->app, GRPC_SLICE_START_PTR(body),
-                                     GRPC_SLICE_LENGTH(body), auth, auth_len, util_wall_now(),
-                                     &req, &e);
+    hsmca_code rc =
+        fe_check_request(c->srv->app, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), auth,
+                         auth_len, util_wall_now(), &req, &e);
     grpc_slice_unref(body);
     if (rc != HSMCA_OK) {
         finish(c, rc, e.msg, NULL, 0);
         return;
     }
     c->state = CALL_SIGNING;
-    rc = fe_ipc_submit(c->srv->app->ipc, PROFILE_WORKLOAD, req.tbs, req.tbs_len,
-                       req.requester, req.csr_sha256, on_signed, c, &e);
+    rc = fe_ipc_submit(c->srv->app->ipc, PROFILE_WORKLOAD, req.tbs, req.tbs_len, req.requester,
+                       req.csr_sha256, on_signed, c, &e);
     OPENSSL_free(req.tbs);
     if (rc != HSMCA_OK)
         finish(c, rc, e.msg, NULL, 0);
@@ -227,7 +235,8 @@ static void *cq_loop(void *arg)
 {
     fe_server *srv = arg;
     for (;;) {
-        grpc_event ev = grpc_completion_queue_next(srv->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        grpc_event ev =
+            grpc_completion_queue_next(srv->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             return NULL;
         if (ev.type != GRPC_OP_COMPLETE || !ev.tag)
@@ -239,6 +248,8 @@ static void *cq_loop(void *arg)
                 free_call(c); /* server shutting down */
                 break;
             }
+            c->counted = 1;
+            atomic_fetch_add(&srv->active, 1);
             on_new_call(c);
             break;
         case CALL_RECV:
@@ -249,12 +260,8 @@ static void *cq_loop(void *arg)
             }
             on_received(c);
             break;
-        case CALL_DONE:
-            free_call(c);
-            break;
-        case CALL_SIGNING:
-            log_error("unexpected event while signing");
-            break;
+        case CALL_DONE: free_call(c); break;
+        case CALL_SIGNING: log_error("unexpected event while signing"); break;
         }
     }
 }
@@ -312,8 +319,17 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     while (!*stop)
         usleep(100 * 1000);
 
-    log_info("shutting down");
+    /* Stop accepting, then let the calls in flight get their answers (the
+     * signer's, or UNAVAILABLE when it is gone too) for a bounded time: a
+     * valid request must not get a wrong answer because we are stopping. */
+    log_info("shutting down: no new calls, answering those in flight");
     grpc_server_shutdown_and_notify(srv->server, srv->cq, NULL);
+    double until = util_mono_now() + FE_DRAIN_S;
+    while (atomic_load(&srv->active) > 0 && util_mono_now() < until)
+        usleep(20 * 1000);
+    if (atomic_load(&srv->active) > 0)
+        log_warn("%d calls still in flight %.0f s after the stop: cancelling them",
+                 atomic_load(&srv->active), FE_DRAIN_S);
     grpc_server_cancel_all_calls(srv->server);
     grpc_completion_queue_shutdown(srv->cq);
     for (int i = 0; i < FE_CQ_THREADS; i++)

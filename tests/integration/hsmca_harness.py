@@ -1,4 +1,5 @@
 """Starts a real `hsmca dev` (SoftHSM token, signer, front end) for a test."""
+import json
 import os
 import signal
 import socket
@@ -42,6 +43,22 @@ def free_port():
     return port
 
 
+def audit_entries(audit_dir):
+    """The entries of audit_dir/log, parsed, after checking each line is whole,
+    canonical JSON (sorted keys, no spaces) and numbered by its index."""
+    with open(os.path.join(audit_dir, "log"), "rb") as f:
+        data = f.read()
+    assert data.endswith(b"\n"), "the log ends in a whole line"
+    entries = []
+    for i, line in enumerate(data.split(b"\n")[:-1]):
+        ent = json.loads(line)
+        again = json.dumps(ent, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert again.encode() == line, line
+        assert ent["seq"] == i, (i, ent)
+        entries.append(ent)
+    return entries
+
+
 class DevServer:
     """`hsmca dev --dir D --listen 127.0.0.1:PORT --ca-key KEY` as a subprocess."""
 
@@ -78,6 +95,7 @@ class DevServer:
             argv = [BIN, "serve", "--config", config]
         else:
             argv = [BIN, "dev", "--dir", self.dir, "--listen", listen, "--ca-key", ca_key]
+        self.argv, self.env = argv, env
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env)
         self.root = None
@@ -146,6 +164,14 @@ class DevServer:
                 return c
             time.sleep(0.1)
         raise RuntimeError("children did not come up: %s\n%s" % (self.children(), self.logtext()))
+
+    def restart_supervisor(self):
+        """Starts the same command again, as systemd would after the supervisor died
+        (the caller has killed it). Returns the new process."""
+        self.proc.wait()
+        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=self.env)
+        return self.proc
 
     def logtext(self):
         self.log.flush()

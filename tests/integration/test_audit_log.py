@@ -15,22 +15,11 @@ import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from hsmca_harness import DevServer
+from hsmca_harness import DevServer, audit_entries
 
 
 def read_log(server):
-    with open(os.path.join(server.dir, "audit", "log"), "rb") as f:
-        data = f.read()
-    assert data.endswith(b"\n"), "the log ends in a whole line"
-    entries = []
-    for i, line in enumerate(data.split(b"\n")[:-1]):
-        ent = json.loads(line)
-        # canonical: sorted keys, no spaces (the strings here are plain ASCII)
-        again = json.dumps(ent, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        assert again.encode() == line, line
-        assert ent["seq"] == i, (i, ent)
-        entries.append(ent)
-    return entries
+    return audit_entries(os.path.join(server.dir, "audit"))
 
 
 def wait_log(server, done, timeout=5):

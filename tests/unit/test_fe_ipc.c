@@ -2,11 +2,11 @@
  * SOCK_SEQPACKET socketpair: thousands of requests in flight answered by id,
  * no deadlock when both socket buffers are full, every callback exactly once,
  * UNAVAILABLE on a lost connection, and a new connection taken over. */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <poll.h>
 #include <pthread.h>
@@ -124,6 +124,8 @@ static void *submit_range(void *arg)
 
 /* Starts an fe_ipc on a fresh pair; the caller keeps the signer end and the
  * supervisor's end of the control channel. */
+static volatile int stop_flag;
+
 static fe_ipc *start(int *signer_end, int *ctl_sup)
 {
     int ipc[2], ctl[2];
@@ -132,7 +134,7 @@ static fe_ipc *start(int *signer_end, int *ctl_sup)
     shrink_buffers(ipc[0]);
     shrink_buffers(ipc[1]);
     hsmca_err e;
-    fe_ipc *c = fe_ipc_start(ipc[0], ctl[0], &e);
+    fe_ipc *c = fe_ipc_start(ipc[0], ctl[0], &stop_flag, &e);
     assert_non_null(c);
     *signer_end = ipc[1];
     *ctl_sup = ctl[1];
@@ -174,10 +176,37 @@ static void test_many_in_flight_no_deadlock(void **state)
     assert_int_equal(atomic_load(&t.mismatched), 0);
     usleep(50 * 1000);
     assert_int_equal(atomic_load(&t.done), N); /* exactly once each */
-    shutdown(sfd, SHUT_RDWR); /* close() alone would not wake its recvmsg */
+    shutdown(sfd, SHUT_RDWR);                  /* close() alone would not wake its recvmsg */
     pthread_join(sig, NULL);
     close(sfd);
     free(reqs);
+}
+
+/* The supervisor's death sets the stop flag (the graceful stop) and does not
+ * exit under the other threads: a request in flight is still answered. */
+static void test_supervisor_gone_stops_but_answers(void **state)
+{
+    int sfd, ctl;
+    stop_flag = 0;
+    fe_ipc *c = start(&sfd, &ctl);
+    static tally t;
+    static request_ctx r;
+    r.t = &t;
+    hsmca_err e;
+    assert_int_equal(fe_ipc_submit(c, 1, r.tbs, TBS_BYTES, "test", NULL, on_reply, &r, &e),
+                     HSMCA_OK);
+    close(ctl); /* the supervisor went away */
+    for (int i = 0; i < 200 && !stop_flag; i++)
+        usleep(10 * 1000);
+    assert_int_equal(stop_flag, 1);
+    fake_signer f = {sfd, HSMCA_OK, 1};
+    pthread_t sig;
+    pthread_create(&sig, NULL, fake_signer_run, &f);
+    assert_int_equal(wait_done(&t, 1, 10), 1);
+    assert_int_equal(atomic_load(&t.ok), 1);
+    shutdown(sfd, SHUT_RDWR);
+    pthread_join(sig, NULL);
+    close(sfd);
 }
 
 static void test_refusal_reaches_the_caller(void **state)
@@ -213,8 +242,9 @@ static void test_lost_connection_then_new_signer(void **state)
     hsmca_err e;
     for (int i = 0; i < N; i++) {
         reqs[i].t = &t;
-        assert_int_equal(fe_ipc_submit(c, 1, reqs[i].tbs, TBS_BYTES, "t", NULL, on_reply,
-                                       &reqs[i], &e), HSMCA_OK);
+        assert_int_equal(
+            fe_ipc_submit(c, 1, reqs[i].tbs, TBS_BYTES, "t", NULL, on_reply, &reqs[i], &e),
+            HSMCA_OK);
     }
     usleep(100 * 1000);
     assert_int_equal(atomic_load(&t.done), 0);
@@ -228,8 +258,8 @@ static void test_lost_connection_then_new_signer(void **state)
         usleep(10 * 1000);
     assert_int_equal(fe_ipc_connected(c), 0);
     /* While no signer is connected, submit refuses at once and calls nobody back. */
-    assert_int_equal(fe_ipc_submit(c, 1, reqs[0].tbs, TBS_BYTES, "t", NULL, on_reply, &reqs[0],
-                                   &e), HSMCA_EUNAVAIL);
+    assert_int_equal(fe_ipc_submit(c, 1, reqs[0].tbs, TBS_BYTES, "t", NULL, on_reply, &reqs[0], &e),
+                     HSMCA_EUNAVAIL);
     assert_non_null(strstr(e.msg, "signer unavailable"));
 
     /* The supervisor hands over a new signer's connection. */
@@ -242,8 +272,8 @@ static void test_lost_connection_then_new_signer(void **state)
     assert_int_equal(fe_ipc_connected(c), 1);
     fake_signer fresh = {pair[1], HSMCA_OK, 1};
     pthread_create(&sig, NULL, fake_signer_run, &fresh);
-    assert_int_equal(fe_ipc_submit(c, 1, reqs[1].tbs, TBS_BYTES, "t", NULL, on_reply, &reqs[1],
-                                   &e), HSMCA_OK);
+    assert_int_equal(fe_ipc_submit(c, 1, reqs[1].tbs, TBS_BYTES, "t", NULL, on_reply, &reqs[1], &e),
+                     HSMCA_OK);
     assert_int_equal(wait_done(&t, N + 1, 10), N + 1);
     assert_int_equal(atomic_load(&t.ok), 1);
     shutdown(pair[1], SHUT_RDWR);
@@ -255,6 +285,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_many_in_flight_no_deadlock),
+        cmocka_unit_test(test_supervisor_gone_stops_but_answers),
         cmocka_unit_test(test_refusal_reaches_the_caller),
         cmocka_unit_test(test_lost_connection_then_new_signer),
     };
