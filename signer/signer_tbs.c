@@ -47,18 +47,23 @@ static HSMCA_MUSTCHECK hsmca_code tbs_check_issuer(const tbs_ctx *c, der_cur *in
 {
     der_cur iss;
     TBS_DER(der_get_element(in, DER_SEQUENCE, &iss), e, 1, "issuer");
-    uint8_t *want = NULL;
-    int n = i2d_X509_NAME(X509_get_subject_name(c->pol->ca_cert), &want);
-    HSMCA_ENSURE(n > 0, e, HSMCA_EINTERNAL, "tbs policy: cannot encode the CA subject");
-    bool same = der_eq(&iss, want, (size_t)n);
-    OPENSSL_free(want);
-    HSMCA_ENSURE(same, e, HSMCA_EPERM, "invariant 1: issuer must equal the CA subject");
+    /* The name's cached encoding (as parsed from the CA certificate): no copy. */
+    const unsigned char *want = NULL;
+    size_t n = 0;
+    HSMCA_ENSURE(X509_NAME_get0_der(X509_get_subject_name(c->pol->ca_cert), &want, &n) == 1 &&
+                     n > 0,
+                 e, HSMCA_EINTERNAL, "tbs policy: cannot encode the CA subject");
+    HSMCA_ENSURE(der_eq(&iss, want, n), e, HSMCA_EPERM,
+                 "invariant 1: issuer must equal the CA subject");
     return HSMCA_OK;
 }
 
 /* ---- invariant 2: validity ------------------------------------------------------- */
 
-static bool tbs_leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+static bool tbs_leap(int64_t y)
+{
+    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (year >= 1). */
 static int64_t tbs_days_from_civil(int64_t y, int m, int d)
@@ -90,7 +95,8 @@ static int tbs_digits(const uint8_t *s, int n)
 
 /* RFC 5280 4.1.2.5: UTCTime YYMMDDHHMMSSZ before 2050, GeneralizedTime
  * YYYYMMDDHHMMSSZ from 2050 on; seconds present, no fractions, always Z. */
-static HSMCA_MUSTCHECK hsmca_code tbs_parse_time(der_cur *in, const char *what, int64_t *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_parse_time(der_cur *in, const char *what, int64_t *out,
+                                                 hsmca_err *e)
 {
     uint8_t tag;
     der_cur t;
@@ -125,8 +131,8 @@ static HSMCA_MUSTCHECK hsmca_code tbs_parse_time(der_cur *in, const char *what, 
 static HSMCA_MUSTCHECK hsmca_code tbs_ca_not_after(const tbs_ctx *c, int64_t *out, hsmca_err *e)
 {
     struct tm tm;
-    HSMCA_ENSURE(ASN1_TIME_to_tm(X509_get0_notAfter(c->pol->ca_cert), &tm) == 1, e,
-                 HSMCA_EINTERNAL, "tbs policy: cannot read the CA notAfter");
+    HSMCA_ENSURE(ASN1_TIME_to_tm(X509_get0_notAfter(c->pol->ca_cert), &tm) == 1, e, HSMCA_EINTERNAL,
+                 "tbs policy: cannot read the CA notAfter");
     *out = tbs_days_from_civil((int64_t)tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday) * 86400 +
            tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec;
     return HSMCA_OK;
@@ -283,15 +289,17 @@ static HSMCA_MUSTCHECK hsmca_code tbs_check_serial(tbs_ctx *c, der_cur *in, hsmc
 
 /* ---- the TBSCertificate ---------------------------------------------------------- */
 
-static HSMCA_MUSTCHECK hsmca_code tbs_check_policy(const tbs_policy *p, tbs_profile profile, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_policy(const tbs_policy *p, tbs_profile profile,
+                                                   hsmca_err *e)
 {
     HSMCA_ENSURE(p && p->ca_cert, e, HSMCA_EINTERNAL, "tbs policy: no CA certificate");
-    HSMCA_ENSURE(profile == TBS_PROFILE_WORKLOAD || profile == TBS_PROFILE_SERVING, e,
-                 HSMCA_EPERM, "invariant 0: unknown profile %d", (int)profile);
+    HSMCA_ENSURE(profile == TBS_PROFILE_WORKLOAD || profile == TBS_PROFILE_SERVING, e, HSMCA_EPERM,
+                 "invariant 0: unknown profile %d", (int)profile);
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code tbs_check_all(tbs_ctx *c, const uint8_t *tbs, size_t len, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_all(tbs_ctx *c, const uint8_t *tbs, size_t len,
+                                                hsmca_err *e)
 {
     HSMCA_ENSURE(tbs && len > 0, e, HSMCA_EINVAL, "invariant 0: empty TBS");
     HSMCA_ENSURE(len <= TBS_MAX_LEN, e, HSMCA_EINVAL, "invariant 0: TBS of %zu bytes exceeds %d",

@@ -2,11 +2,12 @@
  * SOCK_SEQPACKET socketpair: thousands of requests in flight answered by id,
  * no deadlock when both socket buffers are full, every callback exactly once,
  * UNAVAILABLE on a lost connection, and a new connection taken over. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h> /* after the headers it needs */
 
 #include <poll.h>
 #include <pthread.h>
@@ -122,10 +123,10 @@ static void *submit_range(void *arg)
     return NULL;
 }
 
+static volatile int stop_flag; /* the front end's stop flag, set by fe_ipc */
+
 /* Starts an fe_ipc on a fresh pair; the caller keeps the signer end and the
  * supervisor's end of the control channel. */
-static volatile int stop_flag;
-
 static fe_ipc *start(int *signer_end, int *ctl_sup)
 {
     int ipc[2], ctl[2];
