@@ -25,6 +25,15 @@ typedef enum {
 #define PROFILE_SERIAL_MIN 8
 #define PROFILE_SERIAL_MAX 20
 
+/* Subject RSA keys: modulus bits, and an odd public exponent in [min, max] (what Go's
+ * crypto/x509 and BoringSSL accept). The front end refuses what the signer would, so
+ * an honest request never reaches the signer's refusal (a deny entry there means a
+ * front end that misbehaves). */
+#define PROFILE_RSA_BITS_MIN 2048
+#define PROFILE_RSA_BITS_MAX 8192
+#define PROFILE_RSA_E_MIN 65537u
+#define PROFILE_RSA_E_MAX 2147483647u /* 2^31 - 1 */
+
 /* Largest TBS the signer reads, and most SANs a serving certificate holds. */
 #define PROFILE_TBS_MAX 16384
 #define PROFILE_MAX_NAMES 32

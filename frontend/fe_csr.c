@@ -14,6 +14,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "profile.h"
 #include "util.h"
 
 #define PEM_BEGIN "-----BEGIN CERTIFICATE REQUEST-----"
@@ -38,8 +39,8 @@ static int eat_eol(const char *s, size_t len, size_t *pos)
 
 /* Finds the one PEM block in pem[0..len) and decodes its body into a new
  * buffer (caller frees). Lines of base64 only: no PEM headers, no blank lines. */
-static HSMCA_MUSTCHECK hsmca_code pem_unwrap(const char *pem, size_t len, uint8_t **der, size_t *derlen,
-                             hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code pem_unwrap(const char *pem, size_t len, uint8_t **der,
+                                             size_t *derlen, hsmca_err *e)
 {
     const size_t bl = sizeof(PEM_BEGIN) - 1, el = sizeof(PEM_END) - 1;
     size_t pos = 0;
@@ -101,21 +102,25 @@ out:
     return rc;
 }
 
-/* RSA 2048..8192 with an odd exponent > 1, or EC on P-256 / P-384 (named curve,
- * valid point). Cheap checks only: an 8192-bit modulus is not primality-tested. */
+/* RSA within the profile's bounds (common/profile.h: 2048..8192 bits, an odd
+ * exponent in [65537, 2^31-1], as the signer checks), or EC on P-256 / P-384 (named
+ * curve, valid point). Cheap checks only: a modulus is not primality-tested. */
 static HSMCA_MUSTCHECK hsmca_code check_key(EVP_PKEY *k, hsmca_err *e)
 {
     int id = EVP_PKEY_get_base_id(k);
     int bits = EVP_PKEY_get_bits(k);
     if (id == EVP_PKEY_RSA) {
-        if (bits < 2048 || bits > 8192)
+        if (bits < PROFILE_RSA_BITS_MIN || bits > PROFILE_RSA_BITS_MAX)
             return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: RSA-%d", bits);
         BIGNUM *ex = NULL;
         int ok = EVP_PKEY_get_bn_param(k, OSSL_PKEY_PARAM_RSA_E, &ex) && BN_is_odd(ex) &&
-                 !BN_is_one(ex) && BN_num_bits(ex) <= 256;
+                 BN_num_bits(ex) <= 32 && BN_get_word(ex) >= PROFILE_RSA_E_MIN &&
+                 BN_get_word(ex) <= PROFILE_RSA_E_MAX;
         BN_free(ex);
         if (!ok)
-            return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: RSA exponent");
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "CSR key type/size not allowed: RSA exponent (odd, 65537 to "
+                              "2^31-1)");
         return HSMCA_OK;
     }
     if (id == EVP_PKEY_EC) {
@@ -200,7 +205,8 @@ out:
     return rc;
 }
 
-static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, fe_csr *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, fe_csr *out,
+                                            hsmca_err *e)
 {
     const unsigned char *p = der;
     X509_REQ *req = d2i_X509_REQ(NULL, &p, (long)derlen);

@@ -198,8 +198,7 @@ static size_t tbs_int_bits(const der_cur *v)
 }
 
 /* RSAPublicKey ::= SEQUENCE { modulus INTEGER, publicExponent INTEGER } (RFC 8017).
- * The exponent bound is what Go's crypto/x509 and BoringSSL accept: odd, at
- * least 65537, below 2^31. */
+ * Bounds from common/profile.h (the front end's CSR check uses the same). */
 static HSMCA_MUSTCHECK hsmca_code tbs_check_rsa_key(der_cur k, hsmca_err *e)
 {
     der_cur seq, n, x;
@@ -209,15 +208,16 @@ static HSMCA_MUSTCHECK hsmca_code tbs_check_rsa_key(der_cur k, hsmca_err *e)
     HSMCA_ENSURE(!(n.p[0] & 0x80) && !(x.p[0] & 0x80), e, HSMCA_EPERM,
                  "invariant 5: RSA modulus and exponent must be positive");
     size_t bits = tbs_int_bits(&n);
-    HSMCA_ENSURE(bits >= 2048 && bits <= 8192, e, HSMCA_EPERM,
-                 "invariant 5: RSA key of %zu bits (2048-8192 allowed)", bits);
+    HSMCA_ENSURE(bits >= PROFILE_RSA_BITS_MIN && bits <= PROFILE_RSA_BITS_MAX, e, HSMCA_EPERM,
+                 "invariant 5: RSA key of %zu bits (%d-%d allowed)", bits, PROFILE_RSA_BITS_MIN,
+                 PROFILE_RSA_BITS_MAX);
     HSMCA_ENSURE(n.p[n.len - 1] & 1, e, HSMCA_EPERM, "invariant 5: RSA modulus must be odd");
     HSMCA_ENSURE(x.p[x.len - 1] & 1, e, HSMCA_EPERM, "invariant 5: RSA exponent must be odd");
     size_t ebits = tbs_int_bits(&x);
     uint64_t ev = 0;
     for (size_t i = 0; ebits <= 31 && i < x.len; i++)
         ev = (ev << 8) | x.p[i];
-    HSMCA_ENSURE(ebits <= 31 && ev >= 65537, e, HSMCA_EPERM,
+    HSMCA_ENSURE(ebits <= 31 && ev >= PROFILE_RSA_E_MIN && ev <= PROFILE_RSA_E_MAX, e, HSMCA_EPERM,
                  "invariant 5: RSA exponent must be in [65537, 2^31-1]");
     return HSMCA_OK;
 }

@@ -10,7 +10,9 @@
 /* cmocka.h needs the headers above. */
 #include <cmocka.h>
 
+#include <openssl/bn.h>
 #include <openssl/evp.h>
+#include <openssl/rsa.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -20,7 +22,22 @@
 #define ME "spiffe://cluster.local/ns/default/sa/sleep"
 
 /* Keys made once: RSA key generation is the slow part of this test. */
-static EVP_PKEY *k_p256, *k_p384, *k_rsa2048, *k_rsa1024, *k_p521, *k_k256, *k_ed25519;
+static EVP_PKEY *k_p256, *k_p384, *k_rsa2048, *k_rsa1024, *k_p521, *k_k256, *k_ed25519, *k_rsa_e3;
+
+/* An RSA-2048 key with public exponent 3: valid RSA, outside the profile. */
+static EVP_PKEY *rsa_e3(void)
+{
+    EVP_PKEY *k = NULL;
+    BIGNUM *e = BN_new();
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "RSA", NULL);
+    if (e && ctx && BN_set_word(e, 3) && EVP_PKEY_keygen_init(ctx) == 1 &&
+        EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, 2048) == 1 &&
+        EVP_PKEY_CTX_set1_rsa_keygen_pubexp(ctx, e) == 1)
+        EVP_PKEY_keygen(ctx, &k);
+    EVP_PKEY_CTX_free(ctx);
+    BN_free(e);
+    return k;
+}
 
 static int setup(void **state)
 {
@@ -32,13 +49,16 @@ static int setup(void **state)
     k_rsa2048 = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048);
     k_rsa1024 = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)1024);
     k_ed25519 = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
-    return k_p256 && k_p384 && k_p521 && k_k256 && k_rsa2048 && k_rsa1024 && k_ed25519 ? 0 : -1;
+    k_rsa_e3 = rsa_e3();
+    return k_p256 && k_p384 && k_p521 && k_k256 && k_rsa2048 && k_rsa1024 && k_ed25519 && k_rsa_e3
+               ? 0
+               : -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    EVP_PKEY *all[] = {k_p256, k_p384, k_rsa2048, k_rsa1024, k_p521, k_k256, k_ed25519};
+    EVP_PKEY *all[] = {k_p256, k_p384, k_rsa2048, k_rsa1024, k_p521, k_k256, k_ed25519, k_rsa_e3};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         EVP_PKEY_free(all[i]);
     return 0;
@@ -338,6 +358,8 @@ static void test_refuses_keys(void **state)
         const char *msg;
     } cases[] = {
         {&k_rsa1024, "CSR key type/size not allowed: RSA-1024"},
+        /* what the signer refuses too (invariant 5): refused here, not there */
+        {&k_rsa_e3, "CSR key type/size not allowed: RSA exponent (odd, 65537 to 2^31-1)"},
         {&k_p521, "CSR key type/size not allowed: EC secp521r1"},
         {&k_k256, "CSR key type/size not allowed: EC secp256k1"},
         {&k_ed25519, "CSR key type/size not allowed: ED25519"},
