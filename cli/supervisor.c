@@ -200,7 +200,7 @@ int supervisor_run(const char *config_path)
     static char config_abs[PATH_MAX];
     if (!realpath(config_path, config_abs)) {
         log_error("config %s: %s", config_path, strerror(errno));
-        return 1;
+        return EXIT_CONFIG;
     }
     sup_config = config_abs;
     /* Refuse a bad config here, once, rather than in two children in a loop. */
@@ -208,7 +208,7 @@ int supervisor_run(const char *config_path)
     hsmca_err e;
     if (config_load(config_abs, &cfg, &e) != HSMCA_OK || config_validate(&cfg, &e) != HSMCA_OK) {
         log_error("%s", e.msg);
-        return 1;
+        return EXIT_CONFIG;
     }
 
     sigset_t mask;
@@ -251,8 +251,10 @@ int supervisor_run(const char *config_path)
             if (pfd[i].fd >= 0 && (pfd[i].revents & POLLIN))
                 read_ctl(&kids[i - 1], frontend);
         if (reap(kids, 2) != 0) {
+            /* EXIT_CONFIG again, so a service manager does not start us over and
+             * try the wrong PIN once more (systemd: RestartPreventExitStatus=78). */
             stop_children(kids, 2);
-            return 1;
+            return EXIT_CONFIG;
         }
         restart_due(signer, frontend);
         restart_due(frontend, signer);

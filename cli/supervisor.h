@@ -5,7 +5,9 @@
 /* Starts the signer and the front end from config_path (fork + exec of this
  * binary), connects them with a socketpair, restarts a child that dies (with
  * backoff) and hands the survivor a fresh connection. Returns on SIGTERM or
- * SIGINT after stopping both children. Holds no secret. */
+ * SIGINT after stopping both children (0), or with EXIT_CONFIG when the config is
+ * bad or a child cannot start for a reason a restart will not cure (a wrong PIN:
+ * a service manager must not retry it). Holds no secret. */
 int supervisor_run(const char *config_path);
 
 #endif

@@ -46,7 +46,7 @@ class StartupErrorTests(unittest.TestCase):
         with open(path, "w") as f:
             f.write("server:\n  listen: \"127.0.0.1:1\"\npkcs11:\n  modul: /x.so\n")
         code, out = serve(path)
-        self.assertNotEqual(code, 0)
+        self.assertEqual(code, 78, out)
         self.assertIn("bad.yaml:4: unknown key 'modul' in 'pkcs11'", out)
         self.assertNotIn("started signer", out)
 
@@ -66,7 +66,9 @@ class StartupErrorTests(unittest.TestCase):
         t0 = time.monotonic()
         code, out = serve(set_listen(d, free_port()))
         print("wrong PIN at start: stopped in %.2f s" % (time.monotonic() - t0))
-        self.assertNotEqual(code, 0)
+        # 78 (EXIT_CONFIG): the unit's RestartPreventExitStatus keeps systemd from
+        # starting it again, which would try the wrong PIN again.
+        self.assertEqual(code, 78, out)
         self.assertIn("CKR_PIN_INCORRECT", out)
         self.assertIn("stopping", out)
         self.assertEqual(out.count("CKR_PIN_INCORRECT"), 1, out)  # no retry loop
