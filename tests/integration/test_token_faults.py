@@ -6,6 +6,7 @@ UNAVAILABLE and comes back without a restart, a hung C_Sign ends its request
 in bounded time while the others go on, and a wrong PIN at re-login is tried
 exactly once. Each test prints what it counted."""
 import os
+import signal
 import re
 import threading
 import time
@@ -191,6 +192,33 @@ class TokenFaults(unittest.TestCase):
         print("PIN file changed: signer %d replaced by %d, serving after %.2f s"
               % (pid, new_pid, time.monotonic() - t0))
         self.assertNotEqual(new_pid, pid)
+
+    def test_4b_sighup_after_pin_refusal_logs_in_once(self):
+        """The operator's other way back after a refused PIN: SIGHUP to `hsmca serve`
+        starts a fresh signer, which tries the (now accepted) PIN once."""
+        pid = self.server.children()["signer"]
+        self.control("fail C_Sign CKR_DEVICE_ERROR once\nfail C_Login CKR_PIN_INCORRECT always\n")
+        t0 = time.monotonic()
+        while "refused the PIN" not in self.call()[1]:
+            self.assertLess(time.monotonic() - t0, 10, "the PIN refusal did not take")
+            time.sleep(0.05)
+        self.control("")  # the token accepts the PIN again; nothing tries it yet
+        time.sleep(1.5)
+        st, det = self.call()
+        self.assertEqual(st, "UNAVAILABLE", det)
+        self.assertEqual(self.server.children()["signer"], pid)
+        os.kill(self.server.proc.pid, signal.SIGHUP)
+        t0 = time.monotonic()
+        while self.call()[0] != "OK":
+            self.assertLess(time.monotonic() - t0, 20, "no recovery after SIGHUP")
+            time.sleep(0.2)
+        self.assertNotEqual(self.server.children()["signer"], pid)
+        # The counts file is the new signer's own (the shim starts it afresh): one
+        # C_Login for the CA key's pool and one for the audit key, each tried once.
+        logins, failed = self.count("C_Login")
+        print("SIGHUP: signer replaced, serving after %.2f s, its C_Login calls: %d"
+              % (time.monotonic() - t0, logins))
+        self.assertEqual((logins, failed), (2, 0))
 
     def test_5_sigterm_stops_promptly_while_the_token_hangs(self):
         """Last: it stops the server. SIGTERM while a C_Sign hangs (and requests
