@@ -56,8 +56,8 @@ static HSMCA_MUSTCHECK hsmca_code fill(audit_lines *r, hsmca_err *e)
     return HSMCA_OK;
 }
 
-hsmca_code audit_lines_next(audit_lines *r, const char **line, size_t *len, uint64_t *off,
-                            int *eof, hsmca_err *e)
+hsmca_code audit_lines_next(audit_lines *r, const char **line, size_t *len, uint64_t *off, int *eof,
+                            hsmca_err *e)
 {
     *eof = 0;
     char *nl = memchr(r->buf + r->start, '\n', r->end - r->start);

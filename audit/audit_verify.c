@@ -127,7 +127,7 @@ static HSMCA_MUSTCHECK hsmca_code list_checkpoints(const char *dir, uint64_t **s
 typedef struct {
     const audit_verify_opts *o;
     audit_verify_report *r;
-    uint64_t *sizes; /* checkpoints/ */
+    uint64_t *sizes;     /* checkpoints/ */
     size_t nsizes, next; /* sizes[next] is the next to meet */
     int have_state;
     audit_checkpoint state; /* the auditor's saved state */
@@ -186,8 +186,8 @@ static HSMCA_MUSTCHECK hsmca_code one_entry(vrun *v, uint64_t seq, uint64_t off,
     audit_entry ent;
     hsmca_err pe;
     HSMCA_ENSURE(audit_entry_parse(line, len, &ent, &buf, &pe) == HSMCA_OK, e, HSMCA_EPERM,
-                 "log seq %llu (byte %llu): %s", (unsigned long long)seq,
-                 (unsigned long long)off, pe.msg);
+                 "log seq %llu (byte %llu): %s", (unsigned long long)seq, (unsigned long long)off,
+                 pe.msg);
     HSMCA_ENSURE(ent.seq == seq, e, HSMCA_EPERM,
                  "log seq %llu (byte %llu): the entry says seq %llu (a line was deleted, "
                  "inserted or moved)",
@@ -208,12 +208,11 @@ static HSMCA_MUSTCHECK hsmca_code one_entry(vrun *v, uint64_t seq, uint64_t off,
         HSMCA_GUARD(vopen_add(v->open, seq, ent.request_id, e));
     } else if (ent.kind == AUDIT_ISSUE_RESULT) {
         uint64_t rid;
-        HSMCA_ENSURE(ent.intent_seq < seq && vopen_take(v->open, ent.intent_seq, &rid), e,
-                     HSMCA_EPERM,
-                     "log seq %llu (byte %llu): the result names intent seq %llu, which is not "
-                     "an earlier issue-intent without a result",
-                     (unsigned long long)seq, (unsigned long long)off,
-                     (unsigned long long)ent.intent_seq);
+        HSMCA_ENSURE(
+            ent.intent_seq < seq && vopen_take(v->open, ent.intent_seq, &rid), e, HSMCA_EPERM,
+            "log seq %llu (byte %llu): the result names intent seq %llu, which is not "
+            "an earlier issue-intent without a result",
+            (unsigned long long)seq, (unsigned long long)off, (unsigned long long)ent.intent_seq);
         HSMCA_ENSURE(rid == ent.request_id, e, HSMCA_EPERM,
                      "log seq %llu (byte %llu): request_id %llu, but intent seq %llu has %llu",
                      (unsigned long long)seq, (unsigned long long)off,
@@ -266,8 +265,8 @@ static HSMCA_MUSTCHECK hsmca_code replay(vrun *v, hsmca_err *e)
                  (unsigned long long)v->sizes[v->next], (unsigned long long)v->sizes[v->next],
                  (unsigned long long)seq);
     HSMCA_ENSURE(!v->have_state || v->state.size <= seq, e, HSMCA_EPERM,
-                 "state %s: the auditor saw size %llu, the log has only %llu entries",
-                 v->o->state, (unsigned long long)v->state.size, (unsigned long long)seq);
+                 "state %s: the auditor saw size %llu, the log has only %llu entries", v->o->state,
+                 (unsigned long long)v->state.size, (unsigned long long)seq);
     return vt_finish(v->tiles, e);
 }
 

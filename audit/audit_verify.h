@@ -77,9 +77,9 @@ HSMCA_MUSTCHECK hsmca_code audit_checkpoint_load(const char *path, const char *w
                                                  hsmca_err *e);
 
 typedef struct {
-    const char *dir;         /* the audit directory */
-    const audit_vkey *vkey;  /* the audit key's verifier key */
-    const char *state;       /* NULL, or the auditor's state file (created when missing) */
+    const char *dir;        /* the audit directory */
+    const audit_vkey *vkey; /* the audit key's verifier key */
+    const char *state;      /* NULL, or the auditor's state file (created when missing) */
 } audit_verify_opts;
 
 typedef struct {

@@ -19,9 +19,9 @@
 typedef struct {
     const char *dir;
     uint64_t size;
-    unsigned count[VT_LEVELS];      /* hashes gathered of the current tile of each level */
+    unsigned count[VT_LEVELS]; /* hashes gathered of the current tile of each level */
     audit_hash acc[VT_LEVELS][AUDIT_TILE_WIDTH];
-    uint8_t *bundle;                /* the current bundle file, or NULL */
+    uint8_t *bundle; /* the current bundle file, or NULL */
     audit_bundle_entry ents[AUDIT_TILE_WIDTH];
     unsigned nents;
     char bundle_path[AUDIT_TILE_PATH_MAX];

@@ -147,8 +147,8 @@ static HSMCA_MUSTCHECK hsmca_code check_tile(vt_state *v, unsigned level, uint64
     for (unsigned j = 0; j < width; j++)
         if (memcmp(v->file + (size_t)j * AUDIT_HASH_LEN, acc[j].b, AUDIT_HASH_LEN) != 0)
             return hsmca_fail(e, HSMCA_EPERM,
-                              "%s: hash %u does not match the log (entries from seq %llu)", rel,
-                              j, (unsigned long long)first_leaf(level, index, j));
+                              "%s: hash %u does not match the log (entries from seq %llu)", rel, j,
+                              (unsigned long long)first_leaf(level, index, j));
     return HSMCA_OK;
 }
 
@@ -170,8 +170,8 @@ static HSMCA_MUSTCHECK hsmca_code load_bundle(vt_state *v, uint64_t index, unsig
     hsmca_err pe;
     rc = audit_bundle_parse(v->bundle, len, v->ents, &v->nents, &pe);
     HSMCA_ENSURE(rc == HSMCA_OK, e, HSMCA_EPERM, "%s: %s", v->bundle_path, pe.msg);
-    HSMCA_ENSURE(v->nents == width, e, HSMCA_EPERM, "%s: %u entries, expected %u",
-                 v->bundle_path, v->nents, width);
+    HSMCA_ENSURE(v->nents == width, e, HSMCA_EPERM, "%s: %u entries, expected %u", v->bundle_path,
+                 v->nents, width);
     return HSMCA_OK;
 }
 

@@ -201,8 +201,8 @@ char *afx_checkpoint(const afx_log *l, uint64_t size, EVP_PKEY *key, const audit
     return note;
 }
 
-void afx_write(const char *dir, const afx_log *l, const uint64_t *sizes, size_t n,
-               EVP_PKEY *key, const audit_vkey *vk)
+void afx_write(const char *dir, const afx_log *l, const uint64_t *sizes, size_t n, EVP_PKEY *key,
+               const audit_vkey *vk)
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         die(dir, strerror(errno));

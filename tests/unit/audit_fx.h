@@ -40,8 +40,8 @@ EVP_PKEY *afx_key(unsigned salt, audit_vkey *vk);
 /* Writes dir: log (l's lines), vkey, checkpoints/<s> for each of sizes[0..n) (ascending),
  * checkpoint (the last), and the tiles and bundles of every size (older partial tiles
  * kept, as a publisher may). */
-void afx_write(const char *dir, const afx_log *l, const uint64_t *sizes, size_t n,
-               EVP_PKEY *key, const audit_vkey *vk);
+void afx_write(const char *dir, const afx_log *l, const uint64_t *sizes, size_t n, EVP_PKEY *key,
+               const audit_vkey *vk);
 
 /* The signed checkpoint note of l's first size entries (caller frees). */
 char *afx_checkpoint(const afx_log *l, uint64_t size, EVP_PKEY *key, const audit_vkey *vk);

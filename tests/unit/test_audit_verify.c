@@ -192,9 +192,8 @@ static void test_truncated(void **state)
                      0);
     expect_fail(f, NULL, "checkpoints/513", "log has only 400", NULL);
     rewrite_log(f, UINT64_MAX, NULL);
-    assert_int_equal(tu_system("truncate -s %llu '%s'", (unsigned long long)off + 10,
-                               path_of(f, "log")),
-                     0);
+    assert_int_equal(
+        tu_system("truncate -s %llu '%s'", (unsigned long long)off + 10, path_of(f, "log")), 0);
     char at[64];
     snprintf(at, sizeof(at), "(byte %llu)", (unsigned long long)off);
     expect_fail(f, NULL, at, "no newline", NULL);
@@ -308,8 +307,8 @@ static void rebuild(fx *f, uint64_t seq, audit_entry *ent)
 static void parse_line(fx *f, uint64_t seq, audit_entry *ent, audit_entry_buf *buf)
 {
     hsmca_err e;
-    assert_int_equal(
-        audit_entry_parse(f->log.lines[seq], f->log.lens[seq] - 1, ent, buf, &e), HSMCA_OK);
+    assert_int_equal(audit_entry_parse(f->log.lines[seq], f->log.lens[seq] - 1, ent, buf, &e),
+                     HSMCA_OK);
 }
 
 static void test_duplicate_serial(void **state)
@@ -411,9 +410,9 @@ static void test_tile_source(void **state)
     hsmca_err e = {0};
     audit_hash *leaves = calloc(N, sizeof(audit_hash));
     for (uint64_t i = 0; i < N; i++)
-        assert_int_equal(audit_hash_leaf((const uint8_t *)f->log.lines[i], f->log.lens[i] - 1,
-                                         &leaves[i], &e),
-                         HSMCA_OK);
+        assert_int_equal(
+            audit_hash_leaf((const uint8_t *)f->log.lines[i], f->log.lens[i] - 1, &leaves[i], &e),
+            HSMCA_OK);
     for (size_t c = 1; c < NS; c++) {
         uint64_t size = SIZES[c];
         audit_hash root = atu_mth(leaves, 0, size), got, proof[AUDIT_PROOF_MAX];
@@ -433,8 +432,8 @@ static void test_tile_source(void **state)
         }
         audit_hash old = atu_mth(leaves, 0, SIZES[c - 1]);
         size_t n;
-        assert_int_equal(audit_prove_consistency(SIZES[c - 1], size, audit_tile_reader_source,
-                                                 &t, proof, &n, &e),
+        assert_int_equal(audit_prove_consistency(SIZES[c - 1], size, audit_tile_reader_source, &t,
+                                                 proof, &n, &e),
                          HSMCA_OK);
         assert_int_equal(audit_verify_consistency(SIZES[c - 1], size, &old, &root, proof, n, &e),
                          HSMCA_OK);
@@ -444,8 +443,7 @@ static void test_tile_source(void **state)
     audit_tile_reader t;
     audit_tile_reader_init(&t, f->dir, 300);
     audit_hash got, root = atu_mth(leaves, 0, 300);
-    assert_int_equal(audit_root_from_source(300, audit_tile_reader_source, &t, &got, &e),
-                     HSMCA_OK);
+    assert_int_equal(audit_root_from_source(300, audit_tile_reader_source, &t, &got, &e), HSMCA_OK);
     assert_true(audit_hash_equal(&got, &root));
     free(leaves);
 }
