@@ -104,7 +104,8 @@ static int verify_main(int argc, char **argv)
                  "             atomically by the latest checkpoint after a run that verifies.\n"
                  "\n"
                  "Prints one line: 'OK: E entries (C certificates, X failed, D denies),\n"
-                 "K checkpoints, latest size N root R' (and a warning on stderr for intents\n"
+                 "K checkpoints, latest size N root R' ('latest none' without a checkpoint;\n"
+                 "warnings on stderr for that and for intents\n"
                  "still without a result at the end), exit 0; or 'FAILED: why' naming the\n"
                  "first entry (log seq S (byte B)), checkpoint or tile that breaks, exit 1.");
             return 0;
@@ -135,16 +136,22 @@ static int verify_main(int argc, char **argv)
         return 1;
     }
     char *root = b64(&r.root), st[80] = "";
-    if (state && r.state_new)
+    if (state && r.checkpoints == 0)
+        snprintf(st, sizeof(st), ", state unchanged (no checkpoint)");
+    else if (state && r.state_new)
         snprintf(st, sizeof(st), ", state created");
     else if (state)
         snprintf(st, sizeof(st), ", state advanced from size %llu",
                  (unsigned long long)r.state_size);
+    char latest[120] = "latest none";
+    if (r.checkpoints)
+        snprintf(latest, sizeof(latest), "latest size %llu root %s", (unsigned long long)r.size,
+                 root);
     printf("OK: %llu entries (%llu certificates, %llu failed, %llu denies), %llu checkpoints, "
-           "latest size %llu root %s%s\n",
+           "%s%s\n",
            (unsigned long long)r.entries, (unsigned long long)r.certificates,
            (unsigned long long)r.failed, (unsigned long long)r.denies,
-           (unsigned long long)r.checkpoints, (unsigned long long)r.size, root, st);
+           (unsigned long long)r.checkpoints, latest, st);
     free(root);
     if (r.open_intents)
         fprintf(stderr,
