@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "audit_cmd.h"
 #include "dev.h"
 #include "frontend.h"
 #include "log.h"
@@ -16,6 +17,7 @@ static void usage(FILE *f)
           "A certificate authority for Istio whose key never leaves the PKCS#11 token.\n"
           "\n"
           "Commands:\n"
+          "  audit      check the signing log offline: verify, prove, consistency, show, vkey\n"
           "  dev        run a development CA on a SoftHSM2 token (creates it on first start)\n"
           "  dev token  print a JWT the dev CA accepts\n"
           "  serve      run the CA from a YAML config: supervisor, signer, front end\n"
@@ -64,6 +66,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "audit"))
+        return audit_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "dev"))
         return dev_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve"))

@@ -1,0 +1,99 @@
+/* audit_verify.h - the offline verifier of a signing-log directory (DESIGN.md §6, the
+ * layout in README "Audit log"): DIR/log, DIR/vkey, DIR/checkpoint, DIR/checkpoints/<size>,
+ * DIR/tile/... . No HSM, no server: what an auditor runs on a copy of the directory.
+ *
+ * audit_verify replays the log once, streaming (memory bounded but for the serial set,
+ * the open intents and one 8-byte size per checkpoint), and checks: framing (every line
+ * ends in '\n', at most AUDIT_LINE_MAX bytes), canonical entries (audit_entry_parse decides
+ * which kinds exist), seq = line index, every issue-result names an earlier unmatched
+ * issue-intent (intent_seq and request_id), no intent left without a result before a later
+ * `start` (the signer writes an "outcome unknown" result at restart), serials unique among
+ * intents, every checkpoint's signature, origin, size (= its file name) and root (= the
+ * log's root at that size, so all of them are one growing tree), `checkpoint` = the largest
+ * of checkpoints/, the tiles and entry bundles of the latest checkpoint = the log, and the
+ * auditor's saved state (the log's root at the saved size is the saved root).
+ *
+ * A failure is HSMCA_EPERM (the directory does not verify) or HSMCA_EIO (it cannot be read)
+ * with a message naming the first entry ("log seq N (byte B)"), checkpoint or tile (its
+ * path under DIR) that breaks, and why. */
+#ifndef HSMCA_AUDIT_VERIFY_H
+#define HSMCA_AUDIT_VERIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "audit_entry.h"
+#include "audit_merkle.h"
+#include "audit_note.h"
+#include "audit_tiles.h"
+#include "hsmca_err.h"
+
+/* ---- reading the log line by line (bounded memory) ------------------------------------- */
+
+typedef struct audit_lines audit_lines;
+
+/* Opens path for audit_lines_next (caller closes with audit_lines_close). */
+HSMCA_MUSTCHECK hsmca_code audit_lines_open(const char *path, audit_lines **out, hsmca_err *e);
+
+/* The next line into *line / *len (without its '\n', valid until the next call) and its
+ * byte offset into *off; *eof = 1 (and nothing else set) at the end. HSMCA_EPERM naming
+ * the offset for a line without '\n' or longer than AUDIT_LINE_MAX with it. */
+HSMCA_MUSTCHECK hsmca_code audit_lines_next(audit_lines *r, const char **line, size_t *len,
+                                            uint64_t *off, int *eof, hsmca_err *e);
+
+void audit_lines_close(audit_lines *r);
+
+/* ---- tiles on disk as a hash source ----------------------------------------------------- */
+
+/* Serves audit_hash_source calls for the tree of tree_size leaves from DIR/tile/<L>/...:
+ * the tile of the width that tree needs, or any wider one (a partial tile of a later
+ * checkpoint, or the full tile, starts with the same hashes). Caches one tile. */
+typedef struct {
+    const char *dir;
+    uint64_t tree_size;
+    int have;
+    unsigned level, width;
+    uint64_t index;
+    uint8_t tile[AUDIT_TILE_BYTES];
+} audit_tile_reader;
+
+void audit_tile_reader_init(audit_tile_reader *t, const char *dir, uint64_t tree_size);
+
+/* An audit_hash_source over an audit_tile_reader (ctx). */
+HSMCA_MUSTCHECK hsmca_code audit_tile_reader_source(void *ctx, unsigned level, uint64_t index,
+                                                    audit_hash *out, hsmca_err *e);
+
+/* ---- verification ----------------------------------------------------------------------- */
+
+/* A verifier key from arg: the path of a file holding one (a trailing newline allowed), or
+ * else the vkey string itself. */
+HSMCA_MUSTCHECK hsmca_code audit_vkey_load(const char *arg, audit_vkey *k, hsmca_err *e);
+
+/* Reads and opens the checkpoint note at path under k into *c, and checks its origin is k's
+ * name. Messages start with what (the path as the user should see it). */
+HSMCA_MUSTCHECK hsmca_code audit_checkpoint_load(const char *path, const char *what,
+                                                 const audit_vkey *k, audit_checkpoint *c,
+                                                 hsmca_err *e);
+
+typedef struct {
+    const char *dir;        /* the audit directory */
+    const audit_vkey *vkey; /* the audit key's verifier key */
+    const char *state;      /* NULL, or the auditor's state file (created when missing) */
+} audit_verify_opts;
+
+typedef struct {
+    uint64_t entries, intents, certificates, failed, denies, checkpoints;
+    uint64_t open_intents, first_open; /* intents without a result at the end (a warning) */
+    uint64_t size;                     /* the latest checkpoint's size and root */
+    audit_hash root;
+    int state_new;       /* the state file was created by this run */
+    uint64_t state_size; /* the size the state file held before (when not new) */
+} audit_verify_report;
+
+/* Verifies o->dir as above into *r. On success, with o->state, the state file is replaced
+ * (write-temp, fsync, rename) by the latest checkpoint's origin, size and root. */
+HSMCA_MUSTCHECK hsmca_code audit_verify(const audit_verify_opts *o, audit_verify_report *r,
+                                        hsmca_err *e);
+
+#endif

@@ -1,0 +1,329 @@
+/* audit_show.c - `hsmca audit show` (audit_cmd.h): the log's entries as a table an
+ * auditor reads, or as the JSON lines themselves, filtered by identity, serial, namespace,
+ * kind and a time window. A result row carries its intent's serial and identity, so
+ * "which workloads got certificates between T1 and T2" is one filter. Every string from
+ * the log is printed through util_printable: the requester and reasons are the front
+ * end's words and must not drive the auditor's terminal. */
+#include "audit_cmd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "audit_verify.h"
+#include "util.h"
+
+/* dir/rel into out (cap bytes); a path that does not fit ends the command. */
+static const char *in_dir(char *out, size_t cap, const char *dir, const char *rel)
+{
+    int n = snprintf(out, cap, "%s/%s", dir, rel);
+    if (n < 0 || (size_t)n >= cap) {
+        fprintf(stderr, "hsmca audit: %s: path too long\n", dir);
+        exit(2);
+    }
+    return out;
+}
+
+typedef struct {
+    const char *identity, *ns, *kind;
+    char serial[AUDIT_SERIAL_HEX_MAX + 1];
+    int64_t since, until;
+    int json;
+} show_opts;
+
+/* What a result row borrows from its intent. */
+typedef struct {
+    uint64_t seq;
+    char serial[AUDIT_SERIAL_HEX_MAX + 1];
+    char identity[256], requester[256];
+} show_intent;
+
+typedef struct {
+    show_intent *v;
+    size_t n, cap;
+} show_intents;
+
+/* "2026-11-24T04:00:00Z", "...+01:00", "2026-11-24" or unix seconds into *out. */
+static int parse_time(const char *s, int64_t *out)
+{
+    char *end;
+    if (*s >= '0' && *s <= '9' && !strchr(s, '-')) {
+        long long v = strtoll(s, &end, 10);
+        if (*end)
+            return 0;
+        *out = v;
+        return 1;
+    }
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    int n = 0;
+    if (sscanf(s, "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &n) != 3)
+        return 0;
+    const char *p = s + n;
+    int off = 0;
+    if (*p == 'T' || *p == 't' || *p == ' ') {
+        int m = 0;
+        if (sscanf(p + 1, "%2d:%2d:%2d%n", &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &m) != 3)
+            return 0;
+        p += 1 + m;
+        if (*p == '.')
+            for (p++; *p >= '0' && *p <= '9'; p++)
+                ;
+        int hh, mm;
+        if (*p == 'Z' || *p == 'z')
+            p++;
+        else if ((*p == '+' || *p == '-') && sscanf(p + 1, "%2d:%2d", &hh, &mm) == 2) {
+            off = (*p == '+' ? 1 : -1) * (hh * 3600 + mm * 60);
+            p += 6;
+        } else
+            return 0;
+    }
+    if (*p)
+        return 0;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    *out = (int64_t)timegm(&tm) - off;
+    return 1;
+}
+
+/* The first uri: SAN of an intent ("uri:spiffe://...,dns:..."), or "". */
+static void first_uri(const audit_str *sans, char *out, size_t cap)
+{
+    out[0] = '\0';
+    const char *p = sans->p;
+    size_t len = sans->len;
+    for (size_t i = 0; p && i + 4 <= len; i++) {
+        if ((i == 0 || p[i - 1] == ',') && !memcmp(p + i, "uri:", 4)) {
+            size_t j = i + 4;
+            while (j < len && p[j] != ',')
+                j++;
+            util_printable(p + i + 4, j - i - 4, out, cap);
+            return;
+        }
+    }
+}
+
+static int ns_match(const char *id, const char *ns)
+{
+    char want[300];
+    snprintf(want, sizeof(want), "/ns/%s/", ns);
+    return strstr(id, want) != NULL;
+}
+
+static int keep(const show_opts *o, const audit_entry *ent, const char *kind, const char *serial,
+                const char *identity, const char *requester)
+{
+    if (ent->time < o->since || ent->time > o->until)
+        return 0;
+    if (o->kind && strcmp(o->kind, kind ? kind : ""))
+        return 0;
+    if (o->serial[0] && strcmp(o->serial, serial))
+        return 0;
+    if (o->identity && strcmp(o->identity, identity) && strcmp(o->identity, requester))
+        return 0;
+    if (o->ns && !ns_match(identity, o->ns) && !ns_match(requester, o->ns))
+        return 0;
+    return 1;
+}
+
+/* The RESULT column. */
+static void result_text(const audit_entry *ent, char *out, size_t cap)
+{
+    char a[160], b[160];
+    const audit_str *why = ent->error.len ? &ent->error : &ent->reason;
+    util_printable(why->p ? why->p : "", why->len, b, sizeof(b));
+    if (ent->kind == AUDIT_ISSUE_INTENT)
+        snprintf(out, cap, "profile %s", ent->profile);
+    else if (ent->kind == AUDIT_ISSUE_RESULT && ent->cert_sha256[0])
+        snprintf(out, cap, "issued cert_sha256 %.16s...", ent->cert_sha256);
+    else if (ent->code[0])
+        snprintf(out, cap, "%s %s", util_printable(ent->code, strlen(ent->code), a, sizeof(a)), b);
+    else
+        snprintf(out, cap, "%s", b);
+}
+
+static show_intent *find_intent(show_intents *s, uint64_t seq)
+{
+    for (size_t i = s->n; i-- > 0;)
+        if (s->v[i].seq == seq)
+            return &s->v[i];
+    return NULL;
+}
+
+static void drop_intent(show_intents *s, show_intent *it)
+{
+    *it = s->v[--s->n];
+}
+
+static int row(const show_opts *o, show_intents *open, const audit_entry *ent, const char *line,
+               size_t len)
+{
+    const char *kind = audit_kind_name(ent->kind);
+    char identity[256] = "", requester[256] = "", serial[AUDIT_SERIAL_HEX_MAX + 1] = "";
+    util_printable(ent->requester.p ? ent->requester.p : "", ent->requester.len, requester,
+                   sizeof(requester));
+    if (ent->kind == AUDIT_ISSUE_INTENT) {
+        first_uri(&ent->sans, identity, sizeof(identity));
+        snprintf(serial, sizeof(serial), "%s", ent->serial);
+        if (open->n == open->cap) {
+            size_t cap = open->cap ? 2 * open->cap : 64;
+            show_intent *v = realloc(open->v, cap * sizeof(*v));
+            if (!v)
+                return 0;
+            open->v = v;
+            open->cap = cap;
+        }
+        show_intent *it = &open->v[open->n++];
+        it->seq = ent->seq;
+        memcpy(it->serial, serial, sizeof(serial));
+        memcpy(it->identity, identity, sizeof(identity));
+        memcpy(it->requester, requester, sizeof(requester));
+    } else if (ent->kind == AUDIT_ISSUE_RESULT) {
+        show_intent *it = find_intent(open, ent->intent_seq);
+        if (it) {
+            memcpy(serial, it->serial, sizeof(serial));
+            memcpy(identity, it->identity, sizeof(identity));
+            memcpy(requester, it->requester, sizeof(requester));
+            drop_intent(open, it);
+        }
+    } else if (ent->requester.len) {
+        /* a deny names no certificate: the requester is the identity it asked as */
+        memcpy(identity, requester, sizeof(identity));
+    }
+    if (!keep(o, ent, kind, serial, identity, requester))
+        return 1;
+    if (o->json) {
+        fwrite(line, 1, len, stdout);
+        putchar('\n');
+        return 1;
+    }
+    char when[32] = "?", result[400];
+    time_t t = (time_t)ent->time;
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+        strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    result_text(ent, result, sizeof(result));
+    printf("%-20s  %8llu  %-13s  %-32s  %-44s  %-44s  %s\n", when, (unsigned long long)ent->seq,
+           kind ? kind : "?", serial[0] ? serial : "-", identity[0] ? identity : "-",
+           requester[0] ? requester : "-", result);
+    return 1;
+}
+
+static int show_usage(FILE *f, int rc)
+{
+    fputs("usage: hsmca audit show DIR [--identity SPIFFE-ID] [--serial HEX] [--namespace NS]\n"
+          "                          [--since T] [--until T] [--kind KIND] [--json]\n"
+          "\n"
+          "Prints the entries of DIR/log as a table: TIME (UTC), SEQ, KIND, SERIAL, IDENTITY\n"
+          "(the certificate's first URI SAN; a deny's requester), REQUESTER (who asked, as\n"
+          "the front end authenticated it), RESULT. An issue-result row shows its intent's\n"
+          "serial and identity. With --json, the matching log lines themselves (canonical\n"
+          "JSON, one per line). It parses every line strictly but checks no signature:\n"
+          "run `hsmca audit verify` for that.\n"
+          "\n"
+          "  --identity ID   rows whose identity or requester is ID\n"
+          "  --serial HEX    rows of the certificate with that serial (hex, any case, ':' ok)\n"
+          "  --namespace NS  rows whose identity or requester is in .../ns/NS/...\n"
+          "  --since T       rows at or after T; --until T: at or before T. T is RFC 3339\n"
+          "                  (2026-11-24T04:00:00Z, +01:00 offsets, or a date) or unix seconds\n"
+          "  --kind KIND     issue-intent, issue-result, deny, start, stop, recovery, ...\n"
+          "\n"
+          "Which workloads got certificates between T1 and T2:\n"
+          "  hsmca audit show DIR --kind issue-result --since T1 --until T2\n",
+          f);
+    return rc;
+}
+
+int audit_show_main(int argc, char **argv)
+{
+    show_opts o = {.since = INT64_MIN, .until = INT64_MAX};
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return show_usage(stdout, 0);
+        if (!strcmp(a, "--json")) {
+            o.json = 1;
+        } else if (!strcmp(a, "--identity") && v) {
+            o.identity = argv[++i];
+        } else if (!strcmp(a, "--namespace") && v) {
+            o.ns = argv[++i];
+        } else if (!strcmp(a, "--kind") && v) {
+            o.kind = argv[++i];
+        } else if (!strcmp(a, "--serial") && v) {
+            size_t n = 0;
+            for (const char *p = argv[++i]; *p; p++) {
+                char c = *p >= 'A' && *p <= 'F' ? (char)(*p - 'A' + 'a') : *p;
+                if (c == ':')
+                    continue;
+                if (n == AUDIT_SERIAL_HEX_MAX ||
+                    !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+                    fprintf(stderr, "hsmca audit show: --serial: not a serial in hex\n");
+                    return 2;
+                }
+                o.serial[n++] = c;
+            }
+            o.serial[n] = '\0';
+        } else if ((!strcmp(a, "--since") || !strcmp(a, "--until")) && v) {
+            if (!parse_time(v, a[2] == 's' ? &o.since : &o.until)) {
+                fprintf(stderr, "hsmca audit show: %s: '%s' is not RFC 3339 or unix seconds\n", a,
+                        v);
+                return 2;
+            }
+            i++;
+        } else if (a[0] != '-' && !dir) {
+            dir = a;
+        } else {
+            fprintf(stderr, "hsmca audit show: unexpected argument '%s'\n", a);
+            return show_usage(stderr, 2);
+        }
+    }
+    if (!dir) {
+        fputs("hsmca audit show: DIR is required\n", stderr);
+        return 2;
+    }
+    char path[4096];
+    in_dir(path, sizeof(path), dir, "log");
+    audit_lines *lr;
+    hsmca_err e;
+    if (audit_lines_open(path, &lr, &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca audit show: %s\n", e.msg);
+        return 1;
+    }
+    if (!o.json)
+        printf("%-20s  %8s  %-13s  %-32s  %-44s  %-44s  %s\n", "TIME (UTC)", "SEQ", "KIND",
+               "SERIAL", "IDENTITY", "REQUESTER", "RESULT");
+    static audit_entry_buf buf;
+    show_intents open = {0};
+    int rc = 0;
+    for (uint64_t seq = 0;; seq++) {
+        const char *line;
+        size_t len;
+        uint64_t off;
+        int eof;
+        audit_entry ent;
+        if (audit_lines_next(lr, &line, &len, &off, &eof, &e) != HSMCA_OK) {
+            fprintf(stderr, "hsmca audit show: %s\n", e.msg);
+            rc = 1;
+            break;
+        }
+        if (eof)
+            break;
+        if (audit_entry_parse(line, len, &ent, &buf, &e) != HSMCA_OK) {
+            fprintf(stderr, "hsmca audit show: log seq %llu (byte %llu): %s\n",
+                    (unsigned long long)seq, (unsigned long long)off, e.msg);
+            rc = 1;
+            break;
+        }
+        if (!row(&o, &open, &ent, line, len)) {
+            fputs("hsmca audit show: out of memory\n", stderr);
+            rc = 1;
+            break;
+        }
+    }
+    free(open.v);
+    audit_lines_close(lr);
+    fflush(stdout);
+    return rc;
+}
