@@ -1,0 +1,65 @@
+/* audit_publish_int.h - the publisher's state, shared by audit_publish.c (the right edge,
+ * the checks, the rounds) and audit_publish_run.c (open, the latest checkpoint, the
+ * thread). Private to audit/. */
+#ifndef HSMCA_AUDIT_PUBLISH_INT_H
+#define HSMCA_AUDIT_PUBLISH_INT_H
+
+#include <pthread.h>
+
+#include "audit_publish.h"
+#include "audit_pubfs.h"
+#include "audit_tiles.h"
+
+/* Tree sizes stay below 2^63: tile levels 0..7. */
+#define PUB_LEVELS 8
+
+struct audit_publish {
+    char dir[4096];
+    char origin[AUDIT_NAME_MAX + 1];
+    audit_vkey vk;
+    audit_note_signer sign;
+    void *sign_ctx;
+    pubfs fs; /* fs.root is -1 until the directory is needed */
+    int logfd;
+    audit_log *log; /* not owned; set by attach */
+
+    /* The latest checkpoint on disk (cp_* under mu once the thread runs). */
+    int have_cp;
+    uint64_t cp_size;
+    audit_hash cp_root;
+    char *cp_note; /* its bytes */
+    size_t cp_note_len;
+    char cp_file[32]; /* where it was read: "checkpoint" or "checkpoints/<n>" */
+    /* At start: the log's root when the replay reached cp_size. */
+    int cp_reached;
+    audit_hash cp_root_log;
+    uint64_t repaired;
+
+    /* The right edge: lines [0, size) read, ending at byte `bytes` of DIR/log; the current
+     * bundle starts at bundle_off; lv[L] holds the partial level-L tile's n hashes, of which
+     * the first `published` are on disk as tile/L/<N>.p/<published>. */
+    audit_tree tree;
+    uint64_t size, bytes, bundle_off;
+    struct {
+        uint8_t h[AUDIT_TILE_BYTES];
+        unsigned n, published;
+    } lv[PUB_LEVELS];
+    uint8_t *rbuf; /* 2 * AUDIT_LINE_MAX, for reading new lines */
+
+    /* The thread. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC */
+    pthread_t thread;
+    int started, stopping, done;
+    double interval;
+    char last_err[sizeof(((hsmca_err *)0)->msg)];
+};
+
+/* Opens the directory and DIR/log for reading, when not yet open. */
+HSMCA_MUSTCHECK hsmca_code pub_ensure_open(audit_publish *p, hsmca_err *e);
+
+/* Writes the partial tiles (and bundle) of the current size not yet written at their width;
+ * with check, verifies all of them and rewrites those missing or different. */
+HSMCA_MUSTCHECK hsmca_code pub_put_partials(audit_publish *p, int check, hsmca_err *e);
+
+#endif
