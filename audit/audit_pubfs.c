@@ -19,8 +19,8 @@ static int give(const pubfs *fs, int fd, const char *rel)
 {
     if (fs->owner == (uid_t)-1 || geteuid() != 0)
         return 0;
-    return fd >= 0 ? fchown(fd, fs->owner, fs->group) : fchownat(fs->root, rel, fs->owner,
-                                                                  fs->group, AT_SYMLINK_NOFOLLOW);
+    return fd >= 0 ? fchown(fd, fs->owner, fs->group)
+                   : fchownat(fs->root, rel, fs->owner, fs->group, AT_SYMLINK_NOFOLLOW);
 }
 
 /* mkdir -p of rel's parent directories. */
@@ -163,8 +163,8 @@ hsmca_code pubfs_read(const pubfs *fs, const char *rel, size_t max, uint8_t **ou
     if (err || have > max) {
         free(buf);
         return err ? hsmca_fail(e, HSMCA_EIO, "audit publish: read %s: %s", rel, strerror(err))
-                   : hsmca_fail(e, HSMCA_EINVAL, "audit publish: %s is longer than %zu bytes",
-                                rel, max);
+                   : hsmca_fail(e, HSMCA_EINVAL, "audit publish: %s is longer than %zu bytes", rel,
+                                max);
     }
     *out = buf;
     *len = have;

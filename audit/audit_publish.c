@@ -33,14 +33,18 @@ hsmca_code pub_ensure_open(audit_publish *p, hsmca_err *e)
 
 /* ---- tiles and bundles ------------------------------------------------------------------- */
 
-/* Writes a tile or bundle at rel; when checking (at start), only when it is missing or its
+/* Writes a tile or bundle at rel; at start (see pub_put_mode) only when it is missing or its
  * bytes differ, with a warning: a crash between its write and the checkpoint's, or damage. */
 static HSMCA_MUSTCHECK hsmca_code put(audit_publish *p, const char *rel, const uint8_t *data,
-                                      size_t len, int check, hsmca_err *e)
+                                      size_t len, pub_put_mode mode, hsmca_err *e)
 {
-    if (check) {
+    if (mode != PUT_WRITE) {
         if (pubfs_same(&p->fs, rel, data, len))
             return HSMCA_OK;
+        if (mode == PUT_COMPARE) {
+            p->damaged++;
+            return HSMCA_OK;
+        }
         LOG_EVENT(LOG_LVL_WARN, "audit publish: a tile was missing or differed; rewritten",
                   LOG_STR("path", rel));
         p->repaired++;
@@ -50,8 +54,7 @@ static HSMCA_MUSTCHECK hsmca_code put(audit_publish *p, const char *rel, const u
 
 /* The bundle of the w lines at [off, end) of DIR/log into a new buffer (caller frees). */
 static HSMCA_MUSTCHECK hsmca_code bundle_of(audit_publish *p, uint64_t off, uint64_t end,
-                                            unsigned w, uint8_t **out, size_t *outlen,
-                                            hsmca_err *e)
+                                            unsigned w, uint8_t **out, size_t *outlen, hsmca_err *e)
 {
     size_t n = (size_t)(end - off);
     uint8_t *raw = malloc(n ? n : 1), *b = malloc(n + w + 1);
@@ -90,7 +93,7 @@ static HSMCA_MUSTCHECK hsmca_code bundle_of(audit_publish *p, uint64_t off, uint
 /* Tile (level, index) of width w from the edge, and at level 0 its entry bundle (the lines
  * from p->bundle_off to p->bytes). */
 static HSMCA_MUSTCHECK hsmca_code put_tile(audit_publish *p, unsigned level, uint64_t index,
-                                           unsigned w, int check, hsmca_err *e)
+                                           unsigned w, pub_put_mode check, hsmca_err *e)
 {
     char rel[AUDIT_TILE_PATH_MAX];
     HSMCA_GUARD(audit_tile_path(level, index, w, rel, e));
@@ -107,12 +110,12 @@ static HSMCA_MUSTCHECK hsmca_code put_tile(audit_publish *p, unsigned level, uin
 }
 
 /* The partial tiles of the current size (and its partial bundle), those not written yet at
- * this width; when checking, all of them. */
-hsmca_code pub_put_partials(audit_publish *p, int check, hsmca_err *e)
+ * this width; at start, all of them. */
+static HSMCA_MUSTCHECK hsmca_code put_partials(audit_publish *p, pub_put_mode check, hsmca_err *e)
 {
     for (unsigned level = 0; level < PUB_LEVELS; level++) {
         unsigned w = p->lv[level].n;
-        if (w == 0 || (!check && w == p->lv[level].published))
+        if (w == 0 || (check == PUT_WRITE && w == p->lv[level].published))
             continue;
         uint64_t index = (p->size >> (AUDIT_TILE_HEIGHT * level)) >> AUDIT_TILE_HEIGHT;
         HSMCA_GUARD(put_tile(p, level, index, w, check, e));
@@ -124,7 +127,7 @@ hsmca_code pub_put_partials(audit_publish *p, int check, hsmca_err *e)
 /* One leaf into the edge: every tile it completes is written (and its root carried up a
  * level); line_end is the log offset after the line. */
 static HSMCA_MUSTCHECK hsmca_code push_leaf(audit_publish *p, const audit_hash *leaf,
-                                            uint64_t line_end, int check, hsmca_err *e)
+                                            uint64_t line_end, pub_put_mode check, hsmca_err *e)
 {
     HSMCA_GUARD(audit_tree_append(&p->tree, leaf, e));
     p->size++;
@@ -139,8 +142,8 @@ static HSMCA_MUSTCHECK hsmca_code push_leaf(audit_publish *p, const audit_hash *
         HSMCA_GUARD(put_tile(p, level, index, AUDIT_TILE_WIDTH, check, e));
         if (level == 0)
             p->bundle_off = p->bytes;
-        HSMCA_GUARD(audit_tile_subtree(p->lv[level].h, AUDIT_TILE_WIDTH, AUDIT_TILE_HEIGHT, 0, &h,
-                                       e));
+        HSMCA_GUARD(
+            audit_tile_subtree(p->lv[level].h, AUDIT_TILE_WIDTH, AUDIT_TILE_HEIGHT, 0, &h, e));
         p->lv[level].n = p->lv[level].published = 0;
     }
     return HSMCA_OK;
@@ -148,41 +151,64 @@ static HSMCA_MUSTCHECK hsmca_code push_leaf(audit_publish *p, const audit_hash *
 
 /* ---- start: replay and the checks -------------------------------------------------------- */
 
-hsmca_code audit_publish_replay_line(void *ctx, const char *line, size_t len,
-                                     const audit_hash *leaf, hsmca_err *e)
+/* The log must still be what the latest checkpoint signed: called when the replay reaches
+ * the checkpoint's size (the tree is then the one it signed). */
+static HSMCA_MUSTCHECK hsmca_code check_root(audit_publish *p, hsmca_err *e)
 {
-    audit_publish *p = ctx;
-    HSMCA_GUARD(pub_ensure_open(p, e));
-    HSMCA_GUARD(push_leaf(p, leaf, p->bytes + len + 1, 1, e));
+    audit_hash mine;
+    HSMCA_GUARD(audit_tree_root(&p->tree, &mine, e));
+    if (audit_hash_equal(&mine, &p->cp_root)) {
+        p->root_ok = 1;
+        return HSMCA_OK;
+    }
+    char a[2 * AUDIT_HASH_LEN + 1], b[2 * AUDIT_HASH_LEN + 1];
+    util_hex(mine.b, AUDIT_HASH_LEN, a);
+    util_hex(p->cp_root.b, AUDIT_HASH_LEN, b);
+    return hsmca_fail(e, HSMCA_EINVAL,
+                      "audit log: refusing to start: root mismatch at size %llu: the log's "
+                      "root is %s, %s's is %s",
+                      (unsigned long long)p->cp_size, a, p->cp_file, b);
+}
+
+/* One line of the existing log (at open, or again in a repair pass). */
+static HSMCA_MUSTCHECK hsmca_code replay_one(audit_publish *p, size_t len, const audit_hash *leaf,
+                                             hsmca_err *e)
+{
+    pub_put_mode mode = p->have_cp && !p->root_ok ? PUT_COMPARE : PUT_REPAIR;
+    HSMCA_GUARD(push_leaf(p, leaf, p->bytes + len + 1, mode, e));
     if (p->have_cp && p->size == p->cp_size) {
-        /* The tree as the checkpoint saw it: its root, and its partial tiles. */
-        HSMCA_GUARD(audit_tree_root(&p->tree, &p->cp_root_log, e));
-        p->cp_reached = 1;
-        HSMCA_GUARD(pub_put_partials(p, 1, e));
+        if (!p->root_ok)
+            HSMCA_GUARD(check_root(p, e));
+        HSMCA_GUARD(put_partials(p, PUT_REPAIR, e)); /* the checkpoint's own */
     }
     return HSMCA_OK;
 }
 
-/* The log must still be what the latest checkpoint signed. */
-static HSMCA_MUSTCHECK hsmca_code check_root(audit_publish *p, hsmca_err *e)
+hsmca_code audit_publish_replay_line(void *ctx, const char *line, size_t len,
+                                     const audit_hash *leaf, hsmca_err *e)
 {
-    HSMCA_ENSURE(p->size >= p->cp_size, e, HSMCA_EINVAL,
-                 "audit log: %.128s/log has %llu entries, fewer than the %llu that its signed "
-                 "checkpoint (%s) covers: entries were removed; refusing to start",
-                 p->dir, (unsigned long long)p->size, (unsigned long long)p->cp_size, p->cp_file);
-    if (p->cp_size == 0)
-        p->cp_root_log = audit_empty_root;
-    if (audit_hash_equal(&p->cp_root_log, &p->cp_root))
-        return HSMCA_OK;
-    char mine[2 * AUDIT_HASH_LEN + 1], theirs[2 * AUDIT_HASH_LEN + 1];
-    util_hex(p->cp_root_log.b, AUDIT_HASH_LEN, mine);
-    util_hex(p->cp_root.b, AUDIT_HASH_LEN, theirs);
-    return hsmca_fail(e, HSMCA_EINVAL,
-                      "audit log: root mismatch at size %llu: the log's is %s, the signed "
-                      "checkpoint's (%s) is %s: the log was changed; refusing to start",
-                      (unsigned long long)p->cp_size, mine, p->cp_file, theirs);
+    audit_publish *p = ctx;
+    (void)line; /* the bundles are read back from the file, by offset */
+    HSMCA_GUARD(pub_ensure_open(p, e));
+    return replay_one(p, len, leaf, e);
 }
 
+/* Tiles inside the checkpoint differed before its root was checked: now that it was, replay
+ * once more from the file and rewrite them. Rare (a crash or damage), so a second read. */
+static HSMCA_MUSTCHECK hsmca_code repair_pass(audit_publish *p, hsmca_err *e)
+{
+    uint64_t count = p->size, end = p->bytes;
+    char n[24];
+    snprintf(n, sizeof(n), "%llu", (unsigned long long)p->damaged);
+    LOG_EVENT(LOG_LVL_WARN,
+              "audit publish: tiles within the checkpoint were missing or differed; "
+              "the log matches the checkpoint, so they are rewritten",
+              LOG_STR("count", n));
+    audit_tree_init(&p->tree);
+    p->size = p->bytes = p->bundle_off = 0;
+    memset(p->lv, 0, sizeof(p->lv));
+    return pub_read_lines(p, end, count, 1, e);
+}
 /* DIR/vkey, rewritten only when it is not the configured key's. */
 static HSMCA_MUSTCHECK hsmca_code write_vkey(audit_publish *p, hsmca_err *e)
 {
@@ -201,20 +227,28 @@ hsmca_code audit_publish_attach(audit_publish *p, audit_log *log, hsmca_err *e)
 {
     HSMCA_GUARD(pub_ensure_open(p, e));
     if (p->have_cp) {
-        HSMCA_GUARD(check_root(p, e));
-        if (!p->cp_reached) /* cp_size 0: nothing was replayed up to it */
-            HSMCA_GUARD(pub_put_partials(p, 1, e));
+        HSMCA_ENSURE(p->size >= p->cp_size, e, HSMCA_EINVAL,
+                     "audit log: %.128s/log has %llu entries, fewer than the %llu that its "
+                     "signed checkpoint (%s) covers: entries were removed; refusing to start",
+                     p->dir, (unsigned long long)p->size, (unsigned long long)p->cp_size,
+                     p->cp_file);
+        if (p->cp_size == 0)
+            HSMCA_GUARD(check_root(p, e));
+        if (p->damaged)
+            HSMCA_GUARD(repair_pass(p, e));
         char rel[40];
         snprintf(rel, sizeof(rel), "checkpoints/%llu", (unsigned long long)p->cp_size);
         int existed;
         HSMCA_GUARD(pubfs_create(&p->fs, rel, p->cp_note, p->cp_note_len, &existed, e));
         if (!existed)
-            LOG_EVENT(LOG_LVL_WARN, "audit publish: the latest checkpoint's copy was missing; "
-                                    "rewritten",
+            LOG_EVENT(LOG_LVL_WARN,
+                      "audit publish: the latest checkpoint's copy was missing; "
+                      "rewritten",
                       LOG_STR("path", rel));
         else if (!pubfs_same(&p->fs, rel, p->cp_note, p->cp_note_len))
-            LOG_EVENT(LOG_LVL_WARN, "audit publish: the latest checkpoint's copy differs from "
-                                    "it (kept as it is)",
+            LOG_EVENT(LOG_LVL_WARN,
+                      "audit publish: the latest checkpoint's copy differs from "
+                      "it (kept as it is)",
                       LOG_STR("path", rel));
     }
     HSMCA_GUARD(write_vkey(p, e));
@@ -229,9 +263,9 @@ hsmca_code audit_publish_attach(audit_publish *p, audit_log *log, hsmca_err *e)
 
 /* ---- rounds ------------------------------------------------------------------------------ */
 
-/* The lines of DIR/log in [p->bytes, end), count of them, into the edge. */
-static HSMCA_MUSTCHECK hsmca_code read_new(audit_publish *p, uint64_t end, uint64_t count,
-                                           hsmca_err *e)
+/* The lines of DIR/log in [p->bytes, end), count of them, into the edge: new durable lines,
+ * or with replay, the existing ones again (repair_pass). */
+hsmca_code pub_read_lines(audit_publish *p, uint64_t end, uint64_t count, int replay, hsmca_err *e)
 {
     size_t cap = 2 * (size_t)AUDIT_LINE_MAX, have = 0;
     uint64_t want = p->size + count, next = p->bytes; /* the file offset of buf[have] */
@@ -250,7 +284,8 @@ static HSMCA_MUSTCHECK hsmca_code read_new(audit_publish *p, uint64_t end, uint6
             HSMCA_ENSURE(p->size < want, e, HSMCA_EINTERNAL,
                          "audit publish: more lines in the log than it says are durable");
             HSMCA_GUARD(audit_hash_leaf(p->rbuf + start, n, &leaf, e));
-            HSMCA_GUARD(push_leaf(p, &leaf, p->bytes + n + 1, 0, e));
+            HSMCA_GUARD(replay ? replay_one(p, n, &leaf, e)
+                               : push_leaf(p, &leaf, p->bytes + n + 1, PUT_WRITE, e));
             start += n + 1;
         }
         memmove(p->rbuf, p->rbuf + start, have - start);
@@ -268,7 +303,7 @@ static HSMCA_MUSTCHECK hsmca_code read_new(audit_publish *p, uint64_t end, uint6
  * checkpoints/<size>, then checkpoint, so a checkpoint never names a tile not on disk. */
 static HSMCA_MUSTCHECK hsmca_code publish(audit_publish *p, hsmca_err *e)
 {
-    HSMCA_GUARD(pub_put_partials(p, 0, e));
+    HSMCA_GUARD(put_partials(p, PUT_WRITE, e));
     audit_checkpoint c;
     memset(&c, 0, sizeof(c));
     snprintf(c.origin, sizeof(c.origin), "%s", p->origin);
@@ -313,7 +348,7 @@ hsmca_code audit_publish_round(audit_publish *p, uint64_t *size, hsmca_err *e)
     uint64_t lines, bytes;
     audit_log_durable(p->log, &lines, &bytes);
     if (lines > p->size)
-        HSMCA_GUARD(read_new(p, bytes, lines - p->size, e));
+        HSMCA_GUARD(pub_read_lines(p, bytes, lines - p->size, 0, e));
     if (!p->have_cp || p->size > p->cp_size)
         HSMCA_GUARD(publish(p, e));
     if (size)

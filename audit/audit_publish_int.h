@@ -6,8 +6,8 @@
 
 #include <pthread.h>
 
-#include "audit_publish.h"
 #include "audit_pubfs.h"
+#include "audit_publish.h"
 #include "audit_tiles.h"
 
 /* Tree sizes stay below 2^63: tile levels 0..7. */
@@ -30,10 +30,10 @@ struct audit_publish {
     char *cp_note; /* its bytes */
     size_t cp_note_len;
     char cp_file[32]; /* where it was read: "checkpoint" or "checkpoints/<n>" */
-    /* At start: the log's root when the replay reached cp_size. */
-    int cp_reached;
-    audit_hash cp_root_log;
-    uint64_t repaired;
+    /* At start: whether the log's root at cp_size was checked and equal; tiles within the
+     * checkpoint that differ are only counted (damaged) until it was, then rewritten. */
+    int root_ok;
+    uint64_t repaired, damaged;
 
     /* The right edge: lines [0, size) read, ending at byte `bytes` of DIR/log; the current
      * bundle starts at bundle_off; lv[L] holds the partial level-L tile's n hashes, of which
@@ -55,11 +55,18 @@ struct audit_publish {
     char last_err[sizeof(((hsmca_err *)0)->msg)];
 };
 
+/* The lines of DIR/log in [p->bytes, end), count of them, into the edge: new durable lines
+ * (written as tiles complete), or with replay the existing ones again (a repair pass). */
+HSMCA_MUSTCHECK hsmca_code pub_read_lines(audit_publish *p, uint64_t end, uint64_t count,
+                                          int replay, hsmca_err *e);
+
 /* Opens the directory and DIR/log for reading, when not yet open. */
 HSMCA_MUSTCHECK hsmca_code pub_ensure_open(audit_publish *p, hsmca_err *e);
 
-/* Writes the partial tiles (and bundle) of the current size not yet written at their width;
- * with check, verifies all of them and rewrites those missing or different. */
-HSMCA_MUSTCHECK hsmca_code pub_put_partials(audit_publish *p, int check, hsmca_err *e);
+/* How a tile reaches the disk: written (live); at start, compared and rewritten when
+ * missing or different (repair), or only compared and counted in damaged (compare: before
+ * the log's root was checked against the checkpoint, a tampered log must not overwrite the
+ * tiles that still show the signed tree). */
+typedef enum { PUT_WRITE, PUT_REPAIR, PUT_COMPARE } pub_put_mode;
 
 #endif

@@ -82,8 +82,8 @@ static HSMCA_MUSTCHECK hsmca_code read_latest(audit_publish *p, hsmca_err *e)
         if (largest_archived(p, &n, &re) != HSMCA_OK)
             return HSMCA_OK; /* no checkpoint yet */
         snprintf(p->cp_file, sizeof(p->cp_file), "checkpoints/%llu", (unsigned long long)n);
-        log_warn("audit publish: %s/checkpoint is missing: checking the log against %s",
-                 p->dir, p->cp_file);
+        log_warn("audit publish: %s/checkpoint is missing: checking the log against %s", p->dir,
+                 p->cp_file);
         rc = pubfs_read(&p->fs, p->cp_file, AUDIT_NOTE_MAX, &note, &len, &re);
     }
     if (rc != HSMCA_OK)
@@ -109,8 +109,7 @@ hsmca_code audit_publish_open(const audit_publish_cfg *cfg, audit_publish **out,
     size_t olen = strlen(cfg->origin);
     hsmca_err ne;
     if (audit_name_check(cfg->origin, olen, &ne) != HSMCA_OK)
-        return hsmca_fail(e, HSMCA_EINVAL, "config: audit.origin '%.64s': %s", cfg->origin,
-                          ne.msg);
+        return hsmca_fail(e, HSMCA_EINVAL, "config: audit.origin '%.64s': %s", cfg->origin, ne.msg);
     HSMCA_ENSURE(strlen(cfg->dir) < sizeof(((audit_publish *)0)->dir), e, HSMCA_EINVAL,
                  "audit publish: directory name too long");
     audit_publish *p = calloc(1, sizeof(*p));
@@ -159,8 +158,9 @@ static void round_logged(audit_publish *p)
         return;
     }
     if (strcmp(p->last_err, e.msg) != 0)
-        LOG_EVENT(LOG_LVL_ERROR, "audit publish: no checkpoint this round (issuance goes on; "
-                                 "retried)",
+        LOG_EVENT(LOG_LVL_ERROR,
+                  "audit publish: no checkpoint this round (issuance goes on; "
+                  "retried)",
                   LOG_STR("error", e.msg));
     snprintf(p->last_err, sizeof(p->last_err), "%s", e.msg);
 }
@@ -228,7 +228,7 @@ int audit_publish_stop(audit_publish *p, double timeout_s)
     int done = p->done;
     pthread_mutex_unlock(&p->mu);
     if (!done) {
-        log_warn("audit publish: the last checkpoint did not finish within %.0f s (audit key "
+        log_warn("audit publish: the last checkpoint did not finish within %.1f s (audit key "
                  "call hung?); stopping without it",
                  timeout_s);
         return -1;
