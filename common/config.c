@@ -521,10 +521,6 @@ hsmca_code config_parse(const char *name, const char *buf, size_t len, const cha
         /* The roots sent to workloads default to the CA certificate itself. */
         if (!tmp->root_bundle[0])
             memcpy(tmp->root_bundle, tmp->ca_cert, sizeof(tmp->root_bundle));
-        /* Checkpoints name the log they come from: this host's, unless configured. */
-        if (!tmp->audit_origin[0])
-            config_default_origin(tmp->trust_domain, tmp->audit_origin,
-                                  sizeof(tmp->audit_origin));
         memcpy(c, tmp, sizeof(*c));
     }
     free(tmp);

@@ -65,7 +65,7 @@ typedef struct {
     /* audit: */
     char audit_dir[CONFIG_MAX_STR];      /* the signing log (DESIGN.md §6); "" = none */
     char audit_origin[CONFIG_MAX_STR];   /* checkpoint origin and audit key name; unique per
-                                            replica; default config_default_origin() */
+                                            replica; "": config_default_origin() */
 } hsmca_config;
 
 /* The default audit.origin, "<hostname>/hsmca/<trust_domain>", into out (outsz bytes): a
@@ -102,8 +102,8 @@ void config_defaults(hsmca_config *c);
  *   embedded NULs, anchors/aliases, tags, a non-mapping document, a second
  *   document, YAML syntax errors. Invalid UTF-8 is reported by byte offset.
  * - After parsing, an empty ca.root_bundle is set to ca.cert (so the roots sent
- *   last in cert_chain default to the CA certificate), and an empty audit.origin to
- *   config_default_origin(issuance.trust_domain). */
+ *   last in cert_chain default to the CA certificate). An empty audit.origin stays
+ *   empty: its user takes config_default_origin(issuance.trust_domain) then. */
 HSMCA_MUSTCHECK hsmca_code config_load(const char *path, hsmca_config *c, hsmca_err *e);
 
 /* Same, from a buffer (tests); base_dir resolves relative paths (NULL: none). */

@@ -263,7 +263,10 @@ static HSMCA_MUSTCHECK hsmca_code open_publisher(signer_ctx *s, const hsmca_conf
                  "checkpoint is signed, and the log is not checked against one at start");
         return HSMCA_OK;
     }
-    audit_publish_cfg pc = {cfg->audit_dir, cfg->audit_origin,
+    /* Unset: this host's name (config.h); kept in s->cfg for the log lines. */
+    if (!s->cfg.audit_origin[0])
+        config_default_origin(cfg->trust_domain, s->cfg.audit_origin, sizeof(s->cfg.audit_origin));
+    audit_publish_cfg pc = {cfg->audit_dir, s->cfg.audit_origin,
                             p11_signkey_public_raw(s->audit_key), sign_checkpoint,
                             s->audit_key, owner, group};
     return audit_publish_open(&pc, &s->publish, e);
