@@ -30,8 +30,8 @@ typedef void (*audit_replay_fn)(void *ctx, const audit_entry *ent);
  * the '\n') and the leaf hash the replay computed: how the checkpoint publisher
  * (audit_publish.h) rebuilds its state without hashing the log a second time. A non-OK
  * return refuses the open with its message. */
-typedef hsmca_code (*audit_line_fn)(void *ctx, const char *line, size_t len,
-                                    const audit_hash *leaf, hsmca_err *e);
+typedef hsmca_code (*audit_line_fn)(void *ctx, const char *line, size_t len, const audit_hash *leaf,
+                                    hsmca_err *e);
 
 /* What the open found. */
 typedef struct {

@@ -266,9 +266,13 @@ static HSMCA_MUSTCHECK hsmca_code open_publisher(signer_ctx *s, const hsmca_conf
     /* Unset: this host's name (config.h); kept in s->cfg for the log lines. */
     if (!s->cfg.audit_origin[0])
         config_default_origin(cfg->trust_domain, s->cfg.audit_origin, sizeof(s->cfg.audit_origin));
-    audit_publish_cfg pc = {cfg->audit_dir, s->cfg.audit_origin,
-                            p11_signkey_public_raw(s->audit_key), sign_checkpoint,
-                            s->audit_key, owner, group};
+    audit_publish_cfg pc = {.dir = cfg->audit_dir,
+                            .origin = s->cfg.audit_origin,
+                            .pub = p11_signkey_public_raw(s->audit_key),
+                            .sign = sign_checkpoint,
+                            .sign_ctx = s->audit_key,
+                            .owner = owner,
+                            .group = group};
     return audit_publish_open(&pc, &s->publish, e);
 }
 

@@ -21,8 +21,8 @@
 
 #include "audit_log.h"
 #include "audit_merkle.h"
-#include "audit_publish.h"
 #include "audit_note.h"
+#include "audit_publish.h"
 #include "audit_tiles.h"
 #include "audit_tu.h"
 #include "util.h"
