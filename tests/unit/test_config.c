@@ -550,6 +550,8 @@ static void test_example_file(void **state)
     assert_int_equal(c->jwt_skew, 60);
     assert_string_equal(c->signer_user, "hsmca-signer");
     assert_int_equal(c->signer_allow_network, 0);
+    assert_true(ends_with(c->audit_dir, "/hsm-config/dev/audit"));
+    assert_string_equal(c->audit_origin, "ca-1.example.com/hsmca/cluster.local");
     free(c);
 }
 
