@@ -11,7 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PUBFS_PATH_MAX 128 /* tile paths are at most 64; "checkpoints/<20 digits>.tmp" */
+#define PUBFS_PATH_MAX 128 /* tile paths are at most 64, ".tmp/" and checkpoints/<20 digits> */
+#define PUBFS_TMP_DIR ".tmp"
 
 /* Hands a file or directory the publisher created to the signer's user when we are still
  * root (before the signer drops its privileges); after that, it is ours already. */
@@ -57,7 +58,7 @@ static int write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
-/* rel.tmp with data, on stable storage. */
+/* The temp file tmp with data, on stable storage. */
 static HSMCA_MUSTCHECK hsmca_code write_temp(const pubfs *fs, const char *tmp, const void *data,
                                              size_t len, hsmca_err *e)
 {
@@ -95,11 +96,33 @@ static HSMCA_MUSTCHECK hsmca_code sync_parent(const pubfs *fs, const char *rel, 
     return HSMCA_OK;
 }
 
+/* Temp files live in DIR/.tmp/ ("tile/0/001" is written as ".tmp/tile_0_001"), so one a
+ * crash leaves behind is never among the published files a verifier or mirror lists. */
 static HSMCA_MUSTCHECK hsmca_code temp_name(const char *rel, char tmp[PUBFS_PATH_MAX], hsmca_err *e)
 {
-    HSMCA_ENSURE(snprintf(tmp, PUBFS_PATH_MAX, "%s.tmp", rel) < PUBFS_PATH_MAX, e, HSMCA_EINVAL,
-                 "audit publish: path too long: %s", rel);
+    HSMCA_ENSURE(snprintf(tmp, PUBFS_PATH_MAX, PUBFS_TMP_DIR "/%s", rel) < PUBFS_PATH_MAX, e,
+                 HSMCA_EINVAL, "audit publish: path too long: %s", rel);
+    for (char *s = tmp + sizeof(PUBFS_TMP_DIR); *s; s++)
+        if (*s == '/')
+            *s = '_';
     return HSMCA_OK;
+}
+
+/* renameat, making rel's directories when they are missing. */
+static int rename_in(const pubfs *fs, const char *tmp, const char *rel, unsigned flags,
+                     hsmca_err *e)
+{
+    for (int tries = 0;; tries++) {
+        int rc = flags ? renameat2(fs->root, tmp, fs->root, rel, flags)
+                       : renameat(fs->root, tmp, fs->root, rel);
+        if (rc == 0 || errno != ENOENT || tries > 0)
+            return rc;
+        int saved = errno;
+        if (make_parents(fs, rel, e) != HSMCA_OK) {
+            errno = saved;
+            return -1;
+        }
+    }
 }
 
 hsmca_code pubfs_replace(const pubfs *fs, const char *rel, const void *data, size_t len,
@@ -108,8 +131,8 @@ hsmca_code pubfs_replace(const pubfs *fs, const char *rel, const void *data, siz
     char tmp[PUBFS_PATH_MAX];
     HSMCA_GUARD(temp_name(rel, tmp, e));
     HSMCA_GUARD(write_temp(fs, tmp, data, len, e));
-    HSMCA_ENSURE(renameat(fs->root, tmp, fs->root, rel) == 0, e, HSMCA_EIO,
-                 "audit publish: rename %s: %s", tmp, strerror(errno));
+    HSMCA_ENSURE(rename_in(fs, tmp, rel, 0, e) == 0, e, HSMCA_EIO, "audit publish: rename %s: %s",
+                 tmp, strerror(errno));
     return sync_dir ? sync_parent(fs, rel, e) : HSMCA_OK;
 }
 
@@ -126,14 +149,13 @@ hsmca_code pubfs_create(const pubfs *fs, const char *rel, const void *data, size
     HSMCA_GUARD(temp_name(rel, tmp, e));
     HSMCA_GUARD(write_temp(fs, tmp, data, len, e));
     /* Never over an older file of the same name: those are kept as they were signed. */
-    int rc = renameat2(fs->root, tmp, fs->root, rel, RENAME_NOREPLACE);
+    int rc = rename_in(fs, tmp, rel, RENAME_NOREPLACE, e);
     if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) /* a file system without it */
-        rc = fstatat(fs->root, rel, &st, AT_SYMLINK_NOFOLLOW) == 0
-                 ? (errno = EEXIST, -1)
-                 : renameat(fs->root, tmp, fs->root, rel);
+        rc = fstatat(fs->root, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 ? (errno = EEXIST, -1)
+                                                                   : rename_in(fs, tmp, rel, 0, e);
     if (rc != 0 && errno == EEXIST) {
         *existed = 1;
-        return HSMCA_OK; /* rel.tmp stays: the next write truncates it */
+        return HSMCA_OK; /* the temp file stays: the next write truncates it */
     }
     HSMCA_ENSURE(rc == 0, e, HSMCA_EIO, "audit publish: rename %s: %s", tmp, strerror(errno));
     return sync_parent(fs, rel, e);

@@ -19,9 +19,9 @@ typedef struct {
     gid_t group;
 } pubfs;
 
-/* Replaces root/rel with data[0..len) (rel.tmp written, fsynced, renamed over rel), making
- * missing parent directories (0755). With sync_dir, the parent directory is fsynced after
- * the rename, so the new name survives a power loss. */
+/* Replaces root/rel with data[0..len) (a temp file in root/.tmp/ written, fsynced, renamed
+ * over rel), making missing directories (0755). With sync_dir, the parent directory is fsynced
+ * after the rename, so the new name survives a power loss. */
 HSMCA_MUSTCHECK hsmca_code pubfs_replace(const pubfs *fs, const char *rel, const void *data,
                                          size_t len, int sync_dir, hsmca_err *e);
 

@@ -265,6 +265,10 @@ static void test_sizes(void **state)
         assert_non_null(b);
         free(b);
     }
+    /* Only published files where clients look: temp files stay in .tmp/. */
+    assert_int_equal(tu_system("cd '%s' && test -z \"$(find tile checkpoints -name '*tmp*')\"",
+                               f.dir),
+                     0);
     free_fx(&f);
 }
 
@@ -415,7 +419,7 @@ static void test_crash_repair(void **state)
     f.log = NULL;
     assert_int_equal(tu_system("cd '%s' && rm tile/0/001 tile/entries/000 tile/0/002.p/88 "
                                "checkpoints/600 && printf x > tile/0/000 && "
-                               "printf junk > tile/entries/001.tmp",
+                               "mkdir -p .tmp && printf junk > .tmp/tile_entries_001",
                                f.dir),
                      0);
     hsmca_err e;
