@@ -152,11 +152,12 @@ static HSMCA_MUSTCHECK hsmca_code push_leaf(audit_publish *p, const audit_hash *
 /* ---- start: replay and the checks -------------------------------------------------------- */
 
 /* The log must still be what the latest checkpoint signed: called when the replay reaches
- * the checkpoint's size (the tree is then the one it signed). */
-static HSMCA_MUSTCHECK hsmca_code check_root(audit_publish *p, hsmca_err *e)
+ * the checkpoint's size (the tree is then the one it signed), and at open for size 0. */
+hsmca_code pub_check_root(audit_publish *p, hsmca_err *e)
 {
-    audit_hash mine;
-    HSMCA_GUARD(audit_tree_root(&p->tree, &mine, e));
+    audit_hash mine = audit_empty_root;
+    if (p->cp_size > 0)
+        HSMCA_GUARD(audit_tree_root(&p->tree, &mine, e));
     if (audit_hash_equal(&mine, &p->cp_root)) {
         p->root_ok = 1;
         return HSMCA_OK;
@@ -178,7 +179,7 @@ static HSMCA_MUSTCHECK hsmca_code replay_one(audit_publish *p, size_t len, const
     HSMCA_GUARD(push_leaf(p, leaf, p->bytes + len + 1, mode, e));
     if (p->have_cp && p->size == p->cp_size) {
         if (!p->root_ok)
-            HSMCA_GUARD(check_root(p, e));
+            HSMCA_GUARD(pub_check_root(p, e));
         HSMCA_GUARD(put_partials(p, PUT_REPAIR, e)); /* the checkpoint's own */
     }
     return HSMCA_OK;
@@ -232,8 +233,6 @@ hsmca_code audit_publish_attach(audit_publish *p, audit_log *log, hsmca_err *e)
                      "signed checkpoint (%s) covers: entries were removed; refusing to start",
                      p->dir, (unsigned long long)p->size, (unsigned long long)p->cp_size,
                      p->cp_file);
-        if (p->cp_size == 0)
-            HSMCA_GUARD(check_root(p, e));
         if (p->damaged)
             HSMCA_GUARD(repair_pass(p, e));
         char rel[40];

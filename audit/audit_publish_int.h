@@ -60,6 +60,10 @@ struct audit_publish {
 HSMCA_MUSTCHECK hsmca_code pub_read_lines(audit_publish *p, uint64_t end, uint64_t count,
                                           int replay, hsmca_err *e);
 
+/* HSMCA_OK (and root_ok set) when the tree's root (the empty root for a size-0 checkpoint)
+ * is the latest checkpoint's; else HSMCA_EINVAL naming the size and both roots. */
+HSMCA_MUSTCHECK hsmca_code pub_check_root(audit_publish *p, hsmca_err *e);
+
 /* Opens the directory and DIR/log for reading, when not yet open. */
 HSMCA_MUSTCHECK hsmca_code pub_ensure_open(audit_publish *p, hsmca_err *e);
 

@@ -100,7 +100,7 @@ static HSMCA_MUSTCHECK hsmca_code read_latest(audit_publish *p, hsmca_err *e)
     p->cp_root = c.root;
     p->cp_note = (char *)note;
     p->cp_note_len = len;
-    return HSMCA_OK;
+    return p->cp_size == 0 ? pub_check_root(p, e) : HSMCA_OK; /* no line to wait for */
 }
 
 hsmca_code audit_publish_open(const audit_publish_cfg *cfg, audit_publish **out, hsmca_err *e)

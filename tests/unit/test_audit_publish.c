@@ -279,10 +279,18 @@ static void test_restart_resumes(void **state)
     (void)state;
     fx f;
     new_fx(&f, "pub_restart");
-    append_n(&f, 300);
+    hsmca_err e;
+    /* From a size-0 checkpoint, with lines after it that no checkpoint covers yet. */
+    assert_int_equal(round_ok(&f), 0);
+    close_fx(&f);
+    assert_int_equal(open_fx(&f, &e), HSMCA_OK);
+    append_n(&f, 7);
+    close_fx(&f);
+    if (open_fx(&f, &e) != HSMCA_OK)
+        fail_msg("%s", e.msg);
+    append_n(&f, 293);
     assert_int_equal(round_ok(&f), 300);
     close_fx(&f);
-    hsmca_err e;
     assert_int_equal(open_fx(&f, &e), HSMCA_OK);
     assert_int_equal(round_ok(&f), 300);
     struct stat st;
