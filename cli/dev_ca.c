@@ -219,8 +219,17 @@ static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_typ
 
 static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *listen, hsmca_err *e)
 {
-    char conf[4096], origin[CONFIG_MAX_STR];
-    config_default_origin("cluster.local", origin, sizeof(origin));
+    char conf[4096], origin[CONFIG_MAX_STR], path[PATH_MAX];
+    /* The origin names the log its checkpoints were signed for: a restart keeps the one
+     * written before, even if the hostname (a container's) has changed since. */
+    hsmca_config *old = calloc(1, sizeof(*old));
+    hsmca_err ignored;
+    snprintf(path, sizeof(path), "%s/hsmca.yaml", dir);
+    if (old && config_load(path, old, &ignored) == HSMCA_OK && old->audit_origin[0])
+        snprintf(origin, sizeof(origin), "%s", old->audit_origin);
+    else
+        config_default_origin("cluster.local", origin, sizeof(origin));
+    free(old);
     snprintf(conf, sizeof(conf),
              "# hsmca configuration of the dev CA in this directory (written by hsmca dev;\n"
              "# rewritten at every start). Run it with: hsmca serve --config %s/hsmca.yaml\n"
