@@ -58,9 +58,9 @@ static int write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
-/* The temp file tmp with data, on stable storage. */
+/* The temp file tmp with data, on stable storage when durable. */
 static HSMCA_MUSTCHECK hsmca_code write_temp(const pubfs *fs, const char *tmp, const void *data,
-                                             size_t len, hsmca_err *e)
+                                             size_t len, int durable, hsmca_err *e)
 {
     int fd = openat(fs->root, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0 && errno == ENOENT) {
@@ -69,7 +69,7 @@ static HSMCA_MUSTCHECK hsmca_code write_temp(const pubfs *fs, const char *tmp, c
     }
     HSMCA_ENSURE(fd >= 0, e, HSMCA_EIO, "audit publish: create %s: %s", tmp, strerror(errno));
     int err = write_all(fd, data, len);
-    if (!err && fsync(fd) != 0)
+    if (!err && durable && fsync(fd) != 0)
         err = errno;
     if (!err && give(fs, fd, tmp) != 0)
         err = errno;
@@ -126,14 +126,14 @@ static int rename_in(const pubfs *fs, const char *tmp, const char *rel, unsigned
 }
 
 hsmca_code pubfs_replace(const pubfs *fs, const char *rel, const void *data, size_t len,
-                         int sync_dir, hsmca_err *e)
+                         int durable, hsmca_err *e)
 {
     char tmp[PUBFS_PATH_MAX];
     HSMCA_GUARD(temp_name(rel, tmp, e));
-    HSMCA_GUARD(write_temp(fs, tmp, data, len, e));
+    HSMCA_GUARD(write_temp(fs, tmp, data, len, durable, e));
     HSMCA_ENSURE(rename_in(fs, tmp, rel, 0, e) == 0, e, HSMCA_EIO, "audit publish: rename %s: %s",
                  tmp, strerror(errno));
-    return sync_dir ? sync_parent(fs, rel, e) : HSMCA_OK;
+    return durable ? sync_parent(fs, rel, e) : HSMCA_OK;
 }
 
 hsmca_code pubfs_create(const pubfs *fs, const char *rel, const void *data, size_t len,
@@ -147,7 +147,7 @@ hsmca_code pubfs_create(const pubfs *fs, const char *rel, const void *data, size
     }
     char tmp[PUBFS_PATH_MAX];
     HSMCA_GUARD(temp_name(rel, tmp, e));
-    HSMCA_GUARD(write_temp(fs, tmp, data, len, e));
+    HSMCA_GUARD(write_temp(fs, tmp, data, len, 1, e));
     /* Never over an older file of the same name: those are kept as they were signed. */
     int rc = rename_in(fs, tmp, rel, RENAME_NOREPLACE, e);
     if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) /* a file system without it */

@@ -19,11 +19,13 @@ typedef struct {
     gid_t group;
 } pubfs;
 
-/* Replaces root/rel with data[0..len) (a temp file in root/.tmp/ written, fsynced, renamed
- * over rel), making missing directories (0755). With sync_dir, the parent directory is fsynced
- * after the rename, so the new name survives a power loss. */
+/* Replaces root/rel with data[0..len) (a temp file in root/.tmp/ written and renamed over
+ * rel: readers see the old bytes or the new, never a part), making missing directories
+ * (0755). With durable, the file is fsynced before the rename and its directory after, so
+ * the new bytes survive a power loss; tiles go without (a power loss may lose one, the next
+ * start rewrites it from the log, and a client checks every tile against a checkpoint). */
 HSMCA_MUSTCHECK hsmca_code pubfs_replace(const pubfs *fs, const char *rel, const void *data,
-                                         size_t len, int sync_dir, hsmca_err *e);
+                                         size_t len, int durable, hsmca_err *e);
 
 /* Creates root/rel with data[0..len) atomically (a temp file renamed without replacing),
  * fsyncs it and its directory. *existed is 1, and nothing is written, when rel already
