@@ -9,6 +9,7 @@ import base64
 import hashlib
 import os
 import signal
+import threading
 import time
 import unittest
 
@@ -127,6 +128,47 @@ class AuditPublishTests(unittest.TestCase):
         self.assertGreater(cp[1], first, "the checkpoint grows")
         self.check_published(note, cp)
         self.assertGreaterEqual(len(os.listdir(os.path.join(self.audit, "checkpoints"))), 2)
+
+    def test_kill_under_load(self):
+        """kill -9 of the signer while it issues, twice: each new signer checks the log
+        against the latest checkpoint, repairs what the kill cut short, and every checkpoint
+        ever written is a signed prefix of the log."""
+        stop = threading.Event()
+        issued = []
+
+        def load():
+            while not stop.is_set():
+                try:
+                    self.server.issue()
+                    issued.append(1)
+                except Exception:  # UNAVAILABLE while the signer restarts
+                    time.sleep(0.05)
+
+        t = threading.Thread(target=load)
+        t.start()
+        try:
+            for _ in range(2):
+                time.sleep(1.2)
+                signer = self.server.wait_children()["signer"]
+                os.kill(signer, signal.SIGKILL)
+                self.server.wait_children(exclude=(signer,))
+            time.sleep(1.0)
+        finally:
+            stop.set()
+            t.join()
+        self.server.issue()
+        self.assertGreater(len(issued), 5)
+        n = len(log_lines(self.audit))
+        note, cp = self.wait_checkpoint(n, 3.0)
+        self.assertGreaterEqual(cp[1], n)
+        self.check_published(note, cp)
+        vkey = parse_vkey(self.read("vkey").decode())
+        lines = log_lines(self.audit)
+        for name in os.listdir(os.path.join(self.audit, "checkpoints")):
+            _, size, root = open_checkpoint(self.read("checkpoints/" + name), vkey)
+            self.assertEqual(name, str(size))
+            self.assertEqual(root, mth([leaf(l) for l in lines[:size]]), name)
+        self.assertNotIn("refusing", self.server.logtext())
 
     def test_changed_log_refuses_restart(self):
         self.server.issue()
