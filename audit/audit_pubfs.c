@@ -131,8 +131,8 @@ hsmca_code pubfs_replace(const pubfs *fs, const char *rel, const void *data, siz
     char tmp[PUBFS_PATH_MAX];
     HSMCA_GUARD(temp_name(rel, tmp, e));
     HSMCA_GUARD(write_temp(fs, tmp, data, len, durable, e));
-    HSMCA_ENSURE(rename_in(fs, tmp, rel, 0, e) == 0, e, HSMCA_EIO, "audit publish: rename %s: %s",
-                 tmp, strerror(errno));
+    HSMCA_ENSURE(rename_in(fs, tmp, rel, 0, e) == 0, e, HSMCA_EIO,
+                 "audit publish: rename %s to %s: %s", tmp, rel, strerror(errno));
     return durable ? sync_parent(fs, rel, e) : HSMCA_OK;
 }
 
@@ -157,7 +157,8 @@ hsmca_code pubfs_create(const pubfs *fs, const char *rel, const void *data, size
         *existed = 1;
         return HSMCA_OK; /* the temp file stays: the next write truncates it */
     }
-    HSMCA_ENSURE(rc == 0, e, HSMCA_EIO, "audit publish: rename %s: %s", tmp, strerror(errno));
+    HSMCA_ENSURE(rc == 0, e, HSMCA_EIO, "audit publish: rename %s to %s: %s", tmp, rel,
+                 strerror(errno));
     return sync_parent(fs, rel, e);
 }
 

@@ -90,23 +90,38 @@ static HSMCA_MUSTCHECK hsmca_code bundle_of(audit_publish *p, uint64_t off, uint
     return HSMCA_OK;
 }
 
-/* Tile (level, index) of width w from the edge, and at level 0 its entry bundle (the lines
- * from p->bundle_off to p->bytes). */
+/* Tile (level, index) of width w with the hashes h, and at level 0 its entry bundle (the
+ * lines at [boff, bend) of DIR/log). */
 static HSMCA_MUSTCHECK hsmca_code put_tile(audit_publish *p, unsigned level, uint64_t index,
-                                           unsigned w, pub_put_mode check, hsmca_err *e)
+                                           unsigned w, const uint8_t *h, uint64_t boff,
+                                           uint64_t bend, pub_put_mode check, hsmca_err *e)
 {
     char rel[AUDIT_TILE_PATH_MAX];
     HSMCA_GUARD(audit_tile_path(level, index, w, rel, e));
-    HSMCA_GUARD(put(p, rel, p->lv[level].h, (size_t)w * AUDIT_HASH_LEN, check, e));
+    HSMCA_GUARD(put(p, rel, h, (size_t)w * AUDIT_HASH_LEN, check, e));
     if (level != 0)
         return HSMCA_OK;
     uint8_t *b;
     size_t blen;
     HSMCA_GUARD(audit_bundle_path(index, w, rel, e));
-    HSMCA_GUARD(bundle_of(p, p->bundle_off, p->bytes, w, &b, &blen, e));
+    HSMCA_GUARD(bundle_of(p, boff, bend, w, &b, &blen, e));
     hsmca_code rc = put(p, rel, b, blen, check, e);
     free(b);
     return rc;
+}
+
+/* The full tiles completed but not yet on disk (after a failed write, the next round starts
+ * with them, before any new line moves the edge). */
+static HSMCA_MUSTCHECK hsmca_code put_full(audit_publish *p, pub_put_mode check, hsmca_err *e)
+{
+    for (unsigned level = 0; level < PUB_LEVELS; level++) {
+        if (!p->full[level].pending)
+            continue;
+        HSMCA_GUARD(put_tile(p, level, p->full[level].index, AUDIT_TILE_WIDTH, p->full[level].h,
+                             p->full[level].boff, p->full[level].bend, check, e));
+        p->full[level].pending = 0;
+    }
+    return HSMCA_OK;
 }
 
 /* The partial tiles of the current size (and its partial bundle), those not written yet at
@@ -118,35 +133,47 @@ static HSMCA_MUSTCHECK hsmca_code put_partials(audit_publish *p, pub_put_mode ch
         if (w == 0 || (check == PUT_WRITE && w == p->lv[level].published))
             continue;
         uint64_t index = (p->size >> (AUDIT_TILE_HEIGHT * level)) >> AUDIT_TILE_HEIGHT;
-        HSMCA_GUARD(put_tile(p, level, index, w, check, e));
+        HSMCA_GUARD(
+            put_tile(p, level, index, w, p->lv[level].h, p->bundle_off, p->bytes, check, e));
         p->lv[level].published = w;
     }
     return HSMCA_OK;
 }
 
-/* One leaf into the edge: every tile it completes is written (and its root carried up a
- * level); line_end is the log offset after the line. */
+/* One leaf into the edge: the tiles it completes move to p->full (their roots carried up a
+ * level) and are written; line_end is the log offset after the line. A failed write leaves
+ * the edge whole: the tile stays pending for the next round. */
 static HSMCA_MUSTCHECK hsmca_code push_leaf(audit_publish *p, const audit_hash *leaf,
                                             uint64_t line_end, pub_put_mode check, hsmca_err *e)
 {
+    HSMCA_ENSURE(!p->broken, e, HSMCA_EINTERNAL,
+                 "audit publish: stopped after a hashing failure; restart the signer");
+    HSMCA_GUARD(put_full(p, check, e));
     HSMCA_GUARD(audit_tree_append(&p->tree, leaf, e));
     p->size++;
     p->bytes = line_end;
     audit_hash h = *leaf;
     for (unsigned level = 0;; level++) {
-        HSMCA_ENSURE(level < PUB_LEVELS, e, HSMCA_EINTERNAL, "audit publish: tree too tall");
         memcpy(p->lv[level].h + (size_t)p->lv[level].n * AUDIT_HASH_LEN, h.b, AUDIT_HASH_LEN);
         if (++p->lv[level].n < AUDIT_TILE_WIDTH)
             break;
-        uint64_t index = ((p->size >> (AUDIT_TILE_HEIGHT * level)) >> AUDIT_TILE_HEIGHT) - 1;
-        HSMCA_GUARD(put_tile(p, level, index, AUDIT_TILE_WIDTH, check, e));
+        /* Below 2^63 leaves, a level-7 tile is never full: level + 1 stays in range. */
+        memcpy(p->full[level].h, p->lv[level].h, AUDIT_TILE_BYTES);
+        p->full[level].index = ((p->size >> (AUDIT_TILE_HEIGHT * level)) >> AUDIT_TILE_HEIGHT) - 1;
+        p->full[level].boff = p->bundle_off;
+        p->full[level].bend = p->bytes;
+        p->full[level].pending = 1;
         if (level == 0)
             p->bundle_off = p->bytes;
-        HSMCA_GUARD(
-            audit_tile_subtree(p->lv[level].h, AUDIT_TILE_WIDTH, AUDIT_TILE_HEIGHT, 0, &h, e));
         p->lv[level].n = p->lv[level].published = 0;
+        hsmca_code rc =
+            audit_tile_subtree(p->full[level].h, AUDIT_TILE_WIDTH, AUDIT_TILE_HEIGHT, 0, &h, e);
+        if (rc != HSMCA_OK) {
+            p->broken = 1; /* the edge lost a hash: nothing it publishes could be trusted */
+            return rc;
+        }
     }
-    return HSMCA_OK;
+    return put_full(p, check, e);
 }
 
 /* ---- start: replay and the checks -------------------------------------------------------- */
@@ -208,6 +235,7 @@ static HSMCA_MUSTCHECK hsmca_code repair_pass(audit_publish *p, hsmca_err *e)
     audit_tree_init(&p->tree);
     p->size = p->bytes = p->bundle_off = 0;
     memset(p->lv, 0, sizeof(p->lv));
+    memset(p->full, 0, sizeof(p->full));
     return pub_read_lines(p, end, count, 1, e);
 }
 /* DIR/vkey, rewritten only when it is not the configured key's. */
@@ -345,6 +373,7 @@ hsmca_code audit_publish_round(audit_publish *p, uint64_t *size, hsmca_err *e)
 {
     HSMCA_ENSURE(p->log, e, HSMCA_EINTERNAL, "audit publish: not attached to the log");
     uint64_t lines, bytes;
+    HSMCA_GUARD(put_full(p, PUT_WRITE, e)); /* what a failed round left */
     audit_log_durable(p->log, &lines, &bytes);
     if (lines > p->size)
         HSMCA_GUARD(pub_read_lines(p, bytes, lines - p->size, 0, e));

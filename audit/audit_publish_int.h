@@ -44,6 +44,14 @@ struct audit_publish {
         uint8_t h[AUDIT_TILE_BYTES];
         unsigned n, published;
     } lv[PUB_LEVELS];
+    /* A full tile per level waiting to be written (a write failed; retried first), with its
+     * index and, at level 0, its bundle's lines at [boff, bend) of DIR/log. */
+    struct {
+        uint8_t h[AUDIT_TILE_BYTES];
+        uint64_t index, boff, bend;
+        int pending;
+    } full[PUB_LEVELS];
+    int broken;    /* a hash of the edge could not be computed: no more rounds */
     uint8_t *rbuf; /* 2 * AUDIT_LINE_MAX, for reading new lines */
 
     /* The thread. */

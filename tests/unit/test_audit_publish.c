@@ -266,9 +266,8 @@ static void test_sizes(void **state)
         free(b);
     }
     /* Only published files where clients look: temp files stay in .tmp/. */
-    assert_int_equal(tu_system("cd '%s' && test -z \"$(find tile checkpoints -name '*tmp*')\"",
-                               f.dir),
-                     0);
+    assert_int_equal(
+        tu_system("cd '%s' && test -z \"$(find tile checkpoints -name '*tmp*')\"", f.dir), 0);
     free_fx(&f);
 }
 
@@ -306,6 +305,14 @@ static void test_restart_resumes(void **state)
     assert_int_equal(round_ok(&f), 65539);
     check_published(&f, 65539);
     free_fx(&f);
+}
+
+static uint64_t latest(fx *f)
+{
+    uint64_t size;
+    audit_hash root;
+    audit_publish_latest(f->p, &size, &root);
+    return size;
 }
 
 /* Flips one byte of line `line` of the log, keeping it a valid entry (a letter of its
@@ -438,6 +445,32 @@ static void test_crash_repair(void **state)
     free_fx(&f);
 }
 
+/* A tile that cannot be written (here: a directory in its place) fails the round and no
+ * checkpoint is published; the edge stays whole, and once the cause is gone the next round
+ * writes the tile, the lines that came meanwhile, and the checkpoint. */
+static void test_write_failure_resumes(void **state)
+{
+    (void)state;
+    fx f;
+    new_fx(&f, "pub_wfail");
+    append_n(&f, 200);
+    assert_int_equal(round_ok(&f), 200);
+    assert_int_equal(tu_system("mkdir -p '%s/tile/0/000/x'", f.dir), 0);
+    append_n(&f, 100);
+    uint64_t size = 0;
+    hsmca_err e;
+    assert_int_not_equal(audit_publish_round(f.p, &size, &e), HSMCA_OK);
+    if (!strstr(e.msg, "to tile/0/000"))
+        fail_msg("%s", e.msg);
+    assert_int_equal(latest(&f), 200);
+    append_n(&f, 300);
+    assert_int_not_equal(audit_publish_round(f.p, &size, &e), HSMCA_OK);
+    assert_int_equal(tu_system("rm -r '%s/tile/0/000'", f.dir), 0);
+    assert_int_equal(round_ok(&f), 600);
+    check_published(&f, 600);
+    free_fx(&f);
+}
+
 /* ---- the thread -------------------------------------------------------------------------- */
 
 typedef struct {
@@ -458,14 +491,6 @@ static hsmca_code hanging_sign(void *ctx, const uint8_t *msg, size_t len, uint8_
     }
     pthread_mutex_unlock(&h->mu);
     return atu_ed25519_sign(h->key, msg, len, sig, e);
-}
-
-static uint64_t latest(fx *f)
-{
-    uint64_t size;
-    audit_hash root;
-    audit_publish_latest(f->p, &size, &root);
-    return size;
 }
 
 static void test_thread_checkpoints(void **state)
@@ -536,6 +561,7 @@ int main(void)
         cmocka_unit_test(test_shorter_log_refused),
         cmocka_unit_test(test_other_key_or_origin_refused),
         cmocka_unit_test(test_crash_repair),
+        cmocka_unit_test(test_write_failure_resumes),
         cmocka_unit_test(test_thread_checkpoints),
         cmocka_unit_test(test_hung_key_never_blocks_appends),
     };
