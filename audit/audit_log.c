@@ -23,6 +23,9 @@ struct audit_log {
     int dirfd, fd;
     uint64_t next_seq;   /* seq of the next line */
     uint64_t synced;     /* lines [0, synced) are durable */
+    off_t synced_bytes;  /* ... and end at this offset of the file */
+    audit_line_fn line_fn; /* replay only */
+    void *line_ctx;
     off_t good_size;     /* the file's size after the last complete line */
     /* Lines appended but not yet written: the syncer writes them just before its
      * fdatasync, outside mu, so an append never waits on the disk (a write(2) into a
@@ -66,6 +69,8 @@ static HSMCA_MUSTCHECK hsmca_code replay_line(audit_log *l, const char *p, size_
     audit_hash leaf;
     HSMCA_GUARD(audit_hash_leaf((const uint8_t *)p, n, &leaf, e));
     HSMCA_GUARD(audit_tree_append(&l->tree, &leaf, e));
+    if (l->line_fn)
+        HSMCA_GUARD(l->line_fn(l->line_ctx, p, n, &leaf, e));
     l->next_seq++;
     st->entries++;
     if (ent.kind == AUDIT_ISSUE_INTENT)
@@ -171,6 +176,13 @@ static HSMCA_MUSTCHECK hsmca_code open_files(audit_log *l, const char *dir, uid_
 hsmca_code audit_log_open(const char *dir, uid_t owner, gid_t group, audit_replay_fn fn, void *ctx,
                           audit_log **out, audit_replay_stats *stats, hsmca_err *e)
 {
+    return audit_log_open_ex(dir, owner, group, fn, ctx, NULL, NULL, out, stats, e);
+}
+
+hsmca_code audit_log_open_ex(const char *dir, uid_t owner, gid_t group, audit_replay_fn fn,
+                             void *ctx, audit_line_fn line_fn, void *line_ctx, audit_log **out,
+                             audit_replay_stats *stats, hsmca_err *e)
+{
     *out = NULL;
     audit_replay_stats st_local;
     audit_replay_stats *st = stats ? stats : &st_local;
@@ -181,6 +193,8 @@ hsmca_code audit_log_open(const char *dir, uid_t owner, gid_t group, audit_repla
     pthread_cond_init(&l->synced_cv, NULL);
     l->dirfd = l->fd = -1;
     l->retry_s = 1.0;
+    l->line_fn = line_fn;
+    l->line_ctx = line_ctx;
     audit_tree_init(&l->tree);
     /* Fail closed, not dead: over RLIMIT_FSIZE a write must fail with EFBIG. */
     signal(SIGXFSZ, SIG_IGN);
@@ -197,6 +211,8 @@ hsmca_code audit_log_open(const char *dir, uid_t owner, gid_t group, audit_repla
         st->cut_bytes = torn;
     }
     l->synced = l->next_seq;
+    l->synced_bytes = l->good_size;
+    l->line_fn = NULL; /* replay only: the caller's ctx need not outlive the open */
     if (rc == HSMCA_OK && torn) {
         char why[96];
         int n = snprintf(why, sizeof(why), "cut a torn last line of %llu bytes at offset %lld",
@@ -300,6 +316,7 @@ static int try_recover_locked(audit_log *l)
     l->good_size += (off_t)l->pend_len;
     l->pend_len = 0;
     l->synced = l->next_seq; /* every line is on disk: the sync above covered it */
+    l->synced_bytes = l->good_size;
     l->syncs++;
     log_info("audit log: writable again, issuance resumes");
     return 1;
@@ -380,8 +397,10 @@ hsmca_code audit_log_sync_through(audit_log *l, uint64_t seq, hsmca_err *e)
             fail_locked(l, werr ? "write" : "sync", werr ? werr : serr);
         } else {
             l->good_size += (off_t)out_len;
-            if (target > l->synced)
+            if (target > l->synced) {
                 l->synced = target;
+                l->synced_bytes = l->good_size;
+            }
         }
         free(out);
         pthread_cond_broadcast(&l->synced_cv);
@@ -407,6 +426,14 @@ hsmca_code audit_log_root(audit_log *l, uint64_t *size, audit_hash *root, hsmca_
     hsmca_code rc = audit_tree_root(&l->tree, root, e);
     pthread_mutex_unlock(&l->mu);
     return rc;
+}
+
+void audit_log_durable(audit_log *l, uint64_t *lines, uint64_t *bytes)
+{
+    pthread_mutex_lock(&l->mu);
+    *lines = l->synced;
+    *bytes = (uint64_t)l->synced_bytes;
+    pthread_mutex_unlock(&l->mu);
 }
 
 uint64_t audit_log_syncs(audit_log *l)

@@ -26,6 +26,13 @@ typedef struct audit_log audit_log;
 /* Called at open for each line already in the log, in order. */
 typedef void (*audit_replay_fn)(void *ctx, const audit_entry *ent);
 
+/* Called at open for each line already in the log, in order, with its bytes (len, without
+ * the '\n') and the leaf hash the replay computed: how the checkpoint publisher
+ * (audit_publish.h) rebuilds its state without hashing the log a second time. A non-OK
+ * return refuses the open with its message. */
+typedef hsmca_code (*audit_line_fn)(void *ctx, const char *line, size_t len, const audit_hash *leaf,
+                                    hsmca_err *e);
+
 /* What the open found. */
 typedef struct {
     uint64_t entries; /* lines in the log before this open's own */
@@ -45,6 +52,12 @@ HSMCA_MUSTCHECK hsmca_code audit_log_open(const char *dir, uid_t owner, gid_t gr
                                           audit_replay_fn fn, void *ctx, audit_log **out,
                                           audit_replay_stats *stats, hsmca_err *e);
 
+/* audit_log_open with a line_fn (may be NULL) called for each replayed line, before fn. */
+HSMCA_MUSTCHECK hsmca_code audit_log_open_ex(const char *dir, uid_t owner, gid_t group,
+                                             audit_replay_fn fn, void *ctx, audit_line_fn line_fn,
+                                             void *line_ctx, audit_log **out,
+                                             audit_replay_stats *stats, hsmca_err *e);
+
 /* Sets ent->seq and ent->time (now), writes its line and returns the seq in *seq. Not
  * durable until audit_log_sync_through(seq). HSMCA_EUNAVAIL when the log has failed. */
 HSMCA_MUSTCHECK hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq,
@@ -62,6 +75,10 @@ HSMCA_MUSTCHECK hsmca_code audit_log_flush(audit_log *l, hsmca_err *e);
 /* The number of lines and the RFC 9162 root over them (what a checkpoint will sign). */
 HSMCA_MUSTCHECK hsmca_code audit_log_root(audit_log *l, uint64_t *size, audit_hash *root,
                                           hsmca_err *e);
+
+/* The durable prefix of the log: *lines lines, ending at byte *bytes of DIR/log (every
+ * line below is complete and on stable storage). What a checkpoint may cover. */
+void audit_log_durable(audit_log *l, uint64_t *lines, uint64_t *bytes);
 
 /* fdatasync calls made so far (to show that group commit shares them). */
 uint64_t audit_log_syncs(audit_log *l);

@@ -16,6 +16,7 @@
 #include <openssl/x509v3.h>
 
 #include "certasm.h"
+#include "config.h"
 #include "dev_jwt.h"
 #include "dev_signer.h"
 #include "log.h"
@@ -218,7 +219,17 @@ static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_typ
 
 static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *listen, hsmca_err *e)
 {
-    char conf[4096];
+    char conf[4096], origin[CONFIG_MAX_STR], path[PATH_MAX];
+    /* The origin names the log its checkpoints were signed for: a restart keeps the one
+     * written before, even if the hostname (a container's) has changed since. */
+    hsmca_config *old = calloc(1, sizeof(*old));
+    hsmca_err ignored;
+    snprintf(path, sizeof(path), "%s/hsmca.yaml", dir);
+    if (old && config_load(path, old, &ignored) == HSMCA_OK && old->audit_origin[0])
+        snprintf(origin, sizeof(origin), "%s", old->audit_origin);
+    else
+        config_default_origin("cluster.local", origin, sizeof(origin));
+    free(old);
     snprintf(conf, sizeof(conf),
              "# hsmca configuration of the dev CA in this directory (written by hsmca dev;\n"
              "# rewritten at every start). Run it with: hsmca serve --config %s/hsmca.yaml\n"
@@ -234,9 +245,11 @@ static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *list
              "# Started as root, the signer switches to this user once the token is open.\n"
              "signer:\n  user: %s\n  seccomp_allow_network: false\n"
              "# The signing log: an intent entry is durable here before every signature.\n"
-             "audit:\n  dir: audit\n",
+             "audit:\n  dir: audit\n"
+             "  # The checkpoints' origin line and the audit key's name: unique per replica.\n"
+             "  origin: \"%s\"\n",
              dir, listen, DEV_SOFTHSM_MODULE, DEV_TOKEN_LABEL, DEV_CA_KEY_LABEL, DEV_TOKEN_LABEL,
-             DEV_AUDIT_KEY_LABEL, DEV_JWT_ISSUER, DEV_SIGNER_USER);
+             DEV_AUDIT_KEY_LABEL, DEV_JWT_ISSUER, DEV_SIGNER_USER, origin);
     return write_in(dir, "hsmca.yaml", conf, 0644, e);
 }
 

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include <yaml.h>
 
 #include "util.h"
@@ -90,6 +92,7 @@ static const config_field fields[] = {
     F("signer", "seccomp_allow_network", CT_BOOL, signer_allow_network, 0),
     S("", "audit"),
     F("audit", "dir", CT_PATH, audit_dir, 0),
+    F("audit", "origin", CT_STR, audit_origin, 0),
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 _Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int),
@@ -120,6 +123,15 @@ void config_serving_names(const hsmca_config *c, const char *dns[CONFIG_MAX_SERV
     ips[(*n_ips)++] = "127.0.0.1";
     for (int i = 0; i < c->ip_addresses.n && i < CONFIG_MAX_LIST; i++)
         ips[(*n_ips)++] = c->ip_addresses.items[i];
+}
+
+void config_default_origin(const char *trust_domain, char *out, size_t outsz)
+{
+    char host[256];
+    if (gethostname(host, sizeof(host)) != 0 || !host[0])
+        snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    snprintf(out, outsz, "%.200s/hsmca/%.200s", host, trust_domain);
 }
 
 void config_defaults(hsmca_config *c)

@@ -64,7 +64,13 @@ typedef struct {
 
     /* audit: */
     char audit_dir[CONFIG_MAX_STR];      /* the signing log (DESIGN.md §6); "" = none */
+    char audit_origin[CONFIG_MAX_STR];   /* checkpoint origin and audit key name; unique per
+                                            replica; "": config_default_origin() */
 } hsmca_config;
+
+/* The default audit.origin, "<hostname>/hsmca/<trust_domain>", into out (outsz bytes): a
+ * C2SP origin (a schema-less URL) naming this host's log. */
+void config_default_origin(const char *trust_domain, char *out, size_t outsz);
 
 /* The names the front end's serving certificate carries, which are also the only
  * ones the signer's serving profile allows: "localhost" and "127.0.0.1", then
@@ -96,7 +102,8 @@ void config_defaults(hsmca_config *c);
  *   embedded NULs, anchors/aliases, tags, a non-mapping document, a second
  *   document, YAML syntax errors. Invalid UTF-8 is reported by byte offset.
  * - After parsing, an empty ca.root_bundle is set to ca.cert (so the roots sent
- *   last in cert_chain default to the CA certificate). */
+ *   last in cert_chain default to the CA certificate). An empty audit.origin stays
+ *   empty: its user takes config_default_origin(issuance.trust_domain) then. */
 HSMCA_MUSTCHECK hsmca_code config_load(const char *path, hsmca_config *c, hsmca_err *e);
 
 /* Same, from a buffer (tests); base_dir resolves relative paths (NULL: none). */

@@ -24,6 +24,11 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e);
  * NULL when pkcs11.audit_key is empty. Owned by s. */
 p11_signkey *signer_audit_key(signer_ctx *s);
 
+/* Starts the audit log's publisher thread (signed checkpoints and tiles, audit_publish.h),
+ * when there is an audit log and an audit key: called once the signer is confined, so
+ * everything the thread writes is written as the signer's own user. */
+HSMCA_MUSTCHECK hsmca_code signer_publish_start(signer_ctx *s, hsmca_err *e);
+
 /* Stops the workers and releases everything (the PIN is wiped). */
 void signer_stop_all(signer_ctx *s);
 

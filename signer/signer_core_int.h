@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "audit_log.h"
+#include "audit_publish.h"
 #include "log.h"
 #include "p11.h"
 #include "sigalg.h"
@@ -42,6 +43,7 @@ struct signer_ctx {
     p11_pool *pool;
     p11_signkey *audit_key; /* pkcs11.audit_key; NULL when none is configured */
     audit_log *audit;       /* audit.dir; NULL when none is configured */
+    audit_publish *publish; /* checkpoints and tiles; NULL without audit.dir or audit key */
     X509 *ca_cert;
     tbs_policy policy;
     hsmca_config cfg; /* our copy: the policy's strings point into it */

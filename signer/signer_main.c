@@ -166,6 +166,8 @@ int signer_main(int argc, char **argv)
         fatal_config("refusing to serve: %s", e.msg);
     if (signer_sandbox_enter(&sb, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
+    if (signer_publish_start(s, &e) != HSMCA_OK)
+        fatal("%s", e.msg);
     signer_set_ctl_fd(s, ctl_fd);
     signer_conn_set(s, ipc_fd);
     int rc = signer_loop(s, ctl_fd);

@@ -26,20 +26,32 @@
  * ftruncate. Vendor modules read their configuration files the same way, and
  * some use flock or fsync their state. (read, write, pread64, close, fstat,
  * newfstatat, lseek and fcntl are in the shared "fd-io" group.)
- * Not allowed: unlink, rename, mkdir, chmod, chown, link: signing never creates
- * or destroys token objects (key generation and token set-up are operator
- * tools, run unconfined), so a compromised signer cannot delete token files.
+ * Not allowed: unlink, chmod, chown, link: signing never creates or destroys
+ * token objects (key generation and token set-up are operator tools, run
+ * unconfined), so a compromised signer cannot delete token files. (rename and
+ * mkdir are allowed for the audit publisher only, below: seccomp cannot see
+ * paths, so a rename over a token file is not stopped by this filter.)
  * The audit log (audit/audit_log.c, audit.dir) needs the same calls after the
  * sandbox is in: write per entry, fdatasync for its group commit, and to resume
  * after a write error openat(dirfd, "log", O_WRONLY|O_APPEND) (never O_CREAT:
  * the directory and file are created at start, before the sandbox), ftruncate
  * of a partial line and fdatasync. Keep them here when trimming this list.
- * (Checkpoints, next, will add rename and fsync of the log directory.) */
+ * The checkpoint publisher (audit/audit_publish.c, its own thread) writes in audit.dir:
+ * openat(O_CREAT) of temp files, write, fsync of files and directories, and the calls in
+ * audit_publish_calls below. */
 static const int pkcs11_file_calls[] = {
     SCMP_SYS(open),      SCMP_SYS(openat),    SCMP_SYS(stat),       SCMP_SYS(lstat),
     SCMP_SYS(access),    SCMP_SYS(faccessat), SCMP_SYS(pwrite64),   SCMP_SYS(ftruncate),
     SCMP_SYS(flock),     SCMP_SYS(fsync),     SCMP_SYS(fdatasync),  SCMP_SYS(getdents64),
 };
+
+/* The publisher's tiles and checkpoints (audit/audit_pubfs.c): every file is written as
+ * NAME.tmp and renamed (renameat; renameat2 with RENAME_NOREPLACE for checkpoints/<size>,
+ * which never replaces an older one), and tile directories are made as the log grows
+ * (mkdirat). Paths are relative to the audit directory's descriptor. Still not allowed:
+ * unlink, rmdir, link, chmod, chown. */
+static const int audit_publish_calls[] = {SCMP_SYS(mkdirat), SCMP_SYS(renameat),
+                                          SCMP_SYS(renameat2)};
 
 /* The pool keeps the PIN on an mlock'ed page (re-login after a token fault
  * needs it); closing the pool wipes and munlocks it. */
@@ -81,6 +93,8 @@ static int add_network_rules(scmp_filter_ctx ctx)
 static const sandbox_group pkcs11_files = {"pkcs11-files", SANDBOX_CALLS(pkcs11_file_calls),
                                            NULL};
 static const sandbox_group pin_page = {"pin-page", SANDBOX_CALLS(pin_page_calls), NULL};
+static const sandbox_group audit_publish = {"audit-publish", SANDBOX_CALLS(audit_publish_calls),
+                                            NULL};
 static const sandbox_group network = {"network", SANDBOX_CALLS(network_calls),
                                       add_network_rules};
 
@@ -126,8 +140,8 @@ hsmca_code signer_sandbox_enter(const signer_sandbox *sb, hsmca_err *e)
         rc = no_dumps(e);
     if (rc != HSMCA_OK)
         return rc;
-    const sandbox_group *own[] = {&pkcs11_files, &pin_page, &network};
-    size_t n = sb->allow_network ? 3 : 2;
+    const sandbox_group *own[] = {&pkcs11_files, &pin_page, &audit_publish, &network};
+    size_t n = sb->allow_network ? 4 : 3;
     if ((rc = sandbox_seccomp_install(own, n, e)) != HSMCA_OK)
         return rc;
     log_info("sandbox: signer network access %s (signer.seccomp_allow_network: %s)",

@@ -4,7 +4,10 @@
  *                            and bytes, per entry), roots.txt, inclusion.txt,
  *                            consistency.txt, tiles.txt, vkey, a signed checkpoint per size
  *                            in checkpoints/, two notes Go must refuse, and log/ (a C2SP
- *                            tlog-tiles directory: checkpoint, tile/..., tile/entries/...).
+ *                            tlog-tiles directory: checkpoint, tile/..., tile/entries/...),
+ *                            and pub/: a real audit log (audit_log.h) whose vkey,
+ *                            checkpoints and tiles the publisher (audit_publish.h) wrote,
+ *                            with a restart in the middle.
  *   audit_xwrite check DIR   verifies what auditcheck wrote with its own key and proofs:
  *                            go.vkey, go.note, go_unknown.note, go_proofs.txt.
  *
@@ -16,8 +19,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "audit_log.h"
 #include "audit_merkle.h"
 #include "audit_note.h"
+#include "audit_publish.h"
 #include "audit_tiles.h"
 #include "audit_tu.h"
 #include "util.h"
@@ -299,6 +304,58 @@ static void write_bad_notes(EVP_PKEY *key, const audit_vkey *vk)
     EVP_PKEY_free(other);
 }
 
+/* ---- pub/: what the publisher writes --------------------------------------------------- */
+
+static const uint64_t PUB_ROUNDS[] = {1, 2, 255, 256, 257, 1000, 65535, 65536, 65537, 66000};
+#define PUB_RESTART_AFTER 5 /* rounds, then the log and publisher are closed and reopened */
+
+static void pub_open(const char *dir, const uint8_t *pub, EVP_PKEY *key, audit_log **log,
+                     audit_publish **p)
+{
+    audit_publish_cfg pc = {dir, ORIGIN, pub, atu_ed25519_sign, key, (uid_t)-1, (gid_t)-1};
+    hsmca_err e;
+    ok(audit_publish_open(&pc, p, &e), &e, "publish open");
+    ok(audit_log_open_ex(dir, (uid_t)-1, (gid_t)-1, NULL, NULL, audit_publish_replay_line, *p, log,
+                         NULL, &e),
+       &e, "log open");
+    ok(audit_publish_attach(*p, *log, &e), &e, "publish attach");
+}
+
+static void write_published(EVP_PKEY *key, const uint8_t *pub)
+{
+    char *dir = path_in("pub/x");
+    dir[strlen(dir) - 2] = '\0';
+    audit_log *log;
+    audit_publish *p;
+    pub_open(dir, pub, key, &log, &p);
+    static char reason[300];
+    uint64_t n = 0;
+    hsmca_err e;
+    for (size_t r = 0; r < sizeof(PUB_ROUNDS) / sizeof(PUB_ROUNDS[0]); r++) {
+        uint64_t seq = 0;
+        for (; n < PUB_ROUNDS[r]; n++) {
+            size_t len = 1 + (size_t)(n * 7919 % 250);
+            memset(reason, 'a' + (int)(n % 26), len);
+            audit_entry a = {.kind = AUDIT_RECOVERY, .reason = {reason, len, 0}};
+            ok(audit_log_append(log, &a, &seq, &e), &e, "append");
+        }
+        ok(audit_log_sync_through(log, seq, &e), &e, "sync");
+        uint64_t size;
+        ok(audit_publish_round(p, &size, &e), &e, "round");
+        if (size != PUB_ROUNDS[r])
+            die("pub: a round published %llu, not %llu", (unsigned long long)size,
+                (unsigned long long)PUB_ROUNDS[r]);
+        if (r + 1 == PUB_RESTART_AFTER) {
+            audit_publish_free(p);
+            audit_log_close(log);
+            pub_open(dir, pub, key, &log, &p);
+        }
+    }
+    audit_publish_free(p);
+    audit_log_close(log);
+    free(dir);
+}
+
 static void write_all(void)
 {
     static const uint8_t seed[32] = "hsmca audit cross-check key 32B";
@@ -318,6 +375,7 @@ static void write_all(void)
     write_proofs();
     write_log(key, &vk);
     write_bad_notes(key, &vk);
+    write_published(key, pub);
     EVP_PKEY_free(key);
 }
 

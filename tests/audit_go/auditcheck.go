@@ -218,19 +218,21 @@ func verifier() (note.Verifiers, string) {
 	return note.VerifierList(v), origin
 }
 
-// tiles reads the C2SP layout under log/: Go's tile paths carry the height ("tile/8/"),
-// C2SP's do not.
-type tiles struct{}
+// tiles reads the C2SP layout under a directory (log/ or pub/): Go's tile paths carry the
+// height ("tile/8/"), C2SP's do not.
+type tiles struct{ root string }
 
-func c2spPath(t tlog.Tile) string {
-	return "log/tile/" + strings.TrimPrefix(t.Path(), fmt.Sprintf("tile/%d/", tileHeight))
+func tilePath(root string, t tlog.Tile) string {
+	return root + "/tile/" + strings.TrimPrefix(t.Path(), fmt.Sprintf("tile/%d/", tileHeight))
 }
 
+func c2spPath(t tlog.Tile) string { return tilePath("log", t) }
+
 func (tiles) Height() int { return tileHeight }
-func (tiles) ReadTiles(ts []tlog.Tile) ([][]byte, error) {
+func (ts tiles) ReadTiles(list []tlog.Tile) ([][]byte, error) {
 	var out [][]byte
-	for _, t := range ts {
-		b, err := os.ReadFile(filepath.Join(dir, c2spPath(t)))
+	for _, t := range list {
+		b, err := os.ReadFile(filepath.Join(dir, tilePath(ts.root, t)))
 		if err != nil {
 			return nil, err
 		}
@@ -285,7 +287,11 @@ func checkTiles() int {
 }
 
 func checkBundle(t tlog.Tile, tile []byte) {
-	path := strings.Replace(c2spPath(t), "log/tile/0/", "log/tile/entries/", 1)
+	checkBundleOf("log", entries, t, tile)
+}
+
+func checkBundleOf(root string, entries [][]byte, t tlog.Tile, tile []byte) {
+	path := strings.Replace(tilePath(root, t), root+"/tile/0/", root+"/tile/entries/", 1)
 	b := read(path)
 	for i := 0; i < t.W; i++ {
 		if len(b) < 2 || len(b) < 2+int(binary.BigEndian.Uint16(b)) {
@@ -336,7 +342,7 @@ func checkCheckpoints(vs note.Verifiers, origin string) int {
 		if tree.N == 0 {
 			continue
 		}
-		thr := tlog.TileHashReader(tree, tiles{})
+		thr := tlog.TileHashReader(tree, tiles{"log"})
 		if h, err := tlog.TreeHash(tree.N, thr); err != nil || h != tree.Hash {
 			fail("tiles of size %d: tlog.TreeHash: %v", tree.N, err)
 		}
@@ -428,6 +434,112 @@ func hexList(p []tlog.Hash) string {
 	return s.String()
 }
 
+// checkPublished checks pub/, which hsmca's publisher (audit/audit_publish.c) wrote beside
+// a real audit log: its vkey, every checkpoint (note.Open, root by tlog.TreeHash over the
+// log's lines), every tile of the latest checkpoint (tlog.ReadTileData), every entry bundle,
+// and records and growth proved from the tiles alone (tlog.TileHashReader).
+func checkPublished(vs note.Verifiers, origin string) (int, int, int) {
+	var lines [][]byte
+	var hs hashes
+	for _, l := range bytes.SplitAfter(read("pub/log"), []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		if l[len(l)-1] != '\n' {
+			fail("pub/log: a line without its newline")
+		}
+		lines = append(lines, l[:len(l)-1])
+		s, err := tlog.StoredHashes(int64(len(lines)-1), l[:len(l)-1], hs)
+		if err != nil {
+			fail("pub/log: StoredHashes: %v", err)
+		}
+		hs = append(hs, s...)
+	}
+	root := func(n int64) tlog.Hash {
+		if n == 0 {
+			return sha256.Sum256(nil)
+		}
+		h, err := tlog.TreeHash(n, hs)
+		if err != nil {
+			fail("pub: TreeHash(%d): %v", n, err)
+		}
+		return h
+	}
+	if string(read("pub/vkey")) != string(read("vkey"))+"\n" {
+		fail("pub/vkey: %q is not the key's vkey and a newline", read("pub/vkey"))
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "pub", "checkpoints", "*"))
+	if len(names) < 5 {
+		fail("pub/checkpoints: only %d", len(names))
+	}
+	var trees []tlog.Tree
+	latest := tlog.Tree{N: -1}
+	for _, name := range names {
+		n, err := note.Open(read(strings.TrimPrefix(name, dir+"/")), vs)
+		if err != nil {
+			fail("%s: note.Open: %v", name, err)
+		}
+		o, tree := parseCheckpoint(n.Text)
+		if o != origin || filepath.Base(name) != strconv.FormatInt(tree.N, 10) {
+			fail("%s: origin %q, size %d", name, o, tree.N)
+		}
+		if tree.N > int64(len(lines)) || tree.Hash != root(tree.N) {
+			fail("%s: root differs from tlog.TreeHash over pub/log", name)
+		}
+		trees = append(trees, tree)
+		if tree.N > latest.N {
+			latest = tree
+		}
+	}
+	if !bytes.Equal(read("pub/checkpoint"), read("pub/checkpoints/"+strconv.FormatInt(latest.N, 10))) {
+		fail("pub/checkpoint is not the latest checkpoint")
+	}
+	ntiles := 0
+	all := tlog.NewTiles(tileHeight, 0, latest.N)
+	for i, t := range all {
+		if i+1 < len(all) && all[i+1].L == t.L && all[i+1].N == t.N {
+			continue // a narrower width of the same partial tile
+		}
+		data, err := tlog.ReadTileData(t, hs)
+		if err != nil || !bytes.Equal(data, read(tilePath("pub", t))) {
+			fail("%s: differs from tlog.ReadTileData (%v)", tilePath("pub", t), err)
+		}
+		if t.L == 0 {
+			checkBundleOf("pub", lines, t, data)
+		}
+		ntiles++
+	}
+	thr := tlog.TileHashReader(latest, tiles{"pub"})
+	if h, err := tlog.TreeHash(latest.N, thr); err != nil || h != latest.Hash {
+		fail("pub tiles: tlog.TreeHash: %v", err)
+	}
+	nproofs := 0
+	for _, idx := range []int64{0, 1, 255, 256, 65535, 65536, latest.N / 2, latest.N - 1} {
+		p, err := tlog.ProveRecord(latest.N, idx, thr)
+		if err == nil {
+			err = tlog.CheckRecord(p, latest.N, latest.Hash, idx, tlog.RecordHash(lines[idx]))
+		}
+		if err != nil {
+			fail("pub tiles: record %d: %v", idx, err)
+		}
+		nproofs++
+	}
+	for _, old := range trees {
+		if old.N == 0 || old.N == latest.N {
+			continue
+		}
+		p, err := tlog.ProveTree(latest.N, old.N, thr)
+		if err == nil {
+			err = tlog.CheckTree(p, latest.N, latest.Hash, old.N, old.Hash)
+		}
+		if err != nil {
+			fail("pub tiles: growth from %d: %v", old.N, err)
+		}
+		nproofs++
+	}
+	return len(trees), ntiles, nproofs
+}
+
 func main() {
 	if len(os.Args) != 2 {
 		fail("usage: auditcheck DIR")
@@ -439,8 +551,11 @@ func main() {
 	incl, cons := checkProofs()
 	ntiles := checkTiles()
 	ncp := checkCheckpoints(vs, origin)
+	pcp, ptiles, pproofs := checkPublished(vs, origin)
 	writeOwn(origin)
 	fmt.Printf("auditcheck: Go agrees: %d entries, %d roots, %d inclusion and %d consistency "+
 		"proofs, %d tiles and bundles, %d signed checkpoints\n",
 		len(entries), roots, incl, cons, ntiles, ncp)
+	fmt.Printf("auditcheck: Go agrees with the publisher: %d checkpoints, %d tiles and bundles, "+
+		"%d proofs from its tiles\n", pcp, ptiles, pproofs)
 }

@@ -140,6 +140,15 @@ static void test_defaults(void **state)
     assert_string_equal(d->signer_user, "hsmca-signer");
     assert_int_equal(d->signer_allow_network, 0);
     assert_string_equal(d->audit_dir, ""); /* no audit log: older configs keep working */
+    assert_string_equal(d->audit_origin, ""); /* this host's: config_default_origin */
+    char origin[CONFIG_MAX_STR], host[256] = "";
+    config_default_origin("td.example", origin, sizeof(origin));
+    assert_int_equal(gethostname(host, sizeof(host)), 0);
+    char want[600];
+    snprintf(want, sizeof(want), "%s/hsmca/td.example", host[0] ? host : "localhost");
+    assert_string_equal(origin, want);
+    assert_int_equal(parse("audit:\n  origin: ca1.example/hsmca\n", NULL, c, &e), HSMCA_OK);
+    assert_string_equal(c->audit_origin, "ca1.example/hsmca");
 
     /* An empty file, an empty mapping, comments and null sections: all defaults. */
     const char *empties[] = {"", "# nothing\n", "{}\n", "---\n{}\n...\n",
@@ -541,6 +550,8 @@ static void test_example_file(void **state)
     assert_int_equal(c->jwt_skew, 60);
     assert_string_equal(c->signer_user, "hsmca-signer");
     assert_int_equal(c->signer_allow_network, 0);
+    assert_true(ends_with(c->audit_dir, "/hsm-config/dev/audit"));
+    assert_string_equal(c->audit_origin, "ca-1.example.com/hsmca/cluster.local");
     free(c);
 }
 
