@@ -238,7 +238,7 @@ static void replay_entry(void *ctx, const audit_entry *ent)
     hsmca_err e;
     if (!unhex(ent->serial, serial, &len))
         return; /* the parser checked the hex: cannot happen */
-    if (serial_set_restore(r->serials, serial, len, &e) == HSMCA_OK)
+    if (serial_set_restore(r->serials, serial, len, ent->not_after, r->now, &e) == HSMCA_OK)
         r->restored++;
     else
         r->dups++;

@@ -263,7 +263,8 @@ static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, uint64_t id,
     HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (tbs_profile)req->profile, &s->policy,
                              util_wall_now(), facts, e));
     HSMCA_GUARD(rate_limiter_take(s->rate, util_mono_now(), e));
-    HSMCA_GUARD(serial_set_insert(s->serials, facts->serial, facts->serial_len, e));
+    HSMCA_GUARD(serial_set_insert(s->serials, facts->serial, facts->serial_len, facts->not_after,
+                                  util_wall_now(), e));
     /* Invariant 8, log before sign. (A failure here leaves the serial marked used: a
      * retry comes with a fresh serial from the front end.) */
     uint64_t seq = NO_INTENT;
