@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/sha.h>
 #include <yaml.h>
 
 #include "util.h"
@@ -531,6 +532,8 @@ hsmca_code config_load(const char *path, hsmca_config *c, hsmca_err *e)
                         strerror(errno));
     } else {
         rc = config_parse(path, buf, len, abs_dir, c, e);
+        if (rc == HSMCA_OK)
+            SHA256((const unsigned char *)buf, len, c->source_sha256);
     }
     free(buf);
     return rc;

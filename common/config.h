@@ -64,6 +64,10 @@ typedef struct {
 
     /* audit: */
     char audit_dir[CONFIG_MAX_STR];      /* the signing log (DESIGN.md §6); "" = none */
+
+    /* Not a key: SHA-256 of the file config_load read (the bytes in force), for the
+     * signing log's config entry; zero after config_parse alone. */
+    uint8_t source_sha256[32];
 } hsmca_config;
 
 /* The names the front end's serving certificate carries, which are also the only

@@ -32,6 +32,7 @@
 #include "log.h"
 #include "p11.h"
 #include "sigalg.h"
+#include "signer_audit.h"
 #include "signer_limits.h"
 #include "util.h"
 
@@ -226,26 +227,6 @@ static void audit_result(signer_ctx *s, uint64_t id, uint64_t intent_seq, const 
         log_warn("issue-result of request %llu not logged: %s", (unsigned long long)id, e.msg);
 }
 
-/* A signer refusal (validation, rate, serial): a deny entry, not waited for (nothing
- * was released). */
-static void audit_deny(signer_ctx *s, uint64_t id, const Hsmca__Ipc__SignRequest *req,
-                       hsmca_code code, const char *why)
-{
-    audit_entry a;
-    memset(&a, 0, sizeof(a));
-    a.kind = AUDIT_DENY;
-    a.request_id = id;
-    a.requester = (audit_str){req->requester, strlen(req->requester), 0};
-    snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name(code));
-    a.reason = (audit_str){why, strlen(why), 0};
-    uint64_t seq;
-    hsmca_err e;
-    /* A failure is not logged per request: a failed log says so once
-     * (audit_log.c), and a flood of refusals must not become a flood of lines. */
-    hsmca_code rc = audit_log_append(s->audit, &a, &seq, &e);
-    (void)rc;
-}
-
 #define NO_INTENT UINT64_MAX
 
 /* Validate, rate-limit, record the serial, log the intent, sign, self-check and
@@ -331,7 +312,7 @@ static void sign_job(signer_ctx *s, int idx, signer_job *j)
         audit_result(s, j->id, intent_seq, cert, cert_len, mine ? rc : HSMCA_EUNAVAIL,
                      mine ? e.msg : "answered by the watchdog; certificate discarded");
     else if (s->audit && rc != HSMCA_EUNAVAIL)
-        audit_deny(s, j->id, j->req, rc, e.msg); /* not the log's own failure */
+        signer_audit_deny(s, j->id, j->req->requester, rc, e.msg); /* not the log's failure */
     if (!mine) {
         /* The watchdog answered UNAVAILABLE while the token call hung: the
          * certificate was never released, and its serial stays used. */

@@ -59,6 +59,7 @@ static int stress_prepare(void)
     memcpy(after->module_path, before->module_path, sizeof(after->module_path));
     after->rate_per_second = before->rate_per_second;
     after->rate_burst = before->rate_burst;
+    memcpy(after->source_sha256, before->source_sha256, sizeof(after->source_sha256));
     if (memcmp(before, after, sizeof(*before)) != 0) {
         fprintf(stderr, "%s: the rewrite changed more than the module and the rate\n", hf.conf);
         goto done;
