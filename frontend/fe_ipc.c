@@ -159,8 +159,8 @@ void fe_ipc_deny(fe_ipc *c, const char *requester, const char *authenticator, hs
     hsmca_err e;
     pthread_rwlock_rdlock(&c->conn);
     /* Timeout 0: a refusal never waits for the signer; what is not sent is counted. */
-    hsmca_code rc = c->fd < 0 ? HSMCA_EUNAVAIL
-                              : ipc_send_within(c->fd, IPC_FRONTEND_DENY, id, buf, n, 0, &e);
+    hsmca_code rc =
+        c->fd < 0 ? HSMCA_EUNAVAIL : ipc_send_within(c->fd, IPC_FRONTEND_DENY, id, buf, n, 0, &e);
     pthread_rwlock_unlock(&c->conn);
     if (rc != HSMCA_OK) {
         pthread_mutex_lock(&c->lock);

@@ -139,12 +139,15 @@ static HSMCA_MUSTCHECK hsmca_code config_entry(signer_ctx *s, uint64_t *last, hs
     memset(&a, 0, sizeof(a));
     a.kind = AUDIT_CONFIG;
     util_hex(s->cfg.source_sha256, 32, a.config_sha256);
-    char text[8192];
-    size_t n = signer_policy_text(s, text, sizeof(text));
-    HSMCA_ENSURE(n > 0, e, HSMCA_EINTERNAL, "audit: the policy text does not fit %zu bytes",
-                 sizeof(text));
+    /* Room for every line at its longest: a config string per name, a few fixed lines. */
+    size_t cap = (CONFIG_MAX_STR + 32) * (3 * TBS_MAX_NAMES + 8);
+    char *text = malloc(cap);
+    HSMCA_ENSURE(text, e, HSMCA_ENOMEM, "out of memory");
+    size_t n = signer_policy_text(s, text, cap);
     uint8_t h[SHA256_DIGEST_LENGTH];
     SHA256((const uint8_t *)text, n, h);
+    free(text);
+    HSMCA_ENSURE(n > 0, e, HSMCA_EINTERNAL, "audit: the policy text does not fit %zu bytes", cap);
     util_hex(h, sizeof(h), a.policy_sha256);
     return append(s, &a, last, e);
 }

@@ -99,10 +99,22 @@ static void code_zero(dbuf *b)
     d_len(b, D_REASON, "r", 1);
     d_uint(b, D_CODE, 0);
 }
-static void code_absent(dbuf *b) { d_len(b, D_REASON, "r", 1); }
-static void code_unknown(dbuf *b) { d_uint(b, D_CODE, HSMCA_CODE_MAX + 1); }
-static void code_beyond_32_bits(dbuf *b) { d_uint(b, D_CODE, (1ull << 32) + HSMCA_EPERM); }
-static void code_as_bytes(dbuf *b) { d_len(b, D_CODE, "\x03", 1); }
+static void code_absent(dbuf *b)
+{
+    d_len(b, D_REASON, "r", 1);
+}
+static void code_unknown(dbuf *b)
+{
+    d_uint(b, D_CODE, HSMCA_CODE_MAX + 1);
+}
+static void code_beyond_32_bits(dbuf *b)
+{
+    d_uint(b, D_CODE, (1ull << 32) + HSMCA_EPERM);
+}
+static void code_as_bytes(dbuf *b)
+{
+    d_len(b, D_CODE, "\x03", 1);
+}
 static void reason_too_long(dbuf *b)
 {
     static char r[SIGNER_DENY_REASON_MAX + 1];

@@ -54,7 +54,7 @@ int main(void)
                         hf_group_teardown);
     failed += run_group("signer invariant 7: rate", g3, n3, 1, hf_rate_group_setup,
                         hf_rate_group_teardown);
-    failed += run_group("refusals in the signing log", g4, n4, 1, hf_deny_group_setup,
-                        hf_group_teardown);
+    failed +=
+        run_group("refusals in the signing log", g4, n4, 1, hf_deny_group_setup, hf_group_teardown);
     return failed;
 }
