@@ -14,16 +14,25 @@
  * plus fixed fields well under 2 KiB) fits a line. */
 static_assert(6 * (AUDIT_STR_MAX + AUDIT_SANS_MAX) + 2048 < AUDIT_LINE_MAX, "an intent fits");
 static_assert(6 * (2 * AUDIT_STR_MAX) + 2048 < AUDIT_LINE_MAX, "a deny fits");
+static_assert(6 * (2 * AUDIT_STR_MAX + AUDIT_NAME_STR_MAX) + 2048 < AUDIT_LINE_MAX,
+              "a frontend-deny and a key entry fit");
 
 static const char *const kind_names[] = {
-    [AUDIT_START] = "start",          [AUDIT_STOP] = "stop",
-    [AUDIT_ISSUE_INTENT] = "issue-intent", [AUDIT_ISSUE_RESULT] = "issue-result",
-    [AUDIT_DENY] = "deny",            [AUDIT_RECOVERY] = "recovery",
+    [AUDIT_START] = "start",
+    [AUDIT_STOP] = "stop",
+    [AUDIT_ISSUE_INTENT] = "issue-intent",
+    [AUDIT_ISSUE_RESULT] = "issue-result",
+    [AUDIT_DENY] = "deny",
+    [AUDIT_RECOVERY] = "recovery",
+    [AUDIT_CONFIG] = "config",
+    [AUDIT_KEY] = "key",
+    [AUDIT_FRONTEND_DENY] = "frontend-deny",
+    [AUDIT_SUPPRESSED] = "suppressed",
 };
 
 const char *audit_kind_name(audit_kind k)
 {
-    if (k < AUDIT_START || k > AUDIT_RECOVERY)
+    if (k < AUDIT_START || k > AUDIT_KIND_LAST)
         return NULL;
     return kind_names[k];
 }
@@ -121,14 +130,12 @@ static int is_name(const char *s, size_t min)
     return 1;
 }
 
-hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hsmca_err *e)
+/* The fixed fields of each kind are well formed (the strings are escaped, not checked). */
+static HSMCA_MUSTCHECK hsmca_code check_fixed(const audit_entry *ent, hsmca_err *e)
 {
     audit_kind k = ent->kind;
-    const char *kname = audit_kind_name(k);
-    HSMCA_ENSURE(kname, e, HSMCA_EINVAL, "audit entry: unknown kind %d", (int)k);
-    int intent = k == AUDIT_ISSUE_INTENT, result = k == AUDIT_ISSUE_RESULT, deny = k == AUDIT_DENY;
-    int ok_result = result && ent->cert_sha256[0];
-    if (intent) {
+    int ok_result = k == AUDIT_ISSUE_RESULT && ent->cert_sha256[0];
+    if (k == AUDIT_ISSUE_INTENT) {
         HSMCA_ENSURE(is_hex(ent->tbs_sha256, 64, 64), e, HSMCA_EINVAL,
                      "audit entry: tbs_sha256 must be 64 lowercase hex digits");
         HSMCA_ENSURE(ent->csr_sha256[0] == 0 || is_hex(ent->csr_sha256, 64, 64), e, HSMCA_EINVAL,
@@ -140,45 +147,109 @@ hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hs
     if (ok_result)
         HSMCA_ENSURE(is_hex(ent->cert_sha256, 64, 64), e, HSMCA_EINVAL,
                      "audit entry: cert_sha256 must be 64 lowercase hex digits");
-    if ((result && !ok_result) || deny)
+    if ((k == AUDIT_ISSUE_RESULT && !ok_result) || k == AUDIT_DENY || k == AUDIT_FRONTEND_DENY)
         HSMCA_ENSURE(is_name(ent->code, 1), e, HSMCA_EINVAL,
                      "audit entry: an error or deny needs a code");
+    if (k == AUDIT_CONFIG)
+        HSMCA_ENSURE(is_hex(ent->config_sha256, 64, 64) && is_hex(ent->policy_sha256, 64, 64), e,
+                     HSMCA_EINVAL, "audit entry: config and policy need their SHA-256 in hex");
+    if (k == AUDIT_KEY) {
+        HSMCA_ENSURE(is_hex(ent->ca_spki_sha256, 64, 64) && is_hex(ent->ca_cert_sha256, 64, 64), e,
+                     HSMCA_EINVAL, "audit entry: the CA key and certificate need their SHA-256");
+        HSMCA_ENSURE(is_name(ent->ca_key_alg, 1) && is_name(ent->ca_key_type, 1), e, HSMCA_EINVAL,
+                     "audit entry: bad CA key algorithm or type name");
+        int no_audit_key = ent->audit_public_key[0] == 0;
+        HSMCA_ENSURE(no_audit_key
+                         ? ent->audit_key_alg[0] == 0
+                         : is_hex(ent->audit_public_key, 64, 64) && is_name(ent->audit_key_alg, 1),
+                     e, HSMCA_EINVAL,
+                     "audit entry: audit_public_key must be 64 hex digits with its algorithm, "
+                     "or both empty");
+    }
+    if (k == AUDIT_SUPPRESSED)
+        HSMCA_ENSURE((strcmp(ent->of, "deny") == 0 || strcmp(ent->of, "frontend-deny") == 0) &&
+                         ent->count > 0 && ent->interval_s > 0,
+                     e, HSMCA_EINVAL,
+                     "audit entry: suppressed needs of deny or frontend-deny, a count and a "
+                     "window");
     HSMCA_ENSURE(ent->seq <= INT64_MAX && ent->request_id <= INT64_MAX &&
-                     ent->intent_seq <= INT64_MAX,
+                     ent->intent_seq <= INT64_MAX && ent->count <= INT64_MAX &&
+                     ent->limit <= INT64_MAX && ent->interval_s <= INT64_MAX,
                  e, HSMCA_EINVAL, "audit entry: a number is out of range");
+    return HSMCA_OK;
+}
+
+hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hsmca_err *e)
+{
+    audit_kind k = ent->kind;
+    const char *kname = audit_kind_name(k);
+    HSMCA_ENSURE(kname, e, HSMCA_EINVAL, "audit entry: unknown kind %d", (int)k);
+    HSMCA_GUARD(check_fixed(ent, e));
+    int intent = k == AUDIT_ISSUE_INTENT, result = k == AUDIT_ISSUE_RESULT, deny = k == AUDIT_DENY;
+    int fdeny = k == AUDIT_FRONTEND_DENY, key = k == AUDIT_KEY, supp = k == AUDIT_SUPPRESSED;
+    int ok_result = result && ent->cert_sha256[0];
 
     /* Keys in byte order; the order below is that order. */
     jw w = {out, 0, AUDIT_LINE_MAX - 2, 1};
     jw_put(&w, "{", 1);
+    if (key) {
+        jw_plain(&w, "audit_key_alg", ent->audit_key_alg);
+        jw_str(&w, "audit_key_uri", &ent->audit_key_uri, AUDIT_STR_MAX);
+        jw_plain(&w, "audit_public_key", ent->audit_public_key);
+    }
+    if (fdeny)
+        jw_str(&w, "authenticator", &ent->authenticator, AUDIT_NAME_STR_MAX);
+    if (key) {
+        jw_plain(&w, "ca_cert_sha256", ent->ca_cert_sha256);
+        jw_plain(&w, "ca_key_alg", ent->ca_key_alg);
+        jw_plain(&w, "ca_key_type", ent->ca_key_type);
+        jw_str(&w, "ca_key_uri", &ent->ca_key_uri, AUDIT_STR_MAX);
+        jw_plain(&w, "ca_spki_sha256", ent->ca_spki_sha256);
+    }
     if (ok_result)
         jw_plain(&w, "cert_sha256", ent->cert_sha256);
-    if ((result && !ok_result) || deny)
+    if ((result && !ok_result) || deny || fdeny)
         jw_plain(&w, "code", ent->code);
+    if (k == AUDIT_CONFIG)
+        jw_plain(&w, "config_sha256", ent->config_sha256);
+    if (supp)
+        jw_u64(&w, "count", ent->count);
     if (intent)
         jw_plain(&w, "csr_sha256", ent->csr_sha256);
     if (result && !ok_result)
         jw_str(&w, "error", &ent->error, AUDIT_STR_MAX);
     if (result)
         jw_u64(&w, "intent_seq", ent->intent_seq);
+    if (supp)
+        jw_u64(&w, "interval_s", ent->interval_s);
     jw_plain(&w, "kind", kname);
+    if (supp)
+        jw_u64(&w, "limit", ent->limit);
     if (intent) {
         jw_i64(&w, "not_after", ent->not_after);
         jw_i64(&w, "not_before", ent->not_before);
-        jw_plain(&w, "profile", ent->profile);
     }
-    if (deny || k == AUDIT_RECOVERY)
+    if (supp)
+        jw_plain(&w, "of", ent->of);
+    if (k == AUDIT_CONFIG)
+        jw_plain(&w, "policy_sha256", ent->policy_sha256);
+    if (intent)
+        jw_plain(&w, "profile", ent->profile);
+    if (deny || fdeny || k == AUDIT_RECOVERY)
         jw_str(&w, "reason", &ent->reason, AUDIT_STR_MAX);
-    if (intent || result || deny)
+    if (intent || result || deny || fdeny)
         jw_u64(&w, "request_id", ent->request_id);
-    if (intent || deny)
+    if (intent || deny || fdeny)
         jw_str(&w, "requester", &ent->requester, AUDIT_STR_MAX);
     if (intent)
         jw_str(&w, "sans", &ent->sans, AUDIT_SANS_MAX);
     jw_u64(&w, "seq", ent->seq);
-    if (intent) {
+    if (intent)
         jw_plain(&w, "serial", ent->serial);
+    if (fdeny) /* the front end's word, never the signer's: an auditor weighs it so */
+        jw_plain(&w, "source", "frontend");
+    if (intent)
         jw_plain(&w, "tbs_sha256", ent->tbs_sha256);
-    }
     jw_i64(&w, "time", ent->time);
     w.cap += 2;
     jw_put(&w, "}\n", 2);
@@ -272,11 +343,11 @@ static HSMCA_MUSTCHECK hsmca_code fields(json_t *o, audit_entry *ent, audit_entr
 {
     json_t *k = json_object_get(o, "kind");
     HSMCA_ENSURE(json_is_string(k), e, HSMCA_EINVAL, "audit line: no kind");
-    for (int i = AUDIT_START; i <= AUDIT_RECOVERY; i++)
+    for (int i = AUDIT_START; i <= AUDIT_KIND_LAST; i++)
         if (strcmp(json_string_value(k), kind_names[i]) == 0)
             ent->kind = (audit_kind)i;
     HSMCA_ENSURE(ent->kind, e, HSMCA_EINVAL, "audit line: unknown kind");
-    int64_t seq = -1, rid = 0, iseq = 0;
+    int64_t seq = -1, rid = 0, iseq = 0, count = 0, limit = 0, interval = 0;
     HSMCA_GUARD(get_int(o, "seq", 0, &seq, e));
     HSMCA_ENSURE(seq >= 0, e, HSMCA_EINVAL, "audit line: no seq");
     HSMCA_GUARD(get_int(o, "time", INT64_MIN, &ent->time, e));
@@ -284,6 +355,12 @@ static HSMCA_MUSTCHECK hsmca_code fields(json_t *o, audit_entry *ent, audit_entr
     HSMCA_GUARD(get_int(o, "intent_seq", 0, &iseq, e));
     HSMCA_GUARD(get_int(o, "not_before", INT64_MIN, &ent->not_before, e));
     HSMCA_GUARD(get_int(o, "not_after", INT64_MIN, &ent->not_after, e));
+    HSMCA_GUARD(get_int(o, "count", 0, &count, e));
+    HSMCA_GUARD(get_int(o, "limit", 0, &limit, e));
+    HSMCA_GUARD(get_int(o, "interval_s", 0, &interval, e));
+    ent->count = (uint64_t)count;
+    ent->limit = (uint64_t)limit;
+    ent->interval_s = (uint64_t)interval;
     ent->seq = (uint64_t)seq;
     ent->request_id = (uint64_t)rid;
     ent->intent_seq = (uint64_t)iseq;
@@ -293,6 +370,23 @@ static HSMCA_MUSTCHECK hsmca_code fields(json_t *o, audit_entry *ent, audit_entr
     HSMCA_GUARD(get_plain(o, "serial", ent->serial, sizeof(ent->serial), e));
     HSMCA_GUARD(get_plain(o, "profile", ent->profile, sizeof(ent->profile), e));
     HSMCA_GUARD(get_plain(o, "code", ent->code, sizeof(ent->code), e));
+    HSMCA_GUARD(get_plain(o, "config_sha256", ent->config_sha256, sizeof(ent->config_sha256), e));
+    HSMCA_GUARD(get_plain(o, "policy_sha256", ent->policy_sha256, sizeof(ent->policy_sha256), e));
+    HSMCA_GUARD(get_plain(o, "ca_key_alg", ent->ca_key_alg, sizeof(ent->ca_key_alg), e));
+    HSMCA_GUARD(get_plain(o, "ca_key_type", ent->ca_key_type, sizeof(ent->ca_key_type), e));
+    HSMCA_GUARD(
+        get_plain(o, "ca_spki_sha256", ent->ca_spki_sha256, sizeof(ent->ca_spki_sha256), e));
+    HSMCA_GUARD(
+        get_plain(o, "ca_cert_sha256", ent->ca_cert_sha256, sizeof(ent->ca_cert_sha256), e));
+    HSMCA_GUARD(get_plain(o, "audit_key_alg", ent->audit_key_alg, sizeof(ent->audit_key_alg), e));
+    HSMCA_GUARD(
+        get_plain(o, "audit_public_key", ent->audit_public_key, sizeof(ent->audit_public_key), e));
+    HSMCA_GUARD(get_plain(o, "of", ent->of, sizeof(ent->of), e));
+    HSMCA_GUARD(get_str(o, "ca_key_uri", &ent->ca_key_uri, buf->ca_key_uri, AUDIT_STR_MAX, e));
+    HSMCA_GUARD(
+        get_str(o, "audit_key_uri", &ent->audit_key_uri, buf->audit_key_uri, AUDIT_STR_MAX, e));
+    HSMCA_GUARD(get_str(o, "authenticator", &ent->authenticator, buf->authenticator,
+                        AUDIT_NAME_STR_MAX, e));
     HSMCA_GUARD(get_str(o, "requester", &ent->requester, buf->requester, AUDIT_STR_MAX, e));
     HSMCA_GUARD(get_str(o, "reason", &ent->reason, buf->reason, AUDIT_STR_MAX, e));
     HSMCA_GUARD(get_str(o, "error", &ent->error, buf->error, AUDIT_STR_MAX, e));

@@ -19,6 +19,7 @@
 #define AUDIT_SANS_MAX 4096u /* input bytes kept of the SAN list */
 #define AUDIT_SERIAL_HEX_MAX 40u
 #define AUDIT_PROFILE_MAX 32u
+#define AUDIT_NAME_STR_MAX 64u /* input bytes kept of an authenticator name */
 
 typedef enum {
     AUDIT_START = 1,
@@ -27,7 +28,12 @@ typedef enum {
     AUDIT_ISSUE_RESULT,
     AUDIT_DENY,
     AUDIT_RECOVERY,
+    AUDIT_CONFIG,
+    AUDIT_KEY,
+    AUDIT_FRONTEND_DENY,
+    AUDIT_SUPPRESSED,
 } audit_kind;
+#define AUDIT_KIND_LAST AUDIT_SUPPRESSED
 
 /* A string field: len bytes at p (any bytes); full is the length before the cap (0 means
  * len). The caller owns p. */
@@ -41,10 +47,21 @@ typedef struct {
  *   every kind:   seq, time (unix seconds)
  *   issue-intent: request_id, requester, csr_sha256 (may be ""), tbs_sha256, sans, serial,
  *                 not_before, not_after, profile
- *   issue-result: request_id, intent_seq, and cert_sha256 or (code and error)
- *   deny:         request_id, requester, code, reason
+ *   issue-result: request_id, intent_seq, and cert_sha256 or (code and error); code
+ *                 "UNKNOWN" when the signer stopped before it recorded the outcome
+ *   deny:         request_id, requester, code, reason (the signer's own refusal)
  *   recovery:     reason
  *   start, stop:  nothing more
+ *   config:       config_sha256 (the config file's bytes), policy_sha256 (the signer's
+ *                 canonical policy text, signer/signer_audit.c)
+ *   key:          ca_key_alg (signature algorithm), ca_key_type, ca_key_uri, ca_spki_sha256
+ *                 (SubjectPublicKeyInfo DER), ca_cert_sha256 (certificate DER),
+ *                 audit_key_alg ("ed25519" or ""), audit_key_uri, audit_public_key (64 hex
+ *                 of the raw key, or "" when no audit key)
+ *   frontend-deny: request_id (0 when none), requester, authenticator, code, reason, and
+ *                 source "frontend" (written by the encoder): the front end's word only
+ *   suppressed:   of (the kind whose entries were dropped: "deny" or "frontend-deny"),
+ *                 count, limit (entries allowed per window), interval_s (the window)
  * Hex fields are lowercase; sha256 fields 64 characters, serial 2..40. */
 typedef struct {
     audit_kind kind;
@@ -58,6 +75,18 @@ typedef struct {
     char profile[AUDIT_PROFILE_MAX + 1];
     char code[AUDIT_PROFILE_MAX + 1]; /* hsmca_code_name of an error; "" on success */
     audit_str requester, sans, reason, error;
+    /* config */
+    char config_sha256[65], policy_sha256[65];
+    /* key */
+    char ca_key_alg[AUDIT_PROFILE_MAX + 1], ca_key_type[AUDIT_PROFILE_MAX + 1];
+    char ca_spki_sha256[65], ca_cert_sha256[65];
+    char audit_key_alg[AUDIT_PROFILE_MAX + 1], audit_public_key[65];
+    audit_str ca_key_uri, audit_key_uri;
+    /* frontend-deny */
+    audit_str authenticator;
+    /* suppressed */
+    char of[AUDIT_PROFILE_MAX + 1];
+    uint64_t count, limit, interval_s;
 } audit_entry;
 
 /* The name of a kind ("issue-intent"), or NULL. */
@@ -73,6 +102,8 @@ HSMCA_MUSTCHECK hsmca_code audit_entry_encode(const audit_entry *ent, char *out,
 typedef struct {
     char requester[AUDIT_STR_MAX], reason[AUDIT_STR_MAX], error[AUDIT_STR_MAX];
     char sans[AUDIT_SANS_MAX];
+    char ca_key_uri[AUDIT_STR_MAX], audit_key_uri[AUDIT_STR_MAX];
+    char authenticator[AUDIT_NAME_STR_MAX];
 } audit_entry_buf;
 
 /* Parses one line (len bytes, without its '\n') into *ent, whose strings point into *buf.

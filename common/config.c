@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include <openssl/sha.h>
 #include <yaml.h>
 
 #include "util.h"
@@ -543,6 +544,8 @@ hsmca_code config_load(const char *path, hsmca_config *c, hsmca_err *e)
                         strerror(errno));
     } else {
         rc = config_parse(path, buf, len, abs_dir, c, e);
+        if (rc == HSMCA_OK)
+            SHA256((const unsigned char *)buf, len, c->source_sha256);
     }
     free(buf);
     return rc;

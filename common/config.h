@@ -66,6 +66,10 @@ typedef struct {
     char audit_dir[CONFIG_MAX_STR];      /* the signing log (DESIGN.md §6); "" = none */
     char audit_origin[CONFIG_MAX_STR];   /* checkpoint origin and audit key name; unique per
                                             replica; "": config_default_origin() */
+
+    /* Not a key: SHA-256 of the file config_load read (the bytes in force), for the
+     * signing log's config entry; zero after config_parse alone. */
+    uint8_t source_sha256[32];
 } hsmca_config;
 
 /* The default audit.origin, "<hostname>/hsmca/<trust_domain>", into out (outsz bytes): a

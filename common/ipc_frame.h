@@ -16,8 +16,9 @@
 
 /* Message types. Each has exactly one handler in the receiver's allow-table. */
 enum ipc_type {
-    IPC_SIGN_REQ = 1,   /* front end -> signer: hsmca.ipc.SignRequest */
-    IPC_SIGN_REPLY = 2, /* signer -> front end: hsmca.ipc.SignReply   */
+    IPC_SIGN_REQ = 1,      /* front end -> signer: hsmca.ipc.SignRequest */
+    IPC_SIGN_REPLY = 2,    /* signer -> front end: hsmca.ipc.SignReply   */
+    IPC_FRONTEND_DENY = 3, /* front end -> signer: hsmca.ipc.FrontendDeny, no reply */
 };
 
 /* One received frame. payload points into the packet buffer it was read from:

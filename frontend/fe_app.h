@@ -34,7 +34,8 @@ typedef struct {
 typedef struct {
     uint8_t *tbs;          /* OPENSSL_malloc'd */
     size_t tbs_len;
-    char requester[POLICY_MAX_ID];
+    char requester[POLICY_MAX_ID]; /* "" until authenticated */
+    const char *authenticator;     /* "jwt", or "none" without credentials */
     uint8_t csr_sha256[32];
 } fe_checked_request;
 

@@ -14,6 +14,7 @@
 
 #include "ipc_frame.h"
 #include "log.h"
+#include "profile.h"
 #include "signer.pb-c.h"
 #include "util.h"
 
@@ -35,6 +36,10 @@ struct fe_ipc {
     int ctl_fd;            /* -1 once the supervisor has gone */
     volatile int *stop;    /* the front end's stop flag */
     uint64_t next_id;
+    /* FrontendDeny flood control (under lock): the current second's window. */
+    double deny_window;
+    unsigned deny_sent;
+    uint32_t deny_dropped; /* not sent since the last one that was */
     fe_pending pending[FE_IPC_MAX_INFLIGHT];
     pthread_t thread;
 };
@@ -104,6 +109,66 @@ hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint8_t *tbs, size_t
     if (rc != HSMCA_EUNAVAIL)
         rc = hsmca_fail(e, HSMCA_EUNAVAIL, "signer unavailable: %s", e->msg);
     return rc;
+}
+
+/* Caps a string for the FrontendDeny (the signer refuses longer ones as a protocol
+ * violation): at most max bytes, cut before a NUL. */
+static char *deny_str(const char *s, size_t max, char *buf)
+{
+    size_t n = s ? strnlen(s, max) : 0;
+    memcpy(buf, s ? s : "", n);
+    buf[n] = 0;
+    return buf;
+}
+
+void fe_ipc_deny(fe_ipc *c, const char *requester, const char *authenticator, hsmca_code code,
+                 const char *reason)
+{
+    if (code == HSMCA_OK || (unsigned)code > HSMCA_CODE_MAX)
+        return;
+    double now = util_mono_now();
+    pthread_mutex_lock(&c->lock);
+    if (now - c->deny_window >= 1.0 || now < c->deny_window) {
+        c->deny_window = now;
+        c->deny_sent = 0;
+    }
+    int send = c->deny_sent < FE_IPC_DENY_PER_S;
+    uint64_t id = ++c->next_id; /* the entry's request_id: unique with the requests' */
+    uint32_t dropped = 0;
+    if (send) {
+        c->deny_sent++;
+        dropped = c->deny_dropped;
+        c->deny_dropped = 0;
+    } else if (c->deny_dropped < UINT32_MAX) {
+        c->deny_dropped++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!send)
+        return;
+    static _Thread_local char rq[PROFILE_REQUESTER_MAX + 1], au[65], why[1025];
+    Hsmca__Ipc__FrontendDeny d = HSMCA__IPC__FRONTEND_DENY__INIT;
+    d.requester = deny_str(requester, PROFILE_REQUESTER_MAX, rq);
+    d.authenticator = deny_str(authenticator, 64, au);
+    d.code = (uint32_t)code;
+    d.reason = deny_str(reason, 1024, why);
+    d.suppressed = dropped;
+    uint8_t buf[PROFILE_REQUESTER_MAX + 64 + 1024 + 64];
+    size_t n = hsmca__ipc__frontend_deny__get_packed_size(&d);
+    if (n > sizeof(buf))
+        return;
+    hsmca__ipc__frontend_deny__pack(&d, buf);
+    hsmca_err e;
+    pthread_rwlock_rdlock(&c->conn);
+    /* Timeout 0: a refusal never waits for the signer; what is not sent is counted. */
+    hsmca_code rc =
+        c->fd < 0 ? HSMCA_EUNAVAIL : ipc_send_within(c->fd, IPC_FRONTEND_DENY, id, buf, n, 0, &e);
+    pthread_rwlock_unlock(&c->conn);
+    if (rc != HSMCA_OK) {
+        pthread_mutex_lock(&c->lock);
+        uint64_t sum = (uint64_t)c->deny_dropped + dropped + 1;
+        c->deny_dropped = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+        pthread_mutex_unlock(&c->lock);
+    }
 }
 
 /* Completes every pending request (or only the overdue ones) with UNAVAILABLE. */

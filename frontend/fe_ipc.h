@@ -32,6 +32,18 @@ HSMCA_MUSTCHECK hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint
                                          const uint8_t csr_sha256[32], fe_ipc_cb cb, void *arg,
                                          hsmca_err *e);
 
+/* Refusals reported per second at most (FrontendDeny, proto/signer.proto); beyond,
+ * and when the signer is not reading, they are counted and the count goes with the
+ * next one sent (the signer has its own, lower, limit and summary entries). */
+#define FE_IPC_DENY_PER_S 1000
+
+/* Reports a refusal the front end made (authentication, request, CSR, policy) to the
+ * signer for its log: requester ("" before authentication), authenticator, code (not
+ * HSMCA_OK), reason (never a token). Never waits: when the signer has no room the
+ * report is counted, not sent. Thread-safe. */
+void fe_ipc_deny(fe_ipc *c, const char *requester, const char *authenticator, hsmca_code code,
+                 const char *reason);
+
 /* 1 while a signer connection is up. */
 int fe_ipc_connected(fe_ipc *c);
 

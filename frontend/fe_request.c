@@ -62,10 +62,13 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len, 
                             size_t auth_len, int64_t now, fe_checked_request *out, hsmca_err *e)
 {
     memset(out, 0, sizeof(*out));
+    out->authenticator = auth && auth_len ? "jwt" : "none";
     /* Authenticate before looking at the body: strangers learn nothing about it. */
     hsmca_code rc = authenticate(app, auth, auth_len, now, out->requester, sizeof(out->requester), e);
-    if (rc != HSMCA_OK)
+    if (rc != HSMCA_OK) {
+        out->requester[0] = 0; /* nobody was authenticated */
         return rc;
+    }
     if (len > app->cfg->max_request_bytes)
         return hsmca_fail(e, HSMCA_EINVAL, "request: %zu bytes exceeds the limit of %u", len,
                           app->cfg->max_request_bytes);

@@ -197,6 +197,8 @@ static void on_received(fe_call *c)
                          auth_len, util_wall_now(), &req, &e);
     grpc_slice_unref(body);
     if (rc != HSMCA_OK) {
+        /* The signing log records the front end's refusals too (as its word). */
+        fe_ipc_deny(c->srv->app->ipc, req.requester, req.authenticator, rc, e.msg);
         finish(c, rc, e.msg, NULL, 0);
         return;
     }

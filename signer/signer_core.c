@@ -30,6 +30,7 @@
 #include "log.h"
 #include "p11.h"
 #include "sigalg.h"
+#include "signer_audit.h"
 #include "signer_limits.h"
 #include "signer_tbs.h"
 #include "util.h"
@@ -82,6 +83,7 @@ int signer_tick(signer_ctx *s)
     }
     signer_answer_overdue(s);
     log_limiter_flush(s->refusals, util_mono_now());
+    signer_audit_flush_summaries(s, util_mono_now());
     int refused = p11_pool_get_state(s->pool) == P11_POOL_PIN_REFUSED ||
                   (s->audit_key && p11_signkey_get_state(s->audit_key) == P11_POOL_PIN_REFUSED);
     if (refused && pin_file_changed(s)) {
@@ -202,11 +204,12 @@ static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *
 
 /* The replay at start (issue 6 item 5): every intent's serial whose certificate has
  * not expired goes back into the serial set, so uniqueness survives a restart and the
- * set holds only what can still matter. */
+ * set holds only what can still matter; intents without a result are tracked (item 6). */
 typedef struct {
     serial_set *serials;
     int64_t now;
     uint64_t restored, expired, dups;
+    signer_open_intents open;
 } replay_ctx;
 
 static int unhex(const char *hex, uint8_t *out, size_t *len)
@@ -227,6 +230,7 @@ static int unhex(const char *hex, uint8_t *out, size_t *len)
 static void replay_entry(void *ctx, const audit_entry *ent)
 {
     replay_ctx *r = ctx;
+    signer_open_intents_note(&r->open, ent, r->now);
     if (ent->kind != AUDIT_ISSUE_INTENT)
         return;
     if (ent->not_after <= r->now) {
@@ -238,7 +242,7 @@ static void replay_entry(void *ctx, const audit_entry *ent)
     hsmca_err e;
     if (!unhex(ent->serial, serial, &len))
         return; /* the parser checked the hex: cannot happen */
-    if (serial_set_restore(r->serials, serial, len, &e) == HSMCA_OK)
+    if (serial_set_restore(r->serials, serial, len, ent->not_after, r->now, &e) == HSMCA_OK)
         r->restored++;
     else
         r->dups++;
@@ -297,15 +301,20 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
         }
     }
     HSMCA_GUARD(open_publisher(s, cfg, owner, group, e));
-    replay_ctx r = {s->serials, util_wall_now(), 0, 0, 0};
+    replay_ctx r = {s->serials, util_wall_now(), 0, 0, 0, {0}};
     audit_replay_stats st;
-    HSMCA_GUARD(audit_log_open_ex(cfg->audit_dir, owner, group, replay_entry, &r,
-                                  s->publish ? audit_publish_replay_line : NULL, s->publish,
-                                  &s->audit, &st, e));
-    hsmca_code rc = s->publish ? audit_publish_attach(s->publish, s->audit, e) : HSMCA_OK;
+    hsmca_code rc = audit_log_open_ex(cfg->audit_dir, owner, group, replay_entry, &r,
+                                      s->publish ? audit_publish_replay_line : NULL, s->publish,
+                                      &s->audit, &st, e);
+    if (rc == HSMCA_OK && s->publish) {
+        rc = audit_publish_attach(s->publish, s->audit, e);
+        if (rc != HSMCA_OK) {
+            audit_log_close(s->audit); /* refused: not one more line in it */
+            s->audit = NULL;
+        }
+    }
     if (rc != HSMCA_OK) {
-        audit_log_close(s->audit); /* refused: not one more line in it */
-        s->audit = NULL;
+        signer_open_intents_free(&r.open);
         return rc;
     }
     char n_entries[24], n_restored[24], n_expired[24], n_dups[24], n_cut[24];
@@ -318,9 +327,17 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
               LOG_STR("entries", n_entries), LOG_STR("serials_restored", n_restored),
               LOG_STR("serials_expired", n_expired), LOG_STR("serials_duplicate", n_dups),
               LOG_STR("cut_bytes", n_cut));
+    /* The outcome of intents the last life left open, then start and what this life
+     * runs with (config, key): one sync for all. */
     audit_entry a = {.kind = AUDIT_START};
     uint64_t seq;
-    HSMCA_GUARD(audit_log_append(s->audit, &a, &seq, e));
+    rc = signer_audit_close_open(s, &r.open, &seq, e);
+    if (rc == HSMCA_OK)
+        rc = audit_log_append(s->audit, &a, &seq, e);
+    if (rc == HSMCA_OK)
+        rc = signer_audit_started(s, &seq, e);
+    signer_open_intents_free(&r.open);
+    HSMCA_GUARD(rc);
     return audit_log_sync_through(s->audit, seq, e);
 }
 
@@ -357,7 +374,9 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     s->serials = serial_set_new();
     s->rate = rate_limiter_new(cfg->rate_per_second, cfg->rate_burst);
     s->refusals = log_limiter_new(SIGNER_REFUSAL_LINES_PER_S, 1.0);
-    if (!s->serials || !s->rate || !s->refusals) {
+    s->deny_limit = entry_limiter_new(SIGNER_DENY_ENTRIES_PER_S, SIGNER_DENY_WINDOW_S);
+    s->frontend_deny_limit = entry_limiter_new(SIGNER_DENY_ENTRIES_PER_S, SIGNER_DENY_WINDOW_S);
+    if (!s->serials || !s->rate || !s->refusals || !s->deny_limit || !s->frontend_deny_limit) {
         hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
         signer_stop_all(s);
         return NULL;
@@ -419,6 +438,7 @@ void signer_stop_all(signer_ctx *s)
     }
     signer_conn_unref_locked(s->conn);
     if (s->audit) { /* the workers are gone: the stop entry is the log's last */
+        signer_audit_flush_summaries(s, util_mono_now() + 3600); /* every window is over */
         audit_entry a = {.kind = AUDIT_STOP};
         uint64_t seq;
         hsmca_err e;
@@ -443,5 +463,7 @@ void signer_stop_all(signer_ctx *s)
     if (s->refusals) /* at stop, the last window is over: report what it suppressed */
         log_limiter_flush(s->refusals, util_mono_now() + 3600);
     log_limiter_free(s->refusals);
+    entry_limiter_free(s->deny_limit);
+    entry_limiter_free(s->frontend_deny_limit);
     free(s);
 }

@@ -51,6 +51,8 @@ struct signer_ctx {
     serial_set *serials;
     rate_limiter *rate;
     log_limiter *refusals; /* refusal lines per interval; the rest are counted */
+    entry_limiter *deny_limit;          /* deny entries per window (signer_audit.h) */
+    entry_limiter *frontend_deny_limit; /* frontend-deny entries per window */
     struct stat pin_stat;  /* the PIN file as read at start: a change re-enables login */
     int ctl_fd; /* to ask the supervisor for a new front end; -1: none */
 

@@ -1,6 +1,7 @@
 /* signer_limits.c - see signer_limits.h. */
 #include "signer_limits.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,8 @@
  * with a random per-process key) keeps it from steering every serial into one probe
  * chain and turning each insert into a linear scan. */
 typedef struct {
-    uint8_t len; /* 0: empty slot */
+    int64_t not_after; /* the certificate's: the slot is dropped after it */
+    uint8_t len;       /* 0: empty slot */
     uint8_t b[20];
 } serial_slot;
 
@@ -25,6 +27,8 @@ struct serial_set {
     size_t count;
     uint8_t key[16];
 };
+
+#define SS_MIN_CAP 1024u
 
 #define SS_ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 
@@ -88,7 +92,7 @@ serial_set *serial_set_new(void)
     serial_set *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
-    s->cap = 1024;
+    s->cap = SS_MIN_CAP;
     s->slots = calloc(s->cap, sizeof(*s->slots));
     if (!s->slots || RAND_bytes(s->key, sizeof(s->key)) != 1 ||
         pthread_mutex_init(&s->mu, NULL) != 0) {
@@ -121,54 +125,93 @@ static serial_slot *ss_find(serial_slot *slots, size_t cap, const serial_set *s,
     }
 }
 
-/* Doubles the table; keeps the load factor at or below one half. */
-static int ss_grow(serial_set *s)
+/* Rebuilds the table with only the serials still valid at now, at a capacity where
+ * they (and one more) fill at most a quarter of it: at least a quarter of the new
+ * capacity is then inserted before the next rebuild, so rebuilds cost O(1) per insert
+ * amortized, and the table follows the live count (it also shrinks). Lock held. */
+static int ss_rebuild(serial_set *s, int64_t now, size_t *dropped)
 {
-    if (s->cap > SIZE_MAX / 2 / sizeof(serial_slot))
-        return -1;
-    size_t ncap = s->cap * 2;
+    size_t live = 0;
+    for (size_t i = 0; i < s->cap; i++)
+        if (s->slots[i].len && s->slots[i].not_after > now)
+            live++;
+    size_t ncap = SS_MIN_CAP;
+    while ((live + 1) * 4 > ncap) {
+        if (ncap > SIZE_MAX / 2 / sizeof(serial_slot))
+            return -1;
+        ncap *= 2;
+    }
     serial_slot *ns = calloc(ncap, sizeof(*ns));
     if (!ns)
         return -1;
     for (size_t i = 0; i < s->cap; i++)
-        if (s->slots[i].len)
+        if (s->slots[i].len && s->slots[i].not_after > now)
             *ss_find(ns, ncap, s, s->slots[i].b, s->slots[i].len) = s->slots[i];
+    if (dropped)
+        *dropped = s->count - live;
     free(s->slots);
     s->slots = ns;
     s->cap = ncap;
+    s->count = live;
     return 0;
 }
 
-static HSMCA_MUSTCHECK hsmca_code ss_add(serial_set *s, const uint8_t *serial, size_t len, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code ss_add(serial_set *s, const uint8_t *serial, size_t len,
+                                         int64_t not_after, int64_t now, int restore, hsmca_err *e)
 {
     if (!s || !serial || len == 0 || len > sizeof(((serial_slot *)0)->b))
         return hsmca_fail(e, HSMCA_EINVAL, "invariant 6: serial of %zu octets", len);
     hsmca_code rc = HSMCA_OK;
     pthread_mutex_lock(&s->mu);
-    if ((s->count + 1) * 2 > s->cap && ss_grow(s) != 0) {
+    if ((s->count + 1) * 2 > s->cap && ss_rebuild(s, now, NULL) != 0) {
         rc = hsmca_fail(e, HSMCA_ENOMEM, "invariant 6: serial set cannot grow");
     } else {
         serial_slot *sl = ss_find(s->slots, s->cap, s, serial, len);
-        if (sl->len) {
+        if (sl->len && (sl->not_after > now || restore)) {
+            if (restore && not_after > sl->not_after)
+                sl->not_after = not_after;
             rc = hsmca_fail(e, HSMCA_EPERM, "invariant 6: serial issued before");
         } else {
+            /* An empty slot, or this serial's expired one (not pruned yet). */
+            if (!sl->len)
+                s->count++;
             sl->len = (uint8_t)len;
             memcpy(sl->b, serial, len);
-            s->count++;
+            sl->not_after = not_after;
         }
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
 
-hsmca_code serial_set_insert(serial_set *s, const uint8_t *serial, size_t len, hsmca_err *e)
+hsmca_code serial_set_insert(serial_set *s, const uint8_t *serial, size_t len, int64_t not_after,
+                             int64_t now, hsmca_err *e)
 {
-    return ss_add(s, serial, len, e);
+    return ss_add(s, serial, len, not_after, now, 0, e);
 }
 
-hsmca_code serial_set_restore(serial_set *s, const uint8_t *serial, size_t len, hsmca_err *e)
+hsmca_code serial_set_restore(serial_set *s, const uint8_t *serial, size_t len, int64_t not_after,
+                              int64_t now, hsmca_err *e)
 {
-    return ss_add(s, serial, len, e); /* a duplicate is already in the set */
+    return ss_add(s, serial, len, not_after, now, 1, e); /* a duplicate is already in the set */
+}
+
+size_t serial_set_prune(serial_set *s, int64_t now)
+{
+    size_t dropped = 0;
+    pthread_mutex_lock(&s->mu);
+    if (ss_rebuild(s, now, &dropped) != 0)
+        dropped = 0; /* out of memory: the old table stays, still correct */
+    pthread_mutex_unlock(&s->mu);
+    return dropped;
+}
+
+size_t serial_set_capacity(serial_set *s)
+{
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->cap;
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 size_t serial_set_count(serial_set *s)
@@ -236,4 +279,84 @@ hsmca_code rate_limiter_take(rate_limiter *r, double now, hsmca_err *e)
                         r->rate, r->burst);
     pthread_mutex_unlock(&r->mu);
     return rc;
+}
+
+/* ---- entry_limiter: a window per interval, the rest counted ------------------------ */
+
+struct entry_limiter {
+    pthread_mutex_t mu;
+    unsigned per;
+    double interval;
+    double start; /* the current window's; -inf before the first call */
+    unsigned used;
+    uint64_t dropped; /* in windows not yet reported */
+};
+
+entry_limiter *entry_limiter_new(unsigned per_interval, double interval_s)
+{
+    if (!(interval_s > 0) || !isfinite(interval_s))
+        return NULL;
+    entry_limiter *l = calloc(1, sizeof(*l));
+    if (!l)
+        return NULL;
+    if (pthread_mutex_init(&l->mu, NULL) != 0) {
+        free(l);
+        return NULL;
+    }
+    l->per = per_interval;
+    l->interval = interval_s;
+    l->start = -INFINITY;
+    return l;
+}
+
+void entry_limiter_free(entry_limiter *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+/* A clock that went back also ends the window (a NaN reading does not). Lock held. */
+static int el_window_over(const entry_limiter *l, double now)
+{
+    return now < l->start || now - l->start >= l->interval;
+}
+
+int entry_limiter_allow(entry_limiter *l, double now, uint64_t *report)
+{
+    *report = 0;
+    pthread_mutex_lock(&l->mu);
+    if (el_window_over(l, now)) {
+        *report = l->dropped;
+        l->dropped = 0;
+        l->used = 0;
+        l->start = now;
+    }
+    int ok = l->used < l->per;
+    if (ok)
+        l->used++;
+    else
+        l->dropped++;
+    pthread_mutex_unlock(&l->mu);
+    return ok;
+}
+
+void entry_limiter_add_dropped(entry_limiter *l, uint64_t n)
+{
+    pthread_mutex_lock(&l->mu);
+    l->dropped = n > UINT64_MAX - l->dropped ? UINT64_MAX : l->dropped + n;
+    pthread_mutex_unlock(&l->mu);
+}
+
+uint64_t entry_limiter_flush(entry_limiter *l, double now)
+{
+    uint64_t report = 0;
+    pthread_mutex_lock(&l->mu);
+    if (el_window_over(l, now)) {
+        report = l->dropped;
+        l->dropped = 0;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return report;
 }

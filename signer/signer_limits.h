@@ -3,31 +3,43 @@
 #ifndef HSMCA_SIGNER_LIMITS_H
 #define HSMCA_SIGNER_LIMITS_H
 
+#include "hsmca_err.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "hsmca_err.h"
 
-/* The serials this CA key has signed (thread-safe). Today it is filled as the
- * signer signs and forgets on restart; the audit log (DESIGN.md §6) will rebuild
- * it at start with serial_set_restore for every serial the log holds. */
+/* The serials this CA key has signed whose certificates have not expired
+ * (thread-safe). Filled as the signer signs, rebuilt at start from the audit log
+ * (DESIGN.md §6) with serial_set_restore. Each serial is kept with its notAfter and
+ * dropped once expired: lazily, when the table would grow (a rebuild that keeps only
+ * live serials, at a load of at most 1/4, so the set follows the live count instead of
+ * growing forever), or on serial_set_prune. A serial is refused at least until its
+ * certificate expires. */
 typedef struct serial_set serial_set;
 
 /* An empty set; NULL when out of memory. */
 serial_set *serial_set_new(void);
 void serial_set_free(serial_set *s);
 
-/* Records a serial about to be signed: HSMCA_OK, or HSMCA_EPERM when it was
- * signed (or restored) before, HSMCA_EINVAL when not 1..20 octets. */
+/* Records a serial about to be signed, valid until not_after (unix seconds), at wall
+ * time now: HSMCA_OK, or HSMCA_EPERM when it was signed (or restored) before and has
+ * not expired, HSMCA_EINVAL when not 1..20 octets. */
 HSMCA_MUSTCHECK hsmca_code serial_set_insert(serial_set *s, const uint8_t *serial, size_t len,
-                                             hsmca_err *e);
+                                             int64_t not_after, int64_t now, hsmca_err *e);
 
 /* Records a serial signed in an earlier life (replayed from the audit log): a
- * serial seen twice there is reported (HSMCA_EPERM) but stays recorded. */
+ * serial seen twice there is reported (HSMCA_EPERM) but stays recorded (with the
+ * later of the two not_after). */
 HSMCA_MUSTCHECK hsmca_code serial_set_restore(serial_set *s, const uint8_t *serial, size_t len,
-                                              hsmca_err *e);
+                                              int64_t not_after, int64_t now, hsmca_err *e);
 
-/* How many serials the set holds. */
+/* Drops every serial whose not_after is at or before now (and shrinks the table when
+ * it can); returns how many were dropped. */
+size_t serial_set_prune(serial_set *s, int64_t now);
+
+/* How many serials the set holds (expired ones not yet pruned included). */
 size_t serial_set_count(serial_set *s);
+/* The table's slots (for the test that shows the set stays bounded). */
+size_t serial_set_capacity(serial_set *s);
 
 /* SipHash-2-4 of in[0..n) under the 16-byte key (the set's keyed hash, exposed
  * so the unit test can check it against the reference vectors). */
@@ -40,5 +52,22 @@ rate_limiter *rate_limiter_new(uint32_t rate, uint32_t burst);
 void rate_limiter_free(rate_limiter *r);
 /* Takes one token at monotonic time now; HSMCA_ERATE when the bucket is empty. */
 HSMCA_MUSTCHECK hsmca_code rate_limiter_take(rate_limiter *r, double now, hsmca_err *e);
+
+/* Flood control for audit entries (deny, frontend-deny): at most per_interval
+ * entries in each window of interval_s seconds (monotonic time passed in); the rest
+ * are dropped and counted, and the count goes into one summary entry (kind
+ * "suppressed") per window, written by the caller. Thread-safe. */
+typedef struct entry_limiter entry_limiter;
+/* NULL on OOM or when interval_s is not a positive finite number. */
+entry_limiter *entry_limiter_new(unsigned per_interval, double interval_s);
+void entry_limiter_free(entry_limiter *l);
+/* 1: write the entry; 0: dropped (counted). *report gets the count dropped in a
+ * window that has just ended (the caller writes the summary first), else 0. */
+int entry_limiter_allow(entry_limiter *l, double now, uint64_t *report);
+/* Counts n entries dropped elsewhere (the front end's own limit) in this window. */
+void entry_limiter_add_dropped(entry_limiter *l, uint64_t n);
+/* For a periodic caller: the count to report when the window that dropped entries
+ * has ended (it is then reset), else 0. */
+uint64_t entry_limiter_flush(entry_limiter *l, double now);
 
 #endif

@@ -20,6 +20,7 @@
 #include "ipc_frame.h"
 #include "log.h"
 #include "signer.pb-c.h"
+#include "signer_audit.h"
 #include "signer_sandbox.h"
 
 static volatile sig_atomic_t signer_stop;
@@ -66,12 +67,33 @@ static void handle_sign_req(signer_ctx *s, int ctl_fd, uint64_t id, const uint8_
     signer_submit(s, id, req, &shape); /* takes ownership of req */
 }
 
+/* A refusal the front end made, for the signing log. Checked on the wire like a
+ * SignRequest (a malformed one is a protocol violation); no reply; the entry is
+ * appended under a flood limit and not waited for, so a flood of these neither
+ * becomes a flood of lines nor holds this thread. */
+static void handle_frontend_deny(signer_ctx *s, int ctl_fd, uint64_t id, const uint8_t *p, size_t n)
+{
+    hsmca_err e;
+    if (signer_deny_check(p, n, &e) != HSMCA_OK) {
+        drop_peer(s, ctl_fd, e.msg);
+        return;
+    }
+    Hsmca__Ipc__FrontendDeny *d = hsmca__ipc__frontend_deny__unpack(NULL, n, p);
+    if (!d) {
+        drop_peer(s, ctl_fd, "FrontendDeny does not decode");
+        return;
+    }
+    signer_audit_frontend_deny(s, id, d);
+    hsmca__ipc__frontend_deny__free_unpacked(d, NULL);
+}
+
 /* The allow-table: every message type the front end may send, and its handler. */
 static const struct {
     uint8_t type;
     void (*handler)(signer_ctx *, int, uint64_t, const uint8_t *, size_t);
 } signer_dispatch[] = {
     {IPC_SIGN_REQ, handle_sign_req},
+    {IPC_FRONTEND_DENY, handle_frontend_deny},
 };
 
 static void signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd)

@@ -22,61 +22,92 @@ static int wire_varint(const uint8_t *p, size_t len, size_t *off, uint64_t *v)
     return 0;
 }
 
-hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_request_shape *shape,
-                                hsmca_err *e)
+typedef struct {
+    int wire;
+    size_t max; /* WIRE_LEN: bytes; WIRE_VARINT: value */
+    const char *name;
+    int text; /* a string: no NUL byte (protobuf-c would end it there) */
+} wire_field;
+
+/* Walks payload[0..len) admitting only fields[1..n_fields), each at most once and
+ * within its bound; vals[num] gets a length field's size or a varint's value, *seen_out
+ * a bit per field present. msg names the message. */
+static HSMCA_MUSTCHECK hsmca_code wire_walk(const char *msg, const wire_field *fields,
+                                            unsigned n_fields, const uint8_t *payload, size_t len,
+                                            size_t *vals, unsigned *seen_out, hsmca_err *e)
 {
-    static const struct {
-        int wire;
-        size_t max;
-        const char *name;
-    } fields[5] = {
-        [1] = {WIRE_VARINT, 0, "profile"},
-        [2] = {WIRE_LEN, PROFILE_TBS_MAX, "tbs"},
-        [3] = {WIRE_LEN, PROFILE_REQUESTER_MAX, "requester"},
-        [4] = {WIRE_LEN, 32, "csr_sha256"},
-    };
     unsigned seen = 0;
     size_t off = 0;
-    memset(shape, 0, sizeof(*shape));
     while (off < len) {
         uint64_t key, v;
         HSMCA_ENSURE(wire_varint(payload, len, &off, &key), e, HSMCA_EINVAL,
-                     "SignRequest: malformed or non-minimal field key at offset %zu", off);
+                     "%s: malformed or non-minimal field key at offset %zu", msg, off);
         uint64_t num = key >> 3;
-        HSMCA_ENSURE(num >= 1 && num <= 4, e, HSMCA_EINVAL,
-                     "SignRequest: unknown field %llu", (unsigned long long)num);
-        HSMCA_ENSURE((int)(key & 7) == fields[num].wire, e, HSMCA_EINVAL,
-                     "SignRequest: field %s has the wrong wire type", fields[num].name);
-        HSMCA_ENSURE(!(seen & (1u << num)), e, HSMCA_EINVAL, "SignRequest: field %s repeated",
-                     fields[num].name);
+        HSMCA_ENSURE(num >= 1 && num < n_fields, e, HSMCA_EINVAL, "%s: unknown field %llu", msg,
+                     (unsigned long long)num);
+        const wire_field *f = &fields[num];
+        HSMCA_ENSURE((int)(key & 7) == f->wire, e, HSMCA_EINVAL,
+                     "%s: field %s has the wrong wire type", msg, f->name);
+        HSMCA_ENSURE(!(seen & (1u << num)), e, HSMCA_EINVAL, "%s: field %s repeated", msg, f->name);
         seen |= 1u << num;
         HSMCA_ENSURE(wire_varint(payload, len, &off, &v), e, HSMCA_EINVAL,
-                     "SignRequest: field %s malformed or non-minimal", fields[num].name);
-        if (fields[num].wire == WIRE_VARINT) {
+                     "%s: field %s malformed or non-minimal", msg, f->name);
+        if (f->wire == WIRE_VARINT) {
             /* protobuf-c keeps a uint32's low 32 bits: 2^32 + 1 would pass for 1. */
-            HSMCA_ENSURE(v <= UINT32_MAX, e, HSMCA_EINVAL,
-                         "SignRequest: field %s of %llu exceeds 4294967295", fields[num].name,
-                         (unsigned long long)v);
+            HSMCA_ENSURE(v <= f->max, e, HSMCA_EINVAL, "%s: field %s of %llu exceeds %zu", msg,
+                         f->name, (unsigned long long)v, f->max);
+            vals[num] = (size_t)v;
             continue;
         }
-        HSMCA_ENSURE(v <= len - off, e, HSMCA_EINVAL,
-                     "SignRequest: field %s runs past the frame", fields[num].name);
-        HSMCA_ENSURE(v <= fields[num].max, e, HSMCA_EINVAL,
-                     "SignRequest: field %s of %llu bytes exceeds %zu", fields[num].name,
-                     (unsigned long long)v, fields[num].max);
+        HSMCA_ENSURE(v <= len - off, e, HSMCA_EINVAL, "%s: field %s runs past the frame", msg,
+                     f->name);
+        HSMCA_ENSURE(v <= f->max, e, HSMCA_EINVAL, "%s: field %s of %llu bytes exceeds %zu", msg,
+                     f->name, (unsigned long long)v, f->max);
         /* protobuf-c ends a string at its first NUL: a requester cut there would
          * be logged as someone else. */
-        HSMCA_ENSURE(num != 3 || !memchr(payload + off, 0, (size_t)v), e, HSMCA_EINVAL,
-                     "SignRequest: requester contains a NUL byte");
+        HSMCA_ENSURE(!f->text || !memchr(payload + off, 0, (size_t)v), e, HSMCA_EINVAL,
+                     "%s: %s contains a NUL byte", msg, f->name);
         off += (size_t)v;
-        if (num == 2)
-            shape->tbs_len = (size_t)v;
-        else if (num == 3)
-            shape->requester_len = (size_t)v;
-        else
-            shape->csr_sha256_len = (size_t)v;
+        vals[num] = (size_t)v;
     }
+    *seen_out = seen;
+    return HSMCA_OK;
+}
+
+hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_request_shape *shape,
+                                hsmca_err *e)
+{
+    static const wire_field fields[5] = {
+        [1] = {WIRE_VARINT, UINT32_MAX, "profile", 0},
+        [2] = {WIRE_LEN, PROFILE_TBS_MAX, "tbs", 0},
+        [3] = {WIRE_LEN, PROFILE_REQUESTER_MAX, "requester", 1},
+        [4] = {WIRE_LEN, 32, "csr_sha256", 0},
+    };
+    size_t vals[5] = {0};
+    unsigned seen;
+    memset(shape, 0, sizeof(*shape));
+    HSMCA_GUARD(wire_walk("SignRequest", fields, 5, payload, len, vals, &seen, e));
+    shape->tbs_len = vals[2];
+    shape->requester_len = vals[3];
+    shape->csr_sha256_len = vals[4];
     HSMCA_ENSURE(shape->csr_sha256_len == 0 || shape->csr_sha256_len == 32, e, HSMCA_EINVAL,
                  "SignRequest: csr_sha256 of %zu bytes", shape->csr_sha256_len);
+    return HSMCA_OK;
+}
+
+hsmca_code signer_deny_check(const uint8_t *payload, size_t len, hsmca_err *e)
+{
+    static const wire_field fields[6] = {
+        [1] = {WIRE_LEN, PROFILE_REQUESTER_MAX, "requester", 1},
+        [2] = {WIRE_LEN, SIGNER_DENY_AUTHENTICATOR_MAX, "authenticator", 1},
+        [3] = {WIRE_VARINT, HSMCA_CODE_MAX, "code", 0},
+        [4] = {WIRE_LEN, SIGNER_DENY_REASON_MAX, "reason", 1},
+        [5] = {WIRE_VARINT, UINT32_MAX, "suppressed", 0},
+    };
+    size_t vals[6] = {0};
+    unsigned seen;
+    HSMCA_GUARD(wire_walk("FrontendDeny", fields, 6, payload, len, vals, &seen, e));
+    HSMCA_ENSURE((seen & (1u << 3)) && vals[3] != HSMCA_OK, e, HSMCA_EINVAL,
+                 "FrontendDeny: code must name a refusal (1..%d)", HSMCA_CODE_MAX);
     return HSMCA_OK;
 }

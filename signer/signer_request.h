@@ -29,4 +29,16 @@ typedef struct {
 HSMCA_MUSTCHECK hsmca_code signer_request_check(const uint8_t *payload, size_t len,
                                                 signer_request_shape *shape, hsmca_err *e);
 
+/* The caps of a FrontendDeny's strings (proto/signer.proto). */
+#define SIGNER_DENY_AUTHENTICATOR_MAX 64
+#define SIGNER_DENY_REASON_MAX 1024
+
+/* Walks a FrontendDeny payload[0..len): fields 1 (requester, at most
+ * PROFILE_REQUESTER_MAX), 2 (authenticator, at most SIGNER_DENY_AUTHENTICATOR_MAX), 3
+ * (varint code, 1..HSMCA_CODE_MAX: a refusal), 4 (reason, at most
+ * SIGNER_DENY_REASON_MAX), 5 (varint suppressed, at most 2^32-1), each at most once,
+ * strings without NUL bytes, the code present; nothing else. HSMCA_EINVAL naming the
+ * rule when the front end broke the protocol. */
+HSMCA_MUSTCHECK hsmca_code signer_deny_check(const uint8_t *payload, size_t len, hsmca_err *e);
+
 #endif

@@ -32,6 +32,7 @@
 #include "log.h"
 #include "p11.h"
 #include "sigalg.h"
+#include "signer_audit.h"
 #include "signer_limits.h"
 #include "util.h"
 
@@ -226,26 +227,6 @@ static void audit_result(signer_ctx *s, uint64_t id, uint64_t intent_seq, const 
         log_warn("issue-result of request %llu not logged: %s", (unsigned long long)id, e.msg);
 }
 
-/* A signer refusal (validation, rate, serial): a deny entry, not waited for (nothing
- * was released). */
-static void audit_deny(signer_ctx *s, uint64_t id, const Hsmca__Ipc__SignRequest *req,
-                       hsmca_code code, const char *why)
-{
-    audit_entry a;
-    memset(&a, 0, sizeof(a));
-    a.kind = AUDIT_DENY;
-    a.request_id = id;
-    a.requester = (audit_str){req->requester, strlen(req->requester), 0};
-    snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name(code));
-    a.reason = (audit_str){why, strlen(why), 0};
-    uint64_t seq;
-    hsmca_err e;
-    /* A failure is not logged per request: a failed log says so once
-     * (audit_log.c), and a flood of refusals must not become a flood of lines. */
-    hsmca_code rc = audit_log_append(s->audit, &a, &seq, &e);
-    (void)rc;
-}
-
 #define NO_INTENT UINT64_MAX
 
 /* Validate, rate-limit, record the serial, log the intent, sign, self-check and
@@ -263,7 +244,8 @@ static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, uint64_t id,
     HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (tbs_profile)req->profile, &s->policy,
                              util_wall_now(), facts, e));
     HSMCA_GUARD(rate_limiter_take(s->rate, util_mono_now(), e));
-    HSMCA_GUARD(serial_set_insert(s->serials, facts->serial, facts->serial_len, e));
+    HSMCA_GUARD(serial_set_insert(s->serials, facts->serial, facts->serial_len, facts->not_after,
+                                  util_wall_now(), e));
     /* Invariant 8, log before sign. (A failure here leaves the serial marked used: a
      * retry comes with a fresh serial from the front end.) */
     uint64_t seq = NO_INTENT;
@@ -330,7 +312,7 @@ static void sign_job(signer_ctx *s, int idx, signer_job *j)
         audit_result(s, j->id, intent_seq, cert, cert_len, mine ? rc : HSMCA_EUNAVAIL,
                      mine ? e.msg : "answered by the watchdog; certificate discarded");
     else if (s->audit && rc != HSMCA_EUNAVAIL)
-        audit_deny(s, j->id, j->req, rc, e.msg); /* not the log's own failure */
+        signer_audit_deny(s, j->id, j->req->requester, rc, e.msg); /* not the log's failure */
     if (!mine) {
         /* The watchdog answered UNAVAILABLE while the token call hung: the
          * certificate was never released, and its serial stays used. */

@@ -6,14 +6,40 @@
  * the sizes the check reported, within the profile's bounds, with a 32-bit
  * profile; the requester is exactly as long as its wire length (no NUL cut it
  * short); and it packs again into no more bytes. A refusal names the
- * SignRequest rule. */
+ * SignRequest rule.
+ *
+ * The same input goes through signer_deny_check (a FrontendDeny, same walker):
+ * accepted, it unpacks, its code is a refusal, its strings are within their caps and
+ * whole (no NUL); refused, the rule names FrontendDeny. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hsmca_err.h"
 #include "profile.h"
 #include "signer.pb-c.h"
 #include "signer_request.h"
+
+static void check_deny(const uint8_t *p, size_t size)
+{
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    if (signer_deny_check(p, size, &e) != HSMCA_OK) {
+        if (e.code != HSMCA_EINVAL || strncmp(e.msg, "FrontendDeny: ", 14) != 0)
+            abort();
+        return;
+    }
+    Hsmca__Ipc__FrontendDeny *d = hsmca__ipc__frontend_deny__unpack(NULL, size, p);
+    if (!d || d->code == HSMCA_OK || d->code > HSMCA_CODE_MAX ||
+        strlen(d->requester) > PROFILE_REQUESTER_MAX ||
+        strlen(d->authenticator) > SIGNER_DENY_AUTHENTICATOR_MAX ||
+        strlen(d->reason) > SIGNER_DENY_REASON_MAX ||
+        hsmca__ipc__frontend_deny__get_packed_size(d) > size)
+        abort();
+    hsmca__ipc__frontend_deny__free_unpacked(d, NULL);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -21,6 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!p)
         return 0;
     memcpy(p, data, size);
+    check_deny(p, size);
     signer_request_shape shape;
     hsmca_err e;
     hsmca_err_clear(&e);

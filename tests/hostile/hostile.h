@@ -19,6 +19,8 @@
  *   hostile_queue.c    the queue's bounds with a slow token; a replaced front end
  *   hostile_shim.c     that signer behind the fault-injecting PKCS#11 shim
  *   hostile_rate.c     invariant 7 with its own signer
+ *   hostile_deny.c     FrontendDeny's wire contract; deny and frontend-deny floods in
+ *                      the signing log, with their own signer
  *   hostile_main.c     the groups */
 #ifndef HSMCA_HOSTILE_H
 #define HSMCA_HOSTILE_H
@@ -321,6 +323,8 @@ extern const struct CMUnitTest hf_stress_stop_tests[];
 extern const size_t hf_n_stress_stop_tests;
 int hf_stress_group_setup(void **state);
 int hf_rate_group_teardown(void **state);
+const struct CMUnitTest *hf_deny_tests(size_t *n);
+int hf_deny_group_setup(void **state);
 
 /* ---- hostile_shim.c: the stress group's token, behind tests/p11shim ----------------- */
 

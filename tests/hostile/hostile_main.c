@@ -45,11 +45,16 @@ int main(void)
     const size_t n2[] = {hf_n_stress_tests, hf_n_queue_tests, hf_n_stress_stop_tests};
     const struct CMUnitTest *g3[] = {hf_rate_tests};
     const size_t n3[] = {hf_n_rate_tests};
+    size_t n_deny;
+    const struct CMUnitTest *g4[] = {hf_deny_tests(&n_deny)};
+    const size_t n4[] = {n_deny};
     int failed =
         run_group("signer invariants 1-6 and the IPC", g1, n1, 5, group_setup, hf_group_teardown);
     failed += run_group("flood, stall, queue and stop", g2, n2, 3, hf_stress_group_setup,
                         hf_group_teardown);
     failed += run_group("signer invariant 7: rate", g3, n3, 1, hf_rate_group_setup,
                         hf_rate_group_teardown);
+    failed +=
+        run_group("refusals in the signing log", g4, n4, 1, hf_deny_group_setup, hf_group_teardown);
     return failed;
 }

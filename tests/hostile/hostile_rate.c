@@ -46,6 +46,7 @@ static int rate_prepare(void)
      * everything but the two fields must be byte for byte the same. */
     after->rate_per_second = before->rate_per_second;
     after->rate_burst = before->rate_burst;
+    memcpy(after->source_sha256, before->source_sha256, sizeof(after->source_sha256));
     if (memcmp(before, after, sizeof(*before)) != 0) {
         fprintf(stderr, "%s: the rewrite changed more than issuance.rate_*\n", hf.conf);
         goto done;

@@ -62,6 +62,7 @@ static int stress_prepare(void)
     memcpy(after->module_path, before->module_path, sizeof(after->module_path));
     after->rate_per_second = before->rate_per_second;
     after->rate_burst = before->rate_burst;
+    memcpy(after->source_sha256, before->source_sha256, sizeof(after->source_sha256));
     if (after->audit_key_uri[0])
         goto done;
     memcpy(after->audit_key_uri, before->audit_key_uri, sizeof(after->audit_key_uri));

@@ -148,18 +148,18 @@ static void test_parser_refuses(void **state)
 {
     static audit_entry_buf buf;
     audit_entry b;
-    assert_int_equal(audit_entry_parse("{\"kind\":\"start\",\"seq\":0,\"time\":5}", 33, &b, &buf,
-                                       NULL),
-                     HSMCA_OK);
+    assert_int_equal(
+        audit_entry_parse("{\"kind\":\"start\",\"seq\":0,\"time\":5}", 33, &b, &buf, NULL),
+        HSMCA_OK);
     refuse("{\"kind\":\"start\",\"seq\":0,\"time\":5} ");
-    refuse("{\"seq\":0,\"kind\":\"start\",\"time\":5}");           /* key order */
-    refuse("{\"kind\":\"start\", \"seq\":0,\"time\":5}");          /* whitespace */
-    refuse("{\"kind\":\"start\",\"seq\":0.0,\"time\":5}");         /* float */
+    refuse("{\"seq\":0,\"kind\":\"start\",\"time\":5}");   /* key order */
+    refuse("{\"kind\":\"start\", \"seq\":0,\"time\":5}");  /* whitespace */
+    refuse("{\"kind\":\"start\",\"seq\":0.0,\"time\":5}"); /* float */
     refuse("{\"kind\":\"start\",\"seq\":-1,\"time\":5}");
     refuse("{\"kind\":\"start\",\"seq\":0,\"seq\":0,\"time\":5}"); /* duplicate */
     refuse("{\"kind\":\"begin\",\"seq\":0,\"time\":5}");
-    refuse("{\"kind\":\"start\",\"seq\":0,\"time\":5,\"x\":1}");    /* unknown key */
-    refuse("{\"kind\":\"st\\u0061rt\",\"seq\":0,\"time\":5}");     /* other escape */
+    refuse("{\"kind\":\"start\",\"seq\":0,\"time\":5,\"x\":1}"); /* unknown key */
+    refuse("{\"kind\":\"st\\u0061rt\",\"seq\":0,\"time\":5}");   /* other escape */
     refuse("[1]");
     refuse("");
     refuse("{\"kind\":\"deny\",\"code\":\"X\",\"reason\":\"a\\\\qb\",\"request_id\":1,"
@@ -169,6 +169,131 @@ static void test_parser_refuses(void **state)
     refuse("{\"kind\":\"start\",\"seq\":0,\"time\":5}\n");
     refuse("{\"code\":\"X\",\"kind\":\"deny\",\"reason\":\"a\",\"reason_truncated\":9999,"
            "\"request_id\":1,\"requester\":\"\",\"seq\":0,\"time\":5}"); /* not at the cap */
+}
+
+/* The kinds of issue 6 item 1: config, key, frontend-deny and the suppressed summary. */
+static void test_new_kinds(void **state)
+{
+    static audit_entry_buf buf;
+    audit_entry a, b;
+    size_t n;
+
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_CONFIG;
+    a.seq = 1;
+    memset(a.config_sha256, 'c', 64);
+    memset(a.policy_sha256, 'd', 64);
+    n = round_trip(&a, &b, &buf);
+    assert_string_equal(b.config_sha256, a.config_sha256);
+    assert_string_equal(b.policy_sha256, a.policy_sha256);
+    g_line[n] = 0;
+    assert_non_null(strstr(g_line, "{\"config_sha256\":\"cccc"));
+
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_KEY;
+    a.seq = 2;
+    strcpy(a.ca_key_alg, "ecdsa-with-SHA256");
+    strcpy(a.ca_key_type, "ec-prime256v1");
+    memset(a.ca_spki_sha256, '1', 64);
+    memset(a.ca_cert_sha256, '2', 64);
+    strcpy(a.audit_key_alg, "ed25519");
+    memset(a.audit_public_key, 'e', 64);
+    a.ca_key_uri = (audit_str){"pkcs11:token=t;object=ca", 24, 0};
+    a.audit_key_uri = (audit_str){"pkcs11:token=t;object=a\"", 24, 0};
+    n = round_trip(&a, &b, &buf);
+    assert_string_equal(b.ca_key_alg, "ecdsa-with-SHA256");
+    assert_string_equal(b.ca_key_type, "ec-prime256v1");
+    assert_string_equal(b.audit_public_key, a.audit_public_key);
+    assert_memory_equal(b.audit_key_uri.p, a.audit_key_uri.p, 24);
+    assert_memory_equal(b.ca_key_uri.p, a.ca_key_uri.p, 24);
+    /* no audit key: both empty */
+    a.audit_key_alg[0] = 0;
+    a.audit_public_key[0] = 0;
+    a.audit_key_uri = (audit_str){"", 0, 0};
+    round_trip(&a, &b, &buf);
+    a.audit_public_key[0] = 'e'; /* a key without its algorithm */
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_FRONTEND_DENY;
+    a.seq = 3;
+    a.request_id = 77;
+    strcpy(a.code, "UNAUTHENTICATED");
+    a.requester = (audit_str){"", 0, 0};
+    a.authenticator = (audit_str){"jwt\n", 4, 0};
+    a.reason = (audit_str){"authentication: bad signature", 29, 0};
+    n = round_trip(&a, &b, &buf);
+    assert_int_equal(b.request_id, 77);
+    assert_string_equal(b.code, "UNAUTHENTICATED");
+    assert_memory_equal(b.authenticator.p, "jwt\n", 4);
+    g_line[n] = 0;
+    assert_non_null(strstr(g_line, "\"source\":\"frontend\",\"time\""));
+    static char big[3 * AUDIT_NAME_STR_MAX];
+    memset(big, 'x', sizeof(big));
+    a.authenticator = (audit_str){big, sizeof(big), 0};
+    n = round_trip(&a, &b, &buf);
+    assert_int_equal(b.authenticator.len, AUDIT_NAME_STR_MAX);
+    assert_int_equal(b.authenticator.full, sizeof(big));
+
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_SUPPRESSED;
+    a.seq = 4;
+    strcpy(a.of, "frontend-deny");
+    a.count = 12345;
+    a.limit = 50;
+    a.interval_s = 1;
+    n = round_trip(&a, &b, &buf);
+    assert_int_equal(b.count, 12345);
+    assert_int_equal(b.limit, 50);
+    assert_string_equal(b.of, "frontend-deny");
+    strcpy(a.of, "issue-intent");
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+    strcpy(a.of, "deny");
+    a.count = 0;
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+
+    memset(&a, 0, sizeof(a)); /* the result written for an intent open at a restart */
+    a.kind = AUDIT_ISSUE_RESULT;
+    a.intent_seq = 9;
+    strcpy(a.code, "UNKNOWN");
+    a.error = (audit_str){"outcome unknown", 15, 0};
+    round_trip(&a, &b, &buf);
+    assert_string_equal(b.code, "UNKNOWN");
+}
+
+/* Each new kind has one spelling: missing, extra or misplaced fields are refused. */
+static void test_new_kinds_refused(void **state)
+{
+    static audit_entry_buf buf;
+    audit_entry b;
+    const char *ok = "{\"count\":3,\"interval_s\":1,\"kind\":\"suppressed\",\"limit\":50,"
+                     "\"of\":\"deny\",\"seq\":0,\"time\":5}";
+    assert_int_equal(audit_entry_parse(ok, strlen(ok), &b, &buf, NULL), HSMCA_OK);
+    refuse("{\"count\":3,\"interval_s\":1,\"kind\":\"suppressed\",\"limit\":50,"
+           "\"of\":\"start\",\"seq\":0,\"time\":5}");
+    refuse("{\"interval_s\":1,\"kind\":\"suppressed\",\"limit\":50,\"of\":\"deny\",\"seq\":0,"
+           "\"time\":5}"); /* no count */
+    refuse("{\"count\":3,\"interval_s\":1,\"kind\":\"suppressed\",\"limit\":50,\"of\":\"deny\","
+           "\"seq\":0,\"source\":\"frontend\",\"time\":5}"); /* a key of another kind */
+    /* frontend-deny without its source, or with another source */
+    refuse("{\"authenticator\":\"jwt\",\"code\":\"UNAUTHENTICATED\",\"kind\":\"frontend-deny\","
+           "\"reason\":\"r\",\"request_id\":1,\"requester\":\"\",\"seq\":0,\"time\":5}");
+    refuse("{\"authenticator\":\"jwt\",\"code\":\"UNAUTHENTICATED\",\"kind\":\"frontend-deny\","
+           "\"reason\":\"r\",\"request_id\":1,\"requester\":\"\",\"seq\":0,\"source\":\"signer\","
+           "\"time\":5}");
+    const char *fd = "{\"authenticator\":\"jwt\",\"code\":\"UNAUTHENTICATED\",\"kind\":"
+                     "\"frontend-deny\",\"reason\":\"r\",\"request_id\":1,\"requester\":\"\","
+                     "\"seq\":0,\"source\":\"frontend\",\"time\":5}";
+    assert_int_equal(audit_entry_parse(fd, strlen(fd), &b, &buf, NULL), HSMCA_OK);
+    /* config with an upper-case hash; a config hash on a start entry */
+    refuse(
+        "{\"config_sha256\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\","
+        "\"kind\":\"config\",\"policy_sha256\":"
+        "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"seq\":0,"
+        "\"time\":5}");
+    refuse(
+        "{\"config_sha256\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\","
+        "\"kind\":\"start\",\"seq\":0,\"time\":5}");
 }
 
 static void test_encoder_refuses(void **state)
@@ -193,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_intent_round_trip), cmocka_unit_test(test_other_kinds),
         cmocka_unit_test(test_hostile_requester), cmocka_unit_test(test_caps),
         cmocka_unit_test(test_parser_refuses),    cmocka_unit_test(test_encoder_refuses),
+        cmocka_unit_test(test_new_kinds),         cmocka_unit_test(test_new_kinds_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

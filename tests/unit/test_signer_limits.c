@@ -62,6 +62,9 @@ static void test_siphash_matches_openssl(void **state)
     EVP_MAC_free(mac);
 }
 
+#define T_NOW 1790000000
+#define T_NA (T_NOW + 3600)
+
 static void test_serial_set_restore(void **state)
 {
     serial_set *s = serial_set_new();
@@ -69,10 +72,10 @@ static void test_serial_set_restore(void **state)
     hsmca_err e;
     const uint8_t a[16] = {0x41, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     /* A serial replayed from the log is refused when the front end sends it again. */
-    assert_int_equal(serial_set_restore(s, a, 16, &e), HSMCA_OK);
-    assert_int_equal(serial_set_insert(s, a, 16, &e), HSMCA_EPERM);
+    assert_int_equal(serial_set_restore(s, a, 16, T_NA, T_NOW, &e), HSMCA_OK);
+    assert_int_equal(serial_set_insert(s, a, 16, T_NA, T_NOW, &e), HSMCA_EPERM);
     /* A duplicate in the log is reported and stays recorded once. */
-    assert_int_equal(serial_set_restore(s, a, 16, &e), HSMCA_EPERM);
+    assert_int_equal(serial_set_restore(s, a, 16, T_NA, T_NOW, &e), HSMCA_EPERM);
     assert_int_equal(serial_set_count(s), 1);
     serial_set_free(s);
 }
@@ -83,25 +86,104 @@ static void test_serial_set(void **state)
     assert_non_null(s);
     hsmca_err e;
     const uint8_t a[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-    assert_int_equal(serial_set_insert(s, a, 16, &e), HSMCA_OK);
-    assert_int_equal(serial_set_insert(s, a, 16, &e), HSMCA_EPERM);
+    assert_int_equal(serial_set_insert(s, a, 16, T_NA, T_NOW, &e), HSMCA_OK);
+    assert_int_equal(serial_set_insert(s, a, 16, T_NA, T_NOW, &e), HSMCA_EPERM);
     assert_string_equal(e.msg, "invariant 6: serial issued before");
-    assert_int_equal(serial_set_insert(s, a, 15, &e), HSMCA_OK); /* a prefix is another serial */
-    assert_int_equal(serial_set_insert(s, a, 0, &e), HSMCA_EINVAL);
-    assert_int_equal(serial_set_insert(s, a, 21, &e), HSMCA_EINVAL);
+    assert_int_equal(serial_set_insert(s, a, 15, T_NA, T_NOW, &e),
+                     HSMCA_OK); /* a prefix is another serial */
+    assert_int_equal(serial_set_insert(s, a, 0, T_NA, T_NOW, &e), HSMCA_EINVAL);
+    assert_int_equal(serial_set_insert(s, a, 21, T_NA, T_NOW, &e), HSMCA_EINVAL);
     /* Enough to grow the table a few times; every one is then a duplicate. */
     uint8_t b[16] = {0};
     for (uint32_t i = 0; i < 5000; i++) {
         memcpy(b, &i, sizeof(i));
-        assert_int_equal(serial_set_insert(s, b, 16, &e), HSMCA_OK);
+        assert_int_equal(serial_set_insert(s, b, 16, T_NA, T_NOW, &e), HSMCA_OK);
     }
     for (uint32_t i = 0; i < 5000; i++) {
         memcpy(b, &i, sizeof(i));
-        assert_int_equal(serial_set_insert(s, b, 16, &e), HSMCA_EPERM);
+        assert_int_equal(serial_set_insert(s, b, 16, T_NA, T_NOW, &e), HSMCA_EPERM);
     }
-    assert_int_equal(serial_set_insert(s, a, 16, &e), HSMCA_EPERM);
+    assert_int_equal(serial_set_insert(s, a, 16, T_NA, T_NOW, &e), HSMCA_EPERM);
     serial_set_free(s);
     serial_set_free(NULL);
+}
+
+/* Issue 6 item 5: a serial is refused until its certificate expires, then dropped, and
+ * a CA that signs for ever with short-lived certificates keeps a bounded table. */
+static void test_serial_set_expiry(void **state)
+{
+    serial_set *s = serial_set_new();
+    assert_non_null(s);
+    hsmca_err e;
+    const uint8_t a[16] = {7, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    assert_int_equal(serial_set_insert(s, a, 16, T_NOW + 10, T_NOW, &e), HSMCA_OK);
+    assert_int_equal(serial_set_insert(s, a, 16, T_NOW + 20, T_NOW + 9, &e), HSMCA_EPERM);
+    /* expired: no longer held against a new certificate, even before a prune */
+    assert_int_equal(serial_set_insert(s, a, 16, T_NOW + 30, T_NOW + 10, &e), HSMCA_OK);
+    assert_int_equal(serial_set_count(s), 1);
+    assert_int_equal(serial_set_prune(s, T_NOW + 29), 0);
+    assert_int_equal(serial_set_prune(s, T_NOW + 30), 1);
+    assert_int_equal(serial_set_count(s), 0);
+    /* a restored serial keeps the later notAfter of its duplicates */
+    assert_int_equal(serial_set_restore(s, a, 16, T_NOW + 50, T_NOW, &e), HSMCA_OK);
+    assert_int_equal(serial_set_restore(s, a, 16, T_NOW + 40, T_NOW, &e), HSMCA_EPERM);
+    assert_int_equal(serial_set_insert(s, a, 16, T_NOW + 90, T_NOW + 45, &e), HSMCA_EPERM);
+
+    /* 1000 certificates a second, each valid 60 s, for 2000 s: 2 million serials, at
+     * most 60000 live. Without expiry the table would reach 4 million slots. */
+    uint8_t b[16] = {0};
+    size_t max_cap = 0, max_count = 0;
+    for (uint32_t i = 0; i < 2000000; i++) {
+        int64_t now = T_NOW + 100 + i / 1000;
+        memcpy(b, &i, sizeof(i));
+        assert_int_equal(serial_set_insert(s, b, 16, now + 60, now, &e), HSMCA_OK);
+        if (i % 1000 == 0) {
+            size_t c = serial_set_capacity(s), n = serial_set_count(s);
+            max_cap = c > max_cap ? c : max_cap;
+            max_count = n > max_count ? n : max_count;
+        }
+    }
+    assert_true(max_count <= 4 * 61000); /* live ones plus expired ones not yet dropped */
+    assert_true(max_cap <= 512 * 1024);
+    /* the live ones are all still refused */
+    int64_t end = T_NOW + 100 + 1999;
+    for (uint32_t i = 2000000 - 50000; i < 2000000; i++) {
+        memcpy(b, &i, sizeof(i));
+        assert_int_equal(serial_set_insert(s, b, 16, end + 60, end, &e), HSMCA_EPERM);
+    }
+    /* everything expired: a prune empties it and shrinks the table */
+    serial_set_prune(s, end + 1000);
+    assert_int_equal(serial_set_count(s), 0);
+    assert_int_equal(serial_set_capacity(s), 1024);
+    serial_set_free(s);
+}
+
+static void test_entry_limiter(void **state)
+{
+    assert_null(entry_limiter_new(5, 0));
+    entry_limiter *l = entry_limiter_new(3, 1.0);
+    assert_non_null(l);
+    uint64_t rep;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(entry_limiter_allow(l, 10.0 + i * 0.1, &rep), 1);
+        assert_int_equal(rep, 0);
+    }
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(entry_limiter_allow(l, 10.5, &rep), 0);
+    assert_int_equal(entry_limiter_flush(l, 10.9), 0); /* the window is still open */
+    entry_limiter_add_dropped(l, 5);
+    /* the next window's first entry reports the last one's drops, once */
+    assert_int_equal(entry_limiter_allow(l, 11.0, &rep), 1);
+    assert_int_equal(rep, 1005);
+    assert_int_equal(entry_limiter_allow(l, 11.1, &rep), 1);
+    assert_int_equal(rep, 0);
+    assert_int_equal(entry_limiter_allow(l, 11.2, &rep), 1);
+    assert_int_equal(entry_limiter_allow(l, 11.3, &rep), 0);
+    /* a flood that stops is reported by the periodic flush */
+    assert_int_equal(entry_limiter_flush(l, 12.5), 1);
+    assert_int_equal(entry_limiter_flush(l, 13.5), 0);
+    entry_limiter_free(l);
+    entry_limiter_free(NULL);
 }
 
 static void test_rate_limiter(void **state)
@@ -135,6 +217,8 @@ int main(void)
         cmocka_unit_test(test_siphash_matches_openssl),
         cmocka_unit_test(test_serial_set),
         cmocka_unit_test(test_serial_set_restore),
+        cmocka_unit_test(test_serial_set_expiry),
+        cmocka_unit_test(test_entry_limiter),
         cmocka_unit_test(test_rate_limiter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

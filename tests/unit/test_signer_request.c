@@ -114,11 +114,69 @@ static void test_refuses_before_unpacking(void **state)
     expect(bad_hash, sizeof(bad_hash), HSMCA_EINVAL, "SignRequest: csr_sha256 of 2 bytes");
 }
 
+/* FrontendDeny (proto/signer.proto): what the front end packs passes; anything else
+ * names its rule. */
+static size_t pack_deny(uint8_t *out, const char *requester, const char *auth, uint32_t code,
+                        const char *reason, uint32_t suppressed)
+{
+    Hsmca__Ipc__FrontendDeny d = HSMCA__IPC__FRONTEND_DENY__INIT;
+    d.requester = (char *)requester;
+    d.authenticator = (char *)auth;
+    d.code = code;
+    d.reason = (char *)reason;
+    d.suppressed = suppressed;
+    return hsmca__ipc__frontend_deny__pack(&d, out);
+}
+
+static void expect_deny(const uint8_t *p, size_t n, hsmca_code code, const char *msg)
+{
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    assert_int_equal(signer_deny_check(p, n, &e), code);
+    if (msg)
+        assert_string_equal(e.msg, msg);
+}
+
+static void test_frontend_deny(void **state)
+{
+    static uint8_t buf[8192];
+    static char big[SIGNER_DENY_REASON_MAX + 2];
+    size_t n = pack_deny(buf, "spiffe://td/ns/a/sa/b", "jwt", HSMCA_EAUTH, "bad token", 3);
+    expect_deny(buf, n, HSMCA_OK, NULL);
+    n = pack_deny(buf, "", "none", HSMCA_EPERM, "", 0); /* empty strings are absent fields */
+    expect_deny(buf, n, HSMCA_OK, NULL);
+    n = pack_deny(buf, "", "", 0, "r", 0); /* code 0 is not packed at all */
+    expect_deny(buf, n, HSMCA_EINVAL, "FrontendDeny: code must name a refusal (1..9)");
+    n = pack_deny(buf, "", "", HSMCA_CODE_MAX + 1, "r", 0);
+    expect_deny(buf, n, HSMCA_EINVAL, "FrontendDeny: field code of 10 exceeds 9");
+    memset(big, 'r', SIGNER_DENY_REASON_MAX);
+    n = pack_deny(buf, "", "jwt", HSMCA_EAUTH, big, 0);
+    expect_deny(buf, n, HSMCA_OK, NULL);
+    big[SIGNER_DENY_REASON_MAX] = 'r';
+    n = pack_deny(buf, "", "jwt", HSMCA_EAUTH, big, 0);
+    expect_deny(buf, n, HSMCA_EINVAL, "FrontendDeny: field reason of 1025 bytes exceeds 1024");
+    n = pack_deny(buf, "", "jwt", HSMCA_EAUTH, "r", 0);
+    buf[n++] = 0x22; /* field 4 again: "r" */
+    buf[n++] = 1;
+    buf[n++] = 'r';
+    expect_deny(buf, n, HSMCA_EINVAL, "FrontendDeny: field reason repeated");
+    n = pack_deny(buf, "", "jwt", HSMCA_EAUTH, "rr", 0);
+    buf[n - 1] = 0;
+    expect_deny(buf, n, HSMCA_EINVAL, "FrontendDeny: reason contains a NUL byte");
+    expect_deny(buf, n - 1, HSMCA_EINVAL, "FrontendDeny: field reason runs past the frame");
+    static const uint8_t six[] = {0x18, 0x02, 0x32, 0x00}; /* code 2, field 6 */
+    expect_deny(six, sizeof(six), HSMCA_EINVAL, "FrontendDeny: unknown field 6");
+    static const uint8_t wide[] = {0x28, 0x80, 0x80, 0x80, 0x80, 0x10}; /* suppressed 2^32 */
+    expect_deny(wide, sizeof(wide), HSMCA_EINVAL,
+                "FrontendDeny: field suppressed of 4294967296 exceeds 4294967295");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accepts_what_the_front_end_sends),
         cmocka_unit_test(test_refuses_before_unpacking),
+        cmocka_unit_test(test_frontend_deny),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,328 @@
+/* signer_audit.c - see signer_audit.h. */
+#include "signer_audit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <openssl/x509.h>
+
+#include "signer_core_int.h"
+#include "util.h"
+
+/* ---- open intents (replay) ----------------------------------------------------------- */
+
+/* Drops closed entries, and when still full, those whose certificate has expired. */
+static void open_compact(signer_open_intents *o, int64_t now, int drop_expired)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < o->n; i++) {
+        signer_open_intent *it = &o->v[i];
+        if (it->closed)
+            continue;
+        if (drop_expired && it->not_after <= now) {
+            o->untracked++;
+            continue;
+        }
+        o->v[w++] = *it;
+    }
+    o->n = w;
+    o->closed = 0;
+}
+
+static void open_add(signer_open_intents *o, const audit_entry *ent, int64_t now)
+{
+    if (o->closed * 2 > o->n)
+        open_compact(o, now, 0);
+    if (o->n == SIGNER_OPEN_INTENTS_MAX)
+        open_compact(o, now, 1);
+    if (o->n == SIGNER_OPEN_INTENTS_MAX) { /* the oldest goes: it is the least likely live */
+        memmove(o->v, o->v + 1, (o->n - 1) * sizeof(*o->v));
+        o->n--;
+        o->untracked++;
+    }
+    if (o->n == o->cap) {
+        size_t ncap = o->cap ? o->cap * 2 : 64;
+        signer_open_intent *nv = realloc(o->v, ncap * sizeof(*nv));
+        if (!nv) {
+            o->untracked++;
+            return;
+        }
+        o->v = nv;
+        o->cap = ncap;
+    }
+    o->v[o->n++] = (signer_open_intent){ent->seq, ent->request_id, ent->not_after, 0};
+}
+
+/* Results name their intent's seq; intents are appended in seq order. */
+static void open_close(signer_open_intents *o, uint64_t intent_seq)
+{
+    size_t lo = 0, hi = o->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->v[mid].seq < intent_seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < o->n && o->v[lo].seq == intent_seq && !o->v[lo].closed) {
+        o->v[lo].closed = 1;
+        o->closed++;
+    }
+}
+
+void signer_open_intents_note(signer_open_intents *o, const audit_entry *ent, int64_t now)
+{
+    if (ent->kind == AUDIT_ISSUE_INTENT)
+        open_add(o, ent, now);
+    else if (ent->kind == AUDIT_ISSUE_RESULT)
+        open_close(o, ent->intent_seq);
+}
+
+size_t signer_open_intents_count(const signer_open_intents *o)
+{
+    return o->n - o->closed;
+}
+
+void signer_open_intents_free(signer_open_intents *o)
+{
+    free(o->v);
+    memset(o, 0, sizeof(*o));
+}
+
+/* ---- config and key entries ---------------------------------------------------------- */
+
+static int put_line(char *out, size_t cap, size_t *len, const char *key, const char *val)
+{
+    int n = snprintf(out + *len, cap - *len, "%s=%s\n", key, val);
+    if (n < 0 || (size_t)n >= cap - *len)
+        return 0;
+    *len += (size_t)n;
+    return 1;
+}
+
+size_t signer_policy_text(const signer_ctx *s, char *out, size_t cap)
+{
+    const tbs_policy *p = &s->policy;
+    char num[24];
+    size_t len = 0;
+    int ok = put_line(out, cap, &len, "hsmca-signer-policy", "1") &&
+             put_line(out, cap, &len, "ca_sig_alg", s->alg->name);
+    snprintf(num, sizeof(num), "%u", p->max_ttl);
+    ok = ok && put_line(out, cap, &len, "workload_max_ttl", num);
+    snprintf(num, sizeof(num), "%u", p->serving_max_ttl);
+    ok = ok && put_line(out, cap, &len, "serving_max_ttl", num);
+    for (int i = 0; ok && i < p->n_trust_domains; i++)
+        ok = put_line(out, cap, &len, "trust_domain", p->trust_domains[i]);
+    for (int i = 0; ok && i < p->n_serving_dns; i++)
+        ok = put_line(out, cap, &len, "serving_dns", p->serving_dns[i]);
+    for (int i = 0; ok && i < p->n_serving_ips; i++)
+        ok = put_line(out, cap, &len, "serving_ip", p->serving_ips[i]);
+    snprintf(num, sizeof(num), "%u", s->cfg.rate_per_second);
+    ok = ok && put_line(out, cap, &len, "rate_per_second", num);
+    snprintf(num, sizeof(num), "%u", s->cfg.rate_burst);
+    ok = ok && put_line(out, cap, &len, "rate_burst", num);
+    return ok ? len : 0;
+}
+
+static HSMCA_MUSTCHECK hsmca_code append(signer_ctx *s, audit_entry *a, uint64_t *last,
+                                         hsmca_err *e)
+{
+    return audit_log_append(s->audit, a, last, e);
+}
+
+static HSMCA_MUSTCHECK hsmca_code config_entry(signer_ctx *s, uint64_t *last, hsmca_err *e)
+{
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_CONFIG;
+    util_hex(s->cfg.source_sha256, 32, a.config_sha256);
+    /* Room for every line at its longest: a config string per name, a few fixed lines. */
+    size_t cap = (CONFIG_MAX_STR + 32) * (3 * TBS_MAX_NAMES + 8);
+    char *text = malloc(cap);
+    HSMCA_ENSURE(text, e, HSMCA_ENOMEM, "out of memory");
+    size_t n = signer_policy_text(s, text, cap);
+    uint8_t h[SHA256_DIGEST_LENGTH];
+    SHA256((const uint8_t *)text, n, h);
+    free(text);
+    HSMCA_ENSURE(n > 0, e, HSMCA_EINTERNAL, "audit: the policy text does not fit %zu bytes", cap);
+    util_hex(h, sizeof(h), a.policy_sha256);
+    return append(s, &a, last, e);
+}
+
+/* A key URI as logged: without its query, where RFC 7512 puts pin-value, pin-source
+ * and module attributes (never a secret in the log). */
+static audit_str uri_public(const char *uri)
+{
+    const char *q = strchr(uri, '?');
+    return (audit_str){uri, q ? (size_t)(q - uri) : strlen(uri), 0};
+}
+
+/* "ec-prime256v1", "rsa-2048": the CA key's type and size. */
+static void key_type(EVP_PKEY *k, char *out, size_t cap)
+{
+    char group[24];
+    size_t glen = 0;
+    if (EVP_PKEY_get_base_id(k) == EVP_PKEY_EC &&
+        EVP_PKEY_get_group_name(k, group, sizeof(group), &glen) == 1)
+        snprintf(out, cap, "ec-%s", group);
+    else if (EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA)
+        snprintf(out, cap, "rsa-%d", EVP_PKEY_get_bits(k));
+    else
+        snprintf(out, cap, "type-%d", EVP_PKEY_get_base_id(k));
+}
+
+/* The SHA-256 of the DER of the CA's public key (spki) or certificate, in hex. */
+static HSMCA_MUSTCHECK hsmca_code der_sha256(signer_ctx *s, int spki, char hex[65], hsmca_err *e)
+{
+    uint8_t *der = NULL;
+    int len = spki ? i2d_PUBKEY(X509_get0_pubkey(s->ca_cert), &der) : i2d_X509(s->ca_cert, &der);
+    HSMCA_ENSURE(len > 0 && der, e, HSMCA_EINTERNAL, "audit: cannot encode the CA %s",
+                 spki ? "key" : "certificate");
+    uint8_t h[SHA256_DIGEST_LENGTH];
+    SHA256(der, (size_t)len, h);
+    OPENSSL_free(der);
+    util_hex(h, sizeof(h), hex);
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code key_entry(signer_ctx *s, uint64_t *last, hsmca_err *e)
+{
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_KEY;
+    snprintf(a.ca_key_alg, sizeof(a.ca_key_alg), "%s", s->alg->name);
+    EVP_PKEY *pub = X509_get0_pubkey(s->ca_cert);
+    HSMCA_ENSURE(pub, e, HSMCA_EINTERNAL, "audit: the CA certificate has no key");
+    key_type(pub, a.ca_key_type, sizeof(a.ca_key_type));
+    HSMCA_GUARD(der_sha256(s, 1, a.ca_spki_sha256, e));
+    HSMCA_GUARD(der_sha256(s, 0, a.ca_cert_sha256, e));
+    a.ca_key_uri = uri_public(s->cfg.ca_key_uri);
+    a.audit_key_uri = uri_public(s->cfg.audit_key_uri);
+    if (s->audit_key) {
+        snprintf(a.audit_key_alg, sizeof(a.audit_key_alg), "ed25519");
+        util_hex(p11_signkey_public_raw(s->audit_key), P11_ED25519_PUB_LEN, a.audit_public_key);
+    }
+    return append(s, &a, last, e);
+}
+
+hsmca_code signer_audit_started(signer_ctx *s, uint64_t *last, hsmca_err *e)
+{
+    HSMCA_GUARD(config_entry(s, last, e));
+    return key_entry(s, last, e);
+}
+
+hsmca_code signer_audit_close_open(signer_ctx *s, const signer_open_intents *open, uint64_t *last,
+                                   hsmca_err *e)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < open->n; i++) {
+        const signer_open_intent *it = &open->v[i];
+        if (it->closed)
+            continue;
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "outcome unknown: the signer stopped before recording it (intent at seq %llu)",
+                 (unsigned long long)it->seq);
+        audit_entry a;
+        memset(&a, 0, sizeof(a));
+        a.kind = AUDIT_ISSUE_RESULT;
+        a.request_id = it->request_id;
+        a.intent_seq = it->seq;
+        snprintf(a.code, sizeof(a.code), "UNKNOWN");
+        a.error = (audit_str){why, strlen(why), 0};
+        HSMCA_GUARD(append(s, &a, last, e));
+        n++;
+    }
+    if (n || open->untracked) {
+        char nb[24], ub[24];
+        snprintf(nb, sizeof(nb), "%zu", n);
+        snprintf(ub, sizeof(ub), "%llu", (unsigned long long)open->untracked);
+        LOG_EVENT(LOG_LVL_WARN, "intents without a result: recorded as outcome unknown",
+                  LOG_STR("count", nb), LOG_STR("untracked", ub));
+    }
+    return HSMCA_OK;
+}
+
+/* ---- refusals under a flood limit ------------------------------------------------------ */
+
+static void summary(signer_ctx *s, const char *of, uint64_t count)
+{
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_SUPPRESSED;
+    snprintf(a.of, sizeof(a.of), "%s", of);
+    a.count = count;
+    a.limit = SIGNER_DENY_ENTRIES_PER_S;
+    a.interval_s = SIGNER_DENY_WINDOW_S;
+    uint64_t seq;
+    hsmca_err e;
+    hsmca_code rc = audit_log_append(s->audit, &a, &seq, &e);
+    (void)rc; /* a failed log says so once (audit_log.c) */
+}
+
+/* 1 when the entry may be written (after the summary of a window just ended). */
+static int allowed(signer_ctx *s, entry_limiter *l, const char *of)
+{
+    uint64_t report;
+    int ok = entry_limiter_allow(l, util_mono_now(), &report);
+    if (report)
+        summary(s, of, report);
+    return ok;
+}
+
+void signer_audit_deny(signer_ctx *s, uint64_t id, const char *requester, hsmca_code code,
+                       const char *why)
+{
+    if (!s->audit || !allowed(s, s->deny_limit, "deny"))
+        return;
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_DENY;
+    a.request_id = id;
+    a.requester = (audit_str){requester, strlen(requester), 0};
+    snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name(code));
+    a.reason = (audit_str){why, strlen(why), 0};
+    uint64_t seq;
+    hsmca_err e;
+    /* A failure is not logged per request: a failed log says so once
+     * (audit_log.c), and a flood of refusals must not become a flood of lines. */
+    hsmca_code rc = audit_log_append(s->audit, &a, &seq, &e);
+    (void)rc;
+}
+
+void signer_audit_frontend_deny(signer_ctx *s, uint64_t id, const Hsmca__Ipc__FrontendDeny *d)
+{
+    if (!s->audit)
+        return;
+    if (d->suppressed)
+        entry_limiter_add_dropped(s->frontend_deny_limit, d->suppressed);
+    if (!allowed(s, s->frontend_deny_limit, "frontend-deny"))
+        return;
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_FRONTEND_DENY;
+    a.request_id = id > INT64_MAX ? 0 : id;
+    a.requester = (audit_str){d->requester, strlen(d->requester), 0};
+    a.authenticator = (audit_str){d->authenticator, strlen(d->authenticator), 0};
+    snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name((hsmca_code)d->code));
+    a.reason = (audit_str){d->reason, strlen(d->reason), 0};
+    uint64_t seq;
+    hsmca_err e;
+    hsmca_code rc = audit_log_append(s->audit, &a, &seq, &e);
+    (void)rc;
+}
+
+void signer_audit_flush_summaries(signer_ctx *s, double mono_now)
+{
+    if (!s->audit)
+        return;
+    uint64_t n = entry_limiter_flush(s->deny_limit, mono_now);
+    if (n)
+        summary(s, "deny", n);
+    n = entry_limiter_flush(s->frontend_deny_limit, mono_now);
+    if (n)
+        summary(s, "frontend-deny", n);
+}

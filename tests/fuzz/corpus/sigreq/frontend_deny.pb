@@ -1,0 +1,2 @@
+
+abcjwt"bad token(
