@@ -318,7 +318,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    s->n_workers = (int)(cfg->sessions < SIGNER_MAX_WORKERS ? cfg->sessions : SIGNER_MAX_WORKERS);
+    s->n_workers = (int)signer_worker_count(cfg->sessions);
     for (int i = 0; i < s->n_workers; i++) {
         signer_worker_arg *wa = malloc(sizeof(*wa));
         if (!wa)
@@ -328,8 +328,8 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
             fatal("cannot start worker thread");
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    log_info("signer ready: CA key %s, %d sessions, max TTL %us, trust domain %s",
-             cfg->ca_key_uri, s->n_workers, cfg->max_ttl, cfg->trust_domain);
+    log_info("signer ready: CA key %s, %u sessions, %d workers, max TTL %us, trust domain %s",
+             cfg->ca_key_uri, cfg->sessions, s->n_workers, cfg->max_ttl, cfg->trust_domain);
     return s;
 }
 
@@ -371,6 +371,10 @@ void signer_stop_all(signer_ctx *s)
         if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK ||
             audit_log_sync_through(s->audit, seq, &e) != HSMCA_OK)
             log_warn("stop entry not logged: %s", e.msg);
+        /* How well the group commit did (bench_signer divides the intents by it). */
+        char n_syncs[24];
+        snprintf(n_syncs, sizeof(n_syncs), "%llu", (unsigned long long)audit_log_syncs(s->audit));
+        LOG_EVENT(LOG_LVL_INFO, "audit log closed", LOG_STR("syncs", n_syncs));
         audit_log_close(s->audit);
     }
     p11_signkey_close(s->audit_key);
