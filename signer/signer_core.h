@@ -46,7 +46,7 @@ void signer_conn_close(signer_ctx *s);
  * (invariant 8) before it takes a session (p11_pool blocks while none is free): with
  * more workers than sessions, those waiting on the disk share one sync while the
  * others keep every session signing, so the log does not idle the token. */
-#define SIGNER_WORKERS_PER_SESSION 32
+#define SIGNER_WORKERS_PER_SESSION 16
 #define SIGNER_MAX_WORKERS 256
 
 /* The workers a signer with `sessions` sessions runs. */
