@@ -194,7 +194,8 @@ static void usage(FILE *f)
           "  --dir DEVDIR  use an existing `hsmca dev init` directory (kept; its\n"
           "                hsmca.yaml is rewritten unless --raw-only); default: a new\n"
           "                one per key type under $HSMCA_TEST_TMP or /tmp, removed after\n"
-          "  --keep        keep the temporary directories (signer.log is in them)\n"
+          "  --keep        keep the temporary directories (signer-log-on.log and\n"
+          "                signer-log-off.log, the last phase of each, are in them)\n"
           "hsmca binary: $HSMCA_BIN, else the one this program was built with.\n",
           f);
 }

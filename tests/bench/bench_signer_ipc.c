@@ -477,13 +477,15 @@ static int run_phase(const char *key, const char *config, const char *logpath, X
 int bench_signer_run(const char *dir, const bench_opts *o, bench_row *row)
 {
     hsmca_config cfg;
-    char config[2][1100], logpath[1100];
+    char config[2][1100], logpath[2][1100];
     if (bench_config(dir, "hsmca-nolog.yaml", 0, &cfg) != 0 ||
         bench_config(dir, "hsmca.yaml", 1, &cfg) != 0)
         return -1;
     snprintf(config[BENCH_LOG_OFF], sizeof(config[0]), "%s/hsmca-nolog.yaml", dir);
     snprintf(config[BENCH_LOG_ON], sizeof(config[1]), "%s/hsmca.yaml", dir);
-    snprintf(logpath, sizeof(logpath), "%s/signer.log", dir);
+    /* One log per mode (each phase's signer truncates it): the last phase of each. */
+    snprintf(logpath[BENCH_LOG_OFF], sizeof(logpath[0]), "%s/signer-log-off.log", dir);
+    snprintf(logpath[BENCH_LOG_ON], sizeof(logpath[1]), "%s/signer-log-on.log", dir);
     X509 *ca = load_cert(cfg.ca_cert);
     int bad = !ca;
     /* On, off, off, on, ...: a drift of the machine's load over the run weighs on
@@ -492,7 +494,7 @@ int bench_signer_run(const char *dir, const bench_opts *o, bench_row *row)
         int mode = (i % 4 == 0 || i % 4 == 3) ? BENCH_LOG_ON : BENCH_LOG_OFF;
         printf("round %d of %d, key %s, audit log %s\n", i / 2 + 1, o->rounds, row->key,
                MODE_NAME[mode]);
-        bad = run_phase(row->key, config[mode], logpath, ca, o, mode, &row->sig[mode],
+        bad = run_phase(row->key, config[mode], logpath[mode], ca, o, mode, &row->sig[mode],
                         &row->tbs_cpu_us) != 0;
     }
     X509_free(ca);
