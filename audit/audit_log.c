@@ -183,7 +183,13 @@ hsmca_code audit_log_open(const char *dir, uid_t owner, gid_t group, audit_repla
     memset(st, 0, sizeof(*st));
     audit_log *l = calloc(1, sizeof(*l));
     HSMCA_ENSURE(l, e, HSMCA_ENOMEM, "out of memory");
-    pthread_mutex_init(&l->mu, NULL);
+    /* Adaptive: under load many workers append at once for a short hold each, and
+     * a brief spin is cheaper than queueing every one of them in the kernel. */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&l->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
     l->dirfd = l->fd = -1;
     l->retry_s = 1.0;
     audit_tree_init(&l->tree);
@@ -259,11 +265,17 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* Wakes every thread in audit_log_sync_through's wait, after sync_gen moved on. */
+static void wake_waiters(audit_log *l)
+{
+    syscall(SYS_futex, &l->sync_gen, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
 /* Under mu: wakes every thread in audit_log_sync_through's wait. */
 static void wake_waiters_locked(audit_log *l)
 {
     __atomic_add_fetch(&l->sync_gen, 1, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &l->sync_gen, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    wake_waiters(l);
 }
 
 /* Until sync_gen moves on from gen (a futex wait, returning early when it has). */
@@ -361,6 +373,7 @@ hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq, hsmca
 
 hsmca_code audit_log_sync_through(audit_log *l, uint64_t seq, hsmca_err *e)
 {
+    int synced_some = 0;
     pthread_mutex_lock(&l->mu);
     while (!l->failed && l->synced <= seq) {
         if (l->syncing) { /* someone else's sync may cover us: wait for it */
@@ -409,10 +422,14 @@ hsmca_code audit_log_sync_through(audit_log *l, uint64_t seq, hsmca_err *e)
                 __atomic_store_n(&l->synced, target, __ATOMIC_RELEASE);
         }
         free(out);
-        wake_waiters_locked(l);
+        /* The waiters are woken once mu is free (they may need it), below. */
+        __atomic_add_fetch(&l->sync_gen, 1, __ATOMIC_RELEASE);
+        synced_some = 1;
     }
     hsmca_code rc = l->synced > seq ? HSMCA_OK : hsmca_fail(e, HSMCA_EUNAVAIL, "%s", l->why);
     pthread_mutex_unlock(&l->mu);
+    if (synced_some)
+        wake_waiters(l);
     return rc;
 }
 
