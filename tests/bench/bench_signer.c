@@ -255,7 +255,7 @@ static const char *dir_key_type(const char *dir)
 static void print_table(const bench_opts *o, const bench_row *rows, int n)
 {
     printf("\n== bench_signer: raw %d s per figure; signer %d x %d s per mode (audit log on, "
-           "off, off, on, ...); %d sessions (%u workers), window %u, rate limit raised to %u/s "
+           "off, off, on, ...); %d sessions (%u workers in this build), window %u, rate limit raised to %u/s "
            "(hsmca.yaml rewritten) ==\n",
            o->seconds, o->rounds, o->seconds, BENCH_SESSIONS, signer_worker_count(BENCH_SESSIONS),
            o->window, BENCH_RATE);
