@@ -316,7 +316,14 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, int may_retry)
     else
         mark_unhealthy_locked(p, fix); /* the session is dropped; reconnect reopens all */
     p->in_use--;
-    pthread_cond_broadcast(&p->cv);
+    /* A healthy session back: one waiter can take it. The signer runs several
+     * threads per session, so waking all of them for it would cost more CPU than
+     * the signature. Anything else (a reconnect waiting for in_use to drop, a
+     * pool gone unhealthy) concerns every waiter. */
+    if (ok && p->healthy && !p->reconnecting)
+        pthread_cond_signal(&p->cv);
+    else
+        pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     p11_rv_class after = p11_rv_classify(fix);
     return may_retry && (cls == P11_RV_SESSION || cls == P11_RV_LOGIN) &&

@@ -391,7 +391,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    s->n_workers = (int)(cfg->sessions < SIGNER_MAX_WORKERS ? cfg->sessions : SIGNER_MAX_WORKERS);
+    s->n_workers = (int)signer_worker_count(cfg->sessions);
     for (int i = 0; i < s->n_workers; i++) {
         signer_worker_arg *wa = malloc(sizeof(*wa));
         if (!wa)
@@ -401,8 +401,8 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
             fatal("cannot start worker thread");
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    log_info("signer ready: CA key %s, %d sessions, max TTL %us, trust domain %s",
-             cfg->ca_key_uri, s->n_workers, cfg->max_ttl, cfg->trust_domain);
+    log_info("signer ready: CA key %s, %u sessions, %d workers, max TTL %us, trust domain %s",
+             cfg->ca_key_uri, cfg->sessions, s->n_workers, cfg->max_ttl, cfg->trust_domain);
     return s;
 }
 
@@ -450,6 +450,10 @@ void signer_stop_all(signer_ctx *s)
         if (audit_publish_stop(s->publish, SIGNER_STOP_TIMEOUT_S) != 0)
             return;
         audit_publish_free(s->publish);
+        /* How well the group commit did (bench_signer divides the intents by it). */
+        char n_syncs[24];
+        snprintf(n_syncs, sizeof(n_syncs), "%llu", (unsigned long long)audit_log_syncs(s->audit));
+        LOG_EVENT(LOG_LVL_INFO, "audit log closed", LOG_STR("syncs", n_syncs));
         audit_log_close(s->audit);
     } else {
         audit_publish_free(s->publish);

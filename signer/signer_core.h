@@ -15,7 +15,7 @@ typedef struct signer_ctx signer_ctx;
 /* Loads the module, logs in, checks the CA key (sensitive, not extractable) and
  * that the CA certificate's key is the token key, opens and checks the audit key
  * when pkcs11.audit_key names one (logging its fingerprint), builds the profile
- * and starts one worker per session. NULL with e naming the failed check.
+ * and starts signer_worker_count(sessions) workers. NULL with e naming the failed check.
  * Everything that needs root or a new file (the PIN, the module) happens here,
  * before the signer confines itself. */
 signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e);
@@ -46,6 +46,20 @@ void signer_conn_close(signer_ctx *s);
 /* How long the main thread (which also serves the control channel and signals)
  * waits for a front end to take a queue-full reply. */
 #define SIGNER_MAIN_SEND_TIMEOUT_MS 100
+
+/* Signing threads per PKCS#11 session. A worker waits for its intent's fdatasync
+ * (invariant 8) before it takes a session (p11_pool blocks while none is free): with
+ * more workers than sessions, those waiting on the disk share one sync while the
+ * others keep every session signing, so the log does not idle the token. */
+#define SIGNER_WORKERS_PER_SESSION 16
+#define SIGNER_MAX_WORKERS 256
+
+/* The workers a signer with `sessions` sessions runs. */
+static inline unsigned signer_worker_count(unsigned sessions)
+{
+    unsigned n = sessions * SIGNER_WORKERS_PER_SESSION;
+    return n < SIGNER_MAX_WORKERS ? n : SIGNER_MAX_WORKERS;
+}
 
 /* The supervisor's control channel, to ask for a new front end when the
  * current one stops reading. */

@@ -30,7 +30,6 @@ typedef struct signer_job {
     Hsmca__Ipc__SignRequest *req;
 } signer_job;
 
-#define SIGNER_MAX_WORKERS 64
 /* Longer than SIGNER_SEND_TIMEOUT_MS, so a worker blocked on a stalled front
  * end is back before the deadline. */
 #define SIGNER_STOP_TIMEOUT_S 3

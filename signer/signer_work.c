@@ -174,7 +174,9 @@ void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
  * failure is UNAVAILABLE: nothing is signed, and istio-agent retries. */
 static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
                                                const Hsmca__Ipc__SignRequest *req,
-                                               const tbs_facts *f, uint64_t *seq, hsmca_err *e)
+                                               const tbs_facts *f,
+                                               const uint8_t tbs_sha256[SHA256_DIGEST_LENGTH],
+                                               uint64_t *seq, hsmca_err *e)
 {
     audit_entry a;
     memset(&a, 0, sizeof(a));
@@ -183,9 +185,7 @@ static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
     a.requester = (audit_str){req->requester, strlen(req->requester), 0};
     if (req->csr_sha256.len == 32)
         util_hex(req->csr_sha256.data, 32, a.csr_sha256);
-    uint8_t h[SHA256_DIGEST_LENGTH];
-    SHA256(req->tbs.data, req->tbs.len, h);
-    util_hex(h, sizeof(h), a.tbs_sha256);
+    util_hex(tbs_sha256, SHA256_DIGEST_LENGTH, a.tbs_sha256);
     util_hex(f->serial, f->serial_len, a.serial);
     a.not_before = f->not_before;
     a.not_after = f->not_after;
@@ -248,15 +248,22 @@ static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, uint64_t id,
                                   util_wall_now(), e));
     /* Invariant 8, log before sign. (A failure here leaves the serial marked used: a
      * retry comes with a fresh serial from the front end.) */
-    uint64_t seq = NO_INTENT;
-    if (s->audit)
-        HSMCA_GUARD(audit_intent(s, id, req, facts, &seq, e));
-    *intent_seq = seq;
-
     uint8_t digest[64], sig[1024];
     size_t sig_len = sizeof(sig);
     HSMCA_ENSURE(sigalg_digest(s->alg, req->tbs.data, req->tbs.len, digest), e, HSMCA_EINTERNAL,
                  "cannot hash the TBS");
+    uint64_t seq = NO_INTENT;
+    if (s->audit) {
+        /* The intent names the TBS by its SHA-256: the signature's digest when the CA
+         * signs with SHA-256 (hashed once), its own otherwise. */
+        uint8_t own[SHA256_DIGEST_LENGTH];
+        const uint8_t *tbs_sha256 = digest;
+        if (strcmp(s->alg->digest, "SHA256") != 0)
+            tbs_sha256 = SHA256(req->tbs.data, req->tbs.len, own);
+        HSMCA_GUARD(audit_intent(s, id, req, facts, tbs_sha256, &seq, e));
+    }
+    *intent_seq = seq;
+
     HSMCA_GUARD(p11_pool_sign_digest(s->pool, digest, s->alg->digest_len, sig, &sig_len, e));
     /* Verify before release: a faulty token (or a fault attack on RSA-CRT) must
      * not put a bad signature into the world. The certificate is the TBS we

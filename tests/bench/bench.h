@@ -19,19 +19,37 @@ typedef struct {
     const char *keys[2];
     int n_keys;
     int seconds;
+    int rounds; /* of the signer figures: each round runs it with the log on and off */
     unsigned window;
     int raw_only;
     int keep;
     const char *dir; /* an existing dev dir (kept), or NULL for a temp one */
 } bench_opts;
 
+/* The signer with its audit log off (no audit.dir) and on (the dev CA's). */
+enum { BENCH_LOG_OFF = 0, BENCH_LOG_ON = 1 };
+
+/* The signer's figures in one mode, summed over the rounds. */
+typedef struct {
+    uint64_t codes[BENCH_MAX_CODES]; /* replies by code within the timed phases */
+    uint64_t intents;                /* every request signed, the untimed ones too */
+    uint64_t syncs;                  /* the log's fdatasyncs, from "audit log closed" */
+    double wall, signer_cpu, self_cpu, hwm_mib;
+} bench_mode;
+
 /* The figures of one CA key type. */
 typedef struct {
     const char *key;
     double raw_rate[3], raw_cpu_us[3]; /* index: threads (1, 2) */
-    double sig_rate, sig_cpu_us, sig_cpu_wall, client_cpu_wall, hwm_mib, tbs_cpu_us;
-    uint64_t sig_ok, sig_codes[BENCH_MAX_CODES];
+    bench_mode sig[2];                 /* index: BENCH_LOG_OFF, BENCH_LOG_ON */
+    double tbs_cpu_us;
 } bench_row;
+
+/* Certificates per second of one mode. */
+static inline double bench_rate(const bench_mode *m)
+{
+    return m->wall > 0 ? (double)m->codes[0] / m->wall : 0;
+}
 
 /* CPU seconds (user + system) of this process. */
 double bench_self_cpu(void);
@@ -40,8 +58,10 @@ double bench_proc_cpu(pid_t pid);
 /* Peak resident set (VmHWM) of pid in MiB, or -1. */
 double bench_proc_hwm_mib(pid_t pid);
 
-/* Issuance rate of a real `hsmca signer` on the dev CA in dir: rewrites
- * dir/hsmca.yaml (sessions, rate limit), fills the sig_* fields of row. */
+/* Issuance rate of a real `hsmca signer` on the dev CA in dir, o->rounds times
+ * with its audit log on and off (alternating which goes first): rewrites
+ * dir/hsmca.yaml (sessions, rate limit) and writes dir/hsmca-nolog.yaml (the
+ * same without audit.dir); fills row->sig. */
 int bench_signer_run(const char *dir, const bench_opts *o, bench_row *row);
 
 #endif

@@ -42,12 +42,13 @@
 /* Rewrites DIR/hsmca.yaml line by line: in each (section, key) listed, drops
  * the key's line and puts ours right after the section's header (so a key the
  * file lacks is added too). The dev config is flat two-level YAML. */
-static int bench_config(const char *dir, hsmca_config *cfg)
+static int bench_config(const char *dir, const char *name, int log_on, hsmca_config *cfg)
 {
     static const char *set[][3] = {{"pkcs11", "sessions", "2"}, /* BENCH_SESSIONS */
                                    {"issuance", "rate_per_second", BENCH_RATE_STR},
-                                   {"issuance", "rate_burst", BENCH_RATE_STR}};
-    const size_t n_set = sizeof(set) / sizeof(set[0]);
+                                   {"issuance", "rate_burst", BENCH_RATE_STR},
+                                   {"audit", "dir", "\"\""}}; /* log off only */
+    const size_t n_set = sizeof(set) / sizeof(set[0]) - (log_on ? 1 : 0);
     char path[1100], *in = NULL, section[64] = "";
     size_t len, o = 0;
     hsmca_err e;
@@ -78,6 +79,7 @@ static int bench_config(const char *dir, hsmca_config *cfg)
                 o += (size_t)snprintf(out + o, cap - o, "  %s: %s\n", set[i][1], set[i][2]);
     }
     free(in);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
     int bad = !out || o >= cap || util_write_file_atomic(path, out, o, 0644, &e) != HSMCA_OK ||
               config_load(path, cfg, &e) != HSMCA_OK || config_validate(cfg, &e) != HSMCA_OK;
     free(out);
@@ -86,8 +88,9 @@ static int bench_config(const char *dir, hsmca_config *cfg)
         return -1;
     }
     if (cfg->sessions != BENCH_SESSIONS || cfg->rate_per_second != BENCH_RATE ||
-        cfg->rate_burst != BENCH_RATE) {
-        fprintf(stderr, "bench: %s did not take the benchmark settings\n", path);
+        cfg->rate_burst != BENCH_RATE || !cfg->audit_dir[0] != !log_on) {
+        fprintf(stderr, "bench: %s did not take the benchmark settings (or has no audit.dir)\n",
+                path);
         return -1;
     }
     return 0;
@@ -323,14 +326,10 @@ static int warm_up(const signer_proc *sp, const bench_msg *m, X509 *ca)
     return ok ? 0 : -1;
 }
 
-typedef struct {
-    uint64_t codes[BENCH_MAX_CODES];
-    double wall, signer_cpu, self_cpu; /* summed over the timed phases */
-} drive_result;
-
-/* Receives until nothing is in flight (up to 30 s), without counting: replies
- * that come back after the deadline are not part of the rate. */
-static int drain(const signer_proc *sp, size_t inflight)
+/* Receives until nothing is in flight (up to 30 s), without counting them in
+ * the rate: replies that come back after the deadline are not part of it (but
+ * their intents are in the log: they count in r->intents). */
+static int drain(const signer_proc *sp, size_t inflight, bench_mode *r)
 {
     uint64_t late[BENCH_MAX_CODES] = {0};
     for (int i = 0; i < 300 && inflight > 0; i++) {
@@ -342,13 +341,14 @@ static int drain(const signer_proc *sp, size_t inflight)
             inflight -= (size_t)got;
         }
     }
+    r->intents += late[0];
     return inflight ? -1 : 0;
 }
 
 /* One timed phase: sends msgs (ids from id0) keeping `window` in flight until
  * all are answered or `budget` seconds pass; adds the counts and times to *r. */
 static int drive(const signer_proc *sp, const bench_msg *msgs, size_t n, uint64_t id0,
-                 unsigned window, double budget, drive_result *r)
+                 unsigned window, double budget, bench_mode *r)
 {
     size_t next = 0, inflight = 0;
     int bad = 0;
@@ -372,7 +372,7 @@ static int drive(const signer_proc *sp, const bench_msg *msgs, size_t n, uint64_
     r->wall += util_mono_now() - t0;
     r->signer_cpu += bench_proc_cpu(sp->pid) - c0;
     r->self_cpu += bench_self_cpu() - s0;
-    if (bad || drain(sp, inflight) != 0) {
+    if (bad || drain(sp, inflight, r) != 0) {
         fprintf(stderr, "bench: the signer connection failed (see its log)\n");
         return -1;
     }
@@ -381,73 +381,122 @@ static int drive(const signer_proc *sp, const bench_msg *msgs, size_t n, uint64_
 
 /* Chunks of TBSs, each built untimed and then driven through the signer,
  * until the timed phases add up to --seconds. */
-static int run_chunks(const signer_proc *sp, X509 *ca, const bench_opts *o, drive_result *r,
+static int run_chunks(const signer_proc *sp, X509 *ca, const bench_opts *o, bench_mode *r,
                       double *tbs_cpu_us)
 {
     bench_msg *msgs = calloc(BENCH_CHUNK, sizeof(*msgs));
-    double build_cpu = 0;
+    double build_cpu = 0, wall0 = r->wall;
+    uint64_t ok0 = r->codes[0];
     size_t built = 0;
     int bad = !msgs;
-    for (int c = 0; !bad && c < BENCH_MAX_CHUNKS && r->wall < o->seconds - 0.01; c++) {
+    for (int c = 0; !bad && c < BENCH_MAX_CHUNKS && r->wall - wall0 < o->seconds - 0.01; c++) {
         double c0 = bench_self_cpu();
         bad = build_msgs(ca, msgs, BENCH_CHUNK) != 0;
         build_cpu += bench_self_cpu() - c0;
         built += BENCH_CHUNK;
         if (!bad && c == 0) {
             bad = warm_up(sp, &msgs[0], ca) != 0;
+            r->intents += !bad;
             printf("signer pid %d is up; driving it for %d s\n", (int)sp->pid, o->seconds);
             fflush(stdout);
         }
         if (!bad)
             bad = drive(sp, msgs + (c == 0), BENCH_CHUNK - (c == 0), (uint64_t)c * BENCH_CHUNK + 1,
-                        o->window, o->seconds - r->wall, r) != 0;
+                        o->window, o->seconds - (r->wall - wall0), r) != 0;
         free_msgs(msgs, BENCH_CHUNK);
     }
     free(msgs);
+    r->intents += r->codes[0] - ok0;
     *tbs_cpu_us = built ? build_cpu * 1e6 / built : 0;
     return bad ? -1 : 0;
+}
+
+/* The fdatasyncs of the signer's life, from its "audit log closed" line; 0 when
+ * the line is missing (log off). */
+static uint64_t log_syncs(const char *logpath)
+{
+    FILE *f = fopen(logpath, "r");
+    char line[4096];
+    unsigned long long n = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        const char *at = strstr(line, "\"audit log closed\"");
+        if (at && (at = strstr(line, "\"syncs\":\"")))
+            n = strtoull(at + 9, NULL, 10);
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static const char *const MODE_NAME[2] = {"off", "on"};
+
+/* One signer process with config, driven for o->seconds; adds to *m. */
+static int run_phase(const char *key, const char *config, const char *logpath, X509 *ca,
+                     const bench_opts *o, int mode, bench_mode *m, double *tbs_cpu_us)
+{
+    signer_proc sp;
+    bench_mode r;
+    memset(&r, 0, sizeof(r));
+    if (signer_spawn(config, logpath, &sp) != 0) {
+        fprintf(stderr, "bench: cannot start the signer\n");
+        return -1;
+    }
+    int bad = run_chunks(&sp, ca, o, &r, tbs_cpu_us) != 0;
+    double hwm = bench_proc_hwm_mib(sp.pid);
+    signer_stop(&sp);
+    if (bad) {
+        fprintf(stderr, "bench: signer log: %s\n", logpath);
+        return -1;
+    }
+    r.syncs = log_syncs(logpath);
+    if (mode == BENCH_LOG_ON && r.syncs == 0) /* an older signer: no sync figures */
+        fprintf(stderr, "bench: no \"audit log closed\" line in %s\n", logpath);
+    for (int c = 0; c < BENCH_MAX_CODES; c++)
+        m->codes[c] += r.codes[c];
+    m->intents += r.intents;
+    m->syncs += r.syncs;
+    m->wall += r.wall;
+    m->signer_cpu += r.signer_cpu;
+    m->self_cpu += r.self_cpu;
+    m->hwm_mib = hwm > m->hwm_mib ? hwm : m->hwm_mib;
+    printf("signer key=%s log=%s certs_per_s=%.1f ok=%llu wall_s=%.2f cpu_us_per_cert=%.1f", key,
+           MODE_NAME[mode], bench_rate(&r), (unsigned long long)r.codes[0], r.wall,
+           r.codes[0] ? r.signer_cpu * 1e6 / (double)r.codes[0] : 0);
+    if (mode == BENCH_LOG_ON && r.syncs)
+        printf(" syncs=%llu syncs_per_s=%.0f intents_per_sync=%.2f", (unsigned long long)r.syncs,
+               r.syncs / r.wall, (double)r.intents / (double)r.syncs);
+    printf("\n");
+    for (int c = 1; c < BENCH_MAX_CODES; c++)
+        if (r.codes[c])
+            printf("signer log=%s refused=%llu code=%s\n", MODE_NAME[mode],
+                   (unsigned long long)r.codes[c], hsmca_code_name((hsmca_code)c));
+    fflush(stdout);
+    return 0;
 }
 
 int bench_signer_run(const char *dir, const bench_opts *o, bench_row *row)
 {
     hsmca_config cfg;
-    if (bench_config(dir, &cfg) != 0)
+    char config[2][1100], logpath[2][1100];
+    if (bench_config(dir, "hsmca-nolog.yaml", 0, &cfg) != 0 ||
+        bench_config(dir, "hsmca.yaml", 1, &cfg) != 0)
         return -1;
-    char config[1100], logpath[1100];
-    snprintf(config, sizeof(config), "%s/hsmca.yaml", dir);
-    snprintf(logpath, sizeof(logpath), "%s/signer.log", dir);
+    snprintf(config[BENCH_LOG_OFF], sizeof(config[0]), "%s/hsmca-nolog.yaml", dir);
+    snprintf(config[BENCH_LOG_ON], sizeof(config[1]), "%s/hsmca.yaml", dir);
+    /* One log per mode (each phase's signer truncates it): the last phase of each. */
+    snprintf(logpath[BENCH_LOG_OFF], sizeof(logpath[0]), "%s/signer-log-off.log", dir);
+    snprintf(logpath[BENCH_LOG_ON], sizeof(logpath[1]), "%s/signer-log-on.log", dir);
     X509 *ca = load_cert(cfg.ca_cert);
-    signer_proc sp;
-    drive_result r;
-    memset(&r, 0, sizeof(r));
-    int bad = !ca || signer_spawn(config, logpath, &sp) != 0;
-    if (bad) {
-        fprintf(stderr, "bench: cannot start the signer\n");
-        X509_free(ca);
-        return -1;
+    int bad = !ca;
+    /* On, off, off, on, ...: a drift of the machine's load over the run weighs on
+     * both modes alike. */
+    for (int i = 0; !bad && i < 2 * o->rounds; i++) {
+        int mode = (i % 4 == 0 || i % 4 == 3) ? BENCH_LOG_ON : BENCH_LOG_OFF;
+        printf("round %d of %d, key %s, audit log %s\n", i / 2 + 1, o->rounds, row->key,
+               MODE_NAME[mode]);
+        bad = run_phase(row->key, config[mode], logpath[mode], ca, o, mode, &row->sig[mode],
+                        &row->tbs_cpu_us) != 0;
     }
-    bad = run_chunks(&sp, ca, o, &r, &row->tbs_cpu_us) != 0;
-    row->hwm_mib = bench_proc_hwm_mib(sp.pid);
-    signer_stop(&sp);
     X509_free(ca);
-    if (bad) {
-        fprintf(stderr, "bench: signer log: %s\n", logpath);
-        return -1;
-    }
-    memcpy(row->sig_codes, r.codes, sizeof(r.codes));
-    row->sig_ok = r.codes[0];
-    row->sig_rate = r.codes[0] / r.wall;
-    row->sig_cpu_us = r.codes[0] ? r.signer_cpu * 1e6 / r.codes[0] : 0;
-    row->sig_cpu_wall = r.signer_cpu / r.wall;
-    row->client_cpu_wall = r.self_cpu / r.wall;
-    printf("signer key=%s certs_per_s=%.1f ok=%llu wall_s=%.2f cpu_us_per_cert=%.1f "
-           "fe_tbs_build_cpu_us=%.1f\n",
-           row->key, row->sig_rate, (unsigned long long)row->sig_ok, r.wall, row->sig_cpu_us,
-           row->tbs_cpu_us);
-    for (int c = 1; c < BENCH_MAX_CODES; c++)
-        if (r.codes[c])
-            printf("signer key=%s refused=%llu code=%s\n", row->key, (unsigned long long)r.codes[c],
-                   hsmca_code_name((hsmca_code)c));
-    fflush(stdout);
-    return 0;
+    return bad ? -1 : 0;
 }

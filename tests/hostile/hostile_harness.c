@@ -22,6 +22,7 @@
 
 #include "config.h"
 #include "ipc_frame.h"
+#include "signer_core.h"
 #include "testutil.h"
 #include "util.h"
 
@@ -311,6 +312,7 @@ int hf_start_signer(const char *prefix, int (*prepare)(void))
         return -1;
     }
     hf.sessions = cfg->sessions;
+    hf.workers = signer_worker_count(cfg->sessions);
     free(cfg);
     hf_notes_reset();
     hf.n_refused = hf.n_queue_full = 0;

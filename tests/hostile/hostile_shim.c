@@ -10,6 +10,7 @@
  * be held and counted with the workers' by the shim. */
 #include "hostile.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,6 +137,34 @@ void hf_shim_wait_hanging(unsigned long n, int timeout_ms)
     while ((h = hf_shim_count("hanging")) != n) {
         if (util_mono_now() - t0 > timeout_ms / 1000.0)
             fail_msg("the shim holds %lu calls, not %lu, after %d ms", h, n, timeout_ms);
+        usleep(2000);
+    }
+}
+
+size_t hf_audit_count(const char *kind)
+{
+    char path[1100], want[64];
+    snprintf(path, sizeof(path), "%s/audit/log", hf.dir);
+    snprintf(want, sizeof(want), "\"kind\":\"%s\"", kind);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("%s: %s (the dev CA's audit.dir)", path, strerror(errno));
+    static char line[1 << 17]; /* entries are < 64 KiB */
+    size_t n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, want) != NULL;
+    fclose(f);
+    return n;
+}
+
+void hf_audit_wait(const char *kind, size_t n, int timeout_ms)
+{
+    double t0 = util_mono_now();
+    size_t have;
+    while ((have = hf_audit_count(kind)) < n) {
+        if (util_mono_now() - t0 > timeout_ms / 1000.0)
+            fail_msg("the audit log has %zu \"%s\" entries, not %zu, after %d ms", have, kind, n,
+                     timeout_ms);
         usleep(2000);
     }
 }

@@ -203,8 +203,18 @@ static void test_stress_ready(void **state)
 {
     junk_init();
     hf_assert_signs_within(HF_READY_MS);
-    fprintf(stderr, "  %u signing threads; queue bound %d requests, %u bytes\n", hf.sessions,
-            SIGNER_MAX_QUEUE, SIGNER_MAX_QUEUE_BYTES);
+    fprintf(stderr, "  %u signing threads for %u sessions; queue bound %d requests, %u bytes\n",
+            hf.workers, hf.sessions, SIGNER_MAX_QUEUE, SIGNER_MAX_QUEUE_BYTES);
+    /* The tests below count on the signer running the workers we expect. */
+    char ready[64];
+    snprintf(ready, sizeof(ready), "%u sessions, %u workers,", hf.sessions, hf.workers);
+    char *log = hf_read_log_without_pin();
+    char *line = strstr(log, "signer ready");
+    if (line && strchr(line, '\n'))
+        *strchr(line, '\n') = '\0';
+    if (!line || !strstr(line, ready))
+        fail_msg("the signer's \"signer ready\" line does not say \"%s\"", ready);
+    free(log);
 }
 
 /* More requests than the queue holds, never reading a reply. Replies fill the
@@ -249,7 +259,7 @@ static void test_flood_never_read(void **state)
     assert_true(more < MORE);                     /* cut before the flood was all taken */
     assert_true(FIRST + more > SIGNER_MAX_QUEUE); /* and the flood did exceed the queue */
     assert_int_equal(n_full, 0);                  /* no room for one */
-    assert_true(n_junk >= replies && n_junk <= replies + (int)hf.sessions);
+    assert_true(n_junk >= replies && n_junk <= replies + (int)hf.workers);
     assert_true(t_k - t_stuck < HS_CUT_BOUND_S);
     assert_int_equal(hf_log_count("front end stopped reading replies"), cut_lines + 1);
     /* Sooner than any worker's 2 s (they all started waiting after t_stuck): the
@@ -338,9 +348,9 @@ static void test_stall_cut_off(void **state)
                      cut_lines + 1);
     /* The worker that cut us held one reply; each other one at most one more. */
     if (signs < (unsigned long)n_signed + 1 + undelivered ||
-        signs > (unsigned long)n_signed + hf.sessions)
+        signs > (unsigned long)n_signed + hf.workers)
         fail_msg("the token signed %lu: %d read, %zu undelivered, %u workers", signs, n_signed,
-                 undelivered, hf.sessions);
+                 undelivered, hf.workers);
     if (rss1 - rss0 > 32 * 1024)
         fail_msg("VmRSS grew by %ld KiB across the stall", rss1 - rss0);
     hf_hand_over(0);
