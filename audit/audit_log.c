@@ -28,12 +28,12 @@ struct audit_log {
      * more CPU than the sync (bench_signer). */
     uint32_t sync_gen;
     int dirfd, fd;
-    uint64_t next_seq;   /* seq of the next line */
-    uint64_t synced;     /* lines [0, synced) are durable; written under mu, atomically */
-    off_t synced_bytes;  /* ... and end at this offset of the file (under mu) */
+    uint64_t next_seq;     /* seq of the next line */
+    uint64_t synced;       /* lines [0, synced) are durable; written under mu, atomically */
+    off_t synced_bytes;    /* ... and end at this offset of the file (under mu) */
     audit_line_fn line_fn; /* replay only */
     void *line_ctx;
-    off_t good_size;     /* the file's size after the last complete line */
+    off_t good_size; /* the file's size after the last complete line */
     /* Lines appended but not yet written: the syncer writes them just before its
      * fdatasync, outside mu, so an append never waits on the disk (a write(2) into a
      * page under writeback can block until that writeback ends). */
@@ -60,8 +60,8 @@ static HSMCA_MUSTCHECK hsmca_code fsync_dir(int dirfd, const char *dir, hsmca_er
 
 /* One line of the existing log: parse, check its seq, hash it into the tree. */
 static HSMCA_MUSTCHECK hsmca_code replay_line(audit_log *l, const char *p, size_t n,
-                                              audit_replay_fn fn, void *ctx,
-                                              audit_replay_stats *st, hsmca_err *e)
+                                              audit_replay_fn fn, void *ctx, audit_replay_stats *st,
+                                              hsmca_err *e)
 {
     static _Thread_local audit_entry_buf buf;
     audit_entry ent;

@@ -43,7 +43,10 @@ void signer_conn_unref_locked(signer_conn *c)
     }
 }
 
-p11_signkey *signer_audit_key(signer_ctx *s) { return s->audit_key; }
+p11_signkey *signer_audit_key(signer_ctx *s)
+{
+    return s->audit_key;
+}
 
 int signer_conn_fd(signer_ctx *s)
 {
@@ -53,7 +56,10 @@ int signer_conn_fd(signer_ctx *s)
     return fd;
 }
 
-void signer_set_ctl_fd(signer_ctx *s, int ctl_fd) { s->ctl_fd = ctl_fd; }
+void signer_set_ctl_fd(signer_ctx *s, int ctl_fd)
+{
+    s->ctl_fd = ctl_fd;
+}
 
 void signer_ask_new_frontend(signer_ctx *s)
 {
@@ -61,7 +67,6 @@ void signer_ask_new_frontend(signer_ctx *s)
     if (s->ctl_fd >= 0 && write(s->ctl_fd, &b, 1) != 1)
         log_warn("cannot ask the supervisor to restart the front end: %s", strerror(errno));
 }
-
 
 /* After the token refused the PIN nothing logs in again, until the PIN file
  * is replaced or rewritten (then a fresh signer reads it, once). */
@@ -87,8 +92,7 @@ int signer_tick(signer_ctx *s)
     int refused = p11_pool_get_state(s->pool) == P11_POOL_PIN_REFUSED ||
                   (s->audit_key && p11_signkey_get_state(s->audit_key) == P11_POOL_PIN_REFUSED);
     if (refused && pin_file_changed(s)) {
-        log_warn("the PIN file %s changed: restarting the signer to try it once",
-                 s->cfg.pin_file);
+        log_warn("the PIN file %s changed: restarting the signer to try it once", s->cfg.pin_file);
         return 1;
     }
     return 0;
@@ -134,8 +138,8 @@ static HSMCA_MUSTCHECK hsmca_code check_ca(signer_ctx *s, const char *path, hsmc
     int same = token_key && EVP_PKEY_eq(token_key, X509_get0_pubkey(s->ca_cert)) == 1;
     EVP_PKEY_free(token_key);
     if (!same)
-        return hsmca_fail(e, HSMCA_EINVAL,
-                          "CA check: the key in %s is not the token's CA key", path);
+        return hsmca_fail(e, HSMCA_EINVAL, "CA check: the key in %s is not the token's CA key",
+                          path);
     if (X509_cmp_time(X509_get0_notAfter(s->ca_cert), NULL) <= 0)
         return hsmca_fail(e, HSMCA_EINVAL, "CA check: %s has expired", path);
     s->alg = p11_pool_sigalg(s->pool);
@@ -156,8 +160,7 @@ static void build_policy(signer_ctx *s)
     p->serving_max_ttl = cfg->serving_cert_ttl;
     p->trust_domains[0] = cfg->trust_domain;
     p->n_trust_domains = 1;
-    config_serving_names(cfg, p->serving_dns, &p->n_serving_dns, p->serving_ips,
-                         &p->n_serving_ips);
+    config_serving_names(cfg, p->serving_dns, &p->n_serving_dns, p->serving_ips, &p->n_serving_ips);
 }
 
 /* The audit key (DESIGN.md §6), checked like the CA key: opened before the
