@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The signing log (DESIGN.md §6, invariant 8) on a real `hsmca dev`: every certificate a
-client got has a durable issue-intent (its serial and TBS hash) and an issue-result (its
-hash); a killed signer rebuilds its serial set from the log; a log that cannot be written
+client got has a durable issue-intent (its serial and TBS hash), an issue-result (its
+hash) and an inclusion proof (`hsmca audit prove`) against a signed checkpoint; a killed signer rebuilds its serial set from the log; a log that cannot be written
 stops issuance with UNAVAILABLE and the reason, and issuance resumes when it can."""
 import hashlib
 import json
@@ -15,7 +15,7 @@ import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from hsmca_harness import DevServer, audit_entries
+from hsmca_harness import BIN, DevServer, audit_entries
 
 
 def read_log(server):
@@ -86,6 +86,23 @@ class AuditLogTests(unittest.TestCase):
             self.assertEqual(intent["requester"], "spiffe://cluster.local/ns/default/sa/sleep")
             self.assertEqual(intent["profile"], "workload")
             self.assertEqual(len(intent["csr_sha256"]), 64)
+        # Each has an inclusion proof against a signed checkpoint, from the published
+        # tiles (the checkpoint covering the results follows within about a second).
+        audit_dir = os.path.join(self.server.dir, "audit")
+        for i, leaf in enumerate(leaves):
+            path = os.path.join(self.server.dir, "leaf%d.pem" % i)
+            with open(path, "wb") as f:
+                f.write(leaf.public_bytes(serialization.Encoding.PEM))
+            deadline = time.time() + 10
+            while True:
+                r = subprocess.run([BIN, "audit", "prove", "--cert", path, audit_dir],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                if r.returncode == 0 or time.time() > deadline:
+                    break
+                time.sleep(0.2)
+            out = r.stdout.decode(errors="replace")
+            self.assertEqual(r.returncode, 0, out)
+            self.assertIn("verified", out)
 
     def test_signer_restart_replays_serials(self):
         self.issue_leaves(3)
