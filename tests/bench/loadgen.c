@@ -359,13 +359,22 @@ static int report(const lg_opts *o, lg_stats *st, int n_st, const lg_server *srv
                      errs[0] ? " " : "", CODE_NAMES[c], (unsigned long long)all.codes[c]);
     printf("outcomes by status    %s\n", errs[0] ? errs : "none");
     double per = all.ok ? 1e6 / (double)all.ok : 0;
-    printf("CPU per certificate   %s %.0f us, signer %.0f us, loadgen %.0f us (over %.2f s; "
-           "%.2f, %.2f, %.2f cores)\n",
-           o->cfssl_url ? "server" : "front end", srv->fe > 0 ? fe * per : -1,
-           srv->sg > 0 ? sg * per : -1, me * per, busy, srv->fe > 0 ? fe / busy : 0,
-           srv->sg > 0 ? sg / busy : 0, me / busy);
-    printf("peak RSS (VmHWM)      %s %.1f MiB, signer %.1f MiB\n",
-           o->cfssl_url ? "server" : "front end", proc_hwm_mib(srv->fe), proc_hwm_mib(srv->sg));
+    char sgcpu[64] = "", sghwm[64] = "";
+    if (srv->sg > 0) {
+        snprintf(sgcpu, sizeof(sgcpu), ", signer %.0f us", sg * per);
+        snprintf(sghwm, sizeof(sghwm), ", signer %.1f MiB", proc_hwm_mib(srv->sg));
+    }
+    const char *fe_name = o->cfssl_url ? "server" : "front end";
+    if (srv->fe > 0)
+        printf("CPU per certificate   %s %.0f us%s, loadgen %.0f us (over %.2f s: %.2f, %.2f, "
+               "%.2f cores)\n",
+               fe_name, fe * per, sgcpu, me * per, busy, fe / busy, sg / busy, me / busy);
+    else
+        printf("CPU per certificate   loadgen %.0f us (server: give --server-pid or "
+               "--frontend-pid)\n",
+               me * per);
+    if (srv->fe > 0)
+        printf("peak RSS (VmHWM)      %s %.1f MiB%s\n", fe_name, proc_hwm_mib(srv->fe), sghwm);
     printf("result ok=%llu requests=%llu certs_per_s=%.1f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f "
            "max_ms=%.2f fe_cpu_us=%.0f signer_cpu_us=%.0f loadgen_cpu_us=%.0f fe_hwm_mib=%.1f "
            "signer_hwm_mib=%.1f errors=%llu\n",
