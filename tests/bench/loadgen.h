@@ -38,7 +38,7 @@ typedef struct {
 
 /* The figures of one worker thread, merged by the report. */
 typedef struct {
-    uint64_t ok, late, abandoned, retries, attempts, started;
+    uint64_t ok, late, late_ok, abandoned, retries, attempts, started;
     uint64_t codes[LG_CODES]; /* final outcome of each request (in time) */
     double *lat;              /* seconds, OK requests in time, from their first attempt */
     size_t n_lat, cap_lat;

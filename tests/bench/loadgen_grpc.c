@@ -220,6 +220,7 @@ static void slot_done(lg_worker *w, lg_slot *s, double now)
     }
     if (!w->quota && now > w->deadline) {
         w->st->late++;
+        w->st->late_ok += code == GRPC_STATUS_OK;
     } else {
         w->st->codes[code]++;
         if (code == GRPC_STATUS_OK) {
@@ -260,7 +261,8 @@ static double start_due(lg_worker *w, double now)
                 w->failed = 1;
             w->next_arrival += w->period;
         }
-        if (may_issue(w, w->next_arrival) && w->next_arrival < next)
+        /* With every slot taken, the due arrivals wait for a completion, not a timer. */
+        if (w->n_free > 0 && may_issue(w, w->next_arrival) && w->next_arrival < next)
             next = w->next_arrival;
     }
     return next;

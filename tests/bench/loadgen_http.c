@@ -135,6 +135,7 @@ int lg_http_run(const lg_opts *o, lg_pod *pods, lg_stats *st, void (*before)(voi
             st->attempts++;
             if (!o->requests && now > deadline) {
                 st->late++;
+                st->late_ok += ok;
             } else {
                 st->codes[ok ? 0 : LG_CODE_OTHER]++;
                 if (ok) {
