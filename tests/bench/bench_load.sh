@@ -8,8 +8,8 @@
 #      tests/bench/loadgen against it (its own figures: certs/s, latency, outcomes,
 #      front-end and signer CPU per certificate, peak RSS);
 #   4. when `cfssl` is on PATH: `cfssl serve` with a software key of the same type and
-#      the same load (same CSRs, same concurrency; plain HTTP, one call per
-#      connection), and the ratio hsmca/cfssl.
+#      the same load (same CSRs, same concurrency; HTTPS with a P-256 server key,
+#      HTTP/1.1 keep-alive, one call per connection), and the ratio hsmca/cfssl.
 # Then one summary line per key type. A benchmark: it asserts nothing about timings.
 #
 # usage: bench_load.sh [--bin build/hsmca] [--seconds S] [--raw-seconds S]
@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     --raw-seconds) raw_seconds=$2; shift 2 ;;
     --keys) keys=$2; shift 2 ;;
     --) shift; break ;;
-    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_load: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -113,9 +113,13 @@ for key in $keys; do
         # shellcheck disable=SC2086 # kopt is split on purpose
         openssl req -x509 $kopt -nodes -keyout "$c/ca-key.pem" -out "$c/ca.pem" \
             -subj "/CN=cfssl bench $key" -days 30 >/dev/null 2>&1
+        # Its TLS server certificate, P-256, trusted by the load generator (--root).
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+            -keyout "$c/tls-key.pem" -out "$c/tls.pem" -subj /CN=127.0.0.1 \
+            -addext subjectAltName=IP:127.0.0.1 -days 30 >/dev/null 2>&1
         cport=$(free_port)
         cfssl serve -ca "$c/ca.pem" -ca-key "$c/ca-key.pem" -address 127.0.0.1 -port "$cport" \
-            -loglevel 2 >"$c/serve.log" 2>&1 &
+            -tls-cert "$c/tls.pem" -tls-key "$c/tls-key.pem" -loglevel 2 >"$c/serve.log" 2>&1 &
         server=$!
         python3 -c 'import socket, sys, time
 for _ in range(600):
@@ -125,8 +129,8 @@ for _ in range(600):
     except OSError:
         time.sleep(0.1)
 sys.exit(1)' "$cport" || { echo "bench_load: cfssl serve not listening:" >&2; cat "$c/serve.log" >&2; exit 1; }
-        echo "-- cfssl serve, software $key key, the same CSRs over plain HTTP, $conc connections"
-        "$loadgen" --cfssl "http://127.0.0.1:$cport" --seconds "$seconds" --concurrency "$conc" \
+        echo "-- cfssl serve, software $key key, the same CSRs over HTTPS, $conc connections"
+        "$loadgen" --cfssl "https://127.0.0.1:$cport" --root "$c/tls.pem" --seconds "$seconds" --concurrency "$conc" \
             --csr-key ec-p256 --frontend-pid "$server" 2>&1 | tee "$work/cfssl-$key.txt"
         stop_server
         cok=$(value certs_per_s "$work/cfssl-$key.txt")
