@@ -400,7 +400,7 @@ static void usage(FILE *f)
             "               [--requests N | --seconds S] [--rate R] [--retry] [--pods P]\n"
             "               [--csr-key ec-p256|rsa-2048] [--threads T] [--timeout S] [--cold]\n"
             "               [--server-pid PID | --frontend-pid PID --signer-pid PID]\n"
-            "               [--root FILE] [--target-name NAME] [--cfssl http://HOST:PORT]\n"
+            "               [--root FILE] [--target-name NAME] [--cfssl http[s]://HOST:PORT]\n"
             "Sends CreateCertificate requests of P simulated pods (own key, CSR, dev token\n"
             "minted with DEVDIR's dev issuer key) over K TLS channels (trusting\n"
             "DEVDIR/root-cert.pem), C calls in flight (closed loop) or arriving at R/s\n"
@@ -410,8 +410,9 @@ static void usage(FILE *f)
             "connections are made inside the timed phase). Prints certs/s, latency\n"
             "percentiles, outcomes by gRPC status and, given the server's pids, the front\n"
             "end's and signer's CPU per certificate and peak RSS. --cfssl: the same CSRs to\n"
-            "`cfssl serve` (HTTP, C connections) instead. Defaults: --addr localhost:15012,\n"
-            "K 4, C 64, P 100, T 1, timeout 30 s, target name localhost.\n");
+            "`cfssl serve` (HTTP, or TLS trusting --root with https://; C connections)\n"
+            "instead. Defaults: --addr localhost:15012, K 4, C 64, P 100, T 1, timeout\n"
+            "30 s, target name localhost.\n");
 }
 
 static int parse(int argc, char **argv, lg_opts *o)
