@@ -90,10 +90,14 @@ class DiskFaultMixin:
         self.server.stop()
         rc, out = audit_verify(audit_dir)
         self.assertEqual(rc, 0, out)
+        # Stopped cleanly: every intent has its result, also those whose request the
+        # failed log refused (their lines reached the disk when it came back).
+        self.assertNotIn("without a result", out)
         missing, _ = missing_intents(audit_dir, load.certs)
         print("certificates looked up in the log: %d, missing = %d" %
               (len(load.certs), len(missing)))
         self.assertEqual(missing, [], "certificates in clients' hands without their intent")
+        return audit_entries(audit_dir)
 
 
 class FullDisk(DiskFaultMixin, unittest.TestCase):
@@ -177,7 +181,11 @@ class FullDisk(DiskFaultMixin, unittest.TestCase):
               (filled, ENOSPC_TEXT, bad_full, ok_full, t_back - t_freed, [m for _, m in errs],
                time.monotonic() - t0))
         self.assertIn("audit log: writable again", server_log(self.server))
-        self.finish_and_check(load, self.audit_dir)
+        entries = self.finish_and_check(load, self.audit_dir)
+        # The intents whose sync hit the full disk signed nothing, and say so.
+        refused = [e for e in entries if e["kind"] == "issue-result" and
+                   e.get("code") == "UNAVAILABLE" and ENOSPC_TEXT in e.get("error", "")]
+        self.assertGreater(len(refused), 0)
 
 
 class ReadOnlyAuditDir(DiskFaultMixin, unittest.TestCase):
