@@ -4,7 +4,8 @@ supervisor at moments the test does not choose, again and again, with the superv
 started again as systemd would. Each time the children come back within a bound and no
 orphan of a dead supervisor keeps running; clients see only OK or retryable codes; and
 afterwards the audit log verifies offline and every certificate any client received has
-its issue-intent (serial and TBS hash) and issue-result entries."""
+its issue-intent (serial and TBS hash) and issue-result entries. The second test does the
+same with the token failing meanwhile, through the fault-injecting PKCS#11 shim."""
 import hashlib
 import os
 import random
