@@ -357,7 +357,12 @@ static int try_recover_locked(audit_log *l)
 hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq, hsmca_err *e)
 {
     pthread_mutex_lock(&l->mu);
-    if (l->failed && !try_recover_locked(l)) {
+    /* An intent's outcome is kept while the log has failed, to be written after it when
+     * the log recovers: without it the intent would read as "maybe signed" (and the next
+     * start would record UNKNOWN) when we know what happened. Bounded: an intent cannot
+     * be appended meanwhile, so these are at most the intents in flight at the failure. */
+    int keep = ent->kind == AUDIT_ISSUE_RESULT;
+    if (l->failed && !try_recover_locked(l) && !keep) {
         hsmca_code rc = hsmca_fail(e, HSMCA_EUNAVAIL, "%s", l->why);
         pthread_mutex_unlock(&l->mu);
         return rc;
@@ -381,7 +386,7 @@ hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq, hsmca
     /* Hook for checkpoints (DESIGN.md §6, next step): the tree's root after this line is
      * what a checkpoint signed by the audit key will commit to, at least once a second. */
     *seq = l->next_seq++;
-    int flush = l->pend_len > AUDIT_PEND_FLUSH;
+    int flush = l->pend_len > AUDIT_PEND_FLUSH && !l->failed;
     pthread_mutex_unlock(&l->mu);
     if (rc == HSMCA_OK && flush)
         rc = audit_log_sync_through(l, *seq, e);

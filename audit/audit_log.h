@@ -59,7 +59,9 @@ HSMCA_MUSTCHECK hsmca_code audit_log_open_ex(const char *dir, uid_t owner, gid_t
                                              audit_replay_stats *stats, hsmca_err *e);
 
 /* Sets ent->seq and ent->time (now), writes its line and returns the seq in *seq. Not
- * durable until audit_log_sync_through(seq). HSMCA_EUNAVAIL when the log has failed. */
+ * durable until audit_log_sync_through(seq). HSMCA_EUNAVAIL when the log has failed,
+ * except for an issue-result: that is kept in memory and written, after its intent, when
+ * the log recovers (an intent's outcome is never dropped for want of a disk). */
 HSMCA_MUSTCHECK hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq,
                                             hsmca_err *e);
 

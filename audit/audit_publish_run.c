@@ -144,6 +144,27 @@ hsmca_code audit_publish_open(const audit_publish_cfg *cfg, audit_publish **out,
 
 /* ---- the thread -------------------------------------------------------------------------- */
 
+/* 1 when a and b are the same text but for their runs of digits: the same reason. A
+ * failed round's message names the file it could not write, whose name carries the tile's
+ * width or the log's size: while the log grows, every round fails on another name. */
+static int same_reason(const char *a, const char *b)
+{
+    while (*a && *b) {
+        int da = *a >= '0' && *a <= '9', db = *b >= '0' && *b <= '9';
+        if (da != db || (!da && *a != *b))
+            return 0;
+        if (!da) {
+            a++, b++;
+            continue;
+        }
+        while (*a >= '0' && *a <= '9')
+            a++;
+        while (*b >= '0' && *b <= '9')
+            b++;
+    }
+    return *a == *b;
+}
+
 /* A failed round is said once per reason (a full disk would otherwise say it every
  * second), and its end once. */
 static void round_logged(audit_publish *p)
@@ -157,7 +178,7 @@ static void round_logged(audit_publish *p)
         p->last_err[0] = '\0';
         return;
     }
-    if (strcmp(p->last_err, e.msg) != 0)
+    if (!p->last_err[0] || !same_reason(p->last_err, e.msg))
         LOG_EVENT(LOG_LVL_ERROR,
                   "audit publish: no checkpoint this round (issuance goes on; "
                   "retried)",

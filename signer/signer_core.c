@@ -385,6 +385,12 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
         return NULL;
     }
     if (open_audit_log(s, cfg, e) != HSMCA_OK) {
+        /* An I/O error on the audit directory (a full disk, a read-only or failing file
+         * system: the publisher's repair of a tile, the start entry) is cured without a
+         * config change: the supervisor retries it with backoff, as a token not yet
+         * there. What the log or its checkpoint refuses (EINVAL) stays permanent. */
+        if (e && e->code == HSMCA_EIO)
+            e->code = HSMCA_EUNAVAIL;
         signer_stop_all(s);
         return NULL;
     }

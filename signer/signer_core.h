@@ -15,7 +15,9 @@ typedef struct signer_ctx signer_ctx;
 /* Loads the module, logs in, checks the CA key (sensitive, not extractable) and
  * that the CA certificate's key is the token key, opens and checks the audit key
  * when pkcs11.audit_key names one (logging its fingerprint), builds the profile
- * and starts signer_worker_count(sessions) workers. NULL with e naming the failed check.
+ * and starts signer_worker_count(sessions) workers. NULL with e naming the failed check;
+ * e->code HSMCA_EUNAVAIL when a retry may cure it (the token not there yet, the audit
+ * directory failing with an I/O error such as a full disk).
  * Everything that needs root or a new file (the PIN, the module) happens here,
  * before the signer confines itself. */
 signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e);

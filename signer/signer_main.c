@@ -25,7 +25,10 @@
 
 static volatile sig_atomic_t signer_stop;
 
-static void on_term(int sig) { signer_stop = 1; }
+static void on_term(int sig)
+{
+    signer_stop = 1;
+}
 
 static void usage(FILE *f)
 {
@@ -183,7 +186,7 @@ int signer_main(int argc, char **argv)
         fatal_config("%s", e.msg);
     signer_ctx *s = signer_start(&cfg, &e);
     if (!s && e.code == HSMCA_EUNAVAIL)
-        fatal("token unavailable, will retry: %s", e.msg);
+        fatal("cannot serve yet (token or audit log), will retry: %s", e.msg);
     if (!s)
         fatal_config("refusing to serve: %s", e.msg);
     if (signer_sandbox_enter(&sb, &e) != HSMCA_OK)

@@ -231,8 +231,8 @@ static void audit_result(signer_ctx *s, uint64_t id, uint64_t intent_seq, const 
 
 /* Validate, rate-limit, record the serial, log the intent, sign, self-check and
  * assemble. Returns the certificate (OPENSSL_malloc'd) or a refusal in e; *intent_seq
- * is the intent entry's seq once one is durable (NO_INTENT before: a refusal then is
- * the signer's own, a deny). */
+ * is the intent entry's seq once one is appended (NO_INTENT before: a refusal then is
+ * the signer's own, a deny); it is durable unless the refusal is the log's failure. */
 static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, uint64_t id,
                                            const Hsmca__Ipc__SignRequest *req, tbs_facts *facts,
                                            uint64_t *intent_seq, uint8_t **cert, size_t *cert_len,
@@ -260,7 +260,11 @@ static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, uint64_t id,
         const uint8_t *tbs_sha256 = digest;
         if (strcmp(s->alg->digest, "SHA256") != 0)
             tbs_sha256 = SHA256(req->tbs.data, req->tbs.len, own);
-        HSMCA_GUARD(audit_intent(s, id, req, facts, tbs_sha256, &seq, e));
+        hsmca_code rc = audit_intent(s, id, req, facts, tbs_sha256, &seq, e);
+        /* Appended but not made durable (the log failed): nothing is signed, and the
+         * intent, which reaches the disk when the log recovers, gets that result. */
+        *intent_seq = seq;
+        HSMCA_GUARD(rc);
     }
     *intent_seq = seq;
 
@@ -271,8 +275,8 @@ static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, uint64_t id,
      * the whole check (and much cheaper than re-parsing the certificate). */
     HSMCA_ENSURE(sigalg_verify_digest(s->alg, X509_get0_pubkey(s->ca_cert), digest, sig, sig_len),
                  e, HSMCA_EINTERNAL, "token signature failed verification");
-    return certasm_assemble(req->tbs.data, req->tbs.len, s->alg->nid, sig, sig_len, cert,
-                            cert_len, e);
+    return certasm_assemble(req->tbs.data, req->tbs.len, s->alg->nid, sig, sig_len, cert, cert_len,
+                            e);
 }
 
 /* The log line of an issuance: until the audit log lands it is the only
@@ -289,9 +293,9 @@ static void log_signed(const Hsmca__Ipc__SignRequest *req, const tbs_facts *f)
     LOG_EVENT(LOG_LVL_INFO,
               req->profile == TBS_PROFILE_SERVING ? "signed serving certificate"
                                                   : "signed workload certificate",
-              LOG_STR("serial", serial), LOG_STR("not_after", not_after),
-              LOG_STR("n_sans", n_sans), LOG_STR("sans", f->sans),
-              LOG_STR("san_sha256", san_hash), LOG_STR("requester", req->requester));
+              LOG_STR("serial", serial), LOG_STR("not_after", not_after), LOG_STR("n_sans", n_sans),
+              LOG_STR("sans", f->sans), LOG_STR("san_sha256", san_hash),
+              LOG_STR("requester", req->requester));
 }
 
 /* Claims the right to answer the job a worker holds: 1 for the first caller

@@ -4,12 +4,15 @@ supervisor at moments the test does not choose, again and again, with the superv
 started again as systemd would. Each time the children come back within a bound and no
 orphan of a dead supervisor keeps running; clients see only OK or retryable codes; and
 afterwards the audit log verifies offline and every certificate any client received has
-its issue-intent (serial and TBS hash) and issue-result entries."""
+its issue-intent (serial and TBS hash) and issue-result entries. The second test does the
+same with the token failing meanwhile, through the fault-injecting PKCS#11 shim."""
 import hashlib
 import os
 import random
+import re
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -40,6 +43,7 @@ class RecordingLoad:
         self.certs = []
         self.codes = {}
         self.examples = {}
+        self.details = {}  # (code, details) -> count
         self.token = server.token()
         self.csr = hc.make_csr(hc.make_key(), uris=[SLEEP_ID])
         self.threads = [threading.Thread(target=self.run) for _ in range(threads)]
@@ -57,6 +61,8 @@ class RecordingLoad:
                 with self.lock:
                     self.codes[e.code()] = self.codes.get(e.code(), 0) + 1
                     self.examples.setdefault(e.code(), e.details())
+                    key = (e.code(), e.details())
+                    self.details[key] = self.details.get(key, 0) + 1
                 # A new channel: the server's recovery is measured, not the client
                 # library's reconnect backoff (which grows to many seconds).
                 client.close()
@@ -83,13 +89,30 @@ def alive(pid):
         return False
 
 
-class CrashTests(unittest.TestCase):
-    def setUp(self):
-        self.server = DevServer("ec-p256", name="crash")
-        self.server.wait_ready()
+def missing_intents(audit_dir, certs):
+    """The serials (hex) of the certificates in certs without an issue-intent entry of
+    the same serial and TBS hash in audit_dir/log, and the log's entries."""
+    entries = audit_entries(audit_dir)
+    intents = {int(e["serial"], 16): e for e in entries if e["kind"] == "issue-intent"}
+    missing = []
+    for leaf in certs:
+        intent = intents.get(leaf.serial_number)
+        if (not intent or
+                intent["tbs_sha256"] != hashlib.sha256(leaf.tbs_certificate_bytes).hexdigest()):
+            missing.append("%x" % leaf.serial_number)
+    return missing, entries
 
-    def tearDown(self):
-        self.server.stop()
+
+def audit_verify(audit_dir):
+    """(exit code, output) of `hsmca audit verify audit_dir`."""
+    out = subprocess.run([BIN, "audit", "verify", audit_dir], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    return out.returncode, out.stdout.decode(errors="replace")
+
+
+class CrashMixin:
+    """What the crash tests share: waiting for certificates after a fault, and the kill
+    of one process with its checks (children back, no orphan). Needs self.server."""
 
     def wait_successes(self, load, n, what):
         start, deadline = load.ok(), time.time() + BACK_WITHIN_S
@@ -117,6 +140,15 @@ class CrashTests(unittest.TestCase):
         self.server.restart_supervisor()
         self.server.wait_children(timeout=BACK_WITHIN_S + 30, exclude=list(kids.values()))
 
+
+class CrashTests(CrashMixin, unittest.TestCase):
+    def setUp(self):
+        self.server = DevServer("ec-p256", name="crash")
+        self.server.wait_ready()
+
+    def tearDown(self):
+        self.server.stop()
+
     def test_kill9_under_load_loses_nothing(self):
         rng = random.Random(int(os.environ.get("HSMCA_CRASH_SEED", "1")))
         plan = ROLES * ROUNDS
@@ -138,21 +170,158 @@ class CrashTests(unittest.TestCase):
         self.server.stop()  # the stop entry is written: the log is complete
 
         audit_dir = os.path.join(self.server.dir, "audit")
-        out = subprocess.run([BIN, "audit", "verify", audit_dir], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT)
-        self.assertEqual(out.returncode, 0, out.stdout.decode(errors="replace"))
+        rc, out = audit_verify(audit_dir)
+        self.assertEqual(rc, 0, out)
 
         # The intent is the record: durable before C_Sign. A result may have been lost
         # with a killed signer (it is written after the reply); the next start records
         # the outcome as unknown, and `verify` above checked every intent has a result.
-        entries = audit_entries(audit_dir)
-        intents = {int(e["serial"], 16): e for e in entries if e["kind"] == "issue-intent"}
-        missing = []
-        for leaf in load.certs:
-            intent = intents.get(leaf.serial_number)
-            if (not intent or
-                    intent["tbs_sha256"] != hashlib.sha256(leaf.tbs_certificate_bytes).hexdigest()):
-                missing.append("%x" % leaf.serial_number)
+        missing, entries = missing_intents(audit_dir, load.certs)
+        self.assertEqual(missing, [], "certificates in clients' hands without their intent")
+        starts = sum(1 for e in entries if e["kind"] == "start")
+        self.assertGreaterEqual(starts, 1 + plan.count("signer") + plan.count("supervisor"))
+
+
+SHIM = os.environ.get("P11SHIM", "")
+# The token's faults, one per kill in turn (tests/p11shim/README.md). Every C_Sign of the
+# signer goes through them, the audit key's checkpoints too.
+TOKEN_FAULTS = [
+    "fail C_Sign CKR_DEVICE_ERROR every 9\n",         # pool rebuilt, UNAVAILABLE meanwhile
+    "fail C_Sign CKR_SESSION_HANDLE_INVALID every 4\n",  # one session evicted, retried
+    "remove\n",                                        # the token gone for REMOVED_S
+    "delay C_Sign 150\n",                              # a slow token
+]
+REMOVED_S = 0.4
+BROKEN_S = 2.5  # every C_Sign failing, at the end: more than a checkpoint interval
+
+
+def checkpoint_size(audit_dir):
+    """The size of audit_dir/checkpoint (its second line), 0 when there is none yet."""
+    try:
+        with open(os.path.join(audit_dir, "checkpoint")) as f:
+            return int(f.read().split("\n")[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+class CrashUnderTokenFaults(CrashMixin, unittest.TestCase):
+    """The kills of test_kill9_under_load_loses_nothing with the token failing at the same
+    time, through the fault-injecting shim: C_Sign failing every Nth call with a device
+    error or a dead session, the token removed for a moment, C_Sign slowed down. The
+    audit key is in the same token, so checkpoints fail too and are retried."""
+
+    def setUp(self):
+        if not SHIM:
+            self.skipTest("P11SHIM (the shim's path) is not set")
+        d = tempfile.mkdtemp(prefix="crashctl.", dir=os.environ.get("HSMCA_TEST_TMP", "/tmp"))
+        self.ctl = os.path.join(d, "control")
+        self.counts = os.path.join(d, "counts")
+        open(self.ctl, "w").close()
+        open(self.counts, "w").close()
+        os.chmod(self.counts, 0o666)  # the signer may run as its own user
+
+        def shim_config(text):
+            return re.sub(r"(?m)^  module: .*$", "  module: %s" % SHIM, text).replace(
+                "  sessions: 2\n", "  sessions: 2\n  sign_timeout: 2s\n")
+
+        self.server = DevServer("ec-p256", name="crashfault", edit_config=shim_config,
+                                env_extra={"P11SHIM_CONTROL": self.ctl,
+                                           "P11SHIM_COUNTS": self.counts})
+        self.server.wait_ready()
+
+    def tearDown(self):
+        self.server.stop()
+
+    def control(self, text):
+        with open(self.ctl, "r+") as f:  # in place: the shim keeps its fd
+            f.truncate(0)
+            f.write(text)
+
+    def logcount(self, what):
+        self.server.log.flush()
+        with open(self.server.log_path, "rb") as f:
+            return f.read().count(what)
+
+    def sign_failed(self):
+        """C_Sign calls the shim failed in the current signer (the counts are per process)."""
+        for _ in range(5):  # rewritten in place: read until two reads agree
+            with open(self.counts) as f:
+                a = f.read()
+            with open(self.counts) as f:
+                b = f.read()
+            if a == b:
+                break
+        m = re.search(r"(?m)^C_Sign (\d+) (\d+)$", a)
+        return int(m.group(2)) if m else 0
+
+    def test_kill9_with_token_faults_loses_nothing(self):
+        rng = random.Random(int(os.environ.get("HSMCA_CRASH_SEED", "1")))
+        plan = ROLES * max(1, ROUNDS // 2)
+        rng.shuffle(plan)
+        audit_dir = os.path.join(self.server.dir, "audit")
+        load = RecordingLoad(self.server)
+        injected, t0 = 0, time.monotonic()
+        try:
+            self.wait_successes(load, 10, "the start")
+            for i, role in enumerate(plan):
+                fault = TOKEN_FAULTS[i % len(TOKEN_FAULTS)]
+                before = self.sign_failed()
+                self.control(fault + "# round %d\n" % i)  # new bytes: the rules re-arm
+                timer = None
+                if fault == "remove\n":
+                    timer = threading.Timer(REMOVED_S, self.control, ["# reinserted %d\n" % i])
+                    timer.start()
+                time.sleep(rng.uniform(0.05, 0.6))
+                after = self.sign_failed()
+                injected += after - before if after >= before else after
+                self.kill(role)
+                before = self.sign_failed()
+                if timer:
+                    timer.join()
+                # Back, with the fault still on (the removal over).
+                self.wait_successes(load, 10, "killing the %s (token: %s)" %
+                                    (role, fault.strip()))
+                after = self.sign_failed()
+                injected += after - before if after >= before else after
+            # Last, the token refuses every signature for a while, the audit key's too:
+            # the checkpoints of these seconds fail (logged) and are retried.
+            cp_failed0 = self.logcount(b"audit publish: no checkpoint this round")
+            self.control("fail C_Sign CKR_DEVICE_ERROR always\n")
+            time.sleep(BROKEN_S)
+            cp_failed = self.logcount(b"audit publish: no checkpoint this round") - cp_failed0
+            self.control("# no faults\n")
+            # Faults over: a checkpoint covers the log as it is now (the publisher
+            # retried what the token refused it).
+            self.wait_successes(load, 10, "the faults' end")
+            size = len(audit_entries(audit_dir))
+            deadline = time.time() + 10
+            while checkpoint_size(audit_dir) < size:
+                self.assertLess(time.time(), deadline, "no checkpoint after the faults ended:"
+                                " %d < %d\n%s" % (checkpoint_size(audit_dir), size,
+                                                   self.server.logtext()))
+                time.sleep(0.1)
+        finally:
+            self.control("")
+            load.finish()
+        took = time.monotonic() - t0
+        allowed = RETRYABLE | {grpc.StatusCode.RESOURCE_EXHAUSTED}
+        print("kills with token faults: %d kills (%s) in %.1f s, %d certificates, failures %s,"
+              " C_Sign failures injected >= %d; token broken for %.1f s: checkpoint failures"
+              " logged %d" %
+              (len(plan), ",".join(plan), took, len(load.certs),
+               {c.name: n for c, n in load.codes.items()}, injected, BROKEN_S, cp_failed))
+        self.assertTrue(set(load.codes) <= allowed,
+                        "a valid request got a non-retryable answer: %s %s" %
+                        (load.codes, load.examples))
+        self.assertGreater(injected, 0, "the shim failed no C_Sign")
+        self.assertGreater(cp_failed, 0, "no checkpoint failed while the token was broken")
+        self.server.stop()
+
+        rc, out = audit_verify(audit_dir)
+        self.assertEqual(rc, 0, out)
+        missing, entries = missing_intents(audit_dir, load.certs)
+        print("certificates looked up in the log: %d, missing = %d" %
+              (len(load.certs), len(missing)))
         self.assertEqual(missing, [], "certificates in clients' hands without their intent")
         starts = sum(1 for e in entries if e["kind"] == "start")
         self.assertGreaterEqual(starts, 1 + plan.count("signer") + plan.count("supervisor"))

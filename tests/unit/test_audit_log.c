@@ -244,8 +244,9 @@ static void test_group_commit(void **state)
 }
 
 /* In a child (the limit is per process): past RLIMIT_FSIZE every append and sync fails
- * with EUNAVAIL and the reason, without a retry inside the interval; once the limit is
- * raised the next append after the interval reopens and goes on. Exit code = the step. */
+ * with EUNAVAIL and the reason, without a retry inside the interval, except an
+ * issue-result, which is kept; once the limit is raised the next append after the
+ * interval reopens, writes the kept lines and goes on. Exit code = the step. */
 static int fsize_child(const char *dir)
 {
     audit_log *l;
@@ -274,6 +275,13 @@ static int fsize_child(const char *dir)
         return 6;
     if (audit_log_sync_through(l, seq0, &e) != HSMCA_OK) /* what was durable stays so */
         return 7;
+    /* The failed intent's outcome is kept, not refused: written after it on recovery. */
+    uint64_t intent_seq = seq;
+    audit_entry r = {.kind = AUDIT_ISSUE_RESULT, .request_id = 1, .intent_seq = intent_seq};
+    snprintf(r.code, sizeof(r.code), "UNAVAILABLE");
+    r.error = (audit_str){"audit log: write failed", 23, 0};
+    if (audit_log_append(l, &r, &seq, &e) != HSMCA_OK || seq != intent_seq + 1)
+        return 12;
     if (setrlimit(RLIMIT_FSIZE, &old) != 0)
         return 8;
     a = intent(2);
@@ -282,14 +290,15 @@ static int fsize_child(const char *dir)
         return 9;
     usleep(350 * 1000);
     a = intent(3); /* the reopen writes intent 1 again after the last whole line, then this */
-    if (audit_log_append(l, &a, &seq, &e) != HSMCA_OK || seq != seq0 + 2 ||
+    if (audit_log_append(l, &a, &seq, &e) != HSMCA_OK || seq != seq0 + 3 ||
         audit_log_sync_through(l, seq, &e) != HSMCA_OK)
         return 10;
     audit_log_close(l);
     /* no partial line was left behind */
     audit_replay_stats st;
-    if (audit_log_open(dir, (uid_t)-1, (gid_t)-1, NULL, NULL, &l, &st, &e) != HSMCA_OK ||
-        st.entries != 3 || st.cut_bytes != 0)
+    counts c = {0, 0};
+    if (audit_log_open(dir, (uid_t)-1, (gid_t)-1, count, &c, &l, &st, &e) != HSMCA_OK ||
+        st.entries != 4 || st.cut_bytes != 0 || c.intents != 2)
         return 11;
     audit_log_close(l);
     return 0;
@@ -312,10 +321,8 @@ static void test_write_failure_resumes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_append_replay),
-        cmocka_unit_test(test_flush_and_close),
-        cmocka_unit_test(test_torn_and_corrupt),
-        cmocka_unit_test(test_group_commit),
+        cmocka_unit_test(test_append_replay),         cmocka_unit_test(test_flush_and_close),
+        cmocka_unit_test(test_torn_and_corrupt),      cmocka_unit_test(test_group_commit),
         cmocka_unit_test(test_write_failure_resumes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
