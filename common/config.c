@@ -49,10 +49,14 @@ typedef struct {
     unsigned flags;
 } config_field;
 
-#define F(sec, key, type, member, flags)                                                      \
-    { sec, key, type, offsetof(hsmca_config, member), sizeof(((hsmca_config *)0)->member),     \
-      flags }
-#define S(sec, key) { sec, key, CT_SECTION, 0, 0, 0 }
+#define F(sec, key, type, member, flags)                                                           \
+    {                                                                                              \
+        sec, key, type, offsetof(hsmca_config, member), sizeof(((hsmca_config *)0)->member), flags \
+    }
+#define S(sec, key)                                                                                \
+    {                                                                                              \
+        sec, key, CT_SECTION, 0, 0, 0                                                              \
+    }
 
 static const config_field fields[] = {
     S("", "server"),
@@ -61,6 +65,8 @@ static const config_field fields[] = {
     F("server", "ip_addresses", CT_LIST, ip_addresses, 0),
     F("server", "serving_cert_ttl", CT_DUR, serving_cert_ttl, 0),
     F("server", "max_request_bytes", CT_U32, max_request_bytes, 0),
+    F("server", "handshake_timeout", CT_DUR, handshake_timeout, 0),
+    F("server", "idle_timeout", CT_DUR, idle_timeout, 0),
     S("", "pkcs11"),
     F("pkcs11", "module", CT_STR, module_path, 0),
     F("pkcs11", "pin_file", CT_PATH, pin_file, 0),
@@ -141,6 +147,8 @@ void config_defaults(hsmca_config *c)
     set_str(c->listen, "127.0.0.1:15012");
     c->serving_cert_ttl = 86400;
     c->max_request_bytes = 65536;
+    c->handshake_timeout = 10;
+    c->idle_timeout = 600;
     c->sessions = 4;
     c->sign_timeout = 10;
     set_str(c->trust_domain, "cluster.local");
@@ -157,7 +165,10 @@ void config_defaults(hsmca_config *c)
     c->signer_allow_network = 0;
 }
 
-static size_t ev_line(const yaml_event_t *ev) { return ev->start_mark.line + 1; }
+static size_t ev_line(const yaml_event_t *ev)
+{
+    return ev->start_mark.line + 1;
+}
 
 /* "NAME:LINE: message" with EINVAL. */
 static HSMCA_MUSTCHECK hsmca_code perr(cfg_parser *cp, size_t line, const char *fmt, ...)
@@ -186,16 +197,13 @@ static HSMCA_MUSTCHECK hsmca_code next_event(cfg_parser *cp, yaml_event_t *ev)
             return hsmca_fail(cp->e, HSMCA_ENOMEM, "%s: out of memory parsing YAML", cp->name);
         /* The reader decodes ahead of the scanner: it knows a byte offset only. */
         if (cp->p.error == YAML_READER_ERROR)
-            return hsmca_fail(cp->e, HSMCA_EINVAL, "%s: byte %zu: not valid UTF-8: %s",
-                              cp->name, cp->p.problem_offset, yaml_problem(&cp->p));
-        return perr(cp, cp->p.problem_mark.line + 1, "YAML syntax error: %s",
-                    yaml_problem(&cp->p));
+            return hsmca_fail(cp->e, HSMCA_EINVAL, "%s: byte %zu: not valid UTF-8: %s", cp->name,
+                              cp->p.problem_offset, yaml_problem(&cp->p));
+        return perr(cp, cp->p.problem_mark.line + 1, "YAML syntax error: %s", yaml_problem(&cp->p));
     }
     const yaml_char_t *anchor = NULL, *tag = NULL;
     switch (ev->type) {
-    case YAML_ALIAS_EVENT:
-        anchor = ev->data.alias.anchor;
-        break;
+    case YAML_ALIAS_EVENT: anchor = ev->data.alias.anchor; break;
     case YAML_SCALAR_EVENT:
         anchor = ev->data.scalar.anchor;
         tag = ev->data.scalar.tag;
@@ -208,8 +216,7 @@ static HSMCA_MUSTCHECK hsmca_code next_event(cfg_parser *cp, yaml_event_t *ev)
         anchor = ev->data.mapping_start.anchor;
         tag = ev->data.mapping_start.tag;
         break;
-    default:
-        break;
+    default: break;
     }
     if (anchor || tag) {
         size_t line = ev_line(ev);
@@ -241,10 +248,22 @@ static int parse_u32(const char *s, size_t len, int duration, uint32_t *out)
     uint64_t mult = 1;
     if (duration && len > 1) {
         switch (s[len - 1]) {
-        case 's': mult = 1; len--; break;
-        case 'm': mult = 60; len--; break;
-        case 'h': mult = 3600; len--; break;
-        case 'd': mult = 86400; len--; break;
+        case 's':
+            mult = 1;
+            len--;
+            break;
+        case 'm':
+            mult = 60;
+            len--;
+            break;
+        case 'h':
+            mult = 3600;
+            len--;
+            break;
+        case 'd':
+            mult = 86400;
+            len--;
+            break;
         default: break;
         }
     }
@@ -265,7 +284,8 @@ static int parse_u32(const char *s, size_t len, int duration, uint32_t *out)
     return 0;
 }
 
-static HSMCA_MUSTCHECK hsmca_code set_integer(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
+static HSMCA_MUSTCHECK hsmca_code set_integer(cfg_parser *cp, const config_field *f,
+                                              const yaml_event_t *ev)
 {
     uint32_t v = 0;
     int ok = ev->type == YAML_SCALAR_EVENT && !scalar_has_nul(ev) &&
@@ -283,7 +303,8 @@ static HSMCA_MUSTCHECK hsmca_code set_integer(cfg_parser *cp, const config_field
 
 /* YAML 1.2 core schema booleans only: "yes", "on" and the like mean true in
  * YAML 1.1 and a string in 1.2, so they are refused rather than guessed. */
-static HSMCA_MUSTCHECK hsmca_code set_bool(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
+static HSMCA_MUSTCHECK hsmca_code set_bool(cfg_parser *cp, const config_field *f,
+                                           const yaml_event_t *ev)
 {
     static const char *const truths[] = {"true", "True", "TRUE"};
     static const char *const falsehoods[] = {"false", "False", "FALSE"};
@@ -306,8 +327,8 @@ static HSMCA_MUSTCHECK hsmca_code set_bool(cfg_parser *cp, const config_field *f
 
 /* Copies a scalar into dst (CONFIG_MAX_STR), prefixing base_dir for a relative
  * path. what names the value in messages. */
-static HSMCA_MUSTCHECK hsmca_code copy_scalar(cfg_parser *cp, const yaml_event_t *ev, const char *what,
-                              int is_path, char *dst)
+static HSMCA_MUSTCHECK hsmca_code copy_scalar(cfg_parser *cp, const yaml_event_t *ev,
+                                              const char *what, int is_path, char *dst)
 {
     const char *v = (const char *)ev->data.scalar.value;
     size_t len = ev->data.scalar.length;
@@ -320,15 +341,16 @@ static HSMCA_MUSTCHECK hsmca_code copy_scalar(cfg_parser *cp, const yaml_event_t
         const char *sep = (bl > 0 && cp->base_dir[bl - 1] == '/') ? "" : "/";
         int n = snprintf(dst, CONFIG_MAX_STR, "%s%s%s", cp->base_dir, sep, v);
         if (n < 0 || n >= CONFIG_MAX_STR)
-            return perr(cp, ev_line(ev), "'%s' is longer than %d bytes once made absolute",
-                        what, CONFIG_MAX_STR - 1);
+            return perr(cp, ev_line(ev), "'%s' is longer than %d bytes once made absolute", what,
+                        CONFIG_MAX_STR - 1);
         return HSMCA_OK;
     }
     memcpy(dst, v, len + 1);
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code set_string(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
+static HSMCA_MUSTCHECK hsmca_code set_string(cfg_parser *cp, const config_field *f,
+                                             const yaml_event_t *ev)
 {
     char *dst = (char *)cp->c + f->off;
     if (ev->type != YAML_SCALAR_EVENT)
@@ -341,7 +363,8 @@ static HSMCA_MUSTCHECK hsmca_code set_string(cfg_parser *cp, const config_field 
 }
 
 /* A sequence of non-empty scalars replaces the default list; null empties it. */
-static HSMCA_MUSTCHECK hsmca_code set_list(cfg_parser *cp, const config_field *f, const yaml_event_t *start)
+static HSMCA_MUSTCHECK hsmca_code set_list(cfg_parser *cp, const config_field *f,
+                                           const yaml_event_t *start)
 {
     config_list *l = (config_list *)((char *)cp->c + f->off);
     l->n = 0;
@@ -382,7 +405,8 @@ static const config_field *find_field(const char *section, const char *key, size
 static HSMCA_MUSTCHECK hsmca_code parse_mapping(cfg_parser *cp, const char *section);
 
 /* The value of field f, whose first event is ev. */
-static HSMCA_MUSTCHECK hsmca_code parse_value(cfg_parser *cp, const config_field *f, const yaml_event_t *ev)
+static HSMCA_MUSTCHECK hsmca_code parse_value(cfg_parser *cp, const config_field *f,
+                                              const yaml_event_t *ev)
 {
     switch (f->type) {
     case CT_SECTION: {
@@ -395,21 +419,18 @@ static HSMCA_MUSTCHECK hsmca_code parse_value(cfg_parser *cp, const config_field
         return parse_mapping(cp, sub);
     }
     case CT_STR:
-    case CT_PATH:
-        return set_string(cp, f, ev);
+    case CT_PATH: return set_string(cp, f, ev);
     case CT_U32:
-    case CT_DUR:
-        return set_integer(cp, f, ev);
-    case CT_LIST:
-        return set_list(cp, f, ev);
-    case CT_BOOL:
-        return set_bool(cp, f, ev);
+    case CT_DUR: return set_integer(cp, f, ev);
+    case CT_LIST: return set_list(cp, f, ev);
+    case CT_BOOL: return set_bool(cp, f, ev);
     }
     return hsmca_fail(cp->e, HSMCA_EINTERNAL, "config: bad field type");
 }
 
 /* One "key: value" of section; key is the event just read. */
-static HSMCA_MUSTCHECK hsmca_code parse_entry(cfg_parser *cp, const char *section, const yaml_event_t *key)
+static HSMCA_MUSTCHECK hsmca_code parse_entry(cfg_parser *cp, const char *section,
+                                              const yaml_event_t *key)
 {
     if (key->type != YAML_SCALAR_EVENT)
         return perr(cp, ev_line(key), "keys must be plain strings");
@@ -482,13 +503,11 @@ static HSMCA_MUSTCHECK hsmca_code parse_stream(cfg_parser *cp)
     if (t == YAML_STREAM_END_EVENT)
         return HSMCA_OK;
     /* Only DOCUMENT_START can follow STREAM_START besides STREAM_END. */
-    if ((rc = expect(cp, YAML_MAPPING_START_EVENT, "the document must be a mapping")) !=
-        HSMCA_OK)
+    if ((rc = expect(cp, YAML_MAPPING_START_EVENT, "the document must be a mapping")) != HSMCA_OK)
         return rc;
     if ((rc = parse_mapping(cp, "")) != HSMCA_OK)
         return rc;
-    if ((rc = expect(cp, YAML_DOCUMENT_END_EVENT, "expected the end of the document")) !=
-        HSMCA_OK)
+    if ((rc = expect(cp, YAML_DOCUMENT_END_EVENT, "expected the end of the document")) != HSMCA_OK)
         return rc;
     return expect(cp, YAML_STREAM_END_EVENT, "only one YAML document is allowed");
 }
@@ -607,13 +626,15 @@ static HSMCA_MUSTCHECK hsmca_code validate_server(const hsmca_config *c, hsmca_e
         return hsmca_fail(e, HSMCA_EINVAL, "config: server.serving_cert_ttl must be >= 300");
     if (c->max_request_bytes < 1)
         return hsmca_fail(e, HSMCA_EINVAL, "config: server.max_request_bytes must be >= 1");
+    /* A connection that never finishes its handshake holds memory and a descriptor. */
+    if (c->handshake_timeout < 1 || c->handshake_timeout > 300)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.handshake_timeout must be 1s-300s");
     for (int i = 0; i < c->ip_addresses.n; i++) {
         unsigned char bin[16];
         const char *a = c->ip_addresses.items[i];
         if (inet_pton(AF_INET, a, bin) != 1 && inet_pton(AF_INET6, a, bin) != 1)
             return hsmca_fail(e, HSMCA_EINVAL,
-                              "config: server.ip_addresses[%d] '%.64s' is not an IP address",
-                              i, a);
+                              "config: server.ip_addresses[%d] '%.64s' is not an IP address", i, a);
     }
     return HSMCA_OK;
 }

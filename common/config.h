@@ -6,8 +6,8 @@
 #ifndef HSMCA_CONFIG_H
 #define HSMCA_CONFIG_H
 
-#include <stdint.h>
 #include "hsmca_err.h"
+#include <stdint.h>
 
 #define CONFIG_MAX_LIST 16
 #define CONFIG_MAX_STR 512
@@ -19,53 +19,57 @@ typedef struct {
 
 typedef struct {
     /* server: */
-    char listen[CONFIG_MAX_STR];         /* "127.0.0.1:15012" */
-    config_list dns_names;               /* extra DNS SANs of the serving cert */
-    config_list ip_addresses;            /* extra IP SANs of the serving cert */
-    uint32_t serving_cert_ttl;           /* seconds, default 86400 */
-    uint32_t max_request_bytes;          /* default 65536 */
+    char listen[CONFIG_MAX_STR]; /* "127.0.0.1:15012" */
+    config_list dns_names;       /* extra DNS SANs of the serving cert */
+    config_list ip_addresses;    /* extra IP SANs of the serving cert */
+    uint32_t serving_cert_ttl;   /* seconds, default 86400 */
+    uint32_t max_request_bytes;  /* default 65536 */
+    uint32_t handshake_timeout;  /* seconds a connection has to finish its TLS
+                                    handshake, default 10 (1-300) */
+    uint32_t idle_timeout;       /* seconds a connection with no call stays open,
+                                    default 600 (the client reconnects) */
 
     /* pkcs11: */
-    char module_path[CONFIG_MAX_STR];    /* /usr/lib/softhsm/libsofthsm2.so */
-    char pin_file[CONFIG_MAX_STR];       /* file holding the user PIN */
-    char ca_key_uri[CONFIG_MAX_STR];     /* pkcs11:token=hsmca;object=ca-key;type=private */
-    char audit_key_uri[CONFIG_MAX_STR];  /* the Ed25519 audit key (DESIGN.md §6), same token;
-                                            "" (default): none yet */
-    char softhsm2_conf[CONFIG_MAX_STR];  /* optional: SOFTHSM2_CONF for the signer only */
-    uint32_t sessions;                   /* signing session pool size, default 4 */
-    uint32_t sign_timeout;               /* seconds a token call may take before its request
-                                            is answered UNAVAILABLE, default 10 */
+    char module_path[CONFIG_MAX_STR];   /* /usr/lib/softhsm/libsofthsm2.so */
+    char pin_file[CONFIG_MAX_STR];      /* file holding the user PIN */
+    char ca_key_uri[CONFIG_MAX_STR];    /* pkcs11:token=hsmca;object=ca-key;type=private */
+    char audit_key_uri[CONFIG_MAX_STR]; /* the Ed25519 audit key (DESIGN.md §6), same token;
+                                           "" (default): none yet */
+    char softhsm2_conf[CONFIG_MAX_STR]; /* optional: SOFTHSM2_CONF for the signer only */
+    uint32_t sessions;                  /* signing session pool size, default 4 */
+    uint32_t sign_timeout;              /* seconds a token call may take before its request
+                                           is answered UNAVAILABLE, default 10 */
 
     /* ca: */
-    char ca_cert[CONFIG_MAX_STR];        /* PEM: the certificate of the CA key */
-    char root_bundle[CONFIG_MAX_STR];    /* PEM: roots sent last in cert_chain (default ca_cert) */
-    char chain[CONFIG_MAX_STR];          /* PEM: intermediates between ca_cert and root, optional */
+    char ca_cert[CONFIG_MAX_STR];     /* PEM: the certificate of the CA key */
+    char root_bundle[CONFIG_MAX_STR]; /* PEM: roots sent last in cert_chain (default ca_cert) */
+    char chain[CONFIG_MAX_STR];       /* PEM: intermediates between ca_cert and root, optional */
 
     /* issuance: */
-    char trust_domain[CONFIG_MAX_STR];   /* default "cluster.local" */
-    uint32_t default_ttl;                /* default 86400 */
-    uint32_t max_ttl;                    /* default 86400; the signer refuses longer */
-    uint32_t rate_per_second;            /* token bucket rate, default 1000 */
-    uint32_t rate_burst;                 /* bucket size, default 2000 */
+    char trust_domain[CONFIG_MAX_STR]; /* default "cluster.local" */
+    uint32_t default_ttl;              /* default 86400 */
+    uint32_t max_ttl;                  /* default 86400; the signer refuses longer */
+    uint32_t rate_per_second;          /* token bucket rate, default 1000 */
+    uint32_t rate_burst;               /* bucket size, default 2000 */
 
     /* auth.jwt: */
-    char jwt_issuer[CONFIG_MAX_STR];     /* required "iss" */
-    config_list jwt_audiences;           /* default ["istio-ca"] */
-    char jwks_file[CONFIG_MAX_STR];      /* JWKS (RS256/ES256 keys) */
-    uint32_t jwt_skew;                   /* seconds of clock skew allowed, default 60 */
+    char jwt_issuer[CONFIG_MAX_STR]; /* required "iss" */
+    config_list jwt_audiences;       /* default ["istio-ca"] */
+    char jwks_file[CONFIG_MAX_STR];  /* JWKS (RS256/ES256 keys) */
+    uint32_t jwt_skew;               /* seconds of clock skew allowed, default 60 */
 
     /* frontend: (only when started as root) */
-    char fe_user[CONFIG_MAX_STR];        /* default "nobody" */
-    char fe_chroot[CONFIG_MAX_STR];      /* default "/var/empty" (created 0755 if missing) */
+    char fe_user[CONFIG_MAX_STR];   /* default "nobody" */
+    char fe_chroot[CONFIG_MAX_STR]; /* default "/var/empty" (created 0755 if missing) */
 
     /* signer: */
-    char signer_user[CONFIG_MAX_STR];    /* default "hsmca-signer"; switched to when root */
-    int signer_allow_network;            /* seccomp_allow_network, default 0 (false) */
+    char signer_user[CONFIG_MAX_STR]; /* default "hsmca-signer"; switched to when root */
+    int signer_allow_network;         /* seccomp_allow_network, default 0 (false) */
 
     /* audit: */
-    char audit_dir[CONFIG_MAX_STR];      /* the signing log (DESIGN.md §6); "" = none */
-    char audit_origin[CONFIG_MAX_STR];   /* checkpoint origin and audit key name; unique per
-                                            replica; "": config_default_origin() */
+    char audit_dir[CONFIG_MAX_STR];    /* the signing log (DESIGN.md §6); "" = none */
+    char audit_origin[CONFIG_MAX_STR]; /* checkpoint origin and audit key name; unique per
+                                          replica; "": config_default_origin() */
 
     /* Not a key: SHA-256 of the file config_load read (the bytes in force), for the
      * signing log's config entry; zero after config_parse alone. */
@@ -111,8 +115,8 @@ void config_defaults(hsmca_config *c);
 HSMCA_MUSTCHECK hsmca_code config_load(const char *path, hsmca_config *c, hsmca_err *e);
 
 /* Same, from a buffer (tests); base_dir resolves relative paths (NULL: none). */
-HSMCA_MUSTCHECK hsmca_code config_parse(const char *name, const char *buf, size_t len, const char *base_dir,
-                        hsmca_config *c, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code config_parse(const char *name, const char *buf, size_t len,
+                                        const char *base_dir, hsmca_config *c, hsmca_err *e);
 
 /* Checks cross-field rules (required files named, ttl <= max, sessions >= 1,
  * signer.user not frontend.user). */

@@ -282,7 +282,7 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     /* gRPC refuses over-large messages itself (RESOURCE_EXHAUSTED); between the
      * configured cap and twice it, fe_check_request answers INVALID_ARGUMENT
      * with the limit in the message. */
-    grpc_arg args[2];
+    grpc_arg args[4];
     memset(args, 0, sizeof(args));
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -290,7 +290,17 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     args[1].type = GRPC_ARG_INTEGER;
     args[1].key = GRPC_ARG_MAX_CONCURRENT_STREAMS;
     args[1].value.integer = 1000;
-    grpc_channel_args chargs = {2, args};
+    /* A connection that never finishes its TLS handshake, or keeps no call, is closed
+     * (server.handshake_timeout, server.idle_timeout): each holds memory and a
+     * descriptor, and a storm of them must not take the front end over. */
+    args[2].type = GRPC_ARG_INTEGER;
+    args[2].key = GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
+    args[2].value.integer = (int)app->cfg->handshake_timeout * 1000;
+    args[3].type = GRPC_ARG_INTEGER;
+    args[3].key = GRPC_ARG_MAX_CONNECTION_IDLE_MS; /* milliseconds in an int: clamped */
+    args[3].value.integer =
+        (int)(app->cfg->idle_timeout > 2000000 ? 2000000000u : app->cfg->idle_timeout * 1000u);
+    grpc_channel_args chargs = {4, args};
 
     srv->cq = grpc_completion_queue_create_for_next(NULL);
     srv->server = grpc_server_create(&chargs, NULL);

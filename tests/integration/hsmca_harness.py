@@ -121,21 +121,25 @@ class DevServer:
             time.sleep(0.2)
         with open(root_path, "rb") as f:
             self.root = f.read()
-        self.client = hc.Client(self.addr, self.root)
         last = None
         while time.time() < deadline:
+            # A fresh channel and a short deadline per attempt: a channel whose first
+            # connect failed (the server not listening yet) backs off for seconds.
+            probe = hc.Client(self.addr, self.root)
             try:
-                self.issue()
+                self.issue(client=probe, timeout=3)
+                self.client = probe
                 return self.client
             except grpc.RpcError as e:
                 last = e
+                probe.close()
                 time.sleep(0.3)
         raise RuntimeError("server not ready: %s\n%s" % (last, self.logtext()))
 
-    def issue(self, ns="default", sa="sleep", key="ec-p256", ttl=0, client=None):
+    def issue(self, ns="default", sa="sleep", key="ec-p256", ttl=0, client=None, timeout=20):
         k = hc.make_key(key)
         csr = hc.make_csr(k, uris=["spiffe://cluster.local/ns/%s/sa/%s" % (ns, sa)])
-        return (client or self.client).create(csr, self.token(ns, sa), ttl)
+        return (client or self.client).create(csr, self.token(ns, sa), ttl, timeout=timeout)
 
     def children(self):
         """{'signer': pid, 'frontend': pid} of the running children."""

@@ -1,4 +1,5 @@
 /* test_config.c - config_parse / config_load / config_validate. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <limits.h>
 
 #include <cmocka.h>
 
@@ -119,6 +119,8 @@ static void test_defaults(void **state)
     assert_int_equal(d->dns_names.n, 0);
     assert_int_equal(d->ip_addresses.n, 0);
     assert_int_equal(d->serving_cert_ttl, 86400);
+    assert_int_equal(d->handshake_timeout, 10);
+    assert_int_equal(d->idle_timeout, 600);
     assert_int_equal(d->max_request_bytes, 65536);
     assert_string_equal(d->module_path, "");
     assert_string_equal(d->pin_file, "");
@@ -139,7 +141,7 @@ static void test_defaults(void **state)
     assert_string_equal(d->fe_chroot, "/var/empty");
     assert_string_equal(d->signer_user, "hsmca-signer");
     assert_int_equal(d->signer_allow_network, 0);
-    assert_string_equal(d->audit_dir, ""); /* no audit log: older configs keep working */
+    assert_string_equal(d->audit_dir, "");    /* no audit log: older configs keep working */
     assert_string_equal(d->audit_origin, ""); /* this host's: config_default_origin */
     char origin[CONFIG_MAX_STR], host[256] = "";
     config_default_origin("td.example", origin, sizeof(origin));
@@ -151,8 +153,9 @@ static void test_defaults(void **state)
     assert_string_equal(c->audit_origin, "ca1.example/hsmca");
 
     /* An empty file, an empty mapping, comments and null sections: all defaults. */
-    const char *empties[] = {"", "# nothing\n", "{}\n", "---\n{}\n...\n",
-                             "server:\npkcs11: ~\nauth:\n  jwt:\n", "signer:\n"};
+    const char *empties[] = {
+        "",         "# nothing\n", "{}\n", "---\n{}\n...\n", "server:\npkcs11: ~\nauth:\n  jwt:\n",
+        "signer:\n"};
     for (size_t i = 0; i < sizeof(empties) / sizeof(empties[0]); i++) {
         memset(c, 0x5a, sizeof(*c));
         assert_int_equal(parse(empties[i], "/base", c, &e), HSMCA_OK);
@@ -183,8 +186,7 @@ static const struct refusal refusals[] = {
     /* unknown keys */
     {"pkcs11:\n  module: x\n  x: 1\n", "t.yaml:3: unknown key 'x' in 'pkcs11'", 0},
     {"server: {}\nbogus: 1\n", "t.yaml:2: unknown section 'bogus'", 0},
-    {"auth:\n  jwt:\n    issuer: a\n    foo: b\n", "t.yaml:4: unknown key 'foo' in 'auth.jwt'",
-     0},
+    {"auth:\n  jwt:\n    issuer: a\n    foo: b\n", "t.yaml:4: unknown key 'foo' in 'auth.jwt'", 0},
     {"auth:\n  issuer: a\n", "t.yaml:2: unknown key 'issuer' in 'auth'", 0},
     {"Server: {}\n", "t.yaml:1: unknown section 'Server'", 0},
     /* wrong types for integers */
@@ -194,8 +196,7 @@ static const struct refusal refusals[] = {
     {"pkcs11:\n  sessions: four\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
     {"pkcs11:\n  sessions: -1\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
     {"pkcs11:\n  sessions: 0\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
-    {"pkcs11:\n  sessions: 4294967296\n", "t.yaml:2: 'sessions' must be a positive integer",
-     0},
+    {"pkcs11:\n  sessions: 4294967296\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
     {"pkcs11:\n  sessions: 99999999999999999999999\n",
      "t.yaml:2: 'sessions' must be a positive integer", 0},
     {"pkcs11:\n  sessions: 1.5\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
@@ -204,8 +205,7 @@ static const struct refusal refusals[] = {
     {"pkcs11:\n  sessions: +4\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
     {"pkcs11:\n  sessions:\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
     {"pkcs11:\n  sessions: 4s\n", "t.yaml:2: 'sessions' must be a positive integer", 0},
-    {"issuance:\n\n  rate_burst: 1_000\n", "t.yaml:3: 'rate_burst' must be a positive integer",
-     0},
+    {"issuance:\n\n  rate_burst: 1_000\n", "t.yaml:3: 'rate_burst' must be a positive integer", 0},
     /* durations */
     {"issuance:\n  max_ttl: 5w\n",
      "t.yaml:2: 'max_ttl' must be a positive duration (N, Ns, Nm, Nh or Nd)", 0},
@@ -244,8 +244,10 @@ static const struct refusal refusals[] = {
     {"ca:\n  cert: a\nserver: {}\nca:\n  chain: b\n", "t.yaml:4: duplicate section 'ca'", 0},
     {"auth: {jwt: {skew: 1, skew: 2}}\n", "t.yaml:1: duplicate key 'skew' in 'auth.jwt'", 0},
     /* anchors, aliases, tags */
-    {"ca:\n  cert: &a x\n  chain: *a\n", "t.yaml:2: anchors and aliases are not allowed in the "
-                                         "config", 0},
+    {"ca:\n  cert: &a x\n  chain: *a\n",
+     "t.yaml:2: anchors and aliases are not allowed in the "
+     "config",
+     0},
     {"ca:\n  chain: *a\n", "t.yaml:2: anchors and aliases are not allowed in the config", 0},
     {"server: &s\n  listen: a:1\n", "t.yaml:1: anchors and aliases are not allowed in the config",
      0},
@@ -295,10 +297,9 @@ static void test_refusals(void **state)
         const struct refusal *r = &refusals[i];
         memset(c, 0x5a, sizeof(*c));
         hsmca_code rc = parse(r->yaml, "/base", c, &e);
-        if (rc != HSMCA_EINVAL || (r->prefix ? strncmp(e.msg, r->msg, strlen(r->msg)) != 0
-                                             : strcmp(e.msg, r->msg) != 0))
-            fail_msg("case %zu: %s\n  rc=%d msg='%s'\n  want '%s'", i, r->yaml, rc, e.msg,
-                     r->msg);
+        if (rc != HSMCA_EINVAL ||
+            (r->prefix ? strncmp(e.msg, r->msg, strlen(r->msg)) != 0 : strcmp(e.msg, r->msg) != 0))
+            fail_msg("case %zu: %s\n  rc=%d msg='%s'\n  want '%s'", i, r->yaml, rc, e.msg, r->msg);
         /* *c is untouched on error. */
         for (size_t b = 0; b < sizeof(*c); b++)
             if (((unsigned char *)c)[b] != 0x5a)
@@ -385,10 +386,17 @@ static void test_durations(void **state)
         const char *v;
         uint32_t want;
     } ok[] = {
-        {"1", 1},           {"3600", 3600},         {"90s", 90},
-        {"15m", 900},       {"24h", 86400},         {"7d", 604800},
-        {"\"2h\"", 7200},   {"'30'", 30},           {"49710d", 49710u * 86400u},
-        {"4294967295", UINT32_MAX}, {"4294967295s", UINT32_MAX},
+        {"1", 1},
+        {"3600", 3600},
+        {"90s", 90},
+        {"15m", 900},
+        {"24h", 86400},
+        {"7d", 604800},
+        {"\"2h\"", 7200},
+        {"'30'", 30},
+        {"49710d", 49710u * 86400u},
+        {"4294967295", UINT32_MAX},
+        {"4294967295s", UINT32_MAX},
     };
     hsmca_config *c = new_cfg();
     hsmca_err e;
@@ -539,6 +547,8 @@ static void test_example_file(void **state)
     hsmca_err_clear(&e);
     if (config_load(path, c, &e) != HSMCA_OK || config_validate(c, &e) != HSMCA_OK)
         fail_msg("%s", e.msg);
+    assert_int_equal(c->handshake_timeout, 10);
+    assert_int_equal(c->idle_timeout, 600);
     assert_string_equal(c->module_path, "/usr/lib/softhsm/libsofthsm2.so");
     assert_string_equal(c->ca_key_uri, "pkcs11:token=hsmca;object=ca-key;type=private");
     assert_string_equal(c->audit_key_uri, "pkcs11:token=hsmca;object=audit-key;type=private");
@@ -626,6 +636,10 @@ static void test_validate_ranges(void **state)
     c->serving_cert_ttl = 299;
     expect_invalid(c, "config: server.serving_cert_ttl must be >= 300");
     c->serving_cert_ttl = 300;
+    c->handshake_timeout = 301;
+    expect_invalid(c, "config: server.handshake_timeout must be 1s-300s");
+    c->handshake_timeout = 10;
+    c->serving_cert_ttl = 300;
     assert_int_equal(config_validate(c, &e), HSMCA_OK);
 
     c->rate_per_second = 0;
@@ -712,12 +726,12 @@ static void test_signer_section(void **state)
 
 static void test_validate_listen(void **state)
 {
-    static const char *good[] = {"127.0.0.1:15012", "0.0.0.0:1", "localhost:65535",
-                                 "[::1]:15012", "[::]:15012", "hsmca.example:443"};
-    static const char *bad[] = {"15012",        ":15012",     "host:",      "host:0",
-                                "host:65536",   "host:015",   "::1:15012",  "[]:1",
-                                "[::1]15012",   "[::1]:",     "a:b",        "",
-                                "host:-1",      "[::1:15012", "host:99999999999"};
+    static const char *good[] = {"127.0.0.1:15012", "0.0.0.0:1",  "localhost:65535",
+                                 "[::1]:15012",     "[::]:15012", "hsmca.example:443"};
+    static const char *bad[] = {
+        "15012",    ":15012",    "host:",   "host:0",     "host:65536",
+        "host:015", "::1:15012", "[]:1",    "[::1]15012", "[::1]:",
+        "a:b",      "",          "host:-1", "[::1:15012", "host:99999999999"};
     hsmca_config *c = valid_cfg();
     hsmca_err e;
     char want[256];
@@ -728,8 +742,8 @@ static void test_validate_listen(void **state)
     }
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         strcpy(c->listen, bad[i]);
-        snprintf(want, sizeof(want),
-                 "config: server.listen '%s' must be host:port (port 1-65535)", bad[i]);
+        snprintf(want, sizeof(want), "config: server.listen '%s' must be host:port (port 1-65535)",
+                 bad[i]);
         expect_invalid(c, want);
     }
     free(c);
