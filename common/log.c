@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "window_limiter.h"
+
 #define LOG_TS_MAX 31   /* "YYYY-MM-DDTHH:MM:SS.mmmZ", room for a 10-digit year */
 #define LOG_PROC_MAX 31 /* log_init keeps this much, from a safe alphabet */
 #define LIT(s) (sizeof(s) - 1)
@@ -357,30 +359,24 @@ LOG_FN(log_error, LOG_LVL_ERROR, return )
 LOG_FN(fatal, LOG_LVL_ERROR, (fflush(stdout), _exit(1)))
 LOG_FN(fatal_config, LOG_LVL_ERROR, (fflush(stdout), _exit(EXIT_CONFIG)))
 
-/* Fixed windows: a window opens at the first call after the previous one ended. */
+/* The counting is window_limiter's; this adds the summary line. */
 struct log_limiter {
-    pthread_mutex_t mu;
-    unsigned per;        /* lines allowed per window */
-    double interval;     /* window length, seconds */
-    double start;        /* when the current window opened; -inf before any call */
-    unsigned used;       /* lines allowed in the current window */
-    uint64_t suppressed; /* lines suppressed and not yet reported */
+    window_limiter *w;
+    unsigned per;    /* lines allowed per window (for the summary) */
+    double interval; /* window length, seconds (for the summary) */
 };
 
 log_limiter *log_limiter_new(unsigned per_interval, double interval_s)
 {
-    if (!(interval_s > 0) || !isfinite(interval_s))
-        return NULL;
     log_limiter *l = calloc(1, sizeof(*l));
     if (!l)
         return NULL;
-    if (pthread_mutex_init(&l->mu, NULL) != 0) {
+    if (!(l->w = window_limiter_new(per_interval, interval_s))) {
         free(l);
         return NULL;
     }
     l->per = per_interval;
     l->interval = interval_s;
-    l->start = -INFINITY;
     return l;
 }
 
@@ -388,16 +384,8 @@ void log_limiter_free(log_limiter *l)
 {
     if (!l)
         return;
-    pthread_mutex_destroy(&l->mu);
+    window_limiter_free(l->w);
     free(l);
-}
-
-/* Whether now lies outside the current window (always so before the first call,
- * and when the clock went back). A NaN reading counts as inside, so a bad clock
- * cannot reset the count. Called with l->mu held. */
-static int window_over(const log_limiter *l, double now)
-{
-    return now < l->start || now - l->start >= l->interval;
 }
 
 static void limiter_summary(const log_limiter *l, uint64_t count)
@@ -417,21 +405,9 @@ static void limiter_summary(const log_limiter *l, uint64_t count)
 
 int log_limiter_allow(log_limiter *l, double now)
 {
-    uint64_t report = 0;
-    pthread_mutex_lock(&l->mu);
-    if (window_over(l, now)) {
-        report = l->suppressed;
-        l->suppressed = 0;
-        l->used = 0;
-        l->start = now;
-    }
-    int ok = l->used < l->per;
-    if (ok)
-        l->used++;
-    else
-        l->suppressed++;
-    pthread_mutex_unlock(&l->mu);
-    /* Outside the lock, which guards the counters only: never held across a write. */
+    uint64_t report;
+    int ok = window_limiter_allow(l->w, now, &report);
+    /* The counters have their own lock, never held across this write. */
     if (report)
         limiter_summary(l, report);
     return ok;
@@ -439,13 +415,7 @@ int log_limiter_allow(log_limiter *l, double now)
 
 void log_limiter_flush(log_limiter *l, double now)
 {
-    uint64_t report = 0;
-    pthread_mutex_lock(&l->mu);
-    if (window_over(l, now)) {
-        report = l->suppressed;
-        l->suppressed = 0;
-    }
-    pthread_mutex_unlock(&l->mu);
+    uint64_t report = window_limiter_flush(l->w, now);
     if (report)
         limiter_summary(l, report);
 }

@@ -264,10 +264,10 @@ static void summary(signer_ctx *s, const char *of, uint64_t count)
 }
 
 /* 1 when the entry may be written (after the summary of a window just ended). */
-static int allowed(signer_ctx *s, entry_limiter *l, const char *of)
+static int allowed(signer_ctx *s, window_limiter *l, const char *of)
 {
     uint64_t report;
-    int ok = entry_limiter_allow(l, util_mono_now(), &report);
+    int ok = window_limiter_allow(l, util_mono_now(), &report);
     if (report)
         summary(s, of, report);
     return ok;
@@ -298,7 +298,7 @@ void signer_audit_frontend_deny(signer_ctx *s, uint64_t id, const Hsmca__Ipc__Fr
     if (!s->audit)
         return;
     if (d->suppressed)
-        entry_limiter_add_dropped(s->frontend_deny_limit, d->suppressed);
+        window_limiter_add_dropped(s->frontend_deny_limit, d->suppressed);
     if (!allowed(s, s->frontend_deny_limit, "frontend-deny"))
         return;
     audit_entry a;
@@ -319,10 +319,10 @@ void signer_audit_flush_summaries(signer_ctx *s, double mono_now)
 {
     if (!s->audit)
         return;
-    uint64_t n = entry_limiter_flush(s->deny_limit, mono_now);
+    uint64_t n = window_limiter_flush(s->deny_limit, mono_now);
     if (n)
         summary(s, "deny", n);
-    n = entry_limiter_flush(s->frontend_deny_limit, mono_now);
+    n = window_limiter_flush(s->frontend_deny_limit, mono_now);
     if (n)
         summary(s, "frontend-deny", n);
 }

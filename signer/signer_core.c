@@ -377,8 +377,8 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     s->serials = serial_set_new();
     s->rate = rate_limiter_new(cfg->rate_per_second, cfg->rate_burst);
     s->refusals = log_limiter_new(SIGNER_REFUSAL_LINES_PER_S, 1.0);
-    s->deny_limit = entry_limiter_new(SIGNER_DENY_ENTRIES_PER_S, SIGNER_DENY_WINDOW_S);
-    s->frontend_deny_limit = entry_limiter_new(SIGNER_DENY_ENTRIES_PER_S, SIGNER_DENY_WINDOW_S);
+    s->deny_limit = window_limiter_new(SIGNER_DENY_ENTRIES_PER_S, SIGNER_DENY_WINDOW_S);
+    s->frontend_deny_limit = window_limiter_new(SIGNER_DENY_ENTRIES_PER_S, SIGNER_DENY_WINDOW_S);
     if (!s->serials || !s->rate || !s->refusals || !s->deny_limit || !s->frontend_deny_limit) {
         hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
         signer_stop_all(s);
@@ -476,7 +476,7 @@ void signer_stop_all(signer_ctx *s)
     if (s->refusals) /* at stop, the last window is over: report what it suppressed */
         log_limiter_flush(s->refusals, util_mono_now() + 3600);
     log_limiter_free(s->refusals);
-    entry_limiter_free(s->deny_limit);
-    entry_limiter_free(s->frontend_deny_limit);
+    window_limiter_free(s->deny_limit);
+    window_limiter_free(s->frontend_deny_limit);
     free(s);
 }

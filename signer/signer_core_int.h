@@ -16,6 +16,7 @@
 #include "signer_core.h"
 #include "signer_limits.h"
 #include "signer_tbs.h"
+#include "window_limiter.h"
 
 typedef struct signer_conn {
     int fd;
@@ -49,11 +50,11 @@ struct signer_ctx {
     const sigalg *alg;
     serial_set *serials;
     rate_limiter *rate;
-    log_limiter *refusals; /* refusal lines per interval; the rest are counted */
-    entry_limiter *deny_limit;          /* deny entries per window (signer_audit.h) */
-    entry_limiter *frontend_deny_limit; /* frontend-deny entries per window */
-    struct stat pin_stat;  /* the PIN file as read at start: a change re-enables login */
-    int ctl_fd; /* to ask the supervisor for a new front end; -1: none */
+    log_limiter *refusals;               /* refusal lines per interval; the rest are counted */
+    window_limiter *deny_limit;          /* deny entries per window (signer_audit.h) */
+    window_limiter *frontend_deny_limit; /* frontend-deny entries per window */
+    struct stat pin_stat; /* the PIN file as read at start: a change re-enables login */
+    int ctl_fd;           /* to ask the supervisor for a new front end; -1: none */
 
     pthread_mutex_t lock;
     pthread_cond_t more;
@@ -66,9 +67,9 @@ struct signer_ctx {
     int n_workers;
     /* What each worker is signing, for the watchdog (guarded by lock). */
     struct signer_busy {
-        signer_job *job;   /* NULL when idle */
-        double started;    /* monotonic */
-        int answered;      /* the request got its reply (from the worker or the watchdog) */
+        signer_job *job; /* NULL when idle */
+        double started;  /* monotonic */
+        int answered;    /* the request got its reply (from the worker or the watchdog) */
     } busy[SIGNER_MAX_WORKERS];
 };
 

@@ -53,21 +53,4 @@ void rate_limiter_free(rate_limiter *r);
 /* Takes one token at monotonic time now; HSMCA_ERATE when the bucket is empty. */
 HSMCA_MUSTCHECK hsmca_code rate_limiter_take(rate_limiter *r, double now, hsmca_err *e);
 
-/* Flood control for audit entries (deny, frontend-deny): at most per_interval
- * entries in each window of interval_s seconds (monotonic time passed in); the rest
- * are dropped and counted, and the count goes into one summary entry (kind
- * "suppressed") per window, written by the caller. Thread-safe. */
-typedef struct entry_limiter entry_limiter;
-/* NULL on OOM or when interval_s is not a positive finite number. */
-entry_limiter *entry_limiter_new(unsigned per_interval, double interval_s);
-void entry_limiter_free(entry_limiter *l);
-/* 1: write the entry; 0: dropped (counted). *report gets the count dropped in a
- * window that has just ended (the caller writes the summary first), else 0. */
-int entry_limiter_allow(entry_limiter *l, double now, uint64_t *report);
-/* Counts n entries dropped elsewhere (the front end's own limit) in this window. */
-void entry_limiter_add_dropped(entry_limiter *l, uint64_t n);
-/* For a periodic caller: the count to report when the window that dropped entries
- * has ended (it is then reset), else 0. */
-uint64_t entry_limiter_flush(entry_limiter *l, double now);
-
 #endif

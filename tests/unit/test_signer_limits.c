@@ -17,6 +17,7 @@
 #include <openssl/params.h>
 
 #include "signer_limits.h"
+#include "window_limiter.h"
 
 /* SipHash-2-4 with key 00..0f over the messages 00, 00 01, ... (the reference
  * implementation's vectors_sip64, as little-endian 64-bit values), and the
@@ -158,32 +159,32 @@ static void test_serial_set_expiry(void **state)
     serial_set_free(s);
 }
 
-static void test_entry_limiter(void **state)
+static void test_window_limiter(void **state)
 {
-    assert_null(entry_limiter_new(5, 0));
-    entry_limiter *l = entry_limiter_new(3, 1.0);
+    assert_null(window_limiter_new(5, 0));
+    window_limiter *l = window_limiter_new(3, 1.0);
     assert_non_null(l);
     uint64_t rep;
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(entry_limiter_allow(l, 10.0 + i * 0.1, &rep), 1);
+        assert_int_equal(window_limiter_allow(l, 10.0 + i * 0.1, &rep), 1);
         assert_int_equal(rep, 0);
     }
     for (int i = 0; i < 1000; i++)
-        assert_int_equal(entry_limiter_allow(l, 10.5, &rep), 0);
-    assert_int_equal(entry_limiter_flush(l, 10.9), 0); /* the window is still open */
-    entry_limiter_add_dropped(l, 5);
+        assert_int_equal(window_limiter_allow(l, 10.5, &rep), 0);
+    assert_int_equal(window_limiter_flush(l, 10.9), 0); /* the window is still open */
+    window_limiter_add_dropped(l, 5);
     /* the next window's first entry reports the last one's drops, once */
-    assert_int_equal(entry_limiter_allow(l, 11.0, &rep), 1);
+    assert_int_equal(window_limiter_allow(l, 11.0, &rep), 1);
     assert_int_equal(rep, 1005);
-    assert_int_equal(entry_limiter_allow(l, 11.1, &rep), 1);
+    assert_int_equal(window_limiter_allow(l, 11.1, &rep), 1);
     assert_int_equal(rep, 0);
-    assert_int_equal(entry_limiter_allow(l, 11.2, &rep), 1);
-    assert_int_equal(entry_limiter_allow(l, 11.3, &rep), 0);
+    assert_int_equal(window_limiter_allow(l, 11.2, &rep), 1);
+    assert_int_equal(window_limiter_allow(l, 11.3, &rep), 0);
     /* a flood that stops is reported by the periodic flush */
-    assert_int_equal(entry_limiter_flush(l, 12.5), 1);
-    assert_int_equal(entry_limiter_flush(l, 13.5), 0);
-    entry_limiter_free(l);
-    entry_limiter_free(NULL);
+    assert_int_equal(window_limiter_flush(l, 12.5), 1);
+    assert_int_equal(window_limiter_flush(l, 13.5), 0);
+    window_limiter_free(l);
+    window_limiter_free(NULL);
 }
 
 static void test_rate_limiter(void **state)
@@ -218,7 +219,7 @@ int main(void)
         cmocka_unit_test(test_serial_set),
         cmocka_unit_test(test_serial_set_restore),
         cmocka_unit_test(test_serial_set_expiry),
-        cmocka_unit_test(test_entry_limiter),
+        cmocka_unit_test(test_window_limiter),
         cmocka_unit_test(test_rate_limiter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
