@@ -1,6 +1,7 @@
 """Starts a real `hsmca dev` (SoftHSM token, signer, front end) for a test."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -202,3 +203,43 @@ class DevServer:
                 i = text.index(marker)
                 raise AssertionError("sanitizer report in %s:\n%s" % (self.log_path,
                                                                       text[max(0, i - 200):i + 3000]))
+
+
+SHIM = os.environ.get("P11SHIM", "")
+
+
+class ShimServer(DevServer):
+    """A DevServer whose signer reaches the token through the fault-injecting PKCS#11
+    module (tests/p11shim/README.md, $P11SHIM), with pkcs11.sign_timeout set; control()
+    writes the shim's commands, count() reads its call counts (those of the current
+    signer: the counts are per process)."""
+
+    def __init__(self, name, sign_timeout=2):
+        d = tempfile.mkdtemp(prefix=name + "ctl.", dir=TMP)
+        self.ctl = os.path.join(d, "control")
+        self.counts = os.path.join(d, "counts")
+        open(self.ctl, "w").close()
+        open(self.counts, "w").close()
+        os.chmod(self.counts, 0o666)  # the signer may run as its own user
+
+        def shim_config(text):
+            text = re.sub(r"(?m)^  module: .*$", "  module: %s" % SHIM, text)
+            return text.replace("  sessions: 2\n",
+                                "  sessions: 2\n  sign_timeout: %ds\n" % sign_timeout)
+
+        super().__init__("ec-p256", name=name, edit_config=shim_config,
+                         env_extra={"P11SHIM_CONTROL": self.ctl, "P11SHIM_COUNTS": self.counts})
+
+    def control(self, text):
+        with open(self.ctl, "r+") as f:  # in place: the shim keeps its fd
+            f.truncate(0)
+            f.write(text)
+
+    def count(self, fn):
+        """(calls, failed) of fn, or ("hanging", N) as (N, 0)."""
+        with open(self.counts) as f:
+            for line in f:
+                parts = line.split()
+                if parts and parts[0] == fn:  # "FUNC CALLS FAILED", or "hanging N"
+                    return int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
+        return 0, 0

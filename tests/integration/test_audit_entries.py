@@ -22,18 +22,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 import hsmca_client as hc
-from hsmca_harness import DevServer
+from hsmca_harness import ShimServer
 from test_audit_log import read_log, wait_log
 
-SHIM = os.environ.get("P11SHIM", "")
 SIGN_TIMEOUT = 2
 ID = "spiffe://cluster.local/ns/default/sa/sleep"
-
-
-def shim_config(text):
-    text = re.sub(r"(?m)^  module: .*$", "  module: %s" % SHIM, text)
-    return text.replace("  sessions: 2\n", "  sessions: 2\n  sign_timeout: %ds\n" % SIGN_TIMEOUT)
-
 
 def sha256(b):
     return hashlib.sha256(b).hexdigest()
@@ -42,26 +35,13 @@ def sha256(b):
 class AuditEntries(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        d = os.path.join(os.environ.get("HSMCA_TEST_TMP", "/tmp"), "entriesctl.%d" % os.getpid())
-        os.makedirs(d, exist_ok=True)
-        cls.ctl = os.path.join(d, "control")
-        cls.counts = os.path.join(d, "counts")
-        open(cls.ctl, "w").close()
-        open(cls.counts, "w").close()
-        os.chmod(cls.counts, 0o666)  # the signer may run as its own user
-        cls.server = DevServer("ec-p256", name="entries", edit_config=shim_config,
-                               env_extra={"P11SHIM_CONTROL": cls.ctl,
-                                          "P11SHIM_COUNTS": cls.counts})
+        cls.server = ShimServer("entries", sign_timeout=SIGN_TIMEOUT)
         cls.server.wait_ready()
 
     @classmethod
     def tearDownClass(cls):
         cls.server.stop()
 
-    def control(self, text):
-        with open(self.ctl, "r+") as f:  # in place: the shim keeps its fd
-            f.truncate(0)
-            f.write(text)
 
     def wait_signer_serving(self, timeout=60):
         deadline = time.time() + timeout
@@ -195,7 +175,7 @@ class AuditEntries(unittest.TestCase):
     # ---- open intents at restart -------------------------------------------------------
 
     def test_killed_between_intent_and_result_gives_unknown(self):
-        self.control("hang C_Sign always\n")
+        self.server.control("hang C_Sign always\n")
         errs = []
 
         def call():
@@ -213,19 +193,19 @@ class AuditEntries(unittest.TestCase):
             intent = [e for e in entries[before:] if e["kind"] == "issue-intent"][-1]
             deadline = time.time() + 10
             while True:
-                with open(self.counts) as f:
+                with open(self.server.counts) as f:
                     if "hanging 1" in f.read():
                         break
                 self.assertLess(time.time(), deadline, "C_Sign did not hang")
                 time.sleep(0.05)
             signer = self.server.wait_children()["signer"]
             os.kill(signer, signal.SIGKILL)
-            self.control("")
+            self.server.control("")
             t.join(30)
             self.server.wait_children(exclude=(signer,))
             self.wait_signer_serving()
         finally:
-            self.control("")
+            self.server.control("")
         entries = wait_log(self.server, lambda es: any(
             e["kind"] == "issue-result" and e["intent_seq"] == intent["seq"] for e in es))
         results = [e for e in entries if e["kind"] == "issue-result" and

@@ -12,7 +12,6 @@ import random
 import re
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
@@ -21,7 +20,7 @@ import grpc
 from cryptography import x509
 
 import hsmca_client as hc
-from hsmca_harness import BIN, DevServer, audit_entries
+from hsmca_harness import BIN, SHIM, DevServer, ShimServer, audit_entries
 
 SLEEP_ID = "spiffe://cluster.local/ns/default/sa/sleep"
 # What a client may see while a process is being restarted: all retryable.
@@ -182,7 +181,6 @@ class CrashTests(CrashMixin, unittest.TestCase):
         self.assertGreaterEqual(starts, 1 + plan.count("signer") + plan.count("supervisor"))
 
 
-SHIM = os.environ.get("P11SHIM", "")
 # The token's faults, one per kill in turn (tests/p11shim/README.md). Every C_Sign of the
 # signer goes through them, the audit key's checkpoints too.
 TOKEN_FAULTS = [
@@ -213,29 +211,12 @@ class CrashUnderTokenFaults(CrashMixin, unittest.TestCase):
     def setUp(self):
         if not SHIM:
             self.skipTest("P11SHIM (the shim's path) is not set")
-        d = tempfile.mkdtemp(prefix="crashctl.", dir=os.environ.get("HSMCA_TEST_TMP", "/tmp"))
-        self.ctl = os.path.join(d, "control")
-        self.counts = os.path.join(d, "counts")
-        open(self.ctl, "w").close()
-        open(self.counts, "w").close()
-        os.chmod(self.counts, 0o666)  # the signer may run as its own user
-
-        def shim_config(text):
-            return re.sub(r"(?m)^  module: .*$", "  module: %s" % SHIM, text).replace(
-                "  sessions: 2\n", "  sessions: 2\n  sign_timeout: 2s\n")
-
-        self.server = DevServer("ec-p256", name="crashfault", edit_config=shim_config,
-                                env_extra={"P11SHIM_CONTROL": self.ctl,
-                                           "P11SHIM_COUNTS": self.counts})
+        self.server = ShimServer("crashfault", sign_timeout=2)
         self.server.wait_ready()
 
     def tearDown(self):
         self.server.stop()
 
-    def control(self, text):
-        with open(self.ctl, "r+") as f:  # in place: the shim keeps its fd
-            f.truncate(0)
-            f.write(text)
 
     def logcount(self, what):
         self.server.log.flush()
@@ -245,9 +226,9 @@ class CrashUnderTokenFaults(CrashMixin, unittest.TestCase):
     def sign_failed(self):
         """C_Sign calls the shim failed in the current signer (the counts are per process)."""
         for _ in range(5):  # rewritten in place: read until two reads agree
-            with open(self.counts) as f:
+            with open(self.server.counts) as f:
                 a = f.read()
-            with open(self.counts) as f:
+            with open(self.server.counts) as f:
                 b = f.read()
             if a == b:
                 break
@@ -266,10 +247,10 @@ class CrashUnderTokenFaults(CrashMixin, unittest.TestCase):
             for i, role in enumerate(plan):
                 fault = TOKEN_FAULTS[i % len(TOKEN_FAULTS)]
                 before = self.sign_failed()
-                self.control(fault + "# round %d\n" % i)  # new bytes: the rules re-arm
+                self.server.control(fault + "# round %d\n" % i)  # new bytes: the rules re-arm
                 timer = None
                 if fault == "remove\n":
-                    timer = threading.Timer(REMOVED_S, self.control, ["# reinserted %d\n" % i])
+                    timer = threading.Timer(REMOVED_S, self.server.control, ["# reinserted %d\n" % i])
                     timer.start()
                 time.sleep(rng.uniform(0.05, 0.6))
                 after = self.sign_failed()
@@ -286,10 +267,10 @@ class CrashUnderTokenFaults(CrashMixin, unittest.TestCase):
             # Last, the token refuses every signature for a while, the audit key's too:
             # the checkpoints of these seconds fail (logged) and are retried.
             cp_failed0 = self.logcount(b"audit publish: no checkpoint this round")
-            self.control("fail C_Sign CKR_DEVICE_ERROR always\n")
+            self.server.control("fail C_Sign CKR_DEVICE_ERROR always\n")
             time.sleep(BROKEN_S)
             cp_failed = self.logcount(b"audit publish: no checkpoint this round") - cp_failed0
-            self.control("# no faults\n")
+            self.server.control("# no faults\n")
             # Faults over: a checkpoint covers the log as it is now (the publisher
             # retried what the token refused it).
             self.wait_successes(load, 10, "the faults' end")
@@ -301,7 +282,7 @@ class CrashUnderTokenFaults(CrashMixin, unittest.TestCase):
                                                    self.server.logtext()))
                 time.sleep(0.1)
         finally:
-            self.control("")
+            self.server.control("")
             load.finish()
         took = time.monotonic() - t0
         allowed = RETRYABLE | {grpc.StatusCode.RESOURCE_EXHAUSTED}

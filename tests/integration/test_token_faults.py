@@ -7,7 +7,6 @@ in bounded time while the others go on, and a wrong PIN at re-login is tried
 exactly once. Each test prints what it counted."""
 import os
 import signal
-import re
 import threading
 import time
 import unittest
@@ -15,30 +14,14 @@ import unittest
 import grpc
 
 import hsmca_client as hc
-from hsmca_harness import DevServer
+from hsmca_harness import ShimServer
 
-SHIM = os.environ.get("P11SHIM", "")
 SIGN_TIMEOUT = 2
-
-
-def shim_config(text):
-    text = re.sub(r"(?m)^  module: .*$", "  module: %s" % SHIM, text)
-    return text.replace("  sessions: 2\n", "  sessions: 2\n  sign_timeout: %ds\n" % SIGN_TIMEOUT)
-
 
 class TokenFaults(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        d = os.path.join(os.environ.get("HSMCA_TEST_TMP", "/tmp"), "shimctl.%d" % os.getpid())
-        os.makedirs(d, exist_ok=True)
-        cls.ctl = os.path.join(d, "control")
-        cls.counts = os.path.join(d, "counts")
-        open(cls.ctl, "w").close()
-        open(cls.counts, "w").close()
-        os.chmod(cls.counts, 0o666)  # the signer may run as its own user
-        cls.server = DevServer("ec-p256", name="tokenfaults", edit_config=shim_config,
-                               env_extra={"P11SHIM_CONTROL": cls.ctl,
-                                          "P11SHIM_COUNTS": cls.counts})
+        cls.server = ShimServer("tokenfaults", sign_timeout=SIGN_TIMEOUT)
         cls.server.wait_ready()
         cls.token = cls.server.token()
         key = hc.make_key("ec-p256")
@@ -48,18 +31,7 @@ class TokenFaults(unittest.TestCase):
     def tearDownClass(cls):
         cls.server.stop()
 
-    def control(self, text):
-        with open(self.ctl, "r+") as f:  # in place: the shim keeps its fd
-            f.truncate(0)
-            f.write(text)
 
-    def count(self, fn):
-        with open(self.counts) as f:
-            for line in f:
-                parts = line.split()
-                if parts and parts[0] == fn:  # "FUNC CALLS FAILED", or "hanging N"
-                    return int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
-        return 0, 0
 
     def call(self):
         """(grpc status name, details) of one CreateCertificate."""
@@ -95,29 +67,29 @@ class TokenFaults(unittest.TestCase):
         return out
 
     def test_1_dead_session_costs_no_request(self):
-        self.control("")
-        sign0 = self.count("C_Sign")
-        res = self.load(200, during=lambda i: i == 40 and self.control(
+        self.server.control("")
+        sign0 = self.server.count("C_Sign")
+        res = self.load(200, during=lambda i: i == 40 and self.server.control(
             "fail C_Sign CKR_SESSION_HANDLE_INVALID once\n"))
         bad = [r for r in res if r[0] != "OK"]
-        calls, failed = (a - b for a, b in zip(self.count("C_Sign"), sign0))
+        calls, failed = (a - b for a, b in zip(self.server.count("C_Sign"), sign0))
         print("dead session: %d requests, %d failed, C_Sign calls %d, injected failures %d"
               % (len(res), len(bad), calls, failed))
         self.assertEqual(failed, 1)
         self.assertEqual(bad, [])
 
     def test_2_token_removed_and_back_without_restart(self):
-        self.control("")
+        self.server.control("")
         pid = self.server.children()["signer"]
         self.assertEqual(self.call()[0], "OK")
         t0 = time.monotonic()
-        self.control("remove\n")
+        self.server.control("remove\n")
         st, det = self.call()
         took = time.monotonic() - t0
         print("token removed: %s in %.2f s (%s)" % (st, took, det))
         self.assertEqual(st, "UNAVAILABLE")
         self.assertLess(took, 5)
-        self.control("# reinserted\n")
+        self.server.control("# reinserted\n")
         t0 = time.monotonic()
         while self.call()[0] != "OK":
             self.assertLess(time.monotonic() - t0, 15, "no recovery after reinsertion")
@@ -126,7 +98,7 @@ class TokenFaults(unittest.TestCase):
         self.assertEqual(self.server.children()["signer"], pid)
 
     def test_3_hung_sign_ends_its_request_only(self):
-        self.control("hang C_Sign once\n")
+        self.server.control("hang C_Sign once\n")
         hung = []
 
         def hung_call():
@@ -137,7 +109,7 @@ class TokenFaults(unittest.TestCase):
         t0 = time.monotonic()
         t.start()
         # The hung call holds one of the two sessions: the other goes on.
-        while self.count("hanging")[0] == 0:  # "hanging N" line of the counts file
+        while self.server.count("hanging")[0] == 0:  # "hanging N" line of the counts file
             self.assertLess(time.monotonic() - t0, 10, "the hang did not take")
             time.sleep(0.02)
         during = self.load(20, threads=2)
@@ -151,15 +123,15 @@ class TokenFaults(unittest.TestCase):
         self.assertIn("did not answer", det)
         self.assertLess(end - t0, SIGN_TIMEOUT + 10)
         self.assertEqual(ok_during, 20)
-        self.control("release\n")
+        self.server.control("release\n")
         time.sleep(0.3)
         res = self.load(20, threads=4)
         self.assertEqual([r for r in res if r[0] != "OK"], [])
 
     def test_4_wrong_pin_at_relogin_tried_once(self):
         pid = self.server.children()["signer"]
-        login0 = self.count("C_Login")[0]
-        self.control("fail C_Sign CKR_DEVICE_ERROR once\nfail C_Login CKR_PIN_INCORRECT always\n")
+        login0 = self.server.count("C_Login")[0]
+        self.server.control("fail C_Sign CKR_DEVICE_ERROR once\nfail C_Login CKR_PIN_INCORRECT always\n")
         statuses, named = {}, 0
         t_end = time.monotonic() + 5
         while time.monotonic() < t_end:
@@ -167,7 +139,7 @@ class TokenFaults(unittest.TestCase):
             statuses[st] = statuses.get(st, 0) + 1
             named += "refused the PIN" in det
             time.sleep(0.05)
-        logins = self.count("C_Login")[0] - login0
+        logins = self.server.count("C_Login")[0] - login0
         print("wrong PIN at re-login: %s over 5 s, %d named the PIN, C_Login tried %d time(s), "
               "retried PINs = %d" % (statuses, named, logins, logins - 1))
         self.assertEqual(logins, 1)
@@ -175,7 +147,7 @@ class TokenFaults(unittest.TestCase):
         self.assertGreater(named, 0)
         self.assertEqual(self.server.children()["signer"], pid)
         # The operator fixes the PIN file: a fresh signer reads it and logs in once.
-        self.control("")
+        self.server.control("")
         pin_path = os.path.join(self.server.dir, "pin")
         with open(pin_path, "rb") as f:
             pin = f.read()
@@ -197,12 +169,12 @@ class TokenFaults(unittest.TestCase):
         """The operator's other way back after a refused PIN: SIGHUP to `hsmca serve`
         starts a fresh signer, which tries the (now accepted) PIN once."""
         pid = self.server.children()["signer"]
-        self.control("fail C_Sign CKR_DEVICE_ERROR once\nfail C_Login CKR_PIN_INCORRECT always\n")
+        self.server.control("fail C_Sign CKR_DEVICE_ERROR once\nfail C_Login CKR_PIN_INCORRECT always\n")
         t0 = time.monotonic()
         while "refused the PIN" not in self.call()[1]:
             self.assertLess(time.monotonic() - t0, 10, "the PIN refusal did not take")
             time.sleep(0.05)
-        self.control("")  # the token accepts the PIN again; nothing tries it yet
+        self.server.control("")  # the token accepts the PIN again; nothing tries it yet
         time.sleep(1.5)
         st, det = self.call()
         self.assertEqual(st, "UNAVAILABLE", det)
@@ -215,7 +187,7 @@ class TokenFaults(unittest.TestCase):
         self.assertNotEqual(self.server.children()["signer"], pid)
         # The counts file is the new signer's own (the shim starts it afresh): one
         # C_Login for the CA key's pool and one for the audit key, each tried once.
-        logins, failed = self.count("C_Login")
+        logins, failed = self.server.count("C_Login")
         print("SIGHUP: signer replaced, serving after %.2f s, its C_Login calls: %d"
               % (time.monotonic() - t0, logins))
         self.assertEqual((logins, failed), (2, 0))
@@ -223,11 +195,11 @@ class TokenFaults(unittest.TestCase):
     def test_5_sigterm_stops_promptly_while_the_token_hangs(self):
         """Last: it stops the server. SIGTERM while a C_Sign hangs (and requests
         wait behind it) stops every process without the supervisor's SIGKILL."""
-        self.control("hang C_Sign always\n")
+        self.server.control("hang C_Sign always\n")
         for _ in range(4):
             threading.Thread(target=self.call, daemon=True).start()
         t0 = time.monotonic()
-        while self.count("hanging")[0] < 2:  # both sessions held
+        while self.server.count("hanging")[0] < 2:  # both sessions held
             self.assertLess(time.monotonic() - t0, 10, "the hang did not take")
             time.sleep(0.02)
         kids = self.server.children()
@@ -241,7 +213,7 @@ class TokenFaults(unittest.TestCase):
         self.assertEqual(self.server.proc.returncode, 0)
         self.assertNotIn("of SIGTERM: killing it", self.server.logtext())
         self.assertTrue(gone)
-        self.control("")
+        self.server.control("")
 
 
 if __name__ == "__main__":
