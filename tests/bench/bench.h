@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "bench_proc.h"
+
 #define BENCH_MODULE "/usr/lib/softhsm/libsofthsm2.so"
 #define BENCH_KEY_URI "pkcs11:token=hsmca;object=ca-key;type=private"
 #define BENCH_SPIFFE "spiffe://cluster.local/ns/default/sa/sleep"
@@ -50,13 +52,6 @@ static inline double bench_rate(const bench_mode *m)
 {
     return m->wall > 0 ? (double)m->codes[0] / m->wall : 0;
 }
-
-/* CPU seconds (user + system) of this process. */
-double bench_self_cpu(void);
-/* CPU seconds of pid from /proc/PID/stat, or -1. */
-double bench_proc_cpu(pid_t pid);
-/* Peak resident set (VmHWM) of pid in MiB, or -1. */
-double bench_proc_hwm_mib(pid_t pid);
 
 /* Issuance rate of a real `hsmca signer` on the dev CA in dir, o->rounds times
  * with its audit log on and off (alternating which goes first): rewrites

@@ -46,48 +46,6 @@
 
 /* ---- process figures ------------------------------------------------------------- */
 
-double bench_self_cpu(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
-}
-
-/* utime + stime: fields 14 and 15 of /proc/PID/stat. */
-double bench_proc_cpu(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    unsigned long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-double bench_proc_hwm_mib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    double mib = -1;
-    unsigned long kb;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmHWM: %lu kB", &kb) == 1)
-            mib = kb / 1024.0;
-    fclose(f);
-    return mib;
-}
-
 /* ---- raw token rate ---------------------------------------------------------------- */
 
 typedef struct {
@@ -255,7 +213,8 @@ static const char *dir_key_type(const char *dir)
 static void print_table(const bench_opts *o, const bench_row *rows, int n)
 {
     printf("\n== bench_signer: raw %d s per figure; signer %d x %d s per mode (audit log on, "
-           "off, off, on, ...); %d sessions (%u workers in this build), window %u, rate limit raised to %u/s "
+           "off, off, on, ...); %d sessions (%u workers in this build), window %u, rate limit "
+           "raised to %u/s "
            "(hsmca.yaml rewritten) ==\n",
            o->seconds, o->rounds, o->seconds, BENCH_SESSIONS, signer_worker_count(BENCH_SESSIONS),
            o->window, BENCH_RATE);

@@ -28,6 +28,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "bench_proc.h"
 #include "dev_jwt.h"
 #include "util.h"
 
@@ -77,40 +78,6 @@ uint64_t lg_share(uint64_t n, int i, int t)
 
 /* ---- server figures ------------------------------------------------------------------ */
 
-/* utime + stime of pid in seconds (fields 14 and 15 of /proc/PID/stat), or -1. */
-static double proc_cpu(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = pid > 0 ? fopen(path, "r") : NULL;
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    unsigned long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double proc_hwm_mib(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    FILE *f = pid > 0 ? fopen(path, "r") : NULL;
-    if (!f)
-        return -1;
-    double mib = -1;
-    unsigned long kb;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmHWM: %lu kB", &kb) == 1)
-            mib = kb / 1024.0;
-    fclose(f);
-    return mib;
-}
-
 /* The supervisor's children, found as tests/integration/hsmca_harness.py does: the
  * processes whose parent is `server` and whose argv[1] is "frontend" or "signer". */
 static void find_children(pid_t server, pid_t *fe, pid_t *sg)
@@ -153,20 +120,12 @@ typedef struct {
     double fe_cpu0, sg_cpu0, self_cpu0;
 } lg_server;
 
-static double self_cpu(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
-}
-
 static void sample_before(void *arg)
 {
     lg_server *s = arg;
-    s->fe_cpu0 = proc_cpu(s->fe);
-    s->sg_cpu0 = proc_cpu(s->sg);
-    s->self_cpu0 = self_cpu();
+    s->fe_cpu0 = bench_proc_cpu(s->fe);
+    s->sg_cpu0 = bench_proc_cpu(s->sg);
+    s->self_cpu0 = bench_self_cpu();
 }
 
 /* ---- the simulated pods -------------------------------------------------------------- */
@@ -329,8 +288,8 @@ static int report(const lg_opts *o, lg_stats *st, int n_st, const lg_server *srv
     qsort(all.lat, all.n_lat, sizeof(double), cmp_double);
     /* --requests: until the last answer; --seconds: the answers within them. */
     double wall = o->requests ? all.t_last - t0 : o->seconds;
-    double fe = proc_cpu(srv->fe) - srv->fe_cpu0, sg = proc_cpu(srv->sg) - srv->sg_cpu0;
-    double me = self_cpu() - srv->self_cpu0, busy = t_end - t0;
+    double fe = bench_proc_cpu(srv->fe) - srv->fe_cpu0, sg = bench_proc_cpu(srv->sg) - srv->sg_cpu0;
+    double me = bench_self_cpu() - srv->self_cpu0, busy = t_end - t0;
     char mode[96], errs[1024] = "";
     if (o->rate > 0)
         snprintf(mode, sizeof(mode), "open loop at %.0f/s, at most %d outstanding", o->rate,
@@ -365,7 +324,7 @@ static int report(const lg_opts *o, lg_stats *st, int n_st, const lg_server *srv
     char sgcpu[64] = "", sghwm[64] = "";
     if (srv->sg > 0) {
         snprintf(sgcpu, sizeof(sgcpu), ", signer %.0f us", sg * per);
-        snprintf(sghwm, sizeof(sghwm), ", signer %.1f MiB", proc_hwm_mib(srv->sg));
+        snprintf(sghwm, sizeof(sghwm), ", signer %.1f MiB", bench_proc_hwm_mib(srv->sg));
     }
     const char *fe_name = o->cfssl_url ? "server" : "front end";
     if (srv->fe > 0)
@@ -377,7 +336,8 @@ static int report(const lg_opts *o, lg_stats *st, int n_st, const lg_server *srv
                "--frontend-pid)\n",
                me * per);
     if (srv->fe > 0)
-        printf("peak RSS (VmHWM)      %s %.1f MiB%s\n", fe_name, proc_hwm_mib(srv->fe), sghwm);
+        printf("peak RSS (VmHWM)      %s %.1f MiB%s\n", fe_name, bench_proc_hwm_mib(srv->fe),
+               sghwm);
     printf("result ok=%llu requests=%llu certs_per_s=%.1f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f "
            "max_ms=%.2f fe_cpu_us=%.0f signer_cpu_us=%.0f loadgen_cpu_us=%.0f fe_hwm_mib=%.1f "
            "signer_hwm_mib=%.1f errors=%llu\n",
@@ -385,7 +345,8 @@ static int report(const lg_opts *o, lg_stats *st, int n_st, const lg_server *srv
            wall > 0 ? (double)all.ok / wall : 0, pct(all.lat, all.n_lat, .5) * 1e3,
            pct(all.lat, all.n_lat, .9) * 1e3, pct(all.lat, all.n_lat, .99) * 1e3,
            all.n_lat ? all.lat[all.n_lat - 1] * 1e3 : 0, srv->fe > 0 ? fe * per : -1,
-           srv->sg > 0 ? sg * per : -1, me * per, proc_hwm_mib(srv->fe), proc_hwm_mib(srv->sg),
+           srv->sg > 0 ? sg * per : -1, me * per, bench_proc_hwm_mib(srv->fe),
+           bench_proc_hwm_mib(srv->sg),
            (unsigned long long)(all.started - all.ok - all.late - all.abandoned));
     free(all.lat);
     return all.ok > 0 ? 0 : 1;
