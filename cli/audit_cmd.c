@@ -14,8 +14,7 @@
 #include "audit_verify.h"
 #include "util.h"
 
-/* dir/rel into out (cap bytes); a path that does not fit ends the command. */
-static const char *in_dir(char *out, size_t cap, const char *dir, const char *rel)
+const char *audit_cmd_path(char *out, size_t cap, const char *dir, const char *rel)
 {
     int n = snprintf(out, cap, "%s/%s", dir, rel);
     if (n < 0 || (size_t)n >= cap) {
@@ -64,7 +63,7 @@ static int load_vkey(const char *cmd, const char *arg, const char *dir, audit_vk
 {
     char path[4096];
     if (!arg) {
-        in_dir(path, sizeof(path), dir, "vkey");
+        audit_cmd_path(path, sizeof(path), dir, "vkey");
         arg = path;
     }
     hsmca_err e;
@@ -203,17 +202,14 @@ typedef struct {
     int found;
 } found_result;
 
-/* Finds the issue-result with cert_sha256 hex in DIR/log; and, second pass, the line at
- * seq want (want_line). */
-static int scan_log(const char *dir, const char *hex, uint64_t want, found_result *fr,
-                    char **want_line, size_t *want_len)
+int audit_cmd_each_entry(const char *dir, const char *cmd, audit_cmd_entry_fn fn, void *ctx)
 {
     char path[4096];
-    in_dir(path, sizeof(path), dir, "log");
+    audit_cmd_path(path, sizeof(path), dir, "log");
     audit_lines *lr;
     hsmca_err e;
     if (audit_lines_open(path, &lr, &e) != HSMCA_OK) {
-        fprintf(stderr, "hsmca audit prove: %s\n", e.msg);
+        fprintf(stderr, "hsmca audit %s: %s\n", cmd, e.msg);
         return 0;
     }
     static audit_entry_buf buf;
@@ -225,40 +221,65 @@ static int scan_log(const char *dir, const char *hex, uint64_t want, found_resul
         int eof;
         audit_entry ent;
         if (audit_lines_next(lr, &line, &len, &off, &eof, &e) != HSMCA_OK) {
-            fprintf(stderr, "hsmca audit prove: %s\n", e.msg);
+            fprintf(stderr, "hsmca audit %s: %s\n", cmd, e.msg);
             ok = 0;
             break;
         }
         if (eof)
             break;
-        if (want_line && seq == want) {
-            *want_line = malloc(len ? len : 1);
-            if (*want_line)
-                memcpy(*want_line, line, len);
-            *want_len = len;
-            break;
-        }
-        if (want_line)
-            continue;
         if (audit_entry_parse(line, len, &ent, &buf, &e) != HSMCA_OK) {
-            fprintf(stderr, "hsmca audit prove: log seq %llu (byte %llu): %s\n",
+            fprintf(stderr, "hsmca audit %s: log seq %llu (byte %llu): %s\n", cmd,
                     (unsigned long long)seq, (unsigned long long)off, e.msg);
             ok = 0;
             break;
         }
-        if (ent.kind == AUDIT_ISSUE_RESULT && !strcmp(ent.cert_sha256, hex)) {
-            fr->seq = seq;
-            fr->intent_seq = ent.intent_seq;
-            fr->line = malloc(len ? len : 1);
-            if (fr->line)
-                memcpy(fr->line, line, len);
-            fr->len = len;
-            fr->found = fr->line != NULL;
+        int go = fn(ctx, seq, &ent, line, len);
+        if (go <= 0) {
+            ok = go == 0;
             break;
         }
     }
     audit_lines_close(lr);
     return ok;
+}
+
+/* What scan_log looks for: the issue-result with cert_sha256 hex (hex set), or the line
+ * at seq want (hex NULL), copied into fr. */
+typedef struct {
+    const char *hex;
+    uint64_t want;
+    found_result *fr;
+} scan_ctx;
+
+static char *copy_line(const char *line, size_t len)
+{
+    char *p = malloc(len ? len : 1);
+    if (p)
+        memcpy(p, line, len);
+    return p;
+}
+
+static int scan_entry(void *ctx, uint64_t seq, const audit_entry *ent, const char *line, size_t len)
+{
+    scan_ctx *sc = ctx;
+    found_result *fr = sc->fr;
+    if (sc->hex ? ent->kind != AUDIT_ISSUE_RESULT || strcmp(ent->cert_sha256, sc->hex)
+                : seq != sc->want)
+        return 1;
+    fr->seq = seq;
+    fr->intent_seq = ent->intent_seq;
+    fr->line = copy_line(line, len);
+    fr->len = len;
+    fr->found = fr->line != NULL;
+    return 0;
+}
+
+/* Finds the issue-result with cert_sha256 hex in DIR/log (hex set), or the line at seq
+ * want (hex NULL), into *fr (fr->line malloc'd). 0 when the log could not be read. */
+static int scan_log(const char *dir, const char *hex, uint64_t want, found_result *fr)
+{
+    scan_ctx sc = {hex, want, fr};
+    return audit_cmd_each_entry(dir, "prove", scan_entry, &sc);
 }
 
 /* Proves line (entry seq) in the tree of c from the tiles of dir; prints it when print. */
@@ -345,15 +366,13 @@ static int prove_main(int argc, char **argv)
         return 1;
     audit_checkpoint c;
     hsmca_err e;
-    in_dir(path, sizeof(path), dir, "checkpoint");
+    audit_cmd_path(path, sizeof(path), dir, "checkpoint");
     if (audit_checkpoint_load(path, "checkpoint", &k, &c, &e) != HSMCA_OK) {
         fprintf(stderr, "hsmca audit prove: FAILED: %s\n", e.msg);
         return 1;
     }
-    found_result fr = {0};
-    char *intent = NULL;
-    size_t ilen = 0;
-    if (!scan_log(dir, hex, 0, &fr, NULL, NULL))
+    found_result fr = {0}, in = {0};
+    if (!scan_log(dir, hex, 0, &fr))
         return 1;
     if (!fr.found) {
         fprintf(stderr, "hsmca audit prove: no issue-result with cert_sha256 %s in %s/log\n", hex,
@@ -368,14 +387,14 @@ static int prove_main(int argc, char **argv)
                 (unsigned long long)fr.seq, (unsigned long long)c.size);
         goto out;
     }
-    if (!scan_log(dir, NULL, fr.intent_seq, &fr, &intent, &ilen) || !intent) {
+    if (!scan_log(dir, NULL, fr.intent_seq, &in) || !in.found) {
         fprintf(stderr, "hsmca audit prove: intent seq %llu not found\n",
                 (unsigned long long)fr.intent_seq);
         goto out;
     }
     static audit_entry_buf ib;
     audit_entry ient;
-    if (audit_entry_parse(intent, ilen, &ient, &ib, &e) != HSMCA_OK ||
+    if (audit_entry_parse(in.line, in.len, &ient, &ib, &e) != HSMCA_OK ||
         ient.kind != AUDIT_ISSUE_INTENT) {
         fprintf(stderr, "hsmca audit prove: FAILED: seq %llu is not the result's issue-intent\n",
                 (unsigned long long)fr.intent_seq);
@@ -391,7 +410,7 @@ static int prove_main(int argc, char **argv)
     free(root);
     /* the intent is proven too (not printed): a result without its intent proves little */
     if (prove_entry(dir, &c, fr.seq, fr.line, fr.len, 1) &&
-        prove_entry(dir, &c, fr.intent_seq, intent, ilen, 0)) {
+        prove_entry(dir, &c, fr.intent_seq, in.line, in.len, 0)) {
         printf("verified: entries %llu (issue-result) and %llu (issue-intent) are in the tree "
                "of the checkpoint of size %llu\n",
                (unsigned long long)fr.seq, (unsigned long long)fr.intent_seq,
@@ -400,7 +419,7 @@ static int prove_main(int argc, char **argv)
     }
 out:
     free(fr.line);
-    free(intent);
+    free(in.line);
     return rc;
 }
 
@@ -416,10 +435,10 @@ static void dir_of(const char *file, char *out, size_t cap)
     char *d = dirname(tmp);
     size_t n = strlen(d);
     if (!strcmp(d, "checkpoints") || (n >= 12 && !strcmp(d + n - 12, "/checkpoints"))) {
-        in_dir(out, cap, d, "..");
+        audit_cmd_path(out, cap, d, "..");
         return;
     }
-    in_dir(out, cap, d, ".");
+    audit_cmd_path(out, cap, d, ".");
 }
 
 static int consistency_main(int argc, char **argv)
@@ -531,7 +550,7 @@ static int vkey_main(int argc, char **argv)
         return argc == 2 ? 0 : 2;
     }
     char path[4096];
-    in_dir(path, sizeof(path), argv[1], "vkey");
+    audit_cmd_path(path, sizeof(path), argv[1], "vkey");
     audit_vkey k;
     hsmca_err e;
     char *s;

@@ -14,17 +14,6 @@
 #include "audit_verify.h"
 #include "util.h"
 
-/* dir/rel into out (cap bytes); a path that does not fit ends the command. */
-static const char *in_dir(char *out, size_t cap, const char *dir, const char *rel)
-{
-    int n = snprintf(out, cap, "%s/%s", dir, rel);
-    if (n < 0 || (size_t)n >= cap) {
-        fprintf(stderr, "hsmca audit: %s: path too long\n", dir);
-        exit(2);
-    }
-    return out;
-}
-
 typedef struct {
     const char *identity, *ns, *kind;
     char serial[AUDIT_SERIAL_HEX_MAX + 1];
@@ -235,6 +224,21 @@ static int show_usage(FILE *f, int rc)
     return rc;
 }
 
+typedef struct {
+    const show_opts *o;
+    show_intents open;
+} show_walk;
+
+static int show_entry(void *ctx, uint64_t seq, const audit_entry *ent, const char *line, size_t len)
+{
+    (void)seq;
+    show_walk *w = ctx;
+    if (row(w->o, &w->open, ent, line, len))
+        return 1;
+    fputs("hsmca audit show: out of memory\n", stderr);
+    return -1;
+}
+
 int audit_show_main(int argc, char **argv)
 {
     show_opts o = {.since = INT64_MIN, .until = INT64_MAX};
@@ -283,47 +287,12 @@ int audit_show_main(int argc, char **argv)
         fputs("hsmca audit show: DIR is required\n", stderr);
         return 2;
     }
-    char path[4096];
-    in_dir(path, sizeof(path), dir, "log");
-    audit_lines *lr;
-    hsmca_err e;
-    if (audit_lines_open(path, &lr, &e) != HSMCA_OK) {
-        fprintf(stderr, "hsmca audit show: %s\n", e.msg);
-        return 1;
-    }
     if (!o.json)
         printf("%-20s  %8s  %-13s  %-32s  %-44s  %-44s  %s\n", "TIME (UTC)", "SEQ", "KIND",
                "SERIAL", "IDENTITY", "REQUESTER", "RESULT");
-    static audit_entry_buf buf;
-    show_intents open = {0};
-    int rc = 0;
-    for (uint64_t seq = 0;; seq++) {
-        const char *line;
-        size_t len;
-        uint64_t off;
-        int eof;
-        audit_entry ent;
-        if (audit_lines_next(lr, &line, &len, &off, &eof, &e) != HSMCA_OK) {
-            fprintf(stderr, "hsmca audit show: %s\n", e.msg);
-            rc = 1;
-            break;
-        }
-        if (eof)
-            break;
-        if (audit_entry_parse(line, len, &ent, &buf, &e) != HSMCA_OK) {
-            fprintf(stderr, "hsmca audit show: log seq %llu (byte %llu): %s\n",
-                    (unsigned long long)seq, (unsigned long long)off, e.msg);
-            rc = 1;
-            break;
-        }
-        if (!row(&o, &open, &ent, line, len)) {
-            fputs("hsmca audit show: out of memory\n", stderr);
-            rc = 1;
-            break;
-        }
-    }
-    free(open.v);
-    audit_lines_close(lr);
+    show_walk w = {&o, {0}};
+    int ok = audit_cmd_each_entry(dir, "show", show_entry, &w);
+    free(w.open.v);
     fflush(stdout);
-    return rc;
+    return ok ? 0 : 1;
 }
