@@ -7,6 +7,7 @@
 #include <grpc/grpc_security.h>
 #include <openssl/x509.h>
 #include "config.h"
+#include "fe_clientcert.h"
 #include "fe_ipc.h"
 #include "fe_jwt.h"
 #include "hsmca_err.h"
@@ -23,6 +24,7 @@ typedef struct {
     const char *audiences[CONFIG_MAX_LIST];
     policy_rules policy;
     X509 *ca_cert;
+    fe_clientcert *clientcert; /* verifies the client certificates of renewals */
     int sig_nid;
     /* cert_chain after the leaf: each intermediate, then the root bundle as one
      * element (it may hold several roots during rotation). Each ends in "\n". */
@@ -35,16 +37,19 @@ typedef struct {
     uint8_t *tbs;          /* OPENSSL_malloc'd */
     size_t tbs_len;
     char requester[POLICY_MAX_ID]; /* "" until authenticated */
-    const char *authenticator;     /* "jwt", or "none" without credentials */
+    const char *authenticator;     /* "jwt", "client_cert", or "none" without credentials */
     uint8_t csr_sha256[32];
 } fe_checked_request;
 
 /* Runs steps 2-5 of DESIGN.md §3 on a request body: authenticate the bearer
- * token (auth is the "authorization" metadata value, may be NULL), decode and
- * depth-check the request, parse the CSR, apply the SAN and TTL policy, build
- * the TBS. On refusal, e names the check and its code maps to the gRPC status. */
+ * token (auth is the "authorization" metadata value, may be NULL) or, when
+ * there is none, the client certificate of the connection (peer, the call's
+ * auth context, may be NULL), decode and depth-check the request, parse the
+ * CSR, apply the SAN and TTL policy, build the TBS. On refusal, e names the
+ * check and its code maps to the gRPC status. */
 HSMCA_MUSTCHECK hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len, const char *auth,
-                            size_t auth_len, int64_t now, fe_checked_request *out, hsmca_err *e);
+                            size_t auth_len, const grpc_auth_context *peer, int64_t now,
+                            fe_checked_request *out, hsmca_err *e);
 
 /* The response body for a signed leaf (DER): IstioCertificateResponse with
  * cert_chain = [leaf PEM, chain_tail...]. New buffer (caller frees). */

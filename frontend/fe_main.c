@@ -87,7 +87,10 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
     }
     if (!(app->chain_tail[app->n_chain_tail++] = read_pem_element(cfg->root_bundle, e)))
         return e->code;
-    return HSMCA_OK;
+    /* Renewals by client certificate verify to the same roots through our CA. */
+    return fe_clientcert_new(app->ca_cert, cfg->chain[0] ? app->chain_tail[0] : NULL,
+                             app->chain_tail[app->n_chain_tail - 1], cfg->trust_domain,
+                             &app->clientcert, e);
 }
 
 static void *signal_thread(void *arg)

@@ -9,6 +9,7 @@
 
 #include "ca.pb-c.h"
 #include "certasm.h"
+#include "fe_clientcert.h"
 #include "fe_csr.h"
 #include "fe_pbcheck.h"
 #include "fe_tbs.h"
@@ -19,7 +20,8 @@ static HSMCA_MUSTCHECK hsmca_code authenticate(const fe_app *app, const char *au
 {
     static const char bearer[] = "Bearer ";
     if (!auth || auth_len == 0)
-        return hsmca_fail(e, HSMCA_EAUTH, "authentication: no 'authorization' metadata");
+        return hsmca_fail(e, HSMCA_EAUTH,
+                          "authentication: no 'authorization' metadata and no client certificate");
     if (auth_len <= sizeof(bearer) - 1 || strncmp(auth, bearer, sizeof(bearer) - 1) != 0)
         return hsmca_fail(e, HSMCA_EAUTH, "authentication: 'authorization' is not a Bearer token");
     fe_jwt_identity who;
@@ -59,12 +61,21 @@ static HSMCA_MUSTCHECK hsmca_code check_and_build(const fe_app *app, const Istio
 }
 
 hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len, const char *auth,
-                            size_t auth_len, int64_t now, fe_checked_request *out, hsmca_err *e)
+                            size_t auth_len, const grpc_auth_context *peer, int64_t now,
+                            fe_checked_request *out, hsmca_err *e)
 {
     memset(out, 0, sizeof(*out));
     out->authenticator = auth && auth_len ? "jwt" : "none";
     /* Authenticate before looking at the body: strangers learn nothing about it. */
-    hsmca_code rc = authenticate(app, auth, auth_len, now, out->requester, sizeof(out->requester), e);
+    hsmca_code rc;
+    if ((!auth || auth_len == 0) && fe_clientcert_presented(peer)) {
+        /* No token but a certificate: Istio's renewal path. A token, when sent, wins. */
+        out->authenticator = "client_cert";
+        rc = fe_clientcert_identity(app->clientcert, peer, now, out->requester,
+                                    sizeof(out->requester), e);
+    } else {
+        rc = authenticate(app, auth, auth_len, now, out->requester, sizeof(out->requester), e);
+    }
     if (rc != HSMCA_OK) {
         out->requester[0] = 0; /* nobody was authenticated */
         return rc;

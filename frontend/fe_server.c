@@ -189,12 +189,14 @@ static void on_received(fe_call *c)
 
     size_t auth_len;
     const char *auth = find_md(&c->request_md, "authorization", &auth_len);
+    grpc_auth_context *peer = grpc_call_auth_context(c->call); /* its TLS client certificate */
     fe_checked_request req;
     hsmca_err e;
     hsmca_err_clear(&e);
     hsmca_code rc =
         fe_check_request(c->srv->app, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), auth,
-                         auth_len, util_wall_now(), &req, &e);
+                         auth_len, peer, util_wall_now(), &req, &e);
+    grpc_auth_context_release(peer);
     grpc_slice_unref(body);
     if (rc != HSMCA_OK) {
         /* The signing log records the front end's refusals too (as its word). */

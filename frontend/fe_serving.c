@@ -235,8 +235,9 @@ static grpc_ssl_certificate_config_reload_status fetch_config(void *arg,
     grpc_ssl_certificate_config_reload_status st = GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_UNCHANGED;
     pthread_mutex_lock(&s->lock);
     if (s->fresh) {
-        /* gRPC requires client roots in a reloadable config, even when it asks for no
-         * client certificate: ours are the root bundle. */
+        /* gRPC requires client roots in a reloadable config; they only name, in the
+         * CertificateRequest, the roots whose certificates we take (fe_clientcert
+         * verifies them): the root bundle. */
         grpc_ssl_pem_key_cert_pair pair = {s->cur.key_pem, s->cur.chain_pem};
         *cfg = grpc_ssl_server_certificate_config_create(
             s->app->chain_tail[s->app->n_chain_tail - 1], &pair, 1);
@@ -247,10 +248,17 @@ static grpc_ssl_certificate_config_reload_status fetch_config(void *arg,
     return st;
 }
 
+/* Client certificates are requested, never required (token callers send none),
+ * and not verified by gRPC: its verification would end a handshake with a
+ * foreign or expired certificate, which the caller sees as UNAVAILABLE (retried
+ * forever, no reason), and would refuse a token caller that happens to present
+ * one. The handshake still proves the client holds the certificate's key (TLS
+ * CertificateVerify, checked by OpenSSL whatever the verify mode); the
+ * certificate itself is checked per call by fe_clientcert against our roots. */
 grpc_server_credentials *fe_serving_credentials(fe_serving *s)
 {
     grpc_ssl_server_credentials_options *o =
         grpc_ssl_server_credentials_create_options_using_config_fetcher(
-            GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE, fetch_config, s);
+            GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_BUT_DONT_VERIFY, fetch_config, s);
     return o ? grpc_ssl_server_credentials_create_with_options(o) : NULL;
 }

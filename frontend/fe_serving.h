@@ -17,7 +17,8 @@ fe_serving *fe_serving_start(fe_app *app, volatile int *stop);
 /* Starts the renewal thread (after the sandbox is in place). */
 void fe_serving_start_renewal(fe_serving *s);
 
-/* TLS server credentials that always present the newest certificate. */
+/* TLS server credentials that always present the newest certificate and
+ * request, without requiring or verifying, a client certificate. */
 grpc_server_credentials *fe_serving_credentials(fe_serving *s);
 
 #endif

@@ -4,6 +4,9 @@
 Used by the integration tests and by hand (see `hsmca dev`'s banner):
   /usr/bin/python3 hsmca_client.py --addr localhost:15012 --root DIR/root-cert.pem \
       --token "$TOKEN" --id spiffe://cluster.local/ns/default/sa/sleep
+and, to renew with the certificate it printed (saved with its key) and no token:
+  /usr/bin/python3 hsmca_client.py --root DIR/root-cert.pem --cert cert.pem \
+      --cert-key key.pem --id spiffe://cluster.local/ns/default/sa/sleep
 
 It speaks the wire format of istio.v1.auth.IstioCertificateService directly
 (the request is three fields), so tests can also send malformed requests.
@@ -82,9 +85,18 @@ def make_csr(key, uris=(), dns=(), org=None):
     return b.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
 
 
+def key_pem(key):
+    """The private key as unencrypted PKCS#8 PEM (bytes), for a TLS client certificate."""
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
 class Client:
-    def __init__(self, addr, root_pem):
-        creds = grpc.ssl_channel_credentials(root_certificates=root_pem)
+    def __init__(self, addr, root_pem, cert_pem=None, key_pem=None):
+        """cert_pem and key_pem (bytes): a client certificate (chain) and its key to
+        present in the TLS handshake, as istio-agent does when it renews."""
+        creds = grpc.ssl_channel_credentials(root_certificates=root_pem, private_key=key_pem,
+                                             certificate_chain=cert_pem)
         self.channel = grpc.secure_channel(
             addr, creds, options=[("grpc.ssl_target_name_override", "localhost"),
                                   ("grpc.max_send_message_length", 1 << 22)])
@@ -105,14 +117,24 @@ def main():
     ap = argparse.ArgumentParser(description="Request a workload certificate from hsmca.")
     ap.add_argument("--addr", default="localhost:15012")
     ap.add_argument("--root", required=True, help="root CA bundle (PEM) to trust")
-    ap.add_argument("--token", required=True, help="bearer JWT (hsmca dev token)")
+    ap.add_argument("--token", help="bearer JWT (hsmca dev token)")
+    ap.add_argument("--cert", help="client certificate chain (PEM) to renew with, no token")
+    ap.add_argument("--cert-key", help="the client certificate's private key (PEM)")
     ap.add_argument("--id", required=True, help="SPIFFE ID to put in the CSR")
     ap.add_argument("--key", default="ec-p256", choices=["ec-p256", "rsa-2048"])
     ap.add_argument("--ttl", type=int, default=0, help="requested validity, seconds")
     a = ap.parse_args()
+    if not a.token and not (a.cert and a.cert_key):
+        ap.error("give --token, or --cert and --cert-key")
     with open(a.root, "rb") as f:
         root = f.read()
-    c = Client(a.addr, root)
+    cert = key = None
+    if a.cert:
+        with open(a.cert, "rb") as f:
+            cert = f.read()
+        with open(a.cert_key, "rb") as f:
+            key = f.read()
+    c = Client(a.addr, root, cert, key)
     try:
         chain = c.create(make_csr(make_key(a.key), uris=[a.id]), a.token, a.ttl)
     except grpc.RpcError as e:
