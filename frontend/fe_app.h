@@ -47,9 +47,10 @@ typedef struct {
  * auth context, may be NULL), decode and depth-check the request, parse the
  * CSR, apply the SAN and TTL policy, build the TBS. On refusal, e names the
  * check and its code maps to the gRPC status. */
-HSMCA_MUSTCHECK hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len, const char *auth,
-                            size_t auth_len, const grpc_auth_context *peer, int64_t now,
-                            fe_checked_request *out, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
+                                            const char *auth, size_t auth_len,
+                                            const grpc_auth_context *peer, int64_t now,
+                                            fe_checked_request *out, hsmca_err *e);
 
 /* The response body for a signed leaf (DER): IstioCertificateResponse with
  * cert_chain = [leaf PEM, chain_tail...]. New buffer (caller frees). */
