@@ -23,14 +23,15 @@
 #define METHOD "/istio.v1.auth.IstioCertificateService/CreateCertificate"
 
 typedef struct {
-    const char *addr, *root, *token, *id, *key_type, *out;
+    const char *addr, *root, *token, *id, *key_type, *out, *renew;
     long ttl;
 } req_opts;
 
 static void usage(FILE *f)
 {
-    fputs("usage: hsmca request --root FILE --token JWT --id SPIFFE-ID [--addr HOST:PORT]\n"
-          "                     [--key ec-p256|rsa-2048] [--ttl SECONDS] [--out PREFIX]\n"
+    fputs("usage: hsmca request --root FILE (--token JWT | --renew PREFIX) --id SPIFFE-ID\n"
+          "                     [--addr HOST:PORT] [--key ec-p256|rsa-2048] [--ttl SECONDS]\n"
+          "                     [--out PREFIX]\n"
           "\n"
           "Requests a workload certificate the way istio-agent does: generates a key and\n"
           "a CSR whose only SAN is SPIFFE-ID, calls CreateCertificate over TLS (trusting\n"
@@ -38,6 +39,9 @@ static void usage(FILE *f)
           "chain (leaf first). Exits non-zero with the server's status and message on a\n"
           "refusal.\n"
           "\n"
+          "  --renew PREFIX    no token: present PREFIX-chain.pem and PREFIX-key.pem (what\n"
+          "                    --out wrote) as the TLS client certificate, as istio-agent\n"
+          "                    renews; the new certificate is for the same identity\n"
           "  --addr HOST:PORT  the CA (default localhost:15012)\n"
           "  --key TYPE        key to generate (default ec-p256)\n"
           "  --ttl SECONDS     requested validity (default: the CA's default)\n"
@@ -91,11 +95,12 @@ static const char *status_name(grpc_status_code s)
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "UNKNOWN";
 }
 
-/* One unary call; on success *resp holds the response bytes (caller unrefs). */
-static int call_ca(const req_opts *o, const char *root_pem, const uint8_t *body, size_t len,
-                   grpc_slice *resp)
+/* One unary call, with the bearer token or else the client certificate pair
+ * (NULL: neither); on success *resp holds the response bytes (caller unrefs). */
+static int call_ca(const req_opts *o, const char *root_pem, grpc_ssl_pem_key_cert_pair *pair,
+                   const uint8_t *body, size_t len, grpc_slice *resp)
 {
-    grpc_channel_credentials *creds = grpc_ssl_credentials_create(root_pem, NULL, NULL, NULL);
+    grpc_channel_credentials *creds = grpc_ssl_credentials_create(root_pem, pair, NULL, NULL);
     grpc_channel *ch = grpc_channel_create(o->addr, creds, NULL);
     grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
     gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
@@ -104,7 +109,7 @@ static int call_ca(const req_opts *o, const char *root_pem, const uint8_t *body,
     grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
                                                deadline, NULL);
     char auth[8192];
-    snprintf(auth, sizeof(auth), "Bearer %s", o->token);
+    snprintf(auth, sizeof(auth), "Bearer %s", o->token ? o->token : "");
     grpc_metadata md = {grpc_slice_from_static_string("authorization"),
                         grpc_slice_from_copied_string(auth), {{NULL, NULL, NULL, NULL}}};
     grpc_slice req_slice = grpc_slice_from_copied_buffer((const char *)body, len);
@@ -117,7 +122,7 @@ static int call_ca(const req_opts *o, const char *root_pem, const uint8_t *body,
     grpc_op ops[6];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = 1;
+    ops[0].data.send_initial_metadata.count = o->token ? 1 : 0;
     ops[0].data.send_initial_metadata.metadata = &md;
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = send;
@@ -227,18 +232,39 @@ static char *print_chain(const grpc_slice *resp)
     return all;
 }
 
+/* PREFIX-key.pem and PREFIX-chain.pem, as --out wrote them, into pair (caller
+ * wipes the key and frees both). */
+static int read_renewal(const char *prefix, grpc_ssl_pem_key_cert_pair *pair)
+{
+    char path[4096];
+    char *key = NULL, *chain = NULL;
+    hsmca_err e;
+    snprintf(path, sizeof(path), "%s-key.pem", prefix);
+    hsmca_code rc = util_read_file(path, 1 << 16, &key, NULL, &e);
+    snprintf(path, sizeof(path), "%s-chain.pem", prefix);
+    if (rc == HSMCA_OK)
+        rc = util_read_file(path, 1 << 20, &chain, NULL, &e);
+    pair->private_key = key;
+    pair->cert_chain = chain;
+    if (rc != HSMCA_OK) {
+        fprintf(stderr, "hsmca request: --renew: %s\n", e.msg);
+        return 1;
+    }
+    return 0;
+}
+
 static int parse_opts(int argc, char **argv, req_opts *o)
 {
     static const struct option opts[] = {
         {"addr", required_argument, 0, 'a'},  {"root", required_argument, 0, 'r'},
         {"token", required_argument, 0, 't'}, {"id", required_argument, 0, 'i'},
         {"key", required_argument, 0, 'k'},   {"ttl", required_argument, 0, 'l'},
-        {"out", required_argument, 0, 'o'},   {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    *o = (req_opts){"localhost:15012", NULL, NULL, NULL, "ec-p256", NULL, 0};
+        {"out", required_argument, 0, 'o'},   {"renew", required_argument, 0, 'n'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    *o = (req_opts){"localhost:15012", NULL, NULL, NULL, "ec-p256", NULL, NULL, 0};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "a:r:t:i:k:l:o:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "a:r:t:i:k:l:o:n:h", opts, NULL)) != -1) {
         switch (c) {
         case 'a': o->addr = optarg; break;
         case 'r': o->root = optarg; break;
@@ -247,14 +273,15 @@ static int parse_opts(int argc, char **argv, req_opts *o)
         case 'k': o->key_type = optarg; break;
         case 'l': o->ttl = strtol(optarg, NULL, 10); break;
         case 'o': o->out = optarg; break;
+        case 'n': o->renew = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (!o->root || !o->token || !o->id || strlen(o->token) > 8000 || o->ttl < 0 ||
-        (strcmp(o->key_type, "ec-p256") && strcmp(o->key_type, "rsa-2048"))) {
-        fputs("hsmca request: --root, --token and --id are required; --key is ec-p256 or "
-              "rsa-2048\n",
+    if (!o->root || !o->token == !o->renew || !o->id || (o->token && strlen(o->token) > 8000) ||
+        o->ttl < 0 || (strcmp(o->key_type, "ec-p256") && strcmp(o->key_type, "rsa-2048"))) {
+        fputs("hsmca request: --root, --id and one of --token and --renew are required; --key "
+              "is ec-p256 or rsa-2048\n",
               stderr);
         return 2;
     }
@@ -291,7 +318,10 @@ int request_main(int argc, char **argv)
 
     grpc_init();
     grpc_slice resp;
-    rc = call_ca(&o, root, body, len, &resp);
+    grpc_ssl_pem_key_cert_pair pair = {NULL, NULL};
+    rc = o.renew ? read_renewal(o.renew, &pair) : 0;
+    if (rc == 0)
+        rc = call_ca(&o, root, o.renew ? &pair : NULL, body, len, &resp);
     if (rc == 0) {
         char *chain = print_chain(&resp);
         rc = !chain || (o.out && write_outputs(o.out, key, chain) != 0);
@@ -299,6 +329,10 @@ int request_main(int argc, char **argv)
         grpc_slice_unref(resp);
     }
     grpc_shutdown();
+    if (pair.private_key)
+        OPENSSL_cleanse((char *)pair.private_key, strlen(pair.private_key));
+    free((char *)pair.private_key);
+    free((char *)pair.cert_chain);
     free(body);
     free(csr);
     free(root);

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import hsmca_client as hc
-from hsmca_harness import DevServer
+from hsmca_harness import BIN, DevServer
 from test_audit_log import read_log, wait_log
 
 ID = "spiffe://cluster.local/ns/default/sa/sleep"
@@ -228,6 +228,29 @@ class ClientCertTests(unittest.TestCase):
                                     sans=[x509.DNSName("localhost")])
         self.assert_refused(self.cert_client(pem, key), grpc.StatusCode.UNAUTHENTICATED,
                             "client certificate: 0 URI SANs")
+
+    def test_cli_renews_with_what_it_wrote(self):
+        """README's commands: `hsmca request --out P`, then `--renew P --out P` (no token)."""
+        prefix = os.path.join(self.server.dir, "workload")
+        root = os.path.join(self.server.dir, "root-cert.pem")
+        base = [BIN, "request", "--addr", self.server.addr, "--root", root, "--id", ID,
+                "--out", prefix]
+        subprocess.run(base + ["--token", self.server.token()], check=True, capture_output=True,
+                       timeout=60)
+        with open(prefix + "-chain.pem", "rb") as f:
+            first = x509.load_pem_x509_certificate(f.read())
+        r = subprocess.run(base + ["--renew", prefix], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(prefix + "-chain.pem", "rb") as f:
+            second = x509.load_pem_x509_certificate(f.read())
+        self.assertNotEqual(second.serial_number, first.serial_number)
+        self.assertEqual(uris(second), [ID])
+        # Another identity with that certificate: the policy refuses, by name.
+        other = [a if a != ID else "spiffe://cluster.local/ns/default/sa/admin" for a in base]
+        r = subprocess.run(other + ["--renew", prefix], capture_output=True, text=True,
+                           timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("PERMISSION_DENIED: SAN policy", r.stderr)
 
     def test_no_certificate_and_no_token(self):
         self.assert_refused(self.server.client, grpc.StatusCode.UNAUTHENTICATED,
