@@ -31,6 +31,7 @@ struct fe_serving {
     serving_cred cur;
     int fresh;         /* cur not yet handed to gRPC */
     int64_t renew_at;  /* wall clock */
+    char *client_cas;  /* PEM: the CAs the CertificateRequest names */
 };
 
 typedef struct {
@@ -159,16 +160,48 @@ static void schedule(fe_serving *s)
     s->renew_at = now + (s->cur.not_after - now) * 2 / 3;
 }
 
+/* The CAs a client certificate of ours chains to, named in the TLS
+ * CertificateRequest: Go's TLS client (istio-agent) sends its certificate only
+ * when one in the chain it holds was issued by a named CA. The root bundle and
+ * the chain file, and our CA when it is not a root, so that a leaf sent alone
+ * qualifies too. NULL when out of memory. */
+static char *client_cas(const fe_app *app)
+{
+    char *ca = NULL;
+    if (X509_NAME_cmp(X509_get_subject_name(app->ca_cert), X509_get_issuer_name(app->ca_cert))) {
+        unsigned char *der = NULL;
+        int len = i2d_X509(app->ca_cert, &der);
+        ca = len > 0 ? certasm_der_to_pem(der, (size_t)len) : NULL;
+        OPENSSL_free(der);
+        if (!ca)
+            return NULL;
+    }
+    size_t n = 1 + (ca ? strlen(ca) : 0);
+    for (int i = 0; i < app->n_chain_tail; i++)
+        n += strlen(app->chain_tail[i]);
+    char *out = malloc(n);
+    if (out) {
+        strcpy(out, ca ? ca : "");
+        for (int i = 0; i < app->n_chain_tail; i++)
+            strcat(out, app->chain_tail[i]);
+    }
+    free(ca);
+    return out;
+}
+
 fe_serving *fe_serving_start(fe_app *app, volatile int *stop)
 {
     fe_serving *s = calloc(1, sizeof(*s));
     if (!s)
         fatal("out of memory");
     s->app = app;
+    if (!(s->client_cas = client_cas(app)))
+        fatal("out of memory");
     pthread_mutex_init(&s->lock, NULL);
     for (int attempt = 0;; attempt++) {
         if (*stop) { /* SIGTERM while the signer cannot issue (token, PIN): nothing to finish */
             pthread_mutex_destroy(&s->lock);
+            free(s->client_cas);
             free(s);
             return NULL;
         }
@@ -236,11 +269,10 @@ static grpc_ssl_certificate_config_reload_status fetch_config(void *arg,
     pthread_mutex_lock(&s->lock);
     if (s->fresh) {
         /* gRPC requires client roots in a reloadable config; they only name, in the
-         * CertificateRequest, the roots whose certificates we take (fe_clientcert
-         * verifies them): the root bundle. */
+         * CertificateRequest, the CAs whose certificates we take (fe_clientcert
+         * verifies them). */
         grpc_ssl_pem_key_cert_pair pair = {s->cur.key_pem, s->cur.chain_pem};
-        *cfg = grpc_ssl_server_certificate_config_create(
-            s->app->chain_tail[s->app->n_chain_tail - 1], &pair, 1);
+        *cfg = grpc_ssl_server_certificate_config_create(s->client_cas, &pair, 1);
         st = *cfg ? GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_NEW : GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_FAIL;
         s->fresh = !*cfg;
     }

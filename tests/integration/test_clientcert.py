@@ -5,7 +5,9 @@ authenticates a call that has no token, and the new certificate carries exactly 
 old identity. A certificate of another CA (even one copying our CA's name and key
 identifier), an expired certificate of ours, and a call with neither certificate nor
 token are refused with UNAUTHENTICATED and the reason; token callers are unaffected,
-also when they present a certificate that would be refused."""
+also when they present a certificate that would be refused. IntermediateCaTests runs
+the production layout (the CA an intermediate under an offline root): renewal with the
+presented chain or the leaf alone, and a sibling CA's leaf under the same root refused."""
 import datetime
 import hashlib
 import os
@@ -252,6 +254,20 @@ class ClientCertTests(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("PERMISSION_DENIED: SAN policy", r.stderr)
 
+    def test_port_requests_a_client_certificate_naming_our_roots(self):
+        """The TLS CertificateRequest names the CAs (Go's TLS client, as in istio-agent,
+        sends a certificate only when its chain names one); a client without one still
+        completes the handshake."""
+        r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % self.server.port,
+                            "-alpn", "h2", "-servername", "localhost"], input=b"",
+                           capture_output=True, timeout=20)
+        out = r.stdout.decode(errors="replace")
+        self.assertIn("Acceptable client certificate CA names", out)
+        names = out.split("Acceptable client certificate CA names", 1)[1].splitlines()[1]
+        cn = self.root.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value
+        self.assertIn("CN = " + cn, names)
+        self.assertIn("ALPN protocol: h2", out)  # the handshake completed with no certificate
+
     def test_no_certificate_and_no_token(self):
         self.assert_refused(self.server.client, grpc.StatusCode.UNAUTHENTICATED,
                             "no 'authorization' metadata and no client certificate")
@@ -275,6 +291,98 @@ class ClientCertTests(unittest.TestCase):
                 hc.make_csr(hc.make_key(), uris=[ID]), "not-a-token")
         self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
         self.assertIn("JWT", cm.exception.details())
+
+
+class IntermediateServer(DevServer):
+    """The production layout: the token's CA key certified as an intermediate under a
+    root made here (whose key the test holds, as an offline root's owner would):
+    ca.cert the intermediate, ca.chain the intermediate (sent in every cert_chain),
+    ca.root_bundle the new root. Returns also a sibling intermediate under the same
+    root (another CA the root signed, an istiod's say) with its key."""
+
+    def __init__(self):
+        super().__init__(name="clientcert-int", edit_config=self._edit)
+
+    def _edit(self, text):
+        with open(os.path.join(self.dir, "root-cert.pem"), "rb") as f:
+            dev = x509.load_pem_x509_certificate(f.read())
+        now = datetime.datetime.utcnow()
+        self.root_key = ec.generate_private_key(ec.SECP256R1())
+        root_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "offline test root")])
+        root = self._ca(root_name, self.root_key.public_key(), root_name, self.root_key, now)
+        inter = self._ca(dev.subject, dev.public_key(), root_name, self.root_key, now,
+                         dev.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value)
+        self.sibling_key = ec.generate_private_key(ec.SECP256R1())
+        self.sibling = self._ca(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "istiod")]),
+                                self.sibling_key.public_key(), root_name, self.root_key, now)
+        for name, cert in (("int-cert.pem", inter), ("test-root.pem", root)):
+            with open(os.path.join(self.dir, name), "wb") as f:
+                f.write(cert.public_bytes(serialization.Encoding.PEM))
+        return text.replace("  cert: root-cert.pem\n  root_bundle: root-cert.pem\n",
+                            "  cert: int-cert.pem\n  root_bundle: test-root.pem\n"
+                            "  chain: int-cert.pem\n")
+
+    @staticmethod
+    def _ca(subject, public_key, issuer, issuer_key, now, ski=None):
+        ski = ski or x509.SubjectKeyIdentifier.from_public_key(public_key)
+        return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                .public_key(public_key).serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(hours=1))
+                .not_valid_after(now + datetime.timedelta(days=30))
+                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
+                                             False), critical=True)
+                .add_extension(ski, critical=False)
+                .sign(issuer_key, hashes.SHA256()))
+
+    def wait_ready(self, timeout=90):
+        # The client trusts the new root; the harness reads root-cert.pem.
+        os.replace(os.path.join(self.dir, "root-cert.pem"),
+                   os.path.join(self.dir, "dev-root-cert.pem"))
+        os.symlink("test-root.pem", os.path.join(self.dir, "root-cert.pem"))
+        return super().wait_ready(timeout)
+
+
+class IntermediateCaTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = IntermediateServer()
+        cls.server.wait_ready()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def client(self, chain_pem, key):
+        c = hc.Client(self.server.addr, self.server.root, chain_pem, hc.key_pem(key))
+        self.addCleanup(c.close)
+        return c
+
+    def test_renewal_through_an_intermediate(self):
+        key = hc.make_key()
+        chain = self.server.client.create(hc.make_csr(key, uris=[ID]), self.server.token())
+        self.assertEqual(len(chain), 3)  # leaf, our intermediate, the root
+        # istio-agent presents what it got; a client may also present the leaf alone.
+        for presented in ("".join(chain[:2]), chain[0]):
+            got = self.client(presented.encode(), key).create(
+                hc.make_csr(hc.make_key(), uris=[ID]), None)
+            self.assertEqual(uris(x509.load_pem_x509_certificate(got[0].encode())), [ID])
+
+    def test_leaf_of_a_sibling_ca_under_the_same_root_is_refused(self):
+        key = hc.make_key()
+        now = datetime.datetime.utcnow()
+        ski = self.server.sibling.extensions.get_extension_for_class(
+            x509.SubjectKeyIdentifier).value
+        leaf = leaf_builder(self.server.sibling.subject, key, ID,
+                            now - datetime.timedelta(minutes=5), now + datetime.timedelta(hours=1),
+                            ski.digest).sign(self.server.sibling_key, hashes.SHA256())
+        pems = [c.public_bytes(serialization.Encoding.PEM) for c in (leaf, self.server.sibling)]
+        # Even with the sibling in the presented chain (it verifies to our root): the
+        # peer's chain is never used, and the issuer must be our CA.
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.client(b"".join(pems), key).create(hc.make_csr(hc.make_key(), uris=[ID]), None)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        self.assertIn("client certificate: does not verify to our roots", cm.exception.details())
 
 
 if __name__ == "__main__":
