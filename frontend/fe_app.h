@@ -11,6 +11,7 @@
 #include "fe_jwt.h"
 #include "hsmca_err.h"
 #include "policy.h"
+#include "policy_file.h"
 
 #define FE_MAX_CHAIN 8
 #define FE_METADATA_MAX_DEPTH 16
@@ -22,6 +23,7 @@ typedef struct {
     fe_jwt_rules jwt_rules;
     const char *audiences[CONFIG_MAX_LIST];
     policy_rules policy;
+    policy_set *policy_file; /* issuance.policy_file, NULL when none */
     X509 *ca_cert;
     int sig_nid;
     /* cert_chain after the leaf: each intermediate, then the root bundle as one

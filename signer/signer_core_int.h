@@ -46,6 +46,7 @@ struct signer_ctx {
     audit_publish *publish; /* checkpoints and tiles; NULL without audit.dir or audit key */
     X509 *ca_cert;
     tbs_policy policy;
+    policy_set *policy_file; /* issuance.policy_file as we loaded it; NULL: none */
     hsmca_config cfg; /* our copy: the policy's strings point into it */
     const sigalg *alg;
     serial_set *serials;

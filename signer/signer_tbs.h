@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <openssl/x509.h>
 #include "hsmca_err.h"
+#include "policy_file.h"
 #include "profile.h"
 
 #define TBS_MAX_LEN PROFILE_TBS_MAX
@@ -33,6 +34,11 @@ typedef struct {
     int n_serving_dns;
     const char *serving_ips[TBS_MAX_NAMES];   /* IP SANs as text ("127.0.0.1") */
     int n_serving_ips;
+    /* issuance.policy_file as the signer itself loaded it (NULL: none): workload
+     * certificates also obey its rules (denied namespaces, namespace TTL caps, DNS
+     * SANs granted per identity, key types). The trust domain aliases are in
+     * trust_domains already. */
+    const policy_set *policy_file;
 } tbs_policy;
 
 /* What the validator extracted from an accepted TBS (for the log and audit). */
