@@ -18,6 +18,7 @@
 #include "config.h"
 #include "ipc_frame.h"
 #include "log.h"
+#include "policy_file.h"
 #include "util.h"
 
 #define BACKOFF_MIN 0.2
@@ -63,8 +64,8 @@ static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
         int a = lift_fd(ipc_fd), b = lift_fd(ctl[1]);
         if (dup2(a, 3) != 3 || dup2(b, 4) != 4)
             _exit(127);
-        execl(sup_exe, sup_exe, c->role, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd",
-              "4", (char *)NULL);
+        execl(sup_exe, sup_exe, c->role, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4",
+              (char *)NULL);
         _exit(127);
     }
     close(ctl[1]);
@@ -210,6 +211,13 @@ int supervisor_run(const char *config_path)
         log_error("%s", e.msg);
         return EXIT_CONFIG;
     }
+    /* The same for the policy file, which each child then loads for itself. */
+    policy_set *pf = NULL;
+    if (cfg.policy_file[0] && policy_file_load(cfg.policy_file, &pf, &e) != HSMCA_OK) {
+        log_error("%s", e.msg);
+        return EXIT_CONFIG;
+    }
+    policy_set_free(pf);
 
     sigset_t mask;
     sigemptyset(&mask);
@@ -228,8 +236,8 @@ int supervisor_run(const char *config_path)
     restart_due(signer, frontend);
 
     for (;;) {
-        struct pollfd pfd[3] = {{sfd, POLLIN, 0}, {signer->ctl, POLLIN, 0},
-                                {frontend->ctl, POLLIN, 0}};
+        struct pollfd pfd[3] = {
+            {sfd, POLLIN, 0}, {signer->ctl, POLLIN, 0}, {frontend->ctl, POLLIN, 0}};
         if (poll(pfd, 3, 100) < 0 && errno != EINTR)
             fatal("poll: %s", strerror(errno));
         if (pfd[0].revents) {

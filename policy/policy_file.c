@@ -431,7 +431,8 @@ static HSMCA_MUSTCHECK hsmca_code read_bool(pf_parser *pp, const char *key, cons
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code read_top_value(pf_parser *pp, size_t k, const yaml_event_t *ev)
+static HSMCA_MUSTCHECK hsmca_code read_top_value(pf_parser *pp, size_t k, size_t key_line,
+                                                 const yaml_event_t *ev)
 {
     policy_set *s = pp->s;
     const char *key = TOP_KEYS[k];
@@ -455,7 +456,7 @@ static HSMCA_MUSTCHECK hsmca_code read_top_value(pf_parser *pp, size_t k, const 
         s->keys_set = 1;
         HSMCA_GUARD(read_map(pp, key, ev, key_types_entry));
         if (!s->ec_p256 && !s->ec_p384 && s->n_rsa_bits == 0)
-            return perr(pp, ev_line(ev), key, "allows no key at all");
+            return perr(pp, key_line, key, "allows no key at all");
         return HSMCA_OK;
     }
     }
@@ -489,7 +490,7 @@ static HSMCA_MUSTCHECK hsmca_code parse_top(pf_parser *pp)
         }
         if (rc == HSMCA_OK && (rc = next_event(pp, &v)) == HSMCA_OK) {
             seen[idx] = 1;
-            rc = read_top_value(pp, idx, &v);
+            rc = read_top_value(pp, idx, ev_line(&k), &v);
             yaml_event_delete(&v);
         }
         yaml_event_delete(&k);

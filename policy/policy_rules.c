@@ -193,7 +193,7 @@ const char *policy_key_name(policy_key key, char *buf, size_t bufsz)
     case POLICY_KEY_RSA: snprintf(buf, bufsz, "RSA-%u", key.rsa_bits); break;
     case POLICY_KEY_P256: snprintf(buf, bufsz, "EC P-256"); break;
     case POLICY_KEY_P384: snprintf(buf, bufsz, "EC P-384"); break;
-    default: snprintf(buf, bufsz, "an unknown key type"); break;
+    default: snprintf(buf, bufsz, "unknown"); break;
     }
     return buf;
 }
