@@ -64,8 +64,8 @@ static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
         int a = lift_fd(ipc_fd), b = lift_fd(ctl[1]);
         if (dup2(a, 3) != 3 || dup2(b, 4) != 4)
             _exit(127);
-        execl(sup_exe, sup_exe, c->role, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4",
-              (char *)NULL);
+        execl(sup_exe, sup_exe, c->role, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd",
+              "4", (char *)NULL);
         _exit(127);
     }
     close(ctl[1]);
@@ -236,8 +236,8 @@ int supervisor_run(const char *config_path)
     restart_due(signer, frontend);
 
     for (;;) {
-        struct pollfd pfd[3] = {
-            {sfd, POLLIN, 0}, {signer->ctl, POLLIN, 0}, {frontend->ctl, POLLIN, 0}};
+        struct pollfd pfd[3] = {{sfd, POLLIN, 0}, {signer->ctl, POLLIN, 0},
+                                {frontend->ctl, POLLIN, 0}};
         if (poll(pfd, 3, 100) < 0 && errno != EINTR)
             fatal("poll: %s", strerror(errno));
         if (pfd[0].revents) {
