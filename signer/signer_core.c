@@ -374,7 +374,8 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     pthread_cond_init(&s->more, NULL);
     s->ctl_fd = -1;
     /* The policy file first: a mistake in it is the operator's to fix (EINVAL). */
-    if ((cfg->policy_file[0] && policy_file_load(cfg->policy_file, &s->policy_file, e) != HSMCA_OK) ||
+    if ((cfg->policy_file[0] &&
+         policy_file_load(cfg->policy_file, &s->policy_file, e) != HSMCA_OK) ||
         !(s->ca_cert = certasm_load_pem(cfg->ca_cert, e)) || open_token(s, cfg, e) != HSMCA_OK ||
         check_ca(s, cfg->ca_cert, e) != HSMCA_OK) {
         signer_stop_all(s);

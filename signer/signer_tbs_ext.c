@@ -310,7 +310,8 @@ hsmca_code tbs_check_policy_file(tbs_ctx *c, hsmca_err *e)
         return HSMCA_OK;
     hsmca_err why;
     policy_who who;
-    HSMCA_ENSURE(c->uri.len > 0, e, HSMCA_EPERM, "invariant 4: an X509-SVID has exactly one URI SAN");
+    HSMCA_ENSURE(c->uri.len > 0, e, HSMCA_EPERM,
+                 "invariant 4: an X509-SVID has exactly one URI SAN");
     /* The trust domain was checked with the aliases already (trust_domains). */
     if (policy_identity(pf, c->pol->trust_domains[0], (const char *)c->uri.p, c->uri.len, &who,
                         &why) != HSMCA_OK)
