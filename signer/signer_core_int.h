@@ -12,6 +12,7 @@
 #include "audit_publish.h"
 #include "log.h"
 #include "p11.h"
+#include "policy_file.h"
 #include "sigalg.h"
 #include "signer_core.h"
 #include "signer_limits.h"

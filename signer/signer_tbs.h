@@ -11,8 +11,9 @@
 #include <stdint.h>
 #include <openssl/x509.h>
 #include "hsmca_err.h"
-#include "policy_file.h"
 #include "profile.h"
+
+struct policy_set; /* policy/policy_file.h */
 
 #define TBS_MAX_LEN PROFILE_TBS_MAX
 #define TBS_MAX_NAMES PROFILE_MAX_NAMES /* >= CONFIG_MAX_SERVING_NAMES */
@@ -38,7 +39,7 @@ typedef struct {
      * certificates also obey its rules (denied namespaces, namespace TTL caps, DNS
      * SANs granted per identity, key types). The trust domain aliases are in
      * trust_domains already. */
-    const policy_set *policy_file;
+    const struct policy_set *policy_file;
 } tbs_policy;
 
 /* What the validator extracted from an accepted TBS (for the log and audit). */

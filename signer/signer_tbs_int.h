@@ -3,6 +3,7 @@
 #ifndef HSMCA_SIGNER_TBS_INT_H
 #define HSMCA_SIGNER_TBS_INT_H
 
+#include "policy_file.h"
 #include "signer_der.h"
 #include "signer_tbs.h"
 
