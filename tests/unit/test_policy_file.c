@@ -191,6 +191,27 @@ static void test_load(void **state)
     assert_null(p);
 }
 
+/* The shipped example (hsm-config/policy.yaml) must load as it is. */
+static void test_example_file(void **state)
+{
+    (void)state;
+    const char *src = __FILE__;
+    const char *tail = strstr(src, "tests/unit/test_policy_file.c");
+    if (src[0] != '/' || !tail)
+        skip(); /* built from a relative path: cannot find the source tree */
+    char path[4096];
+    snprintf(path, sizeof(path), "%.*shsm-config/policy.yaml", (int)(tail - src), src);
+    policy_set *p = NULL;
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    if (policy_file_load(path, &p, &e) != HSMCA_OK)
+        fail_msg("%s", e.msg);
+    assert_int_equal(policy_set_n_aliases(p), 1);
+    assert_int_equal(policy_ns_max_ttl(p, "payments"), 3600);
+    assert_true(policy_set_grants_dns(p));
+    policy_set_free(p);
+}
+
 /* ---- the rules ---------------------------------------------------------------------- */
 
 static void refused(hsmca_code rc, const hsmca_err *e, const char *msg)
@@ -379,17 +400,12 @@ static void test_rule_key_types(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_full),
-        cmocka_unit_test(test_parse_empty),
-        cmocka_unit_test(test_parse_errors),
-        cmocka_unit_test(test_parse_limits),
-        cmocka_unit_test(test_load),
-        cmocka_unit_test(test_rule_identity),
-        cmocka_unit_test(test_rule_aliases_in_san_match),
-        cmocka_unit_test(test_rule_dns_names),
-        cmocka_unit_test(test_rule_service_dns),
-        cmocka_unit_test(test_rule_ns_ttl),
-        cmocka_unit_test(test_rule_key_types),
+        cmocka_unit_test(test_parse_full),     cmocka_unit_test(test_parse_empty),
+        cmocka_unit_test(test_parse_errors),   cmocka_unit_test(test_parse_limits),
+        cmocka_unit_test(test_load),           cmocka_unit_test(test_example_file),
+        cmocka_unit_test(test_rule_identity),  cmocka_unit_test(test_rule_aliases_in_san_match),
+        cmocka_unit_test(test_rule_dns_names), cmocka_unit_test(test_rule_service_dns),
+        cmocka_unit_test(test_rule_ns_ttl),    cmocka_unit_test(test_rule_key_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
