@@ -18,6 +18,7 @@
 #include "config.h"
 #include "ipc_frame.h"
 #include "log.h"
+#include "policy_file.h"
 #include "util.h"
 
 #define BACKOFF_MIN 0.2
@@ -210,6 +211,13 @@ int supervisor_run(const char *config_path)
         log_error("%s", e.msg);
         return EXIT_CONFIG;
     }
+    /* The same for the policy file, which each child then loads for itself. */
+    policy_set *pf = NULL;
+    if (cfg.policy_file[0] && policy_file_load(cfg.policy_file, &pf, &e) != HSMCA_OK) {
+        log_error("%s", e.msg);
+        return EXIT_CONFIG;
+    }
+    policy_set_free(pf);
 
     sigset_t mask;
     sigemptyset(&mask);

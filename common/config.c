@@ -100,6 +100,7 @@ static const config_field fields[] = {
     S("", "audit"),
     F("audit", "dir", CT_PATH, audit_dir, 0),
     F("audit", "origin", CT_STR, audit_origin, 0),
+    F("issuance", "policy_file", CT_PATH, policy_file, 0),
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 _Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int),

@@ -71,6 +71,10 @@ typedef struct {
     char audit_origin[CONFIG_MAX_STR]; /* checkpoint origin and audit key name; unique per
                                           replica; "": config_default_origin() */
 
+    /* issuance.policy_file (at the end to ease merges): the SAN policy file
+     * (policy/policy_file.h), loaded by the front end and the signer each; "" = none. */
+    char policy_file[CONFIG_MAX_STR];
+
     /* Not a key: SHA-256 of the file config_load read (the bytes in force), for the
      * signing log's config entry; zero after config_parse alone. */
     uint8_t source_sha256[32];

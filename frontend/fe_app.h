@@ -12,6 +12,7 @@
 #include "fe_jwt.h"
 #include "hsmca_err.h"
 #include "policy.h"
+#include "policy_file.h"
 
 #define FE_MAX_CHAIN 8
 #define FE_METADATA_MAX_DEPTH 16
@@ -23,6 +24,7 @@ typedef struct {
     fe_jwt_rules jwt_rules;
     const char *audiences[CONFIG_MAX_LIST];
     policy_rules policy;
+    policy_set *policy_file; /* issuance.policy_file, NULL when none */
     X509 *ca_cert;
     fe_clientcert *clientcert; /* verifies the client certificates of renewals */
     int sig_nid;

@@ -147,8 +147,26 @@ static HSMCA_MUSTCHECK hsmca_code check_key(EVP_PKEY *k, hsmca_err *e)
                       name ? name : "unknown");
 }
 
-/* URI SANs (exact length, no NUL) and a count of every other SAN, from the
- * extensionRequest attribute. */
+/* A DNS SAN, kept for the policy file's dns_names rule (which checks its form). */
+static HSMCA_MUSTCHECK hsmca_code collect_dns(const ASN1_IA5STRING *d, fe_csr *out, hsmca_err *e)
+{
+    int n = ASN1_STRING_length(d);
+    const unsigned char *p = ASN1_STRING_get0_data(d);
+    if (n <= 0 || !p || memchr(p, '\0', (size_t)n))
+        return hsmca_fail(e, HSMCA_EINVAL, "CSR DNS SAN is empty or contains a NUL byte");
+    if (out->n_dns >= FE_CSR_MAX_SANS)
+        return hsmca_fail(e, HSMCA_EINVAL, "CSR carries more than %d DNS SANs", FE_CSR_MAX_SANS);
+    char *s = malloc((size_t)n + 1);
+    if (!s)
+        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory parsing a CSR");
+    memcpy(s, p, (size_t)n);
+    s[n] = '\0';
+    out->dns[out->n_dns++] = s;
+    return HSMCA_OK;
+}
+
+/* URI SANs (exact length, no NUL), DNS SANs, and a count of every SAN that is not
+ * a URI, from the extensionRequest attribute. */
 static HSMCA_MUSTCHECK hsmca_code collect_sans(X509_REQ *req, fe_csr *out, hsmca_err *e)
 {
     int nattr = X509_REQ_get_attr_by_NID(req, NID_ext_req, -1);
@@ -171,6 +189,11 @@ static HSMCA_MUSTCHECK hsmca_code collect_sans(X509_REQ *req, fe_csr *out, hsmca
     }
     for (int i = 0; i < sk_GENERAL_NAME_num(gens); i++) {
         const GENERAL_NAME *g = sk_GENERAL_NAME_value(gens, i);
+        if (g->type == GEN_DNS) {
+            rc = collect_dns(g->d.dNSName, out, e);
+            if (rc != HSMCA_OK)
+                goto out;
+        }
         if (g->type != GEN_URI) {
             out->n_other_sans++;
             continue;
@@ -278,5 +301,7 @@ void fe_csr_free(fe_csr *c)
     X509_REQ_free(c->req);
     for (int i = 0; i < c->n_uris && i < FE_CSR_MAX_SANS; i++)
         free(c->uris[i]);
+    for (int i = 0; i < c->n_dns && i < FE_CSR_MAX_SANS; i++)
+        free(c->dns[i]);
     memset(c, 0, sizeof(*c));
 }

@@ -18,6 +18,9 @@ typedef struct {
     char *uris[FE_CSR_MAX_SANS];      /* URI SANs, owned */
     int n_uris;
     int n_other_sans;                 /* DNS, IP, email, ...: counted, refused by policy */
+    char *dns[FE_CSR_MAX_SANS];       /* the DNS SANs among them, owned: the policy file
+                                         may grant them (policy/policy_file.h) */
+    int n_dns;
     uint8_t der_sha256[32];           /* SHA-256 of the CSR DER, for the log */
 } fe_csr;
 

@@ -76,6 +76,15 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
     app->jwt_rules =
         (fe_jwt_rules){cfg->jwt_issuer, app->audiences, cfg->jwt_audiences.n, cfg->jwt_skew};
     app->policy = (policy_rules){cfg->trust_domain, cfg->default_ttl, cfg->max_ttl};
+    /* The signer loads the same file itself: it never takes our word for it. */
+    if (cfg->policy_file[0]) {
+        if (policy_file_load(cfg->policy_file, &app->policy_file, e) != HSMCA_OK)
+            return e->code;
+        char hex[65];
+        util_hex(policy_set_sha256(app->policy_file), 32, hex);
+        LOG_EVENT(LOG_LVL_INFO, "policy file loaded", LOG_STR("path", cfg->policy_file),
+                  LOG_STR("sha256", hex));
+    }
     if (!(app->ca_cert = certasm_load_pem(cfg->ca_cert, e)))
         return e->code;
     app->sig_nid = certasm_sig_nid_for_key(X509_get0_pubkey(app->ca_cert));

@@ -12,6 +12,7 @@
 #include "fe_clientcert.h"
 #include "fe_csr.h"
 #include "fe_pbcheck.h"
+#include "fe_policy.h"
 #include "fe_tbs.h"
 #include "profile.h"
 
@@ -41,18 +42,18 @@ static HSMCA_MUSTCHECK hsmca_code check_and_build(const fe_app *app, const Istio
     if (rc != HSMCA_OK)
         return rc;
     const char *ids[1] = {out->requester};
-    uint32_t ttl = 0;
-    rc = policy_check_sans(ids, 1, (const char *const *)csr.uris, csr.n_uris, csr.n_other_sans, e);
-    if (rc == HSMCA_OK)
-        rc = policy_ttl(&app->policy, req->validity_duration, &ttl, e);
+    fe_policy_grant grant;
+    rc = fe_apply_policy(app, ids, 1, &csr, req->validity_duration, &grant, e);
     if (rc == HSMCA_OK) {
         fe_tbs_params p = {.ca_cert = app->ca_cert,
                            .sig_nid = app->sig_nid,
                            .subject_key = csr.pubkey,
                            .subject_spki = X509_REQ_get_X509_PUBKEY(csr.req),
                            .uri_san = out->requester,
+                           .dns = grant.dns,
+                           .n_dns = grant.n_dns,
                            .now = now,
-                           .ttl = ttl};
+                           .ttl = grant.ttl};
         rc = fe_tbs_build(&p, &out->tbs, &out->tbs_len, e);
     }
     memcpy(out->csr_sha256, csr.der_sha256, 32);

@@ -120,6 +120,11 @@ size_t signer_policy_text(const signer_ctx *s, char *out, size_t cap)
         ok = put_line(out, cap, &len, "serving_dns", p->serving_dns[i]);
     for (int i = 0; ok && i < p->n_serving_ips; i++)
         ok = put_line(out, cap, &len, "serving_ip", p->serving_ips[i]);
+    if (ok && p->policy_file) { /* which rules were in force: the file's hash */
+        char hex[65];
+        util_hex(policy_set_sha256(p->policy_file), 32, hex);
+        ok = put_line(out, cap, &len, "policy_file_sha256", hex);
+    }
     snprintf(num, sizeof(num), "%u", s->cfg.rate_per_second);
     ok = ok && put_line(out, cap, &len, "rate_per_second", num);
     snprintf(num, sizeof(num), "%u", s->cfg.rate_burst);

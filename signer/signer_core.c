@@ -147,6 +147,7 @@ static HSMCA_MUSTCHECK hsmca_code check_ca(signer_ctx *s, const char *path, hsmc
 }
 
 _Static_assert(CONFIG_MAX_SERVING_NAMES <= TBS_MAX_NAMES, "serving names fit the policy");
+_Static_assert(1 + POLICY_MAX_ALIASES <= TBS_MAX_NAMES, "the trust domain and its aliases fit");
 
 /* The serving profile allows exactly the names the front end asks for. */
 static void build_policy(signer_ctx *s)
@@ -160,6 +161,11 @@ static void build_policy(signer_ctx *s)
     p->serving_max_ttl = cfg->serving_cert_ttl;
     p->trust_domains[0] = cfg->trust_domain;
     p->n_trust_domains = 1;
+    /* Our own reading of the policy file, never the front end's word for it. */
+    p->policy_file = s->policy_file;
+    for (int i = 0; i < policy_set_n_aliases(s->policy_file) && p->n_trust_domains < TBS_MAX_NAMES;
+         i++)
+        p->trust_domains[p->n_trust_domains++] = policy_set_alias(s->policy_file, i);
     config_serving_names(cfg, p->serving_dns, &p->n_serving_dns, p->serving_ips, &p->n_serving_ips);
 }
 
@@ -367,7 +373,10 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->more, NULL);
     s->ctl_fd = -1;
-    if (!(s->ca_cert = certasm_load_pem(cfg->ca_cert, e)) || open_token(s, cfg, e) != HSMCA_OK ||
+    /* The policy file first: a mistake in it is the operator's to fix (EINVAL). */
+    if ((cfg->policy_file[0] &&
+         policy_file_load(cfg->policy_file, &s->policy_file, e) != HSMCA_OK) ||
+        !(s->ca_cert = certasm_load_pem(cfg->ca_cert, e)) || open_token(s, cfg, e) != HSMCA_OK ||
         check_ca(s, cfg->ca_cert, e) != HSMCA_OK) {
         signer_stop_all(s);
         return NULL;
@@ -412,6 +421,12 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     log_info("signer ready: CA key %s, %u sessions, %d workers, max TTL %us, trust domain %s",
              cfg->ca_key_uri, cfg->sessions, s->n_workers, cfg->max_ttl, cfg->trust_domain);
+    if (s->policy_file) {
+        char hex[65];
+        util_hex(policy_set_sha256(s->policy_file), 32, hex);
+        LOG_EVENT(LOG_LVL_INFO, "policy file loaded", LOG_STR("path", cfg->policy_file),
+                  LOG_STR("sha256", hex));
+    }
     return s;
 }
 
@@ -471,6 +486,7 @@ void signer_stop_all(signer_ctx *s)
     p11_pool_close(s->pool);
     p11_module_unload(s->module);
     X509_free(s->ca_cert);
+    policy_set_free(s->policy_file);
     serial_set_free(s->serials);
     rate_limiter_free(s->rate);
     if (s->refusals) /* at stop, the last window is over: report what it suppressed */

@@ -12,6 +12,7 @@
 #include "audit_publish.h"
 #include "log.h"
 #include "p11.h"
+#include "policy_file.h"
 #include "sigalg.h"
 #include "signer_core.h"
 #include "signer_limits.h"
@@ -46,6 +47,7 @@ struct signer_ctx {
     audit_publish *publish; /* checkpoints and tiles; NULL without audit.dir or audit key */
     X509 *ca_cert;
     tbs_policy policy;
+    policy_set *policy_file; /* issuance.policy_file as we loaded it; NULL: none */
     hsmca_config cfg; /* our copy: the policy's strings point into it */
     const sigalg *alg;
     serial_set *serials;

@@ -199,7 +199,7 @@ static size_t tbs_int_bits(const der_cur *v)
 
 /* RSAPublicKey ::= SEQUENCE { modulus INTEGER, publicExponent INTEGER } (RFC 8017).
  * Bounds from common/profile.h (the front end's CSR check uses the same). */
-static HSMCA_MUSTCHECK hsmca_code tbs_check_rsa_key(der_cur k, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_rsa_key(tbs_ctx *c, der_cur k, hsmca_err *e)
 {
     der_cur seq, n, x;
     TBS_DER(der_get_only(&k, DER_SEQUENCE, &seq) && der_get_integer(&seq, &n) &&
@@ -219,6 +219,7 @@ static HSMCA_MUSTCHECK hsmca_code tbs_check_rsa_key(der_cur k, hsmca_err *e)
         ev = (ev << 8) | x.p[i];
     HSMCA_ENSURE(ebits <= 31 && ev >= PROFILE_RSA_E_MIN && ev <= PROFILE_RSA_E_MAX, e, HSMCA_EPERM,
                  "invariant 5: RSA exponent must be in [65537, 2^31-1]");
+    c->key = (policy_key){POLICY_KEY_RSA, (unsigned)bits};
     return HSMCA_OK;
 }
 
@@ -262,11 +263,15 @@ static HSMCA_MUSTCHECK hsmca_code tbs_check_spki(tbs_ctx *c, der_cur *in, hsmca_
     der_cur key = der_cur_init(bits.p + 1, bits.len - 1);
     c->subject_key = key;
     if (der_eq(&alg, SPKI_RSA, sizeof(SPKI_RSA)))
-        return tbs_check_rsa_key(key, e);
-    if (der_eq(&alg, SPKI_P256, sizeof(SPKI_P256)))
+        return tbs_check_rsa_key(c, key, e);
+    if (der_eq(&alg, SPKI_P256, sizeof(SPKI_P256))) {
+        c->key.type = POLICY_KEY_P256;
         return tbs_check_ec_point(0, key, e);
-    if (der_eq(&alg, SPKI_P384, sizeof(SPKI_P384)))
+    }
+    if (der_eq(&alg, SPKI_P384, sizeof(SPKI_P384))) {
+        c->key.type = POLICY_KEY_P384;
         return tbs_check_ec_point(1, key, e);
+    }
     return hsmca_fail(e, HSMCA_EPERM, "invariant 5: key must be RSA 2048-8192 or EC P-256/P-384");
 }
 
@@ -319,7 +324,7 @@ static HSMCA_MUSTCHECK hsmca_code tbs_check_all(tbs_ctx *c, const uint8_t *tbs, 
                  e, HSMCA_EPERM, "invariant 1: issuer/subject unique IDs not allowed");
     HSMCA_GUARD(tbs_check_extensions(c, &in, e));
     TBS_DER(der_empty(&in), e, 0, "TBSCertificate (bytes after the extensions)");
-    return HSMCA_OK;
+    return tbs_check_policy_file(c, e);
 }
 
 hsmca_code tbs_validate(const uint8_t *tbs, size_t len, tbs_profile profile,

@@ -13,6 +13,8 @@
 #include "hsmca_err.h"
 #include "profile.h"
 
+struct policy_set; /* policy/policy_file.h */
+
 #define TBS_MAX_LEN PROFILE_TBS_MAX
 #define TBS_MAX_NAMES PROFILE_MAX_NAMES /* >= CONFIG_MAX_SERVING_NAMES */
 #define TBS_SANS_TEXT_MAX 4096
@@ -33,6 +35,11 @@ typedef struct {
     int n_serving_dns;
     const char *serving_ips[TBS_MAX_NAMES];   /* IP SANs as text ("127.0.0.1") */
     int n_serving_ips;
+    /* issuance.policy_file as the signer itself loaded it (NULL: none): workload
+     * certificates also obey its rules (denied namespaces, namespace TTL caps, DNS
+     * SANs granted per identity, key types). The trust domain aliases are in
+     * trust_domains already. */
+    const struct policy_set *policy_file;
 } tbs_policy;
 
 /* What the validator extracted from an accepted TBS (for the log and audit). */

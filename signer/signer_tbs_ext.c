@@ -165,11 +165,27 @@ static HSMCA_MUSTCHECK hsmca_code tbs_san_uri(tbs_ctx *c, der_cur t, hsmca_err *
                                c->pol->n_trust_domains, &why) != HSMCA_OK)
         return hsmca_fail(e, HSMCA_EPERM, "invariant 4: %s", why.msg);
     tbs_note_san(c, "uri", (const char *)t.p, t.len);
+    c->uri = t;
+    return HSMCA_OK;
+}
+
+/* A workload's DNS SANs wait for tbs_check_policy_file, which knows the identity
+ * (the URI SAN may come after them); only a policy file that grants DNS names
+ * lets one that far. */
+static HSMCA_MUSTCHECK hsmca_code tbs_san_dns_workload(tbs_ctx *c, der_cur t, hsmca_err *e)
+{
+    HSMCA_ENSURE(policy_set_grants_dns(c->pol->policy_file), e, HSMCA_EPERM,
+                 "invariant 4: DNS SAN not granted to workload identities");
+    HSMCA_ENSURE(c->n_dns < TBS_MAX_NAMES, e, HSMCA_EPERM, "invariant 4: more than %d DNS SANs",
+                 TBS_MAX_NAMES);
+    c->dns[c->n_dns++] = t;
     return HSMCA_OK;
 }
 
 static HSMCA_MUSTCHECK hsmca_code tbs_san_dns(tbs_ctx *c, der_cur t, hsmca_err *e)
 {
+    if (c->profile == TBS_PROFILE_WORKLOAD)
+        return tbs_san_dns_workload(c, t, e);
     HSMCA_ENSURE(c->profile == TBS_PROFILE_SERVING, e, HSMCA_EPERM,
                  "invariant 4: DNS SAN not granted to workload identities");
     for (int i = 0; i < c->pol->n_serving_dns && i < TBS_MAX_NAMES; i++) {
@@ -282,5 +298,36 @@ hsmca_code tbs_check_extensions(tbs_ctx *c, der_cur *in, hsmca_err *e)
     for (int k = 0; k < EXT_COUNT; k++)
         HSMCA_ENSURE(seen & (1u << k), e, HSMCA_EPERM, "invariant %d: %s missing", tbs_exts[k].inv,
                      tbs_exts[k].name);
+    return HSMCA_OK;
+}
+
+/* ---- the policy file (issuance.policy_file) on a workload TBS -------------------- */
+
+hsmca_code tbs_check_policy_file(tbs_ctx *c, hsmca_err *e)
+{
+    const policy_set *pf = c->pol->policy_file;
+    if (!pf || c->profile != TBS_PROFILE_WORKLOAD)
+        return HSMCA_OK;
+    hsmca_err why;
+    policy_who who;
+    HSMCA_ENSURE(c->uri.len > 0, e, HSMCA_EPERM,
+                 "invariant 4: an X509-SVID has exactly one URI SAN");
+    /* The trust domain was checked with the aliases already (trust_domains). */
+    if (policy_identity(pf, c->pol->trust_domains[0], (const char *)c->uri.p, c->uri.len, &who,
+                        &why) != HSMCA_OK)
+        return hsmca_fail(e, HSMCA_EPERM, "invariant 4: %s", why.msg);
+    for (int i = 0; i < c->n_dns; i++) {
+        if (policy_check_dns(pf, &who, (const char *)c->dns[i].p, c->dns[i].len, &why) != HSMCA_OK)
+            return hsmca_fail(e, HSMCA_EPERM, "invariant 4: %s", why.msg);
+        tbs_note_san(c, "dns", (const char *)c->dns[i].p, c->dns[i].len);
+    }
+    if (policy_check_key(pf, c->key, &why) != HSMCA_OK)
+        return hsmca_fail(e, HSMCA_EPERM, "invariant 5: %s", why.msg);
+    uint32_t cap = policy_ns_max_ttl(pf, who.ns);
+    int64_t ttl = c->facts->not_after - c->facts->not_before;
+    HSMCA_ENSURE(cap == 0 || ttl <= (int64_t)cap, e, HSMCA_EPERM,
+                 "invariant 2: policy rule namespace_max_ttl: validity %lld s exceeds %u s for "
+                 "namespace '%s'",
+                 (long long)ttl, (unsigned)cap, who.ns);
     return HSMCA_OK;
 }

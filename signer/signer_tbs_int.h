@@ -3,6 +3,7 @@
 #ifndef HSMCA_SIGNER_TBS_INT_H
 #define HSMCA_SIGNER_TBS_INT_H
 
+#include "policy_file.h"
 #include "signer_der.h"
 #include "signer_tbs.h"
 
@@ -13,6 +14,10 @@ typedef struct {
     int64_t now;
     tbs_facts *facts;
     der_cur subject_key; /* the subjectPublicKey BIT STRING's key bytes (SKI input) */
+    policy_key key;      /* its type and size, for the policy file's key_types */
+    der_cur uri;         /* the workload's URI SAN (len 0: none yet) */
+    der_cur dns[TBS_MAX_NAMES]; /* its DNS SANs, checked against the policy file at the end */
+    int n_dns;
 } tbs_ctx;
 
 /* A refusal for malformed DER (HSMCA_EINVAL) naming the invariant and field. */
@@ -21,5 +26,10 @@ typedef struct {
 
 /* The extensions [3] with the allowlist and the per-extension rules (inv. 1, 3, 4). */
 HSMCA_MUSTCHECK hsmca_code tbs_check_extensions(tbs_ctx *c, der_cur *in, hsmca_err *e);
+
+/* The policy file's rules on a workload TBS, once every field was seen: the
+ * namespace (inv. 4), the DNS SANs granted to the URI SAN's identity (inv. 4), the
+ * key type (inv. 5), the namespace's TTL cap (inv. 2). No policy file: nothing. */
+HSMCA_MUSTCHECK hsmca_code tbs_check_policy_file(tbs_ctx *c, hsmca_err *e);
 
 #endif

@@ -21,6 +21,8 @@
  *   hostile_rate.c     invariant 7 with its own signer
  *   hostile_deny.c     FrontendDeny's wire contract; deny and frontend-deny floods in
  *                      the signing log, with their own signer
+ *   hostile_policy.c   the SAN policy file (issuance.policy_file), with its own signer:
+ *                      DNS SANs only where the policy grants them, and its other rules
  *   hostile_main.c     the groups */
 #ifndef HSMCA_HOSTILE_H
 #define HSMCA_HOSTILE_H
@@ -326,6 +328,8 @@ int hf_stress_group_setup(void **state);
 int hf_rate_group_teardown(void **state);
 const struct CMUnitTest *hf_deny_tests(size_t *n);
 int hf_deny_group_setup(void **state);
+const struct CMUnitTest *hf_policy_tests(size_t *n);
+int hf_policy_group_setup(void **state);
 
 /* ---- hostile_shim.c: the stress group's token, behind tests/p11shim ----------------- */
 

@@ -779,6 +779,22 @@ static void test_serving_names(void **state)
     free(c);
 }
 
+/* issuance.policy_file: a path, resolved against the config's directory. */
+static void test_policy_file_key(void **state)
+{
+    (void)state;
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    assert_int_equal(parse("issuance:\n  policy_file: policy.yaml\n", "/etc/hsmca", c, &e),
+                     HSMCA_OK);
+    assert_string_equal(c->policy_file, "/etc/hsmca/policy.yaml");
+    assert_int_equal(parse("issuance:\n  trust_domain: a\n", "/etc/hsmca", c, &e), HSMCA_OK);
+    assert_string_equal(c->policy_file, ""); /* default: none */
+    assert_int_equal(parse("issuance:\n  policy_file: [a]\n", NULL, c, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "t.yaml:2: 'policy_file' must be a string");
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -795,6 +811,7 @@ int main(void)
         cmocka_unit_test(test_serving_names),
         cmocka_unit_test(test_validate_listen),
         cmocka_unit_test(test_signer_section),
+        cmocka_unit_test(test_policy_file_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -300,6 +300,8 @@ static void test_san_extraction(void **state)
     assert_string_equal(c.uris[0], ME);
     assert_string_equal(c.uris[1], "spiffe://cluster.local/ns/x/sa/y");
     assert_int_equal(c.n_other_sans, 3);
+    assert_int_equal(c.n_dns, 1); /* kept for the policy file's dns_names rule */
+    assert_string_equal(c.dns[0], "example.com");
     fe_csr_free(&c);
     OPENSSL_free(der);
     free(pem);

@@ -23,6 +23,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "policy_file.h"
 #include "signer_tbs.h"
 
 #define WORKLOAD_SAN "critical,URI:spiffe://cluster.local/ns/default/sa/sleep"
@@ -973,6 +974,85 @@ static void test_der_framing(void **state)
         HSMCA_EPERM);
 }
 
+/* ---- the policy file (issuance.policy_file) ------------------------------------- */
+
+/* The signer's own copy of the policy: DNS SANs granted per identity, wherever they
+ * stand in the SAN, other rules named with their invariant; the serving profile
+ * keeps its own list. */
+static void test_policy_file_rules(void **state)
+{
+    static const char text[] = "denied_namespaces: [kube-system]\n"
+                               "namespace_max_ttl: {payments: 1h}\n"
+                               "dns_names: {sleep.default: [sleep.example.com]}\n"
+                               "key_types: {ec_curves: [P-256]}\n";
+    policy_set *pf = NULL;
+    hsmca_err e;
+    assert_int_equal(policy_file_parse("p.yaml", text, strlen(text), &pf, &e), HSMCA_OK);
+    tbs_policy pol = g.pol;
+    pol.policy_file = pf;
+    tbs_opts o = tbs_opts_default();
+    size_t len;
+    tbs_facts f;
+    o.san = "critical,DNS:sleep.example.com,URI:spiffe://cluster.local/ns/default/sa/sleep";
+    uint8_t *der = build_tbs(&o, &len);
+    expect_ok(der, len, TBS_PROFILE_WORKLOAD, &pol, &f);
+    assert_string_equal(f.sans,
+                        "uri:spiffe://cluster.local/ns/default/sa/sleep,dns:sleep.example.com");
+    assert_int_equal(f.n_sans, 2);
+    /* Without the policy file the same TBS is refused as before. */
+    expect_refusal(der, len, HSMCA_EPERM,
+                   "invariant 4: DNS SAN not granted to workload identities");
+    OPENSSL_free(der);
+    struct {
+        const char *san;
+        long ttl;
+        const char *msg;
+    } bad[] = {
+        {"critical,URI:spiffe://cluster.local/ns/default/sa/sleep,DNS:evil.example", 3600,
+         "invariant 4: policy rule dns_names: DNS SAN 'evil.example' is not granted to "
+         "sleep.default"},
+        {"critical,DNS:sleep.example.com,URI:spiffe://cluster.local/ns/default/sa/other", 3600,
+         "invariant 4: policy rule dns_names: DNS SAN 'sleep.example.com' is not granted to "
+         "other.default"},
+        {"critical,DNS:sleep.example.com", 3600,
+         "invariant 4: an X509-SVID has exactly one URI SAN"},
+        {"critical,URI:spiffe://cluster.local/ns/kube-system/sa/sleep", 3600,
+         "invariant 4: policy rule denied_namespaces: namespace 'kube-system'"},
+        {"critical,URI:spiffe://cluster.local/ns/payments/sa/api", 3600 + 1,
+         "invariant 2: policy rule namespace_max_ttl: validity 3721 s exceeds 3600 s"},
+        {"critical,URI:spiffe://cluster.local/app", 3600,
+         "invariant 4: policy: URI SAN spiffe://cluster.local/app is not"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        o.san = bad[i].san;
+        o.na = g.now + bad[i].ttl;
+        der = build_tbs(&o, &len);
+        expect_refusal_as(der, len, TBS_PROFILE_WORKLOAD, &pol, HSMCA_EPERM, bad[i].msg);
+        OPENSSL_free(der);
+    }
+    o.san = "critical,URI:spiffe://cluster.local/ns/payments/sa/api";
+    o.na = g.now + 3600 - 120;
+    der = build_tbs(&o, &len);
+    expect_ok(der, len, TBS_PROFILE_WORKLOAD, &pol, &f);
+    OPENSSL_free(der);
+    /* key_types: P-384 is left out. */
+    o = tbs_opts_default();
+    o.key = g.p384_key;
+    der = build_tbs(&o, &len);
+    expect_refusal_as(der, len, TBS_PROFILE_WORKLOAD, &pol, HSMCA_EPERM,
+                      "invariant 5: policy rule key_types: EC P-384 keys are not allowed");
+    expect_ok(der, len, TBS_PROFILE_WORKLOAD, &g.pol, &f);
+    OPENSSL_free(der);
+    /* A name the policy grants a workload is no serving name. */
+    o = tbs_opts_default();
+    o.san = "critical,DNS:sleep.example.com";
+    der = build_tbs(&o, &len);
+    expect_refusal_as(der, len, TBS_PROFILE_SERVING, &pol, HSMCA_EPERM,
+                      "invariant 4: DNS SAN not in the serving list");
+    OPENSSL_free(der);
+    policy_set_free(pf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -986,6 +1066,7 @@ int main(void)
         cmocka_unit_test(test_inv3_usages),
         cmocka_unit_test(test_inv3_extension_list),
         cmocka_unit_test(test_inv4_workload_san),
+        cmocka_unit_test(test_policy_file_rules),
         cmocka_unit_test(test_serving_profile),
         cmocka_unit_test(test_inv5_key),
         cmocka_unit_test(test_inv5_rsa_exponent),
