@@ -67,6 +67,9 @@ static const config_field fields[] = {
     F("server", "max_request_bytes", CT_U32, max_request_bytes, 0),
     F("server", "handshake_timeout", CT_DUR, handshake_timeout, 0),
     F("server", "idle_timeout", CT_DUR, idle_timeout, 0),
+    F("server", "max_connections", CT_U32, max_connections, 0),
+    F("server", "memory_limit_mib", CT_U32, memory_limit_mib, 0),
+    F("server", "max_queued_requests", CT_U32, max_queued_requests, 0),
     S("", "pkcs11"),
     F("pkcs11", "module", CT_STR, module_path, 0),
     F("pkcs11", "pin_file", CT_PATH, pin_file, 0),
@@ -149,6 +152,9 @@ void config_defaults(hsmca_config *c)
     c->max_request_bytes = 65536;
     c->handshake_timeout = 10;
     c->idle_timeout = 600;
+    c->max_connections = 2048;
+    c->memory_limit_mib = 160;
+    c->max_queued_requests = 1024;
     c->sessions = 4;
     c->sign_timeout = 10;
     set_str(c->trust_domain, "cluster.local");
@@ -629,6 +635,15 @@ static HSMCA_MUSTCHECK hsmca_code validate_server(const hsmca_config *c, hsmca_e
     /* A connection that never finishes its handshake holds memory and a descriptor. */
     if (c->handshake_timeout < 1 || c->handshake_timeout > 300)
         return hsmca_fail(e, HSMCA_EINVAL, "config: server.handshake_timeout must be 1s-300s");
+    /* Each connection holds memory and a descriptor; the front end raises its
+     * descriptor limit to fit (frontend/fe_main.c). */
+    if (c->max_connections < 1 || c->max_connections > 1000000)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.max_connections must be 1-1000000");
+    if (c->memory_limit_mib < 16 || c->memory_limit_mib > 65536)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.memory_limit_mib must be 16-65536");
+    if (c->max_queued_requests < 1 || c->max_queued_requests > CONFIG_MAX_QUEUED)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.max_queued_requests must be 1-%d",
+                          CONFIG_MAX_QUEUED);
     for (int i = 0; i < c->ip_addresses.n; i++) {
         unsigned char bin[16];
         const char *a = c->ip_addresses.items[i];

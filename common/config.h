@@ -11,6 +11,9 @@
 
 #define CONFIG_MAX_LIST 16
 #define CONFIG_MAX_STR 512
+#define CONFIG_MAX_QUEUED                                                                          \
+    4096 /* server.max_queued_requests' bound: the front end's                                     \
+            table of requests waiting for the signer */
 
 typedef struct {
     char items[CONFIG_MAX_LIST][CONFIG_MAX_STR];
@@ -19,15 +22,22 @@ typedef struct {
 
 typedef struct {
     /* server: */
-    char listen[CONFIG_MAX_STR]; /* "127.0.0.1:15012" */
-    config_list dns_names;       /* extra DNS SANs of the serving cert */
-    config_list ip_addresses;    /* extra IP SANs of the serving cert */
-    uint32_t serving_cert_ttl;   /* seconds, default 86400 */
-    uint32_t max_request_bytes;  /* default 65536 */
-    uint32_t handshake_timeout;  /* seconds a connection has to finish its TLS
-                                    handshake, default 10 (1-300) */
-    uint32_t idle_timeout;       /* seconds a connection with no call stays open,
-                                    default 600 (the client reconnects) */
+    char listen[CONFIG_MAX_STR];  /* "127.0.0.1:15012" */
+    config_list dns_names;        /* extra DNS SANs of the serving cert */
+    config_list ip_addresses;     /* extra IP SANs of the serving cert */
+    uint32_t serving_cert_ttl;    /* seconds, default 86400 */
+    uint32_t max_request_bytes;   /* default 65536 */
+    uint32_t handshake_timeout;   /* seconds a connection has to finish its TLS
+                                     handshake, default 10 (1-300) */
+    uint32_t idle_timeout;        /* seconds a connection with no call stays open,
+                                     default 600 (the client reconnects) */
+    uint32_t max_connections;     /* TCP connections at once; beyond, a new one is
+                                     closed at once. Default 2048 (1-1000000) */
+    uint32_t memory_limit_mib;    /* gRPC resource quota of the front end, MiB,
+                                     default 160 (16-65536) */
+    uint32_t max_queued_requests; /* calls received and not yet answered; beyond,
+                                     RESOURCE_EXHAUSTED at once. Default 1024
+                                     (1-CONFIG_MAX_QUEUED) */
 
     /* pkcs11: */
     char module_path[CONFIG_MAX_STR];   /* /usr/lib/softhsm/libsofthsm2.so */
