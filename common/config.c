@@ -47,15 +47,22 @@ typedef struct {
     size_t off;
     size_t size;
     unsigned flags;
+    uint32_t min, max; /* CT_U32 with max > 0: refused outside min..max, with its line */
 } config_field;
 
 #define F(sec, key, type, member, flags)                                                           \
     {                                                                                              \
-        sec, key, type, offsetof(hsmca_config, member), sizeof(((hsmca_config *)0)->member), flags \
+        sec, key, type, offsetof(hsmca_config, member), sizeof(((hsmca_config *)0)->member),       \
+            flags, 0, 0                                                                            \
+    }
+#define FR(sec, key, member, min, max)                                                             \
+    {                                                                                              \
+        sec, key, CT_U32, offsetof(hsmca_config, member), sizeof(((hsmca_config *)0)->member), 0,  \
+            min, max                                                                               \
     }
 #define S(sec, key)                                                                                \
     {                                                                                              \
-        sec, key, CT_SECTION, 0, 0, 0                                                              \
+        sec, key, CT_SECTION, 0, 0, 0, 0, 0                                                        \
     }
 
 static const config_field fields[] = {
@@ -67,9 +74,9 @@ static const config_field fields[] = {
     F("server", "max_request_bytes", CT_U32, max_request_bytes, 0),
     F("server", "handshake_timeout", CT_DUR, handshake_timeout, 0),
     F("server", "idle_timeout", CT_DUR, idle_timeout, 0),
-    F("server", "max_connections", CT_U32, max_connections, 0),
-    F("server", "memory_limit_mib", CT_U32, memory_limit_mib, 0),
-    F("server", "max_queued_requests", CT_U32, max_queued_requests, 0),
+    FR("server", "max_connections", max_connections, 1, CONFIG_MAX_CONNECTIONS),
+    FR("server", "memory_limit_mib", memory_limit_mib, 16, 65536),
+    FR("server", "max_queued_requests", max_queued_requests, 1, CONFIG_MAX_QUEUED),
     S("", "pkcs11"),
     F("pkcs11", "module", CT_STR, module_path, 0),
     F("pkcs11", "pin_file", CT_PATH, pin_file, 0),
@@ -303,6 +310,8 @@ static HSMCA_MUSTCHECK hsmca_code set_integer(cfg_parser *cp, const config_field
         return perr(cp, ev_line(ev), "'%s' must be a %s %s", f->key,
                     (f->flags & CF_ZERO_OK) ? "non-negative" : "positive", what);
     }
+    if (f->max && (v < f->min || v > f->max))
+        return perr(cp, ev_line(ev), "'%s' must be %u-%u", f->key, f->min, f->max);
     memcpy((char *)cp->c + f->off, &v, sizeof(v));
     return HSMCA_OK;
 }
@@ -637,8 +646,9 @@ static HSMCA_MUSTCHECK hsmca_code validate_server(const hsmca_config *c, hsmca_e
         return hsmca_fail(e, HSMCA_EINVAL, "config: server.handshake_timeout must be 1s-300s");
     /* Each connection holds memory and a descriptor; the front end raises its
      * descriptor limit to fit (frontend/fe_main.c). */
-    if (c->max_connections < 1 || c->max_connections > 1000000)
-        return hsmca_fail(e, HSMCA_EINVAL, "config: server.max_connections must be 1-1000000");
+    if (c->max_connections < 1 || c->max_connections > CONFIG_MAX_CONNECTIONS)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.max_connections must be 1-%d",
+                          CONFIG_MAX_CONNECTIONS);
     if (c->memory_limit_mib < 16 || c->memory_limit_mib > 65536)
         return hsmca_fail(e, HSMCA_EINVAL, "config: server.memory_limit_mib must be 16-65536");
     if (c->max_queued_requests < 1 || c->max_queued_requests > CONFIG_MAX_QUEUED)

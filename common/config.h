@@ -11,9 +11,10 @@
 
 #define CONFIG_MAX_LIST 16
 #define CONFIG_MAX_STR 512
-#define CONFIG_MAX_QUEUED                                                                          \
-    4096 /* server.max_queued_requests' bound: the front end's                                     \
-            table of requests waiting for the signer */
+/* Bounds of server.max_connections and server.max_queued_requests (the latter is the
+ * size of the front end's table of requests waiting for the signer). */
+#define CONFIG_MAX_CONNECTIONS 1000000
+#define CONFIG_MAX_QUEUED 4096
 
 typedef struct {
     char items[CONFIG_MAX_LIST][CONFIG_MAX_STR];
@@ -110,7 +111,9 @@ void config_defaults(hsmca_config *c);
  * - *c is first reset to config_defaults; on error *c is left untouched.
  * - Booleans are true or false (YAML 1.2; also True/TRUE/False/FALSE); YAML 1.1's
  *   yes/no/on/off are refused rather than guessed.
- * - Integers are decimal, 1..UINT32_MAX (no sign, no leading zero); durations
+ * - Integers are decimal, 1..UINT32_MAX (no sign, no leading zero), and the limits
+ *   server.max_connections, memory_limit_mib and max_queued_requests within their
+ *   ranges (config_validate's) already here, with their line; durations
  *   (serving_cert_ttl, default_ttl, max_ttl, skew) also take 90s/15m/24h/7d;
  *   only auth.jwt.skew may be 0.
  * - A list replaces its default; an empty value (null) empties it. An empty

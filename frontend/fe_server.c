@@ -32,6 +32,9 @@
 #include "profile.h"
 #include "util.h"
 
+/* Every call admitted under server.max_queued_requests has a slot in fe_ipc's table. */
+_Static_assert(CONFIG_MAX_QUEUED <= FE_IPC_MAX_INFLIGHT, "fe_ipc's table must hold the queue");
+
 #define FE_METHOD "/istio.v1.auth.IstioCertificateService/CreateCertificate"
 #define FE_CQ_THREADS 2
 /* How long a stop waits for the calls in flight: under the supervisor's 5 s
