@@ -374,7 +374,7 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     srv->quota = grpc_resource_quota_create("hsmca-frontend");
     grpc_resource_quota_resize(srv->quota, (size_t)cfg->memory_limit_mib << 20);
 
-    grpc_arg args[10];
+    grpc_arg args[8];
     size_t n = 0;
     /* gRPC refuses over-large messages itself (RESOURCE_EXHAUSTED); between the
      * configured cap and twice it, fe_check_request answers INVALID_ARGUMENT
