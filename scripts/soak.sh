@@ -101,9 +101,9 @@ sleep 2 # the last answers
 sample >"$work/end.txt"
 echo
 echo "== soak: hsmca processes at the start and the end (VmRSS, open descriptors, threads)"
-printf '%-10s %7s %12s %12s %9s %9s %8s %8s\n' process pid "RSS start" "RSS end" "fds start" "fds end" "thr start" "thr end"
+printf '%-10s %7s %13s %13s %9s %9s %9s %8s\n' process pid "RSS start" "RSS end" "fds start" "fds end" "thr start" "thr end"
 while read -r name pid rss fds thr; do
     set -- $(awk -v p="$pid" '$2 == p {print $3, $4, $5}' "$work/end.txt")
-    printf '%-10s %7s %9s KiB %9s KiB %9s %9s %8s %8s\n' "$name" "$pid" "$rss" "${1:-gone}" "$fds" "${2:-gone}" "$thr" "${3:-gone}"
+    printf '%-10s %7s %9s KiB %9s KiB %9s %9s %9s %8s\n' "$name" "$pid" "$rss" "${1:-gone}" "$fds" "${2:-gone}" "$thr" "${3:-gone}"
 done <"$work/start.txt"
 echo "(load average $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores)"
