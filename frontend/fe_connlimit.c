@@ -195,6 +195,15 @@ fe_connlimit *fe_connlimit_new(unsigned max, unsigned fd_limit, hsmca_err *e)
     return l;
 }
 
+void fe_connlimit_free(fe_connlimit *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_destroy(&l->mu);
+    free(l->ino);
+    free(l);
+}
+
 grpc_arg fe_connlimit_arg(fe_connlimit *l)
 {
     grpc_arg a;

@@ -22,6 +22,9 @@ typedef struct fe_connlimit fe_connlimit;
  * NULL and e set on failure. Lives as long as the process (gRPC holds it). */
 fe_connlimit *fe_connlimit_new(unsigned max, unsigned fd_limit, hsmca_err *e);
 
+/* Frees l; only once nothing (no gRPC server) holds it: the front end never does. */
+void fe_connlimit_free(fe_connlimit *l);
+
 /* The channel argument (GRPC_ARG_SOCKET_MUTATOR) that installs it on a server. */
 grpc_arg fe_connlimit_arg(fe_connlimit *l);
 

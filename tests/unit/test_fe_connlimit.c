@@ -66,6 +66,7 @@ static void test_cap_and_reuse(void **state)
 
     /* A descriptor beyond the table cannot be tracked: refused, never miscounted. */
     assert_int_equal(fe_connlimit_admit(l, 5000, now + 2.0), 0);
+    fe_connlimit_free(l);
 }
 
 static void test_cap_of_one(void **state)
@@ -80,6 +81,7 @@ static void test_cap_of_one(void **state)
     close(a);
     assert_int_equal(fe_connlimit_admit(l, b, 2.0), 1); /* the sweep found a closed */
     assert_int_equal(fe_connlimit_open(l), 1);
+    fe_connlimit_free(l);
 }
 
 int main(void)
