@@ -365,12 +365,15 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     srv->busy_log = log_limiter_new(1, 10.0);
     if (!conns || !srv->busy_log) {
         log_error("%s", conns ? "out of memory" : e.msg);
+        fe_connlimit_free(conns);
+        log_limiter_free(srv->busy_log);
         free(l);
         return NULL;
     }
-    /* server.memory_limit_mib: what gRPC core allocates through its memory quota
-     * (connections' buffers, calls). Near the limit it drops new connections and
-     * sheds idle ones; the rest of the front end is bounded by the limits here. */
+    /* server.memory_limit_mib: what gRPC core allocates through its memory quota (its
+     * own buffers and calls, not OpenSSL's). Under pressure gRPC drops new connections
+     * and reclaims; it does not bound idle connections (docs/PERFORMANCE.md):
+     * server.max_connections does. */
     srv->quota = grpc_resource_quota_create("hsmca-frontend");
     grpc_resource_quota_resize(srv->quota, (size_t)cfg->memory_limit_mib << 20);
 
