@@ -221,10 +221,16 @@ static void on_received(fe_call *c)
 
 /* server.max_queued_requests: a call beyond it is answered RESOURCE_EXHAUSTED before
  * its body is read or checked, so a flood costs a few microseconds a call and never
- * grows the front end (istio-agent retries with backoff). 1 when refused. */
+ * grows the front end (istio-agent retries with backoff); with no signer connected,
+ * UNAVAILABLE just as early (checking a request nobody can sign is wasted work while
+ * a restarted signer's clients all retry). 1 when refused. */
 static int refuse_when_busy(fe_call *c)
 {
     fe_server *srv = c->srv;
+    if (!fe_ipc_connected(srv->app->ipc)) {
+        finish_status(c, GRPC_STATUS_UNAVAILABLE, "signer unavailable: not connected", NULL, 0, 1);
+        return 1;
+    }
     int active = atomic_load(&srv->active);
     unsigned max = srv->app->cfg->max_queued_requests;
     if (active <= (int)max)
