@@ -47,15 +47,22 @@ typedef struct {
     size_t off;
     size_t size;
     unsigned flags;
+    uint32_t min, max; /* CT_U32 with max > 0: refused outside min..max, with its line */
 } config_field;
 
 #define F(sec, key, type, member, flags)                                                           \
     {                                                                                              \
-        sec, key, type, offsetof(hsmca_config, member), sizeof(((hsmca_config *)0)->member), flags \
+        sec, key, type, offsetof(hsmca_config, member), sizeof(((hsmca_config *)0)->member),       \
+            flags, 0, 0                                                                            \
+    }
+#define FR(sec, key, member, min, max)                                                             \
+    {                                                                                              \
+        sec, key, CT_U32, offsetof(hsmca_config, member), sizeof(((hsmca_config *)0)->member), 0,  \
+            min, max                                                                               \
     }
 #define S(sec, key)                                                                                \
     {                                                                                              \
-        sec, key, CT_SECTION, 0, 0, 0                                                              \
+        sec, key, CT_SECTION, 0, 0, 0, 0, 0                                                        \
     }
 
 static const config_field fields[] = {
@@ -67,6 +74,9 @@ static const config_field fields[] = {
     F("server", "max_request_bytes", CT_U32, max_request_bytes, 0),
     F("server", "handshake_timeout", CT_DUR, handshake_timeout, 0),
     F("server", "idle_timeout", CT_DUR, idle_timeout, 0),
+    FR("server", "max_connections", max_connections, 1, CONFIG_MAX_CONNECTIONS),
+    FR("server", "memory_limit_mib", memory_limit_mib, 16, 65536),
+    FR("server", "max_queued_requests", max_queued_requests, 1, CONFIG_MAX_QUEUED),
     S("", "pkcs11"),
     F("pkcs11", "module", CT_STR, module_path, 0),
     F("pkcs11", "pin_file", CT_PATH, pin_file, 0),
@@ -150,6 +160,9 @@ void config_defaults(hsmca_config *c)
     c->max_request_bytes = 65536;
     c->handshake_timeout = 10;
     c->idle_timeout = 600;
+    c->max_connections = 2048;
+    c->memory_limit_mib = 160;
+    c->max_queued_requests = 1024;
     c->sessions = 4;
     c->sign_timeout = 10;
     set_str(c->trust_domain, "cluster.local");
@@ -298,6 +311,8 @@ static HSMCA_MUSTCHECK hsmca_code set_integer(cfg_parser *cp, const config_field
         return perr(cp, ev_line(ev), "'%s' must be a %s %s", f->key,
                     (f->flags & CF_ZERO_OK) ? "non-negative" : "positive", what);
     }
+    if (f->max && (v < f->min || v > f->max))
+        return perr(cp, ev_line(ev), "'%s' must be %u-%u", f->key, f->min, f->max);
     memcpy((char *)cp->c + f->off, &v, sizeof(v));
     return HSMCA_OK;
 }
@@ -630,6 +645,16 @@ static HSMCA_MUSTCHECK hsmca_code validate_server(const hsmca_config *c, hsmca_e
     /* A connection that never finishes its handshake holds memory and a descriptor. */
     if (c->handshake_timeout < 1 || c->handshake_timeout > 300)
         return hsmca_fail(e, HSMCA_EINVAL, "config: server.handshake_timeout must be 1s-300s");
+    /* Each connection holds memory and a descriptor; the front end raises its
+     * descriptor limit to fit (frontend/fe_main.c). */
+    if (c->max_connections < 1 || c->max_connections > CONFIG_MAX_CONNECTIONS)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.max_connections must be 1-%d",
+                          CONFIG_MAX_CONNECTIONS);
+    if (c->memory_limit_mib < 16 || c->memory_limit_mib > 65536)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.memory_limit_mib must be 16-65536");
+    if (c->max_queued_requests < 1 || c->max_queued_requests > CONFIG_MAX_QUEUED)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.max_queued_requests must be 1-%d",
+                          CONFIG_MAX_QUEUED);
     for (int i = 0; i < c->ip_addresses.n; i++) {
         unsigned char bin[16];
         const char *a = c->ip_addresses.items[i];

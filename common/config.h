@@ -11,6 +11,10 @@
 
 #define CONFIG_MAX_LIST 16
 #define CONFIG_MAX_STR 512
+/* Bounds of server.max_connections and server.max_queued_requests (the latter is the
+ * size of the front end's table of requests waiting for the signer). */
+#define CONFIG_MAX_CONNECTIONS 1000000
+#define CONFIG_MAX_QUEUED 4096
 
 typedef struct {
     char items[CONFIG_MAX_LIST][CONFIG_MAX_STR];
@@ -19,15 +23,22 @@ typedef struct {
 
 typedef struct {
     /* server: */
-    char listen[CONFIG_MAX_STR]; /* "127.0.0.1:15012" */
-    config_list dns_names;       /* extra DNS SANs of the serving cert */
-    config_list ip_addresses;    /* extra IP SANs of the serving cert */
-    uint32_t serving_cert_ttl;   /* seconds, default 86400 */
-    uint32_t max_request_bytes;  /* default 65536 */
-    uint32_t handshake_timeout;  /* seconds a connection has to finish its TLS
-                                    handshake, default 10 (1-300) */
-    uint32_t idle_timeout;       /* seconds a connection with no call stays open,
-                                    default 600 (the client reconnects) */
+    char listen[CONFIG_MAX_STR];  /* "127.0.0.1:15012" */
+    config_list dns_names;        /* extra DNS SANs of the serving cert */
+    config_list ip_addresses;     /* extra IP SANs of the serving cert */
+    uint32_t serving_cert_ttl;    /* seconds, default 86400 */
+    uint32_t max_request_bytes;   /* default 65536 */
+    uint32_t handshake_timeout;   /* seconds a connection has to finish its TLS
+                                     handshake, default 10 (1-300) */
+    uint32_t idle_timeout;        /* seconds a connection with no call stays open,
+                                     default 600 (the client reconnects) */
+    uint32_t max_connections;     /* TCP connections at once; beyond, a new one is
+                                     closed at once. Default 2048 (1-1000000) */
+    uint32_t memory_limit_mib;    /* gRPC resource quota of the front end, MiB,
+                                     default 160 (16-65536) */
+    uint32_t max_queued_requests; /* calls received and not yet answered; beyond,
+                                     RESOURCE_EXHAUSTED at once. Default 1024
+                                     (1-CONFIG_MAX_QUEUED) */
 
     /* pkcs11: */
     char module_path[CONFIG_MAX_STR];   /* /usr/lib/softhsm/libsofthsm2.so */
@@ -104,7 +115,9 @@ void config_defaults(hsmca_config *c);
  * - *c is first reset to config_defaults; on error *c is left untouched.
  * - Booleans are true or false (YAML 1.2; also True/TRUE/False/FALSE); YAML 1.1's
  *   yes/no/on/off are refused rather than guessed.
- * - Integers are decimal, 1..UINT32_MAX (no sign, no leading zero); durations
+ * - Integers are decimal, 1..UINT32_MAX (no sign, no leading zero), and the limits
+ *   server.max_connections, memory_limit_mib and max_queued_requests within their
+ *   ranges (config_validate's) already here, with their line; durations
  *   (serving_cert_ttl, default_ttl, max_ttl, skew) also take 90s/15m/24h/7d;
  *   only auth.jwt.skew may be 0.
  * - A list replaces its default; an empty value (null) empties it. An empty

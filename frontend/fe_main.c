@@ -22,6 +22,7 @@
 #include "fe_app.h"
 #include "fe_sandbox.h"
 #include "fe_serving.h"
+#include "fe_tlsmem.h"
 #include "log.h"
 #include "util.h"
 
@@ -147,6 +148,8 @@ int frontend_main(int argc, char **argv)
         return 0;
     }
 
+    if (fe_tlsmem_init() != 0) /* before the sandbox: dlsym */
+        fatal("cannot find libssl's SSL_new");
     grpc_init();
     fe_listener *listener = fe_server_listen(&app, fe_serving_credentials(serving));
     if (!listener)

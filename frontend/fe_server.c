@@ -9,10 +9,12 @@
  * the IPC thread never races with another batch on the same call. */
 #include "fe_app.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <grpc/byte_buffer.h>
@@ -25,9 +27,13 @@
 
 #include <openssl/crypto.h>
 
+#include "fe_connlimit.h"
 #include "log.h"
 #include "profile.h"
 #include "util.h"
+
+/* Every call admitted under server.max_queued_requests has a slot in fe_ipc's table. */
+_Static_assert(CONFIG_MAX_QUEUED <= FE_IPC_MAX_INFLIGHT, "fe_ipc's table must hold the queue");
 
 #define FE_METHOD "/istio.v1.auth.IstioCertificateService/CreateCertificate"
 #define FE_CQ_THREADS 2
@@ -41,7 +47,10 @@ typedef struct {
     grpc_server *server;
     grpc_completion_queue *cq;
     fe_app *app;
-    atomic_int active; /* calls received and not yet freed: what a stop waits for */
+    atomic_int active; /* calls received and not yet freed: what a stop waits for,
+                          and what server.max_queued_requests bounds */
+    grpc_resource_quota *quota;
+    log_limiter *busy_log; /* the "queue full" refusals, one line per window */
 } fe_server;
 
 typedef struct {
@@ -212,9 +221,37 @@ static void on_received(fe_call *c)
         finish(c, rc, e.msg, NULL, 0);
 }
 
+/* server.max_queued_requests: a call beyond it is answered RESOURCE_EXHAUSTED before
+ * its body is read or checked, so a flood costs a few microseconds a call and never
+ * grows the front end (istio-agent retries with backoff); with no signer connected,
+ * UNAVAILABLE just as early (checking a request nobody can sign is wasted work while
+ * a restarted signer's clients all retry). 1 when refused. */
+static int refuse_when_busy(fe_call *c)
+{
+    fe_server *srv = c->srv;
+    if (!fe_ipc_connected(srv->app->ipc)) {
+        finish_status(c, GRPC_STATUS_UNAVAILABLE, "signer unavailable: not connected", NULL, 0, 1);
+        return 1;
+    }
+    int active = atomic_load(&srv->active);
+    unsigned max = srv->app->cfg->max_queued_requests;
+    if (active <= (int)max)
+        return 0;
+    char msg[160];
+    snprintf(msg, sizeof(msg),
+             "front end busy: %d requests waiting, server.max_queued_requests is %u; retry later",
+             active - 1, max);
+    if (log_limiter_allow(srv->busy_log, util_mono_now()))
+        log_warn("refused CreateCertificate: %s", msg);
+    finish_status(c, GRPC_STATUS_RESOURCE_EXHAUSTED, msg, NULL, 0, 1);
+    return 1;
+}
+
 static void on_new_call(fe_call *c)
 {
     await_new_call(c->srv); /* keep one request_call outstanding */
+    if (refuse_when_busy(c))
+        return;
     if (grpc_slice_str_cmp(c->details.method, FE_METHOD) != 0) {
         char *m = grpc_slice_to_c_string(c->details.method);
         char msg[300];
@@ -274,6 +311,53 @@ struct fe_listener {
     fe_server srv;
 };
 
+/* Room for server.max_connections descriptors, plus the front end's own (signer,
+ * supervisor, gRPC's eventfds and epoll) and the sockets refused and not yet closed:
+ * the soft RLIMIT_NOFILE is raised as far as the hard one allows. Beyond the limit
+ * accept(2) fails with EMFILE, and gRPC 1.51 then stops its listener for good
+ * (tcp_server_posix.cc: on_read), so the cap must hold first: when the hard limit is
+ * too low the cap is lowered, and said. Returns the cap in force; *fd_limit gets the
+ * soft limit. */
+#define FE_FD_RESERVE 256u
+
+static unsigned fit_fd_limit(unsigned max_conn, unsigned *fd_limit)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        rl.rlim_cur = rl.rlim_max = 1024;
+    }
+    rlim_t want = (rlim_t)max_conn + FE_FD_RESERVE;
+    if (rl.rlim_cur < want && rl.rlim_cur != RLIM_INFINITY) {
+        rlim_t to = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        struct rlimit nl = {to, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &nl) == 0)
+            rl.rlim_cur = to;
+        else
+            log_warn("cannot raise the descriptor limit to %llu: %s", (unsigned long long)to,
+                     strerror(errno));
+    }
+    rlim_t cur = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 4000000u ? 4000000u : rl.rlim_cur;
+    *fd_limit = (unsigned)cur;
+    if (cur < want) {
+        unsigned cap = cur > 2 * FE_FD_RESERVE ? (unsigned)cur - FE_FD_RESERVE : (unsigned)cur / 2;
+        log_warn("server.max_connections %u does not fit the descriptor limit (%llu, hard "
+                 "%llu): at most %u connections",
+                 max_conn, (unsigned long long)cur, (unsigned long long)rl.rlim_max, cap);
+        return cap;
+    }
+    return max_conn;
+}
+
+static grpc_arg int_arg(const char *key, int value)
+{
+    grpc_arg a;
+    memset(&a, 0, sizeof(a));
+    a.type = GRPC_ARG_INTEGER;
+    a.key = (char *)key;
+    a.value.integer = value;
+    return a;
+}
+
 fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
 {
     fe_listener *l = calloc(1, sizeof(*l));
@@ -281,38 +365,66 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
         return NULL;
     fe_server *srv = &l->srv;
     srv->app = app;
+    const hsmca_config *cfg = app->cfg;
+    unsigned fd_limit = 0;
+    unsigned max_conn = fit_fd_limit(cfg->max_connections, &fd_limit);
+    hsmca_err e;
+    fe_connlimit *conns = fe_connlimit_new(max_conn, fd_limit, &e);
+    srv->busy_log = log_limiter_new(1, 10.0);
+    if (!conns || !srv->busy_log) {
+        log_error("%s", conns ? "out of memory" : e.msg);
+        fe_connlimit_free(conns);
+        log_limiter_free(srv->busy_log);
+        free(l);
+        return NULL;
+    }
+    /* server.memory_limit_mib: what gRPC core allocates through its memory quota (its
+     * own buffers and calls, not OpenSSL's). Under pressure gRPC drops new connections
+     * and reclaims; it does not bound idle connections (docs/PERFORMANCE.md):
+     * server.max_connections does. */
+    srv->quota = grpc_resource_quota_create("hsmca-frontend");
+    grpc_resource_quota_resize(srv->quota, (size_t)cfg->memory_limit_mib << 20);
+
+    grpc_arg args[8];
+    size_t n = 0;
     /* gRPC refuses over-large messages itself (RESOURCE_EXHAUSTED); between the
      * configured cap and twice it, fe_check_request answers INVALID_ARGUMENT
      * with the limit in the message. */
-    grpc_arg args[4];
-    memset(args, 0, sizeof(args));
-    args[0].type = GRPC_ARG_INTEGER;
-    args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[0].value.integer = (int)app->cfg->max_request_bytes * 2;
-    args[1].type = GRPC_ARG_INTEGER;
-    args[1].key = GRPC_ARG_MAX_CONCURRENT_STREAMS;
-    args[1].value.integer = 1000;
+    args[n++] = int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)cfg->max_request_bytes * 2);
+    /* istio-agent has one CreateCertificate in flight per connection; 100 is HTTP/2's
+     * recommended floor (RFC 9113 §6.5.2) and bounds what one connection can queue. */
+    args[n++] = int_arg(GRPC_ARG_MAX_CONCURRENT_STREAMS, 100);
     /* A connection that never finishes its TLS handshake, or keeps no call, is closed
      * (server.handshake_timeout, server.idle_timeout): each holds memory and a
      * descriptor, and a storm of them must not take the front end over. */
-    args[2].type = GRPC_ARG_INTEGER;
-    args[2].key = GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
-    args[2].value.integer = (int)app->cfg->handshake_timeout * 1000;
-    args[3].type = GRPC_ARG_INTEGER;
-    args[3].key = GRPC_ARG_MAX_CONNECTION_IDLE_MS; /* milliseconds in an int: clamped */
-    args[3].value.integer =
-        (int)(app->cfg->idle_timeout > 2000000 ? 2000000000u : app->cfg->idle_timeout * 1000u);
-    grpc_channel_args chargs = {4, args};
+    args[n++] = int_arg(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, (int)cfg->handshake_timeout * 1000);
+    args[n++] =
+        int_arg(GRPC_ARG_MAX_CONNECTION_IDLE_MS, /* milliseconds in an int: clamped */
+                (int)(cfg->idle_timeout > 2000000 ? 2000000000u : cfg->idle_timeout * 1000u));
+    /* Per-connection memory (docs/PERFORMANCE.md): TLS records of at most 4 KiB out
+     * (the frame protector's buffer is that size, not 16 KiB; a response is ~3 KiB). */
+    args[n++] = int_arg(GRPC_ARG_TSI_MAX_FRAME_SIZE, 4096);
+    args[n].type = GRPC_ARG_POINTER;
+    args[n].key = (char *)GRPC_ARG_RESOURCE_QUOTA;
+    args[n].value.pointer.p = srv->quota;
+    args[n++].value.pointer.vtable = grpc_resource_quota_arg_vtable();
+    args[n++] = fe_connlimit_arg(conns); /* server.max_connections */
+    grpc_channel_args chargs = {n, args};
+    log_info("limits: %u connections, %u MiB gRPC memory, %u queued requests (descriptor "
+             "limit %u)",
+             max_conn, cfg->memory_limit_mib, cfg->max_queued_requests, fd_limit);
 
     srv->cq = grpc_completion_queue_create_for_next(NULL);
     srv->server = grpc_server_create(&chargs, NULL);
     grpc_server_register_completion_queue(srv->server, srv->cq, NULL);
-    int port = grpc_server_add_http2_port(srv->server, app->cfg->listen, creds);
+    int port = grpc_server_add_http2_port(srv->server, cfg->listen, creds);
     grpc_server_credentials_release(creds);
     if (port == 0) {
-        log_error("cannot listen on %s", app->cfg->listen);
+        log_error("cannot listen on %s", cfg->listen);
         grpc_server_destroy(srv->server);
         grpc_completion_queue_destroy(srv->cq);
+        grpc_resource_quota_unref(srv->quota);
+        log_limiter_free(srv->busy_log);
         free(l);
         return NULL;
     }
@@ -350,6 +462,8 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
         pthread_join(th[i], NULL);
     grpc_server_destroy(srv->server);
     grpc_completion_queue_destroy(srv->cq);
+    grpc_resource_quota_unref(srv->quota);
+    log_limiter_free(srv->busy_log);
     free(l);
     return 0;
 }

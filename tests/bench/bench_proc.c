@@ -33,7 +33,8 @@ double bench_proc_cpu(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-double bench_proc_hwm_mib(pid_t pid)
+/* A "Key:   N kB" line of /proc/PID/status, in MiB. */
+static double status_mib(pid_t pid, const char *key)
 {
     char path[64], line[256];
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
@@ -42,9 +43,21 @@ double bench_proc_hwm_mib(pid_t pid)
         return -1;
     double mib = -1;
     unsigned long kb;
+    size_t klen = strlen(key);
     while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmHWM: %lu kB", &kb) == 1)
+        if (strncmp(line, key, klen) == 0 && line[klen] == ':' &&
+            sscanf(line + klen + 1, "%lu kB", &kb) == 1)
             mib = kb / 1024.0;
     fclose(f);
     return mib;
+}
+
+double bench_proc_hwm_mib(pid_t pid)
+{
+    return status_mib(pid, "VmHWM");
+}
+
+double bench_proc_rss_mib(pid_t pid)
+{
+    return status_mib(pid, "VmRSS");
 }

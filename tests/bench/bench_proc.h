@@ -11,5 +11,7 @@ double bench_self_cpu(void);
 double bench_proc_cpu(pid_t pid);
 /* Peak resident set (VmHWM) of pid in MiB, or -1. */
 double bench_proc_hwm_mib(pid_t pid);
+/* Resident set now (VmRSS) of pid in MiB, or -1. */
+double bench_proc_rss_mib(pid_t pid);
 
 #endif

@@ -118,7 +118,32 @@ static void find_children(pid_t server, pid_t *fe, pid_t *sg)
 typedef struct {
     pid_t fe, sg;
     double fe_cpu0, sg_cpu0, self_cpu0;
+    double fe_rss0, sg_rss0, fe_rss, sg_rss; /* --idle: before connecting, and held */
 } lg_server;
+
+static void sample_idle(void *arg)
+{
+    lg_server *s = arg;
+    s->fe_rss = bench_proc_rss_mib(s->fe);
+    s->sg_rss = bench_proc_rss_mib(s->sg);
+}
+
+/* --idle: what K idle TLS connections cost the server (issue 8 target: 1,000 of them
+ * at most 64 MiB front end, 32 MiB signer). */
+static int report_idle(const lg_opts *o, const lg_server *srv)
+{
+    printf("\n== loadgen: %d idle TLS connections to %s (one call each, then held %.0f s) ==\n",
+           o->connections, o->addr, o->idle);
+    printf("VmRSS front end       %.1f MiB (%.1f before connecting; %.1f KiB per connection)\n",
+           srv->fe_rss, srv->fe_rss0, (srv->fe_rss - srv->fe_rss0) * 1024 / o->connections);
+    printf("VmRSS signer          %.1f MiB (%.1f before connecting)\n", srv->sg_rss, srv->sg_rss0);
+    printf("peak RSS (VmHWM)      front end %.1f MiB, signer %.1f MiB\n",
+           bench_proc_hwm_mib(srv->fe), bench_proc_hwm_mib(srv->sg));
+    printf("result idle_connections=%d fe_rss_mib=%.1f fe_rss0_mib=%.1f signer_rss_mib=%.1f "
+           "signer_rss0_mib=%.1f\n",
+           o->connections, srv->fe_rss, srv->fe_rss0, srv->sg_rss, srv->sg_rss0);
+    return srv->fe_rss > 0 ? 0 : 1;
+}
 
 static void sample_before(void *arg)
 {
@@ -362,6 +387,7 @@ static void usage(FILE *f)
             "               [--csr-key ec-p256|rsa-2048] [--threads T] [--timeout S] [--cold]\n"
             "               [--server-pid PID | --frontend-pid PID --signer-pid PID]\n"
             "               [--root FILE] [--target-name NAME] [--cfssl http[s]://HOST:PORT]\n"
+            "               [--idle S]\n"
             "Sends CreateCertificate requests of P simulated pods (own key, CSR, dev token\n"
             "minted with DEVDIR's dev issuer key) over K TLS channels (trusting\n"
             "DEVDIR/root-cert.pem), C calls in flight (closed loop) or arriving at R/s\n"
@@ -372,8 +398,10 @@ static void usage(FILE *f)
             "percentiles, outcomes by gRPC status and, given the server's pids, the front\n"
             "end's and signer's CPU per certificate and peak RSS. --cfssl: the same CSRs to\n"
             "`cfssl serve` (HTTP, or TLS trusting --root with https://; C connections)\n"
-            "instead. Defaults: --addr localhost:15012, K 4, C 64, P 100, T 1, timeout\n"
-            "30 s, target name localhost.\n");
+            "instead. --idle S: no load; the K connections make one call each, are held idle\n"
+            "S seconds, then the server's VmRSS is printed (needs the server's pids).\n"
+            "Defaults: --addr localhost:15012, K 4, C 64, P 100, T 1, timeout 30 s, target\n"
+            "name localhost.\n");
 }
 
 static int parse(int argc, char **argv, lg_opts *o)
@@ -388,14 +416,17 @@ static int parse(int argc, char **argv, lg_opts *o)
                    .seconds = 10,
                    .timeout = 30,
                    .token_ttl = 3600};
-    static const struct option lo[] = {
-        {"addr", 1, 0, 'a'},        {"dir", 1, 0, 'd'},          {"root", 1, 0, 'R'},
-        {"target-name", 1, 0, 'N'}, {"connections", 1, 0, 'k'},  {"concurrency", 1, 0, 'c'},
-        {"requests", 1, 0, 'n'},    {"seconds", 1, 0, 's'},      {"rate", 1, 0, 'r'},
-        {"retry", 0, 0, 'y'},       {"pods", 1, 0, 'p'},         {"csr-key", 1, 0, 'K'},
-        {"threads", 1, 0, 't'},     {"timeout", 1, 0, 'T'},      {"cold", 0, 0, 'C'},
-        {"server-pid", 1, 0, 'S'},  {"frontend-pid", 1, 0, 'F'}, {"signer-pid", 1, 0, 'G'},
-        {"cfssl", 1, 0, 'x'},       {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
+    static const struct option lo[] = {{"addr", 1, 0, 'a'},         {"dir", 1, 0, 'd'},
+                                       {"root", 1, 0, 'R'},         {"target-name", 1, 0, 'N'},
+                                       {"connections", 1, 0, 'k'},  {"concurrency", 1, 0, 'c'},
+                                       {"requests", 1, 0, 'n'},     {"seconds", 1, 0, 's'},
+                                       {"rate", 1, 0, 'r'},         {"retry", 0, 0, 'y'},
+                                       {"pods", 1, 0, 'p'},         {"csr-key", 1, 0, 'K'},
+                                       {"threads", 1, 0, 't'},      {"timeout", 1, 0, 'T'},
+                                       {"cold", 0, 0, 'C'},         {"server-pid", 1, 0, 'S'},
+                                       {"frontend-pid", 1, 0, 'F'}, {"signer-pid", 1, 0, 'G'},
+                                       {"cfssl", 1, 0, 'x'},        {"idle", 1, 0, 'I'},
+                                       {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -418,6 +449,7 @@ static int parse(int argc, char **argv, lg_opts *o)
         case 'F': o->fe_pid = (pid_t)atoi(optarg); break;
         case 'G': o->sg_pid = (pid_t)atoi(optarg); break;
         case 'x': o->cfssl_url = optarg; break;
+        case 'I': o->idle = atof(optarg); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -439,6 +471,10 @@ static int parse(int argc, char **argv, lg_opts *o)
         bad = "--csr-key is ec-p256 or rsa-2048";
     else if (o->cfssl_url && (o->rate > 0 || o->retry))
         bad = "--cfssl runs closed loop only (no --rate, --retry)";
+    else if (o->idle < 0 || (o->idle > 0 && (o->cfssl_url || o->cold)))
+        bad = "--idle takes seconds, and not with --cfssl or --cold";
+    if (!bad && o->idle > 0 && o->concurrency < o->connections)
+        o->concurrency = o->connections; /* one warm-up call per connection */
     if (bad) {
         fprintf(stderr, "loadgen: %s\n", bad);
         usage(stderr);
@@ -479,10 +515,15 @@ int main(int argc, char **argv)
     if (rc == 0) {
         fprintf(stderr, "loadgen: %d pods in %.1f s; %s\n", o.pods, lg_now() - t_prep,
                 o.cold ? "no warm-up" : "warming up the connections");
-        int r = o.cfssl_url ? lg_http_run(&o, pods, st, sample_before, &srv, &t0)
-                            : lg_grpc_run(&o, root, pods, st, sample_before, &srv, &t0);
+        srv.fe_rss0 = bench_proc_rss_mib(srv.fe);
+        srv.sg_rss0 = bench_proc_rss_mib(srv.sg);
+        int r = o.cfssl_url  ? lg_http_run(&o, pods, st, sample_before, &srv, &t0)
+                : o.idle > 0 ? lg_grpc_run(&o, root, pods, st, sample_idle, &srv, &t0)
+                             : lg_grpc_run(&o, root, pods, st, sample_before, &srv, &t0);
         double t_end = lg_now();
-        rc = r != 0 ? 2 : report(&o, st, o.cfssl_url ? 1 : o.threads, &srv, t0, t_end);
+        rc = r != 0       ? 2
+             : o.idle > 0 ? report_idle(&o, &srv)
+                          : report(&o, st, o.cfssl_url ? 1 : o.threads, &srv, t0, t_end);
     }
     for (int i = 0; i < LG_MAX_THREADS; i++)
         free(st[i].lat);

@@ -32,6 +32,7 @@ typedef struct {
     int connections, concurrency, threads, pods, retry, cold;
     uint64_t requests; /* 0: run for seconds */
     double seconds, rate, timeout;
+    double idle; /* > 0: hold the warmed-up connections this long, no load (--idle) */
     uint32_t token_ttl;
     pid_t fe_pid, sg_pid, server_pid;
 } lg_opts;
@@ -55,7 +56,9 @@ uint64_t lg_share(uint64_t n, int i, int t);
 /* Warms up (one call per channel unless o->cold), then runs the load in
  * o->threads threads; t0 is set just before the timed phase starts, *stats
  * gets one lg_stats per thread. Returns 0 or -1 (setup failed, said on stderr).
- * before() runs between the warm-up and the timed phase (server CPU sample). */
+ * before() runs between the warm-up and the timed phase (server CPU sample). With
+ * o->idle > 0 there is no load: the connections are held idle that many seconds after
+ * the warm-up, then before() runs (the RSS sample) and the run ends. */
 int lg_grpc_run(const lg_opts *o, const char *root_pem, lg_pod *pods, lg_stats *stats,
                 void (*before)(void *), void *arg, double *t0);
 /* The same for cfssl over HTTP: o->concurrency connections, one call each in flight,

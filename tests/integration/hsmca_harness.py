@@ -212,9 +212,9 @@ class ShimServer(DevServer):
     """A DevServer whose signer reaches the token through the fault-injecting PKCS#11
     module (tests/p11shim/README.md, $P11SHIM), with pkcs11.sign_timeout set; control()
     writes the shim's commands, count() reads its call counts (those of the current
-    signer: the counts are per process)."""
+    signer: the counts are per process). server_settings: as DevServer's."""
 
-    def __init__(self, name, sign_timeout=2):
+    def __init__(self, name, sign_timeout=2, server_settings=None):
         d = tempfile.mkdtemp(prefix=name + "ctl.", dir=TMP)
         self.ctl = os.path.join(d, "control")
         self.counts = os.path.join(d, "counts")
@@ -228,6 +228,7 @@ class ShimServer(DevServer):
                                 "  sessions: 2\n  sign_timeout: %ds\n" % sign_timeout)
 
         super().__init__("ec-p256", name=name, edit_config=shim_config,
+                         server_settings=server_settings,
                          env_extra={"P11SHIM_CONTROL": self.ctl, "P11SHIM_COUNTS": self.counts})
 
     def control(self, text):

@@ -22,6 +22,9 @@ static const char full_yaml[] =
     "  ip_addresses: [\"10.0.0.1\", \"::1\"]\n"
     "  serving_cert_ttl: 7200\n"
     "  max_request_bytes: 32768\n"
+    "  max_connections: 500\n"
+    "  memory_limit_mib: 64\n"
+    "  max_queued_requests: 256\n"
     "pkcs11:\n"
     "  module: /usr/lib/softhsm/libsofthsm2.so\n"
     "  pin_file: pin\n"
@@ -81,6 +84,9 @@ static void test_full_example(void **state)
     assert_string_equal(c->ip_addresses.items[1], "::1");
     assert_int_equal(c->serving_cert_ttl, 7200);
     assert_int_equal(c->max_request_bytes, 32768);
+    assert_int_equal(c->max_connections, 500);
+    assert_int_equal(c->memory_limit_mib, 64);
+    assert_int_equal(c->max_queued_requests, 256);
     assert_string_equal(c->module_path, "/usr/lib/softhsm/libsofthsm2.so");
     assert_string_equal(c->pin_file, "/etc/hsmca/pin");
     assert_string_equal(c->ca_key_uri, "pkcs11:token=hsmca;object=ca-key;type=private");
@@ -121,6 +127,9 @@ static void test_defaults(void **state)
     assert_int_equal(d->serving_cert_ttl, 86400);
     assert_int_equal(d->handshake_timeout, 10);
     assert_int_equal(d->idle_timeout, 600);
+    assert_int_equal(d->max_connections, 2048);
+    assert_int_equal(d->memory_limit_mib, 160);
+    assert_int_equal(d->max_queued_requests, 1024);
     assert_int_equal(d->max_request_bytes, 65536);
     assert_string_equal(d->module_path, "");
     assert_string_equal(d->pin_file, "");
@@ -275,6 +284,20 @@ static const struct refusal refusals[] = {
     {"signer:\n  seccomp_allow_network: true\n  seccomp_allow_network: false\n",
      "t.yaml:3: duplicate key 'seccomp_allow_network' in 'signer'", 0},
     {"signer:\n  users: a\n", "t.yaml:2: unknown key 'users' in 'signer'", 0},
+    /* the resource limits (issue 8 item 4): range, with the line and the key */
+    {"server:\n  listen: \"127.0.0.1:1\"\n  max_connections: 0\n",
+     "t.yaml:3: 'max_connections' must be a positive integer", 0},
+    {"server:\n  max_connections: 1000001\n", "t.yaml:2: 'max_connections' must be 1-1000000", 0},
+    {"server:\n  max_connections: many\n", "t.yaml:2: 'max_connections' must be a positive integer",
+     0},
+    {"server:\n\n  memory_limit_mib: 15\n", "t.yaml:3: 'memory_limit_mib' must be 16-65536", 0},
+    {"server:\n  memory_limit_mib: 64Mi\n",
+     "t.yaml:2: 'memory_limit_mib' must be a positive integer", 0},
+    {"server:\n  max_queued_requests: 4097\n", "t.yaml:2: 'max_queued_requests' must be 1-4096", 0},
+    {"server:\n  max_queued_requests: -1\n",
+     "t.yaml:2: 'max_queued_requests' must be a positive integer", 0},
+    {"server:\n  max_connections: 10\n  max_connections: 20\n",
+     "t.yaml:3: duplicate key 'max_connections' in 'server'", 0},
     {"signer:\n  user: [a]\n", "t.yaml:2: 'user' must be a string", 0},
     /* document shape */
     {"- a\n- b\n", "t.yaml:1: the document must be a mapping", 0},
@@ -640,6 +663,18 @@ static void test_validate_ranges(void **state)
     expect_invalid(c, "config: server.handshake_timeout must be 1s-300s");
     c->handshake_timeout = 10;
     c->serving_cert_ttl = 300;
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+
+    c->max_connections = 0;
+    expect_invalid(c, "config: server.max_connections must be 1-1000000");
+    c->max_connections = 1000000;
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    c->memory_limit_mib = 15;
+    expect_invalid(c, "config: server.memory_limit_mib must be 16-65536");
+    c->memory_limit_mib = 16;
+    c->max_queued_requests = 4097;
+    expect_invalid(c, "config: server.max_queued_requests must be 1-4096");
+    c->max_queued_requests = 1;
     assert_int_equal(config_validate(c, &e), HSMCA_OK);
 
     c->rate_per_second = 0;
