@@ -24,6 +24,7 @@
 #include <yaml.h>
 
 #include "util.h"
+#include "yaml_strict.h"
 
 #define CONFIG_MAX_FILE (1024 * 1024) /* a config is a few hundred bytes */
 #define CONFIG_PATH_MAX 32            /* "auth.jwt" and the like */
@@ -179,11 +180,6 @@ void config_defaults(hsmca_config *c)
     c->signer_allow_network = 0;
 }
 
-static size_t ev_line(const yaml_event_t *ev)
-{
-    return ev->start_mark.line + 1;
-}
-
 /* "NAME:LINE: message" with EINVAL. */
 static HSMCA_MUSTCHECK hsmca_code perr(cfg_parser *cp, size_t line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -197,57 +193,10 @@ static HSMCA_MUSTCHECK hsmca_code perr(cfg_parser *cp, size_t line, const char *
     return hsmca_fail(cp->e, HSMCA_EINVAL, "%s:%zu: %s", cp->name, line, msg);
 }
 
-static const char *yaml_problem(const yaml_parser_t *p)
-{
-    return p->problem ? p->problem : "malformed YAML";
-}
-
-/* Next event, with the refusals that hold everywhere: syntax errors, aliases,
- * anchors (billion laughs) and explicit tags (one meaning per value). */
+/* The next event, with the refusals every YAML file of ours makes (yaml_strict.h). */
 static HSMCA_MUSTCHECK hsmca_code next_event(cfg_parser *cp, yaml_event_t *ev)
 {
-    if (!yaml_parser_parse(&cp->p, ev)) {
-        if (cp->p.error == YAML_MEMORY_ERROR)
-            return hsmca_fail(cp->e, HSMCA_ENOMEM, "%s: out of memory parsing YAML", cp->name);
-        /* The reader decodes ahead of the scanner: it knows a byte offset only. */
-        if (cp->p.error == YAML_READER_ERROR)
-            return hsmca_fail(cp->e, HSMCA_EINVAL, "%s: byte %zu: not valid UTF-8: %s", cp->name,
-                              cp->p.problem_offset, yaml_problem(&cp->p));
-        return perr(cp, cp->p.problem_mark.line + 1, "YAML syntax error: %s", yaml_problem(&cp->p));
-    }
-    const yaml_char_t *anchor = NULL, *tag = NULL;
-    switch (ev->type) {
-    case YAML_ALIAS_EVENT: anchor = ev->data.alias.anchor; break;
-    case YAML_SCALAR_EVENT:
-        anchor = ev->data.scalar.anchor;
-        tag = ev->data.scalar.tag;
-        break;
-    case YAML_SEQUENCE_START_EVENT:
-        anchor = ev->data.sequence_start.anchor;
-        tag = ev->data.sequence_start.tag;
-        break;
-    case YAML_MAPPING_START_EVENT:
-        anchor = ev->data.mapping_start.anchor;
-        tag = ev->data.mapping_start.tag;
-        break;
-    default: break;
-    }
-    if (anchor || tag) {
-        size_t line = ev_line(ev);
-        yaml_event_delete(ev);
-        return perr(cp, line, "%s are not allowed in the config",
-                    anchor ? "anchors and aliases" : "YAML tags");
-    }
-    return HSMCA_OK;
-}
-
-static int is_null(const yaml_event_t *ev)
-{
-    if (ev->type != YAML_SCALAR_EVENT || ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return 0;
-    const char *v = (const char *)ev->data.scalar.value;
-    return !strcmp(v, "") || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") ||
-           !strcmp(v, "NULL");
+    return yaml_strict_next(&cp->p, cp->name, "config", ev, cp->e);
 }
 
 static int scalar_has_nul(const yaml_event_t *ev)
@@ -308,11 +257,11 @@ static HSMCA_MUSTCHECK hsmca_code set_integer(cfg_parser *cp, const config_field
              (v > 0 || (f->flags & CF_ZERO_OK));
     if (!ok) {
         const char *what = f->type == CT_DUR ? "duration (N, Ns, Nm, Nh or Nd)" : "integer";
-        return perr(cp, ev_line(ev), "'%s' must be a %s %s", f->key,
+        return perr(cp, yaml_strict_line(ev), "'%s' must be a %s %s", f->key,
                     (f->flags & CF_ZERO_OK) ? "non-negative" : "positive", what);
     }
     if (f->max && (v < f->min || v > f->max))
-        return perr(cp, ev_line(ev), "'%s' must be %u-%u", f->key, f->min, f->max);
+        return perr(cp, yaml_strict_line(ev), "'%s' must be %u-%u", f->key, f->min, f->max);
     memcpy((char *)cp->c + f->off, &v, sizeof(v));
     return HSMCA_OK;
 }
@@ -336,7 +285,7 @@ static HSMCA_MUSTCHECK hsmca_code set_bool(cfg_parser *cp, const config_field *f
         }
     }
     if (v < 0)
-        return perr(cp, ev_line(ev), "'%s' must be true or false", f->key);
+        return perr(cp, yaml_strict_line(ev), "'%s' must be true or false", f->key);
     memcpy((char *)cp->c + f->off, &v, sizeof(v));
     return HSMCA_OK;
 }
@@ -349,16 +298,17 @@ static HSMCA_MUSTCHECK hsmca_code copy_scalar(cfg_parser *cp, const yaml_event_t
     const char *v = (const char *)ev->data.scalar.value;
     size_t len = ev->data.scalar.length;
     if (scalar_has_nul(ev))
-        return perr(cp, ev_line(ev), "'%s' contains a NUL byte", what);
+        return perr(cp, yaml_strict_line(ev), "'%s' contains a NUL byte", what);
     if (len >= CONFIG_MAX_STR)
-        return perr(cp, ev_line(ev), "'%s' is longer than %d bytes", what, CONFIG_MAX_STR - 1);
+        return perr(cp, yaml_strict_line(ev), "'%s' is longer than %d bytes", what,
+                    CONFIG_MAX_STR - 1);
     if (is_path && cp->base_dir && len > 0 && v[0] != '/') {
         size_t bl = strlen(cp->base_dir);
         const char *sep = (bl > 0 && cp->base_dir[bl - 1] == '/') ? "" : "/";
         int n = snprintf(dst, CONFIG_MAX_STR, "%s%s%s", cp->base_dir, sep, v);
         if (n < 0 || n >= CONFIG_MAX_STR)
-            return perr(cp, ev_line(ev), "'%s' is longer than %d bytes once made absolute", what,
-                        CONFIG_MAX_STR - 1);
+            return perr(cp, yaml_strict_line(ev), "'%s' is longer than %d bytes once made absolute",
+                        what, CONFIG_MAX_STR - 1);
         return HSMCA_OK;
     }
     memcpy(dst, v, len + 1);
@@ -370,8 +320,8 @@ static HSMCA_MUSTCHECK hsmca_code set_string(cfg_parser *cp, const config_field 
 {
     char *dst = (char *)cp->c + f->off;
     if (ev->type != YAML_SCALAR_EVENT)
-        return perr(cp, ev_line(ev), "'%s' must be a string", f->key);
-    if (is_null(ev)) {
+        return perr(cp, yaml_strict_line(ev), "'%s' must be a string", f->key);
+    if (yaml_strict_is_null(ev)) {
         dst[0] = '\0';
         return HSMCA_OK;
     }
@@ -384,10 +334,10 @@ static HSMCA_MUSTCHECK hsmca_code set_list(cfg_parser *cp, const config_field *f
 {
     config_list *l = (config_list *)((char *)cp->c + f->off);
     l->n = 0;
-    if (is_null(start))
+    if (yaml_strict_is_null(start))
         return HSMCA_OK;
     if (start->type != YAML_SEQUENCE_START_EVENT)
-        return perr(cp, ev_line(start), "'%s' must be a list of strings", f->key);
+        return perr(cp, yaml_strict_line(start), "'%s' must be a list of strings", f->key);
     for (;;) {
         yaml_event_t ev;
         hsmca_code rc = next_event(cp, &ev);
@@ -397,10 +347,11 @@ static HSMCA_MUSTCHECK hsmca_code set_list(cfg_parser *cp, const config_field *f
             yaml_event_delete(&ev);
             return HSMCA_OK;
         }
-        if (ev.type != YAML_SCALAR_EVENT || is_null(&ev) || ev.data.scalar.length == 0)
-            rc = perr(cp, ev_line(&ev), "items of '%s' must be non-empty strings", f->key);
+        if (ev.type != YAML_SCALAR_EVENT || yaml_strict_is_null(&ev) || ev.data.scalar.length == 0)
+            rc = perr(cp, yaml_strict_line(&ev), "items of '%s' must be non-empty strings", f->key);
         else if (l->n >= CONFIG_MAX_LIST)
-            rc = perr(cp, ev_line(&ev), "'%s' has more than %d items", f->key, CONFIG_MAX_LIST);
+            rc = perr(cp, yaml_strict_line(&ev), "'%s' has more than %d items", f->key,
+                      CONFIG_MAX_LIST);
         else
             rc = copy_scalar(cp, &ev, f->key, 0, l->items[l->n++]);
         yaml_event_delete(&ev);
@@ -428,10 +379,10 @@ static HSMCA_MUSTCHECK hsmca_code parse_value(cfg_parser *cp, const config_field
     case CT_SECTION: {
         char sub[CONFIG_PATH_MAX];
         snprintf(sub, sizeof(sub), "%s%s%s", f->section, *f->section ? "." : "", f->key);
-        if (is_null(ev))
+        if (yaml_strict_is_null(ev))
             return HSMCA_OK; /* a section whose keys are all commented out */
         if (ev->type != YAML_MAPPING_START_EVENT)
-            return perr(cp, ev_line(ev), "'%s' must be a mapping", sub);
+            return perr(cp, yaml_strict_line(ev), "'%s' must be a mapping", sub);
         return parse_mapping(cp, sub);
     }
     case CT_STR:
@@ -449,19 +400,19 @@ static HSMCA_MUSTCHECK hsmca_code parse_entry(cfg_parser *cp, const char *sectio
                                               const yaml_event_t *key)
 {
     if (key->type != YAML_SCALAR_EVENT)
-        return perr(cp, ev_line(key), "keys must be plain strings");
+        return perr(cp, yaml_strict_line(key), "keys must be plain strings");
     const char *k = (const char *)key->data.scalar.value;
     const config_field *f = find_field(section, k, key->data.scalar.length);
     if (!f) {
         if (!*section)
-            return perr(cp, ev_line(key), "unknown section '%.64s'", k);
-        return perr(cp, ev_line(key), "unknown key '%.64s' in '%s'", k, section);
+            return perr(cp, yaml_strict_line(key), "unknown section '%.64s'", k);
+        return perr(cp, yaml_strict_line(key), "unknown key '%.64s' in '%s'", k, section);
     }
     size_t idx = (size_t)(f - fields);
     if (cp->seen[idx]) {
         if (!*section)
-            return perr(cp, ev_line(key), "duplicate section '%s'", f->key);
-        return perr(cp, ev_line(key), "duplicate key '%s' in '%s'", f->key, section);
+            return perr(cp, yaml_strict_line(key), "duplicate section '%s'", f->key);
+        return perr(cp, yaml_strict_line(key), "duplicate key '%s' in '%s'", f->key, section);
     }
     cp->seen[idx] = 1;
     yaml_event_t ev;
@@ -500,7 +451,7 @@ static HSMCA_MUSTCHECK hsmca_code expect(cfg_parser *cp, yaml_event_type_t type,
     if (rc != HSMCA_OK)
         return rc;
     if (ev.type != type)
-        rc = perr(cp, ev_line(&ev), "%s", what);
+        rc = perr(cp, yaml_strict_line(&ev), "%s", what);
     yaml_event_delete(&ev);
     return rc;
 }

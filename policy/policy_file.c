@@ -17,6 +17,7 @@
 #include "policy.h"
 #include "profile.h"
 #include "util.h"
+#include "yaml_strict.h"
 
 typedef struct {
     yaml_parser_t p;
@@ -30,11 +31,6 @@ static const char *const TOP_KEYS[] = {
     "trust_domain_aliases", "denied_namespaces", "namespace_max_ttl", "dns_names",
     "service_dns",          "cluster_domain",    "key_types"};
 #define N_TOP (sizeof(TOP_KEYS) / sizeof(TOP_KEYS[0]))
-
-static size_t ev_line(const yaml_event_t *ev)
-{
-    return ev->start_mark.line + 1;
-}
 
 /* "NAME:LINE: key 'K': message" with EINVAL. */
 static HSMCA_MUSTCHECK hsmca_code perr(pf_parser *pp, size_t line, const char *key, const char *fmt,
@@ -52,62 +48,22 @@ static HSMCA_MUSTCHECK hsmca_code perr(pf_parser *pp, size_t line, const char *k
     return hsmca_fail(pp->e, HSMCA_EINVAL, "%s:%zu: %s", pp->name, line, msg);
 }
 
-/* The next event, refusing syntax errors, anchors, aliases and tags. */
+/* The next event, with the refusals every YAML file of ours makes (yaml_strict.h). */
 static HSMCA_MUSTCHECK hsmca_code next_event(pf_parser *pp, yaml_event_t *ev)
 {
-    if (!yaml_parser_parse(&pp->p, ev)) {
-        if (pp->p.error == YAML_MEMORY_ERROR)
-            return hsmca_fail(pp->e, HSMCA_ENOMEM, "%s: out of memory parsing YAML", pp->name);
-        if (pp->p.error == YAML_READER_ERROR)
-            return hsmca_fail(pp->e, HSMCA_EINVAL, "%s: byte %zu: not valid UTF-8", pp->name,
-                              pp->p.problem_offset);
-        return perr(pp, pp->p.problem_mark.line + 1, NULL, "YAML syntax error: %s",
-                    pp->p.problem ? pp->p.problem : "malformed YAML");
-    }
-    const yaml_char_t *anchor = NULL, *tag = NULL;
-    switch (ev->type) {
-    case YAML_ALIAS_EVENT: anchor = ev->data.alias.anchor; break;
-    case YAML_SCALAR_EVENT:
-        anchor = ev->data.scalar.anchor;
-        tag = ev->data.scalar.tag;
-        break;
-    case YAML_SEQUENCE_START_EVENT:
-        anchor = ev->data.sequence_start.anchor;
-        tag = ev->data.sequence_start.tag;
-        break;
-    case YAML_MAPPING_START_EVENT:
-        anchor = ev->data.mapping_start.anchor;
-        tag = ev->data.mapping_start.tag;
-        break;
-    default: break;
-    }
-    if (anchor || tag) {
-        size_t line = ev_line(ev);
-        yaml_event_delete(ev);
-        return perr(pp, line, NULL, "%s are not allowed in the policy file",
-                    anchor ? "anchors and aliases" : "YAML tags");
-    }
-    return HSMCA_OK;
-}
-
-static int is_null(const yaml_event_t *ev)
-{
-    if (ev->type != YAML_SCALAR_EVENT || ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return 0;
-    const char *v = (const char *)ev->data.scalar.value;
-    return !strcmp(v, "") || !strcmp(v, "~") || !strcmp(v, "null");
+    return yaml_strict_next(&pp->p, pp->name, "policy file", ev, pp->e);
 }
 
 /* A scalar without NUL bytes, or a refusal naming key. */
 static HSMCA_MUSTCHECK hsmca_code scalar(pf_parser *pp, const yaml_event_t *ev, const char *key,
                                          const char *what, const char **s, size_t *len)
 {
-    if (ev->type != YAML_SCALAR_EVENT || is_null(ev))
-        return perr(pp, ev_line(ev), key, "must be %s", what);
+    if (ev->type != YAML_SCALAR_EVENT || yaml_strict_is_null(ev))
+        return perr(pp, yaml_strict_line(ev), key, "must be %s", what);
     *s = (const char *)ev->data.scalar.value;
     *len = ev->data.scalar.length;
     if (memchr(*s, '\0', *len))
-        return perr(pp, ev_line(ev), key, "contains a NUL byte");
+        return perr(pp, yaml_strict_line(ev), key, "contains a NUL byte");
     return HSMCA_OK;
 }
 
@@ -218,7 +174,7 @@ static HSMCA_MUSTCHECK hsmca_code add_ns_ttl(pf_parser *pp, const char *key, con
                                              size_t klen, const yaml_event_t *val)
 {
     policy_set *s = pp->s;
-    size_t line = ev_line(val);
+    size_t line = yaml_strict_line(val);
     if (!is_namespace(k, klen))
         return perr(pp, line, key, "'%.64s' is not a namespace (a DNS-1123 label)", k);
     for (int i = 0; i < s->n_ttls; i++)
@@ -250,7 +206,8 @@ static HSMCA_MUSTCHECK hsmca_code read_names(pf_parser *pp, const char *key, pol
                                              const yaml_event_t *start)
 {
     if (start->type != YAML_SEQUENCE_START_EVENT)
-        return perr(pp, ev_line(start), key, "'%s.%s' must be a list of DNS names", g->sa, g->ns);
+        return perr(pp, yaml_strict_line(start), key, "'%s.%s' must be a list of DNS names", g->sa,
+                    g->ns);
     for (;;) {
         yaml_event_t ev;
         HSMCA_GUARD(next_event(pp, &ev));
@@ -263,14 +220,15 @@ static HSMCA_MUSTCHECK hsmca_code read_names(pf_parser *pp, const char *key, pol
         }
         rc = scalar(pp, &ev, key, "a DNS name", &v, &len);
         if (rc == HSMCA_OK && !policy_is_dns_name(v, len))
-            rc = perr(pp, ev_line(&ev), key,
+            rc = perr(pp, yaml_strict_line(&ev), key,
                       "'%.64s' is not a lowercase DNS name of at most %d bytes (no wildcard)", v,
                       POLICY_DNS_MAX);
         for (int i = 0; rc == HSMCA_OK && i < g->n_names; i++)
             if (!strcmp(g->names[i], v))
-                rc = perr(pp, ev_line(&ev), key, "'%.64s' is listed twice", v);
+                rc = perr(pp, yaml_strict_line(&ev), key, "'%.64s' is listed twice", v);
         if (rc == HSMCA_OK && g->n_names >= POLICY_MAX_DNS)
-            rc = perr(pp, ev_line(&ev), key, "more than %d names for one account", POLICY_MAX_DNS);
+            rc = perr(pp, yaml_strict_line(&ev), key, "more than %d names for one account",
+                      POLICY_MAX_DNS);
         if (rc == HSMCA_OK && !(g->names[g->n_names] = dup_n(v, len)))
             rc = hsmca_fail(pp->e, HSMCA_ENOMEM, "%s: out of memory", pp->name);
         if (rc == HSMCA_OK)
@@ -287,7 +245,7 @@ static HSMCA_MUSTCHECK hsmca_code add_grant(pf_parser *pp, const char *key, cons
                                             size_t klen, const yaml_event_t *val)
 {
     policy_set *s = pp->s;
-    size_t line = ev_line(val);
+    size_t line = yaml_strict_line(val);
     const char *dot = memrchr(k, '.', klen);
     size_t sa_len = dot ? (size_t)(dot - k) : 0, ns_len = dot ? klen - sa_len - 1 : 0;
     if (!dot || !policy_is_k8s_name(k, sa_len, POLICY_SA_MAX, 1) || !is_namespace(dot + 1, ns_len))
@@ -347,10 +305,10 @@ static HSMCA_MUSTCHECK hsmca_code add_curve(pf_parser *pp, const char *key, cons
 static HSMCA_MUSTCHECK hsmca_code read_list(pf_parser *pp, const char *key,
                                             const yaml_event_t *start, item_fn fn)
 {
-    if (is_null(start))
+    if (yaml_strict_is_null(start))
         return HSMCA_OK;
     if (start->type != YAML_SEQUENCE_START_EVENT)
-        return perr(pp, ev_line(start), key, "must be a list");
+        return perr(pp, yaml_strict_line(start), key, "must be a list");
     for (;;) {
         yaml_event_t ev;
         HSMCA_GUARD(next_event(pp, &ev));
@@ -362,7 +320,7 @@ static HSMCA_MUSTCHECK hsmca_code read_list(pf_parser *pp, const char *key,
         size_t len;
         hsmca_code rc = scalar(pp, &ev, key, "a list of strings", &v, &len);
         if (rc == HSMCA_OK)
-            rc = fn(pp, key, v, len, ev_line(&ev));
+            rc = fn(pp, key, v, len, yaml_strict_line(&ev));
         yaml_event_delete(&ev);
         if (rc != HSMCA_OK)
             return rc;
@@ -374,10 +332,10 @@ static HSMCA_MUSTCHECK hsmca_code read_list(pf_parser *pp, const char *key,
 static HSMCA_MUSTCHECK hsmca_code read_map(pf_parser *pp, const char *key,
                                            const yaml_event_t *start, entry_fn fn)
 {
-    if (is_null(start))
+    if (yaml_strict_is_null(start))
         return HSMCA_OK;
     if (start->type != YAML_MAPPING_START_EVENT)
-        return perr(pp, ev_line(start), key, "must be a mapping");
+        return perr(pp, yaml_strict_line(start), key, "must be a mapping");
     for (;;) {
         yaml_event_t k, v;
         HSMCA_GUARD(next_event(pp, &k));
@@ -405,14 +363,14 @@ static HSMCA_MUSTCHECK hsmca_code key_types_entry(pf_parser *pp, const char *key
                 : !strcmp(k, "ec_curves") ? &pp->seen_ec
                                           : NULL;
     if (seen && *seen)
-        return perr(pp, ev_line(val), key, "'%s' given twice", k);
+        return perr(pp, yaml_strict_line(val), key, "'%s' given twice", k);
     if (seen)
         *seen = 1;
     if (!strcmp(k, "rsa_bits"))
         return read_list(pp, "key_types.rsa_bits", val, add_rsa);
     if (!strcmp(k, "ec_curves"))
         return read_list(pp, "key_types.ec_curves", val, add_curve);
-    return perr(pp, ev_line(val), key, "unknown key '%.64s' (rsa_bits, ec_curves)", k);
+    return perr(pp, yaml_strict_line(val), key, "unknown key '%.64s' (rsa_bits, ec_curves)", k);
 }
 
 static HSMCA_MUSTCHECK hsmca_code read_bool(pf_parser *pp, const char *key, const yaml_event_t *ev,
@@ -427,7 +385,7 @@ static HSMCA_MUSTCHECK hsmca_code read_bool(pf_parser *pp, const char *key, cons
     else if (!strcmp(v, "false"))
         *out = 0;
     else
-        return perr(pp, ev_line(ev), key, "must be true or false");
+        return perr(pp, yaml_strict_line(ev), key, "must be true or false");
     return HSMCA_OK;
 }
 
@@ -447,7 +405,7 @@ static HSMCA_MUSTCHECK hsmca_code read_top_value(pf_parser *pp, size_t k, size_t
         size_t len;
         HSMCA_GUARD(scalar(pp, ev, key, "a DNS name", &v, &len));
         if (!policy_is_dns_name(v, len))
-            return perr(pp, ev_line(ev), key, "'%.64s' is not a lowercase DNS name", v);
+            return perr(pp, yaml_strict_line(ev), key, "'%.64s' is not a lowercase DNS name", v);
         memcpy(s->cluster_domain, v, len + 1);
         return HSMCA_OK;
     }
@@ -476,21 +434,21 @@ static HSMCA_MUSTCHECK hsmca_code parse_top(pf_parser *pp)
         hsmca_code rc = HSMCA_OK;
         size_t idx = N_TOP;
         if (k.type != YAML_SCALAR_EVENT) {
-            rc = perr(pp, ev_line(&k), NULL, "keys must be plain strings");
+            rc = perr(pp, yaml_strict_line(&k), NULL, "keys must be plain strings");
         } else {
             for (size_t i = 0; i < N_TOP; i++)
                 if (strlen(TOP_KEYS[i]) == k.data.scalar.length &&
                     !memcmp(TOP_KEYS[i], k.data.scalar.value, k.data.scalar.length))
                     idx = i;
             if (idx == N_TOP)
-                rc = perr(pp, ev_line(&k), NULL, "unknown key '%.64s'",
+                rc = perr(pp, yaml_strict_line(&k), NULL, "unknown key '%.64s'",
                           (const char *)k.data.scalar.value);
             else if (seen[idx])
-                rc = perr(pp, ev_line(&k), TOP_KEYS[idx], "given twice");
+                rc = perr(pp, yaml_strict_line(&k), TOP_KEYS[idx], "given twice");
         }
         if (rc == HSMCA_OK && (rc = next_event(pp, &v)) == HSMCA_OK) {
             seen[idx] = 1;
-            rc = read_top_value(pp, idx, ev_line(&k), &v);
+            rc = read_top_value(pp, idx, yaml_strict_line(&k), &v);
             yaml_event_delete(&v);
         }
         yaml_event_delete(&k);
@@ -503,7 +461,7 @@ static HSMCA_MUSTCHECK hsmca_code expect(pf_parser *pp, yaml_event_type_t type, 
 {
     yaml_event_t ev;
     HSMCA_GUARD(next_event(pp, &ev));
-    hsmca_code rc = ev.type == type ? HSMCA_OK : perr(pp, ev_line(&ev), NULL, "%s", what);
+    hsmca_code rc = ev.type == type ? HSMCA_OK : perr(pp, yaml_strict_line(&ev), NULL, "%s", what);
     yaml_event_delete(&ev);
     return rc;
 }
