@@ -34,6 +34,17 @@
 /* How long a stop waits for the calls in flight: under the supervisor's 5 s
  * between SIGTERM and SIGKILL. */
 #define FE_DRAIN_S 3.0
+/* What gRPC core may hold for all connections together (buffers, calls). gRPC
+ * 1.51 buffers a message until its announced length has arrived before it checks
+ * GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH: a 5-byte prefix announcing 4 GiB followed
+ * by a stream of bytes grew the front end by ~14 MB/s without bound. Under this
+ * quota the transport resets such a stream (ENHANCE_YOUR_CALM) instead
+ * (test_hostile_clients: test_grpc_prefix_4gib_flood). */
+#define FE_MEMORY_QUOTA ((size_t)64 << 20)
+/* Room for request metadata: gRPC's 8 KiB default refused a bearer token of about
+ * 8000 bytes itself, so the JWT check's own limit (FE_JWT_MAX_LEN, 8192) never
+ * applied; with 16 KiB a token up to that limit reaches it. */
+#define FE_MAX_METADATA_BYTES 16384
 
 typedef enum { CALL_NEW, CALL_RECV, CALL_SIGNING, CALL_DONE } fe_call_state;
 
@@ -282,7 +293,7 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     /* gRPC refuses over-large messages itself (RESOURCE_EXHAUSTED); between the
      * configured cap and twice it, fe_check_request answers INVALID_ARGUMENT
      * with the limit in the message. */
-    grpc_arg args[4];
+    grpc_arg args[6];
     memset(args, 0, sizeof(args));
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -300,10 +311,20 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     args[3].key = GRPC_ARG_MAX_CONNECTION_IDLE_MS; /* milliseconds in an int: clamped */
     args[3].value.integer =
         (int)(app->cfg->idle_timeout > 2000000 ? 2000000000u : app->cfg->idle_timeout * 1000u);
-    grpc_channel_args chargs = {4, args};
+    args[4].type = GRPC_ARG_INTEGER;
+    args[4].key = GRPC_ARG_MAX_METADATA_SIZE;
+    args[4].value.integer = FE_MAX_METADATA_BYTES;
+    grpc_resource_quota *quota = grpc_resource_quota_create("hsmca-frontend");
+    grpc_resource_quota_resize(quota, FE_MEMORY_QUOTA);
+    args[5].type = GRPC_ARG_POINTER;
+    args[5].key = GRPC_ARG_RESOURCE_QUOTA;
+    args[5].value.pointer.p = quota;
+    args[5].value.pointer.vtable = grpc_resource_quota_arg_vtable();
+    grpc_channel_args chargs = {6, args};
 
     srv->cq = grpc_completion_queue_create_for_next(NULL);
     srv->server = grpc_server_create(&chargs, NULL);
+    grpc_resource_quota_unref(quota); /* the server holds its own reference */
     grpc_server_register_completion_queue(srv->server, srv->cq, NULL);
     int port = grpc_server_add_http2_port(srv->server, app->cfg->listen, creds);
     grpc_server_credentials_release(creds);
