@@ -45,6 +45,15 @@
  * 8000 bytes itself, so the JWT check's own limit (FE_JWT_MAX_LEN, 8192) never
  * applied; with 16 KiB a token up to that limit reaches it. */
 #define FE_MAX_METADATA_BYTES 16384
+/* Calls whose headers came but whose message has not: each holds ~12.6 KiB of
+ * gRPC core (arena, metadata) outside the memory quota for as long as the client
+ * keeps its stream open, and there is no deadline: 30 connections of 990 such
+ * streams held 390 MB. Beyond this many a new call is refused RESOURCE_EXHAUSTED
+ * at once (~100 MiB at most), as the signer's queue is (SIGNER_MAX_QUEUE). The
+ * count includes calls the client reset whose end this front end has not yet
+ * processed: under a rapid-reset flood valid calls may be refused too, which they
+ * retry (test_hostile_clients: test_held_streams_beyond_the_cap, test_rapid_reset). */
+#define FE_MAX_WAITING_CALLS 8192
 
 typedef enum { CALL_NEW, CALL_RECV, CALL_SIGNING, CALL_DONE } fe_call_state;
 
@@ -52,7 +61,8 @@ typedef struct {
     grpc_server *server;
     grpc_completion_queue *cq;
     fe_app *app;
-    atomic_int active; /* calls received and not yet freed: what a stop waits for */
+    atomic_int active;  /* calls received and not yet freed: what a stop waits for */
+    atomic_int waiting; /* calls waiting for their message (FE_MAX_WAITING_CALLS) */
 } fe_server;
 
 typedef struct {
@@ -232,6 +242,12 @@ static void on_new_call(fe_call *c)
         finish_status(c, GRPC_STATUS_UNIMPLEMENTED, msg, NULL, 0, 1);
         return;
     }
+    if (atomic_fetch_add(&c->srv->waiting, 1) >= FE_MAX_WAITING_CALLS) {
+        atomic_fetch_sub(&c->srv->waiting, 1);
+        finish_status(c, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                      "too many calls waiting for their request message", NULL, 0, 1);
+        return;
+    }
     grpc_op ops[2];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -240,6 +256,7 @@ static void on_new_call(fe_call *c)
     c->state = CALL_RECV;
     if (grpc_call_start_batch(c->call, ops, 2, c, NULL) != GRPC_CALL_OK) {
         log_error("cannot start receiving a call");
+        atomic_fetch_sub(&c->srv->waiting, 1);
         free_call(c);
     }
 }
@@ -266,9 +283,13 @@ static void *cq_loop(void *arg)
             on_new_call(c);
             break;
         case CALL_RECV:
+            atomic_fetch_sub(&srv->waiting, 1);
             if (!ev.success) {
+                /* The client cancelled or went away: no line per call, which a
+                 * rapid-reset flood (HEADERS + RST_STREAM) made one per stream. */
                 c->state = CALL_DONE;
-                finish(c, HSMCA_EINVAL, "request: receive failed", NULL, 0);
+                finish_status(c, GRPC_STATUS_INVALID_ARGUMENT, "request: receive failed", NULL, 0,
+                              0);
                 break;
             }
             on_received(c);
