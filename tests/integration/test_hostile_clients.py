@@ -47,6 +47,19 @@ SA_ID = "spiffe://cluster.local/ns/default/sa/sleep"
 RESULTS = []            # one row per attack, printed at the end
 
 
+def _sanitized():
+    """True for an ASan build: its quarantine and redzones make RSS meaningless and it
+    is several times slower, so the memory and capacity bounds are not asserted."""
+    try:
+        with open(os.environ.get("HSMCA_BIN", "hsmca"), "rb") as f:
+            return b"AddressSanitizer" in f.read()
+    except OSError:
+        return False
+
+
+SANITIZED = _sanitized()
+
+
 def fe_rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -461,7 +474,8 @@ class Http2Attacks(HostileServerCase):
             return nconn * (conns[0].max_streams - 10), \
                 "held; %d of %d connections kept; FE RSS %d KiB while held" % (kept, nconn, rss)
         rss0, rss1 = self.attack("streams held open without a message", run)
-        self.assertLess(rss1 - rss0, 256 << 10, "held streams grew the front end > 256 MiB")
+        if not SANITIZED:
+            self.assertLess(rss1 - rss0, 256 << 10, "held streams grew the front end > 256 MiB")
 
     def test_held_streams_beyond_the_cap(self):
         """More streams waiting for their message than the front end keeps
@@ -498,10 +512,11 @@ class Http2Attacks(HostileServerCase):
             msgs = {c.status(sid)[1] for c in conns for sid in c.trailers if c.status(sid)}
             for c in conns:
                 c.close()
-            self.assertGreater(refused, 0, "no stream beyond the cap refused: %s" % msgs)
-            self.assertIn("too many calls waiting for their request message", msgs)
-            self.assertLess(rss, rss_start + WAITING_CAP * 16 + (32 << 10),
-                            "held streams took more than the cap allows")
+            if not SANITIZED:
+                self.assertGreater(refused, 0, "no stream beyond the cap refused: %s" % msgs)
+                self.assertIn("too many calls waiting for their request message", msgs)
+                self.assertLess(rss, rss_start + WAITING_CAP * 16 + (32 << 10),
+                                "held streams took more than the cap allows")
             t0 = time.monotonic()
             while time.monotonic() - t0 < 10:
                 code, details = self.create(hc.encode_request(
@@ -554,7 +569,8 @@ class Http2Attacks(HostileServerCase):
                 sent, took, nconn, goaway or "none")
         rss0, rss1 = self.attack("rapid reset (HEADERS+RST_STREAM)", run,
                                  valid_may_get=("RESOURCE_EXHAUSTED",))
-        self.assertLess(rss1 - rss0, 512 << 10, "rapid reset grew the front end > 512 MiB")
+        if not SANITIZED:
+            self.assertLess(rss1 - rss0, 512 << 10, "rapid reset grew the front end > 512 MiB")
 
     def test_huge_header_block(self):
         """One HEADERS block of 1 MiB in 16 KiB CONTINUATION frames, ended properly."""
@@ -747,7 +763,8 @@ class GrpcFrameAttacks(HostileServerCase):
             return sent >> 20, "server %s after %d MiB; FE RSS peak %d KiB" % (
                 how, sent >> 20, peak)
         rss0, rss1 = self.attack("4 GiB prefix, then a byte flood (MiB)", run)
-        self.assertLess(rss1 - rss0, 160 << 10, "the flood left the front end > 160 MiB larger")
+        if not SANITIZED:
+            self.assertLess(rss1 - rss0, 160 << 10, "the flood left the front end > 160 MiB larger")
 
 
 class SizeBoundaries(HostileServerCase):
