@@ -762,7 +762,11 @@ class GrpcFrameAttacks(HostileServerCase):
             self.assertIsNotNone(how, "the server took %d MiB of a 4 GiB message" % (sent >> 20))
             return sent >> 20, "server %s after %d MiB; FE RSS peak %d KiB" % (
                 how, sent >> 20, peak)
-        rss0, rss1 = self.attack("4 GiB prefix, then a byte flood (MiB)", run)
+        # gRPC core resets streams to stay under its quota, and a valid client's may be
+        # one of them (RESOURCE_EXHAUSTED "Received RST_STREAM with error code 11",
+        # seen with HSMCA_LONG=1): retryable.
+        rss0, rss1 = self.attack("4 GiB prefix, then a byte flood (MiB)", run,
+                                 valid_may_get=("RESOURCE_EXHAUSTED",))
         if not SANITIZED:
             self.assertLess(rss1 - rss0, 160 << 10, "the flood left the front end > 160 MiB larger")
 
