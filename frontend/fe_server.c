@@ -40,6 +40,19 @@ _Static_assert(CONFIG_MAX_QUEUED <= FE_IPC_MAX_INFLIGHT, "fe_ipc's table must ho
 /* How long a stop waits for the calls in flight: under the supervisor's 5 s
  * between SIGTERM and SIGKILL. */
 #define FE_DRAIN_S 3.0
+/* Room for request metadata: gRPC's 8 KiB default refused a bearer token of about
+ * 8000 bytes itself, so the JWT check's own limit (FE_JWT_MAX_LEN, 8192) never
+ * applied; with 16 KiB a token up to that limit reaches it. */
+#define FE_MAX_METADATA_BYTES 16384
+/* Calls whose headers came but whose message has not: each holds ~12.6 KiB of
+ * gRPC core (arena, metadata) outside the memory quota for as long as the client
+ * keeps its stream open, and there is no deadline: 30 connections of 990 such
+ * streams held 390 MB. Beyond this many a new call is refused RESOURCE_EXHAUSTED
+ * at once (~100 MiB at most), as the signer's queue is (SIGNER_MAX_QUEUE). The
+ * count includes calls the client reset whose end this front end has not yet
+ * processed: under a rapid-reset flood valid calls may be refused too, which they
+ * retry (test_hostile_clients: test_held_streams_beyond_the_cap, test_rapid_reset). */
+#define FE_MAX_WAITING_CALLS 8192
 
 typedef enum { CALL_NEW, CALL_RECV, CALL_SIGNING, CALL_DONE } fe_call_state;
 
@@ -51,6 +64,7 @@ typedef struct {
                           and what server.max_queued_requests bounds */
     grpc_resource_quota *quota;
     log_limiter *busy_log; /* the "queue full" refusals, one line per window */
+    atomic_int waiting;    /* calls waiting for their message (FE_MAX_WAITING_CALLS) */
 } fe_server;
 
 typedef struct {
@@ -260,6 +274,12 @@ static void on_new_call(fe_call *c)
         finish_status(c, GRPC_STATUS_UNIMPLEMENTED, msg, NULL, 0, 1);
         return;
     }
+    if (atomic_fetch_add(&c->srv->waiting, 1) >= FE_MAX_WAITING_CALLS) {
+        atomic_fetch_sub(&c->srv->waiting, 1);
+        finish_status(c, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                      "too many calls waiting for their request message", NULL, 0, 1);
+        return;
+    }
     grpc_op ops[2];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -268,6 +288,7 @@ static void on_new_call(fe_call *c)
     c->state = CALL_RECV;
     if (grpc_call_start_batch(c->call, ops, 2, c, NULL) != GRPC_CALL_OK) {
         log_error("cannot start receiving a call");
+        atomic_fetch_sub(&c->srv->waiting, 1);
         free_call(c);
     }
 }
@@ -294,9 +315,13 @@ static void *cq_loop(void *arg)
             on_new_call(c);
             break;
         case CALL_RECV:
+            atomic_fetch_sub(&srv->waiting, 1);
             if (!ev.success) {
+                /* The client cancelled or went away: no line per call, which a
+                 * rapid-reset flood (HEADERS + RST_STREAM) made one per stream. */
                 c->state = CALL_DONE;
-                finish(c, HSMCA_EINVAL, "request: receive failed", NULL, 0);
+                finish_status(c, GRPC_STATUS_INVALID_ARGUMENT, "request: receive failed", NULL, 0,
+                              0);
                 break;
             }
             on_received(c);
@@ -381,11 +406,15 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     /* server.memory_limit_mib: what gRPC core allocates through its memory quota (its
      * own buffers and calls, not OpenSSL's). Under pressure gRPC drops new connections
      * and reclaims; it does not bound idle connections (docs/PERFORMANCE.md):
-     * server.max_connections does. */
+     * server.max_connections does. gRPC 1.51 buffers a message until its announced
+     * length has arrived before it checks GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH: a 5-byte
+     * prefix announcing 4 GiB followed by a stream of bytes grew the front end by
+     * ~14 MB/s without bound; under the quota the transport resets such a stream
+     * (test_hostile_clients: test_grpc_prefix_4gib_flood). */
     srv->quota = grpc_resource_quota_create("hsmca-frontend");
     grpc_resource_quota_resize(srv->quota, (size_t)cfg->memory_limit_mib << 20);
 
-    grpc_arg args[8];
+    grpc_arg args[10];
     size_t n = 0;
     /* gRPC refuses over-large messages itself (RESOURCE_EXHAUSTED); between the
      * configured cap and twice it, fe_check_request answers INVALID_ARGUMENT
@@ -409,6 +438,8 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     args[n].value.pointer.p = srv->quota;
     args[n++].value.pointer.vtable = grpc_resource_quota_arg_vtable();
     args[n++] = fe_connlimit_arg(conns); /* server.max_connections */
+    /* Tokens up to FE_JWT_MAX_LEN must get through: gRPC's default is 8 KiB. */
+    args[n++] = int_arg(GRPC_ARG_MAX_METADATA_SIZE, FE_MAX_METADATA_BYTES);
     grpc_channel_args chargs = {n, args};
     log_info("limits: %u connections, %u MiB gRPC memory, %u queued requests (descriptor "
              "limit %u)",

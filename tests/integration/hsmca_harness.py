@@ -124,6 +124,8 @@ class DevServer:
             self.root = f.read()
         last = None
         while time.time() < deadline:
+            if self.proc.poll() is not None:  # e.g. a config key this binary does not know
+                raise RuntimeError("hsmca exited %d:\n%s" % (self.proc.returncode, self.logtext()))
             # A fresh channel and a short deadline per attempt: a channel whose first
             # connect failed (the server not listening yet) backs off for seconds.
             probe = hc.Client(self.addr, self.root)
