@@ -44,15 +44,6 @@ _Static_assert(CONFIG_MAX_QUEUED <= FE_IPC_MAX_INFLIGHT, "fe_ipc's table must ho
  * 8000 bytes itself, so the JWT check's own limit (FE_JWT_MAX_LEN, 8192) never
  * applied; with 16 KiB a token up to that limit reaches it. */
 #define FE_MAX_METADATA_BYTES 16384
-/* Calls whose headers came but whose message has not: each holds ~12.6 KiB of
- * gRPC core (arena, metadata) outside the memory quota for as long as the client
- * keeps its stream open, and there is no deadline: 30 connections of 990 such
- * streams held 390 MB. Beyond this many a new call is refused RESOURCE_EXHAUSTED
- * at once (~100 MiB at most), as the signer's queue is (SIGNER_MAX_QUEUE). The
- * count includes calls the client reset whose end this front end has not yet
- * processed: under a rapid-reset flood valid calls may be refused too, which they
- * retry (test_hostile_clients: test_held_streams_beyond_the_cap, test_rapid_reset). */
-#define FE_MAX_WAITING_CALLS 8192
 
 typedef enum { CALL_NEW, CALL_RECV, CALL_SIGNING, CALL_DONE } fe_call_state;
 
@@ -64,7 +55,6 @@ typedef struct {
                           and what server.max_queued_requests bounds */
     grpc_resource_quota *quota;
     log_limiter *busy_log; /* the "queue full" refusals, one line per window */
-    atomic_int waiting;    /* calls waiting for their message (FE_MAX_WAITING_CALLS) */
 } fe_server;
 
 typedef struct {
@@ -237,9 +227,12 @@ static void on_received(fe_call *c)
 
 /* server.max_queued_requests: a call beyond it is answered RESOURCE_EXHAUSTED before
  * its body is read or checked, so a flood costs a few microseconds a call and never
- * grows the front end (istio-agent retries with backoff); with no signer connected,
- * UNAVAILABLE just as early (checking a request nobody can sign is wasted work while
- * a restarted signer's clients all retry). 1 when refused. */
+ * grows the front end (istio-agent retries with backoff). The count includes streams
+ * whose headers came but whose message has not: each holds ~12.6 KiB of gRPC core
+ * outside the memory quota with no deadline (30 connections of 990 such streams held
+ * 390 MB before this bound; test_hostile_clients: test_held_streams_beyond_the_cap); with no signer
+ * connected, UNAVAILABLE just as early (checking a request nobody can sign is wasted work while a
+ * restarted signer's clients all retry). 1 when refused. */
 static int refuse_when_busy(fe_call *c)
 {
     fe_server *srv = c->srv;
@@ -274,12 +267,6 @@ static void on_new_call(fe_call *c)
         finish_status(c, GRPC_STATUS_UNIMPLEMENTED, msg, NULL, 0, 1);
         return;
     }
-    if (atomic_fetch_add(&c->srv->waiting, 1) >= FE_MAX_WAITING_CALLS) {
-        atomic_fetch_sub(&c->srv->waiting, 1);
-        finish_status(c, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                      "too many calls waiting for their request message", NULL, 0, 1);
-        return;
-    }
     grpc_op ops[2];
     memset(ops, 0, sizeof(ops));
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -288,7 +275,6 @@ static void on_new_call(fe_call *c)
     c->state = CALL_RECV;
     if (grpc_call_start_batch(c->call, ops, 2, c, NULL) != GRPC_CALL_OK) {
         log_error("cannot start receiving a call");
-        atomic_fetch_sub(&c->srv->waiting, 1);
         free_call(c);
     }
 }
@@ -315,7 +301,6 @@ static void *cq_loop(void *arg)
             on_new_call(c);
             break;
         case CALL_RECV:
-            atomic_fetch_sub(&srv->waiting, 1);
             if (!ev.success) {
                 /* The client cancelled or went away: no line per call, which a
                  * rapid-reset flood (HEADERS + RST_STREAM) made one per stream. */
