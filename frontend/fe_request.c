@@ -2,6 +2,7 @@
  * signed leaf back to a response (DESIGN.md §3, steps 2-6). */
 #include "fe_app.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,22 +15,6 @@
 #include "fe_tbs.h"
 #include "profile.h"
 
-static HSMCA_MUSTCHECK hsmca_code authenticate(const fe_app *app, const char *auth, size_t auth_len, int64_t now,
-                               char *identity, size_t idsz, hsmca_err *e)
-{
-    static const char bearer[] = "Bearer ";
-    if (!auth || auth_len == 0)
-        return hsmca_fail(e, HSMCA_EAUTH, "authentication: no 'authorization' metadata");
-    if (auth_len <= sizeof(bearer) - 1 || strncmp(auth, bearer, sizeof(bearer) - 1) != 0)
-        return hsmca_fail(e, HSMCA_EAUTH, "authentication: 'authorization' is not a Bearer token");
-    fe_jwt_identity who;
-    hsmca_code rc = fe_jwt_verify(app->jwks, &app->jwt_rules, auth + sizeof(bearer) - 1,
-                                  auth_len - (sizeof(bearer) - 1), now, &who, e);
-    if (rc != HSMCA_OK)
-        return rc;
-    return policy_spiffe_id(app->policy.trust_domain, who.ns, who.sa, identity, idsz, e);
-}
-
 static HSMCA_MUSTCHECK hsmca_code check_and_build(const fe_app *app, const Istio__V1__Auth__IstioCertificateRequest *req,
                                   int64_t now, fe_checked_request *out, hsmca_err *e)
 {
@@ -38,9 +23,16 @@ static HSMCA_MUSTCHECK hsmca_code check_and_build(const fe_app *app, const Istio
     hsmca_code rc = fe_csr_parse((const char *)req->csr.data, req->csr.len, &csr, e);
     if (rc != HSMCA_OK)
         return rc;
-    const char *ids[1] = {out->requester};
+    const char *ids[FE_AUTH_MAX_IDS];
+    for (int i = 0; i < out->who.n_ids; i++)
+        ids[i] = out->who.ids[i];
     uint32_t ttl = 0;
-    rc = policy_check_sans(ids, 1, (const char *const *)csr.uris, csr.n_uris, csr.n_other_sans, e);
+    rc = policy_check_sans(ids, out->who.n_ids, (const char *const *)csr.uris, csr.n_uris,
+                           csr.n_other_sans, e);
+    /* The certificate names the identity the CSR asked for, which policy has just
+     * found among the caller's. */
+    if (rc == HSMCA_OK && csr.n_uris == 1)
+        snprintf(out->requester, sizeof(out->requester), "%s", csr.uris[0]);
     if (rc == HSMCA_OK)
         rc = policy_ttl(&app->policy, req->validity_duration, &ttl, e);
     if (rc == HSMCA_OK) {
@@ -58,17 +50,19 @@ static HSMCA_MUSTCHECK hsmca_code check_and_build(const fe_app *app, const Istio
     return rc;
 }
 
-hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len, const char *auth,
-                            size_t auth_len, int64_t now, fe_checked_request *out, hsmca_err *e)
+hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
+                            const fe_auth_creds *creds, fe_checked_request *out, hsmca_err *e)
 {
     memset(out, 0, sizeof(*out));
-    out->authenticator = auth && auth_len ? "jwt" : "none";
+    int64_t now = creds->now;
     /* Authenticate before looking at the body: strangers learn nothing about it. */
-    hsmca_code rc = authenticate(app, auth, auth_len, now, out->requester, sizeof(out->requester), e);
+    hsmca_code rc = fe_auth_run(app, creds, &out->who, e);
+    out->authenticator = out->who.authenticator;
     if (rc != HSMCA_OK) {
         out->requester[0] = 0; /* nobody was authenticated */
         return rc;
     }
+    snprintf(out->requester, sizeof(out->requester), "%s", out->who.ids[0]);
     if (len > app->cfg->max_request_bytes)
         return hsmca_fail(e, HSMCA_EINVAL, "request: %zu bytes exceeds the limit of %u", len,
                           app->cfg->max_request_bytes);
