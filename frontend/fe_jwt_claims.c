@@ -13,8 +13,8 @@
 
 /* A NumericDate as whole seconds. Fractions round toward the strict side:
  * down for exp, up for nbf/iat. */
-static HSMCA_MUSTCHECK hsmca_code jwt_time_claim(json_t *claims, const char *name, int round_up, int *present,
-                                 int64_t *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_time_claim(json_t *claims, const char *name, int round_up,
+                                                 int *present, int64_t *out, hsmca_err *e)
 {
     json_t *v = json_object_get(claims, name);
     *present = v != NULL;
@@ -39,7 +39,8 @@ static HSMCA_MUSTCHECK hsmca_code jwt_time_claim(json_t *claims, const char *nam
     return hsmca_fail(e, HSMCA_EAUTH, "JWT %s must be a number of seconds", name);
 }
 
-static HSMCA_MUSTCHECK hsmca_code jwt_check_times(json_t *claims, int64_t now, uint32_t skew, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_check_times(json_t *claims, int64_t now, uint32_t skew,
+                                                  hsmca_err *e)
 {
     int present;
     int64_t t = 0;
@@ -79,7 +80,8 @@ static HSMCA_MUSTCHECK hsmca_code jwt_check_aud(json_t *claims, const fe_jwt_rul
     } else if (json_is_array(aud)) {
         size_t i;
         json_t *a;
-        json_array_foreach(aud, i, a) {
+        json_array_foreach(aud, i, a)
+        {
             if (!json_is_string(a))
                 return hsmca_fail(e, HSMCA_EAUTH, "JWT aud array must hold strings only");
             hit |= aud_wanted(r, json_string_value(a));
@@ -105,8 +107,8 @@ static HSMCA_MUSTCHECK hsmca_code jwt_check_aud(json_t *claims, const fe_jwt_rul
 /* Kubernetes names end up inside SPIFFE IDs (.../ns/NS/sa/SA): a DNS-1123 label
  * for a namespace, a DNS-1123 subdomain for a service account (policy owns the
  * rule), so no '/', ':' or anything else that could change the ID's structure. */
-static HSMCA_MUSTCHECK hsmca_code id_set(fe_jwt_identity *id, const char *ns, size_t nslen, const char *sa,
-                         size_t salen, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code id_set(fe_jwt_identity *id, const char *ns, size_t nslen,
+                                         const char *sa, size_t salen, hsmca_err *e)
 {
     if (!policy_is_k8s_name(ns, nslen, POLICY_NS_MAX, 0))
         return hsmca_fail(e, HSMCA_EAUTH, "JWT namespace is not a valid Kubernetes name");
@@ -238,11 +240,11 @@ static HSMCA_MUSTCHECK hsmca_code jwt_identity(json_t *claims, fe_jwt_identity *
     int has_l = legacy_identity(claims, &l, e, &rcl);
     if (rcl != HSMCA_OK)
         return rcl;
+    if (!has_p && !has_l)
+        return hsmca_fail(e, HSMCA_EAUTH, "JWT carries no Kubernetes service account claims");
     hsmca_code rc = sub_identity(claims, &s, e);
     if (rc != HSMCA_OK)
         return rc;
-    if (!has_p && !has_l)
-        return hsmca_fail(e, HSMCA_EAUTH, "JWT carries no Kubernetes service account claims");
     if (has_p && !same_account(&p, &s))
         return hsmca_fail(e, HSMCA_EAUTH, "JWT sub and kubernetes.io name different accounts");
     if (has_l && !same_account(&l, &s))
@@ -256,8 +258,8 @@ static HSMCA_MUSTCHECK hsmca_code jwt_identity(json_t *claims, fe_jwt_identity *
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code jwt_check_claims(json_t *claims, const fe_jwt_rules *r, int64_t now,
-                                   fe_jwt_identity *id, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_check_claims(json_t *claims, const fe_jwt_rules *r,
+                                                   int64_t now, fe_jwt_identity *id, hsmca_err *e)
 {
     json_t *iss = json_object_get(claims, "iss");
     if (!json_is_string(iss) || strcmp(json_string_value(iss), r->issuer) != 0)
