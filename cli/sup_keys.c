@@ -65,6 +65,16 @@ static HSMCA_MUSTCHECK hsmca_code keys_accept(sup_keys *k, char *doc, size_t len
     return HSMCA_OK;
 }
 
+/* "what where: <e's message>" into e (the message is copied first: it cannot be both
+ * the source and the destination of one format). */
+static HSMCA_MUSTCHECK hsmca_code prefix_err(hsmca_err *e, hsmca_code rc, const char *what,
+                                             const char *where)
+{
+    char why[sizeof(e->msg)];
+    memcpy(why, e->msg, sizeof(why));
+    return hsmca_fail(e, rc, "%s %.160s: %s", what, where, why);
+}
+
 static int same_file(const struct stat *a, const struct stat *b)
 {
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
@@ -88,7 +98,7 @@ static HSMCA_MUSTCHECK hsmca_code file_load(sup_keys *k, int force, hsmca_err *e
         return rc;
     rc = keys_accept(k, doc, len, e);
     if (rc != HSMCA_OK)
-        return hsmca_fail(e, rc, "auth.jwt.jwks_file %s: %s", k->cfg->jwks_file, e->msg);
+        return prefix_err(e, rc, "auth.jwt.jwks_file", k->cfg->jwks_file);
     return HSMCA_OK;
 }
 
@@ -111,7 +121,7 @@ static HSMCA_MUSTCHECK hsmca_code issuer_fetch(sup_keys *k, hsmca_err *e)
                              &k->stop, &doc, &len, e));
     rc = keys_accept(k, doc, len, e);
     if (rc != HSMCA_OK)
-        return hsmca_fail(e, rc, "JWKS from %.200s: %s", jwks_uri, e->msg);
+        return prefix_err(e, rc, "JWKS from", jwks_uri);
     return HSMCA_OK;
 }
 
