@@ -240,6 +240,31 @@ class OidcIssuerDownTests(unittest.TestCase):
             server.stop()
             issuer.stop()
 
+    def no_keys_ever(self, issuer, key, server, log_fragment):
+        """The supervisor logs log_fragment, fetches no JWKS, and the front end, once up,
+        answers UNAVAILABLE (no keys) rather than trusting anything."""
+        deadline = time.time() + 30
+        while log_fragment not in server.logtext():
+            self.assertLess(time.time(), deadline, server.logtext())
+            time.sleep(0.3)
+        self.assertEqual(issuer.count(JWKS_PATH), 0)  # the JWKS was never fetched
+        while not os.path.exists(os.path.join(server.dir, "root-cert.pem")):
+            time.sleep(0.2)
+        with open(os.path.join(server.dir, "root-cert.pem"), "rb") as f:
+            client = hc.Client(server.addr, f.read())
+        server.client = client
+        tok = issuer.token(projected_claims(issuer.url), key)
+        deadline = time.time() + 30
+        while True:  # the front end comes up; with no keys the answer is UNAVAILABLE
+            try:
+                issue(client, tok, timeout=3)
+                self.fail("issued without keys from a trusted discovery")
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.UNAVAILABLE and "keys not loaded" in e.details():
+                    break
+                self.assertLess(time.time(), deadline, e.details())
+                time.sleep(0.3)
+
     def test_wrong_issuer_in_discovery_is_refused(self):
         issuer = OidcIssuer(os.path.join(os.environ.get("HSMCA_TEST_TMP", "/tmp"),
                                          "oidc-lie-%d" % os.getpid()))
@@ -252,25 +277,27 @@ class OidcIssuerDownTests(unittest.TestCase):
             "  ca_bundle: %s" % issuer.ca_path,
             "  min_refresh: 1s"]))
         try:
-            deadline = time.time() + 30
-            while "issuer is not the configured issuer" not in server.logtext():
-                self.assertLess(time.time(), deadline, server.logtext())
-                time.sleep(0.3)
-            self.assertEqual(issuer.count(JWKS_PATH), 0)  # the JWKS was never fetched
-            with open(os.path.join(server.dir, "root-cert.pem"), "rb") as f:
-                client = hc.Client(server.addr, f.read())
-            server.client = client
-            tok = issuer.token(projected_claims(issuer.url), key)
-            deadline = time.time() + 30
-            while True:  # the front end comes up; with no keys the answer is UNAVAILABLE
-                try:
-                    issue(client, tok, timeout=3)
-                    self.fail("issued with keys from a lying discovery document")
-                except grpc.RpcError as e:
-                    if e.code() == grpc.StatusCode.UNAVAILABLE and "keys not loaded" in e.details():
-                        break
-                    self.assertLess(time.time(), deadline, e.details())
-                    time.sleep(0.3)
+            self.no_keys_ever(issuer, key, server, "issuer is not the configured issuer")
+        finally:
+            server.stop()
+            issuer.stop()
+
+    def test_untrusted_issuer_certificate_is_refused(self):
+        base = os.path.join(os.environ.get("HSMCA_TEST_TMP", "/tmp"), "oidc-tls-%d" % os.getpid())
+        issuer = OidcIssuer(base)
+        other = OidcIssuer(base + "-other")  # only its CA is used: not the issuer's
+        other.stop()
+        key = issuer.add_key("ec-1", "EC")
+        server = DevServer(name="oidc-tls", edit_config=auth_config([
+            "jwt:",
+            "  issuer: \"%s\"" % issuer.url,
+            "  discovery: true",
+            "  ca_bundle: %s" % other.ca_path,
+            "  min_refresh: 1s"]))
+        try:
+            # Both CAs have one name: OpenSSL finds "the" issuer and its signature fails.
+            self.no_keys_ever(issuer, key, server, "/.well-known/openid-configuration: ")
+            self.assertEqual(issuer.count("/.well-known/openid-configuration"), 0)  # no HTTP
         finally:
             server.stop()
             issuer.stop()
