@@ -95,6 +95,13 @@ hsmca_code sup_http_init(hsmca_err *e)
 hsmca_code sup_http_get(const char *url, const char *ca_bundle, uint32_t timeout_s, size_t max,
                         const volatile int *cancel, char **out, size_t *len, hsmca_err *e)
 {
+    return sup_http_get_auth(url, ca_bundle, NULL, timeout_s, max, cancel, out, len, e);
+}
+
+hsmca_code sup_http_get_auth(const char *url, const char *ca_bundle, const char *token,
+                             uint32_t timeout_s, size_t max, const volatile int *cancel, char **out,
+                             size_t *len, hsmca_err *e)
+{
     *out = NULL;
     *len = 0;
     if (!cu.easy_init)
@@ -125,6 +132,10 @@ hsmca_code sup_http_get(const char *url, const char *ca_bundle, uint32_t timeout
     cu.easy_setopt(c, CURLOPT_XFERINFODATA, (void *)cancel);
     cu.easy_setopt(c, CURLOPT_ERRORBUFFER, curl_msg);
     cu.easy_setopt(c, CURLOPT_USERAGENT, "hsmca/" HSMCA_VERSION);
+    if (token) {
+        cu.easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+        cu.easy_setopt(c, CURLOPT_XOAUTH2_BEARER, token);
+    }
     CURLcode cc = cu.easy_perform(c);
     long status = 0;
     cu.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);

@@ -16,6 +16,12 @@ HSMCA_MUSTCHECK hsmca_code sup_http_get(const char *url, const char *ca_bundle, 
                                         size_t max, const volatile int *cancel, char **out,
                                         size_t *len, hsmca_err *e);
 
+/* As sup_http_get, with "Authorization: Bearer <token>" when token is not NULL. */
+HSMCA_MUSTCHECK hsmca_code sup_http_get_auth(const char *url, const char *ca_bundle,
+                                             const char *token, uint32_t timeout_s, size_t max,
+                                             const volatile int *cancel, char **out, size_t *len,
+                                             hsmca_err *e);
+
 /* curl_global_init, once, before any thread uses sup_http_get. */
 HSMCA_MUSTCHECK hsmca_code sup_http_init(hsmca_err *e);
 

@@ -98,6 +98,7 @@ static const config_field fields[] = {
     F("auth.jwt", "refresh", CT_DUR, jwt_refresh, 0),
     F("auth.jwt", "min_refresh", CT_DUR, jwt_min_refresh, 0),
     F("auth.jwt", "fetch_timeout", CT_DUR, jwt_fetch_timeout, 0),
+    F("auth.jwt", "fetch_token_file", CT_PATH, jwt_fetch_token_file, 0),
     S("", "frontend"),
     F("frontend", "user", CT_STR, fe_user, 0),
     F("frontend", "chroot", CT_STR, fe_chroot, 0),
@@ -704,6 +705,9 @@ static HSMCA_MUSTCHECK hsmca_code validate_auth(const hsmca_config *c, hsmca_err
     if (c->jwt_min_refresh > c->jwt_refresh)
         return hsmca_fail(e, HSMCA_EINVAL,
                           "config: auth.jwt.min_refresh must not exceed auth.jwt.refresh");
+    if (c->jwt_fetch_token_file[0] && !c->jwt_discovery)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.fetch_token_file needs auth.jwt.discovery: true");
     if (c->jwt_fetch_timeout > 300)
         return hsmca_fail(e, HSMCA_EINVAL, "config: auth.jwt.fetch_timeout must be 1s-300s");
     return HSMCA_OK;

@@ -69,6 +69,10 @@ typedef struct {
     uint32_t jwt_refresh;       /* seconds between scheduled fetches, default 3600 */
     uint32_t jwt_min_refresh;   /* fewest seconds between two fetches, default 30 */
     uint32_t jwt_fetch_timeout; /* seconds one fetch may take, default 10 */
+    char jwt_fetch_token_file[CONFIG_MAX_STR]; /* a bearer token sent with the discovery
+                                                  and JWKS requests (a Kubernetes API
+                                                  server wants one), re-read at every
+                                                  fetch; "" (default): none */
 
     /* frontend: (only when started as root) */
     char fe_user[CONFIG_MAX_STR];   /* default "nobody" */

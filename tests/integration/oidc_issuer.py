@@ -165,6 +165,8 @@ class OidcIssuer:
         self.hits = {}          # path -> GET count
         self.lock = threading.Lock()
         self.discovery_issuer = None  # None: self.url (a test may make it lie)
+        self.require_token = None     # a bearer token both endpoints demand (like a
+                                      # Kubernetes API server: 401 without one)
         self.httpd = None
         self.start()
 
@@ -209,6 +211,12 @@ class OidcIssuer:
             def do_GET(self):
                 with issuer.lock:
                     issuer.hits[self.path] = issuer.hits.get(self.path, 0) + 1
+                want = issuer.require_token
+                if want and self.headers.get("Authorization") != "Bearer " + want:
+                    with issuer.lock:
+                        issuer.hits["401"] = issuer.hits.get("401", 0) + 1
+                    self.send_error(401)
+                    return
                 if self.path == DISCOVERY_PATH:
                     body = {"issuer": issuer.discovery_issuer or issuer.url,
                             "jwks_uri": issuer.url + JWKS_PATH,

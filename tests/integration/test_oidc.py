@@ -67,6 +67,12 @@ class OidcDiscoveryTests(unittest.TestCase):
                                              "oidc-%d" % os.getpid()))
         cls.ec = cls.issuer.add_key("ec-1", "EC")
         cls.rsa = cls.issuer.add_key("rsa-1", "RSA")
+        # Like a Kubernetes API server: discovery and JWKS only with a bearer token.
+        cls.fetch_token = "fetch-token-%d" % os.getpid()
+        cls.issuer.require_token = cls.fetch_token
+        token_path = os.path.join(os.path.dirname(cls.issuer.ca_path), "token")
+        with open(token_path, "w") as f:
+            f.write(cls.fetch_token + "\n")
         cls.server = DevServer(name="oidc", edit_config=auth_config([
             "chain: [client_cert, jwt]",
             "jwt:",
@@ -76,7 +82,8 @@ class OidcDiscoveryTests(unittest.TestCase):
             "  ca_bundle: %s" % cls.issuer.ca_path,
             "  min_refresh: 1s",
             "  refresh: 1h",
-            "  fetch_timeout: 3s"]))
+            "  fetch_timeout: 3s",
+            "  fetch_token_file: %s" % token_path]))
         wait_issued(cls.server, cls.good)
 
     @classmethod
@@ -173,6 +180,11 @@ class OidcDiscoveryTests(unittest.TestCase):
         self.assertIn("client_cert: ", d)
 
     # --- keys from the issuer -------------------------------------------------------
+    def test_fetches_carry_the_token(self):
+        self.assertEqual(self.issuer.count("401"), 0)
+        self.assertGreaterEqual(self.issuer.count(JWKS_PATH), 1)
+        self.assertNotIn(self.fetch_token, self.server.logtext())
+
     def test_rotation_picked_up(self):
         fetches = self.issuer.count(JWKS_PATH)
         new = self.issuer.add_key("ec-rotated-%d" % time.time_ns(), "EC")

@@ -670,6 +670,14 @@ static void test_auth_section(void **state)
     c->jwt_fetch_timeout = 301;
     expect_invalid(c, "config: auth.jwt.fetch_timeout must be 1s-300s");
     c->jwt_fetch_timeout = 10;
+    snprintf(c->jwt_fetch_token_file, sizeof(c->jwt_fetch_token_file), "/run/token");
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    c->jwt_discovery = 0;
+    snprintf(c->jwks_file, sizeof(c->jwks_file), "/etc/jwks.json");
+    expect_invalid(c, "config: auth.jwt.fetch_token_file needs auth.jwt.discovery: true");
+    c->jwt_fetch_token_file[0] = '\0';
+    c->jwks_file[0] = '\0';
+    c->jwt_discovery = 1;
     c->auth_chain.n = 0;
     expect_invalid(c, "config: auth.chain must name an authenticator");
     /* without jwt in the chain, auth.jwt needs nothing */
