@@ -19,6 +19,7 @@
 #include "ipc_frame.h"
 #include "log.h"
 #include "policy_file.h"
+#include "sup_keys.h"
 #include "util.h"
 
 #define BACKOFF_MIN 0.2
@@ -30,6 +31,7 @@ typedef struct {
     pid_t pid;        /* 0 when not running */
     int ctl;          /* our end of its control channel */
     double started, restart_at, backoff;
+    uint64_t keys_sent; /* the issuer keys' generation it has (0: none) */
 } sup_child;
 
 static char sup_exe[PATH_MAX];
@@ -64,13 +66,14 @@ static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
         int a = lift_fd(ipc_fd), b = lift_fd(ctl[1]);
         if (dup2(a, 3) != 3 || dup2(b, 4) != 4)
             _exit(127);
-        execl(sup_exe, sup_exe, c->role, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd",
-              "4", (char *)NULL);
+        execl(sup_exe, sup_exe, c->role, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4",
+              (char *)NULL);
         _exit(127);
     }
     close(ctl[1]);
     c->pid = pid;
     c->ctl = ctl[0];
+    c->keys_sent = 0;
     c->started = util_mono_now();
     log_info("started %s (pid %d)", c->role, (int)pid);
     return HSMCA_OK;
@@ -152,15 +155,31 @@ static int reap(sup_child *kids, int n)
 }
 
 /* A control byte from a child: the signer asks for a new front end after the
- * old one broke the protocol. */
-static void read_ctl(sup_child *from, sup_child *frontend)
+ * old one broke the protocol; the front end asks for fresh issuer keys. */
+static void read_ctl(sup_child *from, sup_child *frontend, sup_keys *keys)
 {
     char b;
     ssize_t r = read(from->ctl, &b, 1);
     if (r == 1 && b == CTL_RESTART_PEER && from != frontend && frontend->pid) {
         log_warn("signer reports a protocol violation: restarting the front end");
         kill(frontend->pid, SIGKILL);
+    } else if (r == 1 && b == CTL_KEYS_REFRESH && from == frontend) {
+        sup_keys_refresh(keys);
     }
+}
+
+/* Sends the issuer keys to a running child that does not have the latest yet. Only
+ * the front end gets them for now (the signer will, for identity binding). */
+static void push_keys(sup_child *c, sup_keys *keys)
+{
+    if (!c->pid || c->ctl < 0 || c->keys_sent == sup_keys_generation(keys))
+        return;
+    hsmca_err e;
+    uint64_t sent = 0;
+    if (sup_keys_push(keys, c->ctl, &sent, &e) != HSMCA_OK)
+        log_warn("cannot send the issuer keys to the %s: %s", c->role, e.msg);
+    else
+        c->keys_sent = sent;
 }
 
 static void stop_children(sup_child *kids, int n)
@@ -230,14 +249,23 @@ int supervisor_run(const char *config_path)
     if (sfd < 0)
         fatal("signalfd: %s", strerror(errno));
 
-    sup_child kids[2] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2},
-                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2}};
+    /* The issuer's keys: loaded (a file) or fetched (an issuer) here, never by a child. */
+    static hsmca_config keys_cfg;
+    keys_cfg = cfg;
+    sup_keys *keys = sup_keys_start(&keys_cfg, &e);
+    if (!keys) {
+        log_error("%s", e.msg);
+        return EXIT_CONFIG;
+    }
+
+    sup_child kids[2] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2, 0},
+                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2, 0}};
     sup_child *signer = &kids[0], *frontend = &kids[1];
     restart_due(signer, frontend);
 
     for (;;) {
-        struct pollfd pfd[3] = {{sfd, POLLIN, 0}, {signer->ctl, POLLIN, 0},
-                                {frontend->ctl, POLLIN, 0}};
+        struct pollfd pfd[3] = {
+            {sfd, POLLIN, 0}, {signer->ctl, POLLIN, 0}, {frontend->ctl, POLLIN, 0}};
         if (poll(pfd, 3, 100) < 0 && errno != EINTR)
             fatal("poll: %s", strerror(errno));
         if (pfd[0].revents) {
@@ -252,19 +280,22 @@ int supervisor_run(const char *config_path)
             } else if (got == sizeof(si) && si.ssi_signo != SIGCHLD) {
                 log_info("signal %u: stopping", si.ssi_signo);
                 stop_children(kids, 2);
+                sup_keys_stop(keys);
                 return 0;
             }
         }
         for (int i = 1; i < 3; i++)
             if (pfd[i].fd >= 0 && (pfd[i].revents & POLLIN))
-                read_ctl(&kids[i - 1], frontend);
+                read_ctl(&kids[i - 1], frontend, keys);
         if (reap(kids, 2) != 0) {
             /* EXIT_CONFIG again, so a service manager does not start us over and
              * try the wrong PIN once more (systemd: RestartPreventExitStatus=78). */
             stop_children(kids, 2);
+            sup_keys_stop(keys);
             return EXIT_CONFIG;
         }
         restart_due(signer, frontend);
         restart_due(frontend, signer);
+        push_keys(frontend, keys);
     }
 }

@@ -40,6 +40,7 @@ typedef enum {
 } config_type;
 
 #define CF_ZERO_OK 1u /* the integer may be 0 (clock skew) */
+#define CF_AUTHN 2u   /* list items must be CONFIG_AUTHENTICATORS, each once */
 
 typedef struct {
     const char *section; /* "" for the top level, "auth.jwt" for nested */
@@ -97,11 +98,18 @@ static const config_field fields[] = {
     F("issuance", "rate_per_second", CT_U32, rate_per_second, 0),
     F("issuance", "rate_burst", CT_U32, rate_burst, 0),
     S("", "auth"),
+    F("auth", "chain", CT_LIST, auth_chain, CF_AUTHN),
     S("auth", "jwt"),
     F("auth.jwt", "issuer", CT_STR, jwt_issuer, 0),
     F("auth.jwt", "audiences", CT_LIST, jwt_audiences, 0),
     F("auth.jwt", "jwks_file", CT_PATH, jwks_file, 0),
     F("auth.jwt", "skew", CT_DUR, jwt_skew, CF_ZERO_OK),
+    F("auth.jwt", "discovery", CT_BOOL, jwt_discovery, 0),
+    F("auth.jwt", "ca_bundle", CT_PATH, jwt_ca_bundle, 0),
+    F("auth.jwt", "refresh", CT_DUR, jwt_refresh, 0),
+    F("auth.jwt", "min_refresh", CT_DUR, jwt_min_refresh, 0),
+    F("auth.jwt", "fetch_timeout", CT_DUR, jwt_fetch_timeout, 0),
+    F("auth.jwt", "fetch_token_file", CT_PATH, jwt_fetch_token_file, 0),
     S("", "frontend"),
     F("frontend", "user", CT_STR, fe_user, 0),
     F("frontend", "chroot", CT_STR, fe_chroot, 0),
@@ -116,6 +124,32 @@ static const config_field fields[] = {
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 _Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int),
                "CT_BOOL fields are ints");
+_Static_assert(sizeof(((hsmca_config *)0)->jwt_discovery) == sizeof(int),
+               "CT_BOOL fields are ints");
+
+static const char *const config_authenticators[] = CONFIG_AUTHENTICATORS;
+
+int config_chain_has(const hsmca_config *c, const char *name)
+{
+    for (int i = 0; i < c->auth_chain.n; i++)
+        if (!strcmp(c->auth_chain.items[i], name))
+            return 1;
+    return 0;
+}
+
+/* An auth.chain item: a known authenticator, named once. */
+static const char *authn_item_problem(const config_list *l, const char *v)
+{
+    int known = 0;
+    for (size_t i = 0; i < sizeof(config_authenticators) / sizeof(config_authenticators[0]); i++)
+        known |= !strcmp(v, config_authenticators[i]);
+    if (!known)
+        return "is not an authenticator (client_cert, jwt)";
+    for (int i = 0; i < l->n - 1; i++)
+        if (!strcmp(l->items[i], v))
+            return "is named twice";
+    return NULL;
+}
 
 typedef struct {
     yaml_parser_t p;
@@ -171,9 +205,16 @@ void config_defaults(hsmca_config *c)
     c->max_ttl = 86400;
     c->rate_per_second = 1000;
     c->rate_burst = 2000;
+    set_str(c->auth_chain.items[0], "client_cert");
+    set_str(c->auth_chain.items[1], "jwt");
+    c->auth_chain.n = 2;
     set_str(c->jwt_audiences.items[0], "istio-ca");
     c->jwt_audiences.n = 1;
     c->jwt_skew = 60;
+    c->jwt_discovery = 0;
+    c->jwt_refresh = 3600;
+    c->jwt_min_refresh = 30;
+    c->jwt_fetch_timeout = 10;
     set_str(c->fe_user, "nobody");
     set_str(c->fe_chroot, "/var/empty");
     set_str(c->signer_user, "hsmca-signer");
@@ -354,6 +395,11 @@ static HSMCA_MUSTCHECK hsmca_code set_list(cfg_parser *cp, const config_field *f
                       CONFIG_MAX_LIST);
         else
             rc = copy_scalar(cp, &ev, f->key, 0, l->items[l->n++]);
+        const char *why = NULL;
+        if (rc == HSMCA_OK && (f->flags & CF_AUTHN) &&
+            (why = authn_item_problem(l, l->items[l->n - 1])) != NULL)
+            rc = perr(cp, yaml_strict_line(&ev), "'%s' item '%.64s' %s", f->key, l->items[l->n - 1],
+                      why);
         yaml_event_delete(&ev);
         if (rc != HSMCA_OK)
             return rc;
@@ -570,8 +616,6 @@ static HSMCA_MUSTCHECK hsmca_code validate_required(const hsmca_config *c, hsmca
         {"pkcs11.pin_file", offsetof(hsmca_config, pin_file)},
         {"pkcs11.ca_key", offsetof(hsmca_config, ca_key_uri)},
         {"ca.cert", offsetof(hsmca_config, ca_cert)},
-        {"auth.jwt.issuer", offsetof(hsmca_config, jwt_issuer)},
-        {"auth.jwt.jwks_file", offsetof(hsmca_config, jwks_file)},
         {"issuance.trust_domain", offsetof(hsmca_config, trust_domain)},
         {"frontend.user", offsetof(hsmca_config, fe_user)},
         {"signer.user", offsetof(hsmca_config, signer_user)},
@@ -616,10 +660,44 @@ static HSMCA_MUSTCHECK hsmca_code validate_server(const hsmca_config *c, hsmca_e
     return HSMCA_OK;
 }
 
+/* auth: the chain names someone; the JWT authenticator, when in it, has an issuer and
+ * exactly one source of keys. */
+static HSMCA_MUSTCHECK hsmca_code validate_auth(const hsmca_config *c, hsmca_err *e)
+{
+    if (c->auth_chain.n < 1)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.chain must name an authenticator");
+    if (!config_chain_has(c, "jwt"))
+        return HSMCA_OK;
+    if (!c->jwt_issuer[0])
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.jwt.issuer is required");
+    if (c->jwt_discovery && c->jwks_file[0])
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.jwks_file and auth.jwt.discovery: true exclude each "
+                          "other (one source of keys)");
+    if (!c->jwt_discovery && !c->jwks_file[0])
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.jwks_file is required (or auth.jwt.discovery: true)");
+    if (c->jwt_discovery && strncmp(c->jwt_issuer, "https://", 8) != 0)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.issuer must be an https:// URL with "
+                          "auth.jwt.discovery: true");
+    if (c->jwt_min_refresh > c->jwt_refresh)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.min_refresh must not exceed auth.jwt.refresh");
+    if (c->jwt_fetch_token_file[0] && !c->jwt_discovery)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.fetch_token_file needs auth.jwt.discovery: true");
+    if (c->jwt_fetch_timeout > 300)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.jwt.fetch_timeout must be 1s-300s");
+    return HSMCA_OK;
+}
+
 hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
 {
     hsmca_code rc = validate_required(c, e);
     if (rc != HSMCA_OK)
+        return rc;
+    if ((rc = validate_auth(c, e)) != HSMCA_OK)
         return rc;
     if ((rc = validate_server(c, e)) != HSMCA_OK)
         return rc;
@@ -639,7 +717,7 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
         return hsmca_fail(e, HSMCA_EINVAL, "config: issuance.rate_per_second must be >= 1");
     if (c->rate_burst < 1)
         return hsmca_fail(e, HSMCA_EINVAL, "config: issuance.rate_burst must be >= 1");
-    if (c->jwt_audiences.n < 1)
+    if (config_chain_has(c, "jwt") && c->jwt_audiences.n < 1)
         return hsmca_fail(e, HSMCA_EINVAL, "config: auth.jwt.audiences must name an audience");
     if (c->fe_chroot[0] != '/')
         return hsmca_fail(e, HSMCA_EINVAL, "config: frontend.chroot must be an absolute path");

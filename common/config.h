@@ -63,11 +63,27 @@ typedef struct {
     uint32_t rate_per_second;          /* token bucket rate, default 1000 */
     uint32_t rate_burst;               /* bucket size, default 2000 */
 
+    /* auth: */
+    config_list auth_chain; /* authenticators in order, the first that succeeds wins;
+                               default [client_cert, jwt] (CONFIG_AUTHENTICATORS) */
+
     /* auth.jwt: */
     char jwt_issuer[CONFIG_MAX_STR]; /* required "iss" */
     config_list jwt_audiences;       /* default ["istio-ca"] */
-    char jwks_file[CONFIG_MAX_STR];  /* JWKS (RS256/ES256 keys) */
+    char jwks_file[CONFIG_MAX_STR];  /* JWKS (RS256/ES256 keys), re-read when it changes */
     uint32_t jwt_skew;               /* seconds of clock skew allowed, default 60 */
+    int jwt_discovery;               /* keys from the issuer's OpenID discovery document
+                                        (issuer/.well-known/openid-configuration, then its
+                                        jwks_uri) instead of jwks_file; default false */
+    char jwt_ca_bundle[CONFIG_MAX_STR]; /* PEM CAs the issuer's TLS certificate must chain
+                                           to; "" (default): the system's trust store */
+    uint32_t jwt_refresh;       /* seconds between scheduled fetches, default 3600 */
+    uint32_t jwt_min_refresh;   /* fewest seconds between two fetches, default 30 */
+    uint32_t jwt_fetch_timeout; /* seconds one fetch may take, default 10 */
+    char jwt_fetch_token_file[CONFIG_MAX_STR]; /* a bearer token sent with the discovery
+                                                  and JWKS requests (a Kubernetes API
+                                                  server wants one), re-read at every
+                                                  fetch; "" (default): none */
 
     /* frontend: (only when started as root) */
     char fe_user[CONFIG_MAX_STR];   /* default "nobody" */
@@ -90,6 +106,12 @@ typedef struct {
      * signing log's config entry; zero after config_parse alone. */
     uint8_t source_sha256[32];
 } hsmca_config;
+
+/* The authenticator names auth.chain accepts (the front end maps each to its code). */
+#define CONFIG_AUTHENTICATORS {"client_cert", "jwt"}
+
+/* 1 when the configured auth.chain contains name. */
+int config_chain_has(const hsmca_config *c, const char *name);
 
 /* The default audit.origin, "<hostname>/hsmca/<trust_domain>", into out (outsz bytes): a
  * C2SP origin (a schema-less URL) naming this host's log. */

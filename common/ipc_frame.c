@@ -121,7 +121,12 @@ hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e)
 
 hsmca_code ipc_send_fd(int ctl, int fd, hsmca_err *e)
 {
-    char byte = 'F';
+    return ipc_send_ctl_fd(ctl, CTL_NEW_PEER, fd, e);
+}
+
+hsmca_code ipc_send_ctl_fd(int ctl, char type, int fd, hsmca_err *e)
+{
+    char byte = type;
     struct iovec iov = {&byte, 1};
     union {
         struct cmsghdr h;
@@ -171,5 +176,47 @@ hsmca_code ipc_recv_fd(int ctl, int *fd, int *eof, hsmca_err *e)
         c->cmsg_len != CMSG_LEN(sizeof(int)) || (mh.msg_flags & MSG_CTRUNC))
         return hsmca_fail(e, HSMCA_EINVAL, "control message carries no single fd");
     memcpy(fd, CMSG_DATA(c), sizeof(int));
+    return HSMCA_OK;
+}
+
+hsmca_code ipc_recv_ctl(int ctl, char *type, int *fd, int *eof, hsmca_err *e)
+{
+    char byte = 0;
+    struct iovec iov = {&byte, 1};
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+    } cm;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+                        .msg_controllen = sizeof(cm.buf)};
+    *fd = -1;
+    *eof = 0;
+    *type = 0;
+    ssize_t r;
+    do
+        r = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
+    while (r < 0 && errno == EINTR);
+    if (r == 0) {
+        *eof = 1;
+        return hsmca_fail(e, HSMCA_EIO, "control channel closed");
+    }
+    if (r < 0)
+        return hsmca_fail(e, HSMCA_EIO, "control recv: %s", strerror(errno));
+    *type = byte;
+    int n = 0, got[4];
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k && n < 4; i++)
+            memcpy(&got[n++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+    }
+    if (n > 1 || (mh.msg_flags & MSG_CTRUNC)) {
+        for (int i = 0; i < n; i++)
+            close(got[i]);
+        return hsmca_fail(e, HSMCA_EINVAL, "control message carries more than one fd");
+    }
+    if (n == 1)
+        *fd = got[0];
     return HSMCA_OK;
 }

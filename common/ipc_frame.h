@@ -54,14 +54,31 @@ HSMCA_MUSTCHECK hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id, co
  * HSMCA_EIO with m->eof = 1 on orderly close; HSMCA_EINVAL on a truncated or short packet. */
 HSMCA_MUSTCHECK hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e);
 
-/* Control byte a child sends the supervisor over its control channel: the
- * signer asks for the front end to be restarted after a protocol violation. */
+/* Control bytes a child sends the supervisor over its control channel: the
+ * signer asks for the front end to be restarted after a protocol violation; the
+ * front end asks for the issuer's keys to be fetched again (a token named a kid
+ * it does not hold; the supervisor rate-limits this, auth.jwt.min_refresh). */
 #define CTL_RESTART_PEER 'K'
+#define CTL_KEYS_REFRESH 'R'
+
+/* Messages the supervisor sends a child: one type byte, with an fd (SCM_RIGHTS).
+ * CTL_NEW_PEER: a new connection to the other child. CTL_KEYS: a sealed memfd
+ * holding the accepted JWKS document (the child parses it itself). */
+#define CTL_NEW_PEER 'F'
+#define CTL_KEYS 'J'
 
 /* Control channel between supervisor and a child: passes a new peer IPC fd
  * (SCM_RIGHTS) when the other child was restarted. */
 HSMCA_MUSTCHECK hsmca_code ipc_send_fd(int ctl, int fd, hsmca_err *e);
 /* Receives an fd sent by ipc_send_fd; *fd = -1 and *eof = 1 on close. */
 HSMCA_MUSTCHECK hsmca_code ipc_recv_fd(int ctl, int *fd, int *eof, hsmca_err *e);
+
+/* ipc_send_fd with another type byte (CTL_KEYS). */
+HSMCA_MUSTCHECK hsmca_code ipc_send_ctl_fd(int ctl, char type, int fd, hsmca_err *e);
+
+/* Receives one control message: *type is its byte, *fd the fd it carried (-1 when
+ * none: a message may be a bare byte). *eof = 1 on close. More than one fd is refused
+ * (and all are closed). */
+HSMCA_MUSTCHECK hsmca_code ipc_recv_ctl(int ctl, char *type, int *fd, int *eof, hsmca_err *e);
 
 #endif

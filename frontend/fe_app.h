@@ -2,26 +2,30 @@
 #ifndef HSMCA_FE_APP_H
 #define HSMCA_FE_APP_H
 
-#include <stddef.h>
-#include <stdint.h>
-#include <grpc/grpc_security.h>
-#include <openssl/x509.h>
 #include "config.h"
+#include "fe_auth.h"
 #include "fe_clientcert.h"
 #include "fe_ipc.h"
 #include "fe_jwt.h"
+#include "fe_keys.h"
 #include "hsmca_err.h"
 #include "policy.h"
 #include "policy_file.h"
+#include <grpc/grpc_security.h>
+#include <openssl/x509.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #define FE_MAX_CHAIN 8
 #define FE_METADATA_MAX_DEPTH 16
 
-typedef struct {
+typedef struct fe_app {
     const hsmca_config *cfg;
     fe_ipc *ipc;
-    fe_jwks *jwks;
+    fe_keys *keys; /* the JWT issuer's keys, as the supervisor last pushed them */
     fe_jwt_rules jwt_rules;
+    const fe_authenticator *chain[CONFIG_MAX_LIST]; /* auth.chain, in order */
+    int n_chain;
     const char *audiences[CONFIG_MAX_LIST];
     policy_rules policy;
     policy_set *policy_file; /* issuance.policy_file, NULL when none */
@@ -36,28 +40,28 @@ typedef struct {
 
 /* What a CreateCertificate request becomes once checked: a TBS for the signer. */
 typedef struct {
-    uint8_t *tbs;          /* OPENSSL_malloc'd */
+    uint8_t *tbs; /* OPENSSL_malloc'd */
     size_t tbs_len;
     char requester[POLICY_MAX_ID]; /* "" until authenticated */
-    const char *authenticator;     /* "jwt", "client_cert", or "none" without credentials */
+    const char *authenticator;     /* the chain's winner, or on refusal the last that
+                                      found credentials ("none" if none did) */
+    fe_auth_result who;            /* who the chain says the caller is */
     uint8_t csr_sha256[32];
 } fe_checked_request;
 
-/* Runs steps 2-5 of DESIGN.md §3 on a request body: authenticate the bearer
- * token (auth is the "authorization" metadata value, may be NULL) or, when
- * there is none, the client certificate of the connection (peer, the call's
- * auth context, may be NULL), decode and depth-check the request, parse the
- * CSR, apply the SAN and TTL policy, build the TBS. On refusal, e names the
- * check and its code maps to the gRPC status. */
+/* Runs steps 2-5 of DESIGN.md §3 on a request body: authenticate the caller with
+ * the authenticator chain (creds: the call's metadata and peer, fe_auth.h), decode
+ * and depth-check the request, parse the CSR, apply the SAN and TTL policy, build
+ * the TBS. On refusal, e names the check and its code maps to the gRPC status. */
 HSMCA_MUSTCHECK hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
-                                            const char *auth, size_t auth_len,
-                                            const grpc_auth_context *peer, int64_t now,
-                                            fe_checked_request *out, hsmca_err *e);
+                                            const fe_auth_creds *creds, fe_checked_request *out,
+                                            hsmca_err *e);
 
 /* The response body for a signed leaf (DER): IstioCertificateResponse with
  * cert_chain = [leaf PEM, chain_tail...]. New buffer (caller frees). */
-HSMCA_MUSTCHECK hsmca_code fe_build_response(const fe_app *app, const uint8_t *leaf_der, size_t leaf_len,
-                             uint8_t **out, size_t *out_len, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_build_response(const fe_app *app, const uint8_t *leaf_der,
+                                             size_t leaf_len, uint8_t **out, size_t *out_len,
+                                             hsmca_err *e);
 
 typedef struct fe_listener fe_listener;
 

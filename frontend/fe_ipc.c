@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "ipc_frame.h"
@@ -42,6 +43,11 @@ struct fe_ipc {
     uint32_t deny_dropped; /* not sent since the last one that was */
     fe_pending pending[FE_IPC_MAX_INFLIGHT];
     pthread_t thread;
+    /* Key pushes (under lock): the handler, or the fd kept until there is one. */
+    fe_ipc_keys_fn keys_fn;
+    void *keys_arg;
+    int keys_kept; /* -1: none */
+    double keys_asked; /* when CTL_KEYS_REFRESH was last sent (monotonic) */
 };
 
 int fe_ipc_connected(fe_ipc *c)
@@ -243,11 +249,58 @@ static void read_signer(fe_ipc *c, int fd)
         log_warn("unexpected message type %u from the signer", m.type);
 }
 
+void fe_ipc_on_keys(fe_ipc *c, fe_ipc_keys_fn fn, void *arg)
+{
+    pthread_mutex_lock(&c->lock);
+    c->keys_fn = fn;
+    c->keys_arg = arg;
+    int kept = c->keys_kept;
+    c->keys_kept = -1;
+    pthread_mutex_unlock(&c->lock);
+    if (kept >= 0) {
+        fn(arg, kept);
+        close(kept);
+    }
+}
+
+void fe_ipc_ask_keys(fe_ipc *c, uint32_t min_interval)
+{
+    double now = util_mono_now();
+    pthread_mutex_lock(&c->lock);
+    int due = c->keys_asked == 0 || now - c->keys_asked >= (double)min_interval;
+    if (due)
+        c->keys_asked = now;
+    int ctl = c->ctl_fd;
+    pthread_mutex_unlock(&c->lock);
+    char b = CTL_KEYS_REFRESH;
+    if (due && ctl >= 0 && send(ctl, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+        log_warn("cannot ask the supervisor for fresh issuer keys: %s", strerror(errno));
+}
+
+/* A CTL_KEYS push: to the handler, or kept for it. */
+static void take_keys(fe_ipc *c, int fd)
+{
+    pthread_mutex_lock(&c->lock);
+    fe_ipc_keys_fn fn = c->keys_fn;
+    void *arg = c->keys_arg;
+    if (!fn) {
+        if (c->keys_kept >= 0)
+            close(c->keys_kept);
+        c->keys_kept = fd;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (fn) {
+        fn(arg, fd);
+        close(fd);
+    }
+}
+
 static void take_new_connection(fe_ipc *c)
 {
     int fd, eof;
+    char type;
     hsmca_err e;
-    if (ipc_recv_fd(c->ctl_fd, &fd, &eof, &e) != HSMCA_OK) {
+    if (ipc_recv_ctl(c->ctl_fd, &type, &fd, &eof, &e) != HSMCA_OK) {
         if (eof) {
             /* Not exit(): the gRPC threads are still answering, and exit's
              * handlers would free what they use (OpenSSL's providers: a valid
@@ -258,6 +311,17 @@ static void take_new_connection(fe_ipc *c)
             return;
         }
         log_warn("control channel: %s", e.msg);
+        return;
+    }
+    if (type == CTL_KEYS && fd >= 0) {
+        take_keys(c, fd);
+        return;
+    }
+    if (type != CTL_NEW_PEER || fd < 0) {
+        log_warn("control channel: unexpected message '%c'%s", type >= ' ' && type < 127 ? type : '?',
+                 fd >= 0 ? " with an fd" : "");
+        if (fd >= 0)
+            close(fd);
         return;
     }
     int had = c->fd >= 0;
@@ -309,6 +373,7 @@ fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, volatile int *stop, hsmca_err *e)
     pthread_rwlockattr_destroy(&ra);
     c->fd = ipc_fd;
     c->ctl_fd = ctl_fd;
+    c->keys_kept = -1;
     c->stop = stop;
     if (pthread_create(&c->thread, NULL, ipc_thread, c) != 0) {
         free(c);

@@ -44,6 +44,16 @@ HSMCA_MUSTCHECK hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint
 void fe_ipc_deny(fe_ipc *c, const char *requester, const char *authenticator, hsmca_code code,
                  const char *reason);
 
+/* Called on the IPC thread with the fd of each CTL_KEYS push (a sealed memfd holding a
+ * JWKS; the callee must not close it). A push that came before the handler was set is
+ * kept (the latest only) and handed over when it is. */
+typedef void (*fe_ipc_keys_fn)(void *arg, int memfd);
+void fe_ipc_on_keys(fe_ipc *c, fe_ipc_keys_fn fn, void *arg);
+
+/* Asks the supervisor to fetch the issuer's keys again (CTL_KEYS_REFRESH), at most once
+ * per min_interval seconds from this process; never waits. Thread-safe. */
+void fe_ipc_ask_keys(fe_ipc *c, uint32_t min_interval);
+
 /* 1 while a signer connection is up. */
 int fe_ipc_connected(fe_ipc *c);
 

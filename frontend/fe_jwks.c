@@ -298,3 +298,13 @@ hsmca_code fe_jwks_pick(const fe_jwks *ks, fe_kty kty, const char *kid, EVP_PKEY
     *out = found->pkey;
     return HSMCA_OK;
 }
+
+int fe_jwks_has_kid(const fe_jwks *ks, const char *kid)
+{
+    for (size_t i = 0; ks && kid && i < ks->n; i++)
+        if (ks->keys[i].kid && strcmp(ks->keys[i].kid, kid) == 0)
+            return 1;
+    return 0;
+}
+
+size_t fe_jwks_count(const fe_jwks *ks) { return ks ? ks->n : 0; }

@@ -29,4 +29,10 @@ void fe_jwks_free(fe_jwks *k);
 HSMCA_MUSTCHECK hsmca_code fe_jwks_pick(const fe_jwks *ks, fe_kty kty, const char *kid, EVP_PKEY **out,
                         hsmca_err *e);
 
+/* 1 when ks holds a key with this kid (of any type), else 0. */
+int fe_jwks_has_kid(const fe_jwks *ks, const char *kid);
+
+/* The number of usable keys in ks. */
+size_t fe_jwks_count(const fe_jwks *ks);
+
 #endif

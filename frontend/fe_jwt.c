@@ -88,6 +88,15 @@ static HSMCA_MUSTCHECK hsmca_code jwt_check_header(json_t *hdr, fe_kty *kty, con
 hsmca_code fe_jwt_verify(const fe_jwks *keys, const fe_jwt_rules *rules, const char *token,
                          size_t len, int64_t now, fe_jwt_identity *id, hsmca_err *e)
 {
+    int unknown_kid;
+    return fe_jwt_verify_kid(keys, rules, token, len, now, id, &unknown_kid, e);
+}
+
+hsmca_code fe_jwt_verify_kid(const fe_jwks *keys, const fe_jwt_rules *rules, const char *token,
+                             size_t len, int64_t now, fe_jwt_identity *id, int *unknown_kid,
+                             hsmca_err *e)
+{
+    *unknown_kid = 0;
     if (!keys || !rules || !rules->issuer || rules->n_audiences <= 0 || !rules->audiences)
         return hsmca_fail(e, HSMCA_EAUTH, "JWT verifier has no keys, issuer or audience");
     if (!token || len == 0 || len > FE_JWT_MAX_LEN)
@@ -107,9 +116,13 @@ hsmca_code fe_jwt_verify(const fe_jwks *keys, const fe_jwt_rules *rules, const c
         rc = hsmca_fail(e, HSMCA_EAUTH, "JWT header is not a JSON object without duplicate keys");
         goto out;
     }
-    if ((rc = jwt_check_header(hdr, &kty, &kid, e)) != HSMCA_OK ||
-        (rc = fe_jwks_pick(keys, kty, kid, &pkey, e)) != HSMCA_OK ||
-        (rc = sigfmt_jws_verify(pkey, token, p.signed_len, p.sig, p.sig_len, e)) != HSMCA_OK)
+    if ((rc = jwt_check_header(hdr, &kty, &kid, e)) != HSMCA_OK)
+        goto out;
+    if ((rc = fe_jwks_pick(keys, kty, kid, &pkey, e)) != HSMCA_OK) {
+        *unknown_kid = kid && !fe_jwks_has_kid(keys, kid);
+        goto out;
+    }
+    if ((rc = sigfmt_jws_verify(pkey, token, p.signed_len, p.sig, p.sig_len, e)) != HSMCA_OK)
         goto out;
     rc = fe_jwt_claims_check((const char *)p.payload, p.payload_len, rules, now, id, e);
 out:

@@ -12,7 +12,10 @@
 #include "fe_jwks.h"
 #include "hsmca_err.h"
 
-#define FE_JWT_MAX_LEN 8192   /* a longer token is refused before parsing */
+/* A longer token is refused before parsing; the front end lets 16 KiB of request
+ * metadata through (fe_server.c), so the refusal names this check. A Kubernetes
+ * service account token is ~1-2 KiB. */
+#define FE_JWT_MAX_LEN 8192
 
 typedef struct {
     const char *issuer;              /* required value of "iss" */
@@ -21,14 +24,30 @@ typedef struct {
     uint32_t skew;                   /* seconds allowed on exp / nbf / iat */
 } fe_jwt_rules;
 
+#define FE_K8S_NAME_MAX 254
+#define FE_K8S_UID_MAX 64
+
+/* The Kubernetes service account a token names. Both token shapes are read:
+ * projected (kubernetes.io: {namespace, serviceaccount: {name, uid}, pod: {name, uid}})
+ * and legacy (kubernetes.io/serviceaccount/namespace, .../service-account.name,
+ * .../service-account.uid); sub must be system:serviceaccount:NS:SA and agree. */
 typedef struct {
-    char ns[254]; /* kubernetes.io.namespace, else from sub system:serviceaccount:NS:SA */
-    char sa[254]; /* kubernetes.io.serviceaccount.name, else from sub */
+    char ns[FE_K8S_NAME_MAX];       /* namespace */
+    char sa[FE_K8S_NAME_MAX];       /* service account name */
+    char sa_uid[FE_K8S_UID_MAX];    /* "" when the token has none */
+    char pod_name[FE_K8S_NAME_MAX]; /* "" unless a projected token bound to a pod */
+    char pod_uid[FE_K8S_UID_MAX];   /* "" unless a projected token bound to a pod */
 } fe_jwt_identity;
 
 /* Verifies a compact JWS of len bytes at time now and fills *id; HSMCA_EAUTH names the failed
  * check. The key comes from keys only (fe_jwks_pick); nothing is allocated for the caller. */
 HSMCA_MUSTCHECK hsmca_code fe_jwt_verify(const fe_jwks *keys, const fe_jwt_rules *rules, const char *token,
                          size_t len, int64_t now, fe_jwt_identity *id, hsmca_err *e);
+
+/* As fe_jwt_verify; also sets *unknown_kid to 1 when the token names a kid the set does not
+ * hold (the issuer may have rotated its keys: the caller can ask for a refresh), else 0. */
+HSMCA_MUSTCHECK hsmca_code fe_jwt_verify_kid(const fe_jwks *keys, const fe_jwt_rules *rules,
+                                             const char *token, size_t len, int64_t now,
+                                             fe_jwt_identity *id, int *unknown_kid, hsmca_err *e);
 
 #endif

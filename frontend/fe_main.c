@@ -63,15 +63,17 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
 {
     memset(app, 0, sizeof(*app));
     app->cfg = cfg;
-    char *jwks = NULL;
-    size_t len;
-    hsmca_code rc = util_read_file(cfg->jwks_file, FE_JWKS_MAX_LEN, &jwks, &len, e);
-    if (rc != HSMCA_OK)
-        return rc;
-    rc = fe_jwks_parse(jwks, len, &app->jwks, e);
-    free(jwks);
-    if (rc != HSMCA_OK)
-        return rc;
+    /* The issuer's keys come from the supervisor (fe_keys.h), never from a file or
+     * the network here: the holder starts empty and fills with the first push. */
+    if (!(app->keys = fe_keys_new()))
+        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    for (int i = 0; i < cfg->auth_chain.n; i++) {
+        const fe_authenticator *a = fe_auth_find(cfg->auth_chain.items[i]);
+        if (!a)
+            return hsmca_fail(e, HSMCA_EINVAL, "config: auth.chain: unknown authenticator '%.64s'",
+                              cfg->auth_chain.items[i]);
+        app->chain[app->n_chain++] = a;
+    }
     for (int i = 0; i < cfg->jwt_audiences.n; i++)
         app->audiences[i] = cfg->jwt_audiences.items[i];
     app->jwt_rules =
@@ -101,6 +103,19 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
     return fe_clientcert_new(app->ca_cert, cfg->chain[0] ? app->chain_tail[0] : NULL,
                              app->chain_tail[app->n_chain_tail - 1], cfg->trust_domain,
                              &app->clientcert, e);
+}
+
+/* A key push from the supervisor (IPC thread): parsed here again, since what the
+ * supervisor accepted is only its word. A bad push keeps the current keys. */
+static void on_keys(void *arg, int memfd)
+{
+    fe_app *app = arg;
+    hsmca_err e;
+    if (fe_keys_load_fd(app->keys, memfd, &e) != HSMCA_OK)
+        log_warn("issuer keys from the supervisor refused, keeping the current ones: %s", e.msg);
+    else
+        log_info("issuer keys loaded (update %llu)",
+                 (unsigned long long)fe_keys_generation(app->keys));
 }
 
 static void *signal_thread(void *arg)
@@ -142,6 +157,7 @@ int frontend_main(int argc, char **argv)
     pthread_create(&sig_th, NULL, signal_thread, &set);
     if (!(app.ipc = fe_ipc_start(args.ipc_fd, args.ctl_fd, &fe_stop, &e)))
         fatal("%s", e.msg);
+    fe_ipc_on_keys(app.ipc, on_keys, &app);
     fe_serving *serving = fe_serving_start(&app, &fe_stop);
     if (!serving) {
         log_info("stopped while waiting for a serving certificate");

@@ -200,15 +200,15 @@ static void on_received(fe_call *c)
     grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
     grpc_byte_buffer_reader_destroy(&reader);
 
-    size_t auth_len;
-    const char *auth = find_md(&c->request_md, "authorization", &auth_len);
-    grpc_auth_context *peer = grpc_call_auth_context(c->call); /* its TLS client certificate */
+    fe_auth_creds creds = {.now = util_wall_now()};
+    creds.authorization = find_md(&c->request_md, "authorization", &creds.authorization_len);
+    grpc_auth_context *peer = grpc_call_auth_context(c->call);
+    creds.peer = peer;
     fe_checked_request req;
     hsmca_err e;
     hsmca_err_clear(&e);
-    hsmca_code rc =
-        fe_check_request(c->srv->app, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), auth,
-                         auth_len, peer, util_wall_now(), &req, &e);
+    hsmca_code rc = fe_check_request(c->srv->app, GRPC_SLICE_START_PTR(body),
+                                     GRPC_SLICE_LENGTH(body), &creds, &req, &e);
     grpc_auth_context_release(peer);
     grpc_slice_unref(body);
     if (rc != HSMCA_OK) {

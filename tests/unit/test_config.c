@@ -602,7 +602,8 @@ static void expect_invalid(const hsmca_config *c, const char *msg)
 {
     hsmca_err e;
     hsmca_err_clear(&e);
-    assert_int_equal(config_validate(c, &e), HSMCA_EINVAL);
+    if (config_validate(c, &e) != HSMCA_EINVAL)
+        fail_msg("validated, wanted \"%s\"", msg);
     assert_string_equal(e.msg, msg);
 }
 
@@ -617,7 +618,8 @@ static void test_validate_required(void **state)
         {offsetof(hsmca_config, ca_key_uri), "config: pkcs11.ca_key is required"},
         {offsetof(hsmca_config, ca_cert), "config: ca.cert is required"},
         {offsetof(hsmca_config, jwt_issuer), "config: auth.jwt.issuer is required"},
-        {offsetof(hsmca_config, jwks_file), "config: auth.jwt.jwks_file is required"},
+        {offsetof(hsmca_config, jwks_file),
+         "config: auth.jwt.jwks_file is required (or auth.jwt.discovery: true)"},
         {offsetof(hsmca_config, trust_domain), "config: issuance.trust_domain is required"},
         {offsetof(hsmca_config, fe_user), "config: frontend.user is required"},
         {offsetof(hsmca_config, signer_user), "config: signer.user is required"},
@@ -632,6 +634,84 @@ static void test_validate_required(void **state)
     hsmca_config *c = new_cfg();
     config_defaults(c);
     expect_invalid(c, "config: pkcs11.module is required");
+    free(c);
+}
+
+/* auth.chain and the key source of auth.jwt (issue 7 items 1 and 4). */
+static void test_auth_section(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    /* defaults: Istio's order, a JWKS file, refresh 1 h, min_refresh 30 s */
+    assert_int_equal(parse("", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(c->auth_chain.n, 2);
+    assert_string_equal(c->auth_chain.items[0], "client_cert");
+    assert_string_equal(c->auth_chain.items[1], "jwt");
+    assert_int_equal(c->jwt_discovery, 0);
+    assert_int_equal(c->jwt_refresh, 3600);
+    assert_int_equal(c->jwt_min_refresh, 30);
+    assert_int_equal(c->jwt_fetch_timeout, 10);
+    assert_int_equal(parse("auth:\n  chain: [jwt]\n  jwt:\n    issuer: https://i.example\n"
+                           "    discovery: true\n    ca_bundle: ca.pem\n    refresh: 2h\n"
+                           "    min_refresh: 5s\n    fetch_timeout: 3s\n",
+                           "/etc/hsmca", c, &e),
+                     HSMCA_OK);
+    assert_int_equal(c->auth_chain.n, 1);
+    assert_int_equal(c->jwt_discovery, 1);
+    assert_string_equal(c->jwt_ca_bundle, "/etc/hsmca/ca.pem");
+    assert_int_equal(c->jwt_refresh, 7200);
+    assert_int_equal(c->jwt_min_refresh, 5);
+    assert_int_equal(c->jwt_fetch_timeout, 3);
+    /* refusals name the line and the key */
+    assert_int_equal(parse("auth:\n  chain:\n    - jwt\n    - kerberos\n", NULL, c, &e),
+                     HSMCA_EINVAL);
+    assert_string_equal(e.msg, "t.yaml:4: 'chain' item 'kerberos' is not an authenticator "
+                               "(client_cert, jwt)");
+    assert_int_equal(parse("auth:\n  chain: [jwt, client_cert, jwt]\n", NULL, c, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "t.yaml:2: 'chain' item 'jwt' is named twice");
+    assert_int_equal(parse("auth:\n  jwt:\n    discovery: yes\n", NULL, c, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "t.yaml:3: 'discovery' must be true or false");
+    assert_int_equal(parse("auth:\n  jwt:\n    min_refresh: 0\n", NULL, c, &e), HSMCA_EINVAL);
+    assert_string_equal(
+        e.msg, "t.yaml:3: 'min_refresh' must be a positive duration (N, Ns, Nm, Nh or Nd)");
+    free(c);
+
+    /* cross-field rules */
+    c = valid_cfg();
+    c->jwt_discovery = 1;
+    expect_invalid(c, "config: auth.jwt.jwks_file and auth.jwt.discovery: true exclude each other "
+                      "(one source of keys)");
+    c->jwks_file[0] = '\0';
+    snprintf(c->jwt_issuer, sizeof(c->jwt_issuer), "http://issuer.example");
+    expect_invalid(c, "config: auth.jwt.issuer must be an https:// URL with auth.jwt.discovery: "
+                      "true");
+    snprintf(c->jwt_issuer, sizeof(c->jwt_issuer), "https://issuer.example");
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    c->jwt_min_refresh = c->jwt_refresh + 1;
+    expect_invalid(c, "config: auth.jwt.min_refresh must not exceed auth.jwt.refresh");
+    c->jwt_min_refresh = 1;
+    c->jwt_fetch_timeout = 301;
+    expect_invalid(c, "config: auth.jwt.fetch_timeout must be 1s-300s");
+    c->jwt_fetch_timeout = 10;
+    snprintf(c->jwt_fetch_token_file, sizeof(c->jwt_fetch_token_file), "/run/token");
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    c->jwt_discovery = 0;
+    snprintf(c->jwks_file, sizeof(c->jwks_file), "/etc/jwks.json");
+    expect_invalid(c, "config: auth.jwt.fetch_token_file needs auth.jwt.discovery: true");
+    c->jwt_fetch_token_file[0] = '\0';
+    c->jwks_file[0] = '\0';
+    c->jwt_discovery = 1;
+    c->auth_chain.n = 0;
+    expect_invalid(c, "config: auth.chain must name an authenticator");
+    /* without jwt in the chain, auth.jwt needs nothing */
+    snprintf(c->auth_chain.items[0], sizeof(c->auth_chain.items[0]), "client_cert");
+    c->auth_chain.n = 1;
+    c->jwt_issuer[0] = '\0';
+    c->jwt_discovery = 0;
+    c->jwt_audiences.n = 0;
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    assert_int_equal(config_chain_has(c, "jwt"), 0);
+    assert_int_equal(config_chain_has(c, "client_cert"), 1);
     free(c);
 }
 
@@ -843,6 +923,7 @@ int main(void)
         cmocka_unit_test(test_example_file),
         cmocka_unit_test(test_validate_required),
         cmocka_unit_test(test_validate_ranges),
+        cmocka_unit_test(test_auth_section),
         cmocka_unit_test(test_serving_names),
         cmocka_unit_test(test_validate_listen),
         cmocka_unit_test(test_signer_section),

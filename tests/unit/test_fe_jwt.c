@@ -30,6 +30,7 @@
 #define HDR_RS "{\"alg\":\"RS256\",\"kid\":\"rsa1\",\"typ\":\"JWT\"}"
 #define HDR_ES "{\"alg\":\"ES256\",\"kid\":\"ec1\"}"
 #define CL_K8S                                                                                 \
+    "\"sub\":\"system:serviceaccount:foo:bar\","                                                   \
     "\"kubernetes.io\":{\"namespace\":\"foo\",\"serviceaccount\":{\"name\":\"bar\",\"uid\":\"u\"}}"
 /* exp = NOW + 600, iat = nbf = NOW - 10 */
 #define CL_TIMES "\"exp\":1700000600,\"iat\":1699999990,\"nbf\":1699999990"

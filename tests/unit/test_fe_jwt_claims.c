@@ -19,8 +19,18 @@
 #define SKEW 60
 #define ISS "https://issuer.example"
 
-#define CL_K8S                                                                                 \
-    "\"kubernetes.io\":{\"namespace\":\"foo\",\"serviceaccount\":{\"name\":\"bar\",\"uid\":\"u\"}}"
+#define CL_K8S_ONLY                                                                                \
+    "\"kubernetes.io\":{\"namespace\":\"foo\",\"serviceaccount\":{\"name\":\"bar\",\"uid\":\"u\"}" \
+    "}"
+#define CL_SUB "\"sub\":\"system:serviceaccount:foo:bar\""
+#define CL_K8S CL_SUB "," CL_K8S_ONLY
+/* The legacy (secret-based) token's flat claims for the same account. */
+#define CL_LEGACY                                                                                  \
+    "\"kubernetes.io/serviceaccount/namespace\":\"foo\","                                          \
+    "\"kubernetes.io/serviceaccount/secret.name\":\"bar-token-x1\","                               \
+    "\"kubernetes.io/serviceaccount/service-account.name\":\"bar\","                               \
+    "\"kubernetes.io/serviceaccount/"                                                              \
+    "service-account.uid\":\"0f1e2d3c-aaaa-4bbb-8ccc-123456789abc\""
 /* exp = NOW + 600, iat = nbf = NOW - 10 */
 #define CL_TIMES "\"exp\":1700000600,\"iat\":1699999990,\"nbf\":1699999990"
 
@@ -31,8 +41,7 @@ static const fe_jwt_rules g_rules = {ISS, g_auds, 1, SKEW};
 static char *claims_with(const char *iss, const char *aud, const char *times, const char *ident)
 {
     char *c = malloc(4096);
-    snprintf(c, 4096, "{\"iss\":%s,\"aud\":%s,%s%s%s}", iss, aud, times,
-             *ident ? "," : "", ident);
+    snprintf(c, 4096, "{\"iss\":%s,\"aud\":%s,%s%s%s}", iss, aud, times, *ident ? "," : "", ident);
     return c;
 }
 
@@ -69,14 +78,135 @@ static void accept_claims(const char *claims, const char *ns, const char *sa)
 
 static void test_identity_from_sub(void **state)
 {
+    /* sub alone names no Kubernetes claims: refused (both token shapes carry them) */
     char *c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
                           "\"sub\":\"system:serviceaccount:default:sleep\"");
-    accept_claims(c, "default", "sleep");
+    refuse_claims(c, "JWT carries no Kubernetes service account claims");
     free(c);
     /* both present and agreeing: fine */
-    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
-                    "\"sub\":\"system:serviceaccount:foo:bar\"," CL_K8S);
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES, CL_K8S);
     accept_claims(c, "foo", "bar");
+    free(c);
+    /* kubernetes.io without sub: refused */
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES, CL_K8S_ONLY);
+    refuse_claims(c, "JWT sub is not system:serviceaccount:NS:SA");
+    free(c);
+}
+
+/* Projected token (TokenRequest API) bound to a pod: its name and uid are kept. */
+static void test_projected_with_pod(void **state)
+{
+    char *c = claims_with(
+        "\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
+        CL_SUB ",\"kubernetes.io\":{\"namespace\":\"foo\",\"serviceaccount\":{\"name\":\"bar\","
+               "\"uid\":\"7f3b1c2d-0000-4000-8000-00000000b002\"},\"pod\":{\"name\":"
+               "\"bar-6d5f7c9b8-x2x9q\",\"uid\":\"5e1a2b3c-0000-4000-8000-00000000a001\"}}");
+    fe_jwt_identity id;
+    hsmca_err e;
+    if (fe_jwt_claims_check(c, strlen(c), &g_rules, NOW, &id, &e) != HSMCA_OK)
+        fail_msg("refused: %s", e.msg);
+    assert_string_equal(id.ns, "foo");
+    assert_string_equal(id.sa, "bar");
+    assert_string_equal(id.sa_uid, "7f3b1c2d-0000-4000-8000-00000000b002");
+    assert_string_equal(id.pod_name, "bar-6d5f7c9b8-x2x9q");
+    assert_string_equal(id.pod_uid, "5e1a2b3c-0000-4000-8000-00000000a001");
+    free(c);
+    /* no pod: the fields stay empty */
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES, CL_K8S);
+    assert_int_equal(fe_jwt_claims_check(c, strlen(c), &g_rules, NOW, &id, &e), HSMCA_OK);
+    assert_string_equal(id.pod_name, "");
+    assert_string_equal(id.pod_uid, "");
+    free(c);
+}
+
+static void test_projected_pod_refused(void **state)
+{
+    static const char *const bad[][2] = {
+        {"\"pod\":{\"name\":\"p\"}", "JWT kubernetes.io pod needs a valid name and uid"},
+        {"\"pod\":{\"uid\":\"u\"}", "JWT kubernetes.io pod needs a valid name and uid"},
+        {"\"pod\":\"p\"", "JWT kubernetes.io pod needs a valid name and uid"},
+        {"\"pod\":{\"name\":\"P/x\",\"uid\":\"u\"}", "JWT kubernetes.io pod needs a valid name"},
+        {"\"pod\":{\"name\":\"p\",\"uid\":\"u u\"}", "JWT pod.uid is not a Kubernetes UID"},
+        {"\"pod\":{\"name\":\"p\",\"uid\":7}", "JWT pod.uid is not a Kubernetes UID"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char id[256];
+        snprintf(id, sizeof(id),
+                 CL_SUB ",\"kubernetes.io\":{\"namespace\":\"foo\",\"serviceaccount\":{\"name\":"
+                        "\"bar\"},%s}",
+                 bad[i][0]);
+        char *c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES, id);
+        refuse_claims(c, bad[i][1]);
+        free(c);
+    }
+    char *c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
+                          CL_SUB ",\"kubernetes.io\":{\"namespace\":\"foo\",\"serviceaccount\":"
+                                 "{\"name\":\"bar\",\"uid\":\"\"}}");
+    refuse_claims(c, "JWT serviceaccount.uid is not a Kubernetes UID");
+    free(c);
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES, CL_SUB ",\"kubernetes.io\":\"foo\"");
+    refuse_claims(c, "JWT kubernetes.io claim lacks namespace or serviceaccount.name");
+    free(c);
+}
+
+/* Legacy (secret-based) token: flat kubernetes.io/serviceaccount/... claims. */
+static void test_legacy_shape(void **state)
+{
+    char *c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES, CL_SUB "," CL_LEGACY);
+    fe_jwt_identity id;
+    hsmca_err e;
+    if (fe_jwt_claims_check(c, strlen(c), &g_rules, NOW, &id, &e) != HSMCA_OK)
+        fail_msg("refused: %s", e.msg);
+    assert_string_equal(id.ns, "foo");
+    assert_string_equal(id.sa, "bar");
+    assert_string_equal(id.sa_uid, "0f1e2d3c-aaaa-4bbb-8ccc-123456789abc");
+    assert_string_equal(id.pod_name, "");
+    free(c);
+    /* both shapes, agreeing (the projected one without a uid: the legacy one's is kept) */
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
+                    CL_SUB ",\"kubernetes.io\":{\"namespace\":\"foo\",\"serviceaccount\":"
+                           "{\"name\":\"bar\"}}," CL_LEGACY);
+    if (fe_jwt_claims_check(c, strlen(c), &g_rules, NOW, &id, &e) != HSMCA_OK)
+        fail_msg("refused: %s", e.msg);
+    assert_string_equal(id.sa_uid, "0f1e2d3c-aaaa-4bbb-8ccc-123456789abc");
+    free(c);
+    /* ... but two different service account UIDs are refused */
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES, CL_K8S "," CL_LEGACY);
+    refuse_claims(c, "JWT kubernetes.io claims name two service account UIDs");
+    free(c);
+    /* sub names another account */
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
+                    "\"sub\":\"system:serviceaccount:foo:other\"," CL_LEGACY);
+    refuse_claims(c, "JWT sub and kubernetes.io/serviceaccount name different accounts");
+    free(c);
+    /* the two shapes name different accounts */
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
+                    CL_SUB "," CL_K8S_ONLY ",\"kubernetes.io/serviceaccount/namespace\":\"foo\","
+                           "\"kubernetes.io/serviceaccount/service-account.name\":\"baz\"");
+    refuse_claims(c, "JWT sub and kubernetes.io/serviceaccount name different accounts");
+    free(c);
+    /* half a legacy identity */
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
+                    CL_SUB ",\"kubernetes.io/serviceaccount/namespace\":\"foo\"");
+    refuse_claims(c, "JWT legacy claims need both");
+    free(c);
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
+                    CL_SUB ",\"kubernetes.io/serviceaccount/namespace\":\"foo\","
+                           "\"kubernetes.io/serviceaccount/service-account.name\":7");
+    refuse_claims(c, "JWT legacy claims need both");
+    free(c);
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
+                    CL_SUB ",\"kubernetes.io/serviceaccount/namespace\":\"foo\","
+                           "\"kubernetes.io/serviceaccount/service-account.name\":\"bar\","
+                           "\"kubernetes.io/serviceaccount/service-account.uid\":\"x/y\"");
+    refuse_claims(c, "JWT service-account.uid is not a Kubernetes UID");
+    free(c);
+    /* legacy name checked like the projected one */
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
+                    "\"sub\":\"system:serviceaccount:a/b:bar\","
+                    "\"kubernetes.io/serviceaccount/namespace\":\"a/b\","
+                    "\"kubernetes.io/serviceaccount/service-account.name\":\"bar\"");
+    refuse_claims(c, "JWT namespace is not a valid Kubernetes name");
     free(c);
 }
 
@@ -109,16 +239,14 @@ static void test_expired(void **state)
 
 static void test_not_yet_valid(void **state)
 {
-    char *c = claims_with("\"" ISS "\"", "\"istio-ca\"",
-                          "\"exp\":1700000600,\"nbf\":1700000060", CL_K8S);
+    char *c =
+        claims_with("\"" ISS "\"", "\"istio-ca\"", "\"exp\":1700000600,\"nbf\":1700000060", CL_K8S);
     accept_claims(c, "foo", "bar"); /* nbf == now + skew */
     free(c);
-    c = claims_with("\"" ISS "\"", "\"istio-ca\"", "\"exp\":1700000600,\"nbf\":1700000061",
-                    CL_K8S);
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", "\"exp\":1700000600,\"nbf\":1700000061", CL_K8S);
     refuse_claims(c, "JWT not yet valid (nbf in the future)");
     free(c);
-    c = claims_with("\"" ISS "\"", "\"istio-ca\"", "\"exp\":1700000600,\"iat\":1700000120",
-                    CL_K8S);
+    c = claims_with("\"" ISS "\"", "\"istio-ca\"", "\"exp\":1700000600,\"iat\":1700000120", CL_K8S);
     refuse_claims(c, "JWT not yet valid (iat in the future)");
     free(c);
     c = claims_with("\"" ISS "\"", "\"istio-ca\"", "\"exp\":1700000600,\"nbf\":\"0\"", CL_K8S);
@@ -185,24 +313,23 @@ static void test_bad_service_account_names(void **state)
 {
     /* a namespace that would add path segments to the SPIFFE ID */
     char *c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
-                          "\"sub\":\"system:serviceaccount:a/sa/b:bar\"");
+                          "\"sub\":\"system:serviceaccount:a/sa/b:bar\"," CL_K8S_ONLY);
     refuse_claims(c, "JWT namespace is not a valid Kubernetes name");
     free(c);
     c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
-                    "\"sub\":\"system:serviceaccount:foo:bar:baz\"");
+                    "\"sub\":\"system:serviceaccount:foo:bar:baz\"," CL_K8S_ONLY);
     refuse_claims(c, "JWT service account is not a valid Kubernetes name");
     free(c);
-    c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
-                    "\"kubernetes.io\":{\"namespace\":\"Foo\",\"serviceaccount\":{\"name\":\"b\"}}");
+    c = claims_with(
+        "\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
+        "\"kubernetes.io\":{\"namespace\":\"Foo\",\"serviceaccount\":{\"name\":\"b\"}}");
     refuse_claims(c, "JWT namespace is not a valid Kubernetes name");
     free(c);
     /* a namespace is one label; a service account's labels are never empty and
      * never start or end with '-' (the front end's old copy took "a..b") */
     static const char *const bad_names[][3] = {
-        {"a.b", "bar", "JWT namespace"},
-        {"foo", "a..b", "JWT service account"},
-        {"foo", "a.-b", "JWT service account"},
-        {"foo", "a-.b", "JWT service account"},
+        {"a.b", "bar", "JWT namespace"},        {"foo", "a..b", "JWT service account"},
+        {"foo", "a.-b", "JWT service account"}, {"foo", "a-.b", "JWT service account"},
         {"foo", ".bar", "JWT service account"},
     };
     for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
@@ -220,7 +347,7 @@ static void test_bad_service_account_names(void **state)
     refuse_claims(c, "JWT kubernetes.io claim lacks namespace or serviceaccount.name");
     free(c);
     c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
-                    "\"sub\":\"system:serviceaccount:foo:other\"," CL_K8S);
+                    "\"sub\":\"system:serviceaccount:foo:other\"," CL_K8S_ONLY);
     refuse_claims(c, "JWT sub and kubernetes.io name different accounts");
     free(c);
 }
@@ -245,6 +372,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_identity_from_sub),
+        cmocka_unit_test(test_projected_with_pod),
+        cmocka_unit_test(test_projected_pod_refused),
+        cmocka_unit_test(test_legacy_shape),
         cmocka_unit_test(test_aud_array_ok),
         cmocka_unit_test(test_expired),
         cmocka_unit_test(test_not_yet_valid),

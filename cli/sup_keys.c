@@ -1,0 +1,332 @@
+/* sup_keys.c - see sup_keys.h. */
+#include "sup_keys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "fe_jwks.h"
+#include "ipc_frame.h"
+#include "log.h"
+#include "sup_http.h"
+#include "sup_oidc.h"
+#include "util.h"
+
+struct sup_keys {
+    const hsmca_config *cfg;
+    pthread_t thread;
+    int running;
+    pthread_mutex_t lock; /* everything below */
+    pthread_cond_t wake;
+    char *doc; /* the accepted JWKS document, NULL before the first */
+    size_t len;
+    uint64_t generation;
+    int asked;
+    volatile int stop; /* also read, unlocked, by a transfer in progress */
+    /* thread only */
+    struct stat file_st; /* the JWKS file as last loaded */
+    double next_fetch;   /* discovery: when the next scheduled fetch is due */
+    double last_fetch;   /* discovery: when the last fetch started (0: never) */
+    int have_good;       /* discovery: a fetch has succeeded */
+};
+
+/* Accepts doc (taken over) when fe_jwks_parse does; the same bytes again are no news. */
+static HSMCA_MUSTCHECK hsmca_code keys_accept(sup_keys *k, char *doc, size_t len, hsmca_err *e)
+{
+    fe_jwks *ks = NULL;
+    hsmca_code rc = fe_jwks_parse(doc, len, &ks, e);
+    if (rc != HSMCA_OK) {
+        free(doc);
+        return rc;
+    }
+    size_t n = fe_jwks_count(ks);
+    fe_jwks_free(ks);
+    pthread_mutex_lock(&k->lock);
+    int same = k->doc && k->len == len && memcmp(k->doc, doc, len) == 0;
+    if (same) {
+        free(doc);
+    } else {
+        free(k->doc);
+        k->doc = doc;
+        k->len = len;
+        k->generation++;
+    }
+    uint64_t g = k->generation;
+    pthread_mutex_unlock(&k->lock);
+    if (!same)
+        log_info("issuer keys: accepted a JWKS with %zu usable key(s) (update %llu)", n,
+                 (unsigned long long)g);
+    return HSMCA_OK;
+}
+
+/* "what where: <e's message>" into e (the message is copied first: it cannot be both
+ * the source and the destination of one format). */
+static HSMCA_MUSTCHECK hsmca_code prefix_err(hsmca_err *e, hsmca_code rc, const char *what,
+                                             const char *where)
+{
+    char why[sizeof(e->msg)];
+    memcpy(why, e->msg, sizeof(why));
+    return hsmca_fail(e, rc, "%s %.160s: %s", what, where, why);
+}
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Loads the JWKS file when it is not the one loaded last (force: in any case). */
+static HSMCA_MUSTCHECK hsmca_code file_load(sup_keys *k, int force, hsmca_err *e)
+{
+    struct stat st;
+    if (stat(k->cfg->jwks_file, &st) != 0)
+        return hsmca_fail(e, HSMCA_EIO, "auth.jwt.jwks_file %s: %s", k->cfg->jwks_file,
+                          strerror(errno));
+    if (!force && same_file(&st, &k->file_st))
+        return HSMCA_OK;
+    k->file_st = st; /* a bad file is reported once per change, not every poll */
+    char *doc = NULL;
+    size_t len = 0;
+    hsmca_code rc = util_read_file(k->cfg->jwks_file, FE_JWKS_MAX_LEN, &doc, &len, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    rc = keys_accept(k, doc, len, e);
+    if (rc != HSMCA_OK)
+        return prefix_err(e, rc, "auth.jwt.jwks_file", k->cfg->jwks_file);
+    return HSMCA_OK;
+}
+
+#define SUP_TOKEN_MAX 16384
+
+/* auth.jwt.fetch_token_file, read at every fetch (a projected token rotates), trailing
+ * whitespace cut; *tok stays NULL when none is configured. Caller frees. */
+static HSMCA_MUSTCHECK hsmca_code fetch_token(const hsmca_config *c, char **tok, hsmca_err *e)
+{
+    *tok = NULL;
+    if (!c->jwt_fetch_token_file[0])
+        return HSMCA_OK;
+    size_t len = 0;
+    HSMCA_GUARD(util_read_file(c->jwt_fetch_token_file, SUP_TOKEN_MAX, tok, &len, e));
+    while (len > 0 && ((*tok)[len - 1] == '\n' || (*tok)[len - 1] == '\r' ||
+                       (*tok)[len - 1] == ' ' || (*tok)[len - 1] == '\t'))
+        (*tok)[--len] = '\0';
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)(*tok)[i];
+        if (ch <= ' ' || ch >= 0x7f) { /* it goes into a header line */
+            free(*tok);
+            *tok = NULL;
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "auth.jwt.fetch_token_file holds other than one printable token");
+        }
+    }
+    if (len == 0) {
+        free(*tok);
+        *tok = NULL;
+        return hsmca_fail(e, HSMCA_EINVAL, "auth.jwt.fetch_token_file is empty");
+    }
+    return HSMCA_OK;
+}
+
+/* Discovery document, then the JWKS at its jwks_uri; both with the bearer token when
+ * one is configured (a Kubernetes API server serves them to service accounts). The
+ * jwks_uri comes from the issuer over verified TLS: trusted as much as the issuer. */
+static HSMCA_MUSTCHECK hsmca_code issuer_fetch(sup_keys *k, hsmca_err *e)
+{
+    const hsmca_config *c = k->cfg;
+    char url[SUP_OIDC_MAX_URL + 64], jwks_uri[SUP_OIDC_MAX_URL];
+    char *doc = NULL, *tok = NULL;
+    size_t len = 0;
+    HSMCA_GUARD(sup_oidc_discovery_url(c->jwt_issuer, url, sizeof(url), e));
+    HSMCA_GUARD(fetch_token(c, &tok, e));
+    hsmca_code rc = sup_http_get_auth(url, c->jwt_ca_bundle, tok, c->jwt_fetch_timeout,
+                                      SUP_OIDC_MAX_DOC, &k->stop, &doc, &len, e);
+    if (rc == HSMCA_OK) {
+        rc = sup_oidc_parse_discovery(doc, len, c->jwt_issuer, jwks_uri, sizeof(jwks_uri), e);
+        free(doc);
+        doc = NULL;
+    }
+    if (rc == HSMCA_OK)
+        rc = sup_http_get_auth(jwks_uri, c->jwt_ca_bundle, tok, c->jwt_fetch_timeout,
+                               FE_JWKS_MAX_LEN, &k->stop, &doc, &len, e);
+    if (tok) {
+        OPENSSL_cleanse(tok, strlen(tok));
+        free(tok);
+    }
+    if (rc != HSMCA_OK)
+        return rc;
+    rc = keys_accept(k, doc, len, e);
+    if (rc != HSMCA_OK)
+        return prefix_err(e, rc, "JWKS from", jwks_uri);
+    return HSMCA_OK;
+}
+
+/* One round of the thread's work; asked: a child wants fresh keys. */
+static void keys_round(sup_keys *k, int asked)
+{
+    hsmca_err e;
+    double now = util_mono_now();
+    if (k->cfg->jwks_file[0]) {
+        if (file_load(k, 0, &e) != HSMCA_OK)
+            log_warn("issuer keys: keeping the last good keys: %s", e.msg);
+        return;
+    }
+    double min_gap = (double)k->cfg->jwt_min_refresh;
+    if (asked && k->last_fetch > 0 && k->next_fetch > k->last_fetch + min_gap)
+        k->next_fetch = k->last_fetch + min_gap; /* sooner, but not more often */
+    else if (asked && k->last_fetch == 0)
+        k->next_fetch = now;
+    if (now < k->next_fetch)
+        return;
+    k->last_fetch = now;
+    if (issuer_fetch(k, &e) == HSMCA_OK) {
+        k->have_good = 1;
+        k->next_fetch = now + (double)k->cfg->jwt_refresh;
+        return;
+    }
+    /* Unreachable or wrong: retry sooner than the schedule, never more often than
+     * min_refresh; whatever was accepted before keeps being used. */
+    k->next_fetch = now + min_gap;
+    log_warn("issuer keys: fetch from %s failed (%s); %s", k->cfg->jwt_issuer, e.msg,
+             k->have_good ? "keeping the last good keys" : "no keys yet");
+}
+
+static void *keys_thread(void *arg)
+{
+    sup_keys *k = arg;
+    for (;;) {
+        pthread_mutex_lock(&k->lock);
+        double wait_s =
+            k->cfg->jwks_file[0] ? SUP_KEYS_FILE_POLL_S : k->next_fetch - util_mono_now();
+        if (wait_s > SUP_KEYS_FILE_POLL_S)
+            wait_s = SUP_KEYS_FILE_POLL_S; /* re-checks the schedule now and then */
+        if (wait_s > 0 && !k->asked && !k->stop) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            long ns = ts.tv_nsec + (long)((wait_s - (double)(long)wait_s) * 1e9);
+            ts.tv_sec += (time_t)wait_s + ns / 1000000000L;
+            ts.tv_nsec = ns % 1000000000L;
+            pthread_cond_timedwait(&k->wake, &k->lock, &ts);
+        }
+        int stop = k->stop, asked = k->asked;
+        k->asked = 0;
+        pthread_mutex_unlock(&k->lock);
+        if (stop)
+            return NULL;
+        keys_round(k, asked);
+    }
+}
+
+sup_keys *sup_keys_start(const hsmca_config *cfg, hsmca_err *e)
+{
+    sup_keys *k = calloc(1, sizeof(*k));
+    if (!k) {
+        hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+        return NULL;
+    }
+    k->cfg = cfg;
+    pthread_mutex_init(&k->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&k->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!config_chain_has(cfg, "jwt"))
+        return k;
+    if (cfg->jwks_file[0]) {
+        if (file_load(k, 1, e) != HSMCA_OK) {
+            sup_keys_stop(k);
+            return NULL;
+        }
+    } else if (sup_http_init(e) != HSMCA_OK) {
+        sup_keys_stop(k);
+        return NULL;
+    }
+    if (pthread_create(&k->thread, NULL, keys_thread, k) != 0) {
+        hsmca_fail(e, HSMCA_EINTERNAL, "cannot start the issuer keys thread");
+        sup_keys_stop(k);
+        return NULL;
+    }
+    k->running = 1;
+    return k;
+}
+
+uint64_t sup_keys_generation(sup_keys *k)
+{
+    pthread_mutex_lock(&k->lock);
+    uint64_t g = k->generation;
+    pthread_mutex_unlock(&k->lock);
+    return g;
+}
+
+/* A memfd holding doc, sealed so that the receiver reads exactly what we accepted. */
+static int sealed_memfd(const char *doc, size_t len)
+{
+    int fd = memfd_create("hsmca-jwks", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -1;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, doc + off, len - off);
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+hsmca_code sup_keys_push(sup_keys *k, int ctl, uint64_t *sent, hsmca_err *e)
+{
+    *sent = 0;
+    pthread_mutex_lock(&k->lock);
+    uint64_t g = k->generation;
+    int fd = k->doc ? sealed_memfd(k->doc, k->len) : -2;
+    pthread_mutex_unlock(&k->lock);
+    if (fd == -2)
+        return HSMCA_OK;
+    if (fd < 0)
+        return hsmca_fail(e, HSMCA_EIO, "issuer keys: memfd: %s", strerror(errno));
+    hsmca_code rc = ipc_send_ctl_fd(ctl, CTL_KEYS, fd, e);
+    close(fd);
+    if (rc == HSMCA_OK)
+        *sent = g;
+    return rc;
+}
+
+void sup_keys_refresh(sup_keys *k)
+{
+    pthread_mutex_lock(&k->lock);
+    k->asked = 1;
+    pthread_cond_signal(&k->wake);
+    pthread_mutex_unlock(&k->lock);
+}
+
+void sup_keys_stop(sup_keys *k)
+{
+    if (!k)
+        return;
+    if (k->running) {
+        pthread_mutex_lock(&k->lock);
+        k->stop = 1;
+        pthread_cond_signal(&k->wake);
+        pthread_mutex_unlock(&k->lock);
+        pthread_join(k->thread, NULL);
+    }
+    pthread_cond_destroy(&k->wake);
+    pthread_mutex_destroy(&k->lock);
+    free(k->doc);
+    free(k);
+}

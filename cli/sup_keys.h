@@ -1,0 +1,45 @@
+/* sup_keys.h - the supervisor as the only fetcher of the JWT issuer's keys
+ * (DESIGN.md §2 "Identity binding": the front end, and later the signer, hold
+ * the keys but never fetch them).
+ *
+ * Source, from the config: auth.jwt.jwks_file, re-read when it changes (its
+ * device, inode, size or mtime, looked at every SUP_KEYS_FILE_POLL_S); or, with
+ * auth.jwt.discovery, the issuer's OpenID discovery document and its jwks_uri
+ * over HTTPS (sup_http.h), every auth.jwt.refresh, and sooner when a child asks
+ * (at most once per auth.jwt.min_refresh). A document is accepted only when
+ * fe_jwks_parse accepts it; a failed fetch or a bad document keeps the last good
+ * keys (and is logged). Work happens on a thread of its own, so a slow issuer
+ * never delays the supervisor's restarts. */
+#ifndef HSMCA_SUP_KEYS_H
+#define HSMCA_SUP_KEYS_H
+
+#include "config.h"
+#include "hsmca_err.h"
+#include <stdint.h>
+
+#define SUP_KEYS_FILE_POLL_S 2
+
+typedef struct sup_keys sup_keys;
+
+/* Starts the fetcher for cfg (which must outlive it). A JWKS file is loaded here,
+ * before returning, and a missing or bad one is an error (a config error: the
+ * caller stops). With discovery the first fetch happens on the thread. Without
+ * "jwt" in auth.chain nothing is fetched: generation stays 0. */
+sup_keys *sup_keys_start(const hsmca_config *cfg, hsmca_err *e);
+
+/* Increases with every newly accepted document (0: none yet). Thread-safe. */
+uint64_t sup_keys_generation(sup_keys *k);
+
+/* Sends the accepted document to a child over its control channel ctl: a sealed
+ * memfd after the type byte CTL_KEYS (common/ipc_frame.h). *sent is the generation
+ * pushed (0 and nothing sent when there is none yet). */
+HSMCA_MUSTCHECK hsmca_code sup_keys_push(sup_keys *k, int ctl, uint64_t *sent, hsmca_err *e);
+
+/* A child saw a kid it does not know (CTL_KEYS_REFRESH): fetch again, as soon as
+ * min_refresh allows. */
+void sup_keys_refresh(sup_keys *k);
+
+/* Stops the thread and frees everything. */
+void sup_keys_stop(sup_keys *k);
+
+#endif

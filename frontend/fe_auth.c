@@ -1,0 +1,78 @@
+/* fe_auth.c - see fe_auth.h: the chain, and the table of authenticators. */
+#include "fe_auth.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "fe_app.h"
+
+static const fe_authenticator fe_authenticators[] = {
+    {"client_cert", fe_auth_client_cert},
+    {"jwt", fe_auth_jwt},
+};
+
+const fe_authenticator *fe_auth_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(fe_authenticators) / sizeof(fe_authenticators[0]); i++)
+        if (!strcmp(fe_authenticators[i].name, name))
+            return &fe_authenticators[i];
+    return NULL;
+}
+
+/* The certificate the caller presented in its TLS handshake, verified to our CA
+ * (fe_clientcert.h): Istio's renewal path, and VMs. */
+hsmca_code fe_auth_client_cert(const struct fe_app *app, const fe_auth_creds *c,
+                               fe_auth_result *out, hsmca_err *e)
+{
+    if (!fe_clientcert_presented(c->peer))
+        return hsmca_fail(e, HSMCA_ENOTFOUND, "no client certificate");
+    HSMCA_GUARD(fe_clientcert_identity(app->clientcert, c->peer, c->now, out->ids[0],
+                                       sizeof(out->ids[0]), e));
+    out->n_ids = 1;
+    return HSMCA_OK;
+}
+
+/* Appends "name: reason" to the refusal list buf (sz bytes), "; "-separated; a list
+ * that does not fit ends in "..." rather than losing an authenticator's name. */
+static void append_reason(char *buf, size_t sz, const char *name, const char *reason)
+{
+    size_t off = strlen(buf);
+    if (off >= sz - 1)
+        return;
+    int n = snprintf(buf + off, sz - off, "%s%s: %s", off ? "; " : "", name, reason);
+    if (n < 0 || (size_t)n >= sz - off)
+        memcpy(buf + sz - 4, "...", 4);
+}
+
+hsmca_code fe_auth_run(const struct fe_app *app, const fe_auth_creds *c, fe_auth_result *out,
+                       hsmca_err *e)
+{
+    char reasons[sizeof(e->msg)] = "";
+    int unavailable = 0;
+    memset(out, 0, sizeof(*out));
+    out->authenticator = "none";
+    const char *tried = "none";
+    for (int i = 0; i < app->n_chain; i++) {
+        const fe_authenticator *a = app->chain[i];
+        fe_auth_result r;
+        memset(&r, 0, sizeof(r));
+        hsmca_err ae;
+        hsmca_err_clear(&ae);
+        hsmca_code rc = a->fn(app, c, &r, &ae);
+        if (rc == HSMCA_OK && r.n_ids >= 1) {
+            *out = r;
+            out->authenticator = a->name;
+            return HSMCA_OK;
+        }
+        if (rc == HSMCA_OK) /* a bug: success without an identity is a refusal */
+            hsmca_fail(&ae, HSMCA_EINTERNAL, "named no identity");
+        if (rc != HSMCA_ENOTFOUND)
+            tried = a->name;
+        unavailable |= rc == HSMCA_EUNAVAIL;
+        append_reason(reasons, sizeof(reasons) - 20, a->name, ae.msg[0] ? ae.msg : "refused");
+    }
+    out->authenticator = tried;
+    if (app->n_chain == 0)
+        snprintf(reasons, sizeof(reasons), "no authenticator configured");
+    return hsmca_fail(e, unavailable ? HSMCA_EUNAVAIL : HSMCA_EAUTH, "authentication: %s", reasons);
+}
