@@ -270,7 +270,7 @@ class ClientCertTests(unittest.TestCase):
 
     def test_no_certificate_and_no_token(self):
         self.assert_refused(self.server.client, grpc.StatusCode.UNAUTHENTICATED,
-                            "no 'authorization' metadata and no client certificate")
+                            "client_cert: no client certificate; jwt: no 'authorization' metadata")
 
     def test_token_callers_unaffected(self):
         # No client certificate: the port does not require one.
@@ -284,13 +284,18 @@ class ClientCertTests(unittest.TestCase):
         c = self.cert_client(leaf.public_bytes(serialization.Encoding.PEM), key)
         got = c.create(hc.make_csr(hc.make_key(), uris=[ID]), self.server.token())
         self.assertEqual(uris(x509.load_pem_x509_certificate(got[0].encode())), [ID])
-        # A bad token is refused as a bad token, even with a good certificate.
+        # The chain (auth.chain, default [client_cert, jwt]) takes the first success, as
+        # Istio does: a good certificate with a bad token renews as the certificate's
+        # identity; a bad certificate and a bad token are refused naming both.
         okey, chain = self.issue_with_token()
+        got = self.cert_client(chain[0].encode(), okey).create(
+            hc.make_csr(hc.make_key(), uris=[ID]), "not-a-token")
+        self.assertEqual(uris(x509.load_pem_x509_certificate(got[0].encode())), [ID])
         with self.assertRaises(grpc.RpcError) as cm:
-            self.cert_client(chain[0].encode(), okey).create(
-                hc.make_csr(hc.make_key(), uris=[ID]), "not-a-token")
+            c.create(hc.make_csr(hc.make_key(), uris=[ID]), "not-a-token")
         self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
-        self.assertIn("JWT", cm.exception.details())
+        self.assertIn("client_cert: client certificate", cm.exception.details())
+        self.assertIn("; jwt: ", cm.exception.details())
 
 
 class IntermediateServer(DevServer):
