@@ -26,6 +26,14 @@ typedef struct {
     double deadline;
 } fe_pending;
 
+/* A refusal as the FrontendDeny carries it, each string capped as the signer wants. */
+typedef struct {
+    char requester[PROFILE_REQUESTER_MAX + 1];
+    char authenticator[65];
+    char reason[1025];
+    hsmca_code code;
+} fe_deny;
+
 /* Two locks, so that no thread ever waits for I/O while holding what the IPC
  * thread needs to read replies: a sender blocked on a full socket must not stop
  * the replies that would let the signer drain it (that would deadlock both). */
@@ -41,12 +49,14 @@ struct fe_ipc {
     double deny_window;
     unsigned deny_sent;
     uint32_t deny_dropped; /* not sent since the last one that was */
+    fe_deny last_dropped;  /* the latest of those, sent by the IPC thread's tick when no
+                              later refusal carries the count (end of a flood) */
     fe_pending pending[FE_IPC_MAX_INFLIGHT];
     pthread_t thread;
     /* Key pushes (under lock): the handler, or the fd kept until there is one. */
     fe_ipc_keys_fn keys_fn;
     void *keys_arg;
-    int keys_kept; /* -1: none */
+    int keys_kept;     /* -1: none */
     double keys_asked; /* when CTL_KEYS_REFRESH was last sent (monotonic) */
 };
 
@@ -118,52 +128,56 @@ hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint8_t *tbs, size_t
 }
 
 /* Caps a string for the FrontendDeny (the signer refuses longer ones as a protocol
- * violation): at most max bytes, cut before a NUL. */
-static char *deny_str(const char *s, size_t max, char *buf)
+ * violation): at most sz - 1 bytes, cut before a NUL. */
+static void deny_str(char *buf, size_t sz, const char *s)
 {
-    size_t n = s ? strnlen(s, max) : 0;
+    size_t n = s ? strnlen(s, sz - 1) : 0;
     memcpy(buf, s ? s : "", n);
     buf[n] = 0;
-    return buf;
 }
 
-void fe_ipc_deny(fe_ipc *c, const char *requester, const char *authenticator, hsmca_code code,
-                 const char *reason)
+/* Takes a place in the current second's FrontendDeny budget; 0 when it is spent.
+ * Under c->lock. */
+static int deny_admit(fe_ipc *c, double now)
 {
-    if (code == HSMCA_OK || (unsigned)code > HSMCA_CODE_MAX)
-        return;
-    double now = util_mono_now();
-    pthread_mutex_lock(&c->lock);
     if (now - c->deny_window >= 1.0 || now < c->deny_window) {
         c->deny_window = now;
         c->deny_sent = 0;
     }
-    int send = c->deny_sent < FE_IPC_DENY_PER_S;
-    uint64_t id = ++c->next_id; /* the entry's request_id: unique with the requests' */
-    uint32_t dropped = 0;
-    if (send) {
-        c->deny_sent++;
-        dropped = c->deny_dropped;
-        c->deny_dropped = 0;
-    } else if (c->deny_dropped < UINT32_MAX) {
-        c->deny_dropped++;
-    }
-    pthread_mutex_unlock(&c->lock);
-    if (!send)
-        return;
-    static _Thread_local char rq[PROFILE_REQUESTER_MAX + 1], au[65], why[1025];
-    Hsmca__Ipc__FrontendDeny d = HSMCA__IPC__FRONTEND_DENY__INIT;
-    d.requester = deny_str(requester, PROFILE_REQUESTER_MAX, rq);
-    d.authenticator = deny_str(authenticator, 64, au);
-    d.code = (uint32_t)code;
-    d.reason = deny_str(reason, 1024, why);
-    d.suppressed = dropped;
-    uint8_t buf[PROFILE_REQUESTER_MAX + 64 + 1024 + 64];
-    size_t n = hsmca__ipc__frontend_deny__get_packed_size(&d);
+    if (c->deny_sent >= FE_IPC_DENY_PER_S)
+        return 0;
+    c->deny_sent++;
+    return 1;
+}
+
+/* Counts a refusal not reported (n of them, d the latest). Under c->lock. */
+static void deny_count_dropped(fe_ipc *c, uint64_t n, const fe_deny *d)
+{
+    uint64_t sum = (uint64_t)c->deny_dropped + n;
+    c->deny_dropped = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+    if (d != &c->last_dropped)
+        c->last_dropped = *d;
+}
+
+/* Sends d with the count of those not reported before it; never waits (a full
+ * socket counts it, and those it carried, as not reported). */
+static void deny_send(fe_ipc *c, const fe_deny *d, uint32_t suppressed)
+{
+    Hsmca__Ipc__FrontendDeny m = HSMCA__IPC__FRONTEND_DENY__INIT;
+    m.requester = (char *)d->requester;
+    m.authenticator = (char *)d->authenticator;
+    m.code = (uint32_t)d->code;
+    m.reason = (char *)d->reason;
+    m.suppressed = suppressed;
+    uint8_t buf[sizeof(fe_deny) + 64];
+    size_t n = hsmca__ipc__frontend_deny__get_packed_size(&m);
     if (n > sizeof(buf))
         return;
-    hsmca__ipc__frontend_deny__pack(&d, buf);
+    hsmca__ipc__frontend_deny__pack(&m, buf);
     hsmca_err e;
+    pthread_mutex_lock(&c->lock);
+    uint64_t id = ++c->next_id; /* the entry's request_id: unique with the requests' */
+    pthread_mutex_unlock(&c->lock);
     pthread_rwlock_rdlock(&c->conn);
     /* Timeout 0: a refusal never waits for the signer; what is not sent is counted. */
     hsmca_code rc =
@@ -171,10 +185,51 @@ void fe_ipc_deny(fe_ipc *c, const char *requester, const char *authenticator, hs
     pthread_rwlock_unlock(&c->conn);
     if (rc != HSMCA_OK) {
         pthread_mutex_lock(&c->lock);
-        uint64_t sum = (uint64_t)c->deny_dropped + dropped + 1;
-        c->deny_dropped = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+        deny_count_dropped(c, (uint64_t)suppressed + 1, d);
         pthread_mutex_unlock(&c->lock);
     }
+}
+
+void fe_ipc_deny(fe_ipc *c, const char *requester, const char *authenticator, hsmca_code code,
+                 const char *reason)
+{
+    if (code == HSMCA_OK || (unsigned)code > HSMCA_CODE_MAX)
+        return;
+    static _Thread_local fe_deny d;
+    deny_str(d.requester, sizeof(d.requester), requester);
+    deny_str(d.authenticator, sizeof(d.authenticator), authenticator);
+    deny_str(d.reason, sizeof(d.reason), reason);
+    d.code = code;
+    pthread_mutex_lock(&c->lock);
+    uint32_t dropped = 0;
+    int send = deny_admit(c, util_mono_now());
+    if (send) {
+        dropped = c->deny_dropped;
+        c->deny_dropped = 0;
+    } else {
+        deny_count_dropped(c, 1, &d);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (send)
+        deny_send(c, &d, dropped);
+}
+
+/* The IPC thread's tick: refusals not reported and not followed by one that carried
+ * their count (the end of a flood) are sent now, as the latest of them with the count
+ * of the others, so the signer's log counts every refusal. */
+static void flush_dropped_denies(fe_ipc *c)
+{
+    static fe_deny d; /* only the IPC thread comes here */
+    pthread_mutex_lock(&c->lock);
+    uint32_t dropped = c->deny_dropped;
+    int send = dropped > 0 && deny_admit(c, util_mono_now());
+    if (send) {
+        d = c->last_dropped;
+        c->deny_dropped = 0;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (send)
+        deny_send(c, &d, dropped - 1);
 }
 
 /* Completes every pending request (or only the overdue ones) with UNAVAILABLE. */
@@ -318,8 +373,8 @@ static void take_new_connection(fe_ipc *c)
         return;
     }
     if (type != CTL_NEW_PEER || fd < 0) {
-        log_warn("control channel: unexpected message '%c'%s", type >= ' ' && type < 127 ? type : '?',
-                 fd >= 0 ? " with an fd" : "");
+        log_warn("control channel: unexpected message '%c'%s",
+                 type >= ' ' && type < 127 ? type : '?', fd >= 0 ? " with an fd" : "");
         if (fd >= 0)
             close(fd);
         return;
@@ -351,6 +406,7 @@ static void *ipc_thread(void *arg)
         if (now - last_scan >= 0.5) {
             last_scan = now;
             fail_pending(c, 1, "signer unavailable: no reply in time");
+            flush_dropped_denies(c);
         }
     }
     return NULL;

@@ -34,7 +34,9 @@ HSMCA_MUSTCHECK hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint
 
 /* Refusals reported per second at most (FrontendDeny, proto/signer.proto); beyond,
  * and when the signer is not reading, they are counted and the count goes with the
- * next one sent (the signer has its own, lower, limit and summary entries). */
+ * next one sent, or, when none follows (the end of a flood), with the latest of them,
+ * which the IPC thread sends within a second. The signer has its own, lower, limit and
+ * summary entries. */
 #define FE_IPC_DENY_PER_S 1000
 
 /* Reports a refusal the front end made (authentication, request, CSR, policy) to the
