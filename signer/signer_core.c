@@ -82,6 +82,13 @@ static int pin_file_changed(const signer_ctx *s)
 
 int signer_tick(signer_ctx *s)
 {
+    /* The main loop calls this after every poll, so once per request under load: the
+     * work below (a flush that may fdatasync on this thread, a lock per worker) is
+     * for a few times a second. */
+    double now = util_mono_now();
+    if (now - s->last_tick < SIGNER_TICK_S)
+        return 0;
+    s->last_tick = now;
     hsmca_err ae;
     if (s->audit && audit_log_flush(s->audit, &ae) != HSMCA_OK) {
         /* The failed log said so once; the next intent is refused with the reason. */

@@ -24,11 +24,14 @@ typedef struct signer_conn {
 } signer_conn;
 
 typedef struct signer_job {
-    struct signer_job *next;
+    struct signer_job *next; /* in the queue, then in its worker's batch */
     uint64_t id;
     size_t cost; /* bytes it holds, counted against SIGNER_MAX_QUEUE_BYTES */
     signer_conn *conn;
     Hsmca__Ipc__SignRequest *req;
+    int answered;            /* the request got its reply (from the worker or the watchdog); lock */
+    int current;             /* its front end was the current one when a worker took it; lock */
+    struct signer_stage *st; /* its worker's state for it (signer_work.c) */
 } signer_job;
 
 /* Longer than SIGNER_SEND_TIMEOUT_MS, so a worker blocked on a stalled front
@@ -37,6 +40,13 @@ typedef struct signer_job {
 /* Refusal lines logged per second; a flood beyond is counted in one summary
  * line per second, so it cannot drown the lines that matter. */
 #define SIGNER_REFUSAL_LINES_PER_S 50
+/* With the audit log, a worker takes up to this many queued requests at once: their
+ * intents share one wait for the log's sync (a sleep and a wake-up per request was the
+ * log's largest cost, bench_signer), then it signs them in turn. Only a queue that
+ * outgrew the idle workers has more than one request for a worker to take. */
+#define SIGNER_BATCH_MAX 8
+/* The least time between two runs of signer_tick's work. */
+#define SIGNER_TICK_S 0.1
 
 struct signer_ctx {
     p11_module *module;
@@ -55,6 +65,7 @@ struct signer_ctx {
     window_limiter *frontend_deny_limit; /* frontend-deny entries per window */
     struct stat pin_stat; /* the PIN file as read at start: a change re-enables login */
     int ctl_fd;           /* to ask the supervisor for a new front end; -1: none */
+    double last_tick;     /* monotonic: signer_tick's last run (main thread only) */
 
     pthread_mutex_t lock;
     pthread_cond_t more;
@@ -67,9 +78,8 @@ struct signer_ctx {
     int n_workers;
     /* What each worker is signing, for the watchdog (guarded by lock). */
     struct signer_busy {
-        signer_job *job; /* NULL when idle */
-        double started;  /* monotonic */
-        int answered;    /* the request got its reply (from the worker or the watchdog) */
+        signer_job *jobs; /* the batch, linked by next; NULL when idle */
+        double started;   /* monotonic: when the worker took it */
     } busy[SIGNER_MAX_WORKERS];
 };
 
