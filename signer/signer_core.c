@@ -373,6 +373,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->more, NULL);
+    pthread_cond_init(&s->park, NULL);
     s->ctl_fd = -1;
     if (!(s->ca_cert = certasm_load_pem(cfg->ca_cert, e)) || open_token(s, cfg, e) != HSMCA_OK ||
         check_ca(s, cfg->ca_cert, e) != HSMCA_OK) {
@@ -408,6 +409,12 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     sigaddset(&block, SIGINT);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     s->n_workers = (int)signer_worker_count(cfg->sessions);
+    s->max_staged = s->n_workers * SIGNER_STAGED_PER_WORKER;
+    if (s->audit) {
+        if (pthread_create(&s->syncer, NULL, signer_syncer, s) != 0)
+            fatal("cannot start the audit log's sync thread");
+        s->has_syncer = 1;
+    }
     for (int i = 0; i < s->n_workers; i++) {
         signer_worker_arg *wa = malloc(sizeof(*wa));
         if (!wa)
@@ -429,6 +436,7 @@ void signer_stop_all(signer_ctx *s)
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
     pthread_cond_broadcast(&s->more);
+    pthread_cond_broadcast(&s->park);
     if (s->conn) /* wakes a worker waiting on a stalled front end */
         shutdown(s->conn->fd, SHUT_RDWR);
     pthread_mutex_unlock(&s->lock);
@@ -441,6 +449,20 @@ void signer_stop_all(signer_ctx *s)
         if (pthread_timedjoin_np(s->workers[i], NULL, &deadline) != 0) {
             log_warn("a signing thread did not stop within %d s (token call hung?); exiting "
                      "without closing the token",
+                     SIGNER_STOP_TIMEOUT_S);
+            return;
+        }
+    }
+    /* The workers signed every staged request before they stopped: the syncer has
+     * nothing left. */
+    if (s->has_syncer) {
+        pthread_mutex_lock(&s->lock);
+        s->syncer_stop = 1;
+        pthread_cond_broadcast(&s->park);
+        pthread_mutex_unlock(&s->lock);
+        if (pthread_timedjoin_np(s->syncer, NULL, &deadline) != 0) {
+            log_warn("the audit log's sync thread did not stop within %d s (disk hung?); "
+                     "exiting without closing the token",
                      SIGNER_STOP_TIMEOUT_S);
             return;
         }

@@ -24,14 +24,15 @@ typedef struct signer_conn {
 } signer_conn;
 
 typedef struct signer_job {
-    struct signer_job *next; /* in the queue, then in its worker's batch */
+    struct signer_job *next; /* in the queue, then parked or ready */
     uint64_t id;
     size_t cost; /* bytes it holds, counted against SIGNER_MAX_QUEUE_BYTES */
     signer_conn *conn;
     Hsmca__Ipc__SignRequest *req;
     int answered;            /* the request got its reply (from the worker or the watchdog); lock */
     int current;             /* its front end was the current one when a worker took it; lock */
-    struct signer_stage *st; /* its worker's state for it (signer_work.c) */
+    double started;          /* monotonic: when a worker took it (the watchdog's clock); lock */
+    struct signer_stage *st; /* from its checks to its reply (signer_work.c) */
 } signer_job;
 
 /* Longer than SIGNER_SEND_TIMEOUT_MS, so a worker blocked on a stalled front
@@ -40,11 +41,13 @@ typedef struct signer_job {
 /* Refusal lines logged per second; a flood beyond is counted in one summary
  * line per second, so it cannot drown the lines that matter. */
 #define SIGNER_REFUSAL_LINES_PER_S 50
-/* With the audit log, a worker takes up to this many queued requests at once: their
- * intents share one wait for the log's sync (a sleep and a wake-up per request was the
- * log's largest cost, bench_signer), then it signs them in turn. Only a queue that
- * outgrew the idle workers has more than one request for a worker to take. */
-#define SIGNER_BATCH_MAX 8
+/* With the audit log, a request whose intent is appended waits for its sync in a list
+ * (staged), not on its worker's thread: the worker goes on with the next request, and
+ * one thread (signer_syncer) syncs for every staged intent and hands them back, durable,
+ * to the workers to sign. A worker that slept per request for its intent's sync cost a
+ * context switch per request, and while the disk synced, no session signed
+ * (bench_signer). At most this many staged requests per worker. */
+#define SIGNER_STAGED_PER_WORKER 8
 /* The least time between two runs of signer_tick's work. */
 #define SIGNER_TICK_S 0.1
 
@@ -76,11 +79,16 @@ struct signer_ctx {
     int stopping;
     pthread_t workers[SIGNER_MAX_WORKERS];
     int n_workers;
+    /* Staged requests (with the audit log): intents appended, waiting for the syncer
+     * (parked), then durable, waiting for a worker to sign them (ready); staged counts
+     * both. All under lock. */
+    signer_job *parked, *parked_tail, *ready, *ready_tail;
+    int staged, max_staged;
+    pthread_cond_t park; /* the syncer waits on it for parked requests */
+    pthread_t syncer;
+    int has_syncer, syncer_stop;
     /* What each worker is signing, for the watchdog (guarded by lock). */
-    struct signer_busy {
-        signer_job *jobs; /* the batch, linked by next; NULL when idle */
-        double started;   /* monotonic: when the worker took it */
-    } busy[SIGNER_MAX_WORKERS];
+    signer_job *busy[SIGNER_MAX_WORKERS]; /* the job each worker holds; NULL when idle */
 };
 
 typedef struct {
@@ -93,6 +101,9 @@ void signer_conn_unref_locked(signer_conn *c);
 
 /* A worker thread: arg is a malloc'd signer_worker_arg, freed by the worker. */
 void *signer_worker(void *arg);
+
+/* The syncer thread (with the audit log): arg is the signer_ctx. */
+void *signer_syncer(void *arg);
 
 /* The watchdog: answers UNAVAILABLE for requests whose token call is overdue. */
 void signer_answer_overdue(signer_ctx *s);

@@ -170,7 +170,7 @@ void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Appends the issue-intent entry; the batch's one sync (sync_intents) makes it durable
+/* Appends the issue-intent entry; the syncer's sync (sync_intents) makes it durable
  * before the signature (invariant 8). Any audit failure is UNAVAILABLE: nothing is
  * signed, and istio-agent retries. */
 static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
@@ -229,8 +229,8 @@ static void audit_result(signer_ctx *s, uint64_t id, uint64_t intent_seq, const 
 
 #define NO_INTENT UINT64_MAX
 
-/* A job between the batch's two passes: on the worker's stack (not in the job, which
- * waits in the queue and counts against its bytes). */
+/* A job from its checks to its reply (allocated then: not in the job, which waits in
+ * the queue and counts against its bytes). */
 struct signer_stage {
     hsmca_code rc;
     hsmca_err err;
@@ -239,7 +239,7 @@ struct signer_stage {
     tbs_facts facts;
 };
 
-/* The batch's first pass over a job: validate, rate-limit, record the serial, hash the
+/* A job's first step: validate, rate-limit, record the serial, hash the
  * TBS and append the intent. j->st->intent_seq is the intent entry's seq once one is
  * appended (NO_INTENT before: a refusal then is the signer's own, a deny). */
 static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmca_err *e)
@@ -269,7 +269,7 @@ static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmc
     return audit_intent(s, j->id, req, facts, tbs_sha256, &j->st->intent_seq, e);
 }
 
-/* Invariant 8: one sync makes every intent of the batch durable, or none of them signs
+/* Invariant 8: one sync makes every parked intent durable, or none of them signs
  * (UNAVAILABLE; an intent, which reaches the disk when the log recovers, gets that
  * result). */
 static void sync_intents(signer_ctx *s, signer_job *batch)
@@ -290,7 +290,7 @@ static void sync_intents(signer_ctx *s, signer_job *batch)
         }
 }
 
-/* The second pass, the intent durable: sign, self-check and assemble. Returns the
+/* The second step, the intent durable: sign, self-check and assemble. Returns the
  * certificate (OPENSSL_malloc'd) or a refusal in e. */
 static HSMCA_MUSTCHECK hsmca_code sign_prepared(signer_ctx *s, const signer_job *j, uint8_t **cert,
                                                 size_t *cert_len, hsmca_err *e)
@@ -348,8 +348,8 @@ static int was_answered(signer_ctx *s, const signer_job *j)
     return done;
 }
 
-/* The batch's second pass over a job whose first pass (its stage's rc and err) is done and
- * whose intent, if any, is durable: sign, log the result, reply. */
+/* The last step of a job whose checks (its stage's rc and err) are done and whose
+ * intent, if any, is durable: sign, log the result, reply. */
 static void finish_job(signer_ctx *s, signer_job *j)
 {
     uint8_t *cert = NULL;
@@ -357,7 +357,7 @@ static void finish_job(signer_ctx *s, signer_job *j)
     const char *late = "answered by the watchdog; certificate discarded";
     hsmca_code rc = j->st->rc;
     hsmca_err *e = &j->st->err;
-    if (rc == HSMCA_OK && was_answered(s, j)) /* the watchdog gave up on the batch */
+    if (rc == HSMCA_OK && was_answered(s, j)) /* the watchdog gave up while it was staged */
         late = "answered by the watchdog before signing; not signed";
     else if (rc == HSMCA_OK)
         rc = sign_prepared(s, j, &cert, &cert_len, e);
@@ -384,87 +384,151 @@ static void finish_job(signer_ctx *s, signer_job *j)
     OPENSSL_free(cert);
 }
 
-/* A worker's batch: first every job's checks and intent, then one sync for all the
- * intents, then each job's signature and reply. Jobs for a front end that is no
- * longer the current one are skipped (a reply would go nowhere). */
-static void run_batch(signer_ctx *s, signer_job *batch)
+/* Under s->lock: the first job of list (linked by next) the watchdog must answer now,
+ * or NULL. */
+static signer_job *overdue_in(signer_ctx *s, signer_job *list, double now)
 {
-    for (signer_job *j = batch; j; j = j->next) {
-        hsmca_err_clear(&j->st->err);
-        j->st->intent_seq = NO_INTENT;
-        j->st->rc = j->current ? prepare_one(s, j, &j->st->err) : HSMCA_OK;
-    }
-    if (s->audit)
-        sync_intents(s, batch);
-    for (signer_job *j = batch; j; j = j->next)
-        if (j->current)
-            finish_job(s, j);
-}
-
-/* Under s->lock: the first job of worker i's batch the watchdog must answer now, or
- * NULL. The batch's time counts for each of its jobs. */
-static signer_job *overdue_job(signer_ctx *s, int i, double now)
-{
-    struct signer_busy *b = &s->busy[i];
-    if (!b->jobs || now - b->started <= s->cfg.sign_timeout)
-        return NULL;
-    for (signer_job *j = b->jobs; j; j = j->next)
-        if (!j->answered && j->current)
+    for (signer_job *j = list; j; j = j->next)
+        if (!j->answered && j->conn == s->conn && now - j->started > s->cfg.sign_timeout)
             return j;
     return NULL;
 }
 
+/* Under s->lock: a job the watchdog must answer now (a worker's or a staged one), or
+ * NULL. */
+static signer_job *overdue_job(signer_ctx *s, double now)
+{
+    for (int i = 0; i < s->n_workers; i++) {
+        signer_job *j = s->busy[i];
+        if (j && !j->answered && j->current && now - j->started > s->cfg.sign_timeout)
+            return j;
+    }
+    signer_job *j = overdue_in(s, s->parked, now);
+    return j ? j : overdue_in(s, s->ready, now);
+}
+
 /* The watchdog, from the main loop: a request whose token call (or whose intent's
- * sync) has run past pkcs11.sign_timeout is answered UNAVAILABLE now, with the rest of
- * its batch; its worker (and session) come back when the call returns, and the other
- * workers go on. */
+ * sync) has run past pkcs11.sign_timeout is answered UNAVAILABLE now; its worker (and
+ * session) come back when the call returns, and the other workers go on. */
 void signer_answer_overdue(signer_ctx *s)
 {
     double now = util_mono_now();
-    for (int i = 0; i < s->n_workers; i++) {
-        for (;;) {
-            pthread_mutex_lock(&s->lock);
-            signer_job *j = overdue_job(s, i, now);
-            uint64_t id = j ? j->id : 0;
-            signer_conn *c = j ? j->conn : NULL;
-            if (j) {
-                j->answered = 1;
-                c->refs++;
-            }
-            pthread_mutex_unlock(&s->lock);
-            if (!j)
-                break;
-            char why[160];
-            snprintf(why, sizeof(why), "token did not answer within %u s (signing call hung)",
-                     s->cfg.sign_timeout);
-            log_warn("request %llu: %s; answered UNAVAILABLE", (unsigned long long)id, why);
-            reply_within(s, c, id, HSMCA_EUNAVAIL, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS,
-                         "a hung call's refusal");
-            pthread_mutex_lock(&s->lock);
-            signer_conn_unref_locked(c);
-            pthread_mutex_unlock(&s->lock);
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        signer_job *j = overdue_job(s, now);
+        uint64_t id = j ? j->id : 0;
+        signer_conn *c = j ? j->conn : NULL;
+        if (j) {
+            j->answered = 1;
+            c->refs++;
         }
+        pthread_mutex_unlock(&s->lock);
+        if (!j)
+            return;
+        char why[160];
+        snprintf(why, sizeof(why), "token did not answer within %u s (signing call hung)",
+                 s->cfg.sign_timeout);
+        log_warn("request %llu: %s; answered UNAVAILABLE", (unsigned long long)id, why);
+        reply_within(s, c, id, HSMCA_EUNAVAIL, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS,
+                     "a hung call's refusal");
+        pthread_mutex_lock(&s->lock);
+        signer_conn_unref_locked(c);
+        pthread_mutex_unlock(&s->lock);
     }
 }
 
-/* Under s->lock, the queue not empty: takes the worker's batch off its head. */
-static signer_job *take_batch(signer_ctx *s, int idx)
+/* Appends list (linked by next, at least one job) to the list *head..*tail. */
+static void list_append(signer_job **head, signer_job **tail, signer_job *list)
 {
-    int max = s->audit ? SIGNER_BATCH_MAX : 1;
-    signer_job *batch = NULL, **tail = &batch;
-    for (int n = 0; n < max && s->head; n++) {
-        signer_job *j = s->head;
-        s->head = j->next;
-        s->queued--;
-        j->next = NULL;
-        j->current = j->conn == s->conn;
-        *tail = j;
-        tail = &j->next;
+    signer_job *last = list;
+    while (last->next)
+        last = last->next;
+    if (*tail)
+        (*tail)->next = list;
+    else
+        *head = list;
+    *tail = last;
+}
+
+void *signer_syncer(void *arg)
+{
+    signer_ctx *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->parked && !s->syncer_stop)
+            pthread_cond_wait(&s->park, &s->lock);
+        if (!s->parked)
+            break;
+        /* Every intent parked so far shares this sync; those parked meanwhile, the
+         * next. */
+        signer_job *list = s->parked;
+        s->parked = s->parked_tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+        sync_intents(s, list);
+        pthread_mutex_lock(&s->lock);
+        int n = 0;
+        for (signer_job *j = list; j; j = j->next)
+            n++;
+        list_append(&s->ready, &s->ready_tail, list);
+        for (int i = 0; i < n; i++) /* a worker each, not a stampede of all */
+            pthread_cond_signal(&s->more);
     }
-    if (!s->head)
-        s->tail = NULL;
-    s->busy[idx] = (struct signer_busy){batch, util_mono_now()};
-    return batch;
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* Under s->lock: the next job for a worker, or NULL when it should stop. A durable
+ * staged one comes first; a new one only while there is room to stage it. At a stop,
+ * the staged jobs are signed first (their intents are in the log). *staged says which. */
+static signer_job *next_job(signer_ctx *s, int *staged)
+{
+    for (;;) {
+        if (s->ready) {
+            signer_job *j = s->ready;
+            s->ready = j->next;
+            if (!s->ready)
+                s->ready_tail = NULL;
+            j->next = NULL;
+            j->current = j->conn == s->conn; /* its front end may be gone since */
+            s->staged--;
+            *staged = 1;
+            return j;
+        }
+        if (s->stopping && s->staged == 0)
+            return NULL;
+        if (!s->stopping && s->head && s->staged < s->max_staged) {
+            signer_job *j = s->head;
+            s->head = j->next;
+            if (!s->head)
+                s->tail = NULL;
+            s->queued--;
+            j->next = NULL;
+            j->current = j->conn == s->conn;
+            j->started = util_mono_now();
+            *staged = 0;
+            return j;
+        }
+        pthread_cond_wait(&s->more, &s->lock);
+    }
+}
+
+/* The job's checks and intent; 1 when it was parked for the syncer (the worker is
+ * done with it for now). */
+static int check_and_park(signer_ctx *s, int idx, signer_job *j)
+{
+    hsmca_err_clear(&j->st->err);
+    j->st->intent_seq = NO_INTENT;
+    j->st->rc = prepare_one(s, j, &j->st->err);
+    if (!s->audit || j->st->rc != HSMCA_OK)
+        return 0;
+    pthread_mutex_lock(&s->lock);
+    s->busy[idx] = NULL;
+    j->next = NULL;
+    list_append(&s->parked, &s->parked_tail, j);
+    s->staged++;
+    pthread_cond_signal(&s->park);
+    pthread_mutex_unlock(&s->lock);
+    return 1;
 }
 
 void *signer_worker(void *arg)
@@ -474,34 +538,32 @@ void *signer_worker(void *arg)
     int idx = wa->idx;
     free(wa);
     for (;;) {
+        int staged;
         pthread_mutex_lock(&s->lock);
-        while (!s->head && !s->stopping)
-            pthread_cond_wait(&s->more, &s->lock);
-        if (s->stopping) {
-            pthread_mutex_unlock(&s->lock);
+        signer_job *j = next_job(s, &staged);
+        s->busy[idx] = j;
+        pthread_mutex_unlock(&s->lock);
+        if (!j)
             return NULL;
+        if (!staged && j->current) {
+            j->st = malloc(sizeof(*j->st));
+            if (!j->st)
+                fatal("out of memory");
+            if (check_and_park(s, idx, j))
+                continue;
         }
-        signer_job *batch = take_batch(s, idx);
-        pthread_mutex_unlock(&s->lock);
-
-        struct signer_stage stage[SIGNER_BATCH_MAX];
-        int n = 0;
-        for (signer_job *j = batch; j; j = j->next)
-            j->st = &stage[n++];
-        run_batch(s, batch);
-        for (signer_job *j = batch; j; j = j->next)
-            hsmca__ipc__sign_request__free_unpacked(j->req, NULL);
+        if (j->current) /* a reply for an old front end would go nowhere */
+            finish_job(s, j);
+        else if (staged) /* its intent is in the log: say it was not signed */
+            audit_result(s, j->id, j->st->intent_seq, NULL, 0, HSMCA_EUNAVAIL,
+                         "its front end was replaced before signing; not signed");
+        hsmca__ipc__sign_request__free_unpacked(j->req, NULL);
         pthread_mutex_lock(&s->lock);
-        s->busy[idx].jobs = NULL;
-        for (signer_job *j = batch; j; j = j->next) {
-            s->queued_bytes -= j->cost;
-            signer_conn_unref_locked(j->conn);
-        }
+        s->busy[idx] = NULL;
+        s->queued_bytes -= j->cost;
+        signer_conn_unref_locked(j->conn);
         pthread_mutex_unlock(&s->lock);
-        while (batch) {
-            signer_job *next = batch->next;
-            free(batch);
-            batch = next;
-        }
+        free(j->st);
+        free(j);
     }
 }
