@@ -410,6 +410,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     pthread_sigmask(SIG_BLOCK, &block, &old);
     s->n_workers = (int)signer_worker_count(cfg->sessions);
     s->max_staged = s->n_workers * SIGNER_STAGED_PER_WORKER;
+    signer_stages_init(s);
     if (s->audit) {
         if (pthread_create(&s->syncer, NULL, signer_syncer, s) != 0)
             fatal("cannot start the audit log's sync thread");
@@ -496,6 +497,7 @@ void signer_stop_all(signer_ctx *s)
     } else {
         audit_publish_free(s->publish);
     }
+    signer_stages_free(s);
     p11_signkey_close(s->audit_key);
     p11_pool_close(s->pool);
     p11_module_unload(s->module);

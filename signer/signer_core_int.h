@@ -23,6 +23,16 @@ typedef struct signer_conn {
     int refs; /* guarded by signer_ctx.lock */
 } signer_conn;
 
+/* A job from its checks to its reply: the TBS's facts, digest and intent (from a pool,
+ * not in the job: a queued job counts against the queue's bytes). */
+struct signer_stage {
+    hsmca_code rc;
+    hsmca_err err;
+    uint64_t intent_seq;
+    uint8_t digest[64];
+    tbs_facts facts;
+};
+
 typedef struct signer_job {
     struct signer_job *next; /* in the queue, then parked or ready */
     uint64_t id;
@@ -84,6 +94,11 @@ struct signer_ctx {
      * both. All under lock. */
     signer_job *parked, *parked_tail, *ready, *ready_tail;
     int staged, max_staged;
+    /* Stages for the jobs in progress: max_staged + n_workers, taken and given back
+     * under lock (allocated once; a malloc per request in one thread freed in another
+     * spread the heap over every thread's arena). */
+    struct signer_stage *stages, **free_stages;
+    int n_free_stages;
     pthread_cond_t park; /* the syncer waits on it for parked requests */
     pthread_t syncer;
     int has_syncer, syncer_stop;
@@ -101,6 +116,10 @@ void signer_conn_unref_locked(signer_conn *c);
 
 /* A worker thread: arg is a malloc'd signer_worker_arg, freed by the worker. */
 void *signer_worker(void *arg);
+
+/* The pool of stages (max_staged and n_workers set); fatal when out of memory. */
+void signer_stages_init(signer_ctx *s);
+void signer_stages_free(signer_ctx *s);
 
 /* The syncer thread (with the audit log): arg is the signer_ctx. */
 void *signer_syncer(void *arg);

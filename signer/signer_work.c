@@ -229,16 +229,6 @@ static void audit_result(signer_ctx *s, uint64_t id, uint64_t intent_seq, const 
 
 #define NO_INTENT UINT64_MAX
 
-/* A job from its checks to its reply (allocated then: not in the job, which waits in
- * the queue and counts against its bytes). */
-struct signer_stage {
-    hsmca_code rc;
-    hsmca_err err;
-    uint64_t intent_seq;
-    uint8_t digest[64];
-    tbs_facts facts;
-};
-
 /* A job's first step: validate, rate-limit, record the serial, hash the
  * TBS and append the intent. j->st->intent_seq is the intent entry's seq once one is
  * appended (NO_INTENT before: a refusal then is the signer's own, a deny). */
@@ -477,6 +467,24 @@ void *signer_syncer(void *arg)
     return NULL;
 }
 
+void signer_stages_init(signer_ctx *s)
+{
+    int n = s->max_staged + s->n_workers;
+    s->stages = calloc((size_t)n, sizeof(*s->stages));
+    s->free_stages = calloc((size_t)n, sizeof(*s->free_stages));
+    if (!s->stages || !s->free_stages)
+        fatal("out of memory");
+    for (int i = 0; i < n; i++)
+        s->free_stages[i] = &s->stages[i];
+    s->n_free_stages = n;
+}
+
+void signer_stages_free(signer_ctx *s)
+{
+    free(s->stages);
+    free(s->free_stages);
+}
+
 /* Under s->lock: the next job for a worker, or NULL when it should stop. A durable
  * staged one comes first; a new one only while there is room to stage it. At a stop,
  * the staged jobs are signed first (their intents are in the log). *staged says which. */
@@ -505,6 +513,11 @@ static signer_job *next_job(signer_ctx *s, int *staged)
             j->next = NULL;
             j->current = j->conn == s->conn;
             j->started = util_mono_now();
+            /* Jobs with a stage are staged or held by a worker, and one is taken only
+             * below max_staged: the pool (signer_stages_init) never runs dry. */
+            if (s->n_free_stages == 0)
+                fatal("signer: no free stage (more jobs in progress than staged + workers)");
+            j->st = s->free_stages[--s->n_free_stages];
             *staged = 0;
             return j;
         }
@@ -545,13 +558,8 @@ void *signer_worker(void *arg)
         pthread_mutex_unlock(&s->lock);
         if (!j)
             return NULL;
-        if (!staged && j->current) {
-            j->st = malloc(sizeof(*j->st));
-            if (!j->st)
-                fatal("out of memory");
-            if (check_and_park(s, idx, j))
-                continue;
-        }
+        if (!staged && j->current && check_and_park(s, idx, j))
+            continue;
         if (j->current) /* a reply for an old front end would go nowhere */
             finish_job(s, j);
         else if (staged) /* its intent is in the log: say it was not signed */
@@ -562,8 +570,8 @@ void *signer_worker(void *arg)
         s->busy[idx] = NULL;
         s->queued_bytes -= j->cost;
         signer_conn_unref_locked(j->conn);
+        s->free_stages[s->n_free_stages++] = j->st;
         pthread_mutex_unlock(&s->lock);
-        free(j->st);
         free(j);
     }
 }
