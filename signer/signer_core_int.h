@@ -121,6 +121,18 @@ void *signer_worker(void *arg);
 void signer_stages_init(signer_ctx *s);
 void signer_stages_free(signer_ctx *s);
 
+/* A job's intent_seq before its intent is appended. */
+#define SIGNER_NO_INTENT UINT64_MAX
+
+/* Under s->lock: the next job for a worker, or NULL when it should stop. A durable
+ * staged one comes first (*staged = 1; its front end checked again: j->current); a new
+ * one (*staged = 0, with a stage from the pool) only while there is room to stage it.
+ * At a stop, the staged jobs are signed first (their intents are in the log). */
+signer_job *signer_next_job(signer_ctx *s, int *staged);
+
+/* Parks j (checked, its intent appended) for the syncer; worker idx lets go of it. */
+void signer_park(signer_ctx *s, int idx, signer_job *j);
+
 /* The syncer thread (with the audit log): arg is the signer_ctx. */
 void *signer_syncer(void *arg);
 

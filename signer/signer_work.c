@@ -227,16 +227,14 @@ static void audit_result(signer_ctx *s, uint64_t id, uint64_t intent_seq, const 
         log_warn("issue-result of request %llu not logged: %s", (unsigned long long)id, e.msg);
 }
 
-#define NO_INTENT UINT64_MAX
-
 /* A job's first step: validate, rate-limit, record the serial, hash the
  * TBS and append the intent. j->st->intent_seq is the intent entry's seq once one is
- * appended (NO_INTENT before: a refusal then is the signer's own, a deny). */
+ * appended (SIGNER_NO_INTENT before: a refusal then is the signer's own, a deny). */
 static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmca_err *e)
 {
     const Hsmca__Ipc__SignRequest *req = j->req;
     tbs_facts *facts = &j->st->facts;
-    j->st->intent_seq = NO_INTENT;
+    j->st->intent_seq = SIGNER_NO_INTENT;
     HSMCA_ENSURE(req->profile == TBS_PROFILE_WORKLOAD || req->profile == TBS_PROFILE_SERVING, e,
                  HSMCA_EPERM, "invariant 0: unknown profile %u", req->profile);
     HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (tbs_profile)req->profile, &s->policy,
@@ -257,27 +255,6 @@ static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmc
     if (strcmp(s->alg->digest, "SHA256") != 0)
         tbs_sha256 = SHA256(req->tbs.data, req->tbs.len, own);
     return audit_intent(s, j->id, req, facts, tbs_sha256, &j->st->intent_seq, e);
-}
-
-/* Invariant 8: one sync makes every parked intent durable, or none of them signs
- * (UNAVAILABLE; an intent, which reaches the disk when the log recovers, gets that
- * result). */
-static void sync_intents(signer_ctx *s, signer_job *batch)
-{
-    uint64_t last = NO_INTENT;
-    for (signer_job *j = batch; j; j = j->next)
-        if (j->current && j->st->rc == HSMCA_OK && j->st->intent_seq != NO_INTENT &&
-            (last == NO_INTENT || j->st->intent_seq > last))
-            last = j->st->intent_seq;
-    hsmca_err e;
-    if (last == NO_INTENT || audit_log_sync_through(s->audit, last, &e) == HSMCA_OK)
-        return;
-    for (signer_job *j = batch; j; j = j->next)
-        if (j->current && j->st->rc == HSMCA_OK && j->st->intent_seq != NO_INTENT) {
-            j->st->rc = HSMCA_EUNAVAIL;
-            j->st->err = e;
-            j->st->err.code = HSMCA_EUNAVAIL;
-        }
 }
 
 /* The second step, the intent durable: sign, self-check and assemble. Returns the
@@ -352,7 +329,7 @@ static void finish_job(signer_ctx *s, signer_job *j)
     else if (rc == HSMCA_OK)
         rc = sign_prepared(s, j, &cert, &cert_len, e);
     int mine = claim_answer(s, j);
-    if (s->audit && j->st->intent_seq != NO_INTENT)
+    if (s->audit && j->st->intent_seq != SIGNER_NO_INTENT)
         audit_result(s, j->id, j->st->intent_seq, cert, cert_len, mine ? rc : HSMCA_EUNAVAIL,
                      mine ? e->msg : late);
     else if (s->audit && rc != HSMCA_EUNAVAIL)
@@ -427,120 +404,16 @@ void signer_answer_overdue(signer_ctx *s)
     }
 }
 
-/* Appends list (linked by next, at least one job) to the list *head..*tail. */
-static void list_append(signer_job **head, signer_job **tail, signer_job *list)
-{
-    signer_job *last = list;
-    while (last->next)
-        last = last->next;
-    if (*tail)
-        (*tail)->next = list;
-    else
-        *head = list;
-    *tail = last;
-}
-
-void *signer_syncer(void *arg)
-{
-    signer_ctx *s = arg;
-    pthread_mutex_lock(&s->lock);
-    for (;;) {
-        while (!s->parked && !s->syncer_stop)
-            pthread_cond_wait(&s->park, &s->lock);
-        if (!s->parked)
-            break;
-        /* Every intent parked so far shares this sync; those parked meanwhile, the
-         * next. */
-        signer_job *list = s->parked;
-        s->parked = s->parked_tail = NULL;
-        pthread_mutex_unlock(&s->lock);
-        sync_intents(s, list);
-        pthread_mutex_lock(&s->lock);
-        int n = 0;
-        for (signer_job *j = list; j; j = j->next)
-            n++;
-        list_append(&s->ready, &s->ready_tail, list);
-        for (int i = 0; i < n; i++) /* a worker each, not a stampede of all */
-            pthread_cond_signal(&s->more);
-    }
-    pthread_mutex_unlock(&s->lock);
-    return NULL;
-}
-
-void signer_stages_init(signer_ctx *s)
-{
-    int n = s->max_staged + s->n_workers;
-    s->stages = calloc((size_t)n, sizeof(*s->stages));
-    s->free_stages = calloc((size_t)n, sizeof(*s->free_stages));
-    if (!s->stages || !s->free_stages)
-        fatal("out of memory");
-    for (int i = 0; i < n; i++)
-        s->free_stages[i] = &s->stages[i];
-    s->n_free_stages = n;
-}
-
-void signer_stages_free(signer_ctx *s)
-{
-    free(s->stages);
-    free(s->free_stages);
-}
-
-/* Under s->lock: the next job for a worker, or NULL when it should stop. A durable
- * staged one comes first; a new one only while there is room to stage it. At a stop,
- * the staged jobs are signed first (their intents are in the log). *staged says which. */
-static signer_job *next_job(signer_ctx *s, int *staged)
-{
-    for (;;) {
-        if (s->ready) {
-            signer_job *j = s->ready;
-            s->ready = j->next;
-            if (!s->ready)
-                s->ready_tail = NULL;
-            j->next = NULL;
-            j->current = j->conn == s->conn; /* its front end may be gone since */
-            s->staged--;
-            *staged = 1;
-            return j;
-        }
-        if (s->stopping && s->staged == 0)
-            return NULL;
-        if (!s->stopping && s->head && s->staged < s->max_staged) {
-            signer_job *j = s->head;
-            s->head = j->next;
-            if (!s->head)
-                s->tail = NULL;
-            s->queued--;
-            j->next = NULL;
-            j->current = j->conn == s->conn;
-            j->started = util_mono_now();
-            /* Jobs with a stage are staged or held by a worker, and one is taken only
-             * below max_staged: the pool (signer_stages_init) never runs dry. */
-            if (s->n_free_stages == 0)
-                fatal("signer: no free stage (more jobs in progress than staged + workers)");
-            j->st = s->free_stages[--s->n_free_stages];
-            *staged = 0;
-            return j;
-        }
-        pthread_cond_wait(&s->more, &s->lock);
-    }
-}
-
 /* The job's checks and intent; 1 when it was parked for the syncer (the worker is
  * done with it for now). */
 static int check_and_park(signer_ctx *s, int idx, signer_job *j)
 {
     hsmca_err_clear(&j->st->err);
-    j->st->intent_seq = NO_INTENT;
+    j->st->intent_seq = SIGNER_NO_INTENT;
     j->st->rc = prepare_one(s, j, &j->st->err);
     if (!s->audit || j->st->rc != HSMCA_OK)
         return 0;
-    pthread_mutex_lock(&s->lock);
-    s->busy[idx] = NULL;
-    j->next = NULL;
-    list_append(&s->parked, &s->parked_tail, j);
-    s->staged++;
-    pthread_cond_signal(&s->park);
-    pthread_mutex_unlock(&s->lock);
+    signer_park(s, idx, j);
     return 1;
 }
 
@@ -553,7 +426,7 @@ void *signer_worker(void *arg)
     for (;;) {
         int staged;
         pthread_mutex_lock(&s->lock);
-        signer_job *j = next_job(s, &staged);
+        signer_job *j = signer_next_job(s, &staged);
         s->busy[idx] = j;
         pthread_mutex_unlock(&s->lock);
         if (!j)
