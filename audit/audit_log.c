@@ -22,11 +22,18 @@
 
 struct audit_log {
     pthread_mutex_t mu;
-    /* Bumped under mu when a sync ends or the log fails. Waiters sleep on it (a futex)
-     * without mu, and a waiter whose line the sync covered goes on without taking mu:
-     * a sync wakes every worker that waits on it, and queueing them all for mu cost
-     * more CPU than the sync (bench_signer). */
-    uint32_t sync_gen;
+    /* Futex words, one per parity of the sync number: done[n & 1] is bumped under mu
+     * when sync n ends (both when the log fails). A waiter sleeps without mu on the word
+     * of the sync that covers its line, so a sync wakes exactly the threads it released
+     * (and the one that starts the next sync): waking the rest only to sleep again was a
+     * context switch per request, the log's largest cost (bench_signer, perf). A waiter
+     * whose line the sync covered goes on without taking mu. */
+    uint32_t done[2];
+    uint64_t sync_no;            /* syncs started; while syncing, sync_no is the one in flight */
+    uint64_t sync_target;        /* the sync in flight covers lines [0, sync_target) */
+    uint64_t leader_of;          /* a waiter will start the sync after sync leader_of (0: none) */
+    int (*sync_hook)(void *ctx); /* tests: before each fdatasync; nonzero = its errno */
+    void *sync_hook_ctx;
     int dirfd, fd;
     uint64_t next_seq;     /* seq of the next line */
     uint64_t synced;       /* lines [0, synced) are durable; written under mu, atomically */
@@ -281,24 +288,26 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-/* Wakes every thread in audit_log_sync_through's wait, after sync_gen moved on. */
-static void wake_waiters(audit_log *l)
+/* Wakes every thread asleep on the futex word w. */
+static void wake_all(uint32_t *w)
 {
-    syscall(SYS_futex, &l->sync_gen, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Under mu: wakes every thread in audit_log_sync_through's wait. */
-static void wake_waiters_locked(audit_log *l)
+/* Under mu: marks both parities' syncs over (the log failed); wake_all(both) once mu
+ * is free. */
+static void end_all_locked(audit_log *l)
 {
-    __atomic_add_fetch(&l->sync_gen, 1, __ATOMIC_RELEASE);
-    wake_waiters(l);
+    __atomic_add_fetch(&l->done[0], 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&l->done[1], 1, __ATOMIC_RELEASE);
 }
 
-/* Until sync_gen moves on from gen (a futex wait, returning early when it has). */
-static void wait_gen(audit_log *l, uint32_t gen)
+/* Sleeps while *w is v (a futex wait: returns at once when it moved on, and may return
+ * early; the caller checks again). */
+static void wait_word(uint32_t *w, uint32_t v)
 {
-    while (__atomic_load_n(&l->sync_gen, __ATOMIC_ACQUIRE) == gen)
-        syscall(SYS_futex, &l->sync_gen, FUTEX_WAIT_PRIVATE, gen, NULL, NULL, 0);
+    if (__atomic_load_n(w, __ATOMIC_ACQUIRE) == v)
+        syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
 }
 
 /* Under mu: enters the failed state with the reason. */
@@ -310,7 +319,7 @@ static void fail_locked(audit_log *l, const char *what, int err)
     l->failed = 1;
     snprintf(l->why, sizeof(l->why), "audit log: %s failed: %s", what, strerror(err));
     l->last_attempt = util_mono_now();
-    wake_waiters_locked(l);
+    end_all_locked(l);
 }
 
 /* Under mu, failed and nobody syncing: reopen, cut a partial line, sync; 1 when writable
@@ -393,67 +402,105 @@ hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq, hsmca
     return rc;
 }
 
+/* Under mu, a sync in flight and line seq not durable: picks the futex word to sleep on
+ * and its value. A line the sync in flight covers waits for it; a later line waits for
+ * the next sync, and the first such waiter (the leader) waits for the one in flight to
+ * end, to start the next: so no sync wakes a thread it did not release, and a next
+ * sync always has a thread to start it. *lead is the sync whose end this thread waits
+ * for as the leader (0: none); it stays the leader when it wakes early. */
+static uint32_t *pick_word(audit_log *l, uint64_t seq, uint64_t *lead, uint32_t *v)
+{
+    uint64_t n = l->sync_no;
+    if (seq >= l->sync_target) {
+        if (l->leader_of != n || *lead == n)
+            l->leader_of = *lead = n;
+        else
+            n++;
+    }
+    uint32_t *w = &l->done[n & 1];
+    *v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    return w;
+}
+
+/* Under mu, nobody syncing: writes what is pending and syncs it, with mu released
+ * meanwhile; returns with mu held, the sync's waiters to wake (*woken) once it is
+ * free. */
+static void sync_locked(audit_log *l, uint32_t **woken)
+{
+    l->syncing = 1;
+    uint64_t me = ++l->sync_no;
+    uint64_t target = l->sync_target = l->next_seq;
+    int fd = l->fd;
+    char *out = l->pend;
+    size_t out_len = l->pend_len;
+    l->pend = NULL;
+    l->pend_len = l->pend_cap = 0;
+    int (*hook)(void *) = l->sync_hook;
+    void *hook_ctx = l->sync_hook_ctx;
+    pthread_mutex_unlock(&l->mu);
+    int werr = write_all(fd, out, out_len), serr = 0;
+    if (!werr && hook)
+        serr = hook(hook_ctx);
+    if (!werr && !serr && fdatasync(fd) != 0)
+        serr = errno;
+    pthread_mutex_lock(&l->mu);
+    l->syncing = 0;
+    l->syncs++;
+    if (werr || serr) {
+        /* Keep the lines, in order, for the recovery to write again after the last
+         * complete line: what was appended meanwhile goes after them. */
+        if (!werr)
+            l->good_size += (off_t)out_len; /* written whole: only the sync failed */
+        else {
+            size_t had = l->pend_len;
+            char *rest = l->pend;
+            l->pend = out;
+            l->pend_len = l->pend_cap = out_len;
+            out = NULL;
+            if (had && !pend_add(l, rest, had))
+                abort(); /* cannot keep the log's lines: never sign past them */
+            free(rest);
+        }
+        fail_locked(l, werr ? "write" : "sync", werr ? werr : serr);
+        woken[0] = &l->done[0];
+        woken[1] = &l->done[1];
+    } else {
+        l->good_size += (off_t)out_len;
+        if (target > l->synced) {
+            __atomic_store_n(&l->synced, target, __ATOMIC_RELEASE);
+            l->synced_bytes = l->good_size;
+        }
+        __atomic_add_fetch(&l->done[me & 1], 1, __ATOMIC_RELEASE);
+        woken[0] = &l->done[me & 1];
+    }
+    free(out);
+}
+
 hsmca_code audit_log_sync_through(audit_log *l, uint64_t seq, hsmca_err *e)
 {
-    int synced_some = 0;
+    uint32_t *woken[2] = {NULL, NULL};
+    uint64_t lead = 0;
     pthread_mutex_lock(&l->mu);
     while (!l->failed && l->synced <= seq) {
-        if (l->syncing) { /* someone else's sync may cover us: wait for it */
-            uint32_t gen = l->sync_gen;
+        if (l->syncing) { /* the sync in flight, or the next, covers us: wait for it */
+            uint32_t v;
+            uint32_t *w = pick_word(l, seq, &lead, &v);
             pthread_mutex_unlock(&l->mu);
-            wait_gen(l, gen);
-            if (__atomic_load_n(&l->synced, __ATOMIC_ACQUIRE) > seq)
+            wait_word(w, v);
+            if (!lead && __atomic_load_n(&l->synced, __ATOMIC_ACQUIRE) > seq)
                 return HSMCA_OK;
             pthread_mutex_lock(&l->mu);
             continue;
         }
-        /* Sync for everyone: every line written so far. */
-        l->syncing = 1;
-        uint64_t target = l->next_seq;
-        int fd = l->fd;
-        char *out = l->pend;
-        size_t out_len = l->pend_len;
-        l->pend = NULL;
-        l->pend_len = l->pend_cap = 0;
-        pthread_mutex_unlock(&l->mu);
-        int werr = write_all(fd, out, out_len), serr = 0;
-        if (!werr && fdatasync(fd) != 0)
-            serr = errno;
-        pthread_mutex_lock(&l->mu);
-        l->syncing = 0;
-        l->syncs++;
-        if (werr || serr) {
-            /* Keep the lines, in order, for the recovery to write again after the last
-             * complete line: what was appended meanwhile goes after them. */
-            if (!werr)
-                l->good_size += (off_t)out_len; /* written whole: only the sync failed */
-            else {
-                size_t had = l->pend_len;
-                char *rest = l->pend;
-                l->pend = out;
-                l->pend_len = l->pend_cap = out_len;
-                out = NULL;
-                if (had && !pend_add(l, rest, had))
-                    abort(); /* cannot keep the log's lines: never sign past them */
-                free(rest);
-            }
-            fail_locked(l, werr ? "write" : "sync", werr ? werr : serr);
-        } else {
-            l->good_size += (off_t)out_len;
-            if (target > l->synced) {
-                __atomic_store_n(&l->synced, target, __ATOMIC_RELEASE);
-                l->synced_bytes = l->good_size;
-            }
-        }
-        free(out);
-        /* The waiters are woken once mu is free (they may need it), below. */
-        __atomic_add_fetch(&l->sync_gen, 1, __ATOMIC_RELEASE);
-        synced_some = 1;
+        /* Sync for everyone: every line written so far. The waiters are woken once mu
+         * is free (they may need it), below. */
+        sync_locked(l, woken);
     }
     hsmca_code rc = l->synced > seq ? HSMCA_OK : hsmca_fail(e, HSMCA_EUNAVAIL, "%s", l->why);
     pthread_mutex_unlock(&l->mu);
-    if (synced_some)
-        wake_waiters(l);
+    for (int i = 0; i < 2; i++)
+        if (woken[i])
+            wake_all(woken[i]);
     return rc;
 }
 
@@ -489,6 +536,14 @@ uint64_t audit_log_syncs(audit_log *l)
     uint64_t n = l->syncs;
     pthread_mutex_unlock(&l->mu);
     return n;
+}
+
+void audit_log_set_sync_hook(audit_log *l, int (*hook)(void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&l->mu);
+    l->sync_hook = hook;
+    l->sync_hook_ctx = ctx;
+    pthread_mutex_unlock(&l->mu);
 }
 
 void audit_log_set_retry_interval(audit_log *l, double seconds)

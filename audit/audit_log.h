@@ -85,6 +85,11 @@ void audit_log_durable(audit_log *l, uint64_t *lines, uint64_t *bytes);
 /* fdatasync calls made so far (to show that group commit shares them). */
 uint64_t audit_log_syncs(audit_log *l);
 
+/* For tests: hook is called (outside the log's lock) after each sync's write and before
+ * its fdatasync; a nonzero return fails the sync with that errno, as if fdatasync had.
+ * NULL removes it. */
+void audit_log_set_sync_hook(audit_log *l, int (*hook)(void *ctx), void *ctx);
+
 /* For tests: the minimum time between reopen attempts of a failed log (default 1 s). */
 void audit_log_set_retry_interval(audit_log *l, double seconds);
 

@@ -82,6 +82,13 @@ static int pin_file_changed(const signer_ctx *s)
 
 int signer_tick(signer_ctx *s)
 {
+    /* The main loop calls this after every poll, so once per request under load: the
+     * work below (a flush that may fdatasync on this thread, a lock per worker) is
+     * for a few times a second. */
+    double now = util_mono_now();
+    if (now - s->last_tick < SIGNER_TICK_S)
+        return 0;
+    s->last_tick = now;
     hsmca_err ae;
     if (s->audit && audit_log_flush(s->audit, &ae) != HSMCA_OK) {
         /* The failed log said so once; the next intent is refused with the reason. */
@@ -372,6 +379,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->more, NULL);
+    pthread_cond_init(&s->park, NULL);
     s->ctl_fd = -1;
     /* The policy file first: a mistake in it is the operator's to fix (EINVAL). */
     if ((cfg->policy_file[0] &&
@@ -410,6 +418,13 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     sigaddset(&block, SIGINT);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     s->n_workers = (int)signer_worker_count(cfg->sessions);
+    s->max_staged = s->n_workers * SIGNER_STAGED_PER_WORKER;
+    signer_stages_init(s);
+    if (s->audit) {
+        if (pthread_create(&s->syncer, NULL, signer_syncer, s) != 0)
+            fatal("cannot start the audit log's sync thread");
+        s->has_syncer = 1;
+    }
     for (int i = 0; i < s->n_workers; i++) {
         signer_worker_arg *wa = malloc(sizeof(*wa));
         if (!wa)
@@ -437,6 +452,7 @@ void signer_stop_all(signer_ctx *s)
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
     pthread_cond_broadcast(&s->more);
+    pthread_cond_broadcast(&s->park);
     if (s->conn) /* wakes a worker waiting on a stalled front end */
         shutdown(s->conn->fd, SHUT_RDWR);
     pthread_mutex_unlock(&s->lock);
@@ -449,6 +465,20 @@ void signer_stop_all(signer_ctx *s)
         if (pthread_timedjoin_np(s->workers[i], NULL, &deadline) != 0) {
             log_warn("a signing thread did not stop within %d s (token call hung?); exiting "
                      "without closing the token",
+                     SIGNER_STOP_TIMEOUT_S);
+            return;
+        }
+    }
+    /* The workers signed every staged request before they stopped: the syncer has
+     * nothing left. */
+    if (s->has_syncer) {
+        pthread_mutex_lock(&s->lock);
+        s->syncer_stop = 1;
+        pthread_cond_broadcast(&s->park);
+        pthread_mutex_unlock(&s->lock);
+        if (pthread_timedjoin_np(s->syncer, NULL, &deadline) != 0) {
+            log_warn("the audit log's sync thread did not stop within %d s (disk hung?); "
+                     "exiting without closing the token",
                      SIGNER_STOP_TIMEOUT_S);
             return;
         }
@@ -482,6 +512,7 @@ void signer_stop_all(signer_ctx *s)
     } else {
         audit_publish_free(s->publish);
     }
+    signer_stages_free(s);
     p11_signkey_close(s->audit_key);
     p11_pool_close(s->pool);
     p11_module_unload(s->module);

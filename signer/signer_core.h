@@ -3,12 +3,12 @@
 #ifndef HSMCA_SIGNER_CORE_H
 #define HSMCA_SIGNER_CORE_H
 
-#include <stdint.h>
 #include "config.h"
 #include "hsmca_err.h"
 #include "p11.h"
 #include "signer.pb-c.h"
 #include "signer_request.h"
+#include <stdint.h>
 
 typedef struct signer_ctx signer_ctx;
 
@@ -71,11 +71,12 @@ void signer_set_ctl_fd(signer_ctx *s, int ctl_fd);
  * front end: after a protocol violation, or when the current one stopped reading. */
 void signer_ask_new_frontend(signer_ctx *s);
 
-/* Periodic work of the main loop (a few times a second): answers requests
- * whose token call is overdue (pkcs11.sign_timeout), writes the summary line
- * of refusals suppressed in the last interval. Returns 1 when the signer
- * should restart: the token refused the PIN (to the CA key's pool or the audit
- * key's) and the PIN file has changed since. */
+/* Periodic work of the main loop, at most every SIGNER_TICK_S (0.1 s; it may be
+ * called after every poll): answers requests whose token call is overdue
+ * (pkcs11.sign_timeout), writes the summary line of refusals suppressed in the
+ * last interval. Returns 1 when the signer should restart: the token refused the
+ * PIN (to the CA key's pool or the audit key's) and the PIN file has changed
+ * since. */
 int signer_tick(signer_ctx *s);
 
 /* Before unpacking a request of this shape: HSMCA_OK when the queue has room;

@@ -24,12 +24,26 @@ typedef struct signer_conn {
     int refs; /* guarded by signer_ctx.lock */
 } signer_conn;
 
+/* A job from its checks to its reply: the TBS's facts, digest and intent (from a pool,
+ * not in the job: a queued job counts against the queue's bytes). */
+struct signer_stage {
+    hsmca_code rc;
+    hsmca_err err;
+    uint64_t intent_seq;
+    uint8_t digest[64];
+    tbs_facts facts;
+};
+
 typedef struct signer_job {
-    struct signer_job *next;
+    struct signer_job *next; /* in the queue, then parked or ready */
     uint64_t id;
     size_t cost; /* bytes it holds, counted against SIGNER_MAX_QUEUE_BYTES */
     signer_conn *conn;
     Hsmca__Ipc__SignRequest *req;
+    int answered;            /* the request got its reply (from the worker or the watchdog); lock */
+    int current;             /* its front end was the current one when a worker took it; lock */
+    double started;          /* monotonic: when a worker took it (the watchdog's clock); lock */
+    struct signer_stage *st; /* from its checks to its reply (signer_work.c) */
 } signer_job;
 
 /* Longer than SIGNER_SEND_TIMEOUT_MS, so a worker blocked on a stalled front
@@ -38,6 +52,15 @@ typedef struct signer_job {
 /* Refusal lines logged per second; a flood beyond is counted in one summary
  * line per second, so it cannot drown the lines that matter. */
 #define SIGNER_REFUSAL_LINES_PER_S 50
+/* With the audit log, a request whose intent is appended waits for its sync in a list
+ * (staged), not on its worker's thread: the worker goes on with the next request, and
+ * one thread (signer_syncer) syncs for every staged intent and hands them back, durable,
+ * to the workers to sign. A worker that slept per request for its intent's sync cost a
+ * context switch per request, and while the disk synced, no session signed
+ * (bench_signer). At most this many staged requests per worker. */
+#define SIGNER_STAGED_PER_WORKER 8
+/* The least time between two runs of signer_tick's work. */
+#define SIGNER_TICK_S 0.1
 
 struct signer_ctx {
     p11_module *module;
@@ -57,6 +80,7 @@ struct signer_ctx {
     window_limiter *frontend_deny_limit; /* frontend-deny entries per window */
     struct stat pin_stat; /* the PIN file as read at start: a change re-enables login */
     int ctl_fd;           /* to ask the supervisor for a new front end; -1: none */
+    double last_tick;     /* monotonic: signer_tick's last run (main thread only) */
 
     pthread_mutex_t lock;
     pthread_cond_t more;
@@ -67,12 +91,21 @@ struct signer_ctx {
     int stopping;
     pthread_t workers[SIGNER_MAX_WORKERS];
     int n_workers;
+    /* Staged requests (with the audit log): intents appended, waiting for the syncer
+     * (parked), then durable, waiting for a worker to sign them (ready); staged counts
+     * both. All under lock. */
+    signer_job *parked, *parked_tail, *ready, *ready_tail;
+    int staged, max_staged;
+    /* Stages for the jobs in progress: max_staged + n_workers, taken and given back
+     * under lock (allocated once; a malloc per request in one thread freed in another
+     * spread the heap over every thread's arena). */
+    struct signer_stage *stages, **free_stages;
+    int n_free_stages;
+    pthread_cond_t park; /* the syncer waits on it for parked requests */
+    pthread_t syncer;
+    int has_syncer, syncer_stop;
     /* What each worker is signing, for the watchdog (guarded by lock). */
-    struct signer_busy {
-        signer_job *job; /* NULL when idle */
-        double started;  /* monotonic */
-        int answered;    /* the request got its reply (from the worker or the watchdog) */
-    } busy[SIGNER_MAX_WORKERS];
+    signer_job *busy[SIGNER_MAX_WORKERS]; /* the job each worker holds; NULL when idle */
 };
 
 typedef struct {
@@ -85,6 +118,25 @@ void signer_conn_unref_locked(signer_conn *c);
 
 /* A worker thread: arg is a malloc'd signer_worker_arg, freed by the worker. */
 void *signer_worker(void *arg);
+
+/* The pool of stages (max_staged and n_workers set); fatal when out of memory. */
+void signer_stages_init(signer_ctx *s);
+void signer_stages_free(signer_ctx *s);
+
+/* A job's intent_seq before its intent is appended. */
+#define SIGNER_NO_INTENT UINT64_MAX
+
+/* Under s->lock: the next job for a worker, or NULL when it should stop. A durable
+ * staged one comes first (*staged = 1; its front end checked again: j->current); a new
+ * one (*staged = 0, with a stage from the pool) only while there is room to stage it.
+ * At a stop, the staged jobs are signed first (their intents are in the log). */
+signer_job *signer_next_job(signer_ctx *s, int *staged);
+
+/* Parks j (checked, its intent appended) for the syncer; worker idx lets go of it. */
+void signer_park(signer_ctx *s, int idx, signer_job *j);
+
+/* The syncer thread (with the audit log): arg is the signer_ctx. */
+void *signer_syncer(void *arg);
 
 /* The watchdog: answers UNAVAILABLE for requests whose token call is overdue. */
 void signer_answer_overdue(signer_ctx *s);

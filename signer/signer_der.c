@@ -13,9 +13,15 @@ der_cur der_cur_init(const uint8_t *buf, size_t len)
     return c;
 }
 
-bool der_empty(const der_cur *c) { return c->len == 0; }
+bool der_empty(const der_cur *c)
+{
+    return c->len == 0;
+}
 
-bool der_peek(const der_cur *c, uint8_t tag) { return c->len > 0 && c->p[0] == tag; }
+bool der_peek(const der_cur *c, uint8_t tag)
+{
+    return c->len > 0 && c->p[0] == tag;
+}
 
 /* Splits the next element off c: its tag, the length of its header, and the
  * length of its contents. Definite lengths in minimal form only. */
@@ -76,7 +82,10 @@ static bool der_get_tagged(der_cur *c, uint8_t tag, der_cur *contents, der_cur *
     return true;
 }
 
-bool der_get(der_cur *c, uint8_t tag, der_cur *out) { return der_get_tagged(c, tag, out, NULL); }
+bool der_get(der_cur *c, uint8_t tag, der_cur *out)
+{
+    return der_get_tagged(c, tag, out, NULL);
+}
 
 bool der_get_element(der_cur *c, uint8_t tag, der_cur *out)
 {

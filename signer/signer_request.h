@@ -9,9 +9,9 @@
 #ifndef HSMCA_SIGNER_REQUEST_H
 #define HSMCA_SIGNER_REQUEST_H
 
+#include "hsmca_err.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "hsmca_err.h"
 
 /* What the wire check learnt, for the queue's byte accounting and the checks
  * after unpacking. */

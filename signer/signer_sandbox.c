@@ -40,9 +40,9 @@
  * openat(O_CREAT) of temp files, write, fsync of files and directories, and the calls in
  * audit_publish_calls below. */
 static const int pkcs11_file_calls[] = {
-    SCMP_SYS(open),      SCMP_SYS(openat),    SCMP_SYS(stat),       SCMP_SYS(lstat),
-    SCMP_SYS(access),    SCMP_SYS(faccessat), SCMP_SYS(pwrite64),   SCMP_SYS(ftruncate),
-    SCMP_SYS(flock),     SCMP_SYS(fsync),     SCMP_SYS(fdatasync),  SCMP_SYS(getdents64),
+    SCMP_SYS(open),   SCMP_SYS(openat),    SCMP_SYS(stat),      SCMP_SYS(lstat),
+    SCMP_SYS(access), SCMP_SYS(faccessat), SCMP_SYS(pwrite64),  SCMP_SYS(ftruncate),
+    SCMP_SYS(flock),  SCMP_SYS(fsync),     SCMP_SYS(fdatasync), SCMP_SYS(getdents64),
 };
 
 /* The publisher's tiles and checkpoints (audit/audit_pubfs.c): every file is written as
@@ -64,13 +64,11 @@ static const int pin_page_calls[] = {SCMP_SYS(mlock), SCMP_SYS(munlock)};
  * event loop. Never accept or listen: the signer serves no one over the
  * network. */
 static const int network_calls[] = {
-    SCMP_SYS(connect),    SCMP_SYS(bind),          SCMP_SYS(getsockname),
-    SCMP_SYS(getpeername), SCMP_SYS(getsockopt),   SCMP_SYS(setsockopt),
-    SCMP_SYS(sendto),     SCMP_SYS(recvfrom),      SCMP_SYS(sendmmsg),
-    SCMP_SYS(recvmmsg),   SCMP_SYS(select),        SCMP_SYS(pselect6),
-    SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl),  SCMP_SYS(epoll_wait),
-    SCMP_SYS(epoll_pwait), SCMP_SYS(pipe2),        SCMP_SYS(eventfd2),
-    SCMP_SYS(uname),
+    SCMP_SYS(connect),       SCMP_SYS(bind),       SCMP_SYS(getsockname), SCMP_SYS(getpeername),
+    SCMP_SYS(getsockopt),    SCMP_SYS(setsockopt), SCMP_SYS(sendto),      SCMP_SYS(recvfrom),
+    SCMP_SYS(sendmmsg),      SCMP_SYS(recvmmsg),   SCMP_SYS(select),      SCMP_SYS(pselect6),
+    SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl),  SCMP_SYS(epoll_wait),  SCMP_SYS(epoll_pwait),
+    SCMP_SYS(pipe2),         SCMP_SYS(eventfd2),   SCMP_SYS(uname),
 };
 
 /* socket(2) for the address families a client needs, and ioctl(2) only for
@@ -90,13 +88,11 @@ static int add_network_rules(scmp_filter_ctx ctx)
     return rc;
 }
 
-static const sandbox_group pkcs11_files = {"pkcs11-files", SANDBOX_CALLS(pkcs11_file_calls),
-                                           NULL};
+static const sandbox_group pkcs11_files = {"pkcs11-files", SANDBOX_CALLS(pkcs11_file_calls), NULL};
 static const sandbox_group pin_page = {"pin-page", SANDBOX_CALLS(pin_page_calls), NULL};
 static const sandbox_group audit_publish = {"audit-publish", SANDBOX_CALLS(audit_publish_calls),
                                             NULL};
-static const sandbox_group network = {"network", SANDBOX_CALLS(network_calls),
-                                      add_network_rules};
+static const sandbox_group network = {"network", SANDBOX_CALLS(network_calls), add_network_rules};
 
 /* Not dumpable: ptrace and /proc/PID/{mem,maps,environ} need CAP_SYS_PTRACE
  * even for our own uid, and no core file is written. */

@@ -21,7 +21,8 @@ typedef struct {
  * as root, resolves signer.user. EINVAL, naming the keys, when signer.user does
  * not exist (with the useradd command to run), is root, or has the uid of
  * frontend.user. */
-HSMCA_MUSTCHECK hsmca_code signer_sandbox_prepare(const hsmca_config *cfg, signer_sandbox *sb, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code signer_sandbox_prepare(const hsmca_config *cfg, signer_sandbox *sb,
+                                                  hsmca_err *e);
 
 /* Call once the token is open and logged in, before the first front-end
  * message: switches to signer.user (as root; no chroot, chdir("/")), makes sure

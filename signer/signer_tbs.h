@@ -6,12 +6,12 @@
 #ifndef HSMCA_SIGNER_TBS_H
 #define HSMCA_SIGNER_TBS_H
 
+#include "hsmca_err.h"
+#include "profile.h"
+#include <openssl/x509.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <openssl/x509.h>
-#include "hsmca_err.h"
-#include "profile.h"
 
 struct policy_set; /* policy/policy_file.h */
 
@@ -25,15 +25,15 @@ typedef profile_id tbs_profile;
 
 /* What the signer knows about its CA and profile; built once at startup. */
 typedef struct {
-    X509 *ca_cert;               /* borrowed: issuer name, SKI, notAfter */
-    int ca_sig_nid;              /* the CA key's algorithm (common/sigalg.h) */
-    uint32_t max_ttl;            /* workload profile max notAfter - notBefore, seconds */
-    uint32_t serving_max_ttl;    /* serving profile max */
+    X509 *ca_cert;            /* borrowed: issuer name, SKI, notAfter */
+    int ca_sig_nid;           /* the CA key's algorithm (common/sigalg.h) */
+    uint32_t max_ttl;         /* workload profile max notAfter - notBefore, seconds */
+    uint32_t serving_max_ttl; /* serving profile max */
     const char *trust_domains[TBS_MAX_NAMES]; /* allowed SPIFFE trust domains */
     int n_trust_domains;
-    const char *serving_dns[TBS_MAX_NAMES];   /* DNS SANs the serving profile may hold */
+    const char *serving_dns[TBS_MAX_NAMES]; /* DNS SANs the serving profile may hold */
     int n_serving_dns;
-    const char *serving_ips[TBS_MAX_NAMES];   /* IP SANs as text ("127.0.0.1") */
+    const char *serving_ips[TBS_MAX_NAMES]; /* IP SANs as text ("127.0.0.1") */
     int n_serving_ips;
     /* issuance.policy_file as the signer itself loaded it (NULL: none): workload
      * certificates also obey its rules (denied namespaces, namespace TTL caps, DNS

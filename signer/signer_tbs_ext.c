@@ -57,7 +57,8 @@ static HSMCA_MUSTCHECK hsmca_code tbs_ext_bc(tbs_ctx *c, der_cur val, hsmca_err 
     if (der_peek(&seq, DER_BOOLEAN)) {
         TBS_DER(der_get_bool(&seq, &ca), e, 3, "basicConstraints cA");
         /* DEFAULT FALSE must be omitted in DER. */
-        HSMCA_ENSURE(ca, e, HSMCA_EINVAL, "invariant 3: basicConstraints cA FALSE encoded (not DER)");
+        HSMCA_ENSURE(ca, e, HSMCA_EINVAL,
+                     "invariant 3: basicConstraints cA FALSE encoded (not DER)");
         return hsmca_fail(e, HSMCA_EPERM, "invariant 3: basicConstraints must be CA:FALSE");
     }
     HSMCA_ENSURE(!der_peek(&seq, DER_INTEGER), e, HSMCA_EPERM,
@@ -150,8 +151,7 @@ static void tbs_note_san(tbs_ctx *c, const char *kind, const char *s, size_t n)
         f->sans_truncated = true;
         return;
     }
-    snprintf(f->sans + have, sizeof(f->sans) - have, "%s%s:%.*s", have ? "," : "", kind, (int)n,
-             s);
+    snprintf(f->sans + have, sizeof(f->sans) - have, "%s%s:%.*s", have ? "," : "", kind, (int)n, s);
 }
 
 static HSMCA_MUSTCHECK hsmca_code tbs_san_uri(tbs_ctx *c, der_cur t, hsmca_err *e)
@@ -262,7 +262,8 @@ static int tbs_ext_lookup(der_cur oid, char *txt, size_t txtsz)
 }
 
 /* Extension ::= SEQUENCE { extnID OID, critical BOOLEAN DEFAULT FALSE, extnValue OCTET STRING } */
-static HSMCA_MUSTCHECK hsmca_code tbs_check_one_ext(tbs_ctx *c, der_cur *list, unsigned *seen, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code tbs_check_one_ext(tbs_ctx *c, der_cur *list, unsigned *seen,
+                                                    hsmca_err *e)
 {
     der_cur ext, oid, val;
     bool critical = false;

@@ -170,8 +170,9 @@ void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
     pthread_mutex_unlock(&s->lock);
 }
 
-/* The issue-intent entry, durable before the signature (invariant 8). Any audit
- * failure is UNAVAILABLE: nothing is signed, and istio-agent retries. */
+/* Appends the issue-intent entry; the syncer's sync (sync_intents) makes it durable
+ * before the signature (invariant 8). Any audit failure is UNAVAILABLE: nothing is
+ * signed, and istio-agent retries. */
 static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
                                                const Hsmca__Ipc__SignRequest *req,
                                                const tbs_facts *f,
@@ -192,12 +193,11 @@ static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
     snprintf(a.profile, sizeof(a.profile), "%s",
              req->profile == TBS_PROFILE_SERVING ? "serving" : "workload");
     a.sans = (audit_str){f->sans, strlen(f->sans), 0};
-    hsmca_code rc = audit_log_append(s->audit, &a, seq, e);
-    if (rc == HSMCA_OK)
-        rc = audit_log_sync_through(s->audit, *seq, e);
-    if (rc != HSMCA_OK && e)
+    if (audit_log_append(s->audit, &a, seq, e) == HSMCA_OK)
+        return HSMCA_OK;
+    if (e)
         e->code = HSMCA_EUNAVAIL;
-    return rc == HSMCA_OK ? HSMCA_OK : HSMCA_EUNAVAIL;
+    return HSMCA_EUNAVAIL;
 }
 
 /* After the signature (or its failure): the issue-result entry. Not waited for: the
@@ -227,18 +227,14 @@ static void audit_result(signer_ctx *s, uint64_t id, uint64_t intent_seq, const 
         log_warn("issue-result of request %llu not logged: %s", (unsigned long long)id, e.msg);
 }
 
-#define NO_INTENT UINT64_MAX
-
-/* Validate, rate-limit, record the serial, log the intent, sign, self-check and
- * assemble. Returns the certificate (OPENSSL_malloc'd) or a refusal in e; *intent_seq
- * is the intent entry's seq once one is appended (NO_INTENT before: a refusal then is
- * the signer's own, a deny); it is durable unless the refusal is the log's failure. */
-static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, uint64_t id,
-                                           const Hsmca__Ipc__SignRequest *req, tbs_facts *facts,
-                                           uint64_t *intent_seq, uint8_t **cert, size_t *cert_len,
-                                           hsmca_err *e)
+/* A job's first step: validate, rate-limit, record the serial, hash the
+ * TBS and append the intent. j->st->intent_seq is the intent entry's seq once one is
+ * appended (SIGNER_NO_INTENT before: a refusal then is the signer's own, a deny). */
+static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmca_err *e)
 {
-    *intent_seq = NO_INTENT;
+    const Hsmca__Ipc__SignRequest *req = j->req;
+    tbs_facts *facts = &j->st->facts;
+    j->st->intent_seq = SIGNER_NO_INTENT;
     HSMCA_ENSURE(req->profile == TBS_PROFILE_WORKLOAD || req->profile == TBS_PROFILE_SERVING, e,
                  HSMCA_EPERM, "invariant 0: unknown profile %u", req->profile);
     HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (tbs_profile)req->profile, &s->policy,
@@ -248,33 +244,35 @@ static HSMCA_MUSTCHECK hsmca_code sign_one(signer_ctx *s, uint64_t id,
                                   util_wall_now(), e));
     /* Invariant 8, log before sign. (A failure here leaves the serial marked used: a
      * retry comes with a fresh serial from the front end.) */
-    uint8_t digest[64], sig[1024];
-    size_t sig_len = sizeof(sig);
-    HSMCA_ENSURE(sigalg_digest(s->alg, req->tbs.data, req->tbs.len, digest), e, HSMCA_EINTERNAL,
-                 "cannot hash the TBS");
-    uint64_t seq = NO_INTENT;
-    if (s->audit) {
-        /* The intent names the TBS by its SHA-256: the signature's digest when the CA
-         * signs with SHA-256 (hashed once), its own otherwise. */
-        uint8_t own[SHA256_DIGEST_LENGTH];
-        const uint8_t *tbs_sha256 = digest;
-        if (strcmp(s->alg->digest, "SHA256") != 0)
-            tbs_sha256 = SHA256(req->tbs.data, req->tbs.len, own);
-        hsmca_code rc = audit_intent(s, id, req, facts, tbs_sha256, &seq, e);
-        /* Appended but not made durable (the log failed): nothing is signed, and the
-         * intent, which reaches the disk when the log recovers, gets that result. */
-        *intent_seq = seq;
-        HSMCA_GUARD(rc);
-    }
-    *intent_seq = seq;
+    HSMCA_ENSURE(sigalg_digest(s->alg, req->tbs.data, req->tbs.len, j->st->digest), e,
+                 HSMCA_EINTERNAL, "cannot hash the TBS");
+    if (!s->audit)
+        return HSMCA_OK;
+    /* The intent names the TBS by its SHA-256: the signature's digest when the CA signs
+     * with SHA-256 (hashed once), its own otherwise. */
+    uint8_t own[SHA256_DIGEST_LENGTH];
+    const uint8_t *tbs_sha256 = j->st->digest;
+    if (strcmp(s->alg->digest, "SHA256") != 0)
+        tbs_sha256 = SHA256(req->tbs.data, req->tbs.len, own);
+    return audit_intent(s, j->id, req, facts, tbs_sha256, &j->st->intent_seq, e);
+}
 
-    HSMCA_GUARD(p11_pool_sign_digest(s->pool, digest, s->alg->digest_len, sig, &sig_len, e));
+/* The second step, the intent durable: sign, self-check and assemble. Returns the
+ * certificate (OPENSSL_malloc'd) or a refusal in e. */
+static HSMCA_MUSTCHECK hsmca_code sign_prepared(signer_ctx *s, const signer_job *j, uint8_t **cert,
+                                                size_t *cert_len, hsmca_err *e)
+{
+    const Hsmca__Ipc__SignRequest *req = j->req;
+    uint8_t sig[1024];
+    size_t sig_len = sizeof(sig);
+    HSMCA_GUARD(p11_pool_sign_digest(s->pool, j->st->digest, s->alg->digest_len, sig, &sig_len, e));
     /* Verify before release: a faulty token (or a fault attack on RSA-CRT) must
      * not put a bad signature into the world. The certificate is the TBS we
      * checked plus this signature, so checking the signature over its digest is
      * the whole check (and much cheaper than re-parsing the certificate). */
-    HSMCA_ENSURE(sigalg_verify_digest(s->alg, X509_get0_pubkey(s->ca_cert), digest, sig, sig_len),
-                 e, HSMCA_EINTERNAL, "token signature failed verification");
+    HSMCA_ENSURE(
+        sigalg_verify_digest(s->alg, X509_get0_pubkey(s->ca_cert), j->st->digest, sig, sig_len), e,
+        HSMCA_EINTERNAL, "token signature failed verification");
     return certasm_assemble(req->tbs.data, req->tbs.len, s->alg->nid, sig, sig_len, cert, cert_len,
                             e);
 }
@@ -298,68 +296,102 @@ static void log_signed(const Hsmca__Ipc__SignRequest *req, const tbs_facts *f)
               LOG_STR("requester", req->requester));
 }
 
-/* Claims the right to answer the job a worker holds: 1 for the first caller
- * (the worker or the watchdog), 0 when it was answered already. */
-static int claim_answer(signer_ctx *s, int idx)
+/* Claims the right to answer j: 1 for the first caller (its worker or the
+ * watchdog), 0 when it was answered already. */
+static int claim_answer(signer_ctx *s, signer_job *j)
 {
     pthread_mutex_lock(&s->lock);
-    int mine = !s->busy[idx].answered;
-    s->busy[idx].answered = 1;
+    int mine = !j->answered;
+    j->answered = 1;
     pthread_mutex_unlock(&s->lock);
     return mine;
 }
 
-static void sign_job(signer_ctx *s, int idx, signer_job *j)
+static int was_answered(signer_ctx *s, const signer_job *j)
+{
+    pthread_mutex_lock(&s->lock);
+    int done = j->answered;
+    pthread_mutex_unlock(&s->lock);
+    return done;
+}
+
+/* The last step of a job whose checks (its stage's rc and err) are done and whose
+ * intent, if any, is durable: sign, log the result, reply. */
+static void finish_job(signer_ctx *s, signer_job *j)
 {
     uint8_t *cert = NULL;
     size_t cert_len = 0;
-    tbs_facts facts;
-    hsmca_err e;
-    uint64_t intent_seq;
-    hsmca_err_clear(&e);
-    hsmca_code rc = sign_one(s, j->id, j->req, &facts, &intent_seq, &cert, &cert_len, &e);
-    int mine = claim_answer(s, idx);
-    if (s->audit && intent_seq != NO_INTENT)
-        audit_result(s, j->id, intent_seq, cert, cert_len, mine ? rc : HSMCA_EUNAVAIL,
-                     mine ? e.msg : "answered by the watchdog; certificate discarded");
+    const char *late = "answered by the watchdog; certificate discarded";
+    hsmca_code rc = j->st->rc;
+    hsmca_err *e = &j->st->err;
+    if (rc == HSMCA_OK && was_answered(s, j)) /* the watchdog gave up while it was staged */
+        late = "answered by the watchdog before signing; not signed";
+    else if (rc == HSMCA_OK)
+        rc = sign_prepared(s, j, &cert, &cert_len, e);
+    int mine = claim_answer(s, j);
+    if (s->audit && j->st->intent_seq != SIGNER_NO_INTENT)
+        audit_result(s, j->id, j->st->intent_seq, cert, cert_len, mine ? rc : HSMCA_EUNAVAIL,
+                     mine ? e->msg : late);
     else if (s->audit && rc != HSMCA_EUNAVAIL)
-        signer_audit_deny(s, j->id, j->req->requester, rc, e.msg); /* not the log's failure */
+        signer_audit_deny(s, j->id, j->req->requester, rc, e->msg); /* not the log's failure */
     if (!mine) {
-        /* The watchdog answered UNAVAILABLE while the token call hung: the
-         * certificate was never released, and its serial stays used. */
-        log_warn("token call returned after the request was answered; result discarded");
+        /* The watchdog answered UNAVAILABLE while the token call (or the log's sync)
+         * hung: the certificate was never released, and its serial stays used. */
+        if (cert)
+            log_warn("token call returned after the request was answered; result discarded");
         OPENSSL_free(cert);
         return;
     }
     if (rc == HSMCA_OK)
-        log_signed(j->req, &facts);
+        log_signed(j->req, &j->st->facts);
     else
-        log_refusal(s, j->id, e.code, e.msg, j->req->requester);
-    reply_within(s, j->conn, j->id, rc, rc == HSMCA_OK ? "" : e.msg, cert, cert_len,
+        log_refusal(s, j->id, e->code, e->msg, j->req->requester);
+    reply_within(s, j->conn, j->id, rc, rc == HSMCA_OK ? "" : e->msg, cert, cert_len,
                  SIGNER_SEND_TIMEOUT_MS, "a reply");
     OPENSSL_free(cert);
 }
 
-/* The watchdog, from the main loop: a request whose token call has run past
- * pkcs11.sign_timeout is answered UNAVAILABLE now; its worker (and session)
- * come back when the call returns, and the other workers go on. */
+/* Under s->lock: the first job of list (linked by next) the watchdog must answer now,
+ * or NULL. */
+static signer_job *overdue_in(signer_ctx *s, signer_job *list, double now)
+{
+    for (signer_job *j = list; j; j = j->next)
+        if (!j->answered && j->conn == s->conn && now - j->started > s->cfg.sign_timeout)
+            return j;
+    return NULL;
+}
+
+/* Under s->lock: a job the watchdog must answer now (a worker's or a staged one), or
+ * NULL. */
+static signer_job *overdue_job(signer_ctx *s, double now)
+{
+    for (int i = 0; i < s->n_workers; i++) {
+        signer_job *j = s->busy[i];
+        if (j && !j->answered && j->current && now - j->started > s->cfg.sign_timeout)
+            return j;
+    }
+    signer_job *j = overdue_in(s, s->parked, now);
+    return j ? j : overdue_in(s, s->ready, now);
+}
+
+/* The watchdog, from the main loop: a request whose token call (or whose intent's
+ * sync) has run past pkcs11.sign_timeout is answered UNAVAILABLE now; its worker (and
+ * session) come back when the call returns, and the other workers go on. */
 void signer_answer_overdue(signer_ctx *s)
 {
     double now = util_mono_now();
-    for (int i = 0; i < s->n_workers; i++) {
+    for (;;) {
         pthread_mutex_lock(&s->lock);
-        struct signer_busy *b = &s->busy[i];
-        signer_job *j = b->job;
-        int overdue = j && !b->answered && now - b->started > s->cfg.sign_timeout;
+        signer_job *j = overdue_job(s, now);
         uint64_t id = j ? j->id : 0;
-        signer_conn *c = overdue ? j->conn : NULL;
-        if (overdue) {
-            b->answered = 1;
+        signer_conn *c = j ? j->conn : NULL;
+        if (j) {
+            j->answered = 1;
             c->refs++;
         }
         pthread_mutex_unlock(&s->lock);
-        if (!overdue)
-            continue;
+        if (!j)
+            return;
         char why[160];
         snprintf(why, sizeof(why), "token did not answer within %u s (signing call hung)",
                  s->cfg.sign_timeout);
@@ -372,6 +404,19 @@ void signer_answer_overdue(signer_ctx *s)
     }
 }
 
+/* The job's checks and intent; 1 when it was parked for the syncer (the worker is
+ * done with it for now). */
+static int check_and_park(signer_ctx *s, int idx, signer_job *j)
+{
+    hsmca_err_clear(&j->st->err);
+    j->st->intent_seq = SIGNER_NO_INTENT;
+    j->st->rc = prepare_one(s, j, &j->st->err);
+    if (!s->audit || j->st->rc != HSMCA_OK)
+        return 0;
+    signer_park(s, idx, j);
+    return 1;
+}
+
 void *signer_worker(void *arg)
 {
     signer_worker_arg *wa = arg;
@@ -379,29 +424,26 @@ void *signer_worker(void *arg)
     int idx = wa->idx;
     free(wa);
     for (;;) {
+        int staged;
         pthread_mutex_lock(&s->lock);
-        while (!s->head && !s->stopping)
-            pthread_cond_wait(&s->more, &s->lock);
-        if (s->stopping) {
-            pthread_mutex_unlock(&s->lock);
-            return NULL;
-        }
-        signer_job *j = s->head;
-        s->head = j->next;
-        if (!s->head)
-            s->tail = NULL;
-        s->queued--;
-        int current = j->conn == s->conn;
-        s->busy[idx] = (struct signer_busy){j, util_mono_now(), 0};
+        signer_job *j = signer_next_job(s, &staged);
+        s->busy[idx] = j;
         pthread_mutex_unlock(&s->lock);
-
-        if (current) /* a reply for an old front end would go nowhere */
-            sign_job(s, idx, j);
+        if (!j)
+            return NULL;
+        if (!staged && j->current && check_and_park(s, idx, j))
+            continue;
+        if (j->current) /* a reply for an old front end would go nowhere */
+            finish_job(s, j);
+        else if (staged) /* its intent is in the log: say it was not signed */
+            audit_result(s, j->id, j->st->intent_seq, NULL, 0, HSMCA_EUNAVAIL,
+                         "its front end was replaced before signing; not signed");
         hsmca__ipc__sign_request__free_unpacked(j->req, NULL);
         pthread_mutex_lock(&s->lock);
-        s->busy[idx].job = NULL;
+        s->busy[idx] = NULL;
         s->queued_bytes -= j->cost;
         signer_conn_unref_locked(j->conn);
+        s->free_stages[s->n_free_stages++] = j->st;
         pthread_mutex_unlock(&s->lock);
         free(j);
     }

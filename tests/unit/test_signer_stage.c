@@ -1,0 +1,274 @@
+/* test_signer_stage.c - the signer's staged requests (signer/signer_stage.c): a request
+ * parked with its intent appended reaches a worker to sign only after the syncer's sync
+ * covered its intent (invariant 8), every request parked meanwhile shares that sync, a
+ * failed sync hands them back UNAVAILABLE, and a stop lets the workers go only once
+ * nothing is staged. The log's sync is held in its hook (audit_log_set_sync_hook). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "audit_log.h"
+#include "signer_core_int.h"
+#include "testutil.h"
+
+/* The sync hook: holds each sync until the test lets it go, failing with `fail`. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_calls, g_allowed, g_fail;
+
+static int hold_hook(void *ctx)
+{
+    (void)ctx;
+    pthread_mutex_lock(&g_mu);
+    int me = g_calls++;
+    pthread_cond_broadcast(&g_cv);
+    while (g_allowed <= me)
+        pthread_cond_wait(&g_cv, &g_mu);
+    int err = g_fail;
+    pthread_mutex_unlock(&g_mu);
+    return err;
+}
+
+static void release_sync(int fail)
+{
+    pthread_mutex_lock(&g_mu);
+    g_fail = fail;
+    g_allowed++;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+}
+
+static int sync_calls(void)
+{
+    pthread_mutex_lock(&g_mu);
+    int n = g_calls;
+    pthread_mutex_unlock(&g_mu);
+    return n;
+}
+
+static void wait_sync_calls(int n)
+{
+    for (int i = 0; i < 500 && sync_calls() < n; i++)
+        usleep(10 * 1000);
+    if (sync_calls() < n)
+        fail_msg("the syncer did not start sync %d", n);
+}
+
+static signer_conn g_conn = {-1, 1};
+
+/* A signer_ctx with only what the staging uses: the lock and conditions, the log, the
+ * stage pool, the current front end, and the syncer thread. */
+static signer_ctx *ctx_new(audit_log *log)
+{
+    signer_ctx *s = calloc(1, sizeof(*s));
+    assert_non_null(s);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->more, NULL);
+    pthread_cond_init(&s->park, NULL);
+    s->audit = log;
+    s->conn = &g_conn;
+    s->n_workers = 2;
+    s->max_staged = 4;
+    signer_stages_init(s);
+    assert_int_equal(pthread_create(&s->syncer, NULL, signer_syncer, s), 0);
+    return s;
+}
+
+static void ctx_free(signer_ctx *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->syncer_stop = 1;
+    pthread_cond_broadcast(&s->park);
+    pthread_mutex_unlock(&s->lock);
+    assert_int_equal(pthread_join(s->syncer, NULL), 0);
+    signer_stages_free(s);
+    free(s);
+}
+
+/* Queues a job, takes it as worker 0 would (it gets a stage), appends its intent and
+ * parks it. Returns the job; *seq is its intent's. */
+static signer_job *take_and_park(signer_ctx *s, audit_log *log, uint64_t id)
+{
+    signer_job *j = calloc(1, sizeof(*j));
+    assert_non_null(j);
+    j->id = id;
+    j->conn = &g_conn;
+    pthread_mutex_lock(&s->lock);
+    s->head = s->tail = j;
+    s->queued = 1;
+    int staged = -1;
+    assert_ptr_equal(signer_next_job(s, &staged), j);
+    pthread_mutex_unlock(&s->lock);
+    assert_int_equal(staged, 0);
+    assert_true(j->current);
+    assert_non_null(j->st);
+    audit_entry a;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_ISSUE_INTENT;
+    a.request_id = id;
+    memset(a.tbs_sha256, 'b', 64);
+    snprintf(a.serial, sizeof(a.serial), "03%016llx", (unsigned long long)id);
+    strcpy(a.profile, "workload");
+    a.not_before = 1;
+    a.not_after = 2;
+    a.requester = (audit_str){"spiffe://td/ns/a/sa/b", 21, 0};
+    a.sans = (audit_str){"uri:x", 5, 0};
+    hsmca_err e;
+    assert_int_equal(audit_log_append(log, &a, &j->st->intent_seq, &e), HSMCA_OK);
+    j->st->rc = HSMCA_OK;
+    signer_park(s, 0, j);
+    return j;
+}
+
+/* A worker's wait for its next job, on a thread of its own. */
+typedef struct {
+    signer_ctx *s;
+    pthread_t th;
+    signer_job *got;
+    int staged;
+    int done; /* atomic */
+} taker;
+
+static void *take_main(void *arg)
+{
+    taker *t = arg;
+    pthread_mutex_lock(&t->s->lock);
+    t->got = signer_next_job(t->s, &t->staged);
+    pthread_mutex_unlock(&t->s->lock);
+    __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void take_start(taker *t, signer_ctx *s)
+{
+    memset(t, 0, sizeof(*t));
+    t->s = s;
+    assert_int_equal(pthread_create(&t->th, NULL, take_main, t), 0);
+}
+
+static int taken(taker *t)
+{
+    return __atomic_load_n(&t->done, __ATOMIC_ACQUIRE);
+}
+
+static void take_end(taker *t)
+{
+    for (int i = 0; i < 500 && !taken(t); i++)
+        usleep(10 * 1000);
+    if (!taken(t))
+        fail_msg("no job reached the worker");
+    assert_int_equal(pthread_join(t->th, NULL), 0);
+}
+
+static uint64_t durable(audit_log *l)
+{
+    uint64_t lines, bytes;
+    audit_log_durable(l, &lines, &bytes);
+    return lines;
+}
+
+/* Gives a job back as the worker does when it is done with it. */
+static void job_done(signer_ctx *s, signer_job *j)
+{
+    pthread_mutex_lock(&s->lock);
+    s->free_stages[s->n_free_stages++] = j->st;
+    pthread_mutex_unlock(&s->lock);
+    free(j);
+}
+
+static void run(int fail)
+{
+    char *dir = tu_mkdtemp("signerstage");
+    audit_log *log;
+    hsmca_err e;
+    assert_int_equal(audit_log_open(dir, (uid_t)-1, (gid_t)-1, NULL, NULL, &log, NULL, &e),
+                     HSMCA_OK);
+    g_calls = g_allowed = g_fail = 0;
+    audit_log_set_sync_hook(log, hold_hook, NULL);
+    signer_ctx *s = ctx_new(log);
+
+    signer_job *a = take_and_park(s, log, 1);
+    wait_sync_calls(1); /* the syncer syncs a's intent, held in the hook */
+    signer_job *b = take_and_park(s, log, 2), *c = take_and_park(s, log, 3);
+    taker t;
+    take_start(&t, s);
+    usleep(100 * 1000);
+    assert_false(taken(&t)); /* nothing is ready while its sync is held */
+    assert_int_equal(durable(log), 0);
+
+    release_sync(fail); /* sync 1: a only */
+    take_end(&t);
+    assert_ptr_equal(t.got, a);
+    assert_int_equal(t.staged, 1);
+    if (fail) { /* handed back refused, not durable; b and c with it, by no second sync */
+        assert_int_equal(a->st->rc, HSMCA_EUNAVAIL);
+        assert_string_equal(a->st->err.msg, "audit log: sync failed: Input/output error");
+        assert_int_equal(durable(log), 0);
+    } else {
+        assert_int_equal(a->st->rc, HSMCA_OK);
+        assert_true(durable(log) > a->st->intent_seq);
+        assert_true(durable(log) <= b->st->intent_seq);
+        wait_sync_calls(2); /* b and c share the next sync, held */
+        take_start(&t, s);
+        usleep(100 * 1000);
+        assert_false(taken(&t));
+        release_sync(0);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (i > 0 || fail)
+            take_start(&t, s);
+        take_end(&t);
+        assert_ptr_equal(t.got, i == 0 ? b : c);
+        assert_int_equal(t.staged, 1);
+        if (fail)
+            assert_int_equal(t.got->st->rc, HSMCA_EUNAVAIL);
+        else
+            assert_true(durable(log) > t.got->st->intent_seq);
+    }
+    assert_int_equal(sync_calls(), fail ? 1 : 2);
+
+    /* A stop lets a worker go once nothing is staged. */
+    pthread_mutex_lock(&s->lock);
+    assert_int_equal(s->staged, 0);
+    s->stopping = 1;
+    int staged;
+    assert_null(signer_next_job(s, &staged));
+    pthread_mutex_unlock(&s->lock);
+    job_done(s, a);
+    job_done(s, b);
+    job_done(s, c);
+    ctx_free(s);
+    audit_log_set_sync_hook(log, NULL, NULL);
+    audit_log_close(log);
+    free(dir);
+}
+
+static void test_signed_after_covering_sync(void **state)
+{
+    (void)state;
+    run(0);
+}
+
+static void test_failed_sync_hands_back_unavailable(void **state)
+{
+    (void)state;
+    run(EIO);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_signed_after_covering_sync),
+        cmocka_unit_test(test_failed_sync_hands_back_unavailable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
