@@ -58,6 +58,15 @@ typedef struct {
     char jwks_file[CONFIG_MAX_STR];  /* JWKS (RS256/ES256 keys) */
     uint32_t jwt_skew;               /* seconds of clock skew allowed, default 60 */
 
+    /* auth.tokenreview: (frontend/fe_tokenreview.h) on when enabled or kubeconfig is set */
+    int tr_enabled;                     /* enabled: true = in-cluster unless kubeconfig */
+    char tr_kubeconfig[CONFIG_MAX_STR]; /* kubeconfig file; "" = in-cluster config */
+    config_list tr_audiences;           /* spec.audiences, default ["istio-ca"] */
+    uint32_t tr_timeout;                /* seconds per TokenReview, default 5, 1..60 */
+    uint32_t tr_cache_ttl;              /* seconds a positive answer is kept, default 300; 0 = none */
+    uint32_t tr_cache_entries;          /* default 4096; 0 = no cache */
+    uint32_t tr_max_concurrent;         /* TokenReviews in flight, default 8, 1..64 */
+
     /* frontend: (only when started as root) */
     char fe_user[CONFIG_MAX_STR];   /* default "nobody" */
     char fe_chroot[CONFIG_MAX_STR]; /* default "/var/empty" (created 0755 if missing) */
@@ -87,6 +96,9 @@ void config_default_origin(const char *trust_domain, char *out, size_t outsz);
 #define CONFIG_MAX_SERVING_NAMES (CONFIG_MAX_LIST + 1)
 void config_serving_names(const hsmca_config *c, const char *dns[CONFIG_MAX_SERVING_NAMES],
                           int *n_dns, const char *ips[CONFIG_MAX_SERVING_NAMES], int *n_ips);
+
+/* 1 when the TokenReview authenticator is on (auth.tokenreview.enabled or .kubeconfig). */
+int config_tokenreview_on(const hsmca_config *c);
 
 /* Fills *c with the defaults above. */
 void config_defaults(hsmca_config *c);
@@ -119,7 +131,9 @@ HSMCA_MUSTCHECK hsmca_code config_parse(const char *name, const char *buf, size_
                                         const char *base_dir, hsmca_config *c, hsmca_err *e);
 
 /* Checks cross-field rules (required files named, ttl <= max, sessions >= 1,
- * signer.user not frontend.user). */
+ * signer.user not frontend.user). auth.jwt.issuer and jwks_file may both be
+ * empty when TokenReview is on; its timeout is 1s-60s, max_concurrent 1-64,
+ * cache_entries at most 1000000. */
 HSMCA_MUSTCHECK hsmca_code config_validate(const hsmca_config *c, hsmca_err *e);
 
 #endif

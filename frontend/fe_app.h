@@ -10,6 +10,7 @@
 #include "fe_clientcert.h"
 #include "fe_ipc.h"
 #include "fe_jwt.h"
+#include "fe_tokenreview.h"
 #include "hsmca_err.h"
 #include "policy.h"
 
@@ -19,12 +20,13 @@
 typedef struct {
     const hsmca_config *cfg;
     fe_ipc *ipc;
-    fe_jwks *jwks;
+    fe_jwks *jwks; /* NULL: no JWT authenticator (TokenReview alone) */
     fe_jwt_rules jwt_rules;
     const char *audiences[CONFIG_MAX_LIST];
     policy_rules policy;
     X509 *ca_cert;
     fe_clientcert *clientcert; /* verifies the client certificates of renewals */
+    fe_tokenreview *tokenreview; /* NULL unless auth.tokenreview is on */
     int sig_nid;
     /* cert_chain after the leaf: each intermediate, then the root bundle as one
      * element (it may hold several roots during rotation). Each ends in "\n". */
@@ -37,8 +39,14 @@ typedef struct {
     uint8_t *tbs;          /* OPENSSL_malloc'd */
     size_t tbs_len;
     char requester[POLICY_MAX_ID]; /* "" until authenticated */
-    const char *authenticator;     /* "jwt", "client_cert", or "none" without credentials */
+    const char *authenticator; /* "jwt", "client_cert", "tokenreview", or "none" */
     uint8_t csr_sha256[32];
+    /* HSMCA_OK with deferred = 1: the bearer token needs a TokenReview (the JWT
+     * authenticator refused it and the cache does not know it); nothing else
+     * was checked. Run fe_check_request_tokenreview on an authentication thread. */
+    int deferred;
+    char pod_name[254]; /* the TokenReview's pod extras, "" otherwise */
+    char pod_uid[64];
 } fe_checked_request;
 
 /* Runs steps 2-5 of DESIGN.md §3 on a request body: authenticate the bearer
@@ -51,6 +59,14 @@ HSMCA_MUSTCHECK hsmca_code fe_check_request(const fe_app *app, const uint8_t *bo
                                             const char *auth, size_t auth_len,
                                             const grpc_auth_context *peer, int64_t now,
                                             fe_checked_request *out, hsmca_err *e);
+
+/* fe_check_request for a deferred call: the bearer token in auth goes to
+ * TokenReview (blocking, bounded by auth.tokenreview.timeout), then the body
+ * is checked as fe_check_request does. Never on a completion-queue thread. */
+HSMCA_MUSTCHECK hsmca_code fe_check_request_tokenreview(const fe_app *app, const uint8_t *body,
+                                                        size_t len, const char *auth,
+                                                        size_t auth_len, int64_t now,
+                                                        fe_checked_request *out, hsmca_err *e);
 
 /* The response body for a signed leaf (DER): IstioCertificateResponse with
  * cert_chain = [leaf PEM, chain_tail...]. New buffer (caller frees). */

@@ -15,21 +15,47 @@
 #include "fe_tbs.h"
 #include "profile.h"
 
-static HSMCA_MUSTCHECK hsmca_code authenticate(const fe_app *app, const char *auth, size_t auth_len, int64_t now,
-                               char *identity, size_t idsz, hsmca_err *e)
+static const char bearer[] = "Bearer ";
+
+/* The identity a TokenReview answered, as the SPIFFE ID the CSR must carry. */
+static HSMCA_MUSTCHECK hsmca_code tokenreview_requester(const fe_app *app, const fe_tr_identity *id,
+                                                        fe_checked_request *out, hsmca_err *e)
 {
-    static const char bearer[] = "Bearer ";
+    HSMCA_GUARD(policy_spiffe_id(app->policy.trust_domain, id->ns, id->sa, out->requester,
+                                 sizeof(out->requester), e));
+    memcpy(out->pod_name, id->pod_name, sizeof(out->pod_name));
+    memcpy(out->pod_uid, id->pod_uid, sizeof(out->pod_uid));
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code authenticate(const fe_app *app, const char *auth, size_t auth_len,
+                                               int64_t now, fe_checked_request *out, hsmca_err *e)
+{
     if (!auth || auth_len == 0)
         return hsmca_fail(e, HSMCA_EAUTH,
                           "authentication: no 'authorization' metadata and no client certificate");
     if (auth_len <= sizeof(bearer) - 1 || strncmp(auth, bearer, sizeof(bearer) - 1) != 0)
         return hsmca_fail(e, HSMCA_EAUTH, "authentication: 'authorization' is not a Bearer token");
-    fe_jwt_identity who;
-    hsmca_code rc = fe_jwt_verify(app->jwks, &app->jwt_rules, auth + sizeof(bearer) - 1,
-                                  auth_len - (sizeof(bearer) - 1), now, &who, e);
-    if (rc != HSMCA_OK)
-        return rc;
-    return policy_spiffe_id(app->policy.trust_domain, who.ns, who.sa, identity, idsz, e);
+    const char *token = auth + sizeof(bearer) - 1;
+    size_t token_len = auth_len - (sizeof(bearer) - 1);
+    if (app->jwks) {
+        fe_jwt_identity who;
+        hsmca_code rc = fe_jwt_verify(app->jwks, &app->jwt_rules, token, token_len, now, &who, e);
+        if (rc == HSMCA_OK)
+            return policy_spiffe_id(app->policy.trust_domain, who.ns, who.sa, out->requester,
+                                    sizeof(out->requester), e);
+        if (rc != HSMCA_EAUTH || !app->tokenreview)
+            return rc;
+    }
+    /* A token the JWT authenticator refused (or with none configured) goes to
+     * TokenReview: from the cache now, else later on an authentication thread. */
+    out->authenticator = "tokenreview";
+    fe_tr_identity id;
+    if (!fe_tokenreview_cached(app->tokenreview, token, token_len, now, &id)) {
+        out->deferred = 1;
+        return HSMCA_OK;
+    }
+    return tokenreview_requester(app, &id, out, e);
 }
 
 static HSMCA_MUSTCHECK hsmca_code check_and_build(const fe_app *app, const Istio__V1__Auth__IstioCertificateRequest *req,
@@ -60,6 +86,30 @@ static HSMCA_MUSTCHECK hsmca_code check_and_build(const fe_app *app, const Istio
     return rc;
 }
 
+/* Steps 3-5 for an authenticated caller (out->requester set). */
+static HSMCA_MUSTCHECK hsmca_code check_body(const fe_app *app, const uint8_t *body, size_t len,
+                                             int64_t now, fe_checked_request *out, hsmca_err *e)
+{
+    if (len > app->cfg->max_request_bytes)
+        return hsmca_fail(e, HSMCA_EINVAL, "request: %zu bytes exceeds the limit of %u", len,
+                          app->cfg->max_request_bytes);
+    Istio__V1__Auth__IstioCertificateRequest *req =
+        istio__v1__auth__istio_certificate_request__unpack(NULL, len, body);
+    if (!req)
+        return hsmca_fail(e, HSMCA_EINVAL, "request: not a valid IstioCertificateRequest");
+    hsmca_code rc = fe_pb_check_struct(req->metadata.data, req->metadata.len, FE_METADATA_MAX_DEPTH, e);
+    if (rc == HSMCA_OK && req->csr.len == 0)
+        rc = hsmca_fail(e, HSMCA_EINVAL, "request: csr is empty");
+    if (rc == HSMCA_OK)
+        rc = check_and_build(app, req, now, out, e);
+    istio__v1__auth__istio_certificate_request__free_unpacked(req, NULL);
+    if (rc != HSMCA_OK) {
+        OPENSSL_free(out->tbs);
+        out->tbs = NULL;
+    }
+    return rc;
+}
+
 hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len, const char *auth,
                             size_t auth_len, const grpc_auth_context *peer, int64_t now,
                             fe_checked_request *out, hsmca_err *e)
@@ -74,30 +124,36 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len, 
         rc = fe_clientcert_identity(app->clientcert, peer, now, out->requester,
                                     sizeof(out->requester), e);
     } else {
-        rc = authenticate(app, auth, auth_len, now, out->requester, sizeof(out->requester), e);
+        rc = authenticate(app, auth, auth_len, now, out, e);
     }
     if (rc != HSMCA_OK) {
         out->requester[0] = 0; /* nobody was authenticated */
         return rc;
     }
-    if (len > app->cfg->max_request_bytes)
-        return hsmca_fail(e, HSMCA_EINVAL, "request: %zu bytes exceeds the limit of %u", len,
-                          app->cfg->max_request_bytes);
-    Istio__V1__Auth__IstioCertificateRequest *req =
-        istio__v1__auth__istio_certificate_request__unpack(NULL, len, body);
-    if (!req)
-        return hsmca_fail(e, HSMCA_EINVAL, "request: not a valid IstioCertificateRequest");
-    rc = fe_pb_check_struct(req->metadata.data, req->metadata.len, FE_METADATA_MAX_DEPTH, e);
-    if (rc == HSMCA_OK && req->csr.len == 0)
-        rc = hsmca_fail(e, HSMCA_EINVAL, "request: csr is empty");
+    if (out->deferred)
+        return HSMCA_OK; /* the rest after the TokenReview */
+    return check_body(app, body, len, now, out, e);
+}
+
+hsmca_code fe_check_request_tokenreview(const fe_app *app, const uint8_t *body, size_t len,
+                                        const char *auth, size_t auth_len, int64_t now,
+                                        fe_checked_request *out, hsmca_err *e)
+{
+    memset(out, 0, sizeof(*out));
+    out->authenticator = "tokenreview";
+    HSMCA_ENSURE(app->tokenreview && auth && auth_len > sizeof(bearer) - 1 &&
+                     !strncmp(auth, bearer, sizeof(bearer) - 1),
+                 e, HSMCA_EAUTH, "authentication: 'authorization' is not a Bearer token");
+    fe_tr_identity id;
+    hsmca_code rc = fe_tokenreview_identity(app->tokenreview, auth + sizeof(bearer) - 1,
+                                            auth_len - (sizeof(bearer) - 1), now, &id, e);
     if (rc == HSMCA_OK)
-        rc = check_and_build(app, req, now, out, e);
-    istio__v1__auth__istio_certificate_request__free_unpacked(req, NULL);
+        rc = tokenreview_requester(app, &id, out, e);
     if (rc != HSMCA_OK) {
-        OPENSSL_free(out->tbs);
-        out->tbs = NULL;
+        out->requester[0] = 0;
+        return rc;
     }
-    return rc;
+    return check_body(app, body, len, now, out, e);
 }
 
 hsmca_code fe_build_response(const fe_app *app, const uint8_t *leaf_der, size_t leaf_len,
