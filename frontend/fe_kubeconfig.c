@@ -41,8 +41,8 @@ static const char *map_str(yaml_document_t *d, yaml_node_t *m, const char *key)
 
 /* The `inner` mapping of the element of list `list` whose name is `name`
  * (contexts[].context, clusters[].cluster, users[].user). */
-static yaml_node_t *named(yaml_document_t *d, yaml_node_t *root, const char *list,
-                          const char *name, const char *inner)
+static yaml_node_t *named(yaml_document_t *d, yaml_node_t *root, const char *list, const char *name,
+                          const char *inner)
 {
     yaml_node_t *seq = map_get(d, root, list);
     if (!seq || seq->type != YAML_SEQUENCE_NODE)
@@ -93,8 +93,8 @@ static HSMCA_MUSTCHECK hsmca_code read_token(const char *path, char **out, hsmca
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code load_cluster(yaml_document_t *d, yaml_node_t *cl,
-                                               const char *dir, fe_k8s_target *t, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code load_cluster(yaml_document_t *d, yaml_node_t *cl, const char *dir,
+                                               fe_k8s_target *t, hsmca_err *e)
 {
     const char *server = map_str(d, cl, "server");
     HSMCA_ENSURE(server && !strncmp(server, "https://", 8), e, HSMCA_EINVAL,
@@ -113,8 +113,7 @@ static HSMCA_MUSTCHECK hsmca_code load_cluster(yaml_document_t *d, yaml_node_t *
     const char *ca_file = map_str(d, cl, "certificate-authority");
     HSMCA_ENSURE(ca_data || ca_file, e, HSMCA_EINVAL,
                  "kubeconfig: cluster.certificate-authority[-data] is required");
-    return data_or_file(dir, ca_data, ca_file, "certificate-authority", &t->ca_pem, &t->ca_len,
-                        e);
+    return data_or_file(dir, ca_data, ca_file, "certificate-authority", &t->ca_pem, &t->ca_len, e);
 }
 
 static HSMCA_MUSTCHECK hsmca_code load_user(yaml_document_t *d, yaml_node_t *u, const char *dir,

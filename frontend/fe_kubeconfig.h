@@ -16,8 +16,8 @@ typedef struct {
     char server[512]; /* https://host[:port], no path */
     char *ca_pem;     /* the cluster CA bundle (PEM); required */
     size_t ca_len;
-    char *token;      /* hsmca's own bearer token, or NULL */
-    char *cert_pem;   /* hsmca's own client certificate and key (PEM), or NULL */
+    char *token;    /* hsmca's own bearer token, or NULL */
+    char *cert_pem; /* hsmca's own client certificate and key (PEM), or NULL */
     size_t cert_len;
     char *key_pem;
     size_t key_len;

@@ -44,7 +44,7 @@ typedef struct {
     grpc_server *server;
     grpc_completion_queue *cq;
     fe_app *app;
-    atomic_int active; /* calls received and not yet freed: what a stop waits for */
+    atomic_int active;      /* calls received and not yet freed: what a stop waits for */
     fe_authpool *auth_pool; /* TokenReview's threads, NULL when it is off */
 } fe_server;
 

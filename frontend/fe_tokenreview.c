@@ -54,7 +54,8 @@ static int json_array_has(json_t *arr, const char *s)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(arr, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), s)) return 1;
+    json_array_foreach(arr, i,
+                       v) if (json_is_string(v) && !strcmp(json_string_value(v), s)) return 1;
     return 0;
 }
 
@@ -77,7 +78,8 @@ static void copy_extra(json_t *extra, const char *key, char *out, size_t outsz)
 
 static HSMCA_MUSTCHECK hsmca_code parse_username(const char *u, fe_tr_identity *id, hsmca_err *e)
 {
-    static const char bad[] = "tokenreview: username is not system:serviceaccount:<namespace>:<name>";
+    static const char bad[] =
+        "tokenreview: username is not system:serviceaccount:<namespace>:<name>";
     if (strncmp(u, SA_PREFIX, strlen(SA_PREFIX)) != 0)
         return hsmca_fail(e, HSMCA_EAUTH, "%s", bad);
     const char *ns = u + strlen(SA_PREFIX);
@@ -106,8 +108,8 @@ static HSMCA_MUSTCHECK hsmca_code parse_status(json_t *st, const char *const *au
         char shown[120];
         if (json_is_string(err) && json_string_length(err) > 0)
             return hsmca_fail(e, HSMCA_EAUTH, "tokenreview: not authenticated: %s",
-                              util_printable(json_string_value(err), json_string_length(err),
-                                             shown, sizeof(shown)));
+                              util_printable(json_string_value(err), json_string_length(err), shown,
+                                             sizeof(shown)));
         return hsmca_fail(e, HSMCA_EAUTH, "tokenreview: not authenticated");
     }
     json_t *user = json_object_get(st, "user");
@@ -127,8 +129,9 @@ static HSMCA_MUSTCHECK hsmca_code parse_status(json_t *st, const char *const *au
         for (int i = 0; i < n_audiences && !ok; i++)
             ok = json_array_has(got, audiences[i]);
         if (!ok)
-            return hsmca_fail(e, HSMCA_EAUTH,
-                              "tokenreview: status.audiences names none of auth.tokenreview.audiences");
+            return hsmca_fail(
+                e, HSMCA_EAUTH,
+                "tokenreview: status.audiences names none of auth.tokenreview.audiences");
     }
     json_t *extra = json_object_get(user, "extra");
     copy_extra(extra, FE_TR_POD_NAME, id->pod_name, sizeof(id->pod_name));
@@ -141,13 +144,15 @@ hsmca_code fe_tokenreview_parse(const char *body, size_t len, const char *const 
 {
     memset(id, 0, sizeof(*id));
     if (len > FE_TR_MAX_RESPONSE)
-        return hsmca_fail(e, HSMCA_EUNAVAIL, "tokenreview: answer over %d bytes", FE_TR_MAX_RESPONSE);
+        return hsmca_fail(e, HSMCA_EUNAVAIL, "tokenreview: answer over %d bytes",
+                          FE_TR_MAX_RESPONSE);
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     hsmca_code rc;
     json_t *kind = json_object_get(root, "kind"), *ver = json_object_get(root, "apiVersion");
     if (!json_is_object(root))
-        rc = hsmca_fail(e, HSMCA_EUNAVAIL, "tokenreview: the API server's answer is not a JSON object");
+        rc = hsmca_fail(e, HSMCA_EUNAVAIL,
+                        "tokenreview: the API server's answer is not a JSON object");
     else if (!json_is_string(kind) || strcmp(json_string_value(kind), "TokenReview") != 0 ||
              !json_is_string(ver) || strcmp(json_string_value(ver), TR_API_VERSION) != 0)
         rc = hsmca_fail(e, HSMCA_EUNAVAIL,
@@ -222,8 +227,9 @@ static HSMCA_MUSTCHECK hsmca_code pin_address(fe_tokenreview *tr, hsmca_err *e)
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     int g = getaddrinfo(host, port, &hints, &ai);
     if (g != 0 || !ai) {
-        rc = hsmca_fail(e, HSMCA_EINVAL, "auth.tokenreview: cannot resolve the API server %.64s: %s",
-                        host, gai_strerror(g));
+        rc =
+            hsmca_fail(e, HSMCA_EINVAL, "auth.tokenreview: cannot resolve the API server %.64s: %s",
+                       host, gai_strerror(g));
         goto out;
     }
     char addr[INET6_ADDRSTRLEN], entry[600];
@@ -242,8 +248,7 @@ out:
     return rc;
 }
 
-hsmca_code fe_tokenreview_new(const fe_tokenreview_options *o, fe_tokenreview **out,
-                              hsmca_err *e)
+hsmca_code fe_tokenreview_new(const fe_tokenreview_options *o, fe_tokenreview **out, hsmca_err *e)
 {
     *out = NULL;
     HSMCA_ENSURE(o->n_audiences >= 1 && o->n_audiences <= CONFIG_MAX_LIST, e, HSMCA_EINVAL,
@@ -361,8 +366,9 @@ static HSMCA_MUSTCHECK hsmca_code review(fe_tokenreview *tr, const char *token, 
         hdrs = l;
     if (ok && (l = curl_slist_append(hdrs, "Accept: application/json")))
         hdrs = l;
-    if (ok && tr->t.token && snprintf(authz, sizeof(authz), "Authorization: Bearer %s", tr->t.token) <
-                                 (int)sizeof(authz) &&
+    if (ok && tr->t.token &&
+        snprintf(authz, sizeof(authz), "Authorization: Bearer %s", tr->t.token) <
+            (int)sizeof(authz) &&
         (l = curl_slist_append(hdrs, authz)))
         hdrs = l;
     if (!ok) {
@@ -387,8 +393,8 @@ static HSMCA_MUSTCHECK hsmca_code review(fe_tokenreview *tr, const char *token, 
 
     hsmca_code rc;
     if (cc == CURLE_OPERATION_TIMEDOUT)
-        rc = hsmca_fail(e, HSMCA_EUNAVAIL, "tokenreview: the API server did not answer within %u ms",
-                        tr->timeout_ms);
+        rc = hsmca_fail(e, HSMCA_EUNAVAIL,
+                        "tokenreview: the API server did not answer within %u ms", tr->timeout_ms);
     else if (resp.over)
         rc = hsmca_fail(e, HSMCA_EUNAVAIL, "tokenreview: answer over %d bytes", FE_TR_MAX_RESPONSE);
     else if (cc != CURLE_OK)
@@ -402,8 +408,8 @@ static HSMCA_MUSTCHECK hsmca_code review(fe_tokenreview *tr, const char *token, 
     else if (status != 200 && status != 201)
         rc = hsmca_fail(e, HSMCA_EUNAVAIL, "tokenreview: the API server answered HTTP %ld", status);
     else
-        rc = fe_tokenreview_parse(resp.buf ? resp.buf : "", resp.len,
-                                  (const char *const *)tr->auds, tr->n_auds, id, e);
+        rc = fe_tokenreview_parse(resp.buf ? resp.buf : "", resp.len, (const char *const *)tr->auds,
+                                  tr->n_auds, id, e);
     free(resp.buf);
     return rc;
 }

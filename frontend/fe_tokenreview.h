@@ -21,20 +21,20 @@
 #include "fe_trcache.h"
 #include "hsmca_err.h"
 
-#define FE_TR_MAX_TOKEN 8192          /* a longer bearer token is refused unsent */
+#define FE_TR_MAX_TOKEN 8192           /* a longer bearer token is refused unsent */
 #define FE_TR_MAX_RESPONSE (64 * 1024) /* a longer API server answer is UNAVAILABLE */
 #define FE_TR_GROUP "system:serviceaccounts"
 #define FE_TR_POD_NAME "authentication.kubernetes.io/pod-name"
 #define FE_TR_POD_UID "authentication.kubernetes.io/pod-uid"
 
 typedef struct {
-    const char *kubeconfig;        /* a kubeconfig file; NULL or "": in-cluster */
-    const char *sa_dir;            /* in-cluster token and ca.crt (NULL: FE_K8S_SA_DIR) */
-    const char *const *audiences;  /* spec.audiences (n_audiences >= 1) */
+    const char *kubeconfig;       /* a kubeconfig file; NULL or "": in-cluster */
+    const char *sa_dir;           /* in-cluster token and ca.crt (NULL: FE_K8S_SA_DIR) */
+    const char *const *audiences; /* spec.audiences (n_audiences >= 1) */
     int n_audiences;
-    uint32_t timeout_ms;           /* whole request: connect, TLS, answer */
-    uint32_t cache_ttl;            /* seconds; 0: no cache */
-    uint32_t cache_entries;        /* 0: no cache */
+    uint32_t timeout_ms;    /* whole request: connect, TLS, answer */
+    uint32_t cache_ttl;     /* seconds; 0: no cache */
+    uint32_t cache_entries; /* 0: no cache */
 } fe_tokenreview_options;
 
 typedef struct fe_tokenreview fe_tokenreview;
@@ -43,8 +43,8 @@ typedef struct fe_tokenreview fe_tokenreview;
  * own credentials, and resolves the API server's host name, all now: after
  * this the front end is confined and can neither open files nor read
  * /etc/resolv.conf. HSMCA_EINVAL names what is missing or refused. */
-HSMCA_MUSTCHECK hsmca_code fe_tokenreview_new(const fe_tokenreview_options *o,
-                                              fe_tokenreview **out, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_tokenreview_new(const fe_tokenreview_options *o, fe_tokenreview **out,
+                                              hsmca_err *e);
 void fe_tokenreview_free(fe_tokenreview *tr);
 
 /* The cache alone, without blocking: 1 and *id for a cached positive answer. */
