@@ -63,7 +63,7 @@ typedef struct {
     char tr_kubeconfig[CONFIG_MAX_STR]; /* kubeconfig file; "" = in-cluster config */
     config_list tr_audiences;           /* spec.audiences, default ["istio-ca"] */
     uint32_t tr_timeout;                /* seconds per TokenReview, default 5, 1..60 */
-    uint32_t tr_cache_ttl;              /* seconds a positive answer is kept, default 300; 0 = none */
+    uint32_t tr_cache_ttl;              /* seconds an answer is kept, default 300; 0 = none */
     uint32_t tr_cache_entries;          /* default 4096; 0 = no cache */
     uint32_t tr_max_concurrent;         /* TokenReviews in flight, default 8, 1..64 */
 

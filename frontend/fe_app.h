@@ -2,6 +2,10 @@
 #ifndef HSMCA_FE_APP_H
 #define HSMCA_FE_APP_H
 
+#include <stddef.h>
+#include <stdint.h>
+#include <grpc/grpc_security.h>
+#include <openssl/x509.h>
 #include "config.h"
 #include "fe_clientcert.h"
 #include "fe_ipc.h"
@@ -9,10 +13,6 @@
 #include "fe_tokenreview.h"
 #include "hsmca_err.h"
 #include "policy.h"
-#include <grpc/grpc_security.h>
-#include <openssl/x509.h>
-#include <stddef.h>
-#include <stdint.h>
 
 #define FE_MAX_CHAIN 8
 #define FE_METADATA_MAX_DEPTH 16
@@ -25,8 +25,9 @@ typedef struct {
     const char *audiences[CONFIG_MAX_LIST];
     policy_rules policy;
     X509 *ca_cert;
-    fe_clientcert *clientcert;   /* verifies the client certificates of renewals */
-    fe_tokenreview *tokenreview; /* NULL unless auth.tokenreview is on */
+    fe_clientcert *clientcert; /* verifies the client certificates of renewals */
+    /* the TokenReview authenticator, NULL unless auth.tokenreview is on */
+    fe_tokenreview *tokenreview;
     int sig_nid;
     /* cert_chain after the leaf: each intermediate, then the root bundle as one
      * element (it may hold several roots during rotation). Each ends in "\n". */
@@ -36,7 +37,7 @@ typedef struct {
 
 /* What a CreateCertificate request becomes once checked: a TBS for the signer. */
 typedef struct {
-    uint8_t *tbs; /* OPENSSL_malloc'd */
+    uint8_t *tbs;          /* OPENSSL_malloc'd */
     size_t tbs_len;
     char requester[POLICY_MAX_ID]; /* "" until authenticated */
     const char *authenticator;     /* "jwt", "client_cert", "tokenreview", or "none" */
@@ -70,9 +71,8 @@ HSMCA_MUSTCHECK hsmca_code fe_check_request_tokenreview(const fe_app *app, const
 
 /* The response body for a signed leaf (DER): IstioCertificateResponse with
  * cert_chain = [leaf PEM, chain_tail...]. New buffer (caller frees). */
-HSMCA_MUSTCHECK hsmca_code fe_build_response(const fe_app *app, const uint8_t *leaf_der,
-                                             size_t leaf_len, uint8_t **out, size_t *out_len,
-                                             hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_build_response(const fe_app *app, const uint8_t *leaf_der, size_t leaf_len,
+                             uint8_t **out, size_t *out_len, hsmca_err *e);
 
 typedef struct fe_listener fe_listener;
 

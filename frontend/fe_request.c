@@ -58,9 +58,8 @@ static HSMCA_MUSTCHECK hsmca_code authenticate(const fe_app *app, const char *au
     return tokenreview_requester(app, &id, out, e);
 }
 
-static HSMCA_MUSTCHECK hsmca_code
-check_and_build(const fe_app *app, const Istio__V1__Auth__IstioCertificateRequest *req, int64_t now,
-                fe_checked_request *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_and_build(const fe_app *app, const Istio__V1__Auth__IstioCertificateRequest *req,
+                                  int64_t now, fe_checked_request *out, hsmca_err *e)
 {
     fe_csr csr;
     memset(&csr, 0, sizeof(csr));
@@ -98,8 +97,7 @@ static HSMCA_MUSTCHECK hsmca_code check_body(const fe_app *app, const uint8_t *b
         istio__v1__auth__istio_certificate_request__unpack(NULL, len, body);
     if (!req)
         return hsmca_fail(e, HSMCA_EINVAL, "request: not a valid IstioCertificateRequest");
-    hsmca_code rc =
-        fe_pb_check_struct(req->metadata.data, req->metadata.len, FE_METADATA_MAX_DEPTH, e);
+    hsmca_code rc = fe_pb_check_struct(req->metadata.data, req->metadata.len, FE_METADATA_MAX_DEPTH, e);
     if (rc == HSMCA_OK && req->csr.len == 0)
         rc = hsmca_fail(e, HSMCA_EINVAL, "request: csr is empty");
     if (rc == HSMCA_OK)
@@ -168,8 +166,7 @@ hsmca_code fe_build_response(const fe_app *app, const uint8_t *leaf_der, size_t 
     chain[0] = leaf;
     for (int i = 0; i < app->n_chain_tail; i++)
         chain[1 + i] = app->chain_tail[i];
-    Istio__V1__Auth__IstioCertificateResponse resp =
-        ISTIO__V1__AUTH__ISTIO_CERTIFICATE_RESPONSE__INIT;
+    Istio__V1__Auth__IstioCertificateResponse resp = ISTIO__V1__AUTH__ISTIO_CERTIFICATE_RESPONSE__INIT;
     resp.n_cert_chain = 1 + (size_t)app->n_chain_tail;
     resp.cert_chain = chain;
     size_t n = istio__v1__auth__istio_certificate_response__get_packed_size(&resp);

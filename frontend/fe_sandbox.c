@@ -19,30 +19,31 @@ hsmca_code fe_sandbox_drop_privileges(const char *user, const char *chroot_dir, 
 /* gRPC's event engine on the listening socket bound before the filter:
  * accepting connections, socket options, TLS records. */
 static const int grpc_net_calls[] = {
-    SCMP_SYS(recvfrom),   SCMP_SYS(sendto),     SCMP_SYS(recvmmsg),    SCMP_SYS(sendmmsg),
-    SCMP_SYS(accept),     SCMP_SYS(accept4),    SCMP_SYS(getsockname), SCMP_SYS(getpeername),
+    SCMP_SYS(recvfrom), SCMP_SYS(sendto), SCMP_SYS(recvmmsg), SCMP_SYS(sendmmsg),
+    SCMP_SYS(accept), SCMP_SYS(accept4), SCMP_SYS(getsockname), SCMP_SYS(getpeername),
     SCMP_SYS(setsockopt), SCMP_SYS(getsockopt), SCMP_SYS(ioctl),
 };
 
 /* gRPC's pollers and wakeups: epoll, eventfd, pipes, timers. */
 static const int grpc_event_calls[] = {
-    SCMP_SYS(select),    SCMP_SYS(pselect6),   SCMP_SYS(epoll_create),   SCMP_SYS(epoll_create1),
-    SCMP_SYS(epoll_ctl), SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait),    SCMP_SYS(epoll_pwait2),
-    SCMP_SYS(eventfd),   SCMP_SYS(eventfd2),   SCMP_SYS(pipe),           SCMP_SYS(pipe2),
-    SCMP_SYS(dup),       SCMP_SYS(dup3),       SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
+    SCMP_SYS(select), SCMP_SYS(pselect6), SCMP_SYS(epoll_create), SCMP_SYS(epoll_create1),
+    SCMP_SYS(epoll_ctl), SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait), SCMP_SYS(epoll_pwait2),
+    SCMP_SYS(eventfd), SCMP_SYS(eventfd2), SCMP_SYS(pipe), SCMP_SYS(pipe2), SCMP_SYS(dup),
+    SCMP_SYS(dup3), SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
 };
 
 /* Abseil asks for scheduling parameters ("pthread_getschedparam failed"
  * otherwise), gRPC names its threads (prctl PR_SET_NAME), reads its resource
  * usage and the host name, and uses membarrier. */
 static const int grpc_runtime_calls[] = {
-    SCMP_SYS(sched_getparam), SCMP_SYS(sched_getscheduler), SCMP_SYS(prctl), SCMP_SYS(getrusage),
-    SCMP_SYS(uname),          SCMP_SYS(membarrier),
+    SCMP_SYS(sched_getparam), SCMP_SYS(sched_getscheduler), SCMP_SYS(prctl),
+    SCMP_SYS(getrusage), SCMP_SYS(uname), SCMP_SYS(membarrier),
 };
 
 static const sandbox_group grpc_net = {"grpc-net", SANDBOX_CALLS(grpc_net_calls), NULL};
 static const sandbox_group grpc_event = {"grpc-event", SANDBOX_CALLS(grpc_event_calls), NULL};
-static const sandbox_group grpc_runtime = {"grpc-runtime", SANDBOX_CALLS(grpc_runtime_calls), NULL};
+static const sandbox_group grpc_runtime = {"grpc-runtime", SANDBOX_CALLS(grpc_runtime_calls),
+                                           NULL};
 
 /* TokenReview (fe_tokenreview.c, libcurl): a new TCP socket over IPv4 or IPv6
  * and connect(2) to the API server, whose address was resolved before the

@@ -8,8 +8,7 @@
  * switch to user's (frontend.user) uid/gid with no supplementary groups,
  * verifying the switch cannot be undone. As any other user: chdir("/") only, and
  * a log line saying so. (common/sandbox.h does the work.) */
-HSMCA_MUSTCHECK hsmca_code fe_sandbox_drop_privileges(const char *user, const char *chroot_dir,
-                                                      hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_sandbox_drop_privileges(const char *user, const char *chroot_dir, hsmca_err *e);
 
 /* Sets PR_SET_NO_NEW_PRIVS and installs the seccomp allowlist on every thread
  * (TSYNC): the shared groups of common/sandbox.h plus gRPC's, and, when

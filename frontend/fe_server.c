@@ -44,8 +44,9 @@ typedef struct {
     grpc_server *server;
     grpc_completion_queue *cq;
     fe_app *app;
-    atomic_int active;      /* calls received and not yet freed: what a stop waits for */
-    fe_authpool *auth_pool; /* TokenReview's threads, NULL when it is off */
+    atomic_int active; /* calls received and not yet freed: what a stop waits for */
+    /* TokenReview's threads, NULL when it is off */
+    fe_authpool *auth_pool;
 } fe_server;
 
 typedef struct {
