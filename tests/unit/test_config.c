@@ -724,6 +724,68 @@ static void test_signer_section(void **state)
     free(c);
 }
 
+static void test_tokenreview_section(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    /* Off by default, with its defaults. */
+    assert_int_equal(parse("auth:\n  jwt:\n    issuer: x\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(config_tokenreview_on(c), 0);
+    assert_int_equal(c->tr_audiences.n, 1);
+    assert_string_equal(c->tr_audiences.items[0], "istio-ca");
+    assert_int_equal(c->tr_timeout, 5);
+    assert_int_equal(c->tr_cache_ttl, 300);
+    assert_int_equal(c->tr_cache_entries, 4096);
+    assert_int_equal(c->tr_max_concurrent, 8);
+    if (parse("auth:\n  tokenreview:\n    kubeconfig: kc.yaml\n    audiences: [a, b]\n"
+              "    timeout: 2s\n    cache_ttl: 0\n    cache_entries: 0\n    max_concurrent: 3\n",
+              "/etc/hsmca", c, &e) != HSMCA_OK)
+        fail_msg("%s", e.msg);
+    assert_int_equal(config_tokenreview_on(c), 1); /* a kubeconfig turns it on */
+    assert_string_equal(c->tr_kubeconfig, "/etc/hsmca/kc.yaml");
+    assert_int_equal(c->tr_audiences.n, 2);
+    assert_int_equal(c->tr_timeout, 2);
+    assert_int_equal(c->tr_cache_ttl, 0);
+    assert_int_equal(c->tr_cache_entries, 0);
+    assert_int_equal(c->tr_max_concurrent, 3);
+    assert_int_equal(parse("auth:\n  tokenreview:\n    enabled: true\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(config_tokenreview_on(c), 1);
+    assert_int_equal(parse("auth:\n  tokenreview:\n    timeout: 0\n", NULL, c, &e), HSMCA_EINVAL);
+    assert_int_equal(parse("auth:\n  tokenreview:\n    max_concurrent: 0\n", NULL, c, &e),
+                     HSMCA_EINVAL);
+    assert_int_equal(parse("auth:\n  tokenreview:\n    server: x\n", NULL, c, &e), HSMCA_EINVAL);
+    free(c);
+
+    /* Ranges, when on; the JWT authenticator becomes optional (both keys or neither). */
+    c = valid_cfg();
+    c->tr_enabled = 1;
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    c->tr_timeout = 61;
+    expect_invalid(c, "config: auth.tokenreview.timeout must be 1s-60s");
+    c->tr_timeout = 60;
+    c->tr_max_concurrent = 65;
+    expect_invalid(c, "config: auth.tokenreview.max_concurrent must be 1-64");
+    c->tr_max_concurrent = 64;
+    c->tr_cache_entries = 1000001;
+    expect_invalid(c, "config: auth.tokenreview.cache_entries must be at most 1000000");
+    c->tr_cache_entries = 1000000;
+    c->tr_audiences.n = 0;
+    expect_invalid(c, "config: auth.tokenreview.audiences must name an audience");
+    c->tr_audiences.n = 1;
+    c->jwt_issuer[0] = c->jwks_file[0] = '\0';
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    strcpy(c->jwks_file, "/etc/jwks.json");
+    expect_invalid(c, "config: auth.jwt.issuer is required");
+    c->tr_enabled = 0;
+    c->jwks_file[0] = '\0';
+    expect_invalid(c, "config: auth.jwt.issuer is required");
+    c->tr_timeout = 0; /* not checked while off */
+    strcpy(c->jwt_issuer, "x");
+    strcpy(c->jwks_file, "y");
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    free(c);
+}
+
 static void test_validate_listen(void **state)
 {
     static const char *good[] = {"127.0.0.1:15012", "0.0.0.0:1",  "localhost:65535",
@@ -795,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_serving_names),
         cmocka_unit_test(test_validate_listen),
         cmocka_unit_test(test_signer_section),
+        cmocka_unit_test(test_tokenreview_section),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
