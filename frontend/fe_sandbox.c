@@ -57,7 +57,7 @@ static int k8s_api_add(scmp_filter_ctx ctx)
     for (size_t i = 0; i < 2; i++) {
         /* The type may carry SOCK_NONBLOCK / SOCK_CLOEXEC (curl sets them). */
         int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2,
-                                  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]),
+                                  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i], 0),
                                   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_STREAM));
         if (rc < 0)
             return rc;
