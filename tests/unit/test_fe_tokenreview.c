@@ -4,11 +4,12 @@
  * exactly the way the test names), the request body, the token's exp, the
  * kubeconfig and in-cluster set-up. The network path is in
  * tests/integration/test_tokenreview.py against tests/integration/k8s_stub.py. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,10 +1,11 @@
 /* test_fe_trcache.c - the TokenReview cache (frontend/fe_trcache.h): hits until
  * the entry's expiry and not after, the bound on entries and what is evicted. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <string.h>
 
