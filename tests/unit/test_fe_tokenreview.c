@@ -194,8 +194,8 @@ static void test_not_a_review(void **state)
         "{\"kind\":\"TokenReview\",\"apiVersion\":\"authentication.k8s.io/v1beta1\",\"status\":{}}",
         "{\"kind\":\"TokenReview\",\"apiVersion\":\"authentication.k8s.io/v1\"}",
         "{\"kind\":\"TokenReview\",\"apiVersion\":\"authentication.k8s.io/v1\",\"status\":[]}",
-        "{\"kind\":\"TokenReview\",\"kind\":\"TokenReview\","
-        "\"apiVersion\":\"authentication.k8s.io/v1\",\"status\":{}}",
+        ("{\"kind\":\"TokenReview\",\"kind\":\"TokenReview\","
+         "\"apiVersion\":\"authentication.k8s.io/v1\",\"status\":{}}"),
         "{\"kind\":\"TokenReview\",",
     };
     for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++)
