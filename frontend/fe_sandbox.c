@@ -45,7 +45,7 @@ static const sandbox_group grpc_event = {"grpc-event", SANDBOX_CALLS(grpc_event_
 static const sandbox_group grpc_runtime = {"grpc-runtime", SANDBOX_CALLS(grpc_runtime_calls),
                                            NULL};
 
-/* TokenReview (fe_tokenreview.c, libcurl): a new TCP socket over IPv4 or IPv6
+/* TokenReview (fe_tokenreview.c, fe_https.c): a new TCP socket over IPv4 or IPv6
  * and connect(2) to the API server, whose address was resolved before the
  * sandbox. No other socket family or type: no UDP (no resolver), no raw, no
  * AF_UNIX or netlink. connect's address cannot be checked by seccomp. */
@@ -55,7 +55,7 @@ static int k8s_api_add(scmp_filter_ctx ctx)
 {
     static const int families[] = {AF_INET, AF_INET6};
     for (size_t i = 0; i < 2; i++) {
-        /* The type may carry SOCK_NONBLOCK / SOCK_CLOEXEC (curl sets them). */
+        /* The type may carry SOCK_NONBLOCK / SOCK_CLOEXEC (fe_https.c sets them). */
         int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2,
                                   SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i], 0),
                                   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_STREAM));

@@ -23,12 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
 #include "config.h"
+#include "fe_https.h"
 #include "fe_kubeconfig.h"
 #include "policy.h"
 #include "util.h"
@@ -39,8 +39,7 @@
 
 struct fe_tokenreview {
     fe_k8s_target t;
-    char url[sizeof(((fe_k8s_target *)0)->server) + sizeof(TR_PATH)];
-    struct curl_slist *resolve; /* host:port:address, resolved before the sandbox */
+    fe_https *https; /* the API server, resolved and its CA loaded before the sandbox */
     char *auds[CONFIG_MAX_LIST];
     int n_auds;
     uint32_t timeout_ms, cache_ttl;
@@ -207,63 +206,21 @@ int64_t fe_tokenreview_token_exp(const char *token, size_t len)
 
 /* ---- the set-up, before the sandbox ---- */
 
-/* Pins the API server's host name to its address now (CURLOPT_RESOLVE): once
- * confined, the front end may have no /etc/resolv.conf (chroot) nor sockets to
- * a resolver. An address literal needs nothing. */
-static HSMCA_MUSTCHECK hsmca_code pin_address(fe_tokenreview *tr, hsmca_err *e)
-{
-    CURLU *u = curl_url();
-    char *host = NULL, *port = NULL;
-    hsmca_code rc = HSMCA_OK;
-    if (!u || curl_url_set(u, CURLUPART_URL, tr->t.server, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
-        rc = hsmca_fail(e, HSMCA_EINVAL, "auth.tokenreview: the API server URL does not parse");
-        goto out;
-    }
-    unsigned char bin[16];
-    if (host[0] == '[' || inet_pton(AF_INET, host, bin) == 1)
-        goto out;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int g = getaddrinfo(host, port, &hints, &ai);
-    if (g != 0 || !ai) {
-        rc =
-            hsmca_fail(e, HSMCA_EINVAL, "auth.tokenreview: cannot resolve the API server %.64s: %s",
-                       host, gai_strerror(g));
-        goto out;
-    }
-    char addr[INET6_ADDRSTRLEN], entry[600];
-    void *a = ai->ai_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr
-                                        : (void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr;
-    inet_ntop(ai->ai_family, a, addr, sizeof(addr));
-    snprintf(entry, sizeof(entry), "%s:%s:%s%s%s", host, port, ai->ai_family == AF_INET6 ? "[" : "",
-             addr, ai->ai_family == AF_INET6 ? "]" : "");
-    freeaddrinfo(ai);
-    if (!(tr->resolve = curl_slist_append(NULL, entry)))
-        rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
-out:
-    curl_free(host);
-    curl_free(port);
-    curl_url_cleanup(u);
-    return rc;
-}
-
 hsmca_code fe_tokenreview_new(const fe_tokenreview_options *o, fe_tokenreview **out, hsmca_err *e)
 {
     *out = NULL;
     HSMCA_ENSURE(o->n_audiences >= 1 && o->n_audiences <= CONFIG_MAX_LIST, e, HSMCA_EINVAL,
                  "auth.tokenreview.audiences must name 1-%d audiences", CONFIG_MAX_LIST);
-    /* Once, before any thread: curl_global_init is not thread-safe, and it
-     * loads OpenSSL's configuration while files can still be opened. */
-    HSMCA_ENSURE(curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK, e, HSMCA_EINTERNAL,
-                 "curl_global_init failed");
     fe_tokenreview *tr = calloc(1, sizeof(*tr));
     if (!tr)
         return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     hsmca_code rc = o->kubeconfig && o->kubeconfig[0] ? fe_kubeconfig_load(o->kubeconfig, &tr->t, e)
                                                       : fe_k8s_incluster(o->sa_dir, &tr->t, e);
+    /* The address is resolved and the CA loaded now: once confined, the front
+     * end has no /etc/resolv.conf (chroot) and cannot open files. */
     if (rc == HSMCA_OK)
-        rc = pin_address(tr, e);
+        rc = fe_https_new(tr->t.server, tr->t.ca_pem, tr->t.ca_len, tr->t.cert_pem, tr->t.cert_len,
+                          tr->t.key_pem, tr->t.key_len, &tr->https, e);
     tr->n_auds = o->n_audiences;
     for (int i = 0; rc == HSMCA_OK && i < o->n_audiences; i++)
         if (!(tr->auds[i] = strdup(o->audiences[i])))
@@ -272,7 +229,6 @@ hsmca_code fe_tokenreview_new(const fe_tokenreview_options *o, fe_tokenreview **
     tr->cache_ttl = o->cache_ttl;
     if (rc == HSMCA_OK && !(tr->cache = fe_trcache_new(o->cache_ttl ? o->cache_entries : 0)))
         rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
-    snprintf(tr->url, sizeof(tr->url), "%s%s", tr->t.server, TR_PATH);
     if (rc != HSMCA_OK) {
         fe_tokenreview_free(tr);
         return rc;
@@ -286,7 +242,7 @@ void fe_tokenreview_free(fe_tokenreview *tr)
     if (!tr)
         return;
     fe_k8s_target_clear(&tr->t);
-    curl_slist_free_all(tr->resolve);
+    fe_https_free(tr->https);
     for (int i = 0; i < tr->n_auds; i++)
         free(tr->auds[i]);
     fe_trcache_free(tr->cache);
@@ -295,122 +251,39 @@ void fe_tokenreview_free(fe_tokenreview *tr)
 
 /* ---- one review ---- */
 
-typedef struct {
-    char *buf;
-    size_t len;
-    int over;
-} tr_buf;
-
-/* Bounded: an answer over FE_TR_MAX_RESPONSE stops the transfer. */
-static size_t on_data(char *p, size_t size, size_t nmemb, void *arg)
-{
-    tr_buf *b = arg;
-    size_t n = size * nmemb;
-    if (b->len + n > FE_TR_MAX_RESPONSE) {
-        b->over = 1;
-        return 0;
-    }
-    char *nb = realloc(b->buf, b->len + n + 1);
-    if (!nb)
-        return 0;
-    memcpy(nb + b->len, p, n);
-    b->buf = nb;
-    b->len += n;
-    b->buf[b->len] = 0;
-    return n;
-}
-
-static void set_options(fe_tokenreview *tr, CURL *h, struct curl_slist *hdrs, const char *body,
-                        tr_buf *resp, char *errbuf)
-{
-    struct curl_blob ca = {tr->t.ca_pem, tr->t.ca_len, CURL_BLOB_NOCOPY};
-    curl_easy_setopt(h, CURLOPT_URL, tr->url);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L); /* a redirect is an error, never followed */
-    curl_easy_setopt(h, CURLOPT_PROXY, "");          /* no *_proxy from the environment */
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);       /* threads: no SIGALRM for timeouts */
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)tr->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)tr->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_MAXFILESIZE, (long)FE_TR_MAX_RESPONSE);
-    curl_easy_setopt(h, CURLOPT_RESOLVE, tr->resolve);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-    curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca); /* the cluster CA only: */
-    curl_easy_setopt(h, CURLOPT_CAINFO, NULL);     /* not the system's */
-    curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
-    if (tr->t.cert_pem) {
-        struct curl_blob cert = {tr->t.cert_pem, tr->t.cert_len, CURL_BLOB_NOCOPY};
-        struct curl_blob key = {tr->t.key_pem, tr->t.key_len, CURL_BLOB_NOCOPY};
-        curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-        curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
-        curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-    }
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-}
-
 static HSMCA_MUSTCHECK hsmca_code review(fe_tokenreview *tr, const char *token, size_t len,
                                          fe_tr_identity *id, hsmca_err *e)
 {
     char *body = fe_tokenreview_request_body(token, len, (const char *const *)tr->auds, tr->n_auds);
-    CURL *h = curl_easy_init();
-    char authz[16384]; /* a longer own token is not sent: the API server then answers 401 */
-    struct curl_slist *hdrs = NULL, *l;
-    int ok = body && h;
-    if (ok && (l = curl_slist_append(hdrs, "Content-Type: application/json")))
-        hdrs = l;
-    if (ok && (l = curl_slist_append(hdrs, "Accept: application/json")))
-        hdrs = l;
-    if (ok && tr->t.token &&
-        snprintf(authz, sizeof(authz), "Authorization: Bearer %s", tr->t.token) <
-            (int)sizeof(authz) &&
-        (l = curl_slist_append(hdrs, authz)))
-        hdrs = l;
-    if (!ok) {
-        free(body);
-        curl_easy_cleanup(h);
+    if (!body)
         return hsmca_fail(e, HSMCA_EUNAVAIL, "tokenreview: out of memory");
-    }
-    tr_buf resp = {0};
-    char errbuf[CURL_ERROR_SIZE] = "";
-    set_options(tr, h, hdrs, body, &resp, errbuf);
+    char authz[16384]; /* a longer own token is not sent: the API server then answers 401 */
+    const char *hdrs[3] = {"Content-Type: application/json", "Accept: application/json", authz};
+    int n_hdrs = 2;
+    if (tr->t.token && snprintf(authz, sizeof(authz), "Authorization: Bearer %s", tr->t.token) <
+                           (int)sizeof(authz))
+        n_hdrs = 3;
+    int status = 0;
+    char *resp = NULL;
+    size_t resp_len = 0;
     atomic_fetch_add(&tr->calls, 1);
-    CURLcode cc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(h);
-    for (l = hdrs; l; l = l->next) /* our own bearer token is in one of them */
-        OPENSSL_cleanse(l->data, strlen(l->data));
-    curl_slist_free_all(hdrs);
+    hsmca_code rc = fe_https_post(tr->https, TR_PATH, hdrs, n_hdrs, body, strlen(body),
+                                  tr->timeout_ms, FE_TR_MAX_RESPONSE, &status, &resp, &resp_len, e);
     OPENSSL_cleanse(authz, sizeof(authz));
     OPENSSL_cleanse(body, strlen(body));
     free(body);
-
-    hsmca_code rc;
-    if (cc == CURLE_OPERATION_TIMEDOUT)
+    if (rc != HSMCA_OK)
+        return rc;
+    if (status == 401 || status == 403)
         rc = hsmca_fail(e, HSMCA_EUNAVAIL,
-                        "tokenreview: the API server did not answer within %u ms", tr->timeout_ms);
-    else if (resp.over)
-        rc = hsmca_fail(e, HSMCA_EUNAVAIL, "tokenreview: answer over %d bytes", FE_TR_MAX_RESPONSE);
-    else if (cc != CURLE_OK)
-        rc = hsmca_fail(e, HSMCA_EUNAVAIL, "tokenreview: API server unreachable: %s",
-                        errbuf[0] ? errbuf : curl_easy_strerror(cc));
-    else if (status == 401 || status == 403)
-        rc = hsmca_fail(e, HSMCA_EUNAVAIL,
-                        "tokenreview: the API server refused hsmca's own credentials (HTTP %ld): "
+                        "tokenreview: the API server refused hsmca's own credentials (HTTP %d): "
                         "they need create on tokenreviews (system:auth-delegator)",
                         status);
     else if (status != 200 && status != 201)
-        rc = hsmca_fail(e, HSMCA_EUNAVAIL, "tokenreview: the API server answered HTTP %ld", status);
+        rc = hsmca_fail(e, HSMCA_EUNAVAIL, "tokenreview: the API server answered HTTP %d", status);
     else
-        rc = fe_tokenreview_parse(resp.buf ? resp.buf : "", resp.len, (const char *const *)tr->auds,
-                                  tr->n_auds, id, e);
-    free(resp.buf);
+        rc = fe_tokenreview_parse(resp, resp_len, (const char *const *)tr->auds, tr->n_auds, id, e);
+    free(resp);
     return rc;
 }
 
