@@ -1,11 +1,13 @@
-/* fuzz_tokenreview.c - libFuzzer target for fe_tokenreview_parse
- * (frontend/fe_tokenreview.h): the input is the body of the Kubernetes API
- * server's answer to a TokenReview create. Also the token's exp reader
- * (fe_tokenreview_token_exp) on the same bytes as a token. */
+/* fuzz_tokenreview.c - libFuzzer target for what the Kubernetes API server
+ * sends the TokenReview authenticator: fe_https_parse_response
+ * (frontend/fe_https.h) on the input as a whole HTTP answer, then
+ * fe_tokenreview_parse (frontend/fe_tokenreview.h) on the input as the
+ * TokenReview body; also fe_tokenreview_token_exp on it as a token. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fe_https.h"
 #include "fe_tokenreview.h"
 #include "policy.h"
 
@@ -34,6 +36,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort(); /* a refusal names its check, is one of the two codes, fills nothing */
     }
     (void)fe_tokenreview_token_exp(doc, size);
+
+    /* The same bytes as an HTTP answer (parsed in place: a fresh copy). */
+    memcpy(doc, data, size);
+    int status;
+    char *body;
+    size_t body_len;
+    hsmca_err_clear(&e);
+    rc = fe_https_parse_response(doc, size, &status, &body, &body_len, &e);
+    if (rc == HSMCA_OK) {
+        if (status < 100 || status > 599 || body < doc || body + body_len > doc + size)
+            abort(); /* a status code, and a body inside the answer */
+    } else if (rc != HSMCA_EUNAVAIL || e.msg[0] == '\0') {
+        abort();
+    }
     free(doc);
     return 0;
 }
