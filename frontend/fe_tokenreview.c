@@ -16,8 +16,6 @@
  * status.authenticated is omitempty in the API's Go types: absent means false. */
 #include "fe_tokenreview.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
