@@ -82,6 +82,7 @@ class Stub:
         self.ca, cert, key = make_pki(directory)
         self.behaviours = {}
         self.calls = {}
+        self.reviewer_token = REVIEWER_TOKEN  # hsmca's own token the stub accepts
         self.lock = threading.Lock()
         stub = self
 
@@ -104,7 +105,7 @@ class Stub:
                 body = self.rfile.read(n)
                 if self.path != PATH:
                     return self.send_json(404, status_obj(404, "NotFound", "the server could not find the requested resource"))
-                if self.headers.get("Authorization") != "Bearer " + REVIEWER_TOKEN:
+                if self.headers.get("Authorization") != "Bearer " + stub.reviewer_token:
                     return self.send_json(401, status_obj(401, "Unauthorized", "Unauthorized"))
                 req = json.loads(body)
                 assert req["apiVersion"] == "authentication.k8s.io/v1" and req["kind"] == "TokenReview", req

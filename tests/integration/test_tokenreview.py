@@ -22,7 +22,7 @@ from cryptography import x509
 
 import hsmca_client as hc
 from hsmca_harness import TMP, DevServer
-from k8s_stub import Stub
+from k8s_stub import Stub, make_pki
 from test_audit_log import wait_log
 
 TIMEOUT_S = 2
@@ -119,6 +119,18 @@ class TokenReviewTests(unittest.TestCase):
                 e = self.refused(tok)
                 self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE, e.details())
 
+    def test_own_credentials_refused_is_unavailable(self):
+        """The API server refusing hsmca's own token (401) is not the caller's fault."""
+        self.stub.set("tr-own", "good")
+        self.stub.reviewer_token = "rotated-away"
+        try:
+            e = self.refused("tr-own")
+        finally:
+            self.stub.reviewer_token = "hsmca-reviewer-token"
+        self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE, e.details())
+        self.assertIn("refused hsmca's own credentials (HTTP 401)", e.details())
+        self.create("tr-own")  # and works again, not cached as a refusal
+
     def test_slow_api_server_unavailable_and_jwt_callers_served(self):
         results = {}
 
@@ -214,6 +226,40 @@ class TokenReviewTests(unittest.TestCase):
         self.assertLess(took, TIMEOUT_S + SLACK_S)
         self.stub.stop = lambda: None
         self.server.issue()  # JWT callers are unaffected
+
+
+class WrongCATests(unittest.TestCase):
+    """A kubeconfig whose CA did not issue the API server's certificate: nothing is
+    sent (the TLS handshake fails), the caller gets UNAVAILABLE."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.stubdir = tempfile.mkdtemp(prefix="k8s-stub-ca.", dir=TMP)
+        cls.stub = Stub(cls.stubdir)
+        other = tempfile.mkdtemp(prefix="other-ca.", dir=cls.stubdir)
+        cls.stub.ca = make_pki(other)[0]  # the kubeconfig names another CA
+        kubeconfig = cls.stub.kubeconfig(os.path.join(cls.stubdir, "kubeconfig"))
+        os.chmod(cls.stubdir, 0o755)
+        cls.server = DevServer("ec-p256", name="tokenreview-ca", edit_config=lambda t: t.replace(
+            "auth:\n", "auth:\n  tokenreview:\n    kubeconfig: %s\n    timeout: %ds\n"
+            % (kubeconfig, TIMEOUT_S), 1))
+        cls.server.wait_ready()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.stub.stop()
+        shutil.rmtree(cls.stubdir, ignore_errors=True)
+
+    def test_wrong_ca_is_unavailable_and_sends_nothing(self):
+        self.stub.set("tr-ca", "good")
+        csr = hc.make_csr(hc.make_key(), uris=["spiffe://cluster.local/ns/default/sa/sleep"])
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.server.client.create(csr, "tr-ca")
+        e = cm.exception
+        self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE, e.details())
+        self.assertIn("TLS with the API server failed", e.details())
+        self.assertEqual(self.stub.count("tr-ca"), 0)
 
 
 if __name__ == "__main__":
