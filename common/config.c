@@ -110,6 +110,13 @@ static const config_field fields[] = {
     F("auth.jwt", "min_refresh", CT_DUR, jwt_min_refresh, 0),
     F("auth.jwt", "fetch_timeout", CT_DUR, jwt_fetch_timeout, 0),
     F("auth.jwt", "fetch_token_file", CT_PATH, jwt_fetch_token_file, 0),
+    S("auth", "tokenreview"),
+    F("auth.tokenreview", "kubeconfig", CT_PATH, tr_kubeconfig, 0),
+    F("auth.tokenreview", "audiences", CT_LIST, tr_audiences, 0),
+    F("auth.tokenreview", "timeout", CT_DUR, tr_timeout, 0),
+    F("auth.tokenreview", "cache_ttl", CT_DUR, tr_cache_ttl, CF_ZERO_OK),
+    F("auth.tokenreview", "cache_entries", CT_U32, tr_cache_entries, CF_ZERO_OK),
+    F("auth.tokenreview", "max_concurrent", CT_U32, tr_max_concurrent, 0),
     S("", "frontend"),
     F("frontend", "user", CT_STR, fe_user, 0),
     F("frontend", "chroot", CT_STR, fe_chroot, 0),
@@ -144,7 +151,7 @@ static const char *authn_item_problem(const config_list *l, const char *v)
     for (size_t i = 0; i < sizeof(config_authenticators) / sizeof(config_authenticators[0]); i++)
         known |= !strcmp(v, config_authenticators[i]);
     if (!known)
-        return "is not an authenticator (client_cert, jwt)";
+        return "is not an authenticator (client_cert, jwt, tokenreview)";
     for (int i = 0; i < l->n - 1; i++)
         if (!strcmp(l->items[i], v))
             return "is named twice";
@@ -215,6 +222,12 @@ void config_defaults(hsmca_config *c)
     c->jwt_refresh = 3600;
     c->jwt_min_refresh = 30;
     c->jwt_fetch_timeout = 10;
+    set_str(c->tr_audiences.items[0], "istio-ca");
+    c->tr_audiences.n = 1;
+    c->tr_timeout = 5;
+    c->tr_cache_ttl = 300;
+    c->tr_cache_entries = 4096;
+    c->tr_max_concurrent = 8;
     set_str(c->fe_user, "nobody");
     set_str(c->fe_chroot, "/var/empty");
     set_str(c->signer_user, "hsmca-signer");
@@ -620,9 +633,32 @@ static HSMCA_MUSTCHECK hsmca_code validate_required(const hsmca_config *c, hsmca
         {"frontend.user", offsetof(hsmca_config, fe_user)},
         {"signer.user", offsetof(hsmca_config, signer_user)},
     };
-    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++)
+    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++) {
         if (((const char *)c + req[i].off)[0] == '\0')
             return hsmca_fail(e, HSMCA_EINVAL, "config: %s is required", req[i].name);
+    }
+    return HSMCA_OK;
+}
+
+int config_tokenreview_on(const hsmca_config *c)
+{
+    return config_chain_has(c, "tokenreview");
+}
+
+static HSMCA_MUSTCHECK hsmca_code validate_tokenreview(const hsmca_config *c, hsmca_err *e)
+{
+    if (!config_tokenreview_on(c))
+        return HSMCA_OK;
+    if (c->tr_audiences.n < 1)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.tokenreview.audiences must name an audience");
+    if (c->tr_timeout < 1 || c->tr_timeout > 60)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.tokenreview.timeout must be 1s-60s");
+    if (c->tr_max_concurrent < 1 || c->tr_max_concurrent > 64)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.tokenreview.max_concurrent must be 1-64");
+    if (c->tr_cache_entries > 1000000)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.tokenreview.cache_entries must be at most 1000000");
     return HSMCA_OK;
 }
 
@@ -719,6 +755,8 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
         return hsmca_fail(e, HSMCA_EINVAL, "config: issuance.rate_burst must be >= 1");
     if (config_chain_has(c, "jwt") && c->jwt_audiences.n < 1)
         return hsmca_fail(e, HSMCA_EINVAL, "config: auth.jwt.audiences must name an audience");
+    if ((rc = validate_tokenreview(c, e)) != HSMCA_OK)
+        return rc;
     if (c->fe_chroot[0] != '/')
         return hsmca_fail(e, HSMCA_EINVAL, "config: frontend.chroot must be an absolute path");
     /* The signer's user must not be the one whose process parses the network's

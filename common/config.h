@@ -68,22 +68,30 @@ typedef struct {
                                default [client_cert, jwt] (CONFIG_AUTHENTICATORS) */
 
     /* auth.jwt: */
-    char jwt_issuer[CONFIG_MAX_STR]; /* required "iss" */
-    config_list jwt_audiences;       /* default ["istio-ca"] */
-    char jwks_file[CONFIG_MAX_STR];  /* JWKS (RS256/ES256 keys), re-read when it changes */
-    uint32_t jwt_skew;               /* seconds of clock skew allowed, default 60 */
-    int jwt_discovery;               /* keys from the issuer's OpenID discovery document
-                                        (issuer/.well-known/openid-configuration, then its
-                                        jwks_uri) instead of jwks_file; default false */
+    char jwt_issuer[CONFIG_MAX_STR];    /* required "iss" */
+    config_list jwt_audiences;          /* default ["istio-ca"] */
+    char jwks_file[CONFIG_MAX_STR];     /* JWKS (RS256/ES256 keys), re-read when it changes */
+    uint32_t jwt_skew;                  /* seconds of clock skew allowed, default 60 */
+    int jwt_discovery;                  /* keys from the issuer's OpenID discovery document
+                                           (issuer/.well-known/openid-configuration, then its
+                                           jwks_uri) instead of jwks_file; default false */
     char jwt_ca_bundle[CONFIG_MAX_STR]; /* PEM CAs the issuer's TLS certificate must chain
                                            to; "" (default): the system's trust store */
-    uint32_t jwt_refresh;       /* seconds between scheduled fetches, default 3600 */
-    uint32_t jwt_min_refresh;   /* fewest seconds between two fetches, default 30 */
-    uint32_t jwt_fetch_timeout; /* seconds one fetch may take, default 10 */
+    uint32_t jwt_refresh;               /* seconds between scheduled fetches, default 3600 */
+    uint32_t jwt_min_refresh;           /* fewest seconds between two fetches, default 30 */
+    uint32_t jwt_fetch_timeout;         /* seconds one fetch may take, default 10 */
     char jwt_fetch_token_file[CONFIG_MAX_STR]; /* a bearer token sent with the discovery
                                                   and JWKS requests (a Kubernetes API
                                                   server wants one), re-read at every
                                                   fetch; "" (default): none */
+
+    /* auth.tokenreview: (frontend/fe_tokenreview.h) on when auth.chain names tokenreview */
+    char tr_kubeconfig[CONFIG_MAX_STR]; /* kubeconfig file; "" = in-cluster config */
+    config_list tr_audiences;           /* spec.audiences, default ["istio-ca"] */
+    uint32_t tr_timeout;                /* seconds per TokenReview, default 5, 1..60 */
+    uint32_t tr_cache_ttl;              /* seconds an answer is kept, default 300; 0 = none */
+    uint32_t tr_cache_entries;          /* default 4096; 0 = no cache */
+    uint32_t tr_max_concurrent;         /* TokenReviews in flight, default 8, 1..64 */
 
     /* frontend: (only when started as root) */
     char fe_user[CONFIG_MAX_STR];   /* default "nobody" */
@@ -108,7 +116,10 @@ typedef struct {
 } hsmca_config;
 
 /* The authenticator names auth.chain accepts (the front end maps each to its code). */
-#define CONFIG_AUTHENTICATORS {"client_cert", "jwt"}
+#define CONFIG_AUTHENTICATORS                                                                      \
+    {                                                                                              \
+        "client_cert", "jwt", "tokenreview"                                                        \
+    }
 
 /* 1 when the configured auth.chain contains name. */
 int config_chain_has(const hsmca_config *c, const char *name);
@@ -124,6 +135,9 @@ void config_default_origin(const char *trust_domain, char *out, size_t outsz);
 #define CONFIG_MAX_SERVING_NAMES (CONFIG_MAX_LIST + 1)
 void config_serving_names(const hsmca_config *c, const char *dns[CONFIG_MAX_SERVING_NAMES],
                           int *n_dns, const char *ips[CONFIG_MAX_SERVING_NAMES], int *n_ips);
+
+/* 1 when the TokenReview authenticator is on (auth.chain names tokenreview). */
+int config_tokenreview_on(const hsmca_config *c);
 
 /* Fills *c with the defaults above. */
 void config_defaults(hsmca_config *c);
@@ -158,7 +172,9 @@ HSMCA_MUSTCHECK hsmca_code config_parse(const char *name, const char *buf, size_
                                         const char *base_dir, hsmca_config *c, hsmca_err *e);
 
 /* Checks cross-field rules (required files named, ttl <= max, sessions >= 1,
- * signer.user not frontend.user). */
+ * signer.user not frontend.user). auth.jwt.issuer and jwks_file may both be
+ * empty when TokenReview is on; its timeout is 1s-60s, max_concurrent 1-64,
+ * cache_entries at most 1000000. */
 HSMCA_MUSTCHECK hsmca_code config_validate(const hsmca_config *c, hsmca_err *e);
 
 #endif

@@ -8,6 +8,7 @@
 #include "fe_ipc.h"
 #include "fe_jwt.h"
 #include "fe_keys.h"
+#include "fe_tokenreview.h"
 #include "hsmca_err.h"
 #include "policy.h"
 #include "policy_file.h"
@@ -31,6 +32,8 @@ typedef struct fe_app {
     policy_set *policy_file; /* issuance.policy_file, NULL when none */
     X509 *ca_cert;
     fe_clientcert *clientcert; /* verifies the client certificates of renewals */
+    /* the TokenReview authenticator, NULL unless auth.tokenreview is on */
+    fe_tokenreview *tokenreview;
     int sig_nid;
     /* cert_chain after the leaf: each intermediate, then the root bundle as one
      * element (it may hold several roots during rotation). Each ends in "\n". */
@@ -47,6 +50,10 @@ typedef struct {
                                       found credentials ("none" if none did) */
     fe_auth_result who;            /* who the chain says the caller is */
     uint8_t csr_sha256[32];
+    /* HSMCA_OK with deferred = 1: an authenticator of the chain must call a remote
+     * service (TokenReview) and creds->may_block was 0; nothing else was checked. Run
+     * fe_check_request again with may_block = 1 on an authentication thread. */
+    int deferred;
 } fe_checked_request;
 
 /* Runs steps 2-5 of DESIGN.md §3 on a request body: authenticate the caller with

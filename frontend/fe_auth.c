@@ -9,6 +9,7 @@
 static const fe_authenticator fe_authenticators[] = {
     {"client_cert", fe_auth_client_cert},
     {"jwt", fe_auth_jwt},
+    {"tokenreview", fe_auth_tokenreview},
 };
 
 const fe_authenticator *fe_auth_find(const char *name)
@@ -59,7 +60,7 @@ hsmca_code fe_auth_run(const struct fe_app *app, const fe_auth_creds *c, fe_auth
         hsmca_err ae;
         hsmca_err_clear(&ae);
         hsmca_code rc = a->fn(app, c, &r, &ae);
-        if (rc == HSMCA_OK && r.n_ids >= 1) {
+        if (rc == HSMCA_OK && (r.n_ids >= 1 || (r.deferred && !c->may_block))) {
             *out = r;
             out->authenticator = a->name;
             return HSMCA_OK;

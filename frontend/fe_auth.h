@@ -25,7 +25,9 @@ typedef struct {
     const char *authorization;
     size_t authorization_len;
     const grpc_auth_context *peer;
-    int64_t now; /* wall clock, seconds */
+    int64_t now;   /* wall clock, seconds */
+    int may_block; /* 1 on an authentication thread: an authenticator may call a remote
+                      service (bounded by its timeout); 0 on the gRPC threads */
 } fe_auth_creds;
 
 /* Who the caller is, once an authenticator succeeded. */
@@ -34,10 +36,12 @@ typedef struct {
     int n_ids;
     fe_jwt_identity k8s;       /* token authenticators: namespace, account, pod (else zeroed) */
     const char *authenticator; /* the name of the one that succeeded */
+    int deferred; /* HSMCA_OK, no identity yet: authenticator must block, may_block was 0 */
 } fe_auth_result;
 
 /* One authenticator. Returns:
- *   HSMCA_OK        the caller is out->ids (n_ids >= 1);
+ *   HSMCA_OK        the caller is out->ids (n_ids >= 1); or, only when c->may_block
+ *                   is 0, out->deferred = 1: it must call a remote service first;
  *   HSMCA_ENOTFOUND the call carries no credentials of this kind (e says which);
  *   HSMCA_EAUTH     the credentials are there and refused (e names the check);
  *   HSMCA_EUNAVAIL  cannot decide now (keys not loaded, a remote service down):
@@ -54,7 +58,9 @@ typedef struct {
 /* The authenticator called name (CONFIG_AUTHENTICATORS), NULL when unknown. */
 const fe_authenticator *fe_auth_find(const char *name);
 
-/* Runs app's chain. HSMCA_OK with *out from the first authenticator that succeeded;
+/* Runs app's chain. HSMCA_OK with *out from the first authenticator that succeeded,
+ * or with out->deferred when one must block first (run the chain again with
+ * may_block on an authentication thread);
  * else HSMCA_EUNAVAIL when any answered that, otherwise HSMCA_EAUTH, with e listing
  * "name: reason" for each that ran. out->authenticator is set either way: the winner,
  * or on refusal the last one that found credentials of its kind ("none" if no one did). */
@@ -65,6 +71,8 @@ HSMCA_MUSTCHECK hsmca_code fe_auth_run(const struct fe_app *app, const fe_auth_c
 HSMCA_MUSTCHECK hsmca_code fe_auth_jwt(const struct fe_app *app, const fe_auth_creds *c,
                                        fe_auth_result *out, hsmca_err *e);
 HSMCA_MUSTCHECK hsmca_code fe_auth_client_cert(const struct fe_app *app, const fe_auth_creds *c,
+                                               fe_auth_result *out, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_auth_tokenreview(const struct fe_app *app, const fe_auth_creds *c,
                                                fe_auth_result *out, hsmca_err *e);
 
 #endif

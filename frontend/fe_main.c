@@ -59,6 +59,31 @@ static char *read_pem_element(const char *path, hsmca_err *e)
     return pem;
 }
 
+/* The Kubernetes API server's address, CA and hsmca's own credentials are read
+ * now, before the chroot: a projected in-cluster token is therefore not
+ * re-read when kubelet rotates it (the API server accepts it for a year with
+ * its default --service-account-extend-token-expiration; restart to refresh). */
+static HSMCA_MUSTCHECK hsmca_code load_tokenreview(fe_app *app, const hsmca_config *cfg,
+                                                   hsmca_err *e)
+{
+    if (!config_tokenreview_on(cfg))
+        return HSMCA_OK;
+    const char *auds[CONFIG_MAX_LIST];
+    for (int i = 0; i < cfg->tr_audiences.n; i++)
+        auds[i] = cfg->tr_audiences.items[i];
+    fe_tokenreview_options o = {.kubeconfig = cfg->tr_kubeconfig,
+                                .audiences = auds,
+                                .n_audiences = cfg->tr_audiences.n,
+                                .timeout_ms = cfg->tr_timeout * 1000u,
+                                .cache_ttl = cfg->tr_cache_ttl,
+                                .cache_entries = cfg->tr_cache_entries};
+    HSMCA_GUARD(fe_tokenreview_new(&o, &app->tokenreview, e));
+    log_info("tokenreview: on (%s), timeout %u s, at most %u in flight, cache %u entries for %u s",
+             cfg->tr_kubeconfig[0] ? "kubeconfig" : "in-cluster", cfg->tr_timeout,
+             cfg->tr_max_concurrent, cfg->tr_cache_entries, cfg->tr_cache_ttl);
+    return HSMCA_OK;
+}
+
 static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg, hsmca_err *e)
 {
     memset(app, 0, sizeof(*app));
@@ -74,6 +99,9 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
                               cfg->auth_chain.items[i]);
         app->chain[app->n_chain++] = a;
     }
+    hsmca_code rc = load_tokenreview(app, cfg, e);
+    if (rc != HSMCA_OK)
+        return rc;
     for (int i = 0; i < cfg->jwt_audiences.n; i++)
         app->audiences[i] = cfg->jwt_audiences.items[i];
     app->jwt_rules =
@@ -170,7 +198,7 @@ int frontend_main(int argc, char **argv)
     fe_listener *listener = fe_server_listen(&app, fe_serving_credentials(serving));
     if (!listener)
         fatal_config("cannot serve on %s", cfg.listen);
-    if (fe_sandbox_seccomp(&e) != HSMCA_OK)
+    if (fe_sandbox_seccomp(app.tokenreview != NULL, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
     fe_serving_start_renewal(serving);
     rc = fe_server_serve(listener, &fe_stop);

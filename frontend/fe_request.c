@@ -67,6 +67,10 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
         out->requester[0] = 0; /* nobody was authenticated */
         return rc;
     }
+    if (out->who.deferred) {
+        out->deferred = 1; /* the rest on an authentication thread (fe_app.h) */
+        return HSMCA_OK;
+    }
     snprintf(out->requester, sizeof(out->requester), "%s", out->who.ids[0]);
     if (len > app->cfg->max_request_bytes)
         return hsmca_fail(e, HSMCA_EINVAL, "request: %zu bytes exceeds the limit of %u", len,

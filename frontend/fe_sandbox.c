@@ -5,6 +5,8 @@
 
 #include "sandbox.h"
 
+#include <sys/socket.h>
+
 hsmca_code fe_sandbox_drop_privileges(const char *user, const char *chroot_dir, hsmca_err *e)
 {
     sandbox_user u;
@@ -43,8 +45,31 @@ static const sandbox_group grpc_event = {"grpc-event", SANDBOX_CALLS(grpc_event_
 static const sandbox_group grpc_runtime = {"grpc-runtime", SANDBOX_CALLS(grpc_runtime_calls),
                                            NULL};
 
-hsmca_code fe_sandbox_seccomp(hsmca_err *e)
+/* TokenReview (fe_tokenreview.c, fe_https.c): a new TCP socket over IPv4 or IPv6
+ * and connect(2) to the API server, whose address was resolved before the
+ * sandbox. No other socket family or type: no UDP (no resolver), no raw, no
+ * AF_UNIX or netlink. connect's address cannot be checked by seccomp. */
+static const int k8s_api_calls[] = {SCMP_SYS(connect)};
+
+static int k8s_api_add(scmp_filter_ctx ctx)
 {
-    static const sandbox_group *const own[] = {&grpc_net, &grpc_event, &grpc_runtime};
-    return sandbox_seccomp_install(own, sizeof(own) / sizeof(own[0]), e);
+    static const int families[] = {AF_INET, AF_INET6};
+    for (size_t i = 0; i < 2; i++) {
+        /* The type may carry SOCK_NONBLOCK / SOCK_CLOEXEC (fe_https.c sets them). */
+        int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2,
+                                  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i], 0),
+                                  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_STREAM));
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static const sandbox_group k8s_api = {"k8s-api", SANDBOX_CALLS(k8s_api_calls), k8s_api_add};
+
+hsmca_code fe_sandbox_seccomp(int outbound_tcp, hsmca_err *e)
+{
+    static const sandbox_group *const own[] = {&grpc_net, &grpc_event, &grpc_runtime, &k8s_api};
+    size_t n = sizeof(own) / sizeof(own[0]);
+    return sandbox_seccomp_install(own, outbound_tcp ? n : n - 1, e);
 }

@@ -11,9 +11,10 @@
 HSMCA_MUSTCHECK hsmca_code fe_sandbox_drop_privileges(const char *user, const char *chroot_dir, hsmca_err *e);
 
 /* Sets PR_SET_NO_NEW_PRIVS and installs the seccomp allowlist on every thread
- * (TSYNC): the shared groups of common/sandbox.h plus gRPC's. Calls outside the
- * list fail with EPERM; calls that only an attacker would make (execve, ptrace,
- * ...) kill the process. */
-HSMCA_MUSTCHECK hsmca_code fe_sandbox_seccomp(hsmca_err *e);
+ * (TSYNC): the shared groups of common/sandbox.h plus gRPC's, and, when
+ * outbound_tcp (TokenReview is on), new TCP sockets and connect(2) to reach the
+ * Kubernetes API server. Calls outside the list fail with EPERM; calls that
+ * only an attacker would make (execve, ptrace, ...) kill the process. */
+HSMCA_MUSTCHECK hsmca_code fe_sandbox_seccomp(int outbound_tcp, hsmca_err *e);
 
 #endif

@@ -2,12 +2,15 @@
  *
  * Each call is a small state machine driven by completion-queue events:
  *   NEW  (request_call done)  -> start {SEND_INITIAL_METADATA, RECV_MESSAGE}
- *   RECV (body received)      -> check; refuse at once, or submit to the signer
+ *   RECV (body received)      -> check; refuse at once, or submit to the signer,
+ *                                or (a token for TokenReview) hand it to an
+ *                                authentication thread, which goes on from there
  *   (signer reply, IPC thread)-> start {SEND_MESSAGE, SEND_STATUS, RECV_CLOSE}
  *   DONE (final batch done)   -> free.
  * At most one batch is outstanding per call, so starting the final batch from
  * the IPC thread never races with another batch on the same call. */
 #include "fe_app.h"
+#include "fe_authpool.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -45,7 +48,7 @@ _Static_assert(CONFIG_MAX_QUEUED <= FE_IPC_MAX_INFLIGHT, "fe_ipc's table must ho
  * applied; with 16 KiB a token up to that limit reaches it. */
 #define FE_MAX_METADATA_BYTES 16384
 
-typedef enum { CALL_NEW, CALL_RECV, CALL_SIGNING, CALL_DONE } fe_call_state;
+typedef enum { CALL_NEW, CALL_RECV, CALL_AUTH, CALL_SIGNING, CALL_DONE } fe_call_state;
 
 typedef struct {
     grpc_server *server;
@@ -55,6 +58,8 @@ typedef struct {
                           and what server.max_queued_requests bounds */
     grpc_resource_quota *quota;
     log_limiter *busy_log; /* the "queue full" refusals, one line per window */
+    /* TokenReview's threads, NULL when it is off */
+    fe_authpool *auth_pool;
 } fe_server;
 
 typedef struct {
@@ -66,6 +71,7 @@ typedef struct {
     grpc_byte_buffer *recv_buf;
     grpc_byte_buffer *send_buf;
     grpc_slice status_details;
+    grpc_slice body; /* kept while an authentication thread has the call */
     int cancelled;
     int counted; /* in srv->active */
     double started;
@@ -108,6 +114,7 @@ static void free_call(fe_call *c)
     if (c->send_buf)
         grpc_byte_buffer_destroy(c->send_buf);
     grpc_slice_unref(c->status_details);
+    grpc_slice_unref(c->body);
     grpc_call_details_destroy(&c->details);
     grpc_metadata_array_destroy(&c->request_md);
     if (c->call)
@@ -186,6 +193,56 @@ static const char *find_md(const grpc_metadata_array *md, const char *key, size_
     return NULL;
 }
 
+/* The call checked (or refused): to the signer, or the refusal to the caller. */
+static void after_check(fe_call *c, hsmca_code rc, fe_checked_request *req, hsmca_err *e)
+{
+    if (rc != HSMCA_OK) {
+        /* The signing log records the front end's refusals too (as its word). */
+        fe_ipc_deny(c->srv->app->ipc, req->requester, req->authenticator, rc, e->msg);
+        finish(c, rc, e->msg, NULL, 0);
+        return;
+    }
+    c->state = CALL_SIGNING;
+    rc = fe_ipc_submit(c->srv->app->ipc, PROFILE_WORKLOAD, req->tbs, req->tbs_len, req->requester,
+                       req->csr_sha256, on_signed, c, e);
+    OPENSSL_free(req->tbs);
+    req->tbs = NULL;
+    if (rc != HSMCA_OK)
+        finish(c, rc, e->msg, NULL, 0);
+}
+
+/* On an authentication thread: the TokenReview, then the rest of the checks.
+ * A call that waited longer than the TokenReview timeout for a thread is
+ * answered UNAVAILABLE unsent, so every answer comes within twice it. */
+static void tokenreview_job(void *arg, double waited_s, int stopping)
+{
+    fe_call *c = arg;
+    const fe_app *app = c->srv->app;
+    fe_auth_creds creds = {.now = util_wall_now(), .may_block = 1};
+    creds.authorization = find_md(&c->request_md, "authorization", &creds.authorization_len);
+    grpc_auth_context *peer = grpc_call_auth_context(c->call);
+    creds.peer = peer;
+    fe_checked_request req;
+    memset(&req, 0, sizeof(req));
+    req.authenticator = "tokenreview";
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    hsmca_code rc;
+    if (stopping)
+        rc = hsmca_fail(&e, HSMCA_EUNAVAIL, "authentication: stopping");
+    else if (waited_s >= app->cfg->tr_timeout)
+        rc = hsmca_fail(&e, HSMCA_EUNAVAIL,
+                        "tokenreview: no authentication thread free within %u s; retry",
+                        app->cfg->tr_timeout);
+    else
+        rc = fe_check_request(app, GRPC_SLICE_START_PTR(c->body), GRPC_SLICE_LENGTH(c->body),
+                              &creds, &req, &e);
+    grpc_auth_context_release(peer);
+    grpc_slice_unref(c->body);
+    c->body = grpc_empty_slice();
+    after_check(c, rc, &req, &e);
+}
+
 static void on_received(fe_call *c)
 {
     if (!c->recv_buf) {
@@ -210,19 +267,20 @@ static void on_received(fe_call *c)
     hsmca_code rc = fe_check_request(c->srv->app, GRPC_SLICE_START_PTR(body),
                                      GRPC_SLICE_LENGTH(body), &creds, &req, &e);
     grpc_auth_context_release(peer);
-    grpc_slice_unref(body);
-    if (rc != HSMCA_OK) {
-        /* The signing log records the front end's refusals too (as its word). */
-        fe_ipc_deny(c->srv->app->ipc, req.requester, req.authenticator, rc, e.msg);
-        finish(c, rc, e.msg, NULL, 0);
-        return;
+    if (rc == HSMCA_OK && req.deferred && c->srv->auth_pool) {
+        /* A TokenReview: not on this thread, which serves every call. */
+        c->body = body;
+        c->state = CALL_AUTH;
+        rc = fe_authpool_submit(c->srv->auth_pool, tokenreview_job, c, &e);
+        if (rc == HSMCA_OK)
+            return;
+        c->body = grpc_empty_slice();
+        c->state = CALL_RECV;
+    } else if (rc == HSMCA_OK && req.deferred) {
+        rc = hsmca_fail(&e, HSMCA_EINTERNAL, "authentication: no TokenReview threads");
     }
-    c->state = CALL_SIGNING;
-    rc = fe_ipc_submit(c->srv->app->ipc, PROFILE_WORKLOAD, req.tbs, req.tbs_len, req.requester,
-                       req.csr_sha256, on_signed, c, &e);
-    OPENSSL_free(req.tbs);
-    if (rc != HSMCA_OK)
-        finish(c, rc, e.msg, NULL, 0);
+    grpc_slice_unref(body);
+    after_check(c, rc, &req, &e);
 }
 
 /* server.max_queued_requests: a call beyond it is answered RESOURCE_EXHAUSTED before
@@ -312,7 +370,8 @@ static void *cq_loop(void *arg)
             on_received(c);
             break;
         case CALL_DONE: free_call(c); break;
-        case CALL_SIGNING: log_error("unexpected event while signing"); break;
+        case CALL_AUTH:
+        case CALL_SIGNING: log_error("unexpected event while authenticating or signing"); break;
         }
     }
 }
@@ -455,6 +514,13 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
         await_new_call(srv);
     log_info("serving %s over TLS on %s", FE_METHOD, srv->app->cfg->listen);
 
+    if (srv->app->tokenreview) {
+        /* max_concurrent threads bound the TokenReviews in flight; four calls
+         * per thread may wait, more are refused at once (UNAVAILABLE). */
+        int n = (int)srv->app->cfg->tr_max_concurrent;
+        if (!(srv->auth_pool = fe_authpool_new(n, 4 * n)))
+            fatal("cannot start the authentication threads");
+    }
     pthread_t th[FE_CQ_THREADS];
     for (int i = 0; i < FE_CQ_THREADS; i++)
         pthread_create(&th[i], NULL, cq_loop, srv);
@@ -472,6 +538,7 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     if (atomic_load(&srv->active) > 0)
         log_warn("%d calls still in flight %.0f s after the stop: cancelling them",
                  atomic_load(&srv->active), FE_DRAIN_S);
+    fe_authpool_stop(srv->auth_pool); /* answers the calls still queued there */
     grpc_server_cancel_all_calls(srv->server);
     grpc_completion_queue_shutdown(srv->cq);
     for (int i = 0; i < FE_CQ_THREADS; i++)

@@ -666,7 +666,7 @@ static void test_auth_section(void **state)
     assert_int_equal(parse("auth:\n  chain:\n    - jwt\n    - kerberos\n", NULL, c, &e),
                      HSMCA_EINVAL);
     assert_string_equal(e.msg, "t.yaml:4: 'chain' item 'kerberos' is not an authenticator "
-                               "(client_cert, jwt)");
+                               "(client_cert, jwt, tokenreview)");
     assert_int_equal(parse("auth:\n  chain: [jwt, client_cert, jwt]\n", NULL, c, &e), HSMCA_EINVAL);
     assert_string_equal(e.msg, "t.yaml:2: 'chain' item 'jwt' is named twice");
     assert_int_equal(parse("auth:\n  jwt:\n    discovery: yes\n", NULL, c, &e), HSMCA_EINVAL);
@@ -839,6 +839,77 @@ static void test_signer_section(void **state)
     free(c);
 }
 
+static void test_tokenreview_section(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    /* Off by default, with its defaults. */
+    assert_int_equal(parse("auth:\n  jwt:\n    issuer: x\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(config_tokenreview_on(c), 0);
+    assert_int_equal(c->tr_audiences.n, 1);
+    assert_string_equal(c->tr_audiences.items[0], "istio-ca");
+    assert_int_equal(c->tr_timeout, 5);
+    assert_int_equal(c->tr_cache_ttl, 300);
+    assert_int_equal(c->tr_cache_entries, 4096);
+    assert_int_equal(c->tr_max_concurrent, 8);
+    if (parse("auth:\n  chain: [tokenreview]\n  tokenreview:\n    kubeconfig: kc.yaml\n"
+              "    audiences: [a, b]\n"
+              "    timeout: 2s\n    cache_ttl: 0\n    cache_entries: 0\n    max_concurrent: 3\n",
+              "/etc/hsmca", c, &e) != HSMCA_OK)
+        fail_msg("%s", e.msg);
+    assert_int_equal(config_tokenreview_on(c), 1); /* the chain names it */
+    assert_string_equal(c->tr_kubeconfig, "/etc/hsmca/kc.yaml");
+    assert_int_equal(c->tr_audiences.n, 2);
+    assert_int_equal(c->tr_timeout, 2);
+    assert_int_equal(c->tr_cache_ttl, 0);
+    assert_int_equal(c->tr_cache_entries, 0);
+    assert_int_equal(c->tr_max_concurrent, 3);
+    assert_int_equal(parse("auth:\n  tokenreview:\n    kubeconfig: kc.yaml\n", NULL, c, &e),
+                     HSMCA_OK);
+    assert_int_equal(config_tokenreview_on(c), 0); /* a kubeconfig alone does not */
+    assert_int_equal(parse("auth:\n  chain: [client_cert, jwt, tokenreview]\n", NULL, c, &e),
+                     HSMCA_OK);
+    assert_int_equal(config_tokenreview_on(c), 1);
+    assert_int_equal(parse("auth:\n  tokenreview:\n    enabled: true\n", NULL, c, &e),
+                     HSMCA_EINVAL);
+    assert_int_equal(parse("auth:\n  tokenreview:\n    timeout: 0\n", NULL, c, &e), HSMCA_EINVAL);
+    assert_int_equal(parse("auth:\n  tokenreview:\n    max_concurrent: 0\n", NULL, c, &e),
+                     HSMCA_EINVAL);
+    assert_int_equal(parse("auth:\n  tokenreview:\n    server: x\n", NULL, c, &e), HSMCA_EINVAL);
+    free(c);
+
+    /* Ranges, when on; the JWT authenticator is needed only when the chain names it. */
+    c = valid_cfg();
+    strcpy(c->auth_chain.items[c->auth_chain.n++], "tokenreview");
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    c->tr_timeout = 61;
+    expect_invalid(c, "config: auth.tokenreview.timeout must be 1s-60s");
+    c->tr_timeout = 60;
+    c->tr_max_concurrent = 65;
+    expect_invalid(c, "config: auth.tokenreview.max_concurrent must be 1-64");
+    c->tr_max_concurrent = 64;
+    c->tr_cache_entries = 1000001;
+    expect_invalid(c, "config: auth.tokenreview.cache_entries must be at most 1000000");
+    c->tr_cache_entries = 1000000;
+    c->tr_audiences.n = 0;
+    expect_invalid(c, "config: auth.tokenreview.audiences must name an audience");
+    c->tr_audiences.n = 1;
+    c->jwt_issuer[0] = c->jwks_file[0] = '\0';
+    expect_invalid(c, "config: auth.jwt.issuer is required"); /* chain: ..., jwt, tokenreview */
+    c->auth_chain.n = 1;
+    strcpy(c->auth_chain.items[0], "tokenreview");
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    c->auth_chain.n = 0;
+    expect_invalid(c, "config: auth.chain must name an authenticator");
+    strcpy(c->auth_chain.items[c->auth_chain.n++], "client_cert");
+    strcpy(c->auth_chain.items[c->auth_chain.n++], "jwt");
+    c->tr_timeout = 0; /* not checked while off */
+    strcpy(c->jwt_issuer, "x");
+    strcpy(c->jwks_file, "y");
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    free(c);
+}
+
 static void test_validate_listen(void **state)
 {
     static const char *good[] = {"127.0.0.1:15012", "0.0.0.0:1",  "localhost:65535",
@@ -928,6 +999,7 @@ int main(void)
         cmocka_unit_test(test_validate_listen),
         cmocka_unit_test(test_signer_section),
         cmocka_unit_test(test_policy_file_key),
+        cmocka_unit_test(test_tokenreview_section),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
