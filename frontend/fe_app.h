@@ -10,6 +10,7 @@
 #include "fe_clientcert.h"
 #include "fe_ipc.h"
 #include "fe_jwt.h"
+#include "fe_jwt_cache.h"
 #include "hsmca_err.h"
 #include "policy.h"
 #include "policy_file.h"
@@ -22,6 +23,7 @@ typedef struct {
     fe_ipc *ipc;
     fe_jwks *jwks;
     fe_jwt_rules jwt_rules;
+    fe_jwt_cache *jwt_cache; /* tokens that verified (fe_jwt_cache.h); NULL: none */
     const char *audiences[CONFIG_MAX_LIST];
     policy_rules policy;
     policy_set *policy_file; /* issuance.policy_file, NULL when none */

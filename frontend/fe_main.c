@@ -75,6 +75,8 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
         app->audiences[i] = cfg->jwt_audiences.items[i];
     app->jwt_rules =
         (fe_jwt_rules){cfg->jwt_issuer, app->audiences, cfg->jwt_audiences.n, cfg->jwt_skew};
+    /* A proxy sends the same token until it rotates it: verify it once. */
+    HSMCA_GUARD(fe_jwt_cache_new(FE_JWT_CACHE_ENTRIES, FE_JWT_CACHE_CAP, &app->jwt_cache, e));
     app->policy = (policy_rules){cfg->trust_domain, cfg->default_ttl, cfg->max_ttl};
     /* The signer loads the same file itself: it never takes our word for it. */
     if (cfg->policy_file[0]) {

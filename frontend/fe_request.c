@@ -26,7 +26,7 @@ static HSMCA_MUSTCHECK hsmca_code authenticate(const fe_app *app, const char *au
     if (auth_len <= sizeof(bearer) - 1 || strncmp(auth, bearer, sizeof(bearer) - 1) != 0)
         return hsmca_fail(e, HSMCA_EAUTH, "authentication: 'authorization' is not a Bearer token");
     fe_jwt_identity who;
-    hsmca_code rc = fe_jwt_verify(app->jwks, &app->jwt_rules, auth + sizeof(bearer) - 1,
+    hsmca_code rc = fe_jwt_verify_cached(app->jwt_cache, app->jwks, &app->jwt_rules, auth + sizeof(bearer) - 1,
                                   auth_len - (sizeof(bearer) - 1), now, &who, e);
     if (rc != HSMCA_OK)
         return rc;
