@@ -48,7 +48,7 @@ static HSMCA_MUSTCHECK hsmca_code check_and_build(const fe_app *app, const Istio
         fe_tbs_params p = {.ca_cert = app->ca_cert,
                            .sig_nid = app->sig_nid,
                            .subject_key = csr.pubkey,
-                           .subject_spki = X509_REQ_get_X509_PUBKEY(csr.req),
+                           .subject_spki = csr.spki,
                            .uri_san = out->requester,
                            .dns = grant.dns,
                            .n_dns = grant.n_dns,
