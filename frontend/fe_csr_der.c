@@ -1,6 +1,7 @@
 /* fe_csr_der.c - see fe_csr_der.h. */
 #include "fe_csr_der.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include <openssl/asn1t.h>
@@ -97,6 +98,31 @@ static const unsigned char *key_bits(const FE_SPKI *s, int *n)
     return *n > 0 ? ASN1_STRING_get0_data(b) : NULL;
 }
 
+static EVP_PKEY *curve_tmpl[2]; /* P-256, P-384: domain parameters only */
+static pthread_once_t curve_tmpl_once = PTHREAD_ONCE_INIT;
+
+static void curve_tmpl_make(void)
+{
+    static const char *const names[2] = {SN_X9_62_prime256v1, SN_secp384r1};
+    for (int i = 0; i < 2; i++) {
+        OSSL_PARAM params[] = {
+            OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)names[i], 0),
+            OSSL_PARAM_construct_end(),
+        };
+        EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+        if (!ctx || EVP_PKEY_fromdata_init(ctx) != 1 ||
+            EVP_PKEY_fromdata(ctx, &curve_tmpl[i], EVP_PKEY_KEY_PARAMETERS, params) != 1)
+            curve_tmpl[i] = NULL;
+        EVP_PKEY_CTX_free(ctx);
+    }
+}
+
+static EVP_PKEY *curve_template(int i)
+{
+    pthread_once(&curve_tmpl_once, curve_tmpl_make);
+    return curve_tmpl[i];
+}
+
 /* The fast path: id-ecPublicKey on P-256 or P-384 by name, the point imported
  * directly (the import refuses a point that is not on the curve). */
 static EVP_PKEY *ec_named_key(const FE_SPKI *s, int *tried)
@@ -109,30 +135,24 @@ static EVP_PKEY *ec_named_key(const FE_SPKI *s, int *tried)
     if (OBJ_obj2nid(obj) != NID_X9_62_id_ecPublicKey || ptype != V_ASN1_OBJECT)
         return NULL;
     curve = pval;
-    const char *group = NULL;
-    switch (OBJ_obj2nid(curve)) {
-    case NID_X9_62_prime256v1: group = SN_X9_62_prime256v1; break;
-    case NID_secp384r1: group = SN_secp384r1; break;
-    default: return NULL;
-    }
+    int which = OBJ_obj2nid(curve) == NID_X9_62_prime256v1 ? 0
+                : OBJ_obj2nid(curve) == NID_secp384r1      ? 1
+                                                           : -1;
+    if (which < 0)
+        return NULL;
     *tried = 1;
     int n = 0;
     const unsigned char *pt = key_bits(s, &n);
     if (!pt)
         return NULL;
-    OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)group, 0),
-        OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, (void *)pt, (size_t)n),
-        OSSL_PARAM_construct_end(),
-    };
-    EVP_PKEY *k = NULL;
-    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
-    if (!ctx || EVP_PKEY_fromdata_init(ctx) != 1 ||
-        EVP_PKEY_fromdata(ctx, &k, EVP_PKEY_PUBLIC_KEY, params) != 1) {
+    /* A copy of a parameters-only key made once per curve, then the point: building
+     * the curve's group from its name for every request cost more than the copy. */
+    EVP_PKEY *tmpl = curve_template(which);
+    EVP_PKEY *k = tmpl ? EVP_PKEY_dup(tmpl) : NULL;
+    if (k && EVP_PKEY_set1_encoded_public_key(k, pt, (size_t)n) != 1) {
         EVP_PKEY_free(k);
         k = NULL;
     }
-    EVP_PKEY_CTX_free(ctx);
     return k;
 }
 
