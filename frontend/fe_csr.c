@@ -14,6 +14,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "fe_csr_der.h"
 #include "profile.h"
 #include "util.h"
 
@@ -135,8 +136,12 @@ static HSMCA_MUSTCHECK hsmca_code check_key(EVP_PKEY *k, hsmca_err *e)
             return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: EC unknown curve");
         if (strcmp(group, SN_X9_62_prime256v1) != 0 && strcmp(group, SN_secp384r1) != 0)
             return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: EC %s", group);
+        /* P-256 and P-384 have cofactor 1: a point on the curve, not at infinity,
+         * with coordinates in range already has the group's order, so the quick
+         * check is the whole check (the full one adds a scalar multiplication by
+         * the order, about as costly as the signature verification). */
         EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_pkey(NULL, k, NULL);
-        int ok = ctx && EVP_PKEY_public_check(ctx) == 1;
+        int ok = ctx && EVP_PKEY_public_check_quick(ctx) == 1;
         EVP_PKEY_CTX_free(ctx);
         if (!ok)
             return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: EC point invalid");
@@ -167,14 +172,25 @@ static HSMCA_MUSTCHECK hsmca_code collect_dns(const ASN1_IA5STRING *d, fe_csr *o
 
 /* URI SANs (exact length, no NUL), DNS SANs, and a count of every SAN that is not
  * a URI, from the extensionRequest attribute. */
-static HSMCA_MUSTCHECK hsmca_code collect_sans(X509_REQ *req, fe_csr *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code collect_sans(const STACK_OF(X509_ATTRIBUTE) * attrs, fe_csr *out,
+                                               hsmca_err *e)
 {
-    int nattr = X509_REQ_get_attr_by_NID(req, NID_ext_req, -1);
+    int nattr = X509at_get_attr_by_NID(attrs, NID_ext_req, -1);
     if (nattr < 0)
         return HSMCA_OK; /* no extensions at all: policy refuses the missing SAN */
-    if (X509_REQ_get_attr_by_NID(req, NID_ext_req, nattr) >= 0)
+    if (X509at_get_attr_by_NID(attrs, NID_ext_req, nattr) >= 0)
         return hsmca_fail(e, HSMCA_EINVAL, "CSR has more than one extensionRequest attribute");
-    STACK_OF(X509_EXTENSION) *exts = X509_REQ_get_extensions(req);
+    /* As X509_REQ_get_extensions: the attribute's first value, a SEQUENCE of
+     * extensions; no value at all means no extensions. */
+    ASN1_TYPE *v = X509_ATTRIBUTE_get0_type(X509at_get_attr(attrs, nattr), 0);
+    if (!v)
+        return HSMCA_OK;
+    STACK_OF(X509_EXTENSION) *exts = NULL;
+    if (v->type == V_ASN1_SEQUENCE) {
+        const unsigned char *p = v->value.sequence->data;
+        exts = (STACK_OF(X509_EXTENSION) *)ASN1_item_d2i(NULL, &p, v->value.sequence->length,
+                                                         ASN1_ITEM_rptr(X509_EXTENSIONS));
+    }
     if (!exts)
         return hsmca_fail(e, HSMCA_EINVAL, "CSR extensionRequest is malformed");
     hsmca_code rc = HSMCA_OK;
@@ -231,42 +247,43 @@ out:
 static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, fe_csr *out,
                                             hsmca_err *e)
 {
-    const unsigned char *p = der;
-    X509_REQ *req = d2i_X509_REQ(NULL, &p, (long)derlen);
+    size_t used = 0;
+    fe_csr_der *req = fe_csr_der_decode(der, derlen, &used);
     if (!req)
         return hsmca_fail(e, HSMCA_EINVAL, "CSR is not a DER PKCS#10 request");
     hsmca_code rc = HSMCA_EINVAL;
-    if (p != der + derlen) {
+    EVP_PKEY *k = NULL;
+    if (used != derlen) {
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR DER has trailing bytes");
         goto out;
     }
-    if (X509_REQ_get_version(req) != X509_REQ_VERSION_1) {
+    if (fe_csr_der_version(req) != X509_REQ_VERSION_1) {
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR version is not v1");
         goto out;
     }
-    EVP_PKEY *k = X509_REQ_get0_pubkey(req);
-    if (!k) {
+    if (!(k = fe_csr_der_pubkey(req))) {
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR public key does not decode");
         goto out;
     }
     /* Key first: refusing an odd key is cheaper than verifying with it. */
     if ((rc = check_key(k, e)) != HSMCA_OK)
         goto out;
-    if (X509_REQ_verify(req, k) != 1) {
+    if (!fe_csr_der_verify(req, k)) {
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR signature does not verify");
         goto out;
     }
-    if ((rc = collect_sans(req, out, e)) != HSMCA_OK)
+    if ((rc = collect_sans(fe_csr_der_attributes(req), out, e)) != HSMCA_OK)
         goto out;
-    if (!EVP_PKEY_up_ref(k)) {
+    if (!(out->spki = fe_csr_der_spki(req))) {
         rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot keep the CSR key");
         goto out;
     }
     out->pubkey = k;
-    out->req = req;
-    return HSMCA_OK;
+    k = NULL;
+    rc = HSMCA_OK;
 out:
-    X509_REQ_free(req);
+    EVP_PKEY_free(k);
+    fe_csr_der_free(req);
     return rc;
 }
 
@@ -298,7 +315,7 @@ void fe_csr_free(fe_csr *c)
     if (!c)
         return;
     EVP_PKEY_free(c->pubkey);
-    X509_REQ_free(c->req);
+    X509_PUBKEY_free(c->spki);
     for (int i = 0; i < c->n_uris && i < FE_CSR_MAX_SANS; i++)
         free(c->uris[i]);
     for (int i = 0; i < c->n_dns && i < FE_CSR_MAX_SANS; i++)

@@ -13,8 +13,8 @@
 
 typedef struct {
     EVP_PKEY *pubkey;                 /* owned; freed by fe_csr_free */
-    X509_REQ *req;                    /* owned: the parsed CSR, whose SubjectPublicKeyInfo
-                                         the TBS builder copies without re-encoding */
+    X509_PUBKEY *spki;                /* owned: the CSR's SubjectPublicKeyInfo (algorithm
+                                         and key bits), which the TBS builder copies */
     char *uris[FE_CSR_MAX_SANS];      /* URI SANs, owned */
     int n_uris;
     int n_other_sans;                 /* DNS, IP, email, ...: counted, refused by policy */

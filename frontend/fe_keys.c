@@ -13,18 +13,24 @@
 #include <unistd.h>
 
 #include "fe_jwks.h"
+#include "fe_jwt_cache.h"
 
 struct fe_keys {
     pthread_rwlock_t lock;
     fe_jwks *cur; /* NULL until the first push */
     uint64_t generation;
+    fe_jwt_cache *verified; /* tokens that verified against cur; cleared at each swap */
 };
 
 fe_keys *fe_keys_new(void)
 {
     fe_keys *k = calloc(1, sizeof(*k));
-    if (!k)
+    hsmca_err e;
+    if (!k ||
+        fe_jwt_cache_new(FE_JWT_CACHE_ENTRIES, FE_JWT_CACHE_CAP, &k->verified, &e) != HSMCA_OK) {
+        free(k);
         return NULL;
+    }
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
     pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -39,6 +45,7 @@ void fe_keys_set(fe_keys *k, fe_jwks *ks)
     fe_jwks *old = k->cur;
     k->cur = ks;
     k->generation++;
+    fe_jwt_cache_clear(k->verified); /* what verified against old must verify again */
     pthread_rwlock_unlock(&k->lock);
     fe_jwks_free(old); /* no reader can hold it: they all came and went under the lock */
 }
@@ -94,8 +101,11 @@ hsmca_code fe_keys_verify(fe_keys *k, const fe_jwt_rules *rules, const char *tok
     hsmca_code rc;
     if (!k->cur)
         rc = hsmca_fail(e, HSMCA_EUNAVAIL, "JWT issuer keys not loaded yet");
-    else
-        rc = fe_jwt_verify_kid(k->cur, rules, token, len, now, id, unknown_kid, e);
+    else if (fe_jwt_cache_get(k->verified, k->cur, token, len, now, id))
+        rc = HSMCA_OK; /* these bytes verified against this set, within their exp */
+    else if ((rc = fe_jwt_verify_kid(k->cur, rules, token, len, now, id, unknown_kid, e)) ==
+             HSMCA_OK)
+        fe_jwt_cache_record(k->verified, k->cur, token, len, now, id);
     pthread_rwlock_unlock(&k->lock);
     return rc;
 }
@@ -105,6 +115,7 @@ void fe_keys_free(fe_keys *k)
     if (!k)
         return;
     fe_jwks_free(k->cur);
+    fe_jwt_cache_free(k->verified);
     pthread_rwlock_destroy(&k->lock);
     free(k);
 }

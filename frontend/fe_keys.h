@@ -15,7 +15,9 @@
 
 typedef struct fe_keys fe_keys;
 
-/* An empty holder: verification answers HSMCA_EUNAVAIL until keys arrive. */
+/* An empty holder: verification answers HSMCA_EUNAVAIL until keys arrive. It keeps
+ * the tokens that verified against the current set (fe_jwt_cache.h: a proxy sends the
+ * same token until it rotates it, so it is verified once); NULL when out of memory. */
 fe_keys *fe_keys_new(void);
 
 /* Replaces the set with ks (taken over; NULL empties it). The old set is freed once no

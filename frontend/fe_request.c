@@ -42,7 +42,7 @@ check_and_build(const fe_app *app, const Istio__V1__Auth__IstioCertificateReques
         fe_tbs_params p = {.ca_cert = app->ca_cert,
                            .sig_nid = app->sig_nid,
                            .subject_key = csr.pubkey,
-                           .subject_spki = X509_REQ_get_X509_PUBKEY(csr.req),
+                           .subject_spki = csr.spki,
                            .uri_san = out->requester,
                            .dns = grant.dns,
                            .n_dns = grant.n_dns,

@@ -505,6 +505,25 @@ static void test_refuses_der_forms(void **state)
     /* Truncated DER. */
     assert_refused_der(der, len - 1, "CSR is not a DER PKCS#10 request");
     free(longer);
+
+    /* The P-256 point moved off the curve (the key is imported directly, not by
+     * OpenSSL's decoder: the import must still refuse it), and the key's BIT STRING
+     * with unused bits. */
+    unsigned char *pub = NULL;
+    int pub_len = i2d_PublicKey(k_p256, &pub);
+    assert_int_equal(pub_len, 65);
+    uint8_t *at = NULL;
+    for (size_t i = 0; i + 65 <= len && !at; i++)
+        if (memcmp(der + i, pub, 65) == 0)
+            at = der + i;
+    assert_non_null(at);
+    at[64] ^= 0x01;
+    assert_refused_der(der, len, "CSR public key does not decode");
+    at[64] ^= 0x01;
+    at[-1] = 0x01; /* the unused-bits octet before the point */
+    assert_refused_der(der, len, "CSR public key does not decode");
+    at[-1] = 0x00;
+    OPENSSL_free(pub);
     OPENSSL_free(der);
 
     /* A version other than v1 (0). */

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <openssl/evp.h>
 
 #include "fe_keys.h"
+#include "sigfmt.h"
 #include "testutil.h"
 
 static int memfd_with(const char *doc, size_t len, int seal)
@@ -78,6 +80,43 @@ static void test_load_checks(void **state)
     fe_keys_free(k);
 }
 
+/* A token that verified is kept (fe_jwt_cache.h), but only against the set it verified
+ * with: after a swap to a set where its kid names another key it is refused. */
+static void test_swap_forgets_verified_tokens(void **state)
+{
+    static const char hdr[] = "{\"alg\":\"ES256\",\"kid\":\"k1\"}";
+    static const char claims[] =
+        "{\"iss\":\"https://i.example\",\"aud\":\"istio-ca\",\"exp\":1700000600,"
+        "\"iat\":1699999990,\"sub\":\"system:serviceaccount:foo:bar\","
+        "\"kubernetes.io\":{\"namespace\":\"foo\",\"serviceaccount\":{\"name\":\"bar\"}}}";
+    static const char *const auds[] = {"istio-ca"};
+    fe_jwt_rules r = {"https://i.example", auds, 1, 60};
+    EVP_PKEY *signer = EVP_EC_gen("P-256"), *other = EVP_EC_gen("P-256");
+    assert_non_null(signer);
+    assert_non_null(other);
+    char *tok = sigfmt_jws_compact(signer, hdr, strlen(hdr), claims, strlen(claims));
+    assert_non_null(tok);
+    fe_keys *k = fe_keys_new();
+    fe_jwks *ks = NULL;
+    hsmca_err e;
+    fe_jwt_identity id;
+    int unknown;
+    for (int round = 0; round < 2; round++) {
+        char *doc = tu_jwks_doc(
+            tu_jwk_ec(round ? other : signer, round ? other : signer, "k1", "P-256"), NULL);
+        assert_int_equal(fe_jwks_parse(doc, strlen(doc), &ks, &e), HSMCA_OK);
+        free(doc);
+        fe_keys_set(k, ks);
+        for (int i = 0; i < 2; i++) /* the second from the cache in round 0 */
+            assert_int_equal(fe_keys_verify(k, &r, tok, strlen(tok), 1700000000, &id, &unknown, &e),
+                             round ? HSMCA_EAUTH : HSMCA_OK);
+    }
+    free(tok);
+    EVP_PKEY_free(signer);
+    EVP_PKEY_free(other);
+    fe_keys_free(k);
+}
+
 typedef struct {
     fe_keys *k;
     volatile int stop;
@@ -133,6 +172,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_checks),
         cmocka_unit_test(test_swap_under_readers),
+        cmocka_unit_test(test_swap_forgets_verified_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

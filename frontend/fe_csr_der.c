@@ -1,0 +1,207 @@
+/* fe_csr_der.c - see fe_csr_der.h. */
+#include "fe_csr_der.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include <openssl/asn1t.h>
+#include <openssl/core_names.h>
+#include <openssl/obj_mac.h>
+#include <openssl/objects.h>
+#include <openssl/params.h>
+
+/* OpenSSL's template macros, which clang-format cannot lay out. */
+/* clang-format off */
+
+/* SubjectPublicKeyInfo as read, not decoded (RFC 5280 4.1); its encoding kept. */
+typedef struct {
+    ASN1_ENCODING enc;
+    X509_ALGOR *alg;
+    ASN1_BIT_STRING *key;
+} FE_SPKI;
+
+ASN1_SEQUENCE_enc(FE_SPKI, enc, 0) = {
+    ASN1_SIMPLE(FE_SPKI, alg, X509_ALGOR),
+    ASN1_SIMPLE(FE_SPKI, key, ASN1_BIT_STRING),
+} static_ASN1_SEQUENCE_END_ref(FE_SPKI, FE_SPKI)
+
+/* CertificationRequestInfo (RFC 2986 4.1), as OpenSSL's X509_REQ_INFO but with
+ * the key left alone; its encoding is kept, so the signature is checked over
+ * the bytes received. */
+typedef struct {
+    ASN1_ENCODING enc;
+    ASN1_INTEGER *version;
+    X509_NAME *subject;
+    FE_SPKI *spki;
+    STACK_OF(X509_ATTRIBUTE) *attributes;
+} FE_REQ_INFO;
+
+ASN1_SEQUENCE_enc(FE_REQ_INFO, enc, 0) = {
+    ASN1_SIMPLE(FE_REQ_INFO, version, ASN1_INTEGER),
+    ASN1_SIMPLE(FE_REQ_INFO, subject, X509_NAME),
+    ASN1_SIMPLE(FE_REQ_INFO, spki, FE_SPKI),
+    /* OPTIONAL as in OpenSSL's X509_REQ_INFO (it tolerates requests without it) */
+    ASN1_IMP_SET_OF_OPT(FE_REQ_INFO, attributes, X509_ATTRIBUTE, 0),
+} static_ASN1_SEQUENCE_END_ref(FE_REQ_INFO, FE_REQ_INFO)
+
+struct fe_csr_der {
+    FE_REQ_INFO *info;
+    X509_ALGOR *sig_alg;
+    ASN1_BIT_STRING *sig;
+};
+
+ASN1_SEQUENCE(FE_REQ) = {
+    ASN1_SIMPLE(fe_csr_der, info, FE_REQ_INFO),
+    ASN1_SIMPLE(fe_csr_der, sig_alg, X509_ALGOR),
+    ASN1_SIMPLE(fe_csr_der, sig, ASN1_BIT_STRING),
+} static_ASN1_SEQUENCE_END_name(fe_csr_der, FE_REQ)
+
+fe_csr_der *fe_csr_der_decode(const uint8_t *der, size_t len, size_t *used)
+/* clang-format on */
+{
+    const unsigned char *p = der;
+    if (!der || len == 0 || len > 0x7fffffff)
+        return NULL;
+    fe_csr_der *r = (fe_csr_der *)ASN1_item_d2i(NULL, &p, (long)len, ASN1_ITEM_rptr(FE_REQ));
+    if (!r)
+        return NULL;
+    if (!r->info->attributes && !(r->info->attributes = sk_X509_ATTRIBUTE_new_null())) {
+        fe_csr_der_free(r);
+        return NULL;
+    }
+    *used = (size_t)(p - der);
+    return r;
+}
+
+void fe_csr_der_free(fe_csr_der *r)
+{
+    ASN1_item_free((ASN1_VALUE *)r, ASN1_ITEM_rptr(FE_REQ));
+}
+
+long fe_csr_der_version(const fe_csr_der *r)
+{
+    return ASN1_INTEGER_get(r->info->version);
+}
+
+const STACK_OF(X509_ATTRIBUTE) * fe_csr_der_attributes(const fe_csr_der *r)
+{
+    return r->info->attributes;
+}
+
+/* The key bits, whole bytes only (a BIT STRING with unused bits holds no key). */
+static const unsigned char *key_bits(const FE_SPKI *s, int *n)
+{
+    const ASN1_BIT_STRING *b = s->key;
+    if ((b->flags & ASN1_STRING_FLAG_BITS_LEFT) && (b->flags & 0x07))
+        return NULL;
+    *n = ASN1_STRING_length(b);
+    return *n > 0 ? ASN1_STRING_get0_data(b) : NULL;
+}
+
+static EVP_PKEY *curve_tmpl[2]; /* P-256, P-384: domain parameters only */
+static pthread_once_t curve_tmpl_once = PTHREAD_ONCE_INIT;
+
+static void curve_tmpl_make(void)
+{
+    static const char *const names[2] = {SN_X9_62_prime256v1, SN_secp384r1};
+    for (int i = 0; i < 2; i++) {
+        OSSL_PARAM params[] = {
+            OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)names[i], 0),
+            OSSL_PARAM_construct_end(),
+        };
+        EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+        if (!ctx || EVP_PKEY_fromdata_init(ctx) != 1 ||
+            EVP_PKEY_fromdata(ctx, &curve_tmpl[i], EVP_PKEY_KEY_PARAMETERS, params) != 1)
+            curve_tmpl[i] = NULL;
+        EVP_PKEY_CTX_free(ctx);
+    }
+}
+
+static EVP_PKEY *curve_template(int i)
+{
+    pthread_once(&curve_tmpl_once, curve_tmpl_make);
+    return curve_tmpl[i];
+}
+
+/* The fast path: id-ecPublicKey on P-256 or P-384 by name, the point imported
+ * directly (the import refuses a point that is not on the curve). */
+static EVP_PKEY *ec_named_key(const FE_SPKI *s, int *tried)
+{
+    const ASN1_OBJECT *obj = NULL, *curve = NULL;
+    int ptype = 0;
+    const void *pval = NULL;
+    X509_ALGOR_get0(&obj, &ptype, &pval, s->alg);
+    *tried = 0;
+    if (OBJ_obj2nid(obj) != NID_X9_62_id_ecPublicKey || ptype != V_ASN1_OBJECT)
+        return NULL;
+    curve = pval;
+    int which = OBJ_obj2nid(curve) == NID_X9_62_prime256v1 ? 0
+                : OBJ_obj2nid(curve) == NID_secp384r1      ? 1
+                                                           : -1;
+    if (which < 0)
+        return NULL;
+    *tried = 1;
+    int n = 0;
+    const unsigned char *pt = key_bits(s, &n);
+    if (!pt)
+        return NULL;
+    /* A copy of a parameters-only key made once per curve, then the point: building
+     * the curve's group from its name for every request cost more than the copy. */
+    EVP_PKEY *tmpl = curve_template(which);
+    EVP_PKEY *k = tmpl ? EVP_PKEY_dup(tmpl) : NULL;
+    if (k && EVP_PKEY_set1_encoded_public_key(k, pt, (size_t)n) != 1) {
+        EVP_PKEY_free(k);
+        k = NULL;
+    }
+    return k;
+}
+
+EVP_PKEY *fe_csr_der_pubkey(const fe_csr_der *r)
+{
+    int tried = 0;
+    EVP_PKEY *k = ec_named_key(r->info->spki, &tried);
+    if (k || tried)
+        return k;
+    /* Anything else through OpenSSL's decoders, as d2i_X509_REQ would. */
+    unsigned char *der = NULL;
+    int n = ASN1_item_i2d((const ASN1_VALUE *)r->info->spki, &der, ASN1_ITEM_rptr(FE_SPKI));
+    const unsigned char *p = der;
+    k = n > 0 ? d2i_PUBKEY(NULL, &p, n) : NULL;
+    if (k && p != der + n) {
+        EVP_PKEY_free(k);
+        k = NULL;
+    }
+    OPENSSL_free(der);
+    return k;
+}
+
+X509_PUBKEY *fe_csr_der_spki(const fe_csr_der *r)
+{
+    const ASN1_OBJECT *obj = NULL;
+    int ptype = 0, n = 0;
+    const void *pval = NULL;
+    X509_ALGOR_get0(&obj, &ptype, &pval, r->info->spki->alg);
+    const unsigned char *bits = key_bits(r->info->spki, &n);
+    if (!bits || (ptype != V_ASN1_OBJECT && ptype != V_ASN1_NULL && ptype != V_ASN1_UNDEF))
+        return NULL;
+    X509_PUBKEY *pk = X509_PUBKEY_new();
+    ASN1_OBJECT *o = OBJ_dup(obj);
+    ASN1_OBJECT *param = ptype == V_ASN1_OBJECT ? OBJ_dup(pval) : NULL;
+    unsigned char *copy = OPENSSL_memdup(bits, (size_t)n);
+    if (!pk || !o || !copy || (ptype == V_ASN1_OBJECT && !param) ||
+        !X509_PUBKEY_set0_param(pk, o, ptype, param, copy, n)) {
+        X509_PUBKEY_free(pk);
+        ASN1_OBJECT_free(o);
+        ASN1_OBJECT_free(param);
+        OPENSSL_free(copy);
+        return NULL;
+    }
+    return pk;
+}
+
+int fe_csr_der_verify(const fe_csr_der *r, EVP_PKEY *k)
+{
+    /* The same generic check as X509_REQ_verify (algorithm and key must agree); the
+     * info's kept encoding is what it hashes. */
+    return ASN1_item_verify(ASN1_ITEM_rptr(FE_REQ_INFO), r->sig_alg, r->sig, r->info, k) == 1;
+}
