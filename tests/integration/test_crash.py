@@ -23,9 +23,11 @@ import hsmca_client as hc
 from hsmca_harness import BIN, SHIM, DevServer, ShimServer, audit_entries
 
 SLEEP_ID = "spiffe://cluster.local/ns/default/sa/sleep"
-# What a client may see while a process is being restarted: all retryable.
+# What a client may see while a process is being restarted: all retryable (istio-agent
+# retries UNAVAILABLE and RESOURCE_EXHAUSTED; the load can outrun the rate limit, 1000/s,
+# once the signer catches up after a restart).
 RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
-             grpc.StatusCode.CANCELLED}
+             grpc.StatusCode.CANCELLED, grpc.StatusCode.RESOURCE_EXHAUSTED}
 ROLES = ["signer", "frontend", "supervisor"]
 ROUNDS = int(os.environ.get("HSMCA_CRASH_ROUNDS", "4"))  # of each role
 BACK_WITHIN_S = 15  # children back (and serving) after a kill; generous for ASan
