@@ -18,6 +18,7 @@
  * matching: the cap would not hold. */
 #include "fe_connlimit.h"
 
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -213,6 +214,56 @@ grpc_arg fe_connlimit_arg(fe_connlimit *l)
     a.value.pointer.p = &l->base;
     a.value.pointer.vtable = &arg_vtable;
     return a;
+}
+
+/* Same family, address and port (not flow label or scope, which gRPC's peer
+ * string does not carry). */
+static int same_peer(const struct sockaddr_storage *a, socklen_t alen, const struct sockaddr *b,
+                     socklen_t blen)
+{
+    if (a->ss_family == AF_INET6 && b->sa_family == AF_INET &&
+        alen >= sizeof(struct sockaddr_in6) && blen >= sizeof(struct sockaddr_in)) {
+        /* a dual-stack listener: gRPC names a v4-mapped peer ipv4: */
+        const struct sockaddr_in6 *x = (const void *)a;
+        const struct sockaddr_in *y = (const void *)b;
+        return IN6_IS_ADDR_V4MAPPED(&x->sin6_addr) && x->sin6_port == y->sin_port &&
+               memcmp(&x->sin6_addr.s6_addr[12], &y->sin_addr, 4) == 0;
+    }
+    if (a->ss_family != b->sa_family)
+        return 0;
+    if (a->ss_family == AF_INET && alen >= sizeof(struct sockaddr_in) &&
+        blen >= sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (a->ss_family == AF_INET6 && alen >= sizeof(struct sockaddr_in6) &&
+        blen >= sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+        return x->sin6_port == y->sin6_port &&
+               memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+    }
+    return 0;
+}
+
+int fe_connlimit_close_peer(fe_connlimit *l, const struct sockaddr *sa, socklen_t len)
+{
+    int found = 0;
+    pthread_mutex_lock(&l->mu);
+    for (unsigned fd = 0; fd < l->top && !found; fd++) {
+        if (!l->ino[fd])
+            continue;
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        struct stat st;
+        if (getpeername((int)fd, (struct sockaddr *)&ss, &sl) != 0 || !same_peer(&ss, sl, sa, len))
+            continue;
+        if (fstat((int)fd, &st) != 0 || st.st_ino != l->ino[fd])
+            continue; /* closed and reused: not the connection admitted here */
+        shutdown((int)fd, SHUT_RDWR);
+        found = 1;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return found;
 }
 
 unsigned fe_connlimit_open(fe_connlimit *l)

@@ -13,6 +13,7 @@
 
 #include <grpc/grpc.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "hsmca_err.h"
 
@@ -32,6 +33,12 @@ grpc_arg fe_connlimit_arg(fe_connlimit *l);
  * caller shuts it down). Exposed for the unit test; the mutator calls it. now is
  * monotonic seconds. */
 int fe_connlimit_admit(fe_connlimit *l, int fd, double now);
+
+/* Shuts down (shutdown(2), both ways) the admitted connection whose peer address is
+ * sa: gRPC then reads EOF and closes it with all its calls. Checks each remembered
+ * descriptor's peer and inode under the lock, so a descriptor gRPC has closed and
+ * reused for another connection is never touched. 1 when found, 0 when not. */
+int fe_connlimit_close_peer(fe_connlimit *l, const struct sockaddr *sa, socklen_t len);
 
 /* Connections counted now, and refused since the start. */
 unsigned fe_connlimit_open(fe_connlimit *l);

@@ -13,6 +13,7 @@
 #include "fe_authpool.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 #include <openssl/crypto.h>
 
 #include "fe_connlimit.h"
+#include "fe_peercalls.h"
 #include "log.h"
 #include "profile.h"
 #include "util.h"
@@ -47,6 +49,20 @@ _Static_assert(CONFIG_MAX_QUEUED <= FE_IPC_MAX_INFLIGHT, "fe_ipc's table must ho
  * 8000 bytes itself, so the JWT check's own limit (FE_JWT_MAX_LEN, 8192) never
  * applied; with 16 KiB a token up to that limit reaches it. */
 #define FE_MAX_METADATA_BYTES 16384
+#define FE_MAX_STREAMS 100
+/* A connection holding more calls than this has reset streams to open more than
+ * FE_MAX_STREAMS at once (rapid reset, CVE-2023-44487; fe_peercalls.h) and is
+ * closed. Twice the stream limit: a client that opens a new stream as soon as one
+ * is answered may be a little ahead of our ending the answered call. */
+#define FE_MAX_CALLS_PER_CONN (2 * FE_MAX_STREAMS)
+/* ... and so is one with more than this many calls cancelled in FE_CANCEL_WINDOW_S:
+ * istio-agent cancels none; a client whose deadlines all expire on a stalled front
+ * end cancels at most FE_MAX_STREAMS at a time. The cancels are seen in the calls gRPC
+ * hands us, behind those it has queued: a flooding connection still gets ~1000 calls
+ * made after its first 100 cancels (dropped cheaply), with this bound or twice it
+ * (2026-11-24, test_rapid_reset: ~1300 calls a connection). */
+#define FE_MAX_CANCELS FE_MAX_STREAMS
+#define FE_CANCEL_WINDOW_S 10.0
 
 typedef enum { CALL_NEW, CALL_RECV, CALL_AUTH, CALL_SIGNING, CALL_DONE } fe_call_state;
 
@@ -60,6 +76,9 @@ typedef struct {
     log_limiter *busy_log; /* the "queue full" refusals, one line per window */
     /* TokenReview's threads, NULL when it is off */
     fe_authpool *auth_pool;
+    fe_connlimit *conns;
+    fe_peercalls *peers;    /* calls held per connection */
+    log_limiter *reset_log; /* connections closed for rapid reset */
 } fe_server;
 
 typedef struct {
@@ -74,6 +93,8 @@ typedef struct {
     grpc_slice body; /* kept while an authentication thread has the call */
     int cancelled;
     int counted; /* in srv->active */
+    char *peer;  /* gRPC's peer string (gpr_free), NULL until received */
+    int peer_counted;
     double started;
 } fe_call;
 
@@ -109,6 +130,9 @@ static void free_call(fe_call *c)
 {
     if (c->counted)
         atomic_fetch_sub(&c->srv->active, 1);
+    if (c->peer_counted)
+        fe_peercalls_remove(c->srv->peers, c->peer, util_mono_now());
+    gpr_free(c->peer);
     if (c->recv_buf)
         grpc_byte_buffer_destroy(c->recv_buf);
     if (c->send_buf)
@@ -337,6 +361,49 @@ static void on_new_call(fe_call *c)
     }
 }
 
+/* Closes the connection of c, over one of fe_peercalls' bounds (why says which). */
+static void close_connection(fe_call *c, const char *why)
+{
+    fe_server *srv = c->srv;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    hsmca_err e;
+    int closed = fe_peer_sockaddr(c->peer, &ss, &len, &e) == HSMCA_OK &&
+                 fe_connlimit_close_peer(srv->conns, (struct sockaddr *)&ss, len);
+    if (log_limiter_allow(srv->reset_log, util_mono_now()))
+        log_warn("%s the connection from %s: %s, with at most %d streams open (streams "
+                 "reset before their answer: rapid reset, CVE-2023-44487)",
+                 closed ? "closed" : "cannot close", c->peer, why, FE_MAX_STREAMS);
+}
+
+/* Counts the call against its connection (fe_peercalls.h); closes a connection
+ * that holds more calls than its streams allow. 1 when the call's connection has
+ * been closed: the caller drops the call (no answer can reach it), which costs one
+ * completion instead of three while gRPC hands us what it had queued for it. */
+static int hold_for_peer(fe_call *c)
+{
+    fe_server *srv = c->srv;
+    c->peer = grpc_call_get_peer(c->call);
+    int over = fe_peercalls_add(srv->peers, c->peer, util_mono_now(), &c->peer_counted);
+    if (over == 1) {
+        char why[80];
+        snprintf(why, sizeof(why), "it holds more than %d calls", FE_MAX_CALLS_PER_CONN);
+        close_connection(c, why);
+    }
+    return over == 2;
+}
+
+/* The client cancelled c (reset its stream, or went away) before its answer. */
+static void note_cancelled(fe_call *c)
+{
+    if (c->peer_counted && fe_peercalls_cancelled(c->srv->peers, c->peer, util_mono_now())) {
+        char why[80];
+        snprintf(why, sizeof(why), "more than %d of its calls cancelled within %.0f s",
+                 FE_MAX_CANCELS, FE_CANCEL_WINDOW_S);
+        close_connection(c, why);
+    }
+}
+
 static void *cq_loop(void *arg)
 {
     fe_server *srv = arg;
@@ -356,20 +423,29 @@ static void *cq_loop(void *arg)
             }
             c->counted = 1;
             atomic_fetch_add(&srv->active, 1);
+            if (hold_for_peer(c)) {
+                /* its connection is closed: no answer can reach it */
+                await_new_call(srv);
+                free_call(c);
+                break;
+            }
             on_new_call(c);
             break;
         case CALL_RECV:
             if (!ev.success) {
                 /* The client cancelled or went away: no line per call, which a
                  * rapid-reset flood (HEADERS + RST_STREAM) made one per stream. */
-                c->state = CALL_DONE;
-                finish_status(c, GRPC_STATUS_INVALID_ARGUMENT, "request: receive failed", NULL, 0,
-                              0);
+                note_cancelled(c);
+                free_call(c); /* unref cancels it: nobody is there to answer */
                 break;
             }
             on_received(c);
             break;
-        case CALL_DONE: free_call(c); break;
+        case CALL_DONE:
+            if (c->cancelled)
+                note_cancelled(c);
+            free_call(c);
+            break;
         case CALL_AUTH:
         case CALL_SIGNING: log_error("unexpected event while authenticating or signing"); break;
         }
@@ -440,13 +516,20 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     hsmca_err e;
     fe_connlimit *conns = fe_connlimit_new(max_conn, fd_limit, &e);
     srv->busy_log = log_limiter_new(1, 10.0);
-    if (!conns || !srv->busy_log) {
-        log_error("%s", conns ? "out of memory" : e.msg);
+    srv->reset_log = log_limiter_new(4, 10.0);
+    srv->peers = conns ? fe_peercalls_new(max_conn, FE_MAX_CALLS_PER_CONN, FE_MAX_CANCELS,
+                                          FE_CANCEL_WINDOW_S, &e)
+                       : NULL;
+    if (!srv->peers || !srv->busy_log || !srv->reset_log) {
+        log_error("%s", conns && srv->peers ? "out of memory" : e.msg);
         fe_connlimit_free(conns);
+        fe_peercalls_free(srv->peers);
         log_limiter_free(srv->busy_log);
+        log_limiter_free(srv->reset_log);
         free(l);
         return NULL;
     }
+    srv->conns = conns;
     /* server.memory_limit_mib: what gRPC core allocates through its memory quota (its
      * own buffers and calls, not OpenSSL's). Under pressure gRPC drops new connections
      * and reclaims; it does not bound idle connections (docs/PERFORMANCE.md):
@@ -466,7 +549,7 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     args[n++] = int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)cfg->max_request_bytes * 2);
     /* istio-agent has one CreateCertificate in flight per connection; 100 is HTTP/2's
      * recommended floor (RFC 9113 §6.5.2) and bounds what one connection can queue. */
-    args[n++] = int_arg(GRPC_ARG_MAX_CONCURRENT_STREAMS, 100);
+    args[n++] = int_arg(GRPC_ARG_MAX_CONCURRENT_STREAMS, FE_MAX_STREAMS);
     /* A connection that never finishes its TLS handshake, or keeps no call, is closed
      * (server.handshake_timeout, server.idle_timeout): each holds memory and a
      * descriptor, and a storm of them must not take the front end over. */
@@ -500,10 +583,29 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
         grpc_completion_queue_destroy(srv->cq);
         grpc_resource_quota_unref(srv->quota);
         log_limiter_free(srv->busy_log);
+        log_limiter_free(srv->reset_log);
+        fe_peercalls_free(srv->peers);
         free(l);
         return NULL;
     }
     return l;
+}
+
+/* glibc keeps what a burst freed: after a rapid-reset flood only ~1.5 MB of
+ * ~130 MB stayed in use and the rest stayed in the threads' arenas, freed chunks
+ * between live ones, which only malloc_trim hands back (it madvises free pages
+ * inside the heaps, not just the top). Once a second when more than
+ * FE_TRIM_FREE_BYTES lie free; mallinfo2 and the trim take each arena's lock for
+ * about a millisecond. */
+#define FE_TRIM_FREE_BYTES ((size_t)16 << 20)
+/* Not while a flood goes on: what it freed would be faulted in again at once. */
+#define FE_TRIM_BELOW_CALLS 64
+
+static void give_back_memory(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    if (mi.fordblks > FE_TRIM_FREE_BYTES)
+        malloc_trim(0);
 }
 
 int fe_server_serve(fe_listener *l, volatile int *stop)
@@ -524,8 +626,17 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     pthread_t th[FE_CQ_THREADS];
     for (int i = 0; i < FE_CQ_THREADS; i++)
         pthread_create(&th[i], NULL, cq_loop, srv);
-    while (!*stop)
+    double next_tick = util_mono_now() + 1.0;
+    while (!*stop) {
         usleep(100 * 1000);
+        double now = util_mono_now();
+        if (now >= next_tick || now < next_tick - 2.0) {
+            next_tick = now + 1.0;
+            fe_peercalls_sweep(srv->peers, now);
+            if (atomic_load(&srv->active) < FE_TRIM_BELOW_CALLS)
+                give_back_memory();
+        }
+    }
 
     /* Stop accepting, then let the calls in flight get their answers (the
      * signer's, or UNAVAILABLE when it is gone too) for a bounded time: a
@@ -547,6 +658,9 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     grpc_completion_queue_destroy(srv->cq);
     grpc_resource_quota_unref(srv->quota);
     log_limiter_free(srv->busy_log);
+    log_limiter_free(srv->reset_log);
+    /* srv->peers stays, as the connection cap does: a call the signer has not yet
+     * answered may still end after this (on_signed from the IPC thread). */
     free(l);
     return 0;
 }

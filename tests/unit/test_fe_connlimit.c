@@ -9,10 +9,14 @@
 
 #include <cmocka.h> /* after the headers it needs */
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "fe_connlimit.h"
+#include "fe_peercalls.h"
 
 #define CAP 4
 
@@ -84,11 +88,78 @@ static void test_cap_of_one(void **state)
     fe_connlimit_free(l);
 }
 
+/* A loopback TCP connection: *client gets the client's end, returns the accepted one. */
+static int tcp_pair(int lst, int *client)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    assert_int_equal(getsockname(lst, (struct sockaddr *)&a, &len), 0);
+    *client = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(*client >= 0);
+    assert_int_equal(connect(*client, (struct sockaddr *)&a, len), 0);
+    int fd = accept(lst, NULL, NULL);
+    assert_true(fd >= 0);
+    return fd;
+}
+
+/* Closing by gRPC's peer string (rapid reset): only the admitted connection with that
+ * peer address is shut down; its client reads EOF, the other stays open. */
+static void test_close_peer(void **state)
+{
+    (void)state;
+    hsmca_err e;
+    fe_connlimit *l = fe_connlimit_new(8, 4096, &e);
+    assert_non_null(l);
+    int lst = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in any = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(lst, (struct sockaddr *)&any, sizeof(any)), 0);
+    assert_int_equal(listen(lst, 4), 0);
+    int c1, c2;
+    int s1 = tcp_pair(lst, &c1), s2 = tcp_pair(lst, &c2);
+    assert_int_equal(fe_connlimit_admit(l, s1, 1.0), 1);
+    assert_int_equal(fe_connlimit_admit(l, s2, 1.0), 1);
+
+    struct sockaddr_in me;
+    socklen_t len = sizeof(me);
+    assert_int_equal(getsockname(c1, (struct sockaddr *)&me, &len), 0);
+    char peer[64];
+    snprintf(peer, sizeof(peer), "ipv4:127.0.0.1:%u", ntohs(me.sin_port));
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    assert_int_equal(fe_peer_sockaddr(peer, &ss, &sl, &e), HSMCA_OK);
+    assert_int_equal(fe_connlimit_close_peer(l, (struct sockaddr *)&ss, sl), 1);
+    char b;
+    assert_int_equal(recv(c1, &b, 1, 0), 0); /* EOF: shut down */
+    assert_int_equal(send(c2, "x", 1, 0), 1);
+    assert_int_equal(recv(s2, &b, 1, 0), 1); /* the other works */
+
+    /* A port nobody has: nothing closed. */
+    snprintf(peer, sizeof(peer), "ipv4:127.0.0.1:%u", ntohs(me.sin_port) ^ 1u);
+    assert_int_equal(fe_peer_sockaddr(peer, &ss, &sl, &e), HSMCA_OK);
+    assert_int_equal(fe_connlimit_close_peer(l, (struct sockaddr *)&ss, sl), 0);
+
+    /* The descriptor closed and reused for another socket: never touched. */
+    snprintf(peer, sizeof(peer), "ipv4:127.0.0.1:%u", ntohs(me.sin_port));
+    assert_int_equal(fe_peer_sockaddr(peer, &ss, &sl, &e), HSMCA_OK);
+    struct sockaddr_in la;
+    socklen_t ll = sizeof(la);
+    assert_int_equal(getsockname(lst, (struct sockaddr *)&la, &ll), 0);
+    int c3 = socket(AF_INET, SOCK_STREAM, 0); /* before s1 is freed, so accept gets s1 */
+    assert_int_equal(connect(c3, (struct sockaddr *)&la, ll), 0);
+    close(s1);
+    int s3 = accept(lst, NULL, NULL);
+    assert_int_equal(s3, s1);
+    assert_int_equal(fe_connlimit_close_peer(l, (struct sockaddr *)&ss, sl), 0);
+    close(c1), close(c2), close(c3), close(s2), close(s3), close(lst);
+    fe_connlimit_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cap_and_reuse),
         cmocka_unit_test(test_cap_of_one),
+        cmocka_unit_test(test_close_peer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
