@@ -143,6 +143,8 @@ static HSMCA_MUSTCHECK hsmca_code check_fixed(const audit_entry *ent, hsmca_err 
         HSMCA_ENSURE(is_hex(ent->serial, 2, AUDIT_SERIAL_HEX_MAX), e, HSMCA_EINVAL,
                      "audit entry: serial must be 2-40 lowercase hex digits");
         HSMCA_ENSURE(is_name(ent->profile, 1), e, HSMCA_EINVAL, "audit entry: bad profile name");
+        HSMCA_ENSURE(ent->bound[0] == 0 || is_name(ent->bound, 1), e, HSMCA_EINVAL,
+                     "audit entry: bad bound name");
     }
     if (ok_result)
         HSMCA_ENSURE(is_hex(ent->cert_sha256, 64, 64), e, HSMCA_EINVAL,
@@ -199,6 +201,8 @@ hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hs
     }
     if (fdeny)
         jw_str(&w, "authenticator", &ent->authenticator, AUDIT_NAME_STR_MAX);
+    if (intent && ent->bound[0]) /* optional: a log from before identity binding has none */
+        jw_plain(&w, "bound", ent->bound);
     if (key) {
         jw_plain(&w, "ca_cert_sha256", ent->ca_cert_sha256);
         jw_plain(&w, "ca_key_alg", ent->ca_key_alg);
@@ -370,6 +374,7 @@ static HSMCA_MUSTCHECK hsmca_code fields(json_t *o, audit_entry *ent, audit_entr
     HSMCA_GUARD(get_plain(o, "serial", ent->serial, sizeof(ent->serial), e));
     HSMCA_GUARD(get_plain(o, "profile", ent->profile, sizeof(ent->profile), e));
     HSMCA_GUARD(get_plain(o, "code", ent->code, sizeof(ent->code), e));
+    HSMCA_GUARD(get_plain(o, "bound", ent->bound, sizeof(ent->bound), e));
     HSMCA_GUARD(get_plain(o, "config_sha256", ent->config_sha256, sizeof(ent->config_sha256), e));
     HSMCA_GUARD(get_plain(o, "policy_sha256", ent->policy_sha256, sizeof(ent->policy_sha256), e));
     HSMCA_GUARD(get_plain(o, "ca_key_alg", ent->ca_key_alg, sizeof(ent->ca_key_alg), e));

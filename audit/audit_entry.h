@@ -46,7 +46,9 @@ typedef struct {
 /* One entry. Which fields a kind has:
  *   every kind:   seq, time (unix seconds)
  *   issue-intent: request_id, requester, csr_sha256 (may be ""), tbs_sha256, sans, serial,
- *                 not_before, not_after, profile
+ *                 not_before, not_after, profile, and bound when the signer itself bound
+ *                 the URI SAN to the caller's credential (identity binding: "jwt"; absent
+ *                 from the line when "", so logs written before it still verify)
  *   issue-result: request_id, intent_seq, and cert_sha256 or (code and error); code
  *                 "UNKNOWN" when the signer stopped before it recorded the outcome
  *   deny:         request_id, requester, code, reason (the signer's own refusal)
@@ -73,7 +75,8 @@ typedef struct {
     char csr_sha256[65], tbs_sha256[65], cert_sha256[65];
     char serial[AUDIT_SERIAL_HEX_MAX + 1];
     char profile[AUDIT_PROFILE_MAX + 1];
-    char code[AUDIT_PROFILE_MAX + 1]; /* hsmca_code_name of an error; "" on success */
+    char code[AUDIT_PROFILE_MAX + 1];  /* hsmca_code_name of an error; "" on success */
+    char bound[AUDIT_PROFILE_MAX + 1]; /* issue-intent: "jwt" when bound, else "" */
     audit_str requester, sans, reason, error;
     /* config */
     char config_sha256[65], policy_sha256[65];

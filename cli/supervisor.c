@@ -168,8 +168,9 @@ static void read_ctl(sup_child *from, sup_child *frontend, sup_keys *keys)
     }
 }
 
-/* Sends the issuer keys to a running child that does not have the latest yet. Only
- * the front end gets them for now (the signer will, for identity binding). */
+/* Sends the issuer keys to a running child that does not have the latest yet: the
+ * front end verifies callers' tokens with them, the signer verifies them again
+ * (identity binding, signer/signer_bind.h). */
 static void push_keys(sup_child *c, sup_keys *keys)
 {
     if (!c->pid || c->ctl < 0 || c->keys_sent == sup_keys_generation(keys))
@@ -296,6 +297,10 @@ int supervisor_run(const char *config_path)
         }
         restart_due(signer, frontend);
         restart_due(frontend, signer);
+        /* The signer first: a rotated key reaches it no later than the front end, so a
+         * token the front end accepts with a new key is not refused by a signer that
+         * still has only the old set. */
+        push_keys(signer, keys);
         push_keys(frontend, keys);
     }
 }

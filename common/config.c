@@ -110,6 +110,8 @@ static const config_field fields[] = {
     F("auth.jwt", "min_refresh", CT_DUR, jwt_min_refresh, 0),
     F("auth.jwt", "fetch_timeout", CT_DUR, jwt_fetch_timeout, 0),
     F("auth.jwt", "fetch_token_file", CT_PATH, jwt_fetch_token_file, 0),
+    F("auth.jwt", "bind", CT_BOOL, jwt_bind, 0),
+    F("auth.jwt", "bind_required", CT_BOOL, jwt_bind_required, 0),
     S("auth", "tokenreview"),
     F("auth.tokenreview", "kubeconfig", CT_PATH, tr_kubeconfig, 0),
     F("auth.tokenreview", "audiences", CT_LIST, tr_audiences, 0),
@@ -222,6 +224,8 @@ void config_defaults(hsmca_config *c)
     c->jwt_refresh = 3600;
     c->jwt_min_refresh = 30;
     c->jwt_fetch_timeout = 10;
+    c->jwt_bind = 1;
+    c->jwt_bind_required = 0;
     set_str(c->tr_audiences.items[0], "istio-ca");
     c->tr_audiences.n = 1;
     c->tr_timeout = 5;
@@ -702,6 +706,11 @@ static HSMCA_MUSTCHECK hsmca_code validate_auth(const hsmca_config *c, hsmca_err
 {
     if (c->auth_chain.n < 1)
         return hsmca_fail(e, HSMCA_EINVAL, "config: auth.chain must name an authenticator");
+    /* Only a jwt caller's request can be bound: requiring it otherwise refuses everyone. */
+    if (c->jwt_bind_required && (!c->jwt_bind || !config_chain_has(c, "jwt")))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.bind_required needs auth.jwt.bind: true and jwt in "
+                          "auth.chain");
     if (!config_chain_has(c, "jwt"))
         return HSMCA_OK;
     if (!c->jwt_issuer[0])

@@ -84,6 +84,13 @@ typedef struct {
                                                   and JWKS requests (a Kubernetes API
                                                   server wants one), re-read at every
                                                   fetch; "" (default): none */
+    int jwt_bind;          /* identity binding (DESIGN.md §2): the front end forwards a jwt
+                              caller's token with the TBS and the signer verifies it again
+                              against the keys the supervisor pushes it, and that the URI SAN
+                              is the token's identity; default true */
+    int jwt_bind_required; /* the signer refuses every workload request it cannot bind (from
+                              client_cert or tokenreview callers): for JWT-only deployments;
+                              default false */
 
     /* auth.tokenreview: (frontend/fe_tokenreview.h) on when auth.chain names tokenreview */
     char tr_kubeconfig[CONFIG_MAX_STR]; /* kubeconfig file; "" = in-cluster config */

@@ -50,6 +50,10 @@ typedef struct {
                                       found credentials ("none" if none did) */
     fe_auth_result who;            /* who the chain says the caller is */
     uint8_t csr_sha256[32];
+    /* For identity binding: a jwt caller's bearer token (without "Bearer "), pointing
+     * into the call's metadata (valid as long as the call); NULL for other callers. */
+    const char *token;
+    size_t token_len;
     /* HSMCA_OK with deferred = 1: an authenticator of the chain must call a remote
      * service (TokenReview) and creds->may_block was 0; nothing else was checked. Run
      * fe_check_request again with may_block = 1 on an authentication thread. */

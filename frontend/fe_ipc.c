@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fe_jwt.h"
 #include "ipc_frame.h"
 #include "log.h"
 #include "profile.h"
@@ -85,6 +86,13 @@ hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint8_t *tbs, size_t
                          const char *requester, const uint8_t csr_sha256[32], fe_ipc_cb cb,
                          void *arg, hsmca_err *e)
 {
+    return fe_ipc_submit_as(c, profile, tbs, tbs_len, requester, csr_sha256, NULL, cb, arg, e);
+}
+
+hsmca_code fe_ipc_submit_as(fe_ipc *c, uint32_t profile, const uint8_t *tbs, size_t tbs_len,
+                            const char *requester, const uint8_t csr_sha256[32],
+                            const fe_ipc_caller *caller, fe_ipc_cb cb, void *arg, hsmca_err *e)
+{
     Hsmca__Ipc__SignRequest req = HSMCA__IPC__SIGN_REQUEST__INIT;
     req.profile = profile;
     req.tbs.data = (uint8_t *)tbs;
@@ -93,6 +101,19 @@ hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint8_t *tbs, size_t
     if (csr_sha256) {
         req.csr_sha256.data = (uint8_t *)csr_sha256;
         req.csr_sha256.len = 32;
+    }
+    /* The token is a NUL-terminated copy: protobuf-c packs strings with strlen. The
+     * authenticator checked its length (FE_JWT_MAX_LEN) already. */
+    char token[FE_JWT_MAX_LEN + 1];
+    if (caller && caller->authenticator)
+        req.authenticator = (char *)caller->authenticator;
+    if (caller && caller->token && caller->token_len) {
+        if (caller->token_len > FE_JWT_MAX_LEN || memchr(caller->token, 0, caller->token_len))
+            return hsmca_fail(e, HSMCA_EAUTH, "token: longer than %d bytes or holds a NUL",
+                              FE_JWT_MAX_LEN);
+        memcpy(token, caller->token, caller->token_len);
+        token[caller->token_len] = 0;
+        req.token = token;
     }
     size_t n = hsmca__ipc__sign_request__get_packed_size(&req);
     if (n > IPC_MAX_PAYLOAD)

@@ -32,6 +32,23 @@ HSMCA_MUSTCHECK hsmca_code fe_ipc_submit(fe_ipc *c, uint32_t profile, const uint
                                          const uint8_t csr_sha256[32], fe_ipc_cb cb, void *arg,
                                          hsmca_err *e);
 
+/* Who a workload request is for, as the signer's identity binding wants it
+ * (signer/signer_bind.h): the authenticator that accepted the caller and, for "jwt",
+ * the caller's bearer token (without "Bearer "), which the signer verifies again. */
+typedef struct {
+    const char *authenticator; /* "jwt", "client_cert", "tokenreview" */
+    const char *token;         /* NULL unless authenticator is "jwt" */
+    size_t token_len;
+} fe_ipc_caller;
+
+/* fe_ipc_submit with the caller (NULL: none, as for the front end's own serving
+ * certificate). */
+HSMCA_MUSTCHECK hsmca_code fe_ipc_submit_as(fe_ipc *c, uint32_t profile, const uint8_t *tbs,
+                                            size_t tbs_len, const char *requester,
+                                            const uint8_t csr_sha256[32],
+                                            const fe_ipc_caller *caller, fe_ipc_cb cb, void *arg,
+                                            hsmca_err *e);
+
 /* Refusals reported per second at most (FrontendDeny, proto/signer.proto); beyond,
  * and when the signer is not reading, they are counted and the count goes with the
  * next one sent, or, when none follows (the end of a flood), with the latest of them,

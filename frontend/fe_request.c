@@ -72,6 +72,14 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
         return HSMCA_OK;
     }
     snprintf(out->requester, sizeof(out->requester), "%s", out->who.ids[0]);
+    /* The token goes to the signer with the TBS, which verifies it again (identity
+     * binding, signer/signer_bind.h). fe_auth_jwt accepted it as "Bearer <token>". */
+    static const char bearer[] = "Bearer ";
+    if (out->authenticator && strcmp(out->authenticator, "jwt") == 0 &&
+        creds->authorization_len > sizeof(bearer) - 1) {
+        out->token = creds->authorization + sizeof(bearer) - 1;
+        out->token_len = creds->authorization_len - (sizeof(bearer) - 1);
+    }
     if (len > app->cfg->max_request_bytes)
         return hsmca_fail(e, HSMCA_EINVAL, "request: %zu bytes exceeds the limit of %u", len,
                           app->cfg->max_request_bytes);

@@ -227,8 +227,9 @@ static void after_check(fe_call *c, hsmca_code rc, fe_checked_request *req, hsmc
         return;
     }
     c->state = CALL_SIGNING;
-    rc = fe_ipc_submit(c->srv->app->ipc, PROFILE_WORKLOAD, req->tbs, req->tbs_len, req->requester,
-                       req->csr_sha256, on_signed, c, e);
+    fe_ipc_caller caller = {req->authenticator, req->token, req->token_len};
+    rc = fe_ipc_submit_as(c->srv->app->ipc, PROFILE_WORKLOAD, req->tbs, req->tbs_len,
+                          req->requester, req->csr_sha256, &caller, on_signed, c, e);
     OPENSSL_free(req->tbs);
     req->tbs = NULL;
     if (rc != HSMCA_OK)

@@ -56,6 +56,11 @@ int signer_conn_fd(signer_ctx *s)
     return fd;
 }
 
+hsmca_code signer_keys_load_fd(signer_ctx *s, int fd, hsmca_err *e)
+{
+    return signer_bind_load_fd(s->bind, fd, e);
+}
+
 void signer_set_ctl_fd(signer_ctx *s, int ctl_fd)
 {
     s->ctl_fd = ctl_fd;
@@ -391,6 +396,10 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     }
     s->cfg = *cfg;
     build_policy(s);
+    if (signer_bind_new(&s->cfg, &s->bind, e) != HSMCA_OK) {
+        signer_stop_all(s);
+        return NULL;
+    }
     s->serials = serial_set_new();
     s->rate = rate_limiter_new(cfg->rate_per_second, cfg->rate_burst);
     s->refusals = log_limiter_new(SIGNER_REFUSAL_LINES_PER_S, 1.0);
@@ -518,6 +527,7 @@ void signer_stop_all(signer_ctx *s)
     p11_module_unload(s->module);
     X509_free(s->ca_cert);
     policy_set_free(s->policy_file);
+    signer_bind_free(s->bind);
     serial_set_free(s->serials);
     rate_limiter_free(s->rate);
     if (s->refusals) /* at stop, the last window is over: report what it suppressed */

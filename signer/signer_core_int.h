@@ -14,6 +14,7 @@
 #include "p11.h"
 #include "policy_file.h"
 #include "sigalg.h"
+#include "signer_bind.h"
 #include "signer_core.h"
 #include "signer_limits.h"
 #include "signer_tbs.h"
@@ -71,6 +72,7 @@ struct signer_ctx {
     X509 *ca_cert;
     tbs_policy policy;
     policy_set *policy_file; /* issuance.policy_file as we loaded it; NULL: none */
+    signer_bind *bind;       /* identity binding; NULL when off (signer_bind.h) */
     hsmca_config cfg; /* our copy: the policy's strings point into it */
     const sigalg *alg;
     serial_set *serials;

@@ -127,6 +127,37 @@ static void signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd)
     drop_peer(s, ctl_fd, why);
 }
 
+/* One message from the supervisor: a new front end connection (CTL_NEW_PEER) or the
+ * issuer keys for identity binding (CTL_KEYS). Returns 1 when the supervisor is gone. */
+static int signer_control(signer_ctx *s, int ctl_fd)
+{
+    char type;
+    int fd, eof;
+    hsmca_err e;
+    if (ipc_recv_ctl(ctl_fd, &type, &fd, &eof, &e) != HSMCA_OK) {
+        if (eof) {
+            log_info("supervisor went away; stopping");
+            return 1;
+        }
+        log_warn("control channel: %s", e.msg);
+        return 0;
+    }
+    if (type == CTL_NEW_PEER && fd >= 0) {
+        log_info("new front end connection");
+        signer_conn_set(s, fd);
+        return 0;
+    }
+    if (type == CTL_KEYS && fd >= 0) {
+        if (signer_keys_load_fd(s, fd, &e) != HSMCA_OK)
+            log_warn("issuer keys not taken (the previous ones stay): %s", e.msg);
+    } else {
+        log_warn("control channel: unexpected message type 0x%02x", (unsigned char)type);
+    }
+    if (fd >= 0)
+        close(fd);
+    return 0;
+}
+
 static int signer_loop(signer_ctx *s, int ctl_fd)
 {
     while (!signer_stop) {
@@ -140,18 +171,8 @@ static int signer_loop(signer_ctx *s, int ctl_fd)
         if (r < 0)
             fatal("poll: %s", strerror(errno));
         if (pfd[0].revents) {
-            int newfd, eof;
-            hsmca_err e;
-            if (ipc_recv_fd(ctl_fd, &newfd, &eof, &e) != HSMCA_OK) {
-                if (eof) {
-                    log_info("supervisor went away; stopping");
-                    return 0;
-                }
-                log_warn("control channel: %s", e.msg);
-                continue;
-            }
-            log_info("new front end connection");
-            signer_conn_set(s, newfd);
+            if (signer_control(s, ctl_fd) != 0)
+                return 0;
             continue;
         }
         if (fd >= 0 && pfd[1].revents)

@@ -4,7 +4,10 @@
  * on a signing load (EC and RSA CA keys, SoftHSM 2.6.1) and on start-up (what a
  * token recovery repeats: C_Finalize, C_Initialize, C_Login). Everything it
  * does before the filter (config, PIN file, dlopen of the module, the first
- * C_Initialize, pwd lookups) needs nothing here. */
+ * C_Initialize, pwd lookups) needs nothing here. The issuer keys for identity
+ * binding arrive on the control channel as a sealed memfd (signer_bind.h): recvmsg,
+ * fstat, fcntl(F_GET_SEALS), pread64 and close, all in the shared groups already
+ * (common/sandbox.c); nothing is added here for them. */
 #include "signer_sandbox.h"
 
 #include <errno.h>

@@ -109,7 +109,8 @@ static size_t job_cost(const signer_request_shape *shape)
     /* What a queued request holds once unpacked: the job, protobuf-c's struct,
      * and copies of its fields (their sizes were checked on the wire). */
     return sizeof(signer_job) + sizeof(Hsmca__Ipc__SignRequest) + shape->tbs_len +
-           shape->requester_len + 1 + shape->csr_sha256_len + 64;
+           shape->requester_len + 1 + shape->csr_sha256_len + shape->authenticator_len + 1 +
+           shape->token_len + 1 + 64;
 }
 
 hsmca_code signer_queue_reserve(signer_ctx *s, const signer_request_shape *shape, uint64_t id)
@@ -177,7 +178,7 @@ static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
                                                const Hsmca__Ipc__SignRequest *req,
                                                const tbs_facts *f,
                                                const uint8_t tbs_sha256[SHA256_DIGEST_LENGTH],
-                                               uint64_t *seq, hsmca_err *e)
+                                               int bound, uint64_t *seq, hsmca_err *e)
 {
     audit_entry a;
     memset(&a, 0, sizeof(a));
@@ -193,6 +194,8 @@ static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
     snprintf(a.profile, sizeof(a.profile), "%s",
              req->profile == TBS_PROFILE_SERVING ? "serving" : "workload");
     a.sans = (audit_str){f->sans, strlen(f->sans), 0};
+    if (bound) /* the signer checked the URI SAN against the caller's token itself */
+        snprintf(a.bound, sizeof(a.bound), "jwt");
     if (audit_log_append(s->audit, &a, seq, e) == HSMCA_OK)
         return HSMCA_OK;
     if (e)
@@ -239,6 +242,12 @@ static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmc
                  HSMCA_EPERM, "invariant 0: unknown profile %u", req->profile);
     HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (tbs_profile)req->profile, &s->policy,
                              util_wall_now(), facts, e));
+    /* Identity binding: a workload TBS names the forwarded token's identity (the serving
+     * profile is the front end's own certificate, already held to the configured names). */
+    int bound = 0;
+    if (req->profile == TBS_PROFILE_WORKLOAD)
+        HSMCA_GUARD(signer_bind_check(s->bind, &s->policy, req->authenticator, req->token,
+                                      strlen(req->token), facts->sans, util_wall_now(), &bound, e));
     HSMCA_GUARD(rate_limiter_take(s->rate, util_mono_now(), e));
     HSMCA_GUARD(serial_set_insert(s->serials, facts->serial, facts->serial_len, facts->not_after,
                                   util_wall_now(), e));
@@ -254,7 +263,7 @@ static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmc
     const uint8_t *tbs_sha256 = j->st->digest;
     if (strcmp(s->alg->digest, "SHA256") != 0)
         tbs_sha256 = SHA256(req->tbs.data, req->tbs.len, own);
-    return audit_intent(s, j->id, req, facts, tbs_sha256, &j->st->intent_seq, e);
+    return audit_intent(s, j->id, req, facts, tbs_sha256, bound, &j->st->intent_seq, e);
 }
 
 /* The second step, the intent durable: sign, self-check and assemble. Returns the

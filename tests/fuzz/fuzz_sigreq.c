@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fe_jwt.h"
 #include "hsmca_err.h"
 #include "profile.h"
 #include "signer.pb-c.h"
@@ -59,8 +60,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     Hsmca__Ipc__SignRequest *req = hsmca__ipc__sign_request__unpack(NULL, size, p);
     if (!req || req->tbs.len != shape.tbs_len || req->tbs.len > PROFILE_TBS_MAX ||
-        req->csr_sha256.len != shape.csr_sha256_len || shape.requester_len > PROFILE_REQUESTER_MAX ||
-        strlen(req->requester) != shape.requester_len)
+        req->csr_sha256.len != shape.csr_sha256_len ||
+        shape.requester_len > PROFILE_REQUESTER_MAX ||
+        strlen(req->requester) != shape.requester_len ||
+        strlen(req->authenticator) != shape.authenticator_len ||
+        shape.authenticator_len > SIGNER_DENY_AUTHENTICATOR_MAX ||
+        strlen(req->token) != shape.token_len || shape.token_len > FE_JWT_MAX_LEN)
         abort();
     if (hsmca__ipc__sign_request__get_packed_size(req) > size)
         abort();

@@ -23,7 +23,9 @@
  *                      the signing log, with their own signer
  *   hostile_policy.c   the SAN policy file (issuance.policy_file), with its own signer:
  *                      DNS SANs only where the policy grants them, and its other rules
- *   hostile_main.c     the groups */
+ *   hostile_bind.c     identity binding, with its own signer: the forwarded token must
+ *                      verify and name the URI SAN's identity
+ *   hostile_main.c     the groups (HF_ONLY=text runs only the groups whose name holds it) */
 #ifndef HSMCA_HOSTILE_H
 #define HSMCA_HOSTILE_H
 
@@ -330,6 +332,8 @@ const struct CMUnitTest *hf_deny_tests(size_t *n);
 int hf_deny_group_setup(void **state);
 const struct CMUnitTest *hf_policy_tests(size_t *n);
 int hf_policy_group_setup(void **state);
+const struct CMUnitTest *hf_bind_tests(size_t *n);
+int hf_bind_group_setup(void **state);
 
 /* ---- hostile_shim.c: the stress group's token, behind tests/p11shim ----------------- */
 

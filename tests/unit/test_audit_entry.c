@@ -67,6 +67,34 @@ static void test_intent_round_trip(void **state)
     assert_non_null(strstr(g_line, "\"time\":1790000000}\n"));
 }
 
+/* "bound" (identity binding) is optional: present only on a bound intent, so older
+ * logs still parse; never empty, never on another kind. */
+static void test_intent_bound(void **state)
+{
+    audit_entry a = intent("spiffe://td/ns/a/sa/b", 21), b;
+    static audit_entry_buf buf;
+    strcpy(a.bound, "jwt");
+    size_t n = round_trip(&a, &b, &buf);
+    assert_string_equal(b.bound, "jwt");
+    g_line[n] = 0;
+    assert_non_null(strstr(g_line, "{\"bound\":\"jwt\",\"csr_sha256\":"));
+    a.bound[0] = 0;
+    n = round_trip(&a, &b, &buf);
+    g_line[n] = 0;
+    assert_null(strstr(g_line, "bound"));
+    assert_string_equal(b.bound, "");
+    hsmca_err e;
+    static char empty[AUDIT_LINE_MAX + 16];
+    snprintf(empty, sizeof(empty), "{\"bound\":\"\",%.*s", (int)(n - 2), g_line + 1);
+    assert_int_equal(audit_entry_parse(empty, strlen(empty), &b, &buf, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "audit line: not in canonical form");
+    const char *other = "{\"bound\":\"jwt\",\"kind\":\"start\",\"seq\":0,\"time\":1}";
+    assert_int_equal(audit_entry_parse(other, strlen(other), &b, &buf, &e), HSMCA_EINVAL);
+    strcpy(a.bound, "j w t");
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "audit entry: bad bound name");
+}
+
 static void test_other_kinds(void **state)
 {
     static audit_entry_buf buf;
@@ -315,10 +343,15 @@ static void test_encoder_refuses(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_intent_round_trip), cmocka_unit_test(test_other_kinds),
-        cmocka_unit_test(test_hostile_requester), cmocka_unit_test(test_caps),
-        cmocka_unit_test(test_parser_refuses),    cmocka_unit_test(test_encoder_refuses),
-        cmocka_unit_test(test_new_kinds),         cmocka_unit_test(test_new_kinds_refused),
+        cmocka_unit_test(test_intent_round_trip),
+        cmocka_unit_test(test_intent_bound),
+        cmocka_unit_test(test_other_kinds),
+        cmocka_unit_test(test_hostile_requester),
+        cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_parser_refuses),
+        cmocka_unit_test(test_encoder_refuses),
+        cmocka_unit_test(test_new_kinds),
+        cmocka_unit_test(test_new_kinds_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

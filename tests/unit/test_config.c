@@ -651,6 +651,11 @@ static void test_auth_section(void **state)
     assert_int_equal(c->jwt_refresh, 3600);
     assert_int_equal(c->jwt_min_refresh, 30);
     assert_int_equal(c->jwt_fetch_timeout, 10);
+    assert_int_equal(c->jwt_bind, 1); /* identity binding on unless turned off */
+    assert_int_equal(c->jwt_bind_required, 0);
+    assert_int_equal(
+        parse("auth:\n  jwt:\n    bind: false\n    bind_required: false\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(c->jwt_bind, 0);
     assert_int_equal(parse("auth:\n  chain: [jwt]\n  jwt:\n    issuer: https://i.example\n"
                            "    discovery: true\n    ca_bundle: ca.pem\n    refresh: 2h\n"
                            "    min_refresh: 5s\n    fetch_timeout: 3s\n",
@@ -712,6 +717,17 @@ static void test_auth_section(void **state)
     assert_int_equal(config_validate(c, &e), HSMCA_OK);
     assert_int_equal(config_chain_has(c, "jwt"), 0);
     assert_int_equal(config_chain_has(c, "client_cert"), 1);
+    /* bind_required binds nobody without jwt in the chain, or with binding off */
+    c->jwt_bind_required = 1;
+    expect_invalid(c, "config: auth.jwt.bind_required needs auth.jwt.bind: true and jwt in "
+                      "auth.chain");
+    free(c);
+    c = valid_cfg();
+    c->jwt_bind_required = 1;
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    c->jwt_bind = 0;
+    expect_invalid(c, "config: auth.jwt.bind_required needs auth.jwt.bind: true and jwt in "
+                      "auth.chain");
     free(c);
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fe_jwt.h"
 #include "profile.h"
 #include "signer.pb-c.h"
 #include "signer_request.h"
@@ -72,9 +73,9 @@ static void test_refuses_before_unpacking(void **state)
 
     /* Unknown fields: the padding that cost ~1.75 MiB per frame once unpacked. */
     n = pack(buf, 100, "x", 0);
-    static const uint8_t unknown[] = {0x2a, 0x03, 'a', 'b', 'c'}; /* field 5, LEN */
+    static const uint8_t unknown[] = {0x3a, 0x03, 'a', 'b', 'c'}; /* field 7, LEN */
     memcpy(buf + n, unknown, sizeof(unknown));
-    expect(buf, n + sizeof(unknown), HSMCA_EINVAL, "SignRequest: unknown field 5");
+    expect(buf, n + sizeof(unknown), HSMCA_EINVAL, "SignRequest: unknown field 7");
     static const uint8_t huge_field[] = {0xf8, 0xff, 0xff, 0xff, 0x0f, 0x00}; /* varint field */
     memcpy(buf + n, huge_field, sizeof(huge_field));
     expect(buf, n + sizeof(huge_field), HSMCA_EINVAL, "SignRequest: unknown field");
@@ -112,6 +113,43 @@ static void test_refuses_before_unpacking(void **state)
            "SignRequest: field profile malformed or non-minimal");
     static const uint8_t bad_hash[] = {0x22, 0x02, 0x01, 0x02};
     expect(bad_hash, sizeof(bad_hash), HSMCA_EINVAL, "SignRequest: csr_sha256 of 2 bytes");
+}
+
+/* Identity binding's fields (5 authenticator, 6 token): bounded, NUL-free, once. */
+static void test_binding_fields(void **state)
+{
+    static uint8_t buf[65536];
+    static char token[FE_JWT_MAX_LEN + 2];
+    static uint8_t tbs[100];
+    memset(token, 'a', FE_JWT_MAX_LEN);
+    Hsmca__Ipc__SignRequest r = HSMCA__IPC__SIGN_REQUEST__INIT;
+    r.profile = 1;
+    r.tbs.data = tbs;
+    r.tbs.len = sizeof(tbs);
+    r.authenticator = (char *)"jwt";
+    r.token = token; /* FE_JWT_MAX_LEN bytes: the limit itself */
+    size_t n = hsmca__ipc__sign_request__pack(&r, buf);
+    signer_request_shape shape;
+    hsmca_err e;
+    assert_int_equal(signer_request_check(buf, n, &shape, &e), HSMCA_OK);
+    assert_int_equal(shape.authenticator_len, 3);
+    assert_int_equal(shape.token_len, FE_JWT_MAX_LEN);
+    token[FE_JWT_MAX_LEN] = 'a';
+    n = hsmca__ipc__sign_request__pack(&r, buf);
+    expect(buf, n, HSMCA_EINVAL, "SignRequest: field token of 8193 bytes exceeds 8192");
+    static char longname[SIGNER_DENY_AUTHENTICATOR_MAX + 2];
+    memset(longname, 'j', SIGNER_DENY_AUTHENTICATOR_MAX + 1);
+    r.token = (char *)"x";
+    r.authenticator = longname;
+    n = hsmca__ipc__sign_request__pack(&r, buf);
+    expect(buf, n, HSMCA_EINVAL, "SignRequest: field authenticator of 65 bytes exceeds 64");
+    static const uint8_t nul_token[] = {0x32, 0x03, 'a', 0x00, 'b'};
+    expect(nul_token, sizeof(nul_token), HSMCA_EINVAL, "SignRequest: token contains a NUL byte");
+    static const uint8_t two_tokens[] = {0x32, 0x01, 'a', 0x32, 0x01, 'b'};
+    expect(two_tokens, sizeof(two_tokens), HSMCA_EINVAL, "SignRequest: field token repeated");
+    static const uint8_t auth_varint[] = {0x28, 0x01}; /* field 5 as a varint */
+    expect(auth_varint, sizeof(auth_varint), HSMCA_EINVAL,
+           "SignRequest: field authenticator has the wrong wire type");
 }
 
 /* FrontendDeny (proto/signer.proto): what the front end packs passes; anything else
@@ -176,6 +214,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accepts_what_the_front_end_sends),
         cmocka_unit_test(test_refuses_before_unpacking),
+        cmocka_unit_test(test_binding_fields),
         cmocka_unit_test(test_frontend_deny),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

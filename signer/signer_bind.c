@@ -1,0 +1,112 @@
+/* signer_bind.c - see signer_bind.h. */
+#include "signer_bind.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fe_jwt.h"
+#include "fe_keys.h"
+#include "log.h"
+
+struct signer_bind {
+    fe_keys *keys; /* pushed by the supervisor; verified tokens cached by hash (fe_jwt_cache) */
+    fe_jwt_rules rules;
+    const char *audiences[CONFIG_MAX_LIST];
+    int required; /* auth.jwt.bind_required */
+};
+
+hsmca_code signer_bind_new(const hsmca_config *cfg, signer_bind **out, hsmca_err *e)
+{
+    *out = NULL;
+    if (!cfg->jwt_bind || !config_chain_has(cfg, "jwt")) {
+        log_info("identity binding off (%s)",
+                 cfg->jwt_bind ? "no jwt in auth.chain" : "auth.jwt.bind: false");
+        return HSMCA_OK;
+    }
+    signer_bind *b = calloc(1, sizeof(*b));
+    HSMCA_ENSURE(b, e, HSMCA_ENOMEM, "identity binding: out of memory");
+    if (!(b->keys = fe_keys_new())) {
+        free(b);
+        return hsmca_fail(e, HSMCA_ENOMEM, "identity binding: out of memory");
+    }
+    int n = cfg->jwt_audiences.n < CONFIG_MAX_LIST ? cfg->jwt_audiences.n : CONFIG_MAX_LIST;
+    for (int i = 0; i < n; i++)
+        b->audiences[i] = cfg->jwt_audiences.items[i];
+    b->rules = (fe_jwt_rules){cfg->jwt_issuer, b->audiences, n, cfg->jwt_skew};
+    b->required = cfg->jwt_bind_required;
+    log_info("identity binding on: jwt callers' tokens are verified again here%s",
+             b->required ? "; unbound requests refused (auth.jwt.bind_required)" : "");
+    *out = b;
+    return HSMCA_OK;
+}
+
+void signer_bind_free(signer_bind *b)
+{
+    if (!b)
+        return;
+    fe_keys_free(b->keys);
+    free(b);
+}
+
+hsmca_code signer_bind_load_fd(signer_bind *b, int fd, hsmca_err *e)
+{
+    if (!b)
+        return HSMCA_OK; /* binding off: the keys are not ours to hold */
+    HSMCA_GUARD(fe_keys_load_fd(b->keys, fd, e));
+    log_info("identity binding: issuer keys received (generation %llu)",
+             (unsigned long long)fe_keys_generation(b->keys));
+    return HSMCA_OK;
+}
+
+/* 1 when sans begins with the URI SAN "uri:spiffe://<td>/ns/<ns>/sa/<sa>" for one of
+ * the policy's trust domains. The validator let exactly one URI SAN through and only as
+ * the first name (tbs_san_uri), and SPIFFE IDs hold no ',' (policy_spiffe_id_check), so
+ * the first name ends at ',' or at the end of the text. */
+static int san_is_identity(const tbs_policy *pol, const fe_jwt_identity *id, const char *sans)
+{
+    char want[32 + 3 * FE_K8S_NAME_MAX + 64];
+    for (int i = 0; i < pol->n_trust_domains && i < TBS_MAX_NAMES; i++) {
+        int n = snprintf(want, sizeof(want), "uri:spiffe://%s/ns/%s/sa/%s", pol->trust_domains[i],
+                         id->ns, id->sa);
+        if (n <= 0 || (size_t)n >= sizeof(want))
+            continue;
+        if (strncmp(sans, want, (size_t)n) == 0 && (sans[n] == '\0' || sans[n] == ','))
+            return 1;
+    }
+    return 0;
+}
+
+hsmca_code signer_bind_check(signer_bind *b, const tbs_policy *pol, const char *authenticator,
+                             const char *token, size_t token_len, const char *sans, int64_t now,
+                             int *bound, hsmca_err *e)
+{
+    *bound = 0;
+    if (!b)
+        return HSMCA_OK;
+    if (strcmp(authenticator, "jwt") != 0) {
+        /* The front end's word that no token was involved: a lie here is the residual the
+         * rate limit bounds (signer_bind.h), unless the operator requires binding. */
+        HSMCA_ENSURE(!b->required, e, HSMCA_EPERM,
+                     "identity binding: a request from authenticator \"%.32s\" cannot be bound "
+                     "and auth.jwt.bind_required is on",
+                     authenticator[0] ? authenticator : "(none)");
+        return HSMCA_OK;
+    }
+    HSMCA_ENSURE(token_len > 0, e, HSMCA_EAUTH,
+                 "identity binding: a jwt caller's request came without its token");
+    fe_jwt_identity id;
+    int unknown_kid = 0;
+    hsmca_err why;
+    hsmca_code rc =
+        fe_keys_verify(b->keys, &b->rules, token, token_len, now, &id, &unknown_kid, &why);
+    if (rc == HSMCA_EUNAVAIL)
+        return hsmca_fail(e, HSMCA_EUNAVAIL, "identity binding: %s", why.msg);
+    if (rc != HSMCA_OK)
+        return hsmca_fail(e, HSMCA_EAUTH, "identity binding: the forwarded token: %s", why.msg);
+    HSMCA_ENSURE(san_is_identity(pol, &id, sans), e, HSMCA_EPERM,
+                 "identity binding: the URI SAN is not the token's identity (ns %.64s, sa %.64s)",
+                 id.ns, id.sa);
+    *bound = 1;
+    return HSMCA_OK;
+}
