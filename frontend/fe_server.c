@@ -45,6 +45,9 @@ _Static_assert(CONFIG_MAX_QUEUED <= FE_IPC_MAX_INFLIGHT, "fe_ipc's table must ho
 /* How long a stop waits for the calls in flight: under the supervisor's 5 s
  * between SIGTERM and SIGKILL. */
 #define FE_DRAIN_S 3.0
+/* Refusal lines on stderr a second at most, as the signer's (the audit log counts
+ * every refusal, through FrontendDeny); beyond, a summary line counts them. */
+#define FE_REFUSAL_LINES_PER_S 50
 /* Room for request metadata: gRPC's 8 KiB default refused a bearer token of about
  * 8000 bytes itself, so the JWT check's own limit (FE_JWT_MAX_LEN, 8192) never
  * applied; with 16 KiB a token up to that limit reaches it. */
@@ -73,7 +76,8 @@ typedef struct {
     atomic_int active; /* calls received and not yet freed: what a stop waits for,
                           and what server.max_queued_requests bounds */
     grpc_resource_quota *quota;
-    log_limiter *busy_log; /* the "queue full" refusals, one line per window */
+    log_limiter *busy_log;   /* the "queue full" refusals, one line per window */
+    log_limiter *refuse_log; /* the other refusals: garbage costs no line per call */
     /* TokenReview's threads, NULL when it is off */
     fe_authpool *auth_pool;
     fe_connlimit *conns;
@@ -178,9 +182,16 @@ static void finish_status(fe_call *c, grpc_status_code status, const char *msg, 
 
 static void finish(fe_call *c, hsmca_code code, const char *msg, uint8_t *body, size_t len)
 {
-    if (code != HSMCA_OK)
+    if (code != HSMCA_OK && log_limiter_allow(c->srv->refuse_log, util_mono_now()))
         log_info("refused CreateCertificate: %s: %s", hsmca_code_name(code), msg);
     finish_status(c, status_for(code), msg, body, len, 0);
+}
+
+static void free_limiters(fe_server *srv)
+{
+    log_limiter_free(srv->busy_log);
+    log_limiter_free(srv->refuse_log);
+    log_limiter_free(srv->reset_log);
 }
 
 /* From the IPC thread: the signer answered. */
@@ -517,16 +528,16 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     hsmca_err e;
     fe_connlimit *conns = fe_connlimit_new(max_conn, fd_limit, &e);
     srv->busy_log = log_limiter_new(1, 10.0);
+    srv->refuse_log = log_limiter_new(FE_REFUSAL_LINES_PER_S, 1.0);
     srv->reset_log = log_limiter_new(4, 10.0);
     srv->peers = conns ? fe_peercalls_new(max_conn, FE_MAX_CALLS_PER_CONN, FE_MAX_CANCELS,
                                           FE_CANCEL_WINDOW_S, &e)
                        : NULL;
-    if (!srv->peers || !srv->busy_log || !srv->reset_log) {
+    if (!srv->peers || !srv->busy_log || !srv->refuse_log || !srv->reset_log) {
         log_error("%s", conns && srv->peers ? "out of memory" : e.msg);
         fe_connlimit_free(conns);
         fe_peercalls_free(srv->peers);
-        log_limiter_free(srv->busy_log);
-        log_limiter_free(srv->reset_log);
+        free_limiters(srv);
         free(l);
         return NULL;
     }
@@ -583,8 +594,7 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
         grpc_server_destroy(srv->server);
         grpc_completion_queue_destroy(srv->cq);
         grpc_resource_quota_unref(srv->quota);
-        log_limiter_free(srv->busy_log);
-        log_limiter_free(srv->reset_log);
+        free_limiters(srv);
         fe_peercalls_free(srv->peers);
         free(l);
         return NULL;
@@ -658,8 +668,7 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     grpc_server_destroy(srv->server);
     grpc_completion_queue_destroy(srv->cq);
     grpc_resource_quota_unref(srv->quota);
-    log_limiter_free(srv->busy_log);
-    log_limiter_free(srv->reset_log);
+    free_limiters(srv);
     /* srv->peers stays, as the connection cap does: a call the signer has not yet
      * answered may still end after this (on_signed from the IPC thread). */
     free(l);

@@ -133,6 +133,7 @@ class AuditEntries(unittest.TestCase):
         key = hc.make_key("ec-p256")
         csr = hc.make_csr(key, uris=[ID])
         before = read_log(self.server)
+        log_before = os.path.getsize(self.server.log_path)
         n, lock = 400, threading.Lock()
         left = [n]
 
@@ -170,6 +171,15 @@ class AuditEntries(unittest.TestCase):
         self.assertLessEqual(lines, 50 * (int(secs) + 2))
         if secs < 4:
             self.assertGreater(summed, 0)
+        # The front end's stderr is flood-controlled too: at most 50 refusal lines a
+        # second (frontend/fe_server.c FE_REFUSAL_LINES_PER_S), the rest counted.
+        with open(self.server.log_path, "rb") as f:
+            f.seek(log_before)
+            text = f.read().decode(errors="replace")
+        fe_lines = sum(1 for ln in text.splitlines()
+                       if "refused CreateCertificate" in ln and '"proc":"frontend"' in ln)
+        print("front end: %d refusal lines for %d refusals" % (fe_lines, n))
+        self.assertLessEqual(fe_lines, 50 * (int(secs) + 2))
         self.server.issue()  # issuance goes on
 
     # ---- open intents at restart -------------------------------------------------------
