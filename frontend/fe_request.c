@@ -99,8 +99,7 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
     if (rc == HSMCA_OK)
         rc = check_and_build(app, req, now, out, e);
     if (rc == HSMCA_OK && imp) /* the audit entry shows both: who asked, for whom */
-        snprintf(out->requester, sizeof(out->requester), "%.*s as %s",
-                 (int)(sizeof(out->requester) / 2), caller, out->who.ids[0]);
+        snprintf(out->requester, sizeof(out->requester), "%s as %s", caller, out->who.ids[0]);
     istio__v1__auth__istio_certificate_request__free_unpacked(req, NULL);
     if (rc != HSMCA_OK) {
         OPENSSL_free(out->tbs);
