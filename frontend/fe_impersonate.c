@@ -52,7 +52,7 @@ static HSMCA_MUSTCHECK hsmca_code caller_node(const fe_app *app, const fe_jwt_id
                                                "impersonation: the caller's pod %s/%s does not "
                                                "exist",
                                                k->ns, k->pod_name)
-                                  : fe_k8s_parse_pod(resp, n, k->pod_uid, node, e);
+                                  : fe_k8s_parse_pod(resp, n, k->pod_uid, k->sa, node, e);
     free(resp);
     return rc;
 }

@@ -102,7 +102,7 @@ static json_t *load_kind(const char *body, size_t len, const char *kind, hsmca_e
     return root;
 }
 
-hsmca_code fe_k8s_parse_pod(const char *body, size_t len, const char *want_uid,
+hsmca_code fe_k8s_parse_pod(const char *body, size_t len, const char *want_uid, const char *want_sa,
                             char node[FE_K8S_NODE_MAX + 1], hsmca_err *e)
 {
     json_t *root = load_kind(body, len, "Pod", e);
@@ -111,10 +111,15 @@ hsmca_code fe_k8s_parse_pod(const char *body, size_t len, const char *want_uid,
     hsmca_code rc = HSMCA_OK;
     const char *uid = str_at(root, "metadata", "uid");
     const char *n = str_at(root, "spec", "nodeName");
+    const char *psa = str_at(root, "spec", "serviceAccountName");
     if (!uid || strcmp(uid, want_uid) != 0)
         rc = hsmca_fail(e, HSMCA_EPERM,
                         "impersonation: the caller's pod has another uid than its token's "
                         "(recreated)");
+    else if (!psa || strcmp(psa, want_sa) != 0)
+        rc = hsmca_fail(e, HSMCA_EPERM,
+                        "impersonation: the caller's pod runs as another service account than "
+                        "its token's");
     else if (!n || !policy_is_k8s_name(n, strlen(n), FE_K8S_NODE_MAX, 1))
         rc = hsmca_fail(e, HSMCA_EPERM, "impersonation: the caller's pod is on no node");
     else

@@ -6,7 +6,8 @@
  *   2. the requested identity parses as a SPIFFE ID spiffe://td/ns/NS/sa/SA
  *      (we also require our own trust domain: Istio's CA signs only for it);
  *   3. the caller's pod (name and uid from its token) exists and is on a node;
- *   4. a pod of account NS/SA is on that same node.
+ *   4. a pod of account NS/SA is on that same node (Istio: any pod in its
+ *      informer's node+sa index; hsmca: a Running one, by field selector).
  * Here: the checks of 1 and 2, and the parsers of the two Kubernetes API
  * answers 3 and 4 need (GET Pod, GET PodList by fieldSelector). No I/O. */
 #ifndef HSMCA_FE_K8SPODS_H
@@ -33,11 +34,13 @@ HSMCA_MUSTCHECK hsmca_code fe_k8s_parse_impersonated(const char *td, const char 
 
 /* The body of GET /api/v1/namespaces/NS/pods/NAME (a v1 Pod): its metadata.uid
  * must be want_uid (the token's pod uid: a pod of the same name created again
- * is another pod), its spec.nodeName (scheduled) into node. HSMCA_EPERM when
+ * is another pod) and its spec.serviceAccountName want_sa (Istio checks both),
+ * its spec.nodeName (scheduled) into node. HSMCA_EPERM when
  * it is a Pod that does not qualify (other uid, not scheduled), HSMCA_EUNAVAIL
  * when it is not a v1 Pod at all. */
 HSMCA_MUSTCHECK hsmca_code fe_k8s_parse_pod(const char *body, size_t len, const char *want_uid,
-                                            char node[FE_K8S_NODE_MAX + 1], hsmca_err *e);
+                                            const char *want_sa, char node[FE_K8S_NODE_MAX + 1],
+                                            hsmca_err *e);
 
 /* The body of GET /api/v1/namespaces/NS/pods?fieldSelector=spec.nodeName=N,
  * status.phase=Running (a v1 PodList): *found = 1 when one item is in

@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hsmca_err e;
     char node[FE_K8S_NODE_MAX + 1] = "";
     hsmca_err_clear(&e);
-    hsmca_code rc = fe_k8s_parse_pod(doc, size, "u-1", node, &e);
+    hsmca_code rc = fe_k8s_parse_pod(doc, size, "u-1", "ztunnel", node, &e);
     if (rc == HSMCA_OK) {
         if (!policy_is_k8s_name(node, strlen(node), FE_K8S_NODE_MAX, 1))
             abort(); /* a node name, never empty */

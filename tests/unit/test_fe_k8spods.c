@@ -73,7 +73,7 @@ static void test_impersonated(void **state)
 static hsmca_code pod(const char *doc, const char *uid, char *node, hsmca_err *e)
 {
     hsmca_err_clear(e);
-    return fe_k8s_parse_pod(doc, strlen(doc), uid, node, e);
+    return fe_k8s_parse_pod(doc, strlen(doc), uid, "ztunnel", node, e);
 }
 
 static void test_pod(void **state)
@@ -85,10 +85,14 @@ static void test_pod(void **state)
     assert_string_equal(node, "node-a");
     assert_int_equal(pod(POD, "u-2", node, &e), HSMCA_EPERM);
     assert_non_null(strstr(e.msg, "another uid"));
-    assert_int_equal(pod("{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"uid\":\"u-1\"},"
-                         "\"spec\":{},\"status\":{\"phase\":\"Pending\"}}",
-                         "u-1", node, &e),
-                     HSMCA_EPERM);
+    hsmca_err_clear(&e);
+    assert_int_equal(fe_k8s_parse_pod(POD, strlen(POD), "u-1", "other", node, &e), HSMCA_EPERM);
+    assert_non_null(strstr(e.msg, "another service account"));
+    assert_int_equal(
+        pod("{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"uid\":\"u-1\"},"
+            "\"spec\":{\"serviceAccountName\":\"ztunnel\"},\"status\":{\"phase\":\"Pending\"}}",
+            "u-1", node, &e),
+        HSMCA_EPERM);
     assert_non_null(strstr(e.msg, "on no node"));
     /* Not a v1 Pod: a Status (404), another kind, garbage. */
     assert_int_equal(pod("{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
