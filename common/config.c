@@ -99,6 +99,7 @@ static const config_field fields[] = {
     F("issuance", "rate_burst", CT_U32, rate_burst, 0),
     S("", "auth"),
     F("auth", "chain", CT_LIST, auth_chain, CF_AUTHN),
+    F("auth", "trusted_node_accounts", CT_LIST, trusted_node_accounts, 0),
     S("auth", "jwt"),
     F("auth.jwt", "issuer", CT_STR, jwt_issuer, 0),
     F("auth.jwt", "audiences", CT_LIST, jwt_audiences, 0),
@@ -666,6 +667,26 @@ static HSMCA_MUSTCHECK hsmca_code validate_tokenreview(const hsmca_config *c, hs
     return HSMCA_OK;
 }
 
+/* auth.trusted_node_accounts: "ns/sa" each (Istio's CA_TRUSTED_NODE_ACCOUNTS);
+ * the pod checks ask the TokenReview authenticator's API server. */
+static HSMCA_MUSTCHECK hsmca_code validate_trusted_nodes(const hsmca_config *c, hsmca_err *e)
+{
+    for (int i = 0; i < c->trusted_node_accounts.n; i++) {
+        const char *t = c->trusted_node_accounts.items[i], *slash = strchr(t, '/');
+        /* The names themselves are matched exactly at request time (fe_k8spods.h). */
+        if (!slash || slash == t || !slash[1] || strchr(slash + 1, '/'))
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "config: auth.trusted_node_accounts entry '%.64s' must be "
+                              "namespace/serviceaccount",
+                              t);
+    }
+    if (c->trusted_node_accounts.n > 0 && !config_tokenreview_on(c))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.trusted_node_accounts needs tokenreview in auth.chain "
+                          "(its API server is asked where the pods run)");
+    return HSMCA_OK;
+}
+
 static HSMCA_MUSTCHECK hsmca_code validate_server(const hsmca_config *c, hsmca_err *e)
 {
     if (!valid_listen(c->listen))
@@ -765,6 +786,8 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
     if (config_chain_has(c, "jwt") && c->jwt_audiences.n < 1)
         return hsmca_fail(e, HSMCA_EINVAL, "config: auth.jwt.audiences must name an audience");
     if ((rc = validate_tokenreview(c, e)) != HSMCA_OK)
+        return rc;
+    if ((rc = validate_trusted_nodes(c, e)) != HSMCA_OK)
         return rc;
     if (c->fe_chroot[0] != '/')
         return hsmca_fail(e, HSMCA_EINVAL, "config: frontend.chroot must be an absolute path");

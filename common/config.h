@@ -92,6 +92,10 @@ typedef struct {
                               client_cert or tokenreview callers): for JWT-only deployments;
                               default false */
 
+    config_list trusted_node_accounts; /* auth.trusted_node_accounts: "ns/sa" that may ask
+                                          for another identity (ztunnel, fe_k8spods.h);
+                                          default empty: impersonation off */
+
     /* auth.tokenreview: (frontend/fe_tokenreview.h) on when auth.chain names tokenreview */
     char tr_kubeconfig[CONFIG_MAX_STR]; /* kubeconfig file; "" = in-cluster config */
     config_list tr_audiences;           /* spec.audiences, default ["istio-ca"] */

@@ -45,10 +45,11 @@ typedef struct fe_app {
 typedef struct {
     uint8_t *tbs; /* OPENSSL_malloc'd */
     size_t tbs_len;
-    char requester[POLICY_MAX_ID]; /* "" until authenticated */
-    const char *authenticator;     /* the chain's winner, or on refusal the last that
-                                      found credentials ("none" if none did) */
-    fe_auth_result who;            /* who the chain says the caller is */
+    char requester[2 * POLICY_MAX_ID + 4]; /* "" until authenticated; "<caller> as <id>"
+                                              for an impersonation (fe_impersonate.h) */
+    const char *authenticator;             /* the chain's winner, or on refusal the last that
+                                              found credentials ("none" if none did) */
+    fe_auth_result who;                    /* who the chain says the caller is */
     uint8_t csr_sha256[32];
     /* For identity binding: a jwt caller's bearer token (without "Bearer "), pointing
      * into the call's metadata (valid as long as the call); NULL for other callers. */

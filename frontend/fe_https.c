@@ -230,8 +230,8 @@ static int ssl_step(SSL *s, int r, int fd, double deadline, int *timed_out)
     return 1;
 }
 
-static char *build_request(const fe_https *h, const char *path, const char *const *headers,
-                           int n_headers, size_t body_len, size_t *len)
+static char *build_request(const fe_https *h, const char *method, const char *path,
+                           const char *const *headers, int n_headers, size_t body_len, size_t *len)
 {
     size_t cap = 512 + strlen(h->prefix) + strlen(path) + strlen(h->authority);
     for (int i = 0; i < n_headers; i++)
@@ -240,9 +240,9 @@ static char *build_request(const fe_https *h, const char *path, const char *cons
     if (!req)
         return NULL;
     int n = snprintf(req, cap,
-                     "POST %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: hsmca\r\n"
+                     "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: hsmca\r\n"
                      "Content-Length: %zu\r\nConnection: close\r\n",
-                     h->prefix, path, h->authority, body_len);
+                     method, h->prefix, path, h->authority, body_len);
     for (int i = 0; i < n_headers; i++)
         n += snprintf(req + n, cap - (size_t)n, "%s\r\n", headers[i]);
     n += snprintf(req + n, cap - (size_t)n, "\r\n");
@@ -320,15 +320,17 @@ static HSMCA_MUSTCHECK hsmca_code exchange(const fe_https *h, int fd, const char
     return rc;
 }
 
-hsmca_code fe_https_post(const fe_https *h, const char *path, const char *const *headers,
-                         int n_headers, const char *body, size_t body_len, uint32_t timeout_ms,
-                         size_t max_body, int *status, char **resp, size_t *resp_len, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code request(const fe_https *h, const char *method, const char *path,
+                                          const char *const *headers, int n_headers,
+                                          const char *body, size_t body_len, uint32_t timeout_ms,
+                                          size_t max_body, int *status, char **resp,
+                                          size_t *resp_len, hsmca_err *e)
 {
     *resp = NULL;
     *resp_len = 0;
     double deadline = util_mono_now() + timeout_ms / 1000.0;
     size_t req_len = 0, max = FE_HTTPS_MAX_HEAD + max_body + 64;
-    char *req = build_request(h, path, headers, n_headers, body_len, &req_len);
+    char *req = build_request(h, method, path, headers, n_headers, body_len, &req_len);
     char *buf = malloc(max + 1);
     int fd = -1;
     hsmca_code rc =
@@ -356,6 +358,22 @@ hsmca_code fe_https_post(const fe_https *h, const char *path, const char *const 
     }
     free(buf);
     return rc;
+}
+
+hsmca_code fe_https_post(const fe_https *h, const char *path, const char *const *headers,
+                         int n_headers, const char *body, size_t body_len, uint32_t timeout_ms,
+                         size_t max_body, int *status, char **resp, size_t *resp_len, hsmca_err *e)
+{
+    return request(h, "POST", path, headers, n_headers, body, body_len, timeout_ms, max_body,
+                   status, resp, resp_len, e);
+}
+
+hsmca_code fe_https_get(const fe_https *h, const char *path, const char *const *headers,
+                        int n_headers, uint32_t timeout_ms, size_t max_body, int *status,
+                        char **resp, size_t *resp_len, hsmca_err *e)
+{
+    return request(h, "GET", path, headers, n_headers, "", 0, timeout_ms, max_body, status, resp,
+                   resp_len, e);
 }
 
 /* ---- the answer ---- */

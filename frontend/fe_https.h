@@ -38,6 +38,12 @@ HSMCA_MUSTCHECK hsmca_code fe_https_post(const fe_https *h, const char *path,
                                          size_t max_body, int *status, char **resp,
                                          size_t *resp_len, hsmca_err *e);
 
+/* The same as a GET (no body; "Content-Length: 0"): the Kubernetes API reads. */
+HSMCA_MUSTCHECK hsmca_code fe_https_get(const fe_https *h, const char *path,
+                                        const char *const *headers, int n_headers,
+                                        uint32_t timeout_ms, size_t max_body, int *status,
+                                        char **resp, size_t *resp_len, hsmca_err *e);
+
 /* An HTTP/1.1 answer read to the end (the connection closed): the status and
  * the body, de-chunked when Transfer-Encoding is chunked, else Content-Length
  * bytes, else everything after the head. *body points into buf (chunked: the

@@ -5,6 +5,7 @@
  * stack of "where does this message end" frames sized by the depth cap. */
 #include "fe_pbcheck.h"
 
+#include <string.h>
 
 /* Wire types (protobuf encoding guide). */
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
@@ -154,4 +155,71 @@ hsmca_code fe_pb_check_struct(const uint8_t *buf, size_t len, int max_depth, hsm
         }
     }
     return HSMCA_OK;
+}
+
+/* One field of the message buf[start..end) at *pos: its number, and for a
+ * length-delimited field its bytes; 0 at the end or when malformed. */
+static int next_field(const uint8_t *buf, size_t end, size_t *pos, uint64_t *field,
+                      const uint8_t **data, size_t *dlen)
+{
+    uint64_t tag, v;
+    if (*pos >= end || !read_varint(buf, end, pos, &tag))
+        return 0;
+    *field = tag >> 3;
+    *data = NULL;
+    *dlen = 0;
+    switch (tag & 7) {
+    case 0: return read_varint(buf, end, pos, &v);
+    case 1: return end - *pos >= 8 ? (*pos += 8, 1) : 0;
+    case 5: return end - *pos >= 4 ? (*pos += 4, 1) : 0;
+    case 2:
+        if (!read_varint(buf, end, pos, &v) || v > end - *pos)
+            return 0;
+        *data = buf + *pos;
+        *dlen = (size_t)v;
+        *pos += (size_t)v;
+        return 1;
+    default: return 0;
+    }
+}
+
+int fe_pb_struct_string(const uint8_t *buf, size_t len, const char *key, const uint8_t **val,
+                        size_t *vlen)
+{
+    size_t kl = strlen(key), pos = 0;
+    uint64_t f;
+    const uint8_t *entry;
+    size_t elen;
+    int found = 0;
+    /* Struct.fields (1): map entries {key = 1, value = 2}; a later entry for the
+     * same key replaces an earlier one (protobuf map semantics). */
+    while (next_field(buf, len, &pos, &f, &entry, &elen)) {
+        if (f != 1 || !entry)
+            continue;
+        size_t ep = 0;
+        const uint8_t *k = NULL, *value = NULL, *d;
+        size_t klen = 0, valuelen = 0, dl;
+        while (next_field(entry, elen, &ep, &f, &d, &dl)) {
+            if (f == 1 && d)
+                k = d, klen = dl;
+            else if (f == 2 && d)
+                value = d, valuelen = dl;
+        }
+        if (!k || klen != kl || memcmp(k, key, kl) != 0)
+            continue;
+        /* Value: the last of its oneof wins; string_value is field 3. */
+        const uint8_t *s = NULL;
+        size_t sl = 0, vp = 0;
+        int is_string = 0;
+        while (value && next_field(value, valuelen, &vp, &f, &d, &dl)) {
+            if (f >= 1 && f <= 6) {
+                is_string = f == 3 && d;
+                s = d, sl = dl;
+            }
+        }
+        found = is_string;
+        *val = is_string ? s : NULL;
+        *vlen = is_string ? sl : 0;
+    }
+    return found;
 }

@@ -2,9 +2,9 @@
 #ifndef HSMCA_FE_PBCHECK_H
 #define HSMCA_FE_PBCHECK_H
 
+#include "hsmca_err.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "hsmca_err.h"
 
 /* The largest max_depth fe_pb_check_struct accepts (it sizes the walker's stack). */
 #define FE_PB_MAX_DEPTH 100
@@ -17,6 +17,13 @@
  * when nesting exceeds max_depth, a field is malformed or truncated, or a field
  * of Struct / Value / ListValue has the wrong wire type. Iterative: no recursion
  * on attacker input. */
-HSMCA_MUSTCHECK hsmca_code fe_pb_check_struct(const uint8_t *buf, size_t len, int max_depth, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code fe_pb_check_struct(const uint8_t *buf, size_t len, int max_depth,
+                                              hsmca_err *e);
+
+/* In a Struct already checked by fe_pb_check_struct: the string value of the
+ * top-level field key (its bytes in buf, not NUL-terminated). 1 when the key
+ * is there with a string value, else 0 (absent, another kind of value). */
+int fe_pb_struct_string(const uint8_t *buf, size_t len, const char *key, const uint8_t **val,
+                        size_t *vlen);
 
 #endif

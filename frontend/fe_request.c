@@ -11,6 +11,8 @@
 #include "ca.pb-c.h"
 #include "certasm.h"
 #include "fe_csr.h"
+#include "fe_impersonate.h"
+#include "fe_k8spods.h"
 #include "fe_pbcheck.h"
 #include "fe_policy.h"
 #include "fe_tbs.h"
@@ -90,8 +92,22 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
     rc = fe_pb_check_struct(req->metadata.data, req->metadata.len, FE_METADATA_MAX_DEPTH, e);
     if (rc == HSMCA_OK && req->csr.len == 0)
         rc = hsmca_fail(e, HSMCA_EINVAL, "request: csr is empty");
+    const uint8_t *imp = NULL;
+    size_t imp_len = 0;
+    char caller[POLICY_MAX_ID];
+    snprintf(caller, sizeof(caller), "%s", out->who.ids[0]);
+    if (rc == HSMCA_OK && fe_pb_struct_string(req->metadata.data, req->metadata.len,
+                                              FE_IMPERSONATED_KEY, &imp, &imp_len)) {
+        rc = fe_impersonate(app, creds, &out->who, (const char *)imp, imp_len, &out->deferred, e);
+        if (rc == HSMCA_OK && out->deferred) { /* the API reads on an authentication thread */
+            istio__v1__auth__istio_certificate_request__free_unpacked(req, NULL);
+            return HSMCA_OK;
+        }
+    }
     if (rc == HSMCA_OK)
         rc = check_and_build(app, req, now, out, e);
+    if (rc == HSMCA_OK && imp) /* the audit entry shows both: who asked, for whom */
+        snprintf(out->requester, sizeof(out->requester), "%s as %s", caller, out->who.ids[0]);
     istio__v1__auth__istio_certificate_request__free_unpacked(req, NULL);
     if (rc != HSMCA_OK) {
         OPENSSL_free(out->tbs);

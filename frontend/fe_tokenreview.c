@@ -285,6 +285,21 @@ static HSMCA_MUSTCHECK hsmca_code review(fe_tokenreview *tr, const char *token, 
     return rc;
 }
 
+hsmca_code fe_tokenreview_api_get(fe_tokenreview *tr, const char *path, size_t max_body,
+                                  int *status, char **resp, size_t *resp_len, hsmca_err *e)
+{
+    char authz[16384];
+    const char *hdrs[2] = {"Accept: application/json", authz};
+    int n_hdrs = 1;
+    if (tr->t.token && snprintf(authz, sizeof(authz), "Authorization: Bearer %s", tr->t.token) <
+                           (int)sizeof(authz))
+        n_hdrs = 2;
+    hsmca_code rc = fe_https_get(tr->https, path, hdrs, n_hdrs, tr->timeout_ms, max_body, status,
+                                 resp, resp_len, e);
+    OPENSSL_cleanse(authz, sizeof(authz));
+    return rc;
+}
+
 static void token_key(const char *token, size_t len, uint8_t key[32])
 {
     SHA256((const unsigned char *)token, len, key);

@@ -59,6 +59,14 @@ HSMCA_MUSTCHECK hsmca_code fe_tokenreview_identity(fe_tokenreview *tr, const cha
                                                    size_t len, int64_t now, fe_tr_identity *id,
                                                    hsmca_err *e);
 
+/* GET path (with its query) from the same API server with hsmca's own
+ * credentials (ztunnel impersonation, fe_k8spods.h); blocks like a review. The
+ * status and body (caller frees) of at most max_body bytes; HSMCA_EUNAVAIL
+ * when it cannot be asked. */
+HSMCA_MUSTCHECK hsmca_code fe_tokenreview_api_get(fe_tokenreview *tr, const char *path,
+                                                  size_t max_body, int *status, char **resp,
+                                                  size_t *resp_len, hsmca_err *e);
+
 /* TokenReviews sent so far (tests, logs). */
 uint64_t fe_tokenreview_calls(fe_tokenreview *tr);
 

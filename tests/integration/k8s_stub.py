@@ -12,6 +12,19 @@ authentication.kubernetes.io/pod-name and pod-uid as lists of strings), audience
 intersection of spec.audiences and the token's), error. A caller without the reviewer's
 own bearer token gets 401 with a Status object, as the real server does.
 
+Pods (ztunnel impersonation), per the API reference, Pod v1
+(https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/), "get"
+and "list" operations:
+  GET /api/v1/namespaces/{ns}/pods/{name}  -> 200 Pod, or 404 Status (reason NotFound)
+  GET /api/v1/namespaces/{ns}/pods?fieldSelector=spec.nodeName=N,status.phase=P
+                                          -> 200 PodList {"kind":"PodList","apiVersion":"v1",
+                                             "metadata":{"resourceVersion"},"items":[Pod...]}
+Field selectors: https://kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors/
+(pods: metadata.name, metadata.namespace, spec.nodeName, spec.serviceAccountName,
+status.phase, ...; "=" / "==" / "!=" joined by ","). List items carry no kind/apiVersion.
+The pod table is set with add_pod(); pod_calls counts the GETs; pods_error (an HTTP code)
+makes every pod GET fail.
+
 Each token is configured with a behaviour (see Stub.set); calls are counted per token.
 Runs in the test's process (a thread), or standalone: python3 k8s_stub.py DIR.
 """
@@ -24,6 +37,7 @@ import ssl
 import sys
 import threading
 import time
+import urllib.parse
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -84,6 +98,9 @@ class Stub:
         self.calls = {}
         self.reviewer_token = REVIEWER_TOKEN  # hsmca's own token the stub accepts
         self.lock = threading.Lock()
+        self.pods = []
+        self.pod_calls = 0
+        self.pods_error = None
         stub = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -117,6 +134,17 @@ class Stub:
                 code, obj = stub.answer(kind, kw, spec)
                 if code is None:
                     return
+                self.send_json(code, obj)
+
+            def do_GET(self):
+                if self.headers.get("Authorization") != "Bearer " + stub.reviewer_token:
+                    return self.send_json(401, status_obj(401, "Unauthorized", "Unauthorized"))
+                with stub.lock:
+                    stub.pod_calls += 1
+                    err = stub.pods_error
+                if err:
+                    return self.send_json(err, status_obj(err, "InternalError", "etcd timeout"))
+                code, obj = stub.pod_answer(self.path)
                 self.send_json(code, obj)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -169,6 +197,48 @@ class Stub:
             status["audiences"] = []
         review["status"] = status
         return 201, review
+
+    def add_pod(self, ns, name, uid, node, sa, phase="Running"):
+        with self.lock:
+            self.pods.append({"ns": ns, "name": name, "uid": uid, "node": node, "sa": sa,
+                              "phase": phase})
+
+    @staticmethod
+    def pod_obj(p, with_kind=True):
+        obj = {"metadata": {"name": p["name"], "namespace": p["ns"], "uid": p["uid"],
+                            "resourceVersion": "1001", "creationTimestamp": "2026-11-24T08:00:00Z"},
+               "spec": {"nodeName": p["node"], "serviceAccountName": p["sa"],
+                        "serviceAccount": p["sa"], "containers": [{"name": "main", "image": "app"}]},
+               "status": {"phase": p["phase"], "podIP": "10.0.0.7"}}
+        if with_kind:
+            obj = dict({"kind": "Pod", "apiVersion": "v1"}, **obj)
+        return obj
+
+    def pod_answer(self, raw):
+        u = urllib.parse.urlsplit(raw)
+        parts = u.path.split("/")
+        # ['', 'api', 'v1', 'namespaces', ns, 'pods'(, name)]
+        if len(parts) not in (6, 7) or parts[1:4] != ["api", "v1", "namespaces"] or parts[5] != "pods":
+            return 404, status_obj(404, "NotFound", "the server could not find the requested resource")
+        ns = parts[4]
+        with self.lock:
+            pods = [dict(p) for p in self.pods if p["ns"] == ns]
+        if len(parts) == 7:
+            for p in pods:
+                if p["name"] == parts[6]:
+                    return 200, self.pod_obj(p)
+            return 404, status_obj(404, "NotFound", 'pods "%s" not found' % parts[6])
+        sel = urllib.parse.parse_qs(u.query).get("fieldSelector", [""])[0]
+        fields = {"spec.nodeName": "node", "status.phase": "phase", "spec.serviceAccountName": "sa",
+                  "metadata.name": "name"}
+        for term in filter(None, sel.split(",")):
+            k, _, v = term.partition("=")
+            v = v.lstrip("=")
+            if k not in fields:
+                return 400, status_obj(400, "BadRequest", 'field label not supported: %s' % k)
+            pods = [p for p in pods if p[fields[k]] == v]
+        return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1001"},
+                     "items": [self.pod_obj(p, False) for p in pods]}
 
     def kubeconfig(self, path, token=REVIEWER_TOKEN, server=None):
         """A kubeconfig whose current context is this stub with the reviewer's token."""

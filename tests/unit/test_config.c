@@ -855,6 +855,38 @@ static void test_signer_section(void **state)
     free(c);
 }
 
+/* auth.trusted_node_accounts: ztunnel impersonation (frontend/fe_impersonate.h). */
+static void test_trusted_node_accounts(void **state)
+{
+    (void)state;
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    assert_int_equal(parse("auth:\n  jwt:\n    issuer: x\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(c->trusted_node_accounts.n, 0); /* off by default */
+    assert_int_equal(
+        parse("auth:\n  trusted_node_accounts: [istio-system/ztunnel, a/b]\n", NULL, c, &e),
+        HSMCA_OK);
+    assert_int_equal(c->trusted_node_accounts.n, 2);
+    assert_string_equal(c->trusted_node_accounts.items[0], "istio-system/ztunnel");
+    free(c);
+    c = valid_cfg();
+    strcpy(c->trusted_node_accounts.items[c->trusted_node_accounts.n++], "istio-system/ztunnel");
+    expect_invalid(c, "config: auth.trusted_node_accounts needs tokenreview in auth.chain (its API "
+                      "server is asked where the pods run)");
+    strcpy(c->auth_chain.items[c->auth_chain.n++], "tokenreview");
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    static const char *const bad[] = {"ztunnel", "/ztunnel", "istio-system/", "a/b/c"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char want[160];
+        strcpy(c->trusted_node_accounts.items[0], bad[i]);
+        snprintf(want, sizeof(want),
+                 "config: auth.trusted_node_accounts entry '%s' must be namespace/serviceaccount",
+                 bad[i]);
+        expect_invalid(c, want);
+    }
+    free(c);
+}
+
 static void test_tokenreview_section(void **state)
 {
     hsmca_config *c = new_cfg();
@@ -1016,6 +1048,7 @@ int main(void)
         cmocka_unit_test(test_signer_section),
         cmocka_unit_test(test_policy_file_key),
         cmocka_unit_test(test_tokenreview_section),
+        cmocka_unit_test(test_trusted_node_accounts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

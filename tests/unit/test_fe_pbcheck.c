@@ -382,13 +382,67 @@ static void test_wire_types(void **state)
     free(s.d);
 }
 
+static buf value_string(const char *v)
+{
+    buf b = {0};
+    put_tag(&b, 3, 2);
+    put_varint(&b, strlen(v));
+    put(&b, v, strlen(v));
+    return b;
+}
+
+static int lookup(const buf *b, const char *key, char *out, size_t outsz)
+{
+    const uint8_t *v = NULL;
+    size_t n = 0;
+    int found = fe_pb_struct_string(b->d, b->n, key, &v, &n);
+    if (found)
+        snprintf(out, outsz, "%.*s", (int)n, (const char *)v);
+    return found;
+}
+
+/* fe_pb_struct_string: ztunnel's ImpersonatedIdentity (fe_impersonate.h). */
+static void test_struct_string(void **state)
+{
+    (void)state;
+    char got[64];
+    buf v = value_string("spiffe://cluster.local/ns/a/sa/b");
+    buf s = struct_of("ImpersonatedIdentity", &v);
+    assert_true(lookup(&s, "ImpersonatedIdentity", got, sizeof(got)));
+    assert_string_equal(got, "spiffe://cluster.local/ns/a/sa/b");
+    assert_false(lookup(&s, "ImpersonatedIdentit", got, sizeof(got)));
+    assert_false(lookup(&s, "ImpersonatedIdentityX", got, sizeof(got)));
+    /* A later entry for the key replaces the earlier one (map semantics). */
+    v = value_string("second");
+    buf s2 = struct_of("ImpersonatedIdentity", &v);
+    put(&s, s2.d, s2.n);
+    free(s2.d);
+    assert_true(lookup(&s, "ImpersonatedIdentity", got, sizeof(got)));
+    assert_string_equal(got, "second");
+    free(s.d);
+    /* Not a string value: absent. */
+    v = value_null();
+    s = struct_of("ImpersonatedIdentity", &v);
+    assert_false(lookup(&s, "ImpersonatedIdentity", got, sizeof(got)));
+    free(s.d);
+    /* In a nested Struct only: not at the top, absent. */
+    v = value_string("x");
+    buf inner = struct_of("ImpersonatedIdentity", &v);
+    buf nested = value_of(5, &inner);
+    s = struct_of("other", &nested);
+    assert_false(lookup(&s, "ImpersonatedIdentity", got, sizeof(got)));
+    free(s.d);
+    buf empty = {0};
+    assert_false(lookup(&empty, "ImpersonatedIdentity", got, sizeof(got)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty_and_flat), cmocka_unit_test(test_depth_limit),
         cmocka_unit_test(test_very_deep),      cmocka_unit_test(test_bad_limits),
         cmocka_unit_test(test_truncated),      cmocka_unit_test(test_varints),
-        cmocka_unit_test(test_wire_types),
+        cmocka_unit_test(test_wire_types),     cmocka_unit_test(test_struct_string),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
