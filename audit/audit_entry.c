@@ -10,9 +10,10 @@
 
 #include "log.h"
 
-/* The longest entry (an intent: requester and SANs, every character escaped to 6 bytes,
- * plus fixed fields well under 2 KiB) fits a line. */
-static_assert(6 * (AUDIT_STR_MAX + AUDIT_SANS_MAX) + 2048 < AUDIT_LINE_MAX, "an intent fits");
+/* The longest entry (an intent: requester, authenticator and SANs, every character
+ * escaped to 6 bytes, plus fixed fields well under 2 KiB) fits a line. */
+static_assert(6 * (AUDIT_STR_MAX + AUDIT_NAME_STR_MAX + AUDIT_SANS_MAX) + 2048 < AUDIT_LINE_MAX,
+              "an intent fits");
 static_assert(6 * (2 * AUDIT_STR_MAX) + 2048 < AUDIT_LINE_MAX, "a deny fits");
 static_assert(6 * (2 * AUDIT_STR_MAX + AUDIT_NAME_STR_MAX) + 2048 < AUDIT_LINE_MAX,
               "a frontend-deny and a key entry fit");
@@ -199,7 +200,9 @@ hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hs
         jw_str(&w, "audit_key_uri", &ent->audit_key_uri, AUDIT_STR_MAX);
         jw_plain(&w, "audit_public_key", ent->audit_public_key);
     }
-    if (fdeny)
+    /* An intent's authenticator is optional: logs from before the front end named it
+     * have none (and an empty one is not written). */
+    if (fdeny || (intent && ent->authenticator.len))
         jw_str(&w, "authenticator", &ent->authenticator, AUDIT_NAME_STR_MAX);
     if (intent && ent->bound[0]) /* optional: a log from before identity binding has none */
         jw_plain(&w, "bound", ent->bound);

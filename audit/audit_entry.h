@@ -46,15 +46,13 @@ typedef struct {
 /* One entry. Which fields a kind has:
  *   every kind:   seq, time (unix seconds)
  *   issue-intent: request_id, requester, csr_sha256 (may be ""), tbs_sha256, sans, serial,
- *                 not_before, not_after, profile, and bound when the signer itself bound
- *                 the URI SAN to the caller's credential (identity binding: "jwt"; absent
- *                 from the line when "", so logs written before it still verify)
- *   issue-result: request_id, intent_seq, and cert_sha256 or (code and error); code
- *                 "UNKNOWN" when the signer stopped before it recorded the outcome
- *   deny:         request_id, requester, code, reason (the signer's own refusal)
- *   recovery:     reason
- *   start, stop:  nothing more
- *   config:       config_sha256 (the config file's bytes), policy_sha256 (the signer's
+ *                 not_before, not_after, profile, authenticator (the front end's word;
+ *                 absent when "", as in logs from before it), and bound when the signer itself
+ * bound the URI SAN to the caller's credential (identity binding: "jwt"; absent from the line when
+ * "", so logs written before it still verify) issue-result: request_id, intent_seq, and cert_sha256
+ * or (code and error); code "UNKNOWN" when the signer stopped before it recorded the outcome deny:
+ * request_id, requester, code, reason (the signer's own refusal) recovery:     reason start, stop:
+ * nothing more config:       config_sha256 (the config file's bytes), policy_sha256 (the signer's
  *                 canonical policy text, signer/signer_audit.c)
  *   key:          ca_key_alg (signature algorithm), ca_key_type, ca_key_uri, ca_spki_sha256
  *                 (SubjectPublicKeyInfo DER), ca_cert_sha256 (certificate DER),

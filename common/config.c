@@ -684,6 +684,11 @@ static HSMCA_MUSTCHECK hsmca_code validate_trusted_nodes(const hsmca_config *c, 
         return hsmca_fail(e, HSMCA_EINVAL,
                           "config: auth.trusted_node_accounts needs tokenreview in auth.chain "
                           "(its API server is asked where the pods run)");
+    /* The signer cannot check a node's right to impersonate: such requests are unbound. */
+    if (c->trusted_node_accounts.n > 0 && c->jwt_bind_required)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.trusted_node_accounts and auth.jwt.bind_required exclude "
+                          "each other (impersonated requests cannot be bound)");
     return HSMCA_OK;
 }
 

@@ -21,6 +21,9 @@
 #define FE_K8S_MAX_PODLIST (1024 * 1024)           /* a longer API server answer is UNAVAILABLE */
 #define FE_K8S_NODE_MAX 253                        /* a node name is a DNS-1123 subdomain */
 #define FE_IMPERSONATED_KEY "ImpersonatedIdentity" /* the request metadata Struct's key */
+/* The authenticator an impersonated request is reported under (audit log, SignRequest):
+ * the signer signs it unbound, as it cannot check the node's right (signer_bind.h). */
+#define FE_IMPERSONATION_AUTHENTICATOR "impersonation"
 
 /* 1 when "ns/sa" is one of the n entries of trusted (Istio's format). */
 int fe_k8s_trusted_node(const char *const *trusted, int n, const char *ns, const char *sa);

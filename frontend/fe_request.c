@@ -106,8 +106,15 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
     }
     if (rc == HSMCA_OK)
         rc = check_and_build(app, req, now, out, e);
-    if (rc == HSMCA_OK && imp) /* the audit entry shows both: who asked, for whom */
+    if (rc == HSMCA_OK && imp) {
+        /* The audit entry shows both: who asked, for whom. The signer cannot check a
+         * node's right to impersonate (it needs the API server), so the request goes
+         * unbound, under its own name: the token names the node, not the identity. */
         snprintf(out->requester, sizeof(out->requester), "%s as %s", caller, out->who.ids[0]);
+        out->authenticator = FE_IMPERSONATION_AUTHENTICATOR;
+        out->token = NULL;
+        out->token_len = 0;
+    }
     istio__v1__auth__istio_certificate_request__free_unpacked(req, NULL);
     if (rc != HSMCA_OK) {
         OPENSSL_free(out->tbs);

@@ -185,6 +185,8 @@ static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
     a.kind = AUDIT_ISSUE_INTENT;
     a.request_id = id;
     a.requester = (audit_str){req->requester, strlen(req->requester), 0};
+    if (req->authenticator) /* the front end's word, as the requester is */
+        a.authenticator = (audit_str){req->authenticator, strlen(req->authenticator), 0};
     if (req->csr_sha256.len == 32)
         util_hex(req->csr_sha256.data, 32, a.csr_sha256);
     util_hex(tbs_sha256, SHA256_DIGEST_LENGTH, a.tbs_sha256);

@@ -93,6 +93,11 @@ class ZtunnelTests(unittest.TestCase):
         who = TD + "/ns/istio-system/sa/ztunnel as " + want
         es = wait_log(self.server, lambda es: any(e.get("requester") == who for e in es))
         self.assertTrue(any(e.get("requester") == who for e in es), "no audit entry for " + who)
+        # Reported under its own authenticator and unbound: the signer cannot check a
+        # node's right to impersonate (frontend/fe_request.c, signer/signer_bind.c).
+        intent = [e for e in es if e.get("requester") == who and e["kind"] == "issue-intent"][0]
+        self.assertEqual(intent.get("authenticator"), "impersonation")
+        self.assertNotIn("bound", intent)
 
     def test_own_identity_without_impersonation(self):
         csr = hc.make_csr(hc.make_key(), uris=[TD + "/ns/istio-system/sa/ztunnel"])

@@ -95,6 +95,29 @@ static void test_intent_bound(void **state)
     assert_string_equal(e.msg, "audit entry: bad bound name");
 }
 
+/* An intent's authenticator (the front end's word) is optional too: written when named,
+ * escaped like the requester; absent from older lines. */
+static void test_intent_authenticator(void **state)
+{
+    audit_entry a = intent("spiffe://td/ns/a/sa/b", 21), b;
+    static audit_entry_buf buf;
+    a.authenticator = (audit_str){"jwt", 3, 0};
+    size_t n = round_trip(&a, &b, &buf);
+    g_line[n] = 0;
+    assert_non_null(strstr(g_line, "{\"authenticator\":\"jwt\",\"csr_sha256\":"));
+    assert_int_equal(b.authenticator.len, 3);
+    assert_memory_equal(b.authenticator.p, "jwt", 3);
+    a.authenticator = (audit_str){"a\"b", 3, 0};
+    n = round_trip(&a, &b, &buf);
+    g_line[n] = 0;
+    assert_non_null(strstr(g_line, "{\"authenticator\":\"a\\\"b\","));
+    a.authenticator = (audit_str){"", 0, 0};
+    n = round_trip(&a, &b, &buf);
+    g_line[n] = 0;
+    assert_null(strstr(g_line, "authenticator"));
+    assert_int_equal(b.authenticator.len, 0);
+}
+
 static void test_other_kinds(void **state)
 {
     static audit_entry_buf buf;
@@ -345,6 +368,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_intent_round_trip),
         cmocka_unit_test(test_intent_bound),
+        cmocka_unit_test(test_intent_authenticator),
         cmocka_unit_test(test_other_kinds),
         cmocka_unit_test(test_hostile_requester),
         cmocka_unit_test(test_caps),

@@ -875,6 +875,10 @@ static void test_trusted_node_accounts(void **state)
                       "server is asked where the pods run)");
     strcpy(c->auth_chain.items[c->auth_chain.n++], "tokenreview");
     assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    c->jwt_bind_required = 1; /* impersonated requests cannot be bound */
+    expect_invalid(c, "config: auth.trusted_node_accounts and auth.jwt.bind_required exclude "
+                      "each other (impersonated requests cannot be bound)");
+    c->jwt_bind_required = 0;
     static const char *const bad[] = {"ztunnel", "/ztunnel", "istio-system/", "a/b/c"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char want[160];
