@@ -20,6 +20,19 @@ const fe_authenticator *fe_auth_find(const char *name)
     return NULL;
 }
 
+hsmca_code fe_auth_bearer(const fe_auth_creds *c, const char **token, size_t *len, hsmca_err *e)
+{
+    static const char bearer[] = "Bearer ";
+    if (!c->authorization || c->authorization_len == 0)
+        return hsmca_fail(e, HSMCA_ENOTFOUND, "no 'authorization' metadata");
+    if (c->authorization_len <= sizeof(bearer) - 1 ||
+        strncmp(c->authorization, bearer, sizeof(bearer) - 1) != 0)
+        return hsmca_fail(e, HSMCA_EAUTH, "'authorization' is not a Bearer token");
+    *token = c->authorization + sizeof(bearer) - 1;
+    *len = c->authorization_len - (sizeof(bearer) - 1);
+    return HSMCA_OK;
+}
+
 /* The certificate the caller presented in its TLS handshake, verified to our CA
  * (fe_clientcert.h): Istio's renewal path, and VMs. */
 hsmca_code fe_auth_client_cert(const struct fe_app *app, const fe_auth_creds *c,

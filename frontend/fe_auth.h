@@ -67,6 +67,12 @@ const fe_authenticator *fe_auth_find(const char *name);
 HSMCA_MUSTCHECK hsmca_code fe_auth_run(const struct fe_app *app, const fe_auth_creds *c,
                                        fe_auth_result *out, hsmca_err *e);
 
+/* The bearer token of the call's "authorization" metadata, for the token
+ * authenticators: HSMCA_ENOTFOUND without the metadata, HSMCA_EAUTH when it is not
+ * "Bearer <token>"; *token points into c's metadata (len bytes, not terminated). */
+HSMCA_MUSTCHECK hsmca_code fe_auth_bearer(const fe_auth_creds *c, const char **token, size_t *len,
+                                          hsmca_err *e);
+
 /* The authenticators themselves (fe_auth.c, fe_auth_jwt.c). */
 HSMCA_MUSTCHECK hsmca_code fe_auth_jwt(const struct fe_app *app, const fe_auth_creds *c,
                                        fe_auth_result *out, hsmca_err *e);

@@ -3,26 +3,20 @@
  * and the Kubernetes service account it names made a SPIFFE ID. */
 #include "fe_auth.h"
 
-#include <string.h>
-
 #include "fe_app.h"
 #include "fe_keys.h"
 
 hsmca_code fe_auth_jwt(const struct fe_app *app, const fe_auth_creds *c, fe_auth_result *out,
                        hsmca_err *e)
 {
-    static const char bearer[] = "Bearer ";
-    if (!c->authorization || c->authorization_len == 0)
-        return hsmca_fail(e, HSMCA_ENOTFOUND, "no 'authorization' metadata");
-    if (c->authorization_len <= sizeof(bearer) - 1 ||
-        strncmp(c->authorization, bearer, sizeof(bearer) - 1) != 0)
-        return hsmca_fail(e, HSMCA_EAUTH, "'authorization' is not a Bearer token");
+    const char *token;
+    size_t len;
+    HSMCA_GUARD(fe_auth_bearer(c, &token, &len, e));
     if (!app->keys)
         return hsmca_fail(e, HSMCA_EUNAVAIL, "JWT issuer keys not loaded yet");
     int unknown_kid = 0;
-    hsmca_code rc = fe_keys_verify(
-        app->keys, &app->jwt_rules, c->authorization + sizeof(bearer) - 1,
-        c->authorization_len - (sizeof(bearer) - 1), c->now, &out->k8s, &unknown_kid, e);
+    hsmca_code rc =
+        fe_keys_verify(app->keys, &app->jwt_rules, token, len, c->now, &out->k8s, &unknown_kid, e);
     /* The issuer may have rotated its keys since the last fetch: ask the supervisor
      * (it fetches at most once per auth.jwt.min_refresh, so a stream of made-up kids
      * costs the issuer nothing). This call is refused; a retry after the push passes. */

@@ -14,16 +14,11 @@
 hsmca_code fe_auth_tokenreview(const struct fe_app *app, const fe_auth_creds *c,
                                fe_auth_result *out, hsmca_err *e)
 {
-    static const char bearer[] = "Bearer ";
-    if (!c->authorization || c->authorization_len == 0)
-        return hsmca_fail(e, HSMCA_ENOTFOUND, "no 'authorization' metadata");
-    if (c->authorization_len <= sizeof(bearer) - 1 ||
-        strncmp(c->authorization, bearer, sizeof(bearer) - 1) != 0)
-        return hsmca_fail(e, HSMCA_EAUTH, "'authorization' is not a Bearer token");
+    const char *token;
+    size_t len;
+    HSMCA_GUARD(fe_auth_bearer(c, &token, &len, e));
     if (!app->tokenreview)
         return hsmca_fail(e, HSMCA_EUNAVAIL, "not configured");
-    const char *token = c->authorization + sizeof(bearer) - 1;
-    size_t len = c->authorization_len - (sizeof(bearer) - 1);
     fe_tr_identity id;
     if (!fe_tokenreview_cached(app->tokenreview, token, len, c->now, &id)) {
         if (!c->may_block) {

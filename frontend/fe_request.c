@@ -75,12 +75,12 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
     }
     snprintf(out->requester, sizeof(out->requester), "%s", out->who.ids[0]);
     /* The token goes to the signer with the TBS, which verifies it again (identity
-     * binding, signer/signer_bind.h). fe_auth_jwt accepted it as "Bearer <token>". */
-    static const char bearer[] = "Bearer ";
+     * binding, signer/signer_bind.h): the one fe_auth_jwt accepted. */
+    hsmca_err ignored;
     if (out->authenticator && strcmp(out->authenticator, "jwt") == 0 &&
-        creds->authorization_len > sizeof(bearer) - 1) {
-        out->token = creds->authorization + sizeof(bearer) - 1;
-        out->token_len = creds->authorization_len - (sizeof(bearer) - 1);
+        fe_auth_bearer(creds, &out->token, &out->token_len, &ignored) != HSMCA_OK) {
+        out->token = NULL; /* cannot happen: fe_auth_jwt parsed the same metadata */
+        out->token_len = 0;
     }
     if (len > app->cfg->max_request_bytes)
         return hsmca_fail(e, HSMCA_EINVAL, "request: %zu bytes exceeds the limit of %u", len,

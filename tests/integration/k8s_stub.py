@@ -29,7 +29,6 @@ Each token is configured with a behaviour (see Stub.set); calls are counted per 
 Runs in the test's process (a thread), or standalone: python3 k8s_stub.py DIR.
 """
 import base64
-import datetime
 import http.server
 import json
 import os
@@ -39,49 +38,17 @@ import threading
 import time
 import urllib.parse
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from pki_fixture import make_server_pki
 
 PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 REVIEWER_TOKEN = "hsmca-reviewer-token"
 
 
-def _name(cn):
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
 def make_pki(directory):
-    """A self-signed cluster CA and a serving certificate for localhost / 127.0.0.1;
-    returns (ca_path, cert_path, key_path)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(_name("k8s-stub-ca")).issuer_name(_name("k8s-stub-ca"))
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - datetime.timedelta(hours=1))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    import ipaddress
-    cert = (x509.CertificateBuilder().subject_name(_name("kube-apiserver")).issuer_name(ca.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    paths = [os.path.join(directory, n) for n in ("k8s-ca.pem", "k8s-server.pem", "k8s-server-key.pem")]
-    with open(paths[0], "wb") as f:
-        f.write(ca.public_bytes(serialization.Encoding.PEM))
-    with open(paths[1], "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(paths[2], "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
-    return paths
+    """The API server's CA (DIR/k8s-ca.pem) and its certificate for localhost and
+    127.0.0.1 (k8s-server.pem, k8s-server-key.pem). Returns the three paths."""
+    return make_server_pki(directory, ("k8s-ca.pem", "k8s-server.pem", "k8s-server-key.pem"),
+                           "k8s-stub-ca", "kube-apiserver")
 
 
 class Stub:

@@ -18,7 +18,6 @@ Usable in-process (OidcIssuer) or on its own for a manual try:
   /usr/bin/python3 oidc_issuer.py DIR   (writes DIR/ca.pem, prints the issuer URL)
 """
 import base64
-import datetime
 import hashlib
 import hmac
 import http.server
@@ -30,11 +29,11 @@ import sys
 import threading
 import time
 
-from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-from cryptography.x509.oid import NameOID
+
+from pki_fixture import make_server_pki
 
 DISCOVERY_PATH = "/.well-known/openid-configuration"
 JWKS_PATH = "/openid/v1/jwks"  # the Kubernetes API server's path
@@ -51,38 +50,8 @@ def _int_b64(n):
 def make_tls(dirpath):
     """A self-signed CA (DIR/ca.pem) and a server certificate for 127.0.0.1 and
     localhost signed by it. Returns (ca_path, cert_path, key_path)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test OIDC issuer CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - datetime.timedelta(minutes=5))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
-                                       False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    import ipaddress
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-            .issuer_name(ca_name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    paths = [os.path.join(dirpath, n) for n in ("ca.pem", "server.pem", "server-key.pem")]
-    with open(paths[0], "wb") as f:
-        f.write(ca.public_bytes(serialization.Encoding.PEM))
-    with open(paths[1], "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(paths[2], "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
-    return paths
+    return make_server_pki(dirpath, ("ca.pem", "server.pem", "server-key.pem"),
+                           "test OIDC issuer CA", "127.0.0.1")
 
 
 class SigningKey:
