@@ -1,0 +1,217 @@
+/* config_validate.c - config_validate (config.h): the rules across fields that the
+ * parser (config.c) cannot check one key at a time: required files, the listen
+ * address, TTLs and limits, the authenticator chain and what each authenticator needs,
+ * the users the two processes run as. */
+#include "config.h"
+#include "config_int.h"
+#include "profile.h"
+
+#include <arpa/inet.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int valid_port(const char *p)
+{
+    uint32_t v;
+    return *p && config_parse_u32(p, strlen(p), 0, &v) == 0 && v >= 1 && v <= 65535;
+}
+
+/* host:port, [v6]:port; the host is not empty and not an unbracketed v6. */
+static int valid_listen(const char *s)
+{
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close == s + 1 || close[1] != ':')
+            return 0;
+        return valid_port(close + 2);
+    }
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || memchr(s, ':', (size_t)(colon - s)))
+        return 0;
+    return valid_port(colon + 1);
+}
+
+static HSMCA_MUSTCHECK hsmca_code validate_required(const hsmca_config *c, hsmca_err *e)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } req[] = {
+        {"pkcs11.module", offsetof(hsmca_config, module_path)},
+        {"pkcs11.pin_file", offsetof(hsmca_config, pin_file)},
+        {"pkcs11.ca_key", offsetof(hsmca_config, ca_key_uri)},
+        {"ca.cert", offsetof(hsmca_config, ca_cert)},
+        {"issuance.trust_domain", offsetof(hsmca_config, trust_domain)},
+        {"frontend.user", offsetof(hsmca_config, fe_user)},
+        {"signer.user", offsetof(hsmca_config, signer_user)},
+    };
+    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++) {
+        if (((const char *)c + req[i].off)[0] == '\0')
+            return hsmca_fail(e, HSMCA_EINVAL, "config: %s is required", req[i].name);
+    }
+    return HSMCA_OK;
+}
+
+int config_tokenreview_on(const hsmca_config *c)
+{
+    return config_chain_has(c, "tokenreview");
+}
+
+static HSMCA_MUSTCHECK hsmca_code validate_tokenreview(const hsmca_config *c, hsmca_err *e)
+{
+    if (!config_tokenreview_on(c))
+        return HSMCA_OK;
+    if (c->tr_audiences.n < 1)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.tokenreview.audiences must name an audience");
+    if (c->tr_timeout < 1 || c->tr_timeout > 60)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.tokenreview.timeout must be 1s-60s");
+    if (c->tr_max_concurrent < 1 || c->tr_max_concurrent > 64)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.tokenreview.max_concurrent must be 1-64");
+    if (c->tr_cache_entries > 1000000)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.tokenreview.cache_entries must be at most 1000000");
+    return HSMCA_OK;
+}
+
+/* auth.trusted_node_accounts: "ns/sa" each (Istio's CA_TRUSTED_NODE_ACCOUNTS);
+ * the pod checks ask the TokenReview authenticator's API server. */
+static HSMCA_MUSTCHECK hsmca_code validate_trusted_nodes(const hsmca_config *c, hsmca_err *e)
+{
+    for (int i = 0; i < c->trusted_node_accounts.n; i++) {
+        const char *t = c->trusted_node_accounts.items[i], *slash = strchr(t, '/');
+        /* The names themselves are matched exactly at request time (fe_k8spods.h). */
+        if (!slash || slash == t || !slash[1] || strchr(slash + 1, '/'))
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "config: auth.trusted_node_accounts entry '%.64s' must be "
+                              "namespace/serviceaccount",
+                              t);
+    }
+    if (c->trusted_node_accounts.n > 0 && !config_tokenreview_on(c))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.trusted_node_accounts needs tokenreview in auth.chain "
+                          "(its API server is asked where the pods run)");
+    /* The signer cannot check a node's right to impersonate: such requests are unbound. */
+    if (c->trusted_node_accounts.n > 0 && c->jwt_bind_required)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.trusted_node_accounts and auth.jwt.bind_required exclude "
+                          "each other (impersonated requests cannot be bound)");
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code validate_server(const hsmca_config *c, hsmca_err *e)
+{
+    if (!valid_listen(c->listen))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: server.listen '%.64s' must be host:port (port 1-65535)",
+                          c->listen);
+    /* 2 minutes of it are backdating; it is renewed at 2/3 of what is left. */
+    if (c->serving_cert_ttl < 300)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.serving_cert_ttl must be >= 300");
+    if (c->max_request_bytes < 1)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.max_request_bytes must be >= 1");
+    /* A connection that never finishes its handshake holds memory and a descriptor. */
+    if (c->handshake_timeout < 1 || c->handshake_timeout > 300)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.handshake_timeout must be 1s-300s");
+    /* Each connection holds memory and a descriptor; the front end raises its
+     * descriptor limit to fit (frontend/fe_main.c). */
+    if (c->max_connections < 1 || c->max_connections > CONFIG_MAX_CONNECTIONS)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.max_connections must be 1-%d",
+                          CONFIG_MAX_CONNECTIONS);
+    if (c->memory_limit_mib < 16 || c->memory_limit_mib > 65536)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.memory_limit_mib must be 16-65536");
+    if (c->max_queued_requests < 1 || c->max_queued_requests > CONFIG_MAX_QUEUED)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: server.max_queued_requests must be 1-%d",
+                          CONFIG_MAX_QUEUED);
+    for (int i = 0; i < c->ip_addresses.n; i++) {
+        unsigned char bin[16];
+        const char *a = c->ip_addresses.items[i];
+        if (inet_pton(AF_INET, a, bin) != 1 && inet_pton(AF_INET6, a, bin) != 1)
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "config: server.ip_addresses[%d] '%.64s' is not an IP address", i, a);
+    }
+    return HSMCA_OK;
+}
+
+/* auth: the chain names someone; the JWT authenticator, when in it, has an issuer and
+ * exactly one source of keys. */
+static HSMCA_MUSTCHECK hsmca_code validate_auth(const hsmca_config *c, hsmca_err *e)
+{
+    if (c->auth_chain.n < 1)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.chain must name an authenticator");
+    /* Only a jwt caller's request can be bound: requiring it otherwise refuses everyone. */
+    if (c->jwt_bind_required && (!c->jwt_bind || !config_chain_has(c, "jwt")))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.bind_required needs auth.jwt.bind: true and jwt in "
+                          "auth.chain");
+    if (!config_chain_has(c, "jwt"))
+        return HSMCA_OK;
+    if (!c->jwt_issuer[0])
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.jwt.issuer is required");
+    if (c->jwt_discovery && c->jwks_file[0])
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.jwks_file and auth.jwt.discovery: true exclude each "
+                          "other (one source of keys)");
+    if (!c->jwt_discovery && !c->jwks_file[0])
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.jwks_file is required (or auth.jwt.discovery: true)");
+    if (c->jwt_discovery && strncmp(c->jwt_issuer, "https://", 8) != 0)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.issuer must be an https:// URL with "
+                          "auth.jwt.discovery: true");
+    if (c->jwt_min_refresh > c->jwt_refresh)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.min_refresh must not exceed auth.jwt.refresh");
+    if (c->jwt_fetch_token_file[0] && !c->jwt_discovery)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: auth.jwt.fetch_token_file needs auth.jwt.discovery: true");
+    if (c->jwt_fetch_timeout > 300)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.jwt.fetch_timeout must be 1s-300s");
+    return HSMCA_OK;
+}
+
+hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
+{
+    hsmca_code rc = validate_required(c, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    if ((rc = validate_auth(c, e)) != HSMCA_OK)
+        return rc;
+    if ((rc = validate_server(c, e)) != HSMCA_OK)
+        return rc;
+    if (strncmp(c->ca_key_uri, "pkcs11:", 7) != 0)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.ca_key must be a pkcs11: URI");
+    if (c->audit_key_uri[0] && strncmp(c->audit_key_uri, "pkcs11:", 7) != 0)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.audit_key must be a pkcs11: URI");
+    if (c->audit_key_uri[0] && !strcmp(c->audit_key_uri, c->ca_key_uri))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: pkcs11.audit_key must name another key than pkcs11.ca_key");
+    if (c->sessions < 1 || c->sessions > 64)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.sessions must be 1-64");
+    if (c->default_ttl < PROFILE_MIN_TTL_S || c->default_ttl > c->max_ttl)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: issuance.default_ttl must be 600..issuance.max_ttl");
+    if (c->rate_per_second < 1)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: issuance.rate_per_second must be >= 1");
+    if (c->rate_burst < 1)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: issuance.rate_burst must be >= 1");
+    if (config_chain_has(c, "jwt") && c->jwt_audiences.n < 1)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: auth.jwt.audiences must name an audience");
+    if ((rc = validate_tokenreview(c, e)) != HSMCA_OK)
+        return rc;
+    if ((rc = validate_trusted_nodes(c, e)) != HSMCA_OK)
+        return rc;
+    if (c->fe_chroot[0] != '/')
+        return hsmca_fail(e, HSMCA_EINVAL, "config: frontend.chroot must be an absolute path");
+    /* The signer's user must not be the one whose process parses the network's
+     * input: a compromised front end could otherwise signal, trace or read the
+     * signer and its token files. (The signer also compares the uids at start.) */
+    if (!strcmp(c->signer_user, c->fe_user))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: signer.user and frontend.user must be different users "
+                          "(both are '%.64s')",
+                          c->signer_user);
+    return HSMCA_OK;
+}
