@@ -30,35 +30,17 @@ loadgen=$(dirname "$bin")/tests/loadgen
 for f in "$bin" "$loadgen"; do
     [ -x "$f" ] || { echo "soak: $f missing: cmake --build build --target hsmca loadgen" >&2; exit 2; }
 done
-base=${HSMCA_TEST_TMP:-/tmp}
-mkdir -p "$base"
-work=$(mktemp -d "$base/soak.XXXXXX")
-chmod 755 "$work" # the signer drops to its own user and must reach DIR/tokens
-server=
-cleanup() {
-    [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# shellcheck source=../tests/bench/bench_server.sh
+. "$(dirname "$0")/../tests/bench/bench_server.sh"
+bench_workdir soak
+port=$(free_port)
 d=$work/dev
 "$bin" dev init --dir "$d" --ca-key ec-p256 --listen "127.0.0.1:$port" >"$work/init.log" 2>&1 ||
     { cat "$work/init.log" >&2; exit 1; }
 sed -i 's/^issuance:$/issuance:\n  rate_per_second: 1000000\n  rate_burst: 1000000/' "$d/hsmca.yaml"
 "$bin" serve --config "$d/hsmca.yaml" >"$work/server.log" 2>&1 &
 server=$!
-i=0
-until grep -q "over TLS on" "$work/server.log" 2>/dev/null; do
-    i=$((i + 1))
-    if [ $i -gt 600 ] || ! kill -0 "$server" 2>/dev/null; then
-        echo "soak: server not ready:" >&2
-        tail -20 "$work/server.log" >&2
-        exit 1
-    fi
-    sleep 0.1
-done
+wait_for "$work/server.log" "over TLS on" || exit 1
 
 # The server's processes: the supervisor and its children.
 pids() {

@@ -42,35 +42,9 @@ for a in "$@"; do
     [ "$prev" = --concurrency ] && conc=$a
     prev=$a
 done
-base=${HSMCA_TEST_TMP:-/tmp}
-mkdir -p "$base"
-work=$(mktemp -d "$base/bench-load.XXXXXX")
-chmod 755 "$work" # the signer drops to its own user and must reach DIR/tokens
-server=
-cleanup() {
-    [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# wait_for FILE PATTERN: until the log says it, or 60 s.
-wait_for() {
-    i=0
-    while ! grep -q "$2" "$1" 2>/dev/null; do
-        i=$((i + 1))
-        if [ $i -gt 600 ] || ! kill -0 "$server" 2>/dev/null; then
-            echo "bench_load: server not ready; its log:" >&2
-            tail -20 "$1" >&2
-            return 1
-        fi
-        sleep 0.1
-    done
-}
+# shellcheck source=bench_server.sh
+. "$(dirname "$0")/bench_server.sh"
+bench_workdir bench-load
 
 stop_server() {
     kill "$server" 2>/dev/null

@@ -28,19 +28,10 @@ loadgen=$tests/loadgen shim=$(cd "$tests" 2>/dev/null && pwd)/libp11shim.so
 for f in "$bin" "$loadgen" "$shim"; do
     [ -e "$f" ] || { echo "bench_shim: $f missing: cmake --build build --target hsmca loadgen p11shim" >&2; exit 2; }
 done
-base=${HSMCA_TEST_TMP:-/tmp}
-mkdir -p "$base"
-work=$(mktemp -d "$base/bench-shim.XXXXXX")
-chmod 755 "$work" # the signer drops to its own user and must reach DIR/tokens
-server=
-cleanup() {
-    [ -n "$server" ] && kill "$server" 2>/dev/null && wait "$server" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# shellcheck source=bench_server.sh
+. "$(dirname "$0")/bench_server.sh"
+bench_workdir bench-shim
+port=$(free_port)
 d=$work/ca
 if ! "$bin" dev init --dir "$d" --ca-key ec-p256 --listen "127.0.0.1:$port" >"$work/init.log" 2>&1; then
     echo "bench_shim: hsmca dev init failed:" >&2
@@ -56,16 +47,7 @@ sed -i -e "s|^  module: .*|  module: $shim|" -e "s/^  sessions: [0-9]*$/  sessio
 P11SHIM_CONTROL=$work/control P11SHIM_COUNTS=$work/counts \
     "$bin" serve --config "$d/hsmca.yaml" >"$d/server.log" 2>&1 &
 server=$!
-i=0
-until grep -q "over TLS on" "$d/server.log" 2>/dev/null; do
-    i=$((i + 1))
-    if [ $i -gt 600 ] || ! kill -0 "$server" 2>/dev/null; then
-        echo "bench_shim: server not ready; its log:" >&2
-        tail -20 "$d/server.log" >&2
-        exit 1
-    fi
-    sleep 0.1
-done
+wait_for "$d/server.log" "over TLS on" || exit 1
 
 ceiling=$((sessions * 1000 / delay))
 common="--dir $d --addr 127.0.0.1:$port --seconds $seconds --pods 200 --connections 8 --server-pid $server"
