@@ -133,8 +133,8 @@ hsmca_code ipc_send_ctl_fd(int ctl, char type, int fd, hsmca_err *e)
         char buf[CMSG_SPACE(sizeof(int))];
     } cm;
     memset(&cm, 0, sizeof(cm));
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-                        .msg_controllen = sizeof(cm.buf)};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -151,31 +151,10 @@ hsmca_code ipc_send_ctl_fd(int ctl, char type, int fd, hsmca_err *e)
 
 hsmca_code ipc_recv_fd(int ctl, int *fd, int *eof, hsmca_err *e)
 {
-    char byte;
-    struct iovec iov = {&byte, 1};
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } cm;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-                        .msg_controllen = sizeof(cm.buf)};
-    *fd = -1;
-    *eof = 0;
-    ssize_t r;
-    do
-        r = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
-    if (r == 0) {
-        *eof = 1;
-        return hsmca_fail(e, HSMCA_EIO, "control channel closed");
-    }
-    if (r < 0)
-        return hsmca_fail(e, HSMCA_EIO, "control recv: %s", strerror(errno));
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-        c->cmsg_len != CMSG_LEN(sizeof(int)) || (mh.msg_flags & MSG_CTRUNC))
+    char type;
+    HSMCA_GUARD(ipc_recv_ctl(ctl, &type, fd, eof, e));
+    if (*fd < 0)
         return hsmca_fail(e, HSMCA_EINVAL, "control message carries no single fd");
-    memcpy(fd, CMSG_DATA(c), sizeof(int));
     return HSMCA_OK;
 }
 
@@ -187,8 +166,8 @@ hsmca_code ipc_recv_ctl(int ctl, char *type, int *fd, int *eof, hsmca_err *e)
         struct cmsghdr h;
         char buf[CMSG_SPACE(4 * sizeof(int))];
     } cm;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
-                        .msg_controllen = sizeof(cm.buf)};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof(cm.buf)};
     *fd = -1;
     *eof = 0;
     *type = 0;
