@@ -7,7 +7,6 @@
  * line it is on. Our recursion depth is bounded by the schema (top -> auth ->
  * jwt): we never descend into a node we do not expect, we refuse it. */
 #include "config.h"
-#include "config_int.h"
 
 #include <errno.h>
 #include <libgen.h>

@@ -7,6 +7,7 @@
 #define HSMCA_CONFIG_H
 
 #include "hsmca_err.h"
+#include <stddef.h>
 #include <stdint.h>
 
 #define CONFIG_MAX_LIST 16
@@ -149,6 +150,11 @@ void config_serving_names(const hsmca_config *c, const char *dns[CONFIG_MAX_SERV
 
 /* 1 when the TokenReview authenticator is on (auth.chain names tokenreview). */
 int config_tokenreview_on(const hsmca_config *c);
+
+/* A number as the config writes it (also the SAN policy file's TTLs): decimal digits,
+ * no sign, no leading zero, at most UINT32_MAX; with duration, it may end in s, m, h or
+ * d. Returns 0 on success. */
+int config_parse_u32(const char *s, size_t len, int duration, uint32_t *out);
 
 /* Fills *c with the defaults above. */
 void config_defaults(hsmca_config *c);

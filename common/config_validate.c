@@ -3,7 +3,6 @@
  * address, TTLs and limits, the authenticator chain and what each authenticator needs,
  * the users the two processes run as. */
 #include "config.h"
-#include "config_int.h"
 #include "profile.h"
 
 #include <arpa/inet.h>

@@ -14,6 +14,7 @@
 #include <openssl/sha.h>
 #include <yaml.h>
 
+#include "config.h"
 #include "policy.h"
 #include "profile.h"
 #include "util.h"
@@ -65,34 +66,6 @@ static HSMCA_MUSTCHECK hsmca_code scalar(pf_parser *pp, const yaml_event_t *ev, 
     if (memchr(*s, '\0', *len))
         return perr(pp, yaml_strict_line(ev), key, "contains a NUL byte");
     return HSMCA_OK;
-}
-
-/* Seconds, or a number with s/m/h/d, 1..UINT32_MAX (config.c's durations). */
-static int parse_duration(const char *s, size_t len, uint32_t *out)
-{
-    uint64_t mult = 1;
-    if (len > 1) {
-        const char *units = "smhd";
-        const uint64_t mults[] = {1, 60, 3600, 86400};
-        const char *u = strchr(units, s[len - 1]);
-        if (u && *u) {
-            mult = mults[u - units];
-            len--;
-        }
-    }
-    if (len == 0 || len > 10 || (len > 1 && s[0] == '0'))
-        return -1;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    v *= mult;
-    if (v == 0 || v > UINT32_MAX)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
 }
 
 static char *dup_n(const char *s, size_t n)
@@ -184,7 +157,7 @@ static HSMCA_MUSTCHECK hsmca_code add_ns_ttl(pf_parser *pp, const char *key, con
     size_t len;
     uint32_t ttl = 0;
     HSMCA_GUARD(scalar(pp, val, key, "a duration", &v, &len));
-    if (parse_duration(v, len, &ttl) != 0 || ttl < PROFILE_MIN_TTL_S)
+    if (config_parse_u32(v, len, 1, &ttl) != 0 || ttl < PROFILE_MIN_TTL_S)
         return perr(pp, line, key,
                     "'%.64s' for '%.64s' must be a duration (N, Ns, Nm, Nh or Nd) "
                     "of at least %ds",
