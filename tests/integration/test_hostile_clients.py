@@ -453,6 +453,21 @@ class Http2Attacks(HostileServerCase):
             return n, "%d over the limit of %d: %s" % (n - limit, limit, answer)
         self.attack("streams beyond MAX_CONCURRENT_STREAMS", run)
 
+    def hold_streams(self, nconn, token):
+        """nconn connections, each with streams open up to 10 under its
+        MAX_CONCURRENT_STREAMS, headers sent and no message; returns them."""
+        conns = []
+        for _ in range(nconn):
+            c = self.h2()
+            c.wait(lambda: c.max_streams is not None, 5)
+            for i in range(c.max_streams - 10):
+                c.send(c.headers_frame(c.new_stream(), h2raw.request_headers(token),
+                                       end_stream=False))
+                if i % 200 == 0:
+                    c.pump(0)
+            conns.append(c)
+        return conns
+
     def test_held_streams(self):
         """Connections each holding streams open at just under the limit, the message
         never sent: the calls wait; memory stays bounded and valid clients are served;
@@ -461,16 +476,7 @@ class Http2Attacks(HostileServerCase):
         nconn = 8 if LONG else 4
 
         def run():
-            conns = []
-            for _ in range(nconn):
-                c = self.h2()
-                c.wait(lambda: c.max_streams is not None, 5)
-                for i in range(c.max_streams - 10):
-                    c.send(c.headers_frame(c.new_stream(), h2raw.request_headers(token),
-                                           end_stream=False))
-                    if i % 200 == 0:
-                        c.pump(0)
-                conns.append(c)
+            conns = self.hold_streams(nconn, token)
             time.sleep(2)
             for c in conns:
                 c.pump(0.1)
@@ -497,16 +503,7 @@ class Http2Attacks(HostileServerCase):
 
         def run():
             rss_start = fe_rss_kib(self.pids["frontend"])
-            conns = []
-            for _ in range(nconn):
-                c = self.h2()
-                c.wait(lambda: c.max_streams is not None, 5)
-                for i in range(c.max_streams - 10):
-                    c.send(c.headers_frame(c.new_stream(), h2raw.request_headers(token),
-                                           end_stream=False))
-                    if i % 200 == 0:
-                        c.pump(0)
-                conns.append(c)
+            conns = self.hold_streams(nconn, token)
             opened = sum(c.next_id // 2 for c in conns)
             refused = 0
             deadline = time.monotonic() + 10
