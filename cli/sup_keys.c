@@ -290,6 +290,11 @@ static int sealed_memfd(const char *doc, size_t len)
 
 hsmca_code sup_keys_push(sup_keys *k, int ctl, uint64_t *sent, hsmca_err *e)
 {
+    return sup_keys_push_type(k, ctl, CTL_KEYS, sent, e);
+}
+
+hsmca_code sup_keys_push_type(sup_keys *k, int ctl, char type, uint64_t *sent, hsmca_err *e)
+{
     *sent = 0;
     pthread_mutex_lock(&k->lock);
     uint64_t g = k->generation;
@@ -299,7 +304,7 @@ hsmca_code sup_keys_push(sup_keys *k, int ctl, uint64_t *sent, hsmca_err *e)
         return HSMCA_OK;
     if (fd < 0)
         return hsmca_fail(e, HSMCA_EIO, "issuer keys: memfd: %s", strerror(errno));
-    hsmca_code rc = ipc_send_ctl_fd(ctl, CTL_KEYS, fd, e);
+    hsmca_code rc = ipc_send_ctl_fd(ctl, type, fd, e);
     close(fd);
     if (rc == HSMCA_OK)
         *sent = g;

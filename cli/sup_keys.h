@@ -35,6 +35,12 @@ uint64_t sup_keys_generation(sup_keys *k);
  * pushed (0 and nothing sent when there is none yet). */
 HSMCA_MUSTCHECK hsmca_code sup_keys_push(sup_keys *k, int ctl, uint64_t *sent, hsmca_err *e);
 
+/* The same with another type byte: CTL_KEYS_CLUSTER(idx) for the fetcher of remote
+ * cluster idx (multicluster: one fetcher per cluster, each started with
+ * config_cluster_view, since two clusters may share an issuer URL but not its keys). */
+HSMCA_MUSTCHECK hsmca_code sup_keys_push_type(sup_keys *k, int ctl, char type, uint64_t *sent,
+                                              hsmca_err *e);
+
 /* A child saw a kid it does not know (CTL_KEYS_REFRESH): fetch again, as soon as
  * min_refresh allows. */
 void sup_keys_refresh(sup_keys *k);

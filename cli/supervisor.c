@@ -25,14 +25,22 @@
 #define BACKOFF_MIN 0.2
 #define BACKOFF_MAX 5.0
 #define STABLE_AFTER 10.0 /* a child that lived this long restarts without delay */
+#define SUP_CLUSTERS (CONFIG_MAX_CLUSTERS + 1) /* the local cluster, then auth.clusters */
 
 typedef struct {
     const char *role; /* "signer" or "frontend": also its subcommand */
     pid_t pid;        /* 0 when not running */
     int ctl;          /* our end of its control channel */
     double started, restart_at, backoff;
-    uint64_t keys_sent; /* the issuer keys' generation it has (0: none) */
+    uint64_t keys_sent[SUP_CLUSTERS]; /* per cluster, the issuer keys' generation it has
+                                         (0: none) */
 } sup_child;
+
+/* The key fetchers, one per cluster with a jwt authenticator (config_cluster_index: 0
+ * the local cluster, i + 1 auth.clusters[i]; NULL for a cluster without). */
+typedef struct {
+    sup_keys *k[SUP_CLUSTERS];
+} sup_keyring;
 
 static char sup_exe[PATH_MAX];
 static const char *sup_config;
@@ -73,7 +81,7 @@ static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
     close(ctl[1]);
     c->pid = pid;
     c->ctl = ctl[0];
-    c->keys_sent = 0;
+    memset(c->keys_sent, 0, sizeof(c->keys_sent));
     c->started = util_mono_now();
     log_info("started %s (pid %d)", c->role, (int)pid);
     return HSMCA_OK;
@@ -156,7 +164,7 @@ static int reap(sup_child *kids, int n)
 
 /* A control byte from a child: the signer asks for a new front end after the
  * old one broke the protocol; the front end asks for fresh issuer keys. */
-static void read_ctl(sup_child *from, sup_child *frontend, sup_keys *keys)
+static void read_ctl(sup_child *from, sup_child *frontend, sup_keyring *keys)
 {
     char b;
     ssize_t r = read(from->ctl, &b, 1);
@@ -164,23 +172,55 @@ static void read_ctl(sup_child *from, sup_child *frontend, sup_keys *keys)
         log_warn("signer reports a protocol violation: restarting the front end");
         kill(frontend->pid, SIGKILL);
     } else if (r == 1 && b == CTL_KEYS_REFRESH && from == frontend) {
-        sup_keys_refresh(keys);
+        /* The front end does not say which cluster's token named the kid: each fetcher
+         * is asked, and each keeps to its own min_refresh. */
+        for (int i = 0; i < SUP_CLUSTERS; i++)
+            if (keys->k[i])
+                sup_keys_refresh(keys->k[i]);
     }
 }
 
 /* Sends the issuer keys to a running child that does not have the latest yet: the
  * front end verifies callers' tokens with them, the signer verifies them again
  * (identity binding, signer/signer_bind.h). */
-static void push_keys(sup_child *c, sup_keys *keys)
+static void push_keys(sup_child *c, sup_keyring *keys)
 {
-    if (!c->pid || c->ctl < 0 || c->keys_sent == sup_keys_generation(keys))
-        return;
-    hsmca_err e;
-    uint64_t sent = 0;
-    if (sup_keys_push(keys, c->ctl, &sent, &e) != HSMCA_OK)
-        log_warn("cannot send the issuer keys to the %s: %s", c->role, e.msg);
-    else
-        c->keys_sent = sent;
+    for (int i = 0; i < SUP_CLUSTERS; i++) {
+        if (!keys->k[i] || !c->pid || c->ctl < 0 ||
+            c->keys_sent[i] == sup_keys_generation(keys->k[i]))
+            continue;
+        hsmca_err e;
+        uint64_t sent = 0;
+        if (sup_keys_push_type(keys->k[i], c->ctl, CTL_KEYS_CLUSTER(i), &sent, &e) != HSMCA_OK)
+            log_warn("cannot send the issuer keys of cluster %d to the %s: %s", i, c->role, e.msg);
+        else
+            c->keys_sent[i] = sent;
+    }
+}
+
+static void keyring_stop(sup_keyring *r)
+{
+    for (int i = 0; i < SUP_CLUSTERS; i++)
+        sup_keys_stop(r->k[i]);
+}
+
+/* A fetcher per cluster with a jwt authenticator, each on its cluster's view of the
+ * config (kept in views, which must outlive them). The local one always (it is idle
+ * without jwt in auth.chain). */
+static HSMCA_MUSTCHECK hsmca_code keyring_start(const hsmca_config *cfg, hsmca_config *views,
+                                                sup_keyring *r, hsmca_err *e)
+{
+    memset(r, 0, sizeof(*r));
+    for (int i = 0; i <= cfg->n_clusters && i < SUP_CLUSTERS; i++) {
+        if (i > 0 && !config_cluster_has_jwt(cfg, i))
+            continue;
+        config_cluster_view(cfg, i, &views[i]);
+        if (!(r->k[i] = sup_keys_start(&views[i], e))) {
+            keyring_stop(r);
+            return e->code;
+        }
+    }
+    return HSMCA_OK;
 }
 
 static void stop_children(sup_child *kids, int n)
@@ -251,16 +291,16 @@ int supervisor_run(const char *config_path)
         fatal("signalfd: %s", strerror(errno));
 
     /* The issuer's keys: loaded (a file) or fetched (an issuer) here, never by a child. */
-    static hsmca_config keys_cfg;
-    keys_cfg = cfg;
-    sup_keys *keys = sup_keys_start(&keys_cfg, &e);
-    if (!keys) {
+    static hsmca_config keys_cfg[SUP_CLUSTERS];
+    static sup_keyring ring;
+    sup_keyring *keys = &ring;
+    if (keyring_start(&cfg, keys_cfg, keys, &e) != HSMCA_OK) {
         log_error("%s", e.msg);
         return EXIT_CONFIG;
     }
 
-    sup_child kids[2] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2, 0},
-                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2, 0}};
+    sup_child kids[2] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}},
+                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}}};
     sup_child *signer = &kids[0], *frontend = &kids[1];
     restart_due(signer, frontend);
 
@@ -281,7 +321,7 @@ int supervisor_run(const char *config_path)
             } else if (got == sizeof(si) && si.ssi_signo != SIGCHLD) {
                 log_info("signal %u: stopping", si.ssi_signo);
                 stop_children(kids, 2);
-                sup_keys_stop(keys);
+                keyring_stop(keys);
                 return 0;
             }
         }
@@ -292,7 +332,7 @@ int supervisor_run(const char *config_path)
             /* EXIT_CONFIG again, so a service manager does not start us over and
              * try the wrong PIN once more (systemd: RestartPreventExitStatus=78). */
             stop_children(kids, 2);
-            sup_keys_stop(keys);
+            keyring_stop(keys);
             return EXIT_CONFIG;
         }
         restart_due(signer, frontend);

@@ -35,11 +35,13 @@ typedef enum {
     CT_U32,     /* a decimal integer, 1..UINT32_MAX */
     CT_DUR,     /* seconds, or a number with s/m/h/d, 1..UINT32_MAX */
     CT_LIST,    /* a sequence of non-empty scalars */
-    CT_BOOL     /* true or false, into an int */
+    CT_BOOL,    /* true or false, into an int */
+    CT_CLUSTERS /* auth.clusters: a sequence of mappings, each a config_cluster */
 } config_type;
 
 #define CF_ZERO_OK 1u /* the integer may be 0 (clock skew) */
 #define CF_AUTHN 2u   /* list items must be CONFIG_AUTHENTICATORS, each once */
+#define CF_ID 4u      /* a cluster id (config_cluster_id_ok) */
 
 typedef struct {
     const char *section; /* "" for the top level, "auth.jwt" for nested */
@@ -61,6 +63,13 @@ typedef struct {
         sec, key, CT_U32, offsetof(hsmca_config, member), sizeof(((hsmca_config *)0)->member), 0,  \
             min, max                                                                               \
     }
+/* A key of one auth.clusters item: its offset is into the config_cluster. */
+#define FC(sec, key, type, member, flags)                                                          \
+    {                                                                                              \
+        sec, key, type, offsetof(config_cluster, member), sizeof(((config_cluster *)0)->member),   \
+            flags, 0, 0                                                                            \
+    }
+#define CLUSTER_SEC "auth.clusters[]" /* the section name of an auth.clusters item */
 #define S(sec, key)                                                                                \
     {                                                                                              \
         sec, key, CT_SECTION, 0, 0, 0, 0, 0                                                        \
@@ -129,6 +138,17 @@ static const config_field fields[] = {
     F("audit", "dir", CT_PATH, audit_dir, 0),
     F("audit", "origin", CT_STR, audit_origin, 0),
     F("issuance", "policy_file", CT_PATH, policy_file, 0),
+    F("auth", "cluster_id", CT_STR, cluster_id, CF_ID),
+    F("auth", "clusters", CT_CLUSTERS, clusters, 0),
+    FC(CLUSTER_SEC, "id", CT_STR, id, CF_ID),
+    S(CLUSTER_SEC, "jwt"),
+    FC(CLUSTER_SEC ".jwt", "issuer", CT_STR, jwt_issuer, 0),
+    FC(CLUSTER_SEC ".jwt", "jwks_file", CT_PATH, jwks_file, 0),
+    FC(CLUSTER_SEC ".jwt", "discovery", CT_BOOL, jwt_discovery, 0),
+    FC(CLUSTER_SEC ".jwt", "ca_bundle", CT_PATH, jwt_ca_bundle, 0),
+    FC(CLUSTER_SEC ".jwt", "fetch_token_file", CT_PATH, jwt_fetch_token_file, 0),
+    S(CLUSTER_SEC, "tokenreview"),
+    FC(CLUSTER_SEC ".tokenreview", "kubeconfig", CT_PATH, tr_kubeconfig, 0),
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 _Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int),
@@ -165,6 +185,7 @@ typedef struct {
     const char *name;     /* file name for messages */
     const char *base_dir; /* NULL: leave relative paths alone */
     hsmca_config *c;
+    char *base; /* what field offsets are into: c, or the auth.clusters item being read */
     hsmca_err *e;
     unsigned char seen[NFIELDS]; /* duplicate keys */
 } cfg_parser;
@@ -235,6 +256,7 @@ void config_defaults(hsmca_config *c)
     set_str(c->fe_user, "nobody");
     set_str(c->fe_chroot, "/var/empty");
     set_str(c->signer_user, "hsmca-signer");
+    snprintf(c->cluster_id, sizeof(c->cluster_id), "Kubernetes");
     c->signer_allow_network = 0;
 }
 
@@ -318,7 +340,7 @@ static HSMCA_MUSTCHECK hsmca_code set_integer(cfg_parser *cp, const config_field
     }
     if (f->max && (v < f->min || v > f->max))
         return perr(cp, yaml_strict_line(ev), "'%s' must be %u-%u", f->key, f->min, f->max);
-    memcpy((char *)cp->c + f->off, &v, sizeof(v));
+    memcpy(cp->base + f->off, &v, sizeof(v));
     return HSMCA_OK;
 }
 
@@ -342,22 +364,22 @@ static HSMCA_MUSTCHECK hsmca_code set_bool(cfg_parser *cp, const config_field *f
     }
     if (v < 0)
         return perr(cp, yaml_strict_line(ev), "'%s' must be true or false", f->key);
-    memcpy((char *)cp->c + f->off, &v, sizeof(v));
+    memcpy(cp->base + f->off, &v, sizeof(v));
     return HSMCA_OK;
 }
 
-/* Copies a scalar into dst (CONFIG_MAX_STR), prefixing base_dir for a relative
- * path. what names the value in messages. */
+/* Copies a scalar into dst (dstsz bytes, at most CONFIG_MAX_STR), prefixing base_dir
+ * for a relative path. what names the value in messages. */
 static HSMCA_MUSTCHECK hsmca_code copy_scalar(cfg_parser *cp, const yaml_event_t *ev,
-                                              const char *what, int is_path, char *dst)
+                                              const char *what, int is_path, char *dst,
+                                              size_t dstsz)
 {
     const char *v = (const char *)ev->data.scalar.value;
     size_t len = ev->data.scalar.length;
     if (scalar_has_nul(ev))
         return perr(cp, yaml_strict_line(ev), "'%s' contains a NUL byte", what);
-    if (len >= CONFIG_MAX_STR)
-        return perr(cp, yaml_strict_line(ev), "'%s' is longer than %d bytes", what,
-                    CONFIG_MAX_STR - 1);
+    if (len >= dstsz)
+        return perr(cp, yaml_strict_line(ev), "'%s' is longer than %zu bytes", what, dstsz - 1);
     if (is_path && cp->base_dir && len > 0 && v[0] != '/') {
         size_t bl = strlen(cp->base_dir);
         const char *sep = (bl > 0 && cp->base_dir[bl - 1] == '/') ? "" : "/";
@@ -374,21 +396,26 @@ static HSMCA_MUSTCHECK hsmca_code copy_scalar(cfg_parser *cp, const yaml_event_t
 static HSMCA_MUSTCHECK hsmca_code set_string(cfg_parser *cp, const config_field *f,
                                              const yaml_event_t *ev)
 {
-    char *dst = (char *)cp->c + f->off;
+    char *dst = cp->base + f->off;
     if (ev->type != YAML_SCALAR_EVENT)
         return perr(cp, yaml_strict_line(ev), "'%s' must be a string", f->key);
     if (yaml_strict_is_null(ev)) {
         dst[0] = '\0';
         return HSMCA_OK;
     }
-    return copy_scalar(cp, ev, f->key, f->type == CT_PATH, dst);
+    HSMCA_GUARD(copy_scalar(cp, ev, f->key, f->type == CT_PATH, dst, f->size));
+    if ((f->flags & CF_ID) && !config_cluster_id_ok(dst, strlen(dst)))
+        return perr(cp, yaml_strict_line(ev),
+                    "'%s' must be 1-%d characters of A-Z a-z 0-9 . _ -", f->key,
+                    CONFIG_MAX_CLUSTER_ID);
+    return HSMCA_OK;
 }
 
 /* A sequence of non-empty scalars replaces the default list; null empties it. */
 static HSMCA_MUSTCHECK hsmca_code set_list(cfg_parser *cp, const config_field *f,
                                            const yaml_event_t *start)
 {
-    config_list *l = (config_list *)((char *)cp->c + f->off);
+    config_list *l = (config_list *)(cp->base + f->off);
     l->n = 0;
     if (yaml_strict_is_null(start))
         return HSMCA_OK;
@@ -409,7 +436,7 @@ static HSMCA_MUSTCHECK hsmca_code set_list(cfg_parser *cp, const config_field *f
             rc = perr(cp, yaml_strict_line(&ev), "'%s' has more than %d items", f->key,
                       CONFIG_MAX_LIST);
         else
-            rc = copy_scalar(cp, &ev, f->key, 0, l->items[l->n++]);
+            rc = copy_scalar(cp, &ev, f->key, 0, l->items[l->n++], CONFIG_MAX_STR);
         const char *why = NULL;
         if (rc == HSMCA_OK && (f->flags & CF_AUTHN) &&
             (why = authn_item_problem(l, l->items[l->n - 1])) != NULL)
@@ -432,6 +459,59 @@ static const config_field *find_field(const char *section, const char *key, size
 
 static HSMCA_MUSTCHECK hsmca_code parse_mapping(cfg_parser *cp, const char *section);
 
+/* One auth.clusters item, after its MAPPING_START (ev): its keys go into cl, with their
+ * duplicate marks reset (each item may name each key once). */
+static HSMCA_MUSTCHECK hsmca_code parse_cluster(cfg_parser *cp, const yaml_event_t *start,
+                                                config_cluster *cl)
+{
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (!strncmp(fields[i].section, CLUSTER_SEC, strlen(CLUSTER_SEC)))
+            cp->seen[i] = 0;
+    memset(cl, 0, sizeof(*cl));
+    cp->base = (char *)cl;
+    hsmca_code rc = parse_mapping(cp, CLUSTER_SEC);
+    cp->base = (char *)cp->c;
+    if (rc != HSMCA_OK)
+        return rc;
+    if (!cl->id[0])
+        return perr(cp, yaml_strict_line(start), "an 'auth.clusters' item needs an 'id'");
+    for (int i = 0; i < cp->c->n_clusters; i++)
+        if (!strcmp(cp->c->clusters[i].id, cl->id))
+            return perr(cp, yaml_strict_line(start), "cluster '%s' is named twice in 'clusters'",
+                        cl->id);
+    return HSMCA_OK;
+}
+
+/* auth.clusters: a sequence of at most CONFIG_MAX_CLUSTERS mappings; null: none. */
+static HSMCA_MUSTCHECK hsmca_code set_clusters(cfg_parser *cp, const config_field *f,
+                                               const yaml_event_t *start)
+{
+    cp->c->n_clusters = 0;
+    if (yaml_strict_is_null(start))
+        return HSMCA_OK;
+    if (start->type != YAML_SEQUENCE_START_EVENT)
+        return perr(cp, yaml_strict_line(start), "'%s' must be a list of mappings", f->key);
+    for (;;) {
+        yaml_event_t ev;
+        HSMCA_GUARD(next_event(cp, &ev));
+        hsmca_code rc = HSMCA_OK;
+        if (ev.type == YAML_SEQUENCE_END_EVENT) {
+            yaml_event_delete(&ev);
+            return HSMCA_OK;
+        }
+        if (ev.type != YAML_MAPPING_START_EVENT)
+            rc = perr(cp, yaml_strict_line(&ev), "items of '%s' must be mappings", f->key);
+        else if (cp->c->n_clusters >= CONFIG_MAX_CLUSTERS)
+            rc = perr(cp, yaml_strict_line(&ev), "'%s' has more than %d items", f->key,
+                      CONFIG_MAX_CLUSTERS);
+        else if ((rc = parse_cluster(cp, &ev, &cp->c->clusters[cp->c->n_clusters])) == HSMCA_OK)
+            cp->c->n_clusters++;
+        yaml_event_delete(&ev);
+        if (rc != HSMCA_OK)
+            return rc;
+    }
+}
+
 /* The value of field f, whose first event is ev. */
 static HSMCA_MUSTCHECK hsmca_code parse_value(cfg_parser *cp, const config_field *f,
                                               const yaml_event_t *ev)
@@ -452,6 +532,7 @@ static HSMCA_MUSTCHECK hsmca_code parse_value(cfg_parser *cp, const config_field
     case CT_DUR: return set_integer(cp, f, ev);
     case CT_LIST: return set_list(cp, f, ev);
     case CT_BOOL: return set_bool(cp, f, ev);
+    case CT_CLUSTERS: return set_clusters(cp, f, ev);
     }
     return hsmca_fail(cp->e, HSMCA_EINTERNAL, "config: bad field type");
 }
@@ -557,6 +638,7 @@ hsmca_code config_parse(const char *name, const char *buf, size_t len, const cha
     cp.name = name;
     cp.base_dir = base_dir;
     cp.c = tmp;
+    cp.base = (char *)tmp;
     cp.e = e;
     if (!yaml_parser_initialize(&cp.p)) {
         free(tmp);

@@ -22,6 +22,26 @@ typedef struct {
     int n;
 } config_list;
 
+/* auth.clusters: at most CONFIG_MAX_CLUSTERS remote clusters (Istio multicluster). A
+ * cluster id is 1-CONFIG_MAX_CLUSTER_ID bytes of [A-Za-z0-9._-]. */
+#define CONFIG_MAX_CLUSTERS 8
+#define CONFIG_MAX_CLUSTER_ID 63
+
+/* One remote cluster: where its authenticators find its tokens' keys and its API
+ * server. Everything else (audiences, skew, refresh, timeouts, cache sizes) is the
+ * local auth.jwt / auth.tokenreview setting, as Istio's one set of flags is. */
+typedef struct {
+    char id[CONFIG_MAX_CLUSTER_ID + 1]; /* the ClusterID its istio-agents send */
+    /* auth.clusters[].jwt: ("" issuer: this cluster has no jwt authenticator) */
+    char jwt_issuer[CONFIG_MAX_STR];
+    char jwks_file[CONFIG_MAX_STR];
+    int jwt_discovery;
+    char jwt_ca_bundle[CONFIG_MAX_STR];
+    char jwt_fetch_token_file[CONFIG_MAX_STR];
+    /* auth.clusters[].tokenreview: ("": this cluster has no tokenreview authenticator) */
+    char tr_kubeconfig[CONFIG_MAX_STR];
+} config_cluster;
+
 typedef struct {
     /* server: */
     char listen[CONFIG_MAX_STR];  /* "127.0.0.1:15012" */
@@ -122,6 +142,14 @@ typedef struct {
      * (policy/policy_file.h), loaded by the front end and the signer each; "" = none. */
     char policy_file[CONFIG_MAX_STR];
 
+    /* auth.cluster_id and auth.clusters (at the end to ease merges): this cluster's ID
+     * (default "Kubernetes", Istio's CLUSTER_ID default) and the remote clusters whose
+     * tokens are checked by their own authenticators, chosen by the call's ClusterID
+     * metadata (config_cluster_index). */
+    char cluster_id[CONFIG_MAX_CLUSTER_ID + 1];
+    config_cluster clusters[CONFIG_MAX_CLUSTERS];
+    int n_clusters;
+
     /* Not a key: SHA-256 of the file config_load read (the bytes in force), for the
      * signing log's config entry; zero after config_parse alone. */
     uint8_t source_sha256[32];
@@ -147,6 +175,30 @@ void config_default_origin(const char *trust_domain, char *out, size_t outsz);
 #define CONFIG_MAX_SERVING_NAMES (CONFIG_MAX_LIST + 1)
 void config_serving_names(const hsmca_config *c, const char *dns[CONFIG_MAX_SERVING_NAMES],
                           int *n_dns, const char *ips[CONFIG_MAX_SERVING_NAMES], int *n_ips);
+
+/* The cluster a call's ClusterID (id[0..len), not terminated) names: 0 for the local
+ * cluster (no ClusterID, len 0, or auth.cluster_id), i + 1 for auth.clusters[i], -1
+ * when unknown. */
+int config_cluster_index(const hsmca_config *c, const char *id, size_t len);
+
+/* The ID of cluster idx (0: auth.cluster_id). */
+const char *config_cluster_name(const hsmca_config *c, int idx);
+
+/* 1 when id[0..len) is a valid cluster id (1-CONFIG_MAX_CLUSTER_ID of [A-Za-z0-9._-]). */
+int config_cluster_id_ok(const char *id, size_t len);
+
+/* *out = *c with cluster idx's jwt and tokenreview sources in place of the local ones
+ * (auth.jwt.issuer, jwks_file, discovery, ca_bundle, fetch_token_file and
+ * auth.tokenreview.kubeconfig); idx 0 copies c. So the per-config code (the key
+ * fetcher, the TokenReview client, the signer's binder) serves each cluster unchanged. */
+void config_cluster_view(const hsmca_config *c, int idx, hsmca_config *out);
+
+/* 1 when cluster idx has a jwt authenticator (jwt in auth.chain and an issuer). */
+int config_cluster_has_jwt(const hsmca_config *c, int idx);
+
+/* 1 when cluster idx has a tokenreview authenticator (tokenreview in auth.chain, and
+ * for a remote cluster a kubeconfig: the in-cluster config is the local cluster's). */
+int config_cluster_has_tokenreview(const hsmca_config *c, int idx);
 
 /* 1 when the TokenReview authenticator is on (auth.chain names tokenreview). */
 int config_tokenreview_on(const hsmca_config *c);

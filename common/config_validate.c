@@ -171,6 +171,56 @@ static HSMCA_MUSTCHECK hsmca_code validate_auth(const hsmca_config *c, hsmca_err
     return HSMCA_OK;
 }
 
+/* auth.clusters: each a cluster other than this one, with an authenticator of the chain,
+ * its jwt source as complete as auth.jwt's must be. */
+static HSMCA_MUSTCHECK hsmca_code validate_cluster(const hsmca_config *c, const config_cluster *cl,
+                                                   hsmca_err *e)
+{
+    HSMCA_ENSURE(strcmp(cl->id, c->cluster_id) != 0, e, HSMCA_EINVAL,
+                 "config: auth.clusters: '%s' is auth.cluster_id, this cluster", cl->id);
+    int jwt = cl->jwt_issuer[0] != '\0', tr = cl->tr_kubeconfig[0] != '\0';
+    HSMCA_ENSURE(jwt || tr, e, HSMCA_EINVAL,
+                 "config: auth.clusters '%s' needs jwt.issuer or tokenreview.kubeconfig", cl->id);
+    HSMCA_ENSURE(!jwt || config_chain_has(c, "jwt"), e, HSMCA_EINVAL,
+                 "config: auth.clusters '%s' has a jwt section but auth.chain has no jwt", cl->id);
+    HSMCA_ENSURE(!tr || config_tokenreview_on(c), e, HSMCA_EINVAL,
+                 "config: auth.clusters '%s' has a tokenreview section but auth.chain has no "
+                 "tokenreview",
+                 cl->id);
+    HSMCA_ENSURE(jwt || (!cl->jwks_file[0] && !cl->jwt_discovery && !cl->jwt_ca_bundle[0] &&
+                         !cl->jwt_fetch_token_file[0]),
+                 e, HSMCA_EINVAL, "config: auth.clusters '%s': jwt.issuer is required", cl->id);
+    if (!jwt)
+        return HSMCA_OK;
+    HSMCA_ENSURE(!(cl->jwt_discovery && cl->jwks_file[0]), e, HSMCA_EINVAL,
+                 "config: auth.clusters '%s': jwt.jwks_file and jwt.discovery: true exclude each "
+                 "other",
+                 cl->id);
+    HSMCA_ENSURE(cl->jwt_discovery || cl->jwks_file[0], e, HSMCA_EINVAL,
+                 "config: auth.clusters '%s': jwt.jwks_file is required (or jwt.discovery: true)",
+                 cl->id);
+    HSMCA_ENSURE(!cl->jwt_discovery || !strncmp(cl->jwt_issuer, "https://", 8), e, HSMCA_EINVAL,
+                 "config: auth.clusters '%s': jwt.issuer must be an https:// URL with "
+                 "jwt.discovery: true",
+                 cl->id);
+    HSMCA_ENSURE(!cl->jwt_fetch_token_file[0] || cl->jwt_discovery, e, HSMCA_EINVAL,
+                 "config: auth.clusters '%s': jwt.fetch_token_file needs jwt.discovery: true",
+                 cl->id);
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code validate_clusters(const hsmca_config *c, hsmca_err *e)
+{
+    HSMCA_ENSURE(config_cluster_id_ok(c->cluster_id, strlen(c->cluster_id)), e, HSMCA_EINVAL,
+                 "config: auth.cluster_id must be 1-%d characters of A-Z a-z 0-9 . _ -",
+                 CONFIG_MAX_CLUSTER_ID);
+    HSMCA_ENSURE(c->n_clusters >= 0 && c->n_clusters <= CONFIG_MAX_CLUSTERS, e, HSMCA_EINVAL,
+                 "config: auth.clusters has more than %d items", CONFIG_MAX_CLUSTERS);
+    for (int i = 0; i < c->n_clusters; i++)
+        HSMCA_GUARD(validate_cluster(c, &c->clusters[i], e));
+    return HSMCA_OK;
+}
+
 hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
 {
     hsmca_code rc = validate_required(c, e);
@@ -201,6 +251,8 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
     if ((rc = validate_tokenreview(c, e)) != HSMCA_OK)
         return rc;
     if ((rc = validate_trusted_nodes(c, e)) != HSMCA_OK)
+        return rc;
+    if ((rc = validate_clusters(c, e)) != HSMCA_OK)
         return rc;
     if (c->fe_chroot[0] != '/')
         return hsmca_fail(e, HSMCA_EINVAL, "config: frontend.chroot must be an absolute path");

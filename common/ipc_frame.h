@@ -67,6 +67,18 @@ HSMCA_MUSTCHECK hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err 
 #define CTL_NEW_PEER 'F'
 #define CTL_KEYS 'J'
 
+/* Multicluster (config.h auth.clusters): the keys of remote cluster idx (1-8, the
+ * config's auth.clusters[idx - 1]) come as CTL_KEYS_CLUSTER(idx), '1'-'8', the same
+ * sealed memfd; CTL_KEYS is the local cluster's. ctl_keys_cluster maps a type byte
+ * back: the cluster index, or -1 when it is no key push. */
+#define CTL_KEYS_CLUSTER(idx) ((char)((idx) == 0 ? CTL_KEYS : '0' + (idx)))
+static inline int ctl_keys_cluster(char type)
+{
+    if (type == CTL_KEYS)
+        return 0;
+    return type >= '1' && type <= '8' ? type - '0' : -1;
+}
+
 /* Control channel between supervisor and a child: passes a new peer IPC fd
  * (SCM_RIGHTS) when the other child was restarted. */
 HSMCA_MUSTCHECK hsmca_code ipc_send_fd(int ctl, int fd, hsmca_err *e);

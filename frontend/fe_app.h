@@ -18,13 +18,17 @@
 #include <stdint.h>
 
 #define FE_MAX_CHAIN 8
+#define FE_MAX_CLUSTERS (CONFIG_MAX_CLUSTERS + 1) /* the local cluster, then auth.clusters */
 #define FE_METADATA_MAX_DEPTH 16
 
 typedef struct fe_app {
     const hsmca_config *cfg;
     fe_ipc *ipc;
-    fe_keys *keys; /* the JWT issuer's keys, as the supervisor last pushed them */
-    fe_jwt_rules jwt_rules;
+    /* Per cluster (index config_cluster_index: 0 local, i + 1 auth.clusters[i]): the JWT
+     * issuer's keys as the supervisor last pushed them and the rules (NULL keys: that
+     * cluster has no jwt authenticator), and the TokenReview client (NULL: none). */
+    fe_keys *keys[FE_MAX_CLUSTERS];
+    fe_jwt_rules jwt_rules[FE_MAX_CLUSTERS];
     const fe_authenticator *chain[CONFIG_MAX_LIST]; /* auth.chain, in order */
     int n_chain;
     const char *audiences[CONFIG_MAX_LIST];
@@ -32,8 +36,8 @@ typedef struct fe_app {
     policy_set *policy_file; /* issuance.policy_file, NULL when none */
     X509 *ca_cert;
     fe_clientcert *clientcert; /* verifies the client certificates of renewals */
-    /* the TokenReview authenticator, NULL unless auth.tokenreview is on */
-    fe_tokenreview *tokenreview;
+    /* the TokenReview authenticators per cluster; [0] is NULL unless tokenreview is on */
+    fe_tokenreview *tokenreview[FE_MAX_CLUSTERS];
     int sig_nid;
     /* cert_chain after the leaf: each intermediate, then the root bundle as one
      * element (it may hold several roots during rotation). Each ends in "\n". */
@@ -55,6 +59,9 @@ typedef struct {
      * into the call's metadata (valid as long as the call); NULL for other callers. */
     const char *token;
     size_t token_len;
+    /* The ClusterID whose keys verified the token (points into the config); NULL for the
+     * local cluster. Goes with the token: the signer verifies with that cluster's keys. */
+    const char *cluster;
     /* HSMCA_OK with deferred = 1: an authenticator of the chain must call a remote
      * service (TokenReview) and creds->may_block was 0; nothing else was checked. Run
      * fe_check_request again with may_block = 1 on an authentication thread. */

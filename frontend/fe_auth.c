@@ -33,6 +33,34 @@ hsmca_code fe_auth_bearer(const fe_auth_creds *c, const char **token, size_t *le
     return HSMCA_OK;
 }
 
+hsmca_code fe_auth_cluster(const struct fe_app *app, const fe_auth_creds *c, int *idx,
+                           hsmca_err *e)
+{
+    const hsmca_config *cfg = app->cfg;
+    *idx = 0;
+    if (!cfg || !c->cluster_id || c->cluster_id_len == 0)
+        return HSMCA_OK;
+    *idx = config_cluster_index(cfg, c->cluster_id, c->cluster_id_len);
+    if (*idx >= 0)
+        return HSMCA_OK;
+    /* Istio's words (KubeJWTAuthenticator.authenticate); the id is echoed only once it
+     * is known to be short and plain. */
+    char remote[CONFIG_MAX_CLUSTERS * (CONFIG_MAX_CLUSTER_ID + 1) + 1] = "";
+    for (int i = 0; i < cfg->n_clusters && i < CONFIG_MAX_CLUSTERS; i++) {
+        size_t off = strlen(remote);
+        snprintf(remote + off, sizeof(remote) - off, "%s%s", i ? " " : "", cfg->clusters[i].id);
+    }
+    if (!config_cluster_id_ok(c->cluster_id, c->cluster_id_len))
+        return hsmca_fail(e, HSMCA_EAUTH,
+                          "the ClusterID metadata is not a cluster name (1-%d of A-Z a-z 0-9 . _ "
+                          "-); we know local cluster \"%s\" and remote clusters [%s]",
+                          CONFIG_MAX_CLUSTER_ID, cfg->cluster_id, remote);
+    return hsmca_fail(e, HSMCA_EAUTH,
+                      "client claims to be in cluster \"%.*s\", but we only know about local "
+                      "cluster \"%s\" and remote clusters [%s]",
+                      (int)c->cluster_id_len, c->cluster_id, cfg->cluster_id, remote);
+}
+
 /* The certificate the caller presented in its TLS handshake, verified to our CA
  * (fe_clientcert.h): Istio's renewal path, and VMs. */
 hsmca_code fe_auth_client_cert(const struct fe_app *app, const fe_auth_creds *c,

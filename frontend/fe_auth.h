@@ -28,6 +28,10 @@ typedef struct {
     int64_t now;   /* wall clock, seconds */
     int may_block; /* 1 on an authentication thread: an authenticator may call a remote
                       service (bounded by its timeout); 0 on the gRPC threads */
+    /* The "clusterid" metadata (istio-agent's ClusterID; NULL when absent): which
+     * cluster's authenticators check the token (fe_auth_cluster). */
+    const char *cluster_id;
+    size_t cluster_id_len;
 } fe_auth_creds;
 
 /* Who the caller is, once an authenticator succeeded. */
@@ -36,6 +40,8 @@ typedef struct {
     int n_ids;
     fe_jwt_identity k8s;       /* token authenticators: namespace, account, pod (else zeroed) */
     const char *authenticator; /* the name of the one that succeeded */
+    int cluster; /* token authenticators: the cluster that vouched (config_cluster_index),
+                    0 (local) otherwise */
     int deferred; /* HSMCA_OK, no identity yet: authenticator must block, may_block was 0 */
 } fe_auth_result;
 
@@ -72,6 +78,13 @@ HSMCA_MUSTCHECK hsmca_code fe_auth_run(const struct fe_app *app, const fe_auth_c
  * "Bearer <token>"; *token points into c's metadata (len bytes, not terminated). */
 HSMCA_MUSTCHECK hsmca_code fe_auth_bearer(const fe_auth_creds *c, const char **token, size_t *len,
                                           hsmca_err *e);
+
+/* The cluster whose authenticators check the call's token (Istio multicluster): *idx 0
+ * for no ClusterID or auth.cluster_id, i + 1 for auth.clusters[i]. Any other ClusterID is
+ * HSMCA_EAUTH naming it (when it is a well-formed id; never otherwise echoed) and the
+ * clusters we know. */
+HSMCA_MUSTCHECK hsmca_code fe_auth_cluster(const struct fe_app *app, const fe_auth_creds *c,
+                                           int *idx, hsmca_err *e);
 
 /* The authenticators themselves (fe_auth.c, fe_auth_jwt.c). */
 HSMCA_MUSTCHECK hsmca_code fe_auth_jwt(const struct fe_app *app, const fe_auth_creds *c,

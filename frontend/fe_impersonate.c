@@ -21,10 +21,12 @@ static int plain(const char *s)
     return s[0] && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.-") == strlen(s);
 }
 
-static HSMCA_MUSTCHECK hsmca_code api_get(const fe_app *app, const char *path, int allow_404,
+/* From the API server of the caller's cluster (Istio looks the pods up in the cluster
+ * the node's token came from). */
+static HSMCA_MUSTCHECK hsmca_code api_get(fe_tokenreview *tr, const char *path, int allow_404,
                                           char **resp, size_t *resp_len, int *status, hsmca_err *e)
 {
-    HSMCA_GUARD(fe_tokenreview_api_get(app->tokenreview, path, FE_K8S_MAX_PODLIST, status, resp,
+    HSMCA_GUARD(fe_tokenreview_api_get(tr, path, FE_K8S_MAX_PODLIST, status, resp,
                                        resp_len, e));
     if (*status == 200 || (allow_404 && *status == 404))
         return HSMCA_OK;
@@ -39,7 +41,7 @@ static HSMCA_MUSTCHECK hsmca_code api_get(const fe_app *app, const char *path, i
 }
 
 /* The node the caller's pod runs on. */
-static HSMCA_MUSTCHECK hsmca_code caller_node(const fe_app *app, const fe_jwt_identity *k,
+static HSMCA_MUSTCHECK hsmca_code caller_node(fe_tokenreview *tr, const fe_jwt_identity *k,
                                               char node[FE_K8S_NODE_MAX + 1], hsmca_err *e)
 {
     char path[1024];
@@ -47,7 +49,7 @@ static HSMCA_MUSTCHECK hsmca_code caller_node(const fe_app *app, const fe_jwt_id
     char *resp = NULL;
     size_t n = 0;
     int status = 0;
-    HSMCA_GUARD(api_get(app, path, 1, &resp, &n, &status, e));
+    HSMCA_GUARD(api_get(tr, path, 1, &resp, &n, &status, e));
     hsmca_code rc = status == 404 ? hsmca_fail(e, HSMCA_EPERM,
                                                "impersonation: the caller's pod %s/%s does not "
                                                "exist",
@@ -78,14 +80,17 @@ hsmca_code fe_impersonate(const fe_app *app, const fe_auth_creds *c, fe_auth_res
                  e, HSMCA_EPERM,
                  "impersonation: caller %s's token names no pod (a pod-bound token is needed)",
                  who->ids[0]);
-    HSMCA_ENSURE(app->tokenreview, e, HSMCA_EPERM,
-                 "impersonation: needs tokenreview in auth.chain (its API server)");
+    fe_tokenreview *tr =
+        who->cluster >= 0 && who->cluster < FE_MAX_CLUSTERS ? app->tokenreview[who->cluster] : NULL;
+    HSMCA_ENSURE(tr, e, HSMCA_EPERM,
+                 "impersonation: needs tokenreview in auth.chain for the caller's cluster (its API "
+                 "server)");
     if (!c->may_block) {
         *deferred = 1;
         return HSMCA_OK;
     }
     char node[FE_K8S_NODE_MAX + 1];
-    HSMCA_GUARD(caller_node(app, &who->k8s, node, e));
+    HSMCA_GUARD(caller_node(tr, &who->k8s, node, e));
     char path[1024];
     snprintf(path, sizeof(path),
              "/api/v1/namespaces/%s/pods?fieldSelector=spec.nodeName%%3D%s%%2Cstatus.phase%%3D"
@@ -94,7 +99,7 @@ hsmca_code fe_impersonate(const fe_app *app, const fe_auth_creds *c, fe_auth_res
     char *resp = NULL;
     size_t n = 0;
     int status = 0, found = 0;
-    HSMCA_GUARD(api_get(app, path, 0, &resp, &n, &status, e));
+    HSMCA_GUARD(api_get(tr, path, 0, &resp, &n, &status, e));
     hsmca_code rc = fe_k8s_parse_podlist(resp, n, ns, sa, node, &found, e);
     free(resp);
     HSMCA_GUARD(rc);

@@ -57,7 +57,7 @@ struct fe_ipc {
     /* Key pushes (under lock): the handler, or the fd kept until there is one. */
     fe_ipc_keys_fn keys_fn;
     void *keys_arg;
-    int keys_kept;     /* -1: none */
+    int keys_kept[FE_IPC_MAX_KEYSETS]; /* per cluster, -1: none */
     double keys_asked; /* when CTL_KEYS_REFRESH was last sent (monotonic) */
 };
 
@@ -115,6 +115,8 @@ hsmca_code fe_ipc_submit_as(fe_ipc *c, uint32_t profile, const uint8_t *tbs, siz
         token[caller->token_len] = 0;
         req.token = token;
     }
+    if (caller && caller->cluster && caller->cluster[0])
+        req.cluster = (char *)caller->cluster;
     size_t n = hsmca__ipc__sign_request__get_packed_size(&req);
     if (n > IPC_MAX_PAYLOAD)
         return hsmca_fail(e, HSMCA_EINVAL, "sign request of %zu bytes too large", n);
@@ -330,12 +332,17 @@ void fe_ipc_on_keys(fe_ipc *c, fe_ipc_keys_fn fn, void *arg)
     pthread_mutex_lock(&c->lock);
     c->keys_fn = fn;
     c->keys_arg = arg;
-    int kept = c->keys_kept;
-    c->keys_kept = -1;
+    int kept[FE_IPC_MAX_KEYSETS];
+    for (int i = 0; i < FE_IPC_MAX_KEYSETS; i++) {
+        kept[i] = c->keys_kept[i];
+        c->keys_kept[i] = -1;
+    }
     pthread_mutex_unlock(&c->lock);
-    if (kept >= 0) {
-        fn(arg, kept);
-        close(kept);
+    for (int i = 0; i < FE_IPC_MAX_KEYSETS; i++) {
+        if (kept[i] >= 0) {
+            fn(arg, i, kept[i]);
+            close(kept[i]);
+        }
     }
 }
 
@@ -354,19 +361,19 @@ void fe_ipc_ask_keys(fe_ipc *c, uint32_t min_interval)
 }
 
 /* A CTL_KEYS push: to the handler, or kept for it. */
-static void take_keys(fe_ipc *c, int fd)
+static void take_keys(fe_ipc *c, int cluster, int fd)
 {
     pthread_mutex_lock(&c->lock);
     fe_ipc_keys_fn fn = c->keys_fn;
     void *arg = c->keys_arg;
     if (!fn) {
-        if (c->keys_kept >= 0)
-            close(c->keys_kept);
-        c->keys_kept = fd;
+        if (c->keys_kept[cluster] >= 0)
+            close(c->keys_kept[cluster]);
+        c->keys_kept[cluster] = fd;
     }
     pthread_mutex_unlock(&c->lock);
     if (fn) {
-        fn(arg, fd);
+        fn(arg, cluster, fd);
         close(fd);
     }
 }
@@ -389,8 +396,9 @@ static void take_new_connection(fe_ipc *c)
         log_warn("control channel: %s", e.msg);
         return;
     }
-    if (type == CTL_KEYS && fd >= 0) {
-        take_keys(c, fd);
+    int cluster = ctl_keys_cluster(type);
+    if (cluster >= 0 && cluster < FE_IPC_MAX_KEYSETS && fd >= 0) {
+        take_keys(c, cluster, fd);
         return;
     }
     if (type != CTL_NEW_PEER || fd < 0) {
@@ -450,7 +458,8 @@ fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, volatile int *stop, hsmca_err *e)
     pthread_rwlockattr_destroy(&ra);
     c->fd = ipc_fd;
     c->ctl_fd = ctl_fd;
-    c->keys_kept = -1;
+    for (int i = 0; i < FE_IPC_MAX_KEYSETS; i++)
+        c->keys_kept[i] = -1;
     c->stop = stop;
     if (pthread_create(&c->thread, NULL, ipc_thread, c) != 0) {
         free(c);

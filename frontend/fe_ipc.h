@@ -39,6 +39,7 @@ typedef struct {
     const char *authenticator; /* "jwt", "client_cert", "tokenreview" */
     const char *token;         /* NULL unless authenticator is "jwt" */
     size_t token_len;
+    const char *cluster; /* the ClusterID whose keys verify the token; NULL or "": local */
 } fe_ipc_caller;
 
 /* fe_ipc_submit with the caller (NULL: none, as for the front end's own serving
@@ -63,10 +64,12 @@ HSMCA_MUSTCHECK hsmca_code fe_ipc_submit_as(fe_ipc *c, uint32_t profile, const u
 void fe_ipc_deny(fe_ipc *c, const char *requester, const char *authenticator, hsmca_code code,
                  const char *reason);
 
-/* Called on the IPC thread with the fd of each CTL_KEYS push (a sealed memfd holding a
- * JWKS; the callee must not close it). A push that came before the handler was set is
- * kept (the latest only) and handed over when it is. */
-typedef void (*fe_ipc_keys_fn)(void *arg, int memfd);
+/* Called on the IPC thread with the cluster index (0 local, i + 1 auth.clusters[i]) and
+ * the fd of each CTL_KEYS / CTL_KEYS_CLUSTER push (a sealed memfd holding a JWKS; the
+ * callee must not close it). A push that came before the handler was set is kept (the
+ * latest per cluster) and handed over when it is. */
+#define FE_IPC_MAX_KEYSETS 9 /* the local cluster and CONFIG_MAX_CLUSTERS remote ones */
+typedef void (*fe_ipc_keys_fn)(void *arg, int cluster, int memfd);
 void fe_ipc_on_keys(fe_ipc *c, fe_ipc_keys_fn fn, void *arg);
 
 /* Asks the supervisor to fetch the issuer's keys again (CTL_KEYS_REFRESH), at most once

@@ -63,11 +63,14 @@ static char *read_pem_element(const char *path, hsmca_err *e)
  * now, before the chroot: a projected in-cluster token is therefore not
  * re-read when kubelet rotates it (the API server accepts it for a year with
  * its default --service-account-extend-token-expiration; restart to refresh). */
-static HSMCA_MUSTCHECK hsmca_code load_tokenreview(fe_app *app, const hsmca_config *cfg,
+static HSMCA_MUSTCHECK hsmca_code load_tokenreview(fe_app *app, const hsmca_config *all, int cl,
                                                    hsmca_err *e)
 {
-    if (!config_tokenreview_on(cfg))
+    if (!config_cluster_has_tokenreview(all, cl))
         return HSMCA_OK;
+    static hsmca_config views[FE_MAX_CLUSTERS]; /* the options point into them */
+    hsmca_config *cfg = &views[cl];
+    config_cluster_view(all, cl, cfg);
     const char *auds[CONFIG_MAX_LIST];
     for (int i = 0; i < cfg->tr_audiences.n; i++)
         auds[i] = cfg->tr_audiences.items[i];
@@ -77,9 +80,11 @@ static HSMCA_MUSTCHECK hsmca_code load_tokenreview(fe_app *app, const hsmca_conf
                                 .timeout_ms = cfg->tr_timeout * 1000u,
                                 .cache_ttl = cfg->tr_cache_ttl,
                                 .cache_entries = cfg->tr_cache_entries};
-    HSMCA_GUARD(fe_tokenreview_new(&o, &app->tokenreview, e));
-    log_info("tokenreview: on (%s), timeout %u s, at most %u in flight, cache %u entries for %u s",
-             cfg->tr_kubeconfig[0] ? "kubeconfig" : "in-cluster", cfg->tr_timeout,
+    HSMCA_GUARD(fe_tokenreview_new(&o, &app->tokenreview[cl], e));
+    log_info("tokenreview: on for cluster %s (%s), timeout %u s, at most %u in flight, cache %u "
+             "entries for %u s",
+             config_cluster_name(all, cl), cfg->tr_kubeconfig[0] ? "kubeconfig" : "in-cluster",
+             cfg->tr_timeout,
              cfg->tr_max_concurrent, cfg->tr_cache_entries, cfg->tr_cache_ttl);
     return HSMCA_OK;
 }
@@ -90,8 +95,9 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
     app->cfg = cfg;
     /* The issuer's keys come from the supervisor (fe_keys.h), never from a file or
      * the network here: the holder starts empty and fills with the first push. */
-    if (!(app->keys = fe_keys_new()))
-        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    for (int cl = 0; cl <= cfg->n_clusters && cl < FE_MAX_CLUSTERS; cl++)
+        if ((cl == 0 || config_cluster_has_jwt(cfg, cl)) && !(app->keys[cl] = fe_keys_new()))
+            return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     for (int i = 0; i < cfg->auth_chain.n; i++) {
         const fe_authenticator *a = fe_auth_find(cfg->auth_chain.items[i]);
         if (!a)
@@ -99,13 +105,15 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
                               cfg->auth_chain.items[i]);
         app->chain[app->n_chain++] = a;
     }
-    hsmca_code rc = load_tokenreview(app, cfg, e);
-    if (rc != HSMCA_OK)
-        return rc;
+    for (int cl = 0; cl <= cfg->n_clusters && cl < FE_MAX_CLUSTERS; cl++)
+        HSMCA_GUARD(load_tokenreview(app, cfg, cl, e));
     for (int i = 0; i < cfg->jwt_audiences.n; i++)
         app->audiences[i] = cfg->jwt_audiences.items[i];
-    app->jwt_rules =
-        (fe_jwt_rules){cfg->jwt_issuer, app->audiences, cfg->jwt_audiences.n, cfg->jwt_skew};
+    /* One issuer per cluster; the audiences and skew are auth.jwt's for all. */
+    for (int cl = 0; cl <= cfg->n_clusters && cl < FE_MAX_CLUSTERS; cl++)
+        app->jwt_rules[cl] =
+            (fe_jwt_rules){cl ? cfg->clusters[cl - 1].jwt_issuer : cfg->jwt_issuer, app->audiences,
+                           cfg->jwt_audiences.n, cfg->jwt_skew};
     app->policy = (policy_rules){cfg->trust_domain, cfg->default_ttl, cfg->max_ttl};
     /* The signer loads the same file itself: it never takes our word for it. */
     if (cfg->policy_file[0]) {
@@ -135,15 +143,21 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
 
 /* A key push from the supervisor (IPC thread): parsed here again, since what the
  * supervisor accepted is only its word. A bad push keeps the current keys. */
-static void on_keys(void *arg, int memfd)
+_Static_assert(FE_IPC_MAX_KEYSETS == FE_MAX_CLUSTERS, "a key set per cluster");
+static void on_keys(void *arg, int cluster, int memfd)
 {
     fe_app *app = arg;
     hsmca_err e;
-    if (fe_keys_load_fd(app->keys, memfd, &e) != HSMCA_OK)
+    if (cluster < 0 || cluster >= FE_MAX_CLUSTERS || !app->keys[cluster])
+        log_warn("issuer keys from the supervisor for cluster %d, which has no jwt "
+                 "authenticator: ignored",
+                 cluster);
+    else if (fe_keys_load_fd(app->keys[cluster], memfd, &e) != HSMCA_OK)
         log_warn("issuer keys from the supervisor refused, keeping the current ones: %s", e.msg);
     else
-        log_info("issuer keys loaded (update %llu)",
-                 (unsigned long long)fe_keys_generation(app->keys));
+        log_info("issuer keys loaded for cluster %s (update %llu)",
+                 config_cluster_name(app->cfg, cluster),
+                 (unsigned long long)fe_keys_generation(app->keys[cluster]));
 }
 
 static void *signal_thread(void *arg)
@@ -198,7 +212,7 @@ int frontend_main(int argc, char **argv)
     fe_listener *listener = fe_server_listen(&app, fe_serving_credentials(serving));
     if (!listener)
         fatal_config("cannot serve on %s", cfg.listen);
-    if (fe_sandbox_seccomp(app.tokenreview != NULL, &e) != HSMCA_OK)
+    if (fe_sandbox_seccomp(app.tokenreview[0] != NULL, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
     fe_serving_start_renewal(serving);
     rc = fe_server_serve(listener, &fe_stop);

@@ -82,6 +82,8 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
         out->token = NULL; /* cannot happen: fe_auth_jwt parsed the same metadata */
         out->token_len = 0;
     }
+    if (out->token && out->who.cluster > 0)
+        out->cluster = config_cluster_name(app->cfg, out->who.cluster);
     if (len > app->cfg->max_request_bytes)
         return hsmca_fail(e, HSMCA_EINVAL, "request: %zu bytes exceeds the limit of %u", len,
                           app->cfg->max_request_bytes);
@@ -114,6 +116,7 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
         out->authenticator = FE_IMPERSONATION_AUTHENTICATOR;
         out->token = NULL;
         out->token_len = 0;
+        out->cluster = NULL;
     }
     istio__v1__auth__istio_certificate_request__free_unpacked(req, NULL);
     if (rc != HSMCA_OK) {

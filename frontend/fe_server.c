@@ -238,7 +238,7 @@ static void after_check(fe_call *c, hsmca_code rc, fe_checked_request *req, hsmc
         return;
     }
     c->state = CALL_SIGNING;
-    fe_ipc_caller caller = {req->authenticator, req->token, req->token_len};
+    fe_ipc_caller caller = {req->authenticator, req->token, req->token_len, req->cluster};
     rc = fe_ipc_submit_as(c->srv->app->ipc, PROFILE_WORKLOAD, req->tbs, req->tbs_len,
                           req->requester, req->csr_sha256, &caller, on_signed, c, e);
     OPENSSL_free(req->tbs);
@@ -256,6 +256,7 @@ static void tokenreview_job(void *arg, double waited_s, int stopping)
     const fe_app *app = c->srv->app;
     fe_auth_creds creds = {.now = util_wall_now(), .may_block = 1};
     creds.authorization = find_md(&c->request_md, "authorization", &creds.authorization_len);
+    creds.cluster_id = find_md(&c->request_md, "clusterid", &creds.cluster_id_len);
     grpc_auth_context *peer = grpc_call_auth_context(c->call);
     creds.peer = peer;
     fe_checked_request req;
@@ -295,6 +296,7 @@ static void on_received(fe_call *c)
 
     fe_auth_creds creds = {.now = util_wall_now()};
     creds.authorization = find_md(&c->request_md, "authorization", &creds.authorization_len);
+    creds.cluster_id = find_md(&c->request_md, "clusterid", &creds.cluster_id_len);
     grpc_auth_context *peer = grpc_call_auth_context(c->call);
     creds.peer = peer;
     fe_checked_request req;
@@ -627,7 +629,7 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
         await_new_call(srv);
     log_info("serving %s over TLS on %s", FE_METHOD, srv->app->cfg->listen);
 
-    if (srv->app->tokenreview) {
+    if (srv->app->tokenreview[0]) {
         /* max_concurrent threads bound the TokenReviews in flight; four calls
          * per thread may wait, more are refused at once (UNAVAILABLE). */
         int n = (int)srv->app->cfg->tr_max_concurrent;

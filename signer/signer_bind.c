@@ -9,9 +9,14 @@
 #include "fe_keys.h"
 #include "log.h"
 
+#define BIND_CLUSTERS (CONFIG_MAX_CLUSTERS + 1) /* the local cluster, then auth.clusters */
+
 struct signer_bind {
-    fe_keys *keys; /* pushed by the supervisor; verified tokens cached by hash (fe_jwt_cache) */
-    fe_jwt_rules rules;
+    const hsmca_config *cfg;
+    /* Per cluster (config_cluster_index), NULL where a cluster has no jwt authenticator:
+     * pushed by the supervisor; verified tokens cached by hash (fe_jwt_cache), per set. */
+    fe_keys *keys[BIND_CLUSTERS];
+    fe_jwt_rules rules[BIND_CLUSTERS];
     const char *audiences[CONFIG_MAX_LIST];
     int required; /* auth.jwt.bind_required */
 };
@@ -26,14 +31,22 @@ hsmca_code signer_bind_new(const hsmca_config *cfg, signer_bind **out, hsmca_err
     }
     signer_bind *b = calloc(1, sizeof(*b));
     HSMCA_ENSURE(b, e, HSMCA_ENOMEM, "identity binding: out of memory");
-    if (!(b->keys = fe_keys_new())) {
-        free(b);
-        return hsmca_fail(e, HSMCA_ENOMEM, "identity binding: out of memory");
-    }
+    b->cfg = cfg;
     int n = cfg->jwt_audiences.n < CONFIG_MAX_LIST ? cfg->jwt_audiences.n : CONFIG_MAX_LIST;
     for (int i = 0; i < n; i++)
         b->audiences[i] = cfg->jwt_audiences.items[i];
-    b->rules = (fe_jwt_rules){cfg->jwt_issuer, b->audiences, n, cfg->jwt_skew};
+    /* Each cluster's own issuer (and keys): a token of one cluster never verifies as
+     * another's, whatever ClusterID the front end names. */
+    for (int cl = 0; cl <= cfg->n_clusters && cl < BIND_CLUSTERS; cl++) {
+        if (!config_cluster_has_jwt(cfg, cl))
+            continue;
+        if (!(b->keys[cl] = fe_keys_new())) {
+            signer_bind_free(b);
+            return hsmca_fail(e, HSMCA_ENOMEM, "identity binding: out of memory");
+        }
+        b->rules[cl] = (fe_jwt_rules){cl ? cfg->clusters[cl - 1].jwt_issuer : cfg->jwt_issuer,
+                                      b->audiences, n, cfg->jwt_skew};
+    }
     b->required = cfg->jwt_bind_required;
     log_info("identity binding on: jwt callers' tokens are verified again here%s",
              b->required ? "; unbound requests refused (auth.jwt.bind_required)" : "");
@@ -45,17 +58,22 @@ void signer_bind_free(signer_bind *b)
 {
     if (!b)
         return;
-    fe_keys_free(b->keys);
+    for (int cl = 0; cl < BIND_CLUSTERS; cl++)
+        fe_keys_free(b->keys[cl]);
     free(b);
 }
 
-hsmca_code signer_bind_load_fd(signer_bind *b, int fd, hsmca_err *e)
+hsmca_code signer_bind_load_fd(signer_bind *b, int cluster, int fd, hsmca_err *e)
 {
     if (!b)
         return HSMCA_OK; /* binding off: the keys are not ours to hold */
-    HSMCA_GUARD(fe_keys_load_fd(b->keys, fd, e));
-    log_info("identity binding: issuer keys received (generation %llu)",
-             (unsigned long long)fe_keys_generation(b->keys));
+    HSMCA_ENSURE(cluster >= 0 && cluster < BIND_CLUSTERS && b->keys[cluster], e, HSMCA_EINVAL,
+                 "identity binding: keys for cluster %d, which has no jwt authenticator",
+                 cluster);
+    HSMCA_GUARD(fe_keys_load_fd(b->keys[cluster], fd, e));
+    log_info("identity binding: issuer keys of cluster %s received (generation %llu)",
+             config_cluster_name(b->cfg, cluster),
+             (unsigned long long)fe_keys_generation(b->keys[cluster]));
     return HSMCA_OK;
 }
 
@@ -78,8 +96,8 @@ static int san_is_identity(const tbs_policy *pol, const fe_jwt_identity *id, con
 }
 
 hsmca_code signer_bind_check(signer_bind *b, const tbs_policy *pol, const char *authenticator,
-                             const char *token, size_t token_len, const char *sans, int64_t now,
-                             int *bound, hsmca_err *e)
+                             const char *token, size_t token_len, const char *cluster,
+                             const char *sans, int64_t now, int *bound, hsmca_err *e)
 {
     *bound = 0;
     if (!b)
@@ -95,11 +113,17 @@ hsmca_code signer_bind_check(signer_bind *b, const tbs_policy *pol, const char *
     }
     HSMCA_ENSURE(token_len > 0, e, HSMCA_EAUTH,
                  "identity binding: a jwt caller's request came without its token");
+    /* The front end's word for the cluster picks whose keys verify the token: naming
+     * another cluster than the token's only makes the token fail to verify. */
+    int cl = config_cluster_index(b->cfg, cluster, cluster ? strlen(cluster) : 0);
+    HSMCA_ENSURE(cl >= 0 && cl < BIND_CLUSTERS && b->keys[cl], e, HSMCA_EAUTH,
+                 "identity binding: the token's cluster \"%.63s\" has no jwt authenticator here",
+                 cluster ? cluster : "");
     fe_jwt_identity id;
     int unknown_kid = 0;
     hsmca_err why;
     hsmca_code rc =
-        fe_keys_verify(b->keys, &b->rules, token, token_len, now, &id, &unknown_kid, &why);
+        fe_keys_verify(b->keys[cl], &b->rules[cl], token, token_len, now, &id, &unknown_kid, &why);
     if (rc == HSMCA_EUNAVAIL)
         return hsmca_fail(e, HSMCA_EUNAVAIL, "identity binding: %s", why.msg);
     if (rc != HSMCA_OK)

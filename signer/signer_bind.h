@@ -33,12 +33,15 @@ HSMCA_MUSTCHECK hsmca_code signer_bind_new(const hsmca_config *cfg, signer_bind 
                                            hsmca_err *e);
 void signer_bind_free(signer_bind *b);
 
-/* The supervisor's CTL_KEYS push: a sealed memfd holding the JWKS (fe_keys_load_fd).
- * Does not close fd. On error the current keys stay. */
-HSMCA_MUSTCHECK hsmca_code signer_bind_load_fd(signer_bind *b, int fd, hsmca_err *e);
+/* The supervisor's CTL_KEYS / CTL_KEYS_CLUSTER push for cluster (0 local, i + 1
+ * auth.clusters[i]): a sealed memfd holding the JWKS (fe_keys_load_fd). Does not close
+ * fd. On error the current keys stay; keys for a cluster without jwt are refused. */
+HSMCA_MUSTCHECK hsmca_code signer_bind_load_fd(signer_bind *b, int cluster, int fd, hsmca_err *e);
 
-/* Binds a workload request at time now: authenticator and token[0..token_len) as the
- * front end sent them, sans the validated TBS's SAN text (tbs_facts.sans: the URI SAN
+/* Binds a workload request at time now: authenticator, token[0..token_len) and cluster
+ * (SignRequest.cluster: the ClusterID whose issuer keys and issuer verify the token; NULL
+ * or "" for the local cluster; unknown or without jwt: UNAUTHENTICATED) as the front end
+ * sent them, sans the validated TBS's SAN text (tbs_facts.sans: the URI SAN
  * first). *bound = 1 when the token verified and names the URI SAN's identity; 0 when
  * the request is not bindable and may go on (binding off, or a client_cert/tokenreview
  * caller without auth.jwt.bind_required). Refusals, all "identity binding: ...":
@@ -48,7 +51,8 @@ HSMCA_MUSTCHECK hsmca_code signer_bind_load_fd(signer_bind *b, int fd, hsmca_err
  * unbound request; UNAVAILABLE (HSMCA_EUNAVAIL) before the keys arrived. */
 HSMCA_MUSTCHECK hsmca_code signer_bind_check(signer_bind *b, const tbs_policy *pol,
                                              const char *authenticator, const char *token,
-                                             size_t token_len, const char *sans, int64_t now,
-                                             int *bound, hsmca_err *e);
+                                             size_t token_len, const char *cluster,
+                                             const char *sans, int64_t now, int *bound,
+                                             hsmca_err *e);
 
 #endif

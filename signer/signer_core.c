@@ -56,9 +56,9 @@ int signer_conn_fd(signer_ctx *s)
     return fd;
 }
 
-hsmca_code signer_keys_load_fd(signer_ctx *s, int fd, hsmca_err *e)
+hsmca_code signer_keys_load_fd(signer_ctx *s, int cluster, int fd, hsmca_err *e)
 {
-    return signer_bind_load_fd(s->bind, fd, e);
+    return signer_bind_load_fd(s->bind, cluster, fd, e);
 }
 
 void signer_set_ctl_fd(signer_ctx *s, int ctl_fd)

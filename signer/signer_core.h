@@ -71,9 +71,10 @@ void signer_set_ctl_fd(signer_ctx *s, int ctl_fd);
  * front end: after a protocol violation, or when the current one stopped reading. */
 void signer_ask_new_frontend(signer_ctx *s);
 
-/* The issuer keys the supervisor pushed (CTL_KEYS: a sealed memfd with the JWKS), for
- * identity binding (signer_bind.h); ignored when binding is off. Does not close fd. */
-HSMCA_MUSTCHECK hsmca_code signer_keys_load_fd(signer_ctx *s, int fd, hsmca_err *e);
+/* The issuer keys of cluster idx (0 local, i + 1 auth.clusters[i]) the supervisor pushed
+ * (CTL_KEYS / CTL_KEYS_CLUSTER: a sealed memfd with the JWKS), for identity binding
+ * (signer_bind.h); ignored when binding is off. Does not close fd. */
+HSMCA_MUSTCHECK hsmca_code signer_keys_load_fd(signer_ctx *s, int cluster, int fd, hsmca_err *e);
 
 /* Periodic work of the main loop, at most every SIGNER_TICK_S (0.1 s; it may be
  * called after every poll): answers requests whose token call is overdue

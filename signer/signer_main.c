@@ -147,8 +147,8 @@ static int signer_control(signer_ctx *s, int ctl_fd)
         signer_conn_set(s, fd);
         return 0;
     }
-    if (type == CTL_KEYS && fd >= 0) {
-        if (signer_keys_load_fd(s, fd, &e) != HSMCA_OK)
+    if (ctl_keys_cluster(type) >= 0 && fd >= 0) {
+        if (signer_keys_load_fd(s, ctl_keys_cluster(type), fd, &e) != HSMCA_OK)
             log_warn("issuer keys not taken (the previous ones stay): %s", e.msg);
     } else {
         log_warn("control channel: unexpected message type 0x%02x", (unsigned char)type);

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "config.h"
 #include "fe_jwt.h"
 #include "profile.h"
 
@@ -78,23 +79,25 @@ static HSMCA_MUSTCHECK hsmca_code wire_walk(const char *msg, const wire_field *f
 hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_request_shape *shape,
                                 hsmca_err *e)
 {
-    static const wire_field fields[7] = {
+    static const wire_field fields[8] = {
         [1] = {WIRE_VARINT, UINT32_MAX, "profile", 0},
         [2] = {WIRE_LEN, PROFILE_TBS_MAX, "tbs", 0},
         [3] = {WIRE_LEN, PROFILE_REQUESTER_MAX, "requester", 1},
         [4] = {WIRE_LEN, 32, "csr_sha256", 0},
         [5] = {WIRE_LEN, SIGNER_DENY_AUTHENTICATOR_MAX, "authenticator", 1},
         [6] = {WIRE_LEN, FE_JWT_MAX_LEN, "token", 1},
+        [7] = {WIRE_LEN, CONFIG_MAX_CLUSTER_ID, "cluster", 1},
     };
-    size_t vals[7] = {0};
+    size_t vals[8] = {0};
     unsigned seen;
     memset(shape, 0, sizeof(*shape));
-    HSMCA_GUARD(wire_walk("SignRequest", fields, 7, payload, len, vals, &seen, e));
+    HSMCA_GUARD(wire_walk("SignRequest", fields, 8, payload, len, vals, &seen, e));
     shape->tbs_len = vals[2];
     shape->requester_len = vals[3];
     shape->csr_sha256_len = vals[4];
     shape->authenticator_len = vals[5];
     shape->token_len = vals[6];
+    shape->cluster_len = vals[7];
     HSMCA_ENSURE(shape->csr_sha256_len == 0 || shape->csr_sha256_len == 32, e, HSMCA_EINVAL,
                  "SignRequest: csr_sha256 of %zu bytes", shape->csr_sha256_len);
     return HSMCA_OK;

@@ -21,12 +21,14 @@ typedef struct {
     size_t csr_sha256_len;
     size_t authenticator_len;
     size_t token_len;
+    size_t cluster_len;
 } signer_request_shape;
 
 /* Walks payload[0..len): fields 1 (varint profile, at most 2^32-1), 2 (tbs, at most
  * PROFILE_TBS_MAX bytes), 3 (requester, at most PROFILE_REQUESTER_MAX), 4
  * (csr_sha256, 0 or 32 bytes), 5 (authenticator, at most
- * SIGNER_DENY_AUTHENTICATOR_MAX), 6 (token, at most FE_JWT_MAX_LEN), each at most once,
+ * SIGNER_DENY_AUTHENTICATOR_MAX), 6 (token, at most FE_JWT_MAX_LEN), 7 (cluster, at most
+ * CONFIG_MAX_CLUSTER_ID), each at most once,
  * strings without NUL bytes; nothing else. HSMCA_EINVAL
  * naming the rule when the front end broke the protocol. */
 HSMCA_MUSTCHECK hsmca_code signer_request_check(const uint8_t *payload, size_t len,

@@ -110,7 +110,7 @@ static size_t job_cost(const signer_request_shape *shape)
      * and copies of its fields (their sizes were checked on the wire). */
     return sizeof(signer_job) + sizeof(Hsmca__Ipc__SignRequest) + shape->tbs_len +
            shape->requester_len + 1 + shape->csr_sha256_len + shape->authenticator_len + 1 +
-           shape->token_len + 1 + 64;
+           shape->token_len + 1 + shape->cluster_len + 1 + 64;
 }
 
 hsmca_code signer_queue_reserve(signer_ctx *s, const signer_request_shape *shape, uint64_t id)
@@ -249,7 +249,8 @@ static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmc
     int bound = 0;
     if (req->profile == TBS_PROFILE_WORKLOAD)
         HSMCA_GUARD(signer_bind_check(s->bind, &s->policy, req->authenticator, req->token,
-                                      strlen(req->token), facts->sans, util_wall_now(), &bound, e));
+                                      strlen(req->token), req->cluster, facts->sans,
+                                      util_wall_now(), &bound, e));
     HSMCA_GUARD(rate_limiter_take(s->rate, util_mono_now(), e));
     HSMCA_GUARD(serial_set_insert(s->serials, facts->serial, facts->serial_len, facts->not_after,
                                   util_wall_now(), e));

@@ -1033,6 +1033,202 @@ static void test_policy_file_key(void **state)
     free(c);
 }
 
+
+/* auth.cluster_id and auth.clusters (multicluster): a list of mappings. */
+static const char clusters_yaml[] = "auth:\n"                                  /* 1 */
+                                    "  chain: [jwt, tokenreview]\n"            /* 2 */
+                                    "  cluster_id: east\n"                     /* 3 */
+                                    "  clusters:\n"                            /* 4 */
+                                    "    - id: west\n"                         /* 5 */
+                                    "      jwt:\n"                             /* 6 */
+                                    "        issuer: https://west.example\n"   /* 7 */
+                                    "        jwks_file: west.jwks\n"           /* 8 */
+                                    "      tokenreview:\n"                     /* 9 */
+                                    "        kubeconfig: west.kubeconfig\n"    /* 10 */
+                                    "    - id: north.1_x-y\n"                  /* 11 */
+                                    "      jwt: {issuer: https://n.example,\n" /* 12 */
+                                    "            discovery: true, ca_bundle: n.pem,\n"
+                                    "            fetch_token_file: /t}\n"
+                                    "  jwt:\n"
+                                    "    issuer: https://east.example\n"
+                                    "    jwks_file: east.jwks\n";
+
+static void test_clusters(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    if (parse(clusters_yaml, "/etc/hsmca", c, &e) != HSMCA_OK)
+        fail_msg("%s", e.msg);
+    assert_string_equal(c->cluster_id, "east");
+    assert_int_equal(c->n_clusters, 2);
+    assert_string_equal(c->clusters[0].id, "west");
+    assert_string_equal(c->clusters[0].jwt_issuer, "https://west.example");
+    assert_string_equal(c->clusters[0].jwks_file, "/etc/hsmca/west.jwks");
+    assert_string_equal(c->clusters[0].tr_kubeconfig, "/etc/hsmca/west.kubeconfig");
+    assert_int_equal(c->clusters[0].jwt_discovery, 0);
+    assert_string_equal(c->clusters[1].id, "north.1_x-y");
+    assert_int_equal(c->clusters[1].jwt_discovery, 1);
+    assert_string_equal(c->clusters[1].jwt_ca_bundle, "/etc/hsmca/n.pem");
+    assert_string_equal(c->clusters[1].jwt_fetch_token_file, "/t");
+    assert_string_equal(c->clusters[1].tr_kubeconfig, "");
+    /* the indexes and views */
+    assert_int_equal(config_cluster_index(c, NULL, 0), 0);
+    assert_int_equal(config_cluster_index(c, "east", 4), 0);
+    assert_int_equal(config_cluster_index(c, "west", 4), 1);
+    assert_int_equal(config_cluster_index(c, "north.1_x-y", 11), 2);
+    assert_int_equal(config_cluster_index(c, "Kubernetes", 10), -1);
+    assert_int_equal(config_cluster_index(c, "wes", 3), -1);
+    assert_string_equal(config_cluster_name(c, 0), "east");
+    assert_string_equal(config_cluster_name(c, 2), "north.1_x-y");
+    assert_int_equal(config_cluster_has_jwt(c, 1), 1);
+    assert_int_equal(config_cluster_has_tokenreview(c, 1), 1);
+    assert_int_equal(config_cluster_has_tokenreview(c, 2), 0);
+    assert_int_equal(config_cluster_has_tokenreview(c, 0), 1);
+    static hsmca_config v;
+    config_cluster_view(c, 1, &v);
+    assert_string_equal(v.jwt_issuer, "https://west.example");
+    assert_string_equal(v.jwks_file, "/etc/hsmca/west.jwks");
+    assert_string_equal(v.tr_kubeconfig, "/etc/hsmca/west.kubeconfig");
+    assert_string_equal(v.jwt_audiences.items[0], "istio-ca"); /* shared */
+    config_cluster_view(c, 0, &v);
+    assert_string_equal(v.jwt_issuer, "https://east.example");
+    if (config_validate(c, &e) != HSMCA_EINVAL) /* the rest of a config is missing */
+        fail_msg("validated");
+    /* defaults: Istio's CLUSTER_ID, no remote clusters; null empties the list */
+    assert_int_equal(parse("auth:\n  clusters:\n", NULL, c, &e), HSMCA_OK);
+    assert_string_equal(c->cluster_id, "Kubernetes");
+    assert_int_equal(c->n_clusters, 0);
+    assert_int_equal(parse("auth:\n  clusters: []\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(c->n_clusters, 0);
+    /* at most CONFIG_MAX_CLUSTERS items */
+    char many[2048] = "auth:\n  clusters:\n";
+    for (int i = 0; i <= CONFIG_MAX_CLUSTERS; i++) {
+        size_t off = strlen(many);
+        snprintf(many + off, sizeof(many) - off, "    - id: c%d\n", i);
+    }
+    assert_int_equal(parse(many, NULL, c, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "t.yaml:11: 'clusters' has more than 8 items");
+    free(c);
+}
+
+static const struct refusal cluster_refusals[] = {
+    {"auth:\n  clusters: west\n", "t.yaml:2: 'clusters' must be a list of mappings", 0},
+    {"auth:\n  clusters: {id: west}\n", "t.yaml:2: 'clusters' must be a list of mappings", 0},
+    {"auth:\n  clusters:\n    - west\n", "t.yaml:3: items of 'clusters' must be mappings", 0},
+    {"auth:\n  clusters:\n    - [a]\n", "t.yaml:3: items of 'clusters' must be mappings", 0},
+    {"auth:\n  clusters:\n    - jwt: {issuer: x}\n",
+     "t.yaml:3: an 'auth.clusters' item needs an 'id'", 0},
+    {"auth:\n  clusters:\n    - {}\n", "t.yaml:3: an 'auth.clusters' item needs an 'id'", 0},
+    {"auth:\n  clusters:\n    - id: a\n    - id: b\n    - id: a\n",
+     "t.yaml:5: cluster 'a' is named twice in 'clusters'", 0},
+    {"auth:\n  clusters:\n    - id: a\n      id: b\n",
+     "t.yaml:4: duplicate key 'id' in 'auth.clusters[]'", 0},
+    {"auth:\n  clusters:\n    - id: a\n      jwt: {issuer: x}\n      jwt: {issuer: y}\n",
+     "t.yaml:5: duplicate key 'jwt' in 'auth.clusters[]'", 0},
+    {"auth:\n  clusters:\n    - id: a\n      server: x\n",
+     "t.yaml:4: unknown key 'server' in 'auth.clusters[]'", 0},
+    {"auth:\n  clusters:\n    - id: a\n      jwt:\n        skew: 5\n",
+     "t.yaml:5: unknown key 'skew' in 'auth.clusters[].jwt'", 0},
+    {"auth:\n  clusters:\n    - id: a\n      tokenreview:\n        audiences: [x]\n",
+     "t.yaml:5: unknown key 'audiences' in 'auth.clusters[].tokenreview'", 0},
+    {"auth:\n  clusters:\n    - id: a\n      jwt: x\n",
+     "t.yaml:4: 'auth.clusters[].jwt' must be a mapping", 0},
+    {"auth:\n  clusters:\n    - id: a\n      jwt: {discovery: yes}\n",
+     "t.yaml:4: 'discovery' must be true or false", 0},
+    {"auth:\n  clusters:\n    - id: \"a b\"\n",
+     "t.yaml:3: 'id' must be 1-63 characters of A-Z a-z 0-9 . _ -", 0},
+    {"auth:\n  clusters:\n    - id: \"\"\n",
+     "t.yaml:3: 'id' must be 1-63 characters of A-Z a-z 0-9 . _ -", 0},
+    {"auth:\n  clusters:\n    - id:\n", "t.yaml:3: an 'auth.clusters' item needs an 'id'", 0},
+    {"auth:\n  clusters:\n    - id: [a]\n", "t.yaml:3: 'id' must be a string", 0},
+    {"auth:\n  clusters:\n    - id: "
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+     "t.yaml:3: 'id' is longer than 63 bytes", 0},
+    {"auth:\n  cluster_id: \"k/8\"\n",
+     "t.yaml:2: 'cluster_id' must be 1-63 characters of A-Z a-z 0-9 . _ -", 0},
+    {"auth:\n  clusters:\n    - &x {id: a}\n",
+     "t.yaml:3: anchors and aliases are not allowed in the config", 0},
+    {"auth:\n  clusters: []\n  clusters: []\n", "t.yaml:3: duplicate key 'clusters' in 'auth'", 0},
+};
+
+static void test_cluster_refusals(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    for (size_t i = 0; i < sizeof(cluster_refusals) / sizeof(cluster_refusals[0]); i++) {
+        const struct refusal *r = &cluster_refusals[i];
+        memset(c, 0x5a, sizeof(*c));
+        hsmca_code rc = parse(r->yaml, "/base", c, &e);
+        if (rc != HSMCA_EINVAL || strcmp(e.msg, r->msg) != 0)
+            fail_msg("case %zu: %s\n  rc=%d msg='%s'\n  want '%s'", i, r->yaml, rc, e.msg, r->msg);
+        for (size_t b = 0; b < sizeof(*c); b++)
+            if (((unsigned char *)c)[b] != 0x5a)
+                fail_msg("case %zu: config modified at byte %zu", i, b);
+    }
+    free(c);
+}
+
+/* config_validate's cluster rules, one broken at a time. */
+static void test_validate_clusters(void **state)
+{
+    hsmca_config *c = valid_cfg();
+    hsmca_err e;
+    static hsmca_config base;
+    snprintf(c->auth_chain.items[c->auth_chain.n++], CONFIG_MAX_STR, "tokenreview");
+    c->n_clusters = 1;
+    config_cluster *cl = &c->clusters[0];
+    snprintf(cl->id, sizeof(cl->id), "west");
+    snprintf(cl->jwt_issuer, sizeof(cl->jwt_issuer), "https://west.example");
+    snprintf(cl->jwks_file, sizeof(cl->jwks_file), "/w.jwks");
+    snprintf(cl->tr_kubeconfig, sizeof(cl->tr_kubeconfig), "/w.kubeconfig");
+    if (config_validate(c, &e) != HSMCA_OK)
+        fail_msg("%s", e.msg);
+    memcpy(&base, c, sizeof(base));
+
+    snprintf(cl->id, sizeof(cl->id), "Kubernetes");
+    expect_invalid(c, "config: auth.clusters: 'Kubernetes' is auth.cluster_id, this cluster");
+    memcpy(c, &base, sizeof(*c));
+    c->cluster_id[0] = '\0';
+    expect_invalid(c, "config: auth.cluster_id must be 1-63 characters of A-Z a-z 0-9 . _ -");
+    memcpy(c, &base, sizeof(*c));
+    cl->jwt_issuer[0] = cl->jwks_file[0] = cl->tr_kubeconfig[0] = '\0';
+    expect_invalid(c, "config: auth.clusters 'west' needs jwt.issuer or tokenreview.kubeconfig");
+    memcpy(c, &base, sizeof(*c));
+    c->auth_chain.n = 1; /* client_cert only */
+    expect_invalid(c, "config: auth.clusters 'west' has a jwt section but auth.chain has no jwt");
+    memcpy(c, &base, sizeof(*c));
+    c->auth_chain.n--; /* no tokenreview */
+    expect_invalid(c, "config: auth.clusters 'west' has a tokenreview section but auth.chain has "
+                      "no tokenreview");
+    memcpy(c, &base, sizeof(*c));
+    cl->jwt_issuer[0] = '\0';
+    expect_invalid(c, "config: auth.clusters 'west': jwt.issuer is required");
+    memcpy(c, &base, sizeof(*c));
+    cl->jwt_discovery = 1;
+    expect_invalid(c, "config: auth.clusters 'west': jwt.jwks_file and jwt.discovery: true exclude "
+                      "each other");
+    memcpy(c, &base, sizeof(*c));
+    cl->jwks_file[0] = '\0';
+    expect_invalid(c, "config: auth.clusters 'west': jwt.jwks_file is required (or jwt.discovery: "
+                      "true)");
+    memcpy(c, &base, sizeof(*c));
+    cl->jwks_file[0] = '\0';
+    cl->jwt_discovery = 1;
+    snprintf(cl->jwt_issuer, sizeof(cl->jwt_issuer), "http://west.example");
+    expect_invalid(c, "config: auth.clusters 'west': jwt.issuer must be an https:// URL with "
+                      "jwt.discovery: true");
+    memcpy(c, &base, sizeof(*c));
+    snprintf(cl->jwt_fetch_token_file, sizeof(cl->jwt_fetch_token_file), "/t");
+    expect_invalid(c, "config: auth.clusters 'west': jwt.fetch_token_file needs jwt.discovery: "
+                      "true");
+    /* tokenreview only is a cluster too */
+    memcpy(c, &base, sizeof(*c));
+    cl->jwt_issuer[0] = cl->jwks_file[0] = '\0';
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    assert_int_equal(config_cluster_has_jwt(c, 1), 0);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1053,6 +1249,9 @@ int main(void)
         cmocka_unit_test(test_policy_file_key),
         cmocka_unit_test(test_tokenreview_section),
         cmocka_unit_test(test_trusted_node_accounts),
+        cmocka_unit_test(test_clusters),
+        cmocka_unit_test(test_cluster_refusals),
+        cmocka_unit_test(test_validate_clusters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -153,15 +153,71 @@ static void test_jwt_refusals(void **state)
     c.authorization = "Bearer a.b.c";
     c.authorization_len = strlen(c.authorization);
     assert_int_equal(fe_auth_jwt(&app, &c, &r, &e), HSMCA_EUNAVAIL);
-    app.keys = fe_keys_new();
+    app.keys[0] = fe_keys_new();
     assert_int_equal(fe_auth_jwt(&app, &c, &r, &e), HSMCA_EUNAVAIL);
     assert_string_equal(e.msg, "JWT issuer keys not loaded yet");
-    fe_keys_free(app.keys);
+    fe_keys_free(app.keys[0]);
+    app.keys[0] = NULL;
     /* the stub until the client-certificate authenticator is merged */
     assert_int_equal(fe_auth_client_cert(&app, &c, &r, &e), HSMCA_ENOTFOUND);
     assert_non_null(fe_auth_find("jwt"));
     assert_non_null(fe_auth_find("client_cert"));
     assert_null(fe_auth_find("kerberos"));
+}
+
+/* Multicluster: the ClusterID metadata picks the cluster; unknown ones are refused by
+ * name, malformed ones without being echoed, and a client certificate ignores it. */
+static void test_cluster_choice(void **state)
+{
+    (void)state;
+    static hsmca_config cfg;
+    config_defaults(&cfg);
+    snprintf(cfg.clusters[0].id, sizeof(cfg.clusters[0].id), "west");
+    snprintf(cfg.clusters[1].id, sizeof(cfg.clusters[1].id), "east");
+    cfg.n_clusters = 2;
+    static fe_app app;
+    memset(&app, 0, sizeof(app));
+    app.cfg = &cfg;
+    fe_auth_creds c = {.now = 1700000000};
+    hsmca_err e;
+    int idx = -7;
+    assert_int_equal(fe_auth_cluster(&app, &c, &idx, &e), HSMCA_OK);
+    assert_int_equal(idx, 0);
+    static const struct {
+        const char *id;
+        int want;
+    } ok[] = {{"Kubernetes", 0}, {"west", 1}, {"east", 2}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        c.cluster_id = ok[i].id;
+        c.cluster_id_len = strlen(ok[i].id);
+        assert_int_equal(fe_auth_cluster(&app, &c, &idx, &e), HSMCA_OK);
+        assert_int_equal(idx, ok[i].want);
+    }
+    c.cluster_id = "eastern"; /* a prefix match is no match */
+    c.cluster_id_len = 4;
+    assert_int_equal(fe_auth_cluster(&app, &c, &idx, &e), HSMCA_OK);
+    assert_int_equal(idx, 2);
+    c.cluster_id_len = 7;
+    assert_int_equal(fe_auth_cluster(&app, &c, &idx, &e), HSMCA_EAUTH);
+    assert_string_equal(e.msg, "client claims to be in cluster \"eastern\", but we only know about "
+                               "local cluster \"Kubernetes\" and remote clusters [west east]");
+    c.cluster_id = "a\"b<script>";
+    c.cluster_id_len = strlen(c.cluster_id);
+    assert_int_equal(fe_auth_cluster(&app, &c, &idx, &e), HSMCA_EAUTH);
+    assert_null(strstr(e.msg, "script"));
+    /* the token authenticators refuse with it; client_cert does not look */
+    c.authorization = "Bearer a.b.c";
+    c.authorization_len = strlen(c.authorization);
+    fe_auth_result r;
+    assert_int_equal(fe_auth_jwt(&app, &c, &r, &e), HSMCA_EAUTH);
+    assert_non_null(strstr(e.msg, "not a cluster name"));
+    assert_int_equal(fe_auth_tokenreview(&app, &c, &r, &e), HSMCA_EAUTH);
+    assert_int_equal(fe_auth_client_cert(&app, &c, &r, &e), HSMCA_ENOTFOUND);
+    /* a known remote cluster without a jwt authenticator */
+    c.cluster_id = "west";
+    c.cluster_id_len = 4;
+    assert_int_equal(fe_auth_jwt(&app, &c, &r, &e), HSMCA_EAUTH);
+    assert_string_equal(e.msg, "the caller's cluster has no jwt authenticator (auth.clusters)");
 }
 
 int main(void)
@@ -173,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_success_without_identity_refused),
         cmocka_unit_test(test_long_reasons_keep_names),
         cmocka_unit_test(test_jwt_refusals),
+        cmocka_unit_test(test_cluster_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,10 +64,10 @@ static void push(signer_bind *b)
     assert_true(fd >= 0);
     assert_int_equal(write(fd, doc, n), (ssize_t)n);
     /* unsealed first: refused, the holder stays empty */
-    assert_int_equal(signer_bind_load_fd(b, fd, &e), HSMCA_EINVAL);
+    assert_int_equal(signer_bind_load_fd(b, 0, fd, &e), HSMCA_EINVAL);
     assert_int_equal(
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), 0);
-    assert_int_equal(signer_bind_load_fd(b, fd, &e), HSMCA_OK);
+    assert_int_equal(signer_bind_load_fd(b, 0, fd, &e), HSMCA_OK);
     close(fd);
     free(doc);
 }
@@ -87,8 +87,8 @@ static void expect(signer_bind *b, const char *auth, const char *tok, const char
     int bound = -1;
     hsmca_err e;
     hsmca_err_clear(&e);
-    hsmca_code rc = signer_bind_check(b, &g_pol, auth, tok ? tok : "", tok ? strlen(tok) : 0, sans,
-                                      (int64_t)util_wall_now(), &bound, &e);
+    hsmca_code rc = signer_bind_check(b, &g_pol, auth, tok ? tok : "", tok ? strlen(tok) : 0, NULL,
+                                      sans, (int64_t)util_wall_now(), &bound, &e);
     if (rc != code || (prefix && strncmp(e.msg, prefix, strlen(prefix)) != 0))
         fail_msg("%s/%s: expected %s \"%s\", got %s \"%s\"", auth, sans, hsmca_code_name(code),
                  prefix ? prefix : "", hsmca_code_name(rc), e.msg);
@@ -109,7 +109,7 @@ static void test_off(void **state)
     c.auth_chain.n = 1; /* no jwt in the chain: nothing to bind */
     assert_int_equal(signer_bind_new(&c, &b, &e), HSMCA_OK);
     assert_null(b);
-    assert_int_equal(signer_bind_load_fd(b, -1, &e), HSMCA_OK); /* a push is ignored */
+    assert_int_equal(signer_bind_load_fd(b, 0, -1, &e), HSMCA_OK); /* a push is ignored */
 }
 
 static void test_binds_the_token_identity(void **state)

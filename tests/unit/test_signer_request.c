@@ -15,6 +15,7 @@
 #include "fe_jwt.h"
 #include "profile.h"
 #include "signer.pb-c.h"
+#include "config.h"
 #include "signer_request.h"
 
 /* A packed SignRequest with the given fields (tbs of tbs_len 0x30 bytes). */
@@ -73,9 +74,9 @@ static void test_refuses_before_unpacking(void **state)
 
     /* Unknown fields: the padding that cost ~1.75 MiB per frame once unpacked. */
     n = pack(buf, 100, "x", 0);
-    static const uint8_t unknown[] = {0x3a, 0x03, 'a', 'b', 'c'}; /* field 7, LEN */
+    static const uint8_t unknown[] = {0x42, 0x03, 'a', 'b', 'c'}; /* field 8, LEN */
     memcpy(buf + n, unknown, sizeof(unknown));
-    expect(buf, n + sizeof(unknown), HSMCA_EINVAL, "SignRequest: unknown field 7");
+    expect(buf, n + sizeof(unknown), HSMCA_EINVAL, "SignRequest: unknown field 8");
     static const uint8_t huge_field[] = {0xf8, 0xff, 0xff, 0xff, 0x0f, 0x00}; /* varint field */
     memcpy(buf + n, huge_field, sizeof(huge_field));
     expect(buf, n + sizeof(huge_field), HSMCA_EINVAL, "SignRequest: unknown field");
@@ -150,6 +151,23 @@ static void test_binding_fields(void **state)
     static const uint8_t auth_varint[] = {0x28, 0x01}; /* field 5 as a varint */
     expect(auth_varint, sizeof(auth_varint), HSMCA_EINVAL,
            "SignRequest: field authenticator has the wrong wire type");
+    /* Multicluster's field 7, the token's ClusterID: bounded, NUL-free, once. */
+    static char cluster[CONFIG_MAX_CLUSTER_ID + 2];
+    memset(cluster, 'c', CONFIG_MAX_CLUSTER_ID);
+    r.authenticator = (char *)"jwt";
+    r.cluster = cluster;
+    n = hsmca__ipc__sign_request__pack(&r, buf);
+    assert_int_equal(signer_request_check(buf, n, &shape, &e), HSMCA_OK);
+    assert_int_equal(shape.cluster_len, CONFIG_MAX_CLUSTER_ID);
+    cluster[CONFIG_MAX_CLUSTER_ID] = 'c';
+    n = hsmca__ipc__sign_request__pack(&r, buf);
+    expect(buf, n, HSMCA_EINVAL, "SignRequest: field cluster of 64 bytes exceeds 63");
+    static const uint8_t nul_cluster[] = {0x3a, 0x03, 'a', 0x00, 'b'};
+    expect(nul_cluster, sizeof(nul_cluster), HSMCA_EINVAL,
+           "SignRequest: cluster contains a NUL byte");
+    static const uint8_t two_clusters[] = {0x3a, 0x01, 'a', 0x3a, 0x01, 'b'};
+    expect(two_clusters, sizeof(two_clusters), HSMCA_EINVAL,
+           "SignRequest: field cluster repeated");
 }
 
 /* FrontendDeny (proto/signer.proto): what the front end packs passes; anything else
