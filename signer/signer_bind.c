@@ -115,7 +115,10 @@ hsmca_code signer_bind_check(signer_bind *b, const tbs_policy *pol, const char *
                  "identity binding: a jwt caller's request came without its token");
     /* The front end's word for the cluster picks whose keys verify the token: naming
      * another cluster than the token's only makes the token fail to verify. */
-    int cl = config_cluster_index(b->cfg, cluster, cluster ? strlen(cluster) : 0);
+    size_t clen = cluster ? strlen(cluster) : 0;
+    HSMCA_ENSURE(clen == 0 || config_cluster_id_ok(cluster, clen), e, HSMCA_EAUTH,
+                 "identity binding: the token's cluster is not a cluster name");
+    int cl = config_cluster_index(b->cfg, cluster, clen);
     HSMCA_ENSURE(cl >= 0 && cl < BIND_CLUSTERS && b->keys[cl], e, HSMCA_EAUTH,
                  "identity binding: the token's cluster \"%.63s\" has no jwt authenticator here",
                  cluster ? cluster : "");

@@ -6,7 +6,13 @@
  * refuse a TBS for another identity than the token's, an expired, forged, foreign-
  * audience or foreign-issuer token, and a jwt caller without a token, each naming the
  * check, and sign the request whose URI SAN is the token's identity, recording in the
- * audit log's issue-intent that it was bound. */
+ * audit log's issue-intent that it was bound.
+ *
+ * Multicluster: the config has a second cluster, "west", whose issuer has the same URL
+ * as the local one (Kubernetes' default issuer is the same in every cluster) and keys of
+ * its own (dev_jwt_setup in DIR/west), pushed as CTL_KEYS_CLUSTER(1). A front end that
+ * names a cluster (SignRequest.cluster) only picks whose keys verify the token: a token
+ * of one cluster claimed as the other's is refused, and an unknown cluster too. */
 #include "hostile.h"
 
 #include <fcntl.h>
@@ -14,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/ec.h>
@@ -31,14 +38,42 @@
 #define BAD_TOKEN BIND "the forwarded token: "
 #define TD "spiffe://cluster.local"
 
+#define WEST "west"
+
+/* Before the signer starts: the west cluster's issuer key and JWKS (DIR/west), and the
+ * cluster in the config's auth.clusters. */
+static int add_west_cluster(void)
+{
+    char dir[1100], path[1200];
+    snprintf(dir, sizeof(dir), "%s/" WEST, hf.dir);
+    hsmca_err e;
+    if (mkdir(dir, 0700) != 0 || dev_jwt_setup(dir, &e) != HSMCA_OK)
+        return -1;
+    char *yaml = hf_read_text(hf.conf, 1 << 20);
+    const char *at = yaml ? strstr(yaml, "\nauth:\n") : NULL;
+    if (!at)
+        return -1;
+    FILE *f = fopen(hf.conf, "w");
+    if (!f)
+        return -1;
+    snprintf(path, sizeof(path), "%s/%s", dir, DEV_JWKS_FILE);
+    fprintf(f, "%.*s\nauth:\n  clusters:\n    - id: " WEST "\n      jwt:\n        issuer: %s\n"
+               "        jwks_file: %s\n%s",
+            (int)(at - yaml), yaml, DEV_JWT_ISSUER, path, at + strlen("\nauth:\n"));
+    free(yaml);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
 int hf_bind_group_setup(void **state)
 {
     hf_group_teardown(state);
-    return hf_start_signer("hostile-bind", NULL);
+    return hf_start_signer("hostile-bind", add_west_cluster);
 }
 
 /* A SignRequest for tbs with the authenticator and token a front end forwards
  * (either NULL: absent); the signer's reply. */
+static const char *g_cluster; /* SignRequest.cluster of sign_as (NULL: absent) */
+
 static Hsmca__Ipc__SignReply *sign_as(const uint8_t *tbs, size_t len, const char *authenticator,
                                       const char *token)
 {
@@ -51,6 +86,8 @@ static Hsmca__Ipc__SignReply *sign_as(const uint8_t *tbs, size_t len, const char
         req.authenticator = (char *)authenticator;
     if (token)
         req.token = (char *)token;
+    if (g_cluster)
+        req.cluster = (char *)g_cluster;
     size_t n = hsmca__ipc__sign_request__get_packed_size(&req);
     assert_true(n <= IPC_MAX_PAYLOAD);
     uint8_t *buf = malloc(n);
@@ -163,11 +200,12 @@ static char *last_intent(void)
     return out;
 }
 
-/* Pushes DIR/dev-jwks.json as the supervisor does (cli/sup_keys.c): a sealed memfd. */
-static void push_keys(void)
+/* Pushes DIR/SUB/dev-jwks.json as the supervisor does (cli/sup_keys.c): a sealed memfd,
+ * with the type byte of its cluster. */
+static void push_keys_of(const char *sub, char type)
 {
     char path[1100];
-    snprintf(path, sizeof(path), "%s/%s", hf.dir, DEV_JWKS_FILE);
+    snprintf(path, sizeof(path), "%s/%s%s", hf.dir, sub, DEV_JWKS_FILE);
     char *doc = hf_read_text(path, FE_JWKS_MAX_LEN);
     assert_non_null(doc);
     int fd = memfd_create("hf-jwks", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -177,10 +215,16 @@ static void push_keys(void)
     assert_int_equal(
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL), 0);
     hsmca_err e;
-    if (ipc_send_ctl_fd(hf.ctl, CTL_KEYS, fd, &e) != HSMCA_OK)
+    if (ipc_send_ctl_fd(hf.ctl, type, fd, &e) != HSMCA_OK)
         fail_msg("ipc_send_ctl_fd: %s", e.msg);
     close(fd);
     free(doc);
+}
+
+static void push_keys(void)
+{
+    push_keys_of("", CTL_KEYS);
+    push_keys_of(WEST "/", CTL_KEYS_CLUSTER(1));
 }
 
 /* Before the supervisor's push the signer holds no keys: a jwt request waits
@@ -366,12 +410,57 @@ static void test_bind_token_too_long(void **state)
     hf_assert_dropped_then_reconnect();
 }
 
+/* The west cluster's issuer signs a token for default/sleep (same issuer URL as local). */
+static char *west_token(void)
+{
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s/" WEST, hf.dir);
+    hsmca_err e;
+    char *t = dev_jwt_mint(dir, NULL, "istio-ca", "default", "sleep", 3600, &e);
+    if (!t)
+        fail_msg("dev_jwt_mint: %s", e.msg);
+    return t;
+}
+
+/* A token is verified with the keys of the cluster the front end names, and only those:
+ * west's token is signed as west's and refused as the local cluster's, the local token
+ * claimed as west's is refused, and a cluster the config does not have is refused. */
+static void test_bind_cluster(void **state)
+{
+    size_t len;
+    uint8_t *tbs = tbs_for(NULL, &len);
+    char *west = west_token(), *local = dev_token("istio-ca", "default", "sleep");
+    g_cluster = WEST;
+    Hsmca__Ipc__SignReply *rep = sign_as(tbs, len, "jwt", west);
+    hf_assert_signed(rep, tbs, len);
+    hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
+    OPENSSL_free(tbs);
+    tbs = tbs_for(NULL, &len);
+    /* the local cluster's token, claimed as west's: west's keys do not verify it */
+    assert_refused_as(tbs, len, "jwt", local, HSMCA_EAUTH, BAD_TOKEN "JWT", NULL);
+    g_cluster = "nope";
+    assert_refused_as(tbs, len, "jwt", local, HSMCA_EAUTH,
+                      BIND "the token's cluster \"nope\" has no jwt authenticator here", NULL);
+    /* west's token as the local cluster's (no cluster, or its id named) */
+    g_cluster = NULL;
+    assert_refused_as(tbs, len, "jwt", west, HSMCA_EAUTH, BAD_TOKEN "JWT", NULL);
+    g_cluster = "Kubernetes";
+    assert_refused_as(tbs, len, "jwt", west, HSMCA_EAUTH, BAD_TOKEN "JWT", NULL);
+    rep = sign_as(tbs, len, "jwt", local); /* the local token as the local cluster's */
+    hf_assert_signed(rep, tbs, len);
+    hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
+    g_cluster = NULL;
+    free(west);
+    free(local);
+    OPENSSL_free(tbs);
+}
+
 static const struct CMUnitTest bind_tests[] = {
     cmocka_unit_test(test_bind_before_keys),    cmocka_unit_test(test_bind_signs_own_identity),
     cmocka_unit_test(test_bind_other_identity), cmocka_unit_test(test_bind_expired),
     cmocka_unit_test(test_bind_forged),         cmocka_unit_test(test_bind_other_audience),
     cmocka_unit_test(test_bind_no_token),       cmocka_unit_test(test_bind_unbindable_residual),
-    cmocka_unit_test(test_bind_token_too_long),
+    cmocka_unit_test(test_bind_token_too_long), cmocka_unit_test(test_bind_cluster),
 };
 
 const struct CMUnitTest *hf_bind_tests(size_t *n)
