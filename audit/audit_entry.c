@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "config.h"
 #include "log.h"
 
 /* The longest entry (an intent: requester, authenticator and SANs, every character
@@ -146,6 +147,10 @@ static HSMCA_MUSTCHECK hsmca_code check_fixed(const audit_entry *ent, hsmca_err 
         HSMCA_ENSURE(is_name(ent->profile, 1), e, HSMCA_EINVAL, "audit entry: bad profile name");
         HSMCA_ENSURE(ent->bound[0] == 0 || is_name(ent->bound, 1), e, HSMCA_EINVAL,
                      "audit entry: bad bound name");
+        HSMCA_ENSURE(
+            ent->cluster[0] == 0 ||
+                (ent->bound[0] && config_cluster_id_ok(ent->cluster, strlen(ent->cluster))),
+            e, HSMCA_EINVAL, "audit entry: cluster must be a cluster id, and bound");
     }
     if (ok_result)
         HSMCA_ENSURE(is_hex(ent->cert_sha256, 64, 64), e, HSMCA_EINVAL,
@@ -215,6 +220,8 @@ hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hs
     }
     if (ok_result)
         jw_plain(&w, "cert_sha256", ent->cert_sha256);
+    if (intent && ent->cluster[0]) /* optional: bound by a remote cluster's keys */
+        jw_plain(&w, "cluster", ent->cluster);
     if ((result && !ok_result) || deny || fdeny)
         jw_plain(&w, "code", ent->code);
     if (k == AUDIT_CONFIG)
@@ -378,6 +385,7 @@ static HSMCA_MUSTCHECK hsmca_code fields(json_t *o, audit_entry *ent, audit_entr
     HSMCA_GUARD(get_plain(o, "profile", ent->profile, sizeof(ent->profile), e));
     HSMCA_GUARD(get_plain(o, "code", ent->code, sizeof(ent->code), e));
     HSMCA_GUARD(get_plain(o, "bound", ent->bound, sizeof(ent->bound), e));
+    HSMCA_GUARD(get_plain(o, "cluster", ent->cluster, sizeof(ent->cluster), e));
     HSMCA_GUARD(get_plain(o, "config_sha256", ent->config_sha256, sizeof(ent->config_sha256), e));
     HSMCA_GUARD(get_plain(o, "policy_sha256", ent->policy_sha256, sizeof(ent->policy_sha256), e));
     HSMCA_GUARD(get_plain(o, "ca_key_alg", ent->ca_key_alg, sizeof(ent->ca_key_alg), e));

@@ -20,6 +20,7 @@
 #define AUDIT_SERIAL_HEX_MAX 40u
 #define AUDIT_PROFILE_MAX 32u
 #define AUDIT_NAME_STR_MAX 64u /* input bytes kept of an authenticator name */
+#define AUDIT_CLUSTER_MAX 63u  /* a cluster id (config.h CONFIG_MAX_CLUSTER_ID) */
 
 typedef enum {
     AUDIT_START = 1,
@@ -49,7 +50,8 @@ typedef struct {
  *                 not_before, not_after, profile, authenticator (the front end's word;
  *                 absent when "", as in logs from before it), and bound when the signer itself
  * bound the URI SAN to the caller's credential (identity binding: "jwt"; absent from the line when
- * "", so logs written before it still verify) issue-result: request_id, intent_seq, and cert_sha256
+ * "", so logs written before it still verify), and cluster when a remote cluster's keys
+ * bound it (multicluster; absent otherwise) issue-result: request_id, intent_seq, and cert_sha256
  * or (code and error); code "UNKNOWN" when the signer stopped before it recorded the outcome deny:
  * request_id, requester, code, reason (the signer's own refusal) recovery:     reason start, stop:
  * nothing more config:       config_sha256 (the config file's bytes), policy_sha256 (the signer's
@@ -75,6 +77,9 @@ typedef struct {
     char profile[AUDIT_PROFILE_MAX + 1];
     char code[AUDIT_PROFILE_MAX + 1];  /* hsmca_code_name of an error; "" on success */
     char bound[AUDIT_PROFILE_MAX + 1]; /* issue-intent: "jwt" when bound, else "" */
+    /* issue-intent, multicluster: the remote cluster (config auth.clusters id) whose issuer
+     * keys bound the token; "" (absent from the line) for the local cluster or unbound */
+    char cluster[AUDIT_CLUSTER_MAX + 1];
     audit_str requester, sans, reason, error;
     /* config */
     char config_sha256[65], policy_sha256[65];

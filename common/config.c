@@ -405,9 +405,8 @@ static HSMCA_MUSTCHECK hsmca_code set_string(cfg_parser *cp, const config_field 
     }
     HSMCA_GUARD(copy_scalar(cp, ev, f->key, f->type == CT_PATH, dst, f->size));
     if ((f->flags & CF_ID) && !config_cluster_id_ok(dst, strlen(dst)))
-        return perr(cp, yaml_strict_line(ev),
-                    "'%s' must be 1-%d characters of A-Z a-z 0-9 . _ -", f->key,
-                    CONFIG_MAX_CLUSTER_ID);
+        return perr(cp, yaml_strict_line(ev), "'%s' must be 1-%d characters of A-Z a-z 0-9 . _ -",
+                    f->key, CONFIG_MAX_CLUSTER_ID);
     return HSMCA_OK;
 }
 

@@ -6,9 +6,9 @@
 #ifndef HSMCA_IPC_FRAME_H
 #define HSMCA_IPC_FRAME_H
 
+#include "hsmca_err.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "hsmca_err.h"
 
 #define IPC_HEADER_LEN 9
 #define IPC_MAX_FRAME 65536
@@ -28,27 +28,30 @@ typedef struct {
     uint64_t id;            /* request id, echoed in the reply */
     const uint8_t *payload; /* len bytes of protobuf-c payload */
     size_t len;
-    int eof;                /* ipc_recv only: 1 when the peer closed the connection */
+    int eof; /* ipc_recv only: 1 when the peer closed the connection */
 } ipc_msg;
 
 /* Encodes header + payload into out (at least IPC_HEADER_LEN + plen bytes). */
-HSMCA_MUSTCHECK hsmca_code ipc_frame_encode(uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
-                            uint8_t *out, size_t outsz, size_t *outlen, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code ipc_frame_encode(uint8_t type, uint64_t id, const uint8_t *payload,
+                                            size_t plen, uint8_t *out, size_t outsz, size_t *outlen,
+                                            hsmca_err *e);
 
 /* Splits a received packet of len bytes into *m (m->payload points into pkt; *m zeroed on
  * failure). Fails on a packet shorter than the header or longer than IPC_MAX_FRAME. */
-HSMCA_MUSTCHECK hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, ipc_msg *m, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, ipc_msg *m,
+                                            hsmca_err *e);
 
 /* Sends one frame on a SEQPACKET fd (one sendmsg, MSG_NOSIGNAL). Thread-safe:
  * a SEQPACKET send is atomic, so concurrent senders never interleave. */
-HSMCA_MUSTCHECK hsmca_code ipc_send(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
-                    hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code ipc_send(int fd, uint8_t type, uint64_t id, const uint8_t *payload,
+                                    size_t plen, hsmca_err *e);
 
 /* As ipc_send, but waits at most timeout_ms for room in the peer's buffer
  * (timeout_ms < 0: forever); HSMCA_EUNAVAIL when the peer has not read by then,
  * so a stalled peer cannot hold the sender. */
-HSMCA_MUSTCHECK hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id, const uint8_t *payload, size_t plen,
-                           int timeout_ms, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id,
+                                           const uint8_t *payload, size_t plen, int timeout_ms,
+                                           hsmca_err *e);
 
 /* Receives one frame into buf (IPC_MAX_FRAME bytes) and decodes it into *m (payload in buf).
  * HSMCA_EIO with m->eof = 1 on orderly close; HSMCA_EINVAL on a truncated or short packet. */

@@ -33,8 +33,7 @@ hsmca_code fe_auth_bearer(const fe_auth_creds *c, const char **token, size_t *le
     return HSMCA_OK;
 }
 
-hsmca_code fe_auth_cluster(const struct fe_app *app, const fe_auth_creds *c, int *idx,
-                           hsmca_err *e)
+hsmca_code fe_auth_cluster(const struct fe_app *app, const fe_auth_creds *c, int *idx, hsmca_err *e)
 {
     const hsmca_config *cfg = app->cfg;
     *idx = 0;

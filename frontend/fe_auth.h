@@ -40,8 +40,8 @@ typedef struct {
     int n_ids;
     fe_jwt_identity k8s;       /* token authenticators: namespace, account, pod (else zeroed) */
     const char *authenticator; /* the name of the one that succeeded */
-    int cluster; /* token authenticators: the cluster that vouched (config_cluster_index),
-                    0 (local) otherwise */
+    int cluster;  /* token authenticators: the cluster that vouched (config_cluster_index),
+                     0 (local) otherwise */
     int deferred; /* HSMCA_OK, no identity yet: authenticator must block, may_block was 0 */
 } fe_auth_result;
 

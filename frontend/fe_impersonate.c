@@ -26,8 +26,7 @@ static int plain(const char *s)
 static HSMCA_MUSTCHECK hsmca_code api_get(fe_tokenreview *tr, const char *path, int allow_404,
                                           char **resp, size_t *resp_len, int *status, hsmca_err *e)
 {
-    HSMCA_GUARD(fe_tokenreview_api_get(tr, path, FE_K8S_MAX_PODLIST, status, resp,
-                                       resp_len, e));
+    HSMCA_GUARD(fe_tokenreview_api_get(tr, path, FE_K8S_MAX_PODLIST, status, resp, resp_len, e));
     if (*status == 200 || (allow_404 && *status == 404))
         return HSMCA_OK;
     free(*resp);

@@ -58,7 +58,7 @@ struct fe_ipc {
     fe_ipc_keys_fn keys_fn;
     void *keys_arg;
     int keys_kept[FE_IPC_MAX_KEYSETS]; /* per cluster, -1: none */
-    double keys_asked; /* when CTL_KEYS_REFRESH was last sent (monotonic) */
+    double keys_asked;                 /* when CTL_KEYS_REFRESH was last sent (monotonic) */
 };
 
 int fe_ipc_connected(fe_ipc *c)

@@ -84,8 +84,7 @@ static HSMCA_MUSTCHECK hsmca_code load_tokenreview(fe_app *app, const hsmca_conf
     log_info("tokenreview: on for cluster %s (%s), timeout %u s, at most %u in flight, cache %u "
              "entries for %u s",
              config_cluster_name(all, cl), cfg->tr_kubeconfig[0] ? "kubeconfig" : "in-cluster",
-             cfg->tr_timeout,
-             cfg->tr_max_concurrent, cfg->tr_cache_entries, cfg->tr_cache_ttl);
+             cfg->tr_timeout, cfg->tr_max_concurrent, cfg->tr_cache_entries, cfg->tr_cache_ttl);
     return HSMCA_OK;
 }
 
@@ -111,9 +110,8 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
         app->audiences[i] = cfg->jwt_audiences.items[i];
     /* One issuer per cluster; the audiences and skew are auth.jwt's for all. */
     for (int cl = 0; cl <= cfg->n_clusters && cl < FE_MAX_CLUSTERS; cl++)
-        app->jwt_rules[cl] =
-            (fe_jwt_rules){cl ? cfg->clusters[cl - 1].jwt_issuer : cfg->jwt_issuer, app->audiences,
-                           cfg->jwt_audiences.n, cfg->jwt_skew};
+        app->jwt_rules[cl] = (fe_jwt_rules){cl ? cfg->clusters[cl - 1].jwt_issuer : cfg->jwt_issuer,
+                                            app->audiences, cfg->jwt_audiences.n, cfg->jwt_skew};
     app->policy = (policy_rules){cfg->trust_domain, cfg->default_ttl, cfg->max_ttl};
     /* The signer loads the same file itself: it never takes our word for it. */
     if (cfg->policy_file[0]) {

@@ -68,8 +68,7 @@ hsmca_code signer_bind_load_fd(signer_bind *b, int cluster, int fd, hsmca_err *e
     if (!b)
         return HSMCA_OK; /* binding off: the keys are not ours to hold */
     HSMCA_ENSURE(cluster >= 0 && cluster < BIND_CLUSTERS && b->keys[cluster], e, HSMCA_EINVAL,
-                 "identity binding: keys for cluster %d, which has no jwt authenticator",
-                 cluster);
+                 "identity binding: keys for cluster %d, which has no jwt authenticator", cluster);
     HSMCA_GUARD(fe_keys_load_fd(b->keys[cluster], fd, e));
     log_info("identity binding: issuer keys of cluster %s received (generation %llu)",
              config_cluster_name(b->cfg, cluster),

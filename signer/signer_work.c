@@ -198,6 +198,10 @@ static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
     a.sans = (audit_str){f->sans, strlen(f->sans), 0};
     if (bound) /* the signer checked the URI SAN against the caller's token itself */
         snprintf(a.bound, sizeof(a.bound), "jwt");
+    /* with a remote cluster's keys (signer_bind_check refused any other cluster name) */
+    if (bound && req->cluster && req->cluster[0] &&
+        config_cluster_index(&s->cfg, req->cluster, strlen(req->cluster)) > 0)
+        snprintf(a.cluster, sizeof(a.cluster), "%s", req->cluster);
     if (audit_log_append(s->audit, &a, seq, e) == HSMCA_OK)
         return HSMCA_OK;
     if (e)

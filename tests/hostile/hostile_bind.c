@@ -57,8 +57,9 @@ static int add_west_cluster(void)
     if (!f)
         return -1;
     snprintf(path, sizeof(path), "%s/%s", dir, DEV_JWKS_FILE);
-    fprintf(f, "%.*s\nauth:\n  clusters:\n    - id: " WEST "\n      jwt:\n        issuer: %s\n"
-               "        jwks_file: %s\n%s",
+    fprintf(f,
+            "%.*s\nauth:\n  clusters:\n    - id: " WEST "\n      jwt:\n        issuer: %s\n"
+            "        jwks_file: %s\n%s",
             (int)(at - yaml), yaml, DEV_JWT_ISSUER, path, at + strlen("\nauth:\n"));
     free(yaml);
     return fclose(f) == 0 ? 0 : -1;

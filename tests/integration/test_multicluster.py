@@ -28,7 +28,8 @@ import hsmca_client as hc
 from hsmca_harness import TMP, DevServer
 from k8s_stub import Stub
 from oidc_issuer import OidcIssuer, SigningKey, compact, projected_claims
-from test_audit_log import read_log
+from test_audit_log import read_log, wait_log
+from test_crash import audit_verify
 
 DEV_ISSUER = "https://hsmca.dev.local"  # cli/dev_jwt.h DEV_JWT_ISSUER
 
@@ -129,6 +130,17 @@ class MulticlusterTests(unittest.TestCase):
                    if e["kind"] == "issue-intent" and e["serial"].lstrip("0") == serial]
         self.assertEqual(len(intents), 1, intents)
         self.assertEqual(intents[0].get("bound"), "jwt", intents[0])
+        self.assertEqual(intents[0].get("cluster"), "west", intents[0])
+        # a local cluster's bound intent names no cluster, and the log verifies
+        local = self.create(self.server.token(), "east")
+        serial = "%x" % x509.load_pem_x509_certificate(local[0].encode()).serial_number
+        intent = [e for e in read_log(self.server)
+                  if e["kind"] == "issue-intent" and e["serial"].lstrip("0") == serial][0]
+        self.assertEqual(intent.get("bound"), "jwt", intent)
+        self.assertNotIn("cluster", intent)
+        wait_log(self.server, lambda es: sum(e["kind"] == "issue-result" for e in es) >= 3)
+        rc, out = audit_verify(os.path.join(self.server.dir, "audit"))
+        self.assertEqual(rc, 0, out)
 
     def test_same_issuer_url_other_keys(self):
         """south's issuer URL is the local one's: only the keys tell them apart."""

@@ -95,6 +95,29 @@ static void test_intent_bound(void **state)
     assert_string_equal(e.msg, "audit entry: bad bound name");
 }
 
+/* "cluster" (multicluster): only on a bound intent, a cluster id, absent otherwise. */
+static void test_intent_cluster(void **state)
+{
+    audit_entry a = intent("spiffe://td/ns/a/sa/b", 21), b;
+    static audit_entry_buf buf;
+    strcpy(a.bound, "jwt");
+    strcpy(a.cluster, "west.1_x-Y");
+    size_t n = round_trip(&a, &b, &buf);
+    assert_string_equal(b.cluster, "west.1_x-Y");
+    g_line[n] = 0;
+    assert_non_null(
+        strstr(g_line, "{\"bound\":\"jwt\",\"cluster\":\"west.1_x-Y\",\"csr_sha256\":"));
+    hsmca_err e;
+    strcpy(a.cluster, "we st");
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, &e), HSMCA_EINVAL);
+    assert_string_equal(e.msg, "audit entry: cluster must be a cluster id, and bound");
+    strcpy(a.cluster, "west");
+    a.bound[0] = 0;
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, &e), HSMCA_EINVAL);
+    const char *other = "{\"cluster\":\"west\",\"kind\":\"start\",\"seq\":0,\"time\":1}";
+    assert_int_equal(audit_entry_parse(other, strlen(other), &b, &buf, &e), HSMCA_EINVAL);
+}
+
 /* An intent's authenticator (the front end's word) is optional too: written when named,
  * escaped like the requester; absent from older lines. */
 static void test_intent_authenticator(void **state)
@@ -368,6 +391,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_intent_round_trip),
         cmocka_unit_test(test_intent_bound),
+        cmocka_unit_test(test_intent_cluster),
         cmocka_unit_test(test_intent_authenticator),
         cmocka_unit_test(test_other_kinds),
         cmocka_unit_test(test_hostile_requester),

@@ -1033,7 +1033,6 @@ static void test_policy_file_key(void **state)
     free(c);
 }
 
-
 /* auth.cluster_id and auth.clusters (multicluster): a list of mappings. */
 static const char clusters_yaml[] = "auth:\n"                                  /* 1 */
                                     "  chain: [jwt, tokenreview]\n"            /* 2 */

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "fe_jwt.h"
 #include "profile.h"
 #include "signer.pb-c.h"
-#include "config.h"
 #include "signer_request.h"
 
 /* A packed SignRequest with the given fields (tbs of tbs_len 0x30 bytes). */
@@ -166,8 +166,7 @@ static void test_binding_fields(void **state)
     expect(nul_cluster, sizeof(nul_cluster), HSMCA_EINVAL,
            "SignRequest: cluster contains a NUL byte");
     static const uint8_t two_clusters[] = {0x3a, 0x01, 'a', 0x3a, 0x01, 'b'};
-    expect(two_clusters, sizeof(two_clusters), HSMCA_EINVAL,
-           "SignRequest: field cluster repeated");
+    expect(two_clusters, sizeof(two_clusters), HSMCA_EINVAL, "SignRequest: field cluster repeated");
 }
 
 /* FrontendDeny (proto/signer.proto): what the front end packs passes; anything else
