@@ -30,6 +30,7 @@ from k8s_stub import Stub
 from oidc_issuer import OidcIssuer, SigningKey, compact, projected_claims
 from test_audit_log import read_log, wait_log
 from test_crash import audit_verify
+from test_ztunnel import struct_string
 
 DEV_ISSUER = "https://hsmca.dev.local"  # cli/dev_jwt.h DEV_JWT_ISSUER
 
@@ -63,6 +64,7 @@ class MulticlusterTests(unittest.TestCase):
         def edit(text):
             auth = ("auth:\n  chain: [client_cert, jwt, tokenreview]\n"
                     "  cluster_id: east\n"
+                    "  trusted_node_accounts: [istio-system/ztunnel]\n"
                     "  clusters:\n"
                     "    - id: west\n"
                     "      jwt:\n"
@@ -88,15 +90,18 @@ class MulticlusterTests(unittest.TestCase):
         cls.west.stop()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def create(self, token, cluster=None, ns="default", sa="sleep", client=None):
+    def create(self, token, cluster=None, ns="default", sa="sleep", client=None,
+               impersonate=None):
         csr = hc.make_csr(hc.make_key(), uris=["spiffe://cluster.local/ns/%s/sa/%s" % (ns, sa)])
+        meta = struct_string("ImpersonatedIdentity", impersonate) if impersonate else None
         md = []
         if token is not None:
             md.append(("authorization", "Bearer " + token))
         if cluster is not None:
             md.append(("clusterid", cluster))
         c = client or self.server.client
-        return hc.decode_response(c.call(hc.encode_request(csr), metadata=md, timeout=20))
+        return hc.decode_response(c.call(hc.encode_request(csr, metadata=meta), metadata=md,
+                                         timeout=20))
 
     def refused(self, token, cluster=None, ns="default", sa="sleep",
                 code=grpc.StatusCode.UNAUTHENTICATED):
@@ -198,6 +203,28 @@ class MulticlusterTests(unittest.TestCase):
         self.refused(tok, "west", "prod", "api")  # B does not know it
         self.assertEqual(self.stub_b.count(tok), 1)
         self.assertEqual(self.stub_a.count(tok), 1)
+
+    def test_ztunnel_pods_of_its_own_cluster(self):
+        """ztunnel of west impersonates a pod on its node: the pods are read from west's
+        API server (stub B) only; the same pods in the local cluster do not count."""
+        tok = "zt-west-node-1"
+        self.stub_b.set(tok, "good", ns="istio-system", sa="ztunnel", pod_name="zt-w1",
+                        pod_uid="uid-zw1")
+        self.stub_b.add_pod("istio-system", "zt-w1", "uid-zw1", "node-w1", "ztunnel")
+        self.stub_b.add_pod("shop", "cart-1", "uid-c1", "node-w1", "cart")
+        self.stub_a.add_pod("shop", "pay-1", "uid-p1", "node-w1", "pay")  # local only
+        a_calls = self.stub_a.pod_calls
+        want = "spiffe://cluster.local/ns/shop/sa/cart"
+        chain = self.create(tok, "west", "shop", "cart", impersonate=want)
+        self.assertEqual(uris(chain[0]), [want])
+        self.assertEqual(self.stub_b.pod_calls, 2)
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.create(tok, "west", "shop", "pay",
+                        impersonate="spiffe://cluster.local/ns/shop/sa/pay")
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        self.assertIn("no running pod of service account shop/pay on node node-w1",
+                      cm.exception.details())
+        self.assertEqual(self.stub_a.pod_calls, a_calls)
 
     def test_client_certificate_ignores_cluster_id(self):
         key = hc.make_key()

@@ -1,0 +1,1 @@
+0000000000000000 spiffe://cluster.local/ns/a/sa/b*jwt2a.b.c:west
