@@ -153,9 +153,9 @@ static void on_keys(void *arg, int cluster, int memfd)
     else if (fe_keys_load_fd(app->keys[cluster], memfd, &e) != HSMCA_OK)
         log_warn("issuer keys from the supervisor refused, keeping the current ones: %s", e.msg);
     else
-        log_info("issuer keys loaded for cluster %s (update %llu)",
-                 config_cluster_name(app->cfg, cluster),
-                 (unsigned long long)fe_keys_generation(app->keys[cluster]));
+        log_info("issuer keys loaded (update %llu, cluster %s)",
+                 (unsigned long long)fe_keys_generation(app->keys[cluster]),
+                 config_cluster_name(app->cfg, cluster));
 }
 
 static void *signal_thread(void *arg)

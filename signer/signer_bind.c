@@ -70,7 +70,7 @@ hsmca_code signer_bind_load_fd(signer_bind *b, int cluster, int fd, hsmca_err *e
     HSMCA_ENSURE(cluster >= 0 && cluster < BIND_CLUSTERS && b->keys[cluster], e, HSMCA_EINVAL,
                  "identity binding: keys for cluster %d, which has no jwt authenticator", cluster);
     HSMCA_GUARD(fe_keys_load_fd(b->keys[cluster], fd, e));
-    log_info("identity binding: issuer keys of cluster %s received (generation %llu)",
+    log_info("identity binding: issuer keys received (cluster %s, generation %llu)",
              config_cluster_name(b->cfg, cluster),
              (unsigned long long)fe_keys_generation(b->keys[cluster]));
     return HSMCA_OK;
