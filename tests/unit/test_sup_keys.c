@@ -79,6 +79,46 @@ static uint64_t push_and_load(sup_keys *k, fe_keys *fk)
     return sent;
 }
 
+/* Multicluster: a remote cluster's fetcher pushes with its own type byte, which
+ * ctl_keys_cluster maps back to the cluster; other bytes are no key push. */
+static void test_push_cluster_type(void **state)
+{
+    char *d = ec_jwks("west");
+    write_file(d);
+    hsmca_config *c = file_cfg();
+    hsmca_err e;
+    sup_keys *k = sup_keys_start(c, &e);
+    if (!k)
+        fail_msg("start: %s", e.msg);
+    int sp[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+    uint64_t sent = 0;
+    assert_int_equal(sup_keys_push_type(k, sp[0], CTL_KEYS_CLUSTER(3), &sent, &e), HSMCA_OK);
+    assert_int_equal(sent, 1);
+    char type;
+    int fd, eof;
+    assert_int_equal(ipc_recv_ctl(sp[1], &type, &fd, &eof, &e), HSMCA_OK);
+    assert_int_equal(type, '3');
+    assert_int_equal(ctl_keys_cluster(type), 3);
+    fe_keys *fk = fe_keys_new();
+    assert_int_equal(fe_keys_load_fd(fk, fd, &e), HSMCA_OK);
+    close(fd);
+    assert_int_equal(ctl_keys_cluster(CTL_KEYS), 0);
+    assert_int_equal(CTL_KEYS_CLUSTER(0), CTL_KEYS);
+    assert_int_equal(CTL_KEYS_CLUSTER(8), '8');
+    assert_int_equal(ctl_keys_cluster('0'), -1);
+    assert_int_equal(ctl_keys_cluster('9'), -1);
+    assert_int_equal(ctl_keys_cluster(CTL_NEW_PEER), -1);
+    assert_int_equal(ctl_keys_cluster(CTL_KEYS_REFRESH), -1);
+    assert_int_equal(ctl_keys_cluster(CTL_RESTART_PEER), -1);
+    fe_keys_free(fk);
+    close(sp[0]);
+    close(sp[1]);
+    sup_keys_stop(k);
+    free(c);
+    free(d);
+}
+
 static void test_bad_file_stops_start(void **state)
 {
     hsmca_config *c = file_cfg();
@@ -155,6 +195,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_file_stops_start),
         cmocka_unit_test(test_push_and_reload),
+        cmocka_unit_test(test_push_cluster_type),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
