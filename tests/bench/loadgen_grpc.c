@@ -39,6 +39,7 @@ typedef struct {
     grpc_slice details;
     int pod, chan, attempt, state;
     double t_first;
+    double t_refused, backoff; /* the last refusal; the backoff slept so far */
 } lg_slot;
 
 typedef struct {
@@ -190,6 +191,7 @@ static int new_request(lg_worker *w, lg_slot *s, double t_first)
     s->pod = (int)((w->issued * (uint64_t)t + (uint64_t)w->index) % (uint64_t)w->o->pods);
     s->attempt = 0;
     s->t_first = t_first;
+    s->backoff = 0;
     w->issued++;
     w->st->started++;
     return start_attempt(w, s);
@@ -213,10 +215,20 @@ static void slot_done(lg_worker *w, lg_slot *s, double now)
         (code == GRPC_STATUS_UNAVAILABLE || code == GRPC_STATUS_RESOURCE_EXHAUSTED) &&
         (w->quota || now < w->deadline)) {
         w->st->retries++;
+        s->t_refused = now;
         s->state = SLOT_WAIT;
         w->waiting++;
         heap_push(w, now + backoff(w, s->attempt), (int)(s - w->slots));
         return;
+    }
+    w->st->t_final = now;
+    w->st->final_backoff = s->backoff;
+    w->st->final_attempts = s->attempt;
+    if (s->backoff > 0) {
+        w->st->backoff_reqs++;
+        w->st->backoff_sum += s->backoff;
+        if (s->backoff > w->st->backoff_max)
+            w->st->backoff_max = s->backoff;
     }
     if (!w->quota && now > w->deadline) {
         w->st->late++;
@@ -249,8 +261,11 @@ static double start_due(lg_worker *w, double now)
             w->slots[t.slot].state = SLOT_IDLE;
             if (w->o->rate > 0)
                 w->free_slots[w->n_free++] = t.slot;
-        } else if (start_attempt(w, &w->slots[t.slot]) != 0) {
-            w->failed = 1;
+        } else {
+            lg_slot *s = &w->slots[t.slot];
+            s->backoff += now - s->t_refused;
+            if (start_attempt(w, s) != 0)
+                w->failed = 1;
         }
     }
     if (w->n_heap > 0 && w->heap[0].t < next)
