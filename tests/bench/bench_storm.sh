@@ -110,7 +110,9 @@ kill "$server"
 wait "$server"
 st=$?
 server=
-crashes=$(grep -c -i -E 'signal|crash|abort|restart' "$work/server.log")
+# What the supervisor says when a child dies (cli/supervisor.c), before the stop.
+died='killed by signal|exited with status|restarting (the )?(frontend|signer|front end)'
+crashes=$(grep -c -E "$died" "$work/server.log")
 refused=$(grep -c 'front end busy' "$work/server.log")
 f=$work/storm.txt
 echo
@@ -122,5 +124,5 @@ echo "R (closed loop, ${probe} s) $rate certs/s; storm: $(value ok "$f") of $req
     "mean backoff per request $(value backoff_mean_s "$f") s; FE VmHWM $(value fe_hwm_mib "$f") MiB (bound 256)," \
     "signer $(value signer_hwm_mib "$f") MiB"
 echo "$(grep '^outcomes' "$f"); server alive after the storm: $alive (stop status $st); server log lines" \
-    "naming a signal/crash/restart: $crashes; 'front end busy' refusal lines: $refused (at most one per 10 s)"
-grep -i -E 'signal|crash|abort|restart' "$work/server.log" | head -5 | cut -c1-240
+    "saying a child died or restarted: $crashes; 'front end busy' refusal lines: $refused (at most one per 10 s)"
+grep -E "$died" "$work/server.log" | head -5 | cut -c1-240

@@ -21,6 +21,8 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include "fe_grpcrt.h"
+
 #define LG_METHOD "/istio.v1.auth.IstioCertificateService/CreateCertificate"
 #define LG_BACKOFF_MIN 0.5
 #define LG_BACKOFF_MAX 60.0
@@ -424,6 +426,7 @@ int lg_grpc_run(const lg_opts *o, const char *root_pem, lg_pod *pods, lg_stats *
     lg_worker w[LG_MAX_THREADS];
     pthread_t th[LG_MAX_THREADS];
     int n = 0, started = 0, bad = 0;
+    (void)fe_grpcrt_init(); /* as the front end: abseil's debug bookkeeping off */
     grpc_init();
     grpc_channel_credentials *creds = grpc_ssl_credentials_create(root_pem, NULL, NULL, NULL);
     for (; n < o->threads && !bad; n++)
