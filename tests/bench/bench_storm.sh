@@ -122,7 +122,14 @@ echo "R (closed loop, ${probe} s) $rate certs/s; storm: $(value ok "$f") of $req
     "target 1.3 x $requests / R + backoff = $(value target_s "$f") s," \
     "ratio $(echo "$(value last_s "$f") $(value target_s "$f")" | awk '$2 > 0 {printf "%.2f", $1 / $2}');" \
     "mean backoff per request $(value backoff_mean_s "$f") s; FE VmHWM $(value fe_hwm_mib "$f") MiB (bound 256)," \
-    "signer $(value signer_hwm_mib "$f") MiB"
+    "signer $(value signer_hwm_mib "$f") MiB; $(sed -n 's/.* \([0-9]*\) retries).*/\1/p' "$f") retries"
+# The server's CPU per certificate, front end + signer, in the storm and in the probe:
+# what the storm costs the server beyond the closed loop, whoever else uses the cores.
+echo "server CPU per certificate (front end + signer): storm $(value fe_cpu_us "$f") + $(value signer_cpu_us "$f") us," \
+    "closed loop $(value fe_cpu_us "$work/probe.txt") + $(value signer_cpu_us "$work/probe.txt") us," \
+    "ratio $(echo "$(value fe_cpu_us "$f") $(value signer_cpu_us "$f") $(value fe_cpu_us "$work/probe.txt") $(value signer_cpu_us "$work/probe.txt")" |
+        awk '$3 + $4 > 0 {printf "%.2f", ($1 + $2) / ($3 + $4)}'); the load generator" \
+    "$(value loadgen_cpu_us "$f") us in the storm, $(value loadgen_cpu_us "$work/probe.txt") us closed loop"
 echo "$(grep '^outcomes' "$f"); server alive after the storm: $alive (stop status $st); server log lines" \
     "saying a child died or restarted: $crashes; 'front end busy' refusal lines: $refused (at most one per 10 s)"
 grep -E "$died" "$work/server.log" | head -5 | cut -c1-240
