@@ -9,7 +9,8 @@
 #      to every C_Sign, with --sessions S (default 32) sessions: a real HSM's pace,
 #      slower than the front end (SoftHSM is about as fast as it);
 #   2. the maximum rate R: `hsmca serve`, loadgen closed loop for --probe S seconds
-#      (4 warm connections, 64 in flight or 4 per shim session, 100 pods), then the server is stopped;
+#      (4 warm connections, 64 in flight or 4 per shim session, 100 pods), then the
+#      server is stopped;
 #   3. the storm on a fresh `hsmca serve` of the same token (so its VmHWM is the
 #      storm's): loadgen --requests N --connections K --concurrency N --pods K --cold
 #      --retry --max-rate R (istio-agent backoff: 0.5 s doubling to 60 s, jittered);
@@ -27,7 +28,7 @@
 #                       [--probe 5] [--warm] [--threads 2] [--shim-ms D [--sessions 32]]
 #                       [--set 'max_queued_requests: 4096']...
 set -u
-bin=build/hsmca requests=20000 conns=2000 probe=5 sets= cold=--cold threads=2 shim_ms= sessions=32
+bin=build/hsmca requests=20000 conns=2000 probe=5 sets='' cold=--cold threads=2 shim_ms='' sessions=32
 while [ $# -gt 0 ]; do
     case $1 in
     --bin) bin=$2; shift 2 ;;
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --shim-ms) shim_ms=$2; shift 2 ;;
     --sessions) sessions=$2; shift 2 ;;
-    -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_storm: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -49,7 +50,8 @@ loadgen=$tests/loadgen shim=
 for f in "$bin" "$loadgen" ${shim:+"$shim"}; do
     [ -e "$f" ] || { echo "bench_storm: $f missing: cmake --build build --target hsmca loadgen p11shim" >&2; exit 2; }
 done
-# shellcheck source=bench_server.sh
+# shellcheck source=tests/bench/bench_server.sh
+# shellcheck disable=SC2154 # it sets $work
 . "$(dirname "$0")/bench_server.sh"
 bench_workdir bench-storm
 port=$(free_port)
@@ -94,7 +96,10 @@ echo "== bench_storm: the maximum rate, closed loop for $probe s"
 "$loadgen" --dir "$d" --addr "127.0.0.1:$port" --server-pid "$server" --seconds "$probe" \
     --connections 4 --concurrency "$probe_conc" --pods 100 2>&1 | tee "$work/probe.txt" | grep -v '^loadgen:'
 rate=$(value certs_per_s "$work/probe.txt")
-[ -n "$rate" ] && [ "$rate" != 0.0 ] || { echo "bench_storm: no rate measured" >&2; exit 1; }
+if [ -z "$rate" ] || [ "$rate" = 0.0 ]; then
+    echo "bench_storm: no rate measured" >&2
+    exit 1
+fi
 kill "$server"
 wait "$server"
 server=
