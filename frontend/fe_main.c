@@ -20,6 +20,7 @@
 #include "child_args.h"
 #include "config.h"
 #include "fe_app.h"
+#include "fe_grpcrt.h"
 #include "fe_sandbox.h"
 #include "fe_serving.h"
 #include "fe_tlsmem.h"
@@ -206,6 +207,8 @@ int frontend_main(int argc, char **argv)
 
     if (fe_tlsmem_init() != 0) /* before the sandbox: dlsym */
         fatal("cannot find libssl's SSL_new");
+    if (!fe_grpcrt_init())
+        log_info("abseil's mutex deadlock detection not found (a release build has none)");
     grpc_init();
     fe_listener *listener = fe_server_listen(&app, fe_serving_credentials(serving));
     if (!listener)

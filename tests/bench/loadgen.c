@@ -293,6 +293,36 @@ static double pct(const double *v, size_t n, double q)
     return v[i < n ? i : n - 1];
 }
 
+/* --retry: the backoff the client slept, and with --requests and --max-rate R the storm
+ * target of issue 8: all N certificates within 1.3 x N / R plus the client's backoff,
+ * where "its backoff" is the total backoff slept by the request whose final answer
+ * came last (the sleeps on the path to the last certificate; the server can do nothing
+ * while that request sleeps). Returns the target in seconds, 0 when not computed. */
+static double report_storm(const lg_opts *o, const lg_stats *all, double t0)
+{
+    if (!o->retry)
+        return 0;
+    printf("backoff slept         %.1f s in all (mean %.3f s per request; %llu requests slept, "
+           "the longest %.1f s); the request answered last slept %.2f s over %d attempts\n",
+           all->backoff_sum, all->started ? all->backoff_sum / (double)all->started : 0,
+           (unsigned long long)all->backoff_reqs, all->backoff_max, all->final_backoff,
+           all->final_attempts);
+    if (!o->requests || o->max_rate <= 0 || all->t_final <= 0)
+        return 0;
+    double last = all->t_final - t0, work = 1.3 * (double)o->requests / o->max_rate;
+    double target = work + all->final_backoff;
+    int met = all->ok == o->requests && last <= target;
+    printf("storm target          last answer at %.2f s; target 1.3 x %llu / %.1f/s = %.2f s + "
+           "its backoff %.2f s = %.2f s; ratio %.2f, %s%s\n",
+           last, (unsigned long long)o->requests, o->max_rate, work, all->final_backoff, target,
+           last / target, met ? "met" : "NOT met",
+           all->ok == o->requests ? "" : " (not every request got its certificate)");
+    printf("                      without the backoff: %.2f s of the last request's time was "
+           "not sleeping (target %.2f s)\n",
+           last - all->final_backoff, work);
+    return target;
+}
+
 static int report(const lg_opts *o, lg_stats *st, int n_st, const lg_server *srv, double t0,
                   double t_end)
 {
@@ -309,6 +339,14 @@ static int report(const lg_opts *o, lg_stats *st, int n_st, const lg_server *srv
                 return -1;
         if (st[i].t_last > all.t_last)
             all.t_last = st[i].t_last;
+        all.backoff_sum += st[i].backoff_sum, all.backoff_reqs += st[i].backoff_reqs;
+        if (st[i].backoff_max > all.backoff_max)
+            all.backoff_max = st[i].backoff_max;
+        if (st[i].t_final > all.t_final) {
+            all.t_final = st[i].t_final;
+            all.final_backoff = st[i].final_backoff;
+            all.final_attempts = st[i].final_attempts;
+        }
     }
     qsort(all.lat, all.n_lat, sizeof(double), cmp_double);
     /* --requests: until the last answer; --seconds: the answers within them. */
@@ -363,16 +401,20 @@ static int report(const lg_opts *o, lg_stats *st, int n_st, const lg_server *srv
     if (srv->fe > 0)
         printf("peak RSS (VmHWM)      %s %.1f MiB%s\n", fe_name, bench_proc_hwm_mib(srv->fe),
                sghwm);
+    double target = report_storm(o, &all, t0);
     printf("result ok=%llu requests=%llu certs_per_s=%.1f p50_ms=%.2f p90_ms=%.2f p99_ms=%.2f "
            "max_ms=%.2f fe_cpu_us=%.0f signer_cpu_us=%.0f loadgen_cpu_us=%.0f fe_hwm_mib=%.1f "
-           "signer_hwm_mib=%.1f errors=%llu\n",
+           "signer_hwm_mib=%.1f errors=%llu last_s=%.2f backoff_last_s=%.2f backoff_mean_s=%.3f "
+           "backoff_max_s=%.2f target_s=%.2f\n",
            (unsigned long long)all.ok, (unsigned long long)all.started,
            wall > 0 ? (double)all.ok / wall : 0, pct(all.lat, all.n_lat, .5) * 1e3,
            pct(all.lat, all.n_lat, .9) * 1e3, pct(all.lat, all.n_lat, .99) * 1e3,
            all.n_lat ? all.lat[all.n_lat - 1] * 1e3 : 0, srv->fe > 0 ? fe * per : -1,
            srv->sg > 0 ? sg * per : -1, me * per, bench_proc_hwm_mib(srv->fe),
            bench_proc_hwm_mib(srv->sg),
-           (unsigned long long)(all.started - all.ok - all.late - all.abandoned));
+           (unsigned long long)(all.started - all.ok - all.late - all.abandoned),
+           all.t_final > 0 ? all.t_final - t0 : 0, all.final_backoff,
+           all.started ? all.backoff_sum / (double)all.started : 0, all.backoff_max, target);
     free(all.lat);
     return all.ok > 0 ? 0 : 1;
 }
@@ -387,7 +429,7 @@ static void usage(FILE *f)
             "               [--csr-key ec-p256|rsa-2048] [--threads T] [--timeout S] [--cold]\n"
             "               [--server-pid PID | --frontend-pid PID --signer-pid PID]\n"
             "               [--root FILE] [--target-name NAME] [--cfssl http[s]://HOST:PORT]\n"
-            "               [--idle S]\n"
+            "               [--idle S] [--max-rate R]\n"
             "Sends CreateCertificate requests of P simulated pods (own key, CSR, dev token\n"
             "minted with DEVDIR's dev issuer key) over K TLS channels (trusting\n"
             "DEVDIR/root-cert.pem), C calls in flight (closed loop) or arriving at R/s\n"
@@ -400,6 +442,9 @@ static void usage(FILE *f)
             "`cfssl serve` (HTTP, or TLS trusting --root with https://; C connections)\n"
             "instead. --idle S: no load; the K connections make one call each, are held idle\n"
             "S seconds, then the server's VmRSS is printed (needs the server's pids).\n"
+            "--max-rate R (with --retry --requests N): the server's maximum rate measured\n"
+            "before; prints issue 8's storm target, all N certificates within 1.3 x N / R\n"
+            "plus the backoff the request answered last slept, and the ratio.\n"
             "Defaults: --addr localhost:15012, K 4, C 64, P 100, T 1, timeout 30 s, target\n"
             "name localhost.\n");
 }
@@ -416,17 +461,29 @@ static int parse(int argc, char **argv, lg_opts *o)
                    .seconds = 10,
                    .timeout = 30,
                    .token_ttl = 3600};
-    static const struct option lo[] = {{"addr", 1, 0, 'a'},         {"dir", 1, 0, 'd'},
-                                       {"root", 1, 0, 'R'},         {"target-name", 1, 0, 'N'},
-                                       {"connections", 1, 0, 'k'},  {"concurrency", 1, 0, 'c'},
-                                       {"requests", 1, 0, 'n'},     {"seconds", 1, 0, 's'},
-                                       {"rate", 1, 0, 'r'},         {"retry", 0, 0, 'y'},
-                                       {"pods", 1, 0, 'p'},         {"csr-key", 1, 0, 'K'},
-                                       {"threads", 1, 0, 't'},      {"timeout", 1, 0, 'T'},
-                                       {"cold", 0, 0, 'C'},         {"server-pid", 1, 0, 'S'},
-                                       {"frontend-pid", 1, 0, 'F'}, {"signer-pid", 1, 0, 'G'},
-                                       {"cfssl", 1, 0, 'x'},        {"idle", 1, 0, 'I'},
-                                       {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
+    static const struct option lo[] = {{"addr", 1, 0, 'a'},
+                                       {"dir", 1, 0, 'd'},
+                                       {"root", 1, 0, 'R'},
+                                       {"target-name", 1, 0, 'N'},
+                                       {"connections", 1, 0, 'k'},
+                                       {"concurrency", 1, 0, 'c'},
+                                       {"requests", 1, 0, 'n'},
+                                       {"seconds", 1, 0, 's'},
+                                       {"rate", 1, 0, 'r'},
+                                       {"retry", 0, 0, 'y'},
+                                       {"pods", 1, 0, 'p'},
+                                       {"csr-key", 1, 0, 'K'},
+                                       {"threads", 1, 0, 't'},
+                                       {"timeout", 1, 0, 'T'},
+                                       {"cold", 0, 0, 'C'},
+                                       {"server-pid", 1, 0, 'S'},
+                                       {"frontend-pid", 1, 0, 'F'},
+                                       {"signer-pid", 1, 0, 'G'},
+                                       {"cfssl", 1, 0, 'x'},
+                                       {"idle", 1, 0, 'I'},
+                                       {"max-rate", 1, 0, 'M'},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -450,6 +507,7 @@ static int parse(int argc, char **argv, lg_opts *o)
         case 'G': o->sg_pid = (pid_t)atoi(optarg); break;
         case 'x': o->cfssl_url = optarg; break;
         case 'I': o->idle = atof(optarg); break;
+        case 'M': o->max_rate = atof(optarg); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -465,8 +523,8 @@ static int parse(int argc, char **argv, lg_opts *o)
     else if (o->threads < 1 || o->threads > LG_MAX_THREADS || o->threads > o->connections ||
              o->threads > o->concurrency)
         bad = "--threads must be 1..16 and at most --connections and --concurrency";
-    else if (o->seconds <= 0 || o->timeout <= 0 || o->rate < 0)
-        bad = "--seconds and --timeout must be positive, --rate not negative";
+    else if (o->seconds <= 0 || o->timeout <= 0 || o->rate < 0 || o->max_rate < 0)
+        bad = "--seconds and --timeout must be positive, --rate and --max-rate not negative";
     else if (strcmp(o->csr_key, "ec-p256") != 0 && strcmp(o->csr_key, "rsa-2048") != 0)
         bad = "--csr-key is ec-p256 or rsa-2048";
     else if (o->cfssl_url && (o->rate > 0 || o->retry))

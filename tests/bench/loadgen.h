@@ -32,7 +32,9 @@ typedef struct {
     int connections, concurrency, threads, pods, retry, cold;
     uint64_t requests; /* 0: run for seconds */
     double seconds, rate, timeout;
-    double idle; /* > 0: hold the warmed-up connections this long, no load (--idle) */
+    double idle;     /* > 0: hold the warmed-up connections this long, no load (--idle) */
+    double max_rate; /* > 0: the server's maximum rate, measured before (--max-rate): the
+                        storm target is printed against it */
     uint32_t token_ttl;
     pid_t fe_pid, sg_pid, server_pid;
 } lg_opts;
@@ -44,6 +46,13 @@ typedef struct {
     double *lat;              /* seconds, OK requests in time, from their first attempt */
     size_t n_lat, cap_lat;
     double t_last; /* monotonic time of the last completion */
+    /* --retry: the backoff each request slept, from a refusal to its next attempt
+     * (measured, not drawn: the loop's own delay counts). */
+    double backoff_sum, backoff_max;
+    uint64_t backoff_reqs; /* requests that slept at all */
+    double t_final;        /* the last final answer (OK, or an error not retried) */
+    double final_backoff;  /* ... the total backoff of that request */
+    int final_attempts;    /* ... and its attempts */
 } lg_stats;
 
 /* Monotonic seconds. */

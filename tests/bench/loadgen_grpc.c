@@ -21,6 +21,8 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
+#include "fe_grpcrt.h"
+
 #define LG_METHOD "/istio.v1.auth.IstioCertificateService/CreateCertificate"
 #define LG_BACKOFF_MIN 0.5
 #define LG_BACKOFF_MAX 60.0
@@ -39,6 +41,7 @@ typedef struct {
     grpc_slice details;
     int pod, chan, attempt, state;
     double t_first;
+    double t_refused, backoff; /* the last refusal; the backoff slept so far */
 } lg_slot;
 
 typedef struct {
@@ -190,6 +193,7 @@ static int new_request(lg_worker *w, lg_slot *s, double t_first)
     s->pod = (int)((w->issued * (uint64_t)t + (uint64_t)w->index) % (uint64_t)w->o->pods);
     s->attempt = 0;
     s->t_first = t_first;
+    s->backoff = 0;
     w->issued++;
     w->st->started++;
     return start_attempt(w, s);
@@ -213,10 +217,20 @@ static void slot_done(lg_worker *w, lg_slot *s, double now)
         (code == GRPC_STATUS_UNAVAILABLE || code == GRPC_STATUS_RESOURCE_EXHAUSTED) &&
         (w->quota || now < w->deadline)) {
         w->st->retries++;
+        s->t_refused = now;
         s->state = SLOT_WAIT;
         w->waiting++;
         heap_push(w, now + backoff(w, s->attempt), (int)(s - w->slots));
         return;
+    }
+    w->st->t_final = now;
+    w->st->final_backoff = s->backoff;
+    w->st->final_attempts = s->attempt;
+    if (s->backoff > 0) {
+        w->st->backoff_reqs++;
+        w->st->backoff_sum += s->backoff;
+        if (s->backoff > w->st->backoff_max)
+            w->st->backoff_max = s->backoff;
     }
     if (!w->quota && now > w->deadline) {
         w->st->late++;
@@ -249,8 +263,11 @@ static double start_due(lg_worker *w, double now)
             w->slots[t.slot].state = SLOT_IDLE;
             if (w->o->rate > 0)
                 w->free_slots[w->n_free++] = t.slot;
-        } else if (start_attempt(w, &w->slots[t.slot]) != 0) {
-            w->failed = 1;
+        } else {
+            lg_slot *s = &w->slots[t.slot];
+            s->backoff += now - s->t_refused;
+            if (start_attempt(w, s) != 0)
+                w->failed = 1;
         }
     }
     if (w->n_heap > 0 && w->heap[0].t < next)
@@ -409,6 +426,7 @@ int lg_grpc_run(const lg_opts *o, const char *root_pem, lg_pod *pods, lg_stats *
     lg_worker w[LG_MAX_THREADS];
     pthread_t th[LG_MAX_THREADS];
     int n = 0, started = 0, bad = 0;
+    (void)fe_grpcrt_init(); /* as the front end: abseil's debug bookkeeping off */
     grpc_init();
     grpc_channel_credentials *creds = grpc_ssl_credentials_create(root_pem, NULL, NULL, NULL);
     for (; n < o->threads && !bad; n++)
