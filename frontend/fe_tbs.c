@@ -32,9 +32,7 @@
 
 /* DER tags written here. */
 #define T_INTEGER 0x02
-#define T_BIT_STRING 0x03
 #define T_OCTET_STRING 0x04
-#define T_OID 0x06
 #define T_UTCTIME 0x17
 #define T_GENTIME 0x18
 #define T_SEQUENCE 0x30
