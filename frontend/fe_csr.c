@@ -105,8 +105,9 @@ out:
 
 /* RSA within the profile's bounds (common/profile.h: 2048..8192 bits, an odd
  * exponent in [65537, 2^31-1], as the signer checks), or EC on P-256 / P-384 (named
- * curve, valid point). Cheap checks only: a modulus is not primality-tested. */
-static HSMCA_MUSTCHECK hsmca_code check_key(EVP_PKEY *k, hsmca_err *e)
+ * curve, valid point). Cheap checks only: a modulus is not primality-tested. kctx
+ * is a context of k (or NULL: none could be made). */
+static HSMCA_MUSTCHECK hsmca_code check_key(EVP_PKEY *k, EVP_PKEY_CTX *kctx, hsmca_err *e)
 {
     int id = EVP_PKEY_get_base_id(k);
     int bits = EVP_PKEY_get_bits(k);
@@ -140,9 +141,7 @@ static HSMCA_MUSTCHECK hsmca_code check_key(EVP_PKEY *k, hsmca_err *e)
          * with coordinates in range already has the group's order, so the quick
          * check is the whole check (the full one adds a scalar multiplication by
          * the order, about as costly as the signature verification). */
-        EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_pkey(NULL, k, NULL);
-        int ok = ctx && EVP_PKEY_public_check_quick(ctx) == 1;
-        EVP_PKEY_CTX_free(ctx);
+        int ok = kctx && EVP_PKEY_public_check_quick(kctx) == 1;
         if (!ok)
             return hsmca_fail(e, HSMCA_EINVAL, "CSR key type/size not allowed: EC point invalid");
         return HSMCA_OK;
@@ -253,6 +252,7 @@ static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, f
         return hsmca_fail(e, HSMCA_EINVAL, "CSR is not a DER PKCS#10 request");
     hsmca_code rc = HSMCA_EINVAL;
     EVP_PKEY *k = NULL;
+    EVP_PKEY_CTX *kctx = NULL; /* one context of k for its check and the verify */
     if (used != derlen) {
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR DER has trailing bytes");
         goto out;
@@ -266,9 +266,10 @@ static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, f
         goto out;
     }
     /* Key first: refusing an odd key is cheaper than verifying with it. */
-    if ((rc = check_key(k, e)) != HSMCA_OK)
+    kctx = EVP_PKEY_CTX_new_from_pkey(NULL, k, NULL);
+    if ((rc = check_key(k, kctx, e)) != HSMCA_OK)
         goto out;
-    if (!fe_csr_der_verify(req, k)) {
+    if (!fe_csr_der_verify(req, k, kctx)) {
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR signature does not verify");
         goto out;
     }
@@ -282,6 +283,7 @@ static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, f
     k = NULL;
     rc = HSMCA_OK;
 out:
+    EVP_PKEY_CTX_free(kctx);
     EVP_PKEY_free(k);
     fe_csr_der_free(req);
     return rc;

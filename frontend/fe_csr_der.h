@@ -32,8 +32,9 @@ EVP_PKEY *fe_csr_der_pubkey(const fe_csr_der *r);
  * bits (for the TBS builder), new; NULL on failure or an unsupported parameter. */
 X509_PUBKEY *fe_csr_der_spki(const fe_csr_der *r);
 
-/* 1 when the request's signature verifies under k over the exact bytes received. */
-int fe_csr_der_verify(const fe_csr_der *r, EVP_PKEY *k);
+/* 1 when the request's signature verifies under k over the exact bytes received.
+ * kctx: a context of k (EVP_PKEY_CTX_new_from_pkey) the verify may use, or NULL. */
+int fe_csr_der_verify(const fe_csr_der *r, EVP_PKEY *k, EVP_PKEY_CTX *kctx);
 
 /* The attributes (never NULL after a decode; may be empty). */
 const STACK_OF(X509_ATTRIBUTE) * fe_csr_der_attributes(const fe_csr_der *r);

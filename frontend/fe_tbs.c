@@ -1,26 +1,113 @@
 /* fe_tbs.c - see fe_tbs.h.
  *
- * Builds the certificate with OpenSSL's X509 object, then lets certasm set the
- * inner signature algorithm and encode the TBS. SANs are built as
- * GENERAL_NAMEs, never through X509V3 config strings, so no value from a
+ * The TBS is written as DER directly, from the end of one buffer towards its
+ * start: each SEQUENCE's contents are written first, so its length is known
+ * when its header is prepended, and nothing is encoded twice. Building it with
+ * OpenSSL's X509 object (X509_add1_ext_i2d per extension, then i2d) cost
+ * 11-23 us a request; this costs a few (docs/PERFORMANCE.md §4). What it
+ * writes is byte for byte what that builder wrote: tests/unit/test_fe_tbs.c
+ * compares the two (fe_tbs_ref.c keeps the old one), and the signer checks
+ * every TBS's fields again (signer/signer_tbs.c). SANs are written as
+ * IA5String bytes, never through X509V3 config strings, so no value from a
  * request can be read as config syntax. */
 #include "fe_tbs.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
-#include "certasm.h"
 #include "profile.h"
+#include "sigalg.h"
 
 #define FE_TBS_SERIAL_LEN 16
 #define FE_TBS_BACKDATE PROFILE_BACKDATE_S
+#define FE_TBS_SAN_MAX 1024
+/* Room beyond the variable parts (issuer, key, SANs): version, serial, the
+ * algorithm, validity, the fixed extensions and every header is under 300 bytes. */
+#define FE_TBS_FIXED_ROOM 512
+
+/* DER tags written here. */
+#define T_INTEGER 0x02
+#define T_OCTET_STRING 0x04
+#define T_UTCTIME 0x17
+#define T_GENTIME 0x18
+#define T_SEQUENCE 0x30
+#define T_CTX0 0x80      /* [0] IMPLICIT, primitive: AKI keyIdentifier */
+#define T_CTX0_CONS 0xa0 /* [0] EXPLICIT: version */
+#define T_CTX3_CONS 0xa3 /* [3] EXPLICIT: extensions */
+#define T_GEN_DNS 0x82   /* GeneralName dNSName [2] IA5String */
+#define T_GEN_URI 0x86   /* uniformResourceIdentifier [6] IA5String */
+#define T_GEN_IP 0x87    /* iPAddress [7] OCTET STRING */
+
+/* Extensions whose value never changes: the whole Extension, DER (RFC 5280 4.2). */
+static const uint8_t EXT_BC[] = {/* basicConstraints, critical, CA:FALSE (empty SEQUENCE) */
+                                 0x30, 0x0c, 0x06, 0x03, 0x55, 0x1d, 0x13,
+                                 0x01, 0x01, 0xff, 0x04, 0x02, 0x30, 0x00};
+static const uint8_t EXT_KU[] = {/* keyUsage, critical, digitalSignature|keyEncipherment */
+                                 0x30, 0x0e, 0x06, 0x03, 0x55, 0x1d, 0x0f, 0x01,
+                                 0x01, 0xff, 0x04, 0x04, 0x03, 0x02, 0x05, 0xa0};
+static const uint8_t EXT_EKU[] = {/* extKeyUsage: serverAuth, clientAuth */
+                                  0x30, 0x1d, 0x06, 0x03, 0x55, 0x1d, 0x25, 0x04, 0x16, 0x30, 0x14,
+                                  0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01, 0x06,
+                                  0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02};
+static const uint8_t OID_SKI[] = {0x06, 0x03, 0x55, 0x1d, 0x0e};
+static const uint8_t OID_AKI[] = {0x06, 0x03, 0x55, 0x1d, 0x23};
+static const uint8_t OID_SAN_CRIT[] = {0x06, 0x03, 0x55, 0x1d, 0x11, 0x01, 0x01, 0xff};
+static const uint8_t VERSION_3[] = {T_CTX0_CONS, 0x03, T_INTEGER, 0x01, 0x02};
+static const uint8_t EMPTY_NAME[] = {T_SEQUENCE, 0x00};
+
+/* A DER writer that fills buf from its end towards its start. Writing past the
+ * start sets err (the room is computed beforehand, so that is a bug, reported). */
+typedef struct {
+    uint8_t *buf;
+    size_t pos; /* the next write ends here */
+    int err;
+} der_w;
+
+static void put(der_w *w, const void *p, size_t n)
+{
+    if (w->err || n > w->pos) {
+        w->err = 1;
+        return;
+    }
+    w->pos -= n;
+    memcpy(w->buf + w->pos, p, n);
+}
+
+/* Prepends tag and the DER length of what was written since mark (a pos). */
+static void wrap(der_w *w, uint8_t tag, size_t mark)
+{
+    size_t n = mark - w->pos;
+    uint8_t h[1 + 1 + sizeof(size_t)];
+    size_t k = 0;
+    if (n >= 0x80)
+        for (size_t m = n; m; m >>= 8)
+            k++;
+    h[0] = tag;
+    if (k == 0) {
+        h[1] = (uint8_t)n;
+    } else {
+        h[1] = (uint8_t)(0x80 | k);
+        for (size_t i = 0; i < k; i++)
+            h[1 + k - i] = (uint8_t)(n >> (8 * i));
+    }
+    put(w, h, 2 + k);
+}
+
+static void put_prim(der_w *w, uint8_t tag, const void *p, size_t n)
+{
+    size_t mark = w->pos;
+    put(w, p, n);
+    wrap(w, tag, mark);
+}
 
 /* 128 random bits as a positive DER INTEGER of exactly 16 content octets: the
  * first octet in [0x01, 0x7f] (no sign bit, no leading zero to strip). */
-static HSMCA_MUSTCHECK hsmca_code set_serial(X509 *x, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code put_serial(der_w *w, hsmca_err *e)
 {
     uint8_t b[FE_TBS_SERIAL_LEN];
     if (RAND_bytes(b, sizeof(b)) != 1)
@@ -31,179 +118,196 @@ static HSMCA_MUSTCHECK hsmca_code set_serial(X509 *x, hsmca_err *e)
             return hsmca_fail(e, HSMCA_EINTERNAL, "RAND_bytes failed drawing a serial");
         b[0] &= 0x7f;
     }
-    ASN1_INTEGER *sn = X509_get_serialNumber(x);
-    int ok = ASN1_STRING_set(sn, b, sizeof(b));
+    put_prim(w, T_INTEGER, b, sizeof(b));
     OPENSSL_cleanse(b, sizeof(b));
-    if (!ok)
-        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory setting the serial");
-    sn->type = V_ASN1_INTEGER; /* positive */
     return HSMCA_OK;
 }
 
-/* Appends one extension; takes no ownership of value. */
-static HSMCA_MUSTCHECK hsmca_code add_ext(X509 *x, int nid, void *value, int crit, hsmca_err *e)
+/* A Time as ASN1_TIME_set chooses it: UTCTime YYMMDDHHMMSSZ for 1950-2049
+ * (RFC 5280 4.1.2.5), GeneralizedTime YYYYMMDDHHMMSSZ otherwise (up to 9999). */
+typedef struct {
+    uint8_t tag;
+    char s[16];
+    size_t n;
+} tbs_time;
+
+static int format_time(int64_t t, tbs_time *out)
 {
-    if (!value || X509_add1_ext_i2d(x, nid, value, crit, X509V3_ADD_DEFAULT) != 1)
-        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot add the %s extension", OBJ_nid2sn(nid));
-    return HSMCA_OK;
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if ((int64_t)tt != t || !OPENSSL_gmtime(&tt, &tm))
+        return 0;
+    int year = tm.tm_year + 1900;
+    if (year < 0 || year > 9999)
+        return 0;
+    int utc = year >= 1950 && year < 2050;
+    int n = utc ? snprintf(out->s, sizeof(out->s), "%02d%02d%02d%02d%02d%02dZ", year % 100,
+                           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec)
+                : snprintf(out->s, sizeof(out->s), "%04d%02d%02d%02d%02d%02dZ", year, tm.tm_mon + 1,
+                           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    out->tag = utc ? T_UTCTIME : T_GENTIME;
+    out->n = (size_t)n;
+    return n == (utc ? 13 : 15);
 }
 
-static HSMCA_MUSTCHECK hsmca_code add_basic_ext(X509 *x, hsmca_err *e)
+/* What the TBS needs beyond the parameters, all checked before anything is
+ * written, in the order the X509-API builder refused them (same messages). */
+typedef struct {
+    const sigalg *alg;
+    const X509_PUBKEY *spki;
+    X509_PUBKEY *own_spki; /* made from subject_key, freed with the rest */
+    unsigned char *spki_der, *issuer_der;
+    int spki_len, issuer_len;
+    tbs_time not_before, not_after;
+    const ASN1_OCTET_STRING *ca_ski;
+    unsigned char ski[20];
+    unsigned int ski_len;
+} tbs_parts;
+
+static void parts_free(tbs_parts *t)
 {
-    BASIC_CONSTRAINTS *bc = BASIC_CONSTRAINTS_new(); /* ca = FALSE, no pathlen */
-    hsmca_code rc = add_ext(x, NID_basic_constraints, bc, 1, e);
-    BASIC_CONSTRAINTS_free(bc);
-    if (rc != HSMCA_OK)
-        return rc;
-
-    ASN1_BIT_STRING *ku = ASN1_BIT_STRING_new();
-    if (ku && (!ASN1_BIT_STRING_set_bit(ku, 0, 1) ||  /* digitalSignature */
-               !ASN1_BIT_STRING_set_bit(ku, 2, 1))) { /* keyEncipherment */
-        ASN1_BIT_STRING_free(ku);
-        ku = NULL;
-    }
-    rc = add_ext(x, NID_key_usage, ku, 1, e);
-    ASN1_BIT_STRING_free(ku);
-    if (rc != HSMCA_OK)
-        return rc;
-
-    EXTENDED_KEY_USAGE *eku = sk_ASN1_OBJECT_new_null();
-    if (eku && (!sk_ASN1_OBJECT_push(eku, OBJ_nid2obj(NID_server_auth)) ||
-                !sk_ASN1_OBJECT_push(eku, OBJ_nid2obj(NID_client_auth)))) {
-        sk_ASN1_OBJECT_free(eku);
-        eku = NULL;
-    }
-    rc = add_ext(x, NID_ext_key_usage, eku, 0, e);
-    sk_ASN1_OBJECT_free(eku); /* the objects are OpenSSL's static table entries */
-    return rc;
+    X509_PUBKEY_free(t->own_spki);
+    OPENSSL_free(t->spki_der);
+    OPENSSL_free(t->issuer_der);
 }
 
-/* Copies a parsed SubjectPublicKeyInfo (algorithm, named-curve or NULL
- * parameters, key bits) into x without a decode/encode round trip. */
-static int copy_spki(X509 *x, const X509_PUBKEY *from)
+/* The SubjectPublicKeyInfo to certify: the CSR's as parsed (algorithm, named-curve
+ * or NULL parameters, key bits: copied as is), or one made from subject_key. */
+static int take_spki(const fe_tbs_params *p, tbs_parts *t)
 {
-    ASN1_OBJECT *alg = NULL;
+    if (!p->subject_spki) {
+        if (!X509_PUBKEY_set(&t->own_spki, p->subject_key))
+            return 0;
+        t->spki = t->own_spki;
+        return 1;
+    }
     const unsigned char *bits = NULL;
-    int nbits = 0;
+    int nbits = 0, ptype = 0;
     X509_ALGOR *pa = NULL;
-    const ASN1_OBJECT *pobj;
-    int ptype;
-    const void *pval;
-    if (!X509_PUBKEY_get0_param(&alg, &bits, &nbits, &pa, from) || !bits || nbits <= 0)
+    if (!X509_PUBKEY_get0_param(NULL, &bits, &nbits, &pa, p->subject_spki) || !bits || nbits <= 0)
         return 0;
-    X509_ALGOR_get0(&pobj, &ptype, &pval, pa);
-    void *param = NULL;
-    if (ptype == V_ASN1_OBJECT)
-        param = OBJ_dup(pval);
-    else if (ptype != V_ASN1_NULL && ptype != V_ASN1_UNDEF)
+    X509_ALGOR_get0(NULL, &ptype, NULL, pa);
+    if (ptype != V_ASN1_OBJECT && ptype != V_ASN1_NULL && ptype != V_ASN1_UNDEF)
         return 0; /* explicit curve parameters: never accepted from a CSR */
-    ASN1_OBJECT *obj = OBJ_dup(pobj);
-    unsigned char *copy = OPENSSL_memdup(bits, (size_t)nbits);
-    if (!obj || !copy || (ptype == V_ASN1_OBJECT && !param) ||
-        !X509_PUBKEY_set0_param(X509_get_X509_PUBKEY(x), obj, ptype, param, copy, nbits)) {
-        ASN1_OBJECT_free(obj);
-        ASN1_OBJECT_free(param);
-        OPENSSL_free(copy);
-        return 0;
-    }
+    t->spki = p->subject_spki;
     return 1;
 }
 
-/* SKI = SHA-1 of the subjectPublicKey BIT STRING (RFC 5280 4.2.1.2 method 1);
- * AKI = keyIdentifier only, the CA's own SKI, so chains link by key id. */
-static HSMCA_MUSTCHECK hsmca_code add_key_ids(X509 *x, X509 *ca, hsmca_err *e)
+/* Each SAN: URI and DNS names of 1 to 1024 bytes, IP addresses that parse. */
+static HSMCA_MUSTCHECK hsmca_code check_sans(const fe_tbs_params *p, hsmca_err *e)
 {
-    const unsigned char *pk = NULL;
-    int pklen = 0;
-    unsigned char md[20];
-    unsigned int mdlen = 0;
-    if (!X509_PUBKEY_get0_param(NULL, &pk, &pklen, NULL, X509_get_X509_PUBKEY(x)) || !pk ||
-        !EVP_Digest(pk, (size_t)pklen, md, &mdlen, EVP_sha1(), NULL))
-        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot hash the subject public key");
-    ASN1_OCTET_STRING *ski = ASN1_OCTET_STRING_new();
-    if (ski && !ASN1_OCTET_STRING_set(ski, md, (int)mdlen)) {
-        ASN1_OCTET_STRING_free(ski);
-        ski = NULL;
+    size_t n = p->uri_san ? strlen(p->uri_san) : 1;
+    if (n == 0 || n > FE_TBS_SAN_MAX)
+        return hsmca_fail(e, HSMCA_EINVAL, "TBS: URI SAN is empty or longer than 1024 bytes");
+    for (int i = 0; i < p->n_dns; i++) {
+        n = p->dns[i] ? strlen(p->dns[i]) : 0;
+        if (n == 0 || n > FE_TBS_SAN_MAX)
+            return hsmca_fail(e, HSMCA_EINVAL, "TBS: DNS SAN is empty or longer than 1024 bytes");
     }
-    hsmca_code rc = add_ext(x, NID_subject_key_identifier, ski, 0, e);
-    ASN1_OCTET_STRING_free(ski);
-    if (rc != HSMCA_OK)
-        return rc;
-
-    const ASN1_OCTET_STRING *ca_ski = X509_get0_subject_key_id(ca);
-    if (!ca_ski || ASN1_STRING_length(ca_ski) <= 0)
-        return hsmca_fail(e, HSMCA_EINVAL, "CA certificate has no subjectKeyIdentifier");
-    AUTHORITY_KEYID *aki = AUTHORITY_KEYID_new();
-    if (aki && !(aki->keyid = ASN1_OCTET_STRING_dup(ca_ski))) {
-        AUTHORITY_KEYID_free(aki);
-        aki = NULL;
-    }
-    rc = add_ext(x, NID_authority_key_identifier, aki, 0, e);
-    AUTHORITY_KEYID_free(aki);
-    return rc;
-}
-
-/* Pushes one name of type (GEN_URI or GEN_DNS) holding text as an IA5String. */
-static HSMCA_MUSTCHECK hsmca_code push_ia5(GENERAL_NAMES *gens, int type, const char *text, hsmca_err *e)
-{
-    size_t n = text ? strlen(text) : 0;
-    if (n == 0 || n > 1024)
-        return hsmca_fail(e, HSMCA_EINVAL, "TBS: %s SAN is empty or longer than 1024 bytes",
-                          type == GEN_URI ? "URI" : "DNS");
-    GENERAL_NAME *g = GENERAL_NAME_new();
-    ASN1_IA5STRING *s = ASN1_IA5STRING_new();
-    if (!g || !s || !ASN1_STRING_set(s, text, (int)n)) {
-        GENERAL_NAME_free(g);
-        ASN1_IA5STRING_free(s);
-        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory building a SAN");
-    }
-    GENERAL_NAME_set0_value(g, type, s);
-    if (!sk_GENERAL_NAME_push(gens, g)) {
-        GENERAL_NAME_free(g);
-        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory building a SAN");
+    for (int i = 0; i < p->n_ips; i++) {
+        ASN1_OCTET_STRING *ip = p->ips[i] ? a2i_IPADDRESS(p->ips[i]) : NULL;
+        if (!ip)
+            return hsmca_fail(e, HSMCA_EINVAL, "TBS: IP SAN %d is not an IP address", i);
+        ASN1_OCTET_STRING_free(ip);
     }
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code add_san(X509 *x, const fe_tbs_params *p, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code prepare(const fe_tbs_params *p, tbs_parts *t, hsmca_err *e)
 {
-    GENERAL_NAMES *gens = sk_GENERAL_NAME_new_null();
-    hsmca_code rc = HSMCA_OK;
-    if (!gens)
-        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory building a SAN");
-    if (p->uri_san)
-        rc = push_ia5(gens, GEN_URI, p->uri_san, e);
-    for (int i = 0; rc == HSMCA_OK && i < p->n_dns; i++)
-        rc = push_ia5(gens, GEN_DNS, p->dns[i], e);
-    for (int i = 0; rc == HSMCA_OK && i < p->n_ips; i++) {
-        ASN1_OCTET_STRING *ip = p->ips[i] ? a2i_IPADDRESS(p->ips[i]) : NULL;
-        GENERAL_NAME *g = ip ? GENERAL_NAME_new() : NULL;
-        if (!g) {
-            ASN1_OCTET_STRING_free(ip);
-            rc = hsmca_fail(e, HSMCA_EINVAL, "TBS: IP SAN %d is not an IP address", i);
-            break;
-        }
-        GENERAL_NAME_set0_value(g, GEN_IPADD, ip);
-        if (!sk_GENERAL_NAME_push(gens, g)) {
-            GENERAL_NAME_free(g);
-            rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory building a SAN");
-        }
-    }
-    /* Critical: the subject is empty, so the SAN is the whole identity (RFC 5280 4.2.1.6). */
-    if (rc == HSMCA_OK)
-        rc = add_ext(x, NID_subject_alt_name, gens, 1, e);
-    GENERAL_NAMES_free(gens);
-    return rc;
+    if (!take_spki(p, t) ||
+        (t->issuer_len = i2d_X509_NAME(X509_get_subject_name(p->ca_cert), &t->issuer_der)) <= 0 ||
+        (t->spki_len = i2d_X509_PUBKEY(t->spki, &t->spki_der)) <= 0)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot set version, issuer or key of the TBS");
+    /* The backdate absorbs clock skew between us and relying parties; it is part of
+     * the TTL, because the signer caps notAfter - notBefore (invariant 2). */
+    int64_t not_before = p->now - FE_TBS_BACKDATE;
+    if (!format_time(not_before, &t->not_before) ||
+        !format_time(not_before + (int64_t)p->ttl, &t->not_after))
+        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot set the validity");
+    /* SKI = SHA-1 of the subjectPublicKey BIT STRING (RFC 5280 4.2.1.2 method 1). */
+    const unsigned char *pk = NULL;
+    int pklen = 0;
+    if (!X509_PUBKEY_get0_param(NULL, &pk, &pklen, NULL, t->spki) || !pk ||
+        !EVP_Digest(pk, (size_t)pklen, t->ski, &t->ski_len, EVP_sha1(), NULL))
+        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot hash the subject public key");
+    /* AKI = keyIdentifier only, the CA's own SKI, so chains link by key id. */
+    t->ca_ski = X509_get0_subject_key_id(p->ca_cert);
+    if (!t->ca_ski || ASN1_STRING_length(t->ca_ski) <= 0)
+        return hsmca_fail(e, HSMCA_EINVAL, "CA certificate has no subjectKeyIdentifier");
+    hsmca_code rc = check_sans(p, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    if (!(t->alg = sigalg_by_nid(p->sig_nid)))
+        return hsmca_fail(e, HSMCA_EINTERNAL, "unknown signature algorithm %d", p->sig_nid);
+    return HSMCA_OK;
 }
 
-/* The backdate absorbs clock skew between us and relying parties; it is part of
- * the TTL, because the signer caps notAfter - notBefore (invariant 2). */
-static HSMCA_MUSTCHECK hsmca_code set_validity(X509 *x, int64_t now, uint32_t ttl, hsmca_err *e)
+/* One Extension: SEQUENCE { oid [critical], OCTET STRING { what was written
+ * since mark } }. */
+static void wrap_ext(der_w *w, const uint8_t *oid_crit, size_t oid_crit_len, size_t mark)
 {
-    int64_t not_before = now - FE_TBS_BACKDATE;
-    if (!ASN1_TIME_set(X509_getm_notBefore(x), (time_t)not_before) ||
-        !ASN1_TIME_set(X509_getm_notAfter(x), (time_t)(not_before + (int64_t)ttl)))
-        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot set the validity");
+    wrap(w, T_OCTET_STRING, mark);
+    put(w, oid_crit, oid_crit_len);
+    wrap(w, T_SEQUENCE, mark);
+}
+
+/* Critical: the subject is empty, so the SAN is the whole identity (RFC 5280
+ * 4.2.1.6). The URI, then DNS names, then IP addresses (written last first). */
+static void put_san(der_w *w, const fe_tbs_params *p)
+{
+    size_t mark = w->pos;
+    for (int i = p->n_ips - 1; i >= 0; i--) {
+        ASN1_OCTET_STRING *ip = a2i_IPADDRESS(p->ips[i]); /* parsed in check_sans */
+        if (!ip) {
+            w->err = 1;
+            return;
+        }
+        put_prim(w, T_GEN_IP, ASN1_STRING_get0_data(ip), (size_t)ASN1_STRING_length(ip));
+        ASN1_OCTET_STRING_free(ip);
+    }
+    for (int i = p->n_dns - 1; i >= 0; i--)
+        put_prim(w, T_GEN_DNS, p->dns[i], strlen(p->dns[i]));
+    if (p->uri_san)
+        put_prim(w, T_GEN_URI, p->uri_san, strlen(p->uri_san));
+    wrap(w, T_SEQUENCE, mark); /* GeneralNames */
+    wrap_ext(w, OID_SAN_CRIT, sizeof(OID_SAN_CRIT), mark);
+}
+
+/* The whole TBS, last field first; the serial is drawn here. */
+static HSMCA_MUSTCHECK hsmca_code put_tbs(der_w *w, const fe_tbs_params *p, const tbs_parts *t,
+                                          hsmca_err *e)
+{
+    size_t mark = w->pos;
+    /* Extension order: BC, KU, EKU, SKI, AKI, SAN (what the signer expects to see). */
+    put_san(w, p);
+    size_t aki = w->pos;
+    put_prim(w, T_CTX0, ASN1_STRING_get0_data(t->ca_ski), (size_t)ASN1_STRING_length(t->ca_ski));
+    wrap(w, T_SEQUENCE, aki); /* AuthorityKeyIdentifier */
+    wrap_ext(w, OID_AKI, sizeof(OID_AKI), aki);
+    size_t ski = w->pos;
+    put_prim(w, T_OCTET_STRING, t->ski, t->ski_len);
+    wrap_ext(w, OID_SKI, sizeof(OID_SKI), ski);
+    put(w, EXT_EKU, sizeof(EXT_EKU));
+    put(w, EXT_KU, sizeof(EXT_KU));
+    put(w, EXT_BC, sizeof(EXT_BC));
+    wrap(w, T_SEQUENCE, mark);
+    wrap(w, T_CTX3_CONS, mark);
+    put(w, t->spki_der, (size_t)t->spki_len);
+    put(w, EMPTY_NAME, sizeof(EMPTY_NAME)); /* identity lives in the SAN only */
+    size_t validity = w->pos;
+    put_prim(w, t->not_after.tag, t->not_after.s, t->not_after.n);
+    put_prim(w, t->not_before.tag, t->not_before.s, t->not_before.n);
+    wrap(w, T_SEQUENCE, validity);
+    put(w, t->issuer_der, (size_t)t->issuer_len);
+    put(w, t->alg->alg_der, t->alg->alg_der_len); /* the inner algorithm: the table's bytes */
+    hsmca_code rc = put_serial(w, e);
+    if (rc != HSMCA_OK)
+        return rc;
+    put(w, VERSION_3, sizeof(VERSION_3));
+    wrap(w, T_SEQUENCE, mark);
+    if (w->err)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "TBS larger than its buffer");
     return HSMCA_OK;
 }
 
@@ -222,25 +326,33 @@ hsmca_code fe_tbs_build(const fe_tbs_params *p, uint8_t **der, size_t *len, hsmc
     if (p->ttl == 0)
         return hsmca_fail(e, HSMCA_EINVAL, "TBS: TTL is 0");
 
-    X509 *x = X509_new();
-    if (!x)
-        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory building a TBS");
-    hsmca_code rc;
-    /* The subject stays X509_new's empty name: identity lives in the SAN only. */
-    if (!X509_set_version(x, X509_VERSION_3) ||
-        !X509_set_issuer_name(x, X509_get_subject_name(p->ca_cert)) ||
-        !(p->subject_spki ? copy_spki(x, p->subject_spki) : X509_set_pubkey(x, p->subject_key))) {
-        rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot set version, issuer or key of the TBS");
+    tbs_parts t;
+    memset(&t, 0, sizeof(t));
+    uint8_t *buf = NULL;
+    hsmca_code rc = prepare(p, &t, e);
+    if (rc != HSMCA_OK)
+        goto out;
+    /* Room: the fixed parts, the issuer and key, each SAN's bytes and at most 4 of
+     * header (a 1024-byte name: 82 82 04 00), 18 for an IP address. */
+    size_t cap = FE_TBS_FIXED_ROOM + (size_t)t.issuer_len + (size_t)t.spki_len +
+                 (size_t)ASN1_STRING_length(t.ca_ski);
+    cap += p->uri_san ? strlen(p->uri_san) + 4 : 0;
+    for (int i = 0; i < p->n_dns; i++)
+        cap += strlen(p->dns[i]) + 4;
+    cap += (size_t)p->n_ips * (16 + 2);
+    if (!(buf = OPENSSL_malloc(cap))) {
+        rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory building a TBS");
         goto out;
     }
-    /* Extension order: BC, KU, EKU, SKI, AKI, SAN (what the signer expects to see). */
-    if ((rc = set_serial(x, e)) != HSMCA_OK ||
-        (rc = set_validity(x, p->now, p->ttl, e)) != HSMCA_OK ||
-        (rc = add_basic_ext(x, e)) != HSMCA_OK ||
-        (rc = add_key_ids(x, p->ca_cert, e)) != HSMCA_OK || (rc = add_san(x, p, e)) != HSMCA_OK)
+    der_w w = {buf, cap, 0};
+    if ((rc = put_tbs(&w, p, &t, e)) != HSMCA_OK)
         goto out;
-    rc = certasm_tbs_der(x, p->sig_nid, der, len, e);
+    *len = cap - w.pos;
+    memmove(buf, buf + w.pos, *len);
+    *der = buf;
+    buf = NULL;
 out:
-    X509_free(x);
+    OPENSSL_free(buf);
+    parts_free(&t);
     return rc;
 }

@@ -11,9 +11,10 @@
 #include <cmocka.h>
 
 #include <openssl/bn.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
-#include <openssl/rsa.h>
 #include <openssl/pem.h>
+#include <openssl/rsa.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -402,6 +403,93 @@ static void test_refuses_signature(void **state)
     X509_REQ_free(req);
 }
 
+/* The proof of possession against OpenSSL's own (X509_REQ_verify on the same DER):
+ * fe_csr_parse verifies ECDSA-SHA256/384 under an EC key with the digest and a raw
+ * verify, everything else through ASN1_item_verify; both must agree with it on every
+ * signature, altered or not: bit flips in the value, unused bits, a changed signed
+ * part, and every algorithm label on every key. */
+static void test_verify_matches_openssl(void **state)
+{
+    (void)state;
+    EVP_PKEY *keys[] = {k_p256, k_p384, k_rsa2048};
+    const EVP_MD *mds[] = {EVP_sha256(), EVP_sha384(), EVP_sha512(), EVP_sha1()};
+    const int alg_nids[] = {NID_ecdsa_with_SHA256,       NID_ecdsa_with_SHA384,
+                            NID_ecdsa_with_SHA512,       NID_ecdsa_with_SHA1,
+                            NID_sha256WithRSAEncryption, NID_sha384WithRSAEncryption};
+    int accepted = 0, refused = 0;
+    for (size_t ki = 0; ki < sizeof(keys) / sizeof(keys[0]); ki++)
+        for (size_t mi = 0; mi < sizeof(mds) / sizeof(mds[0]); mi++)
+            for (int mut = 0; mut < 24; mut++) {
+                X509_REQ *req = X509_REQ_new();
+                assert_true(X509_REQ_set_version(req, X509_REQ_VERSION_1));
+                assert_true(X509_REQ_set_pubkey(req, keys[ki]));
+                STACK_OF(X509_EXTENSION) *exts = sk_X509_EXTENSION_new_null();
+                assert_true(sk_X509_EXTENSION_push(exts, san_ext(my_uri, 1)));
+                assert_true(X509_REQ_add_extensions(req, exts));
+                sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
+                assert_true(X509_REQ_sign(req, keys[ki], mds[mi]) > 0);
+                const ASN1_BIT_STRING *csig;
+                const X509_ALGOR *calg;
+                X509_REQ_get0_signature(req, &csig, &calg);
+                ASN1_BIT_STRING *sig = (ASN1_BIT_STRING *)csig;
+                X509_ALGOR *alg = (X509_ALGOR *)calg;
+                int alter_signed_part = 0;
+                if (mut >= 1 && mut <= 12) {
+                    /* one bit of the value: DER header, r, s, or the last octet */
+                    int n = ASN1_STRING_length(sig);
+                    int at = mut == 12 ? n - 1 : (mut * 5) % n;
+                    sig->data[at] ^= (uint8_t)(1u << (mut % 8));
+                } else if (mut == 13) {
+                    sig->flags = ASN1_STRING_FLAG_BITS_LEFT | 1; /* one unused bit */
+                } else if (mut >= 14 && mut < 20) {
+                    int nid = alg_nids[mut - 14];
+                    int rsa =
+                        nid == NID_sha256WithRSAEncryption || nid == NID_sha384WithRSAEncryption;
+                    assert_true(X509_ALGOR_set0(alg, OBJ_nid2obj(nid),
+                                                rsa ? V_ASN1_NULL : V_ASN1_UNDEF, NULL));
+                } else if (mut == 20) {
+                    alter_signed_part = 1;
+                }
+                unsigned char *der = NULL;
+                int len = i2d_X509_REQ(req, &der);
+                assert_true(len > 0);
+                if (alter_signed_part) {
+                    uint8_t *u = memmem(der, (size_t)len, "default", 7);
+                    assert_non_null(u);
+                    u[0] = 'D';
+                }
+                /* OpenSSL's verdict on exactly these bytes */
+                const unsigned char *p = der;
+                X509_REQ *back = d2i_X509_REQ(NULL, &p, len);
+                int want = back && X509_REQ_verify(back, keys[ki]) == 1;
+                ERR_clear_error();
+                char *pem = pem_of(der, (size_t)len, "CERTIFICATE REQUEST");
+                fe_csr c;
+                hsmca_err e;
+                hsmca_err_clear(&e);
+                hsmca_code rc = fe_csr_parse(pem, strlen(pem), &c, &e);
+                if ((rc == HSMCA_OK) != want)
+                    fail_msg("key %zu md %zu mutation %d: OpenSSL %s, fe_csr_parse %s (%s)", ki, mi,
+                             mut, want ? "verifies" : "refuses",
+                             rc == HSMCA_OK ? "accepts" : "refuses", e.msg);
+                if (rc != HSMCA_OK) {
+                    assert_string_equal(e.msg, "CSR signature does not verify");
+                    refused++;
+                } else {
+                    accepted++;
+                }
+                fe_csr_free(&c);
+                free(pem);
+                X509_REQ_free(back);
+                OPENSSL_free(der);
+                X509_REQ_free(req);
+            }
+    /* Unaltered and the alterations that keep a valid signature (mutations 0 and
+     * 21-23, a few relabellings): some of each. */
+    assert_true(accepted >= 3 * 4 * 4);
+    assert_true(refused > accepted);
+}
+
 static void test_refuses_pem_forms(void **state)
 {
     (void)state;
@@ -542,10 +630,11 @@ static void test_refuses_der_forms(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_accepts_keys),      cmocka_unit_test(test_accepts_forms),
-        cmocka_unit_test(test_san_extraction),    cmocka_unit_test(test_refuses_san_forms),
-        cmocka_unit_test(test_refuses_keys),      cmocka_unit_test(test_refuses_signature),
-        cmocka_unit_test(test_refuses_pem_forms), cmocka_unit_test(test_refuses_der_forms),
+        cmocka_unit_test(test_accepts_keys),           cmocka_unit_test(test_accepts_forms),
+        cmocka_unit_test(test_san_extraction),         cmocka_unit_test(test_refuses_san_forms),
+        cmocka_unit_test(test_refuses_keys),           cmocka_unit_test(test_refuses_signature),
+        cmocka_unit_test(test_verify_matches_openssl), cmocka_unit_test(test_refuses_pem_forms),
+        cmocka_unit_test(test_refuses_der_forms),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,12 +12,16 @@
 /* cmocka.h needs the headers above. */
 #include <cmocka.h>
 
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
 #include "certasm.h"
+#include "fe_csr.h"
 #include "fe_tbs.h"
+#include "fe_tbs_ref.h"
 
 #define ME "spiffe://cluster.local/ns/default/sa/sleep"
 
@@ -339,8 +343,10 @@ static void test_workload_from_csr_spki(void **state)
         X509_REQ *parsed = d2i_X509_REQ(NULL, &rp, req_len);
         assert_non_null(parsed);
 
-        fe_tbs_params p = {.subject_spki = X509_REQ_get_X509_PUBKEY(parsed), .uri_san = ME,
-                           .now = (int64_t)time(NULL), .ttl = 86400};
+        fe_tbs_params p = {.subject_spki = X509_REQ_get_X509_PUBKEY(parsed),
+                           .uri_san = ME,
+                           .now = (int64_t)time(NULL),
+                           .ttl = 86400};
         p.ca_cert = ec_ca.cert;
         p.sig_nid = certasm_sig_nid_for_key(ec_ca.key);
         fe_tbs_params only_spki = p;
@@ -465,6 +471,324 @@ static void test_refusals(void **state)
     assert_refused(&p, HSMCA_EINTERNAL, "fe_tbs_build: missing parameter");
 }
 
+/* ---- fe_tbs_build's DER template against the X509-API builder (fe_tbs_ref.c) ---- */
+
+/* fe_tbs_build and the reference on the same parameters: the same code and message
+ * when refused; else the same bytes, the reference given the serial drawn. */
+static void assert_same_as_ref(const fe_tbs_params *p)
+{
+    uint8_t *a = NULL, *b = NULL;
+    size_t al = 0, bl = 0;
+    hsmca_err ea, eb;
+    hsmca_err_clear(&ea);
+    hsmca_err_clear(&eb);
+    hsmca_code ra = fe_tbs_build(p, &a, &al, &ea);
+    uint8_t serial[16];
+    memset(serial, 0x11, sizeof(serial));
+    if (ra == HSMCA_OK) {
+        static const uint8_t ver_serial[] = {0xa0, 0x03, 0x02, 0x01, 0x02, 0x02, 0x10};
+        size_t h = (a[1] & 0x80) ? 2 + (a[1] & 0x7f) : 2;
+        assert_true(al > h + sizeof(ver_serial) + 16);
+        assert_memory_equal(a + h, ver_serial, sizeof(ver_serial));
+        memcpy(serial, a + h + sizeof(ver_serial), 16);
+    }
+    hsmca_code rb = fe_tbs_ref_build(p, serial, &b, &bl, &eb);
+    if (ra != rb || (ra != HSMCA_OK && strcmp(ea.msg, eb.msg) != 0))
+        fail_msg("template: %s (%s), reference: %s (%s)", hsmca_code_name(ra), ea.msg,
+                 hsmca_code_name(rb), eb.msg);
+    if (ra == HSMCA_OK) {
+        assert_int_equal(al, bl);
+        assert_memory_equal(a, b, al);
+    } else {
+        assert_null(a);
+        assert_int_equal(al, 0);
+    }
+    OPENSSL_free(a);
+    OPENSSL_free(b);
+}
+
+/* A CA whose subject has every attribute at its usual upper bound (RFC 5280
+ * ub-*: 64-byte CN, O, OU; UTF8 and printable strings) and an SKI of ski_len
+ * bytes (0: the 20-byte SHA-1 one), so lengths cross the long forms. */
+static X509 *make_long_ca(EVP_PKEY *key, int ski_len)
+{
+    X509 *x = X509_new();
+    assert_non_null(x);
+    assert_true(X509_set_version(x, X509_VERSION_3));
+    assert_true(ASN1_INTEGER_set(X509_get_serialNumber(x), 7));
+    X509_NAME *n = X509_get_subject_name(x);
+    char v[65];
+    memset(v, 'a', 64);
+    v[64] = 0;
+    static const char *const fields[] = {"C", "ST", "L", "O", "OU", "CN"};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        const char *val = strcmp(fields[i], "C") == 0 ? "DE" : v;
+        int type = strcmp(fields[i], "CN") == 0 ? MBSTRING_UTF8 : MBSTRING_ASC;
+        assert_true(
+            X509_NAME_add_entry_by_txt(n, fields[i], type, (const unsigned char *)val, -1, -1, 0));
+    }
+    /* a multi-valued RDN and a non-ASCII CN value */
+    assert_true(X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_UTF8,
+                                           (const unsigned char *)"Zertifizierungsstelle \xc3\xa4",
+                                           -1, -1, 1));
+    assert_true(X509_set_issuer_name(x, n));
+    assert_true(X509_gmtime_adj(X509_getm_notBefore(x), -3600));
+    assert_true(X509_gmtime_adj(X509_getm_notAfter(x), 86400L * 365));
+    assert_true(X509_set_pubkey(x, key));
+    ASN1_OCTET_STRING *ski = ASN1_OCTET_STRING_new();
+    uint8_t id[300];
+    for (size_t i = 0; i < sizeof(id); i++)
+        id[i] = (uint8_t)(i * 7 + 1);
+    if (ski_len == 0) {
+        X509V3_CTX ctx;
+        X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+        X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &ctx, NID_subject_key_identifier, "hash");
+        assert_true(ext && X509_add_ext(x, ext, -1));
+        X509_EXTENSION_free(ext);
+    } else {
+        assert_true(ski_len <= (int)sizeof(id) && ASN1_OCTET_STRING_set(ski, id, ski_len));
+        assert_true(X509_add1_ext_i2d(x, NID_subject_key_identifier, ski, 0, X509V3_ADD_DEFAULT));
+    }
+    ASN1_OCTET_STRING_free(ski);
+    assert_true(X509_sign(x, key, EVP_sha256()) > 0);
+    /* As the front end has it: read back from DER (the encodings cached). */
+    unsigned char *der = NULL;
+    int len = i2d_X509(x, &der);
+    const unsigned char *p = der;
+    X509 *back = d2i_X509(NULL, &p, len);
+    assert_non_null(back);
+    OPENSSL_free(der);
+    X509_free(x);
+    return back;
+}
+
+/* The SubjectPublicKeyInfo as the front end has it from a CSR: fe_csr_parse of a
+ * PEM CSR signed by key (the caller fe_csr_free's c). */
+static void csr_spki(EVP_PKEY *key, fe_csr *c)
+{
+    X509_REQ *req = X509_REQ_new();
+    assert_non_null(req);
+    assert_true(X509_REQ_set_pubkey(req, key));
+    assert_true(X509_REQ_sign(req, key, EVP_sha256()) > 0);
+    BIO *bio = BIO_new(BIO_s_mem());
+    assert_true(PEM_write_bio_X509_REQ(bio, req));
+    char *pem = NULL;
+    long n = BIO_get_mem_data(bio, &pem);
+    hsmca_err e;
+    if (fe_csr_parse(pem, (size_t)n, c, &e) != HSMCA_OK)
+        fail_msg("fe_csr_parse: %s", e.msg);
+    BIO_free(bio);
+    X509_REQ_free(req);
+}
+
+/* A string of n bytes of c (static buffer per slot). */
+static const char *filled(int slot, size_t n, char c)
+{
+    static char bufs[4][1100];
+    assert_true(slot < 4 && n < sizeof(bufs[0]));
+    memset(bufs[slot], c, n);
+    bufs[slot][n] = 0;
+    return bufs[slot];
+}
+
+/* Every CA key type, every subject key type, from a key or a CSR, SAN kinds and
+ * lengths around the DER length boundaries, TTLs and times around the
+ * UTCTime/GeneralizedTime switch. */
+static void test_template_matches_reference(void **state)
+{
+    (void)state;
+    EVP_PKEY *p384 = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-384");
+    EVP_PKEY *p256 = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    EVP_PKEY *rsa3072 = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)3072);
+    assert_true(p384 && p256 && rsa3072);
+    ca p384_ca = {p384, make_ca(p384, 1)};
+    ca long_ca = {ec_ca.key, make_long_ca(ec_ca.key, 0)};
+    ca odd_ski_ca = {rsa_ca.key, make_long_ca(rsa_ca.key, 200)};
+    ca short_ski_ca = {ec_ca.key, make_long_ca(ec_ca.key, 1)};
+    const ca *cas[] = {&ec_ca, &rsa_ca, &p384_ca, &long_ca, &odd_ski_ca, &short_ski_ca};
+    EVP_PKEY *leaves[] = {p256, leaf_ec, leaf_rsa, rsa3072};
+    fe_csr csrs[4];
+    for (int j = 0; j < 4; j++)
+        csr_spki(leaves[j], &csrs[j]);
+
+    const char *dns8[8] = {
+        "a.example",         "hsmca.example.com", "localhost",          filled(0, 63, 'd'),
+        filled(1, 127, 'e'), filled(2, 128, 'f'), filled(3, 1024, 'g'), "x"};
+    const char *ips[] = {"127.0.0.1", "::1", "10.1.2.3", "2001:db8::42"};
+    const char *uris[] = {ME, "spiffe://t/" /* short */, NULL};
+    char long_uri[1025];
+    memset(long_uri, 'u', 1024);
+    memcpy(long_uri, "spiffe://", 9);
+    long_uri[1024] = 0;
+
+    struct {
+        int64_t now;
+        uint32_t ttl;
+    } times[] = {
+        {1700000000, 1},
+        {1700000000, 86400},
+        {1700000000, UINT32_MAX},
+        {2524607999 + 120, 1},    /* notBefore 2049-12-31T23:59:59: UTCTime, notAfter 2050 */
+        {2524608000 + 120, 60},   /* notBefore 2050-01-01T00:00:00: GeneralizedTime */
+        {-631152000 + 120, 3600}, /* notBefore 1950-01-01: UTCTime */
+        {-631152001 + 120, 3600}, /* 1949-12-31T23:59:59: GeneralizedTime */
+        {253402300799 + 120 - 3600, 3600}, /* notAfter 9999-12-31T23:59:59 */
+        {1700000000, 7776000},             /* 90 days */
+    };
+    int n = 0;
+    for (size_t i = 0; i < sizeof(cas) / sizeof(cas[0]); i++)
+        for (int j = 0; j < 4; j++)
+            for (int from_csr = 0; from_csr < 2; from_csr++)
+                for (int s = 0; s < 6; s++) {
+                    fe_tbs_params p = {.ca_cert = cas[i]->cert,
+                                       .sig_nid = certasm_sig_nid_for_key(cas[i]->key),
+                                       .now = times[(i + j + (size_t)s) % 9].now,
+                                       .ttl = times[(i + j + (size_t)s) % 9].ttl};
+                    if (from_csr)
+                        p.subject_spki = csrs[j].spki;
+                    else
+                        p.subject_key = leaves[j];
+                    switch (s) {
+                    case 0: p.uri_san = uris[0]; break;
+                    case 1: p.uri_san = long_uri; break;
+                    case 2:
+                        p.uri_san = uris[1];
+                        p.dns = dns8;
+                        p.n_dns = 8;
+                        break;
+                    case 3:
+                        p.dns = dns8;
+                        p.n_dns = 3;
+                        p.ips = ips;
+                        p.n_ips = 4;
+                        break;
+                    case 4:
+                        p.ips = ips;
+                        p.n_ips = 1;
+                        break;
+                    default:
+                        p.uri_san = filled(0, 128, 'v');
+                        p.dns = dns8 + 6;
+                        p.n_dns = 2;
+                    }
+                    assert_same_as_ref(&p);
+                    n++;
+                }
+    /* Every time case with every CA (the loop above spreads them). */
+    for (size_t t = 0; t < sizeof(times) / sizeof(times[0]); t++)
+        for (size_t i = 0; i < sizeof(cas) / sizeof(cas[0]); i++) {
+            fe_tbs_params p = {.ca_cert = cas[i]->cert,
+                               .sig_nid = certasm_sig_nid_for_key(cas[i]->key),
+                               .subject_spki = csrs[0].spki,
+                               .uri_san = ME,
+                               .now = times[t].now,
+                               .ttl = times[t].ttl};
+            assert_same_as_ref(&p);
+        }
+    assert_int_equal(n, 6 * 4 * 2 * 6);
+    for (int j = 0; j < 4; j++)
+        fe_csr_free(&csrs[j]);
+    X509_free(p384_ca.cert);
+    X509_free(long_ca.cert);
+    X509_free(odd_ski_ca.cert);
+    X509_free(short_ski_ca.cert);
+    EVP_PKEY_free(p384);
+    EVP_PKEY_free(p256);
+    EVP_PKEY_free(rsa3072);
+}
+
+/* A SAN extension over 64 KiB (three length octets), and SAN counts from 1 to 70. */
+static void test_template_large_sans(void **state)
+{
+    (void)state;
+    const char *dns[70];
+    for (int i = 0; i < 70; i++)
+        dns[i] = filled(i % 4, 1024 - (size_t)(i % 4), (char)('a' + i % 26));
+    for (int k = 1; k <= 70; k += (k < 10 ? 1 : 20)) {
+        fe_tbs_params p = {.ca_cert = rsa_ca.cert,
+                           .sig_nid = NID_sha256WithRSAEncryption,
+                           .subject_key = leaf_rsa,
+                           .uri_san = ME,
+                           .dns = dns,
+                           .n_dns = k,
+                           .now = 1700000000,
+                           .ttl = 3600};
+        assert_same_as_ref(&p);
+    }
+}
+
+/* Refused the same way, with the same message, whichever check fails first. */
+static void test_template_refusals_match(void **state)
+{
+    (void)state;
+    X509 *no_ski = make_ca(ec_ca.key, 0);
+    const char *bad_ip[] = {"127.0.0.1", "::1", "not-an-ip"};
+    const char *empty_dns[] = {"ok.example", ""};
+    const char *null_dns[] = {NULL};
+    const char *long_dns[] = {filled(0, 1025, 'l')};
+    char long_uri[1026];
+    memset(long_uri, 'u', 1025);
+    long_uri[1025] = 0;
+    fe_tbs_params base = {.ca_cert = ec_ca.cert,
+                          .sig_nid = NID_ecdsa_with_SHA256,
+                          .subject_key = leaf_ec,
+                          .uri_san = ME,
+                          .now = 1700000000,
+                          .ttl = 60};
+    fe_tbs_params v[16];
+    int n = 0;
+    v[n] = base, v[n++].uri_san = NULL;                  /* no SAN */
+    v[n] = base, v[n].ips = bad_ip, v[n++].n_ips = 3;    /* IP 2 */
+    v[n] = base, v[n++].uri_san = "";                    /* empty URI */
+    v[n] = base, v[n++].uri_san = long_uri;              /* 1025-byte URI */
+    v[n] = base, v[n].dns = empty_dns, v[n++].n_dns = 2; /* empty DNS */
+    v[n] = base, v[n].dns = null_dns, v[n++].n_dns = 1;  /* NULL DNS */
+    v[n] = base, v[n].dns = long_dns, v[n++].n_dns = 1;  /* 1025-byte DNS */
+    v[n] = base, v[n++].n_dns = -1;                      /* malformed list */
+    v[n] = base, v[n++].n_ips = 1;                       /* ips NULL */
+    v[n] = base, v[n++].ttl = 0;
+    v[n] = base, v[n++].sig_nid = NID_undef;
+    v[n] = base, v[n].sig_nid = NID_undef, v[n++].uri_san = ""; /* SAN first */
+    v[n] = base, v[n].ca_cert = no_ski, v[n++].uri_san = "";    /* SKI first */
+    v[n] = base, v[n++].ca_cert = no_ski;
+    v[n] = base, v[n].ca_cert = no_ski, v[n++].now = 253402300800; /* validity first */
+    v[n] = base, v[n++].subject_key = NULL;
+    for (int i = 0; i < n; i++)
+        assert_same_as_ref(&v[i]);
+
+    /* A key with explicit curve parameters, as a CSR's SPKI: refused; as a key: certified
+     * as it encodes (the serving path's own key, never a CSR's). */
+    EVP_PKEY *explicit = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    assert_non_null(explicit);
+    assert_int_equal(EVP_PKEY_set_utf8_string_param(explicit, OSSL_PKEY_PARAM_EC_ENCODING,
+                                                    OSSL_PKEY_EC_ENCODING_EXPLICIT),
+                     1);
+    X509_PUBKEY *xp = NULL;
+    assert_true(X509_PUBKEY_set(&xp, explicit));
+    fe_tbs_params ex = base;
+    ex.subject_key = NULL;
+    ex.subject_spki = xp;
+    assert_same_as_ref(&ex);
+    assert_refused(&ex, HSMCA_EINTERNAL, "cannot set version, issuer or key of the TBS");
+    ex.subject_spki = NULL;
+    ex.subject_key = explicit;
+    assert_same_as_ref(&ex);
+    X509_PUBKEY_free(xp);
+    EVP_PKEY_free(explicit);
+    X509_free(no_ski);
+
+    /* The one difference: a notAfter past 9999 has no GeneralizedTime (four-digit
+     * years). The reference wrote OpenSSL 3.0's "100000101000000Z" (not a valid
+     * time); the template refuses. (A TTL is at most 2^32 - 1 s: from any clock
+     * before 9863, the year stays under 10000.) */
+    fe_tbs_params late = base;
+    late.now = 253402300800 + 120 - 3600;
+    late.ttl = 3600;
+    assert_refused(&late, HSMCA_EINTERNAL, "cannot set the validity");
+    late.ttl = 3599; /* 9999-12-31T23:59:59 */
+    assert_same_as_ref(&late);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -473,6 +797,9 @@ int main(void)
         cmocka_unit_test(test_serving_and_times),
         cmocka_unit_test(test_serials_differ),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_template_matches_reference),
+        cmocka_unit_test(test_template_large_sans),
+        cmocka_unit_test(test_template_refusals_match),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
