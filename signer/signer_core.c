@@ -384,7 +384,8 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->more, NULL);
-    pthread_cond_init(&s->park, NULL);
+    pthread_cond_init(&s->check, NULL);
+    signer_park_cond_init(s);
     s->ctl_fd = -1;
     /* The policy file first: a mistake in it is the operator's to fix (EINVAL). */
     if ((cfg->policy_file[0] &&
@@ -427,7 +428,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     sigaddset(&block, SIGINT);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     s->n_workers = (int)signer_worker_count(cfg->sessions);
-    s->max_staged = s->n_workers * SIGNER_STAGED_PER_WORKER;
+    s->max_staged = SIGNER_MAX_STAGED;
     signer_stages_init(s);
     if (s->audit) {
         if (pthread_create(&s->syncer, NULL, signer_syncer, s) != 0)
@@ -439,12 +440,13 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
         if (!wa)
             fatal("out of memory");
         *wa = (signer_worker_arg){s, i};
-        if (pthread_create(&s->workers[i], NULL, signer_worker, wa) != 0)
+        if (pthread_create(&s->workers[i], NULL, i == 0 ? signer_checker : signer_worker, wa) != 0)
             fatal("cannot start worker thread");
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    log_info("signer ready: CA key %s, %u sessions, %d workers, max TTL %us, trust domain %s",
-             cfg->ca_key_uri, cfg->sessions, s->n_workers, cfg->max_ttl, cfg->trust_domain);
+    log_info("signer ready: CA key %s, %u sessions (a signing thread each), max TTL %us, trust "
+             "domain %s",
+             cfg->ca_key_uri, cfg->sessions, cfg->max_ttl, cfg->trust_domain);
     if (s->policy_file) {
         char hex[65];
         util_hex(policy_set_sha256(s->policy_file), 32, hex);
@@ -461,6 +463,7 @@ void signer_stop_all(signer_ctx *s)
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
     pthread_cond_broadcast(&s->more);
+    pthread_cond_broadcast(&s->check);
     pthread_cond_broadcast(&s->park);
     if (s->conn) /* wakes a worker waiting on a stalled front end */
         shutdown(s->conn->fd, SHUT_RDWR);

@@ -49,19 +49,26 @@ void signer_conn_close(signer_ctx *s);
  * waits for a front end to take a queue-full reply. */
 #define SIGNER_MAIN_SEND_TIMEOUT_MS 100
 
-/* Signing threads per PKCS#11 session. A worker waits for its intent's fdatasync
- * (invariant 8) before it takes a session (p11_pool blocks while none is free): with
- * more workers than sessions, those waiting on the disk share one sync while the
- * others keep every session signing, so the log does not idle the token. */
-#define SIGNER_WORKERS_PER_SESSION 16
-#define SIGNER_MAX_WORKERS 256
+/* The signer's threads besides the main one (which reads the front end): one checker,
+ * which validates each request and appends its intent, and one signing worker per
+ * PKCS#11 session, which signs what the audit log's syncer made durable (invariant 8).
+ * A worker never waits for a session (each has one to itself), and the checker
+ * fills the next sync while the sessions sign, so the log does not idle the token and
+ * no thread sleeps and wakes per request under load (bench_signer, docs/PERFORMANCE.md
+ * §4). Index 0 is the checker. */
+#define SIGNER_MAX_WORKERS (64 + 1) /* pkcs11.sessions is at most 64 */
 
-/* The workers a signer with `sessions` sessions runs. */
+/* The threads a signer with `sessions` sessions runs: the checker and a worker each. */
 static inline unsigned signer_worker_count(unsigned sessions)
 {
-    unsigned n = sessions * SIGNER_WORKERS_PER_SESSION;
+    unsigned n = sessions + 1;
     return n < SIGNER_MAX_WORKERS ? n : SIGNER_MAX_WORKERS;
 }
+
+/* Requests checked and logged but not yet signed (parked for the sync, or durable and
+ * waiting for a session), at most: enough for the sync of a busy second to cover a few
+ * hundred intents, and bounded, so a token that hangs holds this many at most. */
+#define SIGNER_MAX_STAGED 512
 
 /* The supervisor's control channel, to ask for a new front end when the
  * current one stops reading. */

@@ -41,7 +41,7 @@ typedef struct signer_job {
     size_t cost; /* bytes it holds, counted against SIGNER_MAX_QUEUE_BYTES */
     signer_conn *conn;
     Hsmca__Ipc__SignRequest *req;
-    int answered;            /* the request got its reply (from the worker or the watchdog); lock */
+    int answered;            /* the request got its reply (its thread or the watchdog): atomic */
     int current;             /* its front end was the current one when a worker took it; lock */
     double started;          /* monotonic: when a worker took it (the watchdog's clock); lock */
     struct signer_stage *st; /* from its checks to its reply (signer_work.c) */
@@ -54,12 +54,15 @@ typedef struct signer_job {
  * line per second, so it cannot drown the lines that matter. */
 #define SIGNER_REFUSAL_LINES_PER_S 50
 /* With the audit log, a request whose intent is appended waits for its sync in a list
- * (staged), not on its worker's thread: the worker goes on with the next request, and
- * one thread (signer_syncer) syncs for every staged intent and hands them back, durable,
- * to the workers to sign. A worker that slept per request for its intent's sync cost a
- * context switch per request, and while the disk synced, no session signed
- * (bench_signer). At most this many staged requests per worker. */
-#define SIGNER_STAGED_PER_WORKER 8
+ * (staged), not on a thread: the checker goes on with the next request, and one thread
+ * (signer_syncer) syncs for every staged intent and hands them back, durable, to the
+ * workers to sign (at most SIGNER_MAX_STAGED, signer_core.h). While the workers have
+ * SIGNER_READY_LOW durable requests or more to sign, the sync waits (at most
+ * SIGNER_SYNC_HOLD_S): a sync sooner would not make them sign sooner, and each sync
+ * costs the machine CPU (the signer's and the file system's journal) however few
+ * intents it covers. Without load nothing waits: the first intent syncs at once. */
+#define SIGNER_READY_LOW 64
+#define SIGNER_SYNC_HOLD_S 0.05
 /* The least time between two runs of signer_tick's work. */
 #define SIGNER_TICK_S 0.1
 
@@ -73,7 +76,7 @@ struct signer_ctx {
     tbs_policy policy;
     policy_set *policy_file; /* issuance.policy_file as we loaded it; NULL: none */
     signer_bind *bind;       /* identity binding; NULL when off (signer_bind.h) */
-    hsmca_config cfg; /* our copy: the policy's strings point into it */
+    hsmca_config cfg;        /* our copy: the policy's strings point into it */
     const sigalg *alg;
     serial_set *serials;
     rate_limiter *rate;
@@ -85,7 +88,8 @@ struct signer_ctx {
     double last_tick;     /* monotonic: signer_tick's last run (main thread only) */
 
     pthread_mutex_t lock;
-    pthread_cond_t more;
+    pthread_cond_t more;  /* the workers wait on it for staged requests */
+    pthread_cond_t check; /* the checker waits on it for queued requests and room */
     signer_conn *conn;
     signer_job *head, *tail;
     int queued;
@@ -98,12 +102,15 @@ struct signer_ctx {
      * both. All under lock. */
     signer_job *parked, *parked_tail, *ready, *ready_tail;
     int staged, max_staged;
+    int n_ready;         /* jobs on the ready list */
+    double parked_since; /* monotonic: when the oldest parked job was parked */
+    int checking;        /* the checker holds a job it will stage */
     /* Stages for the jobs in progress: max_staged + n_workers, taken and given back
      * under lock (allocated once; a malloc per request in one thread freed in another
      * spread the heap over every thread's arena). */
     struct signer_stage *stages, **free_stages;
     int n_free_stages;
-    pthread_cond_t park; /* the syncer waits on it for parked requests */
+    pthread_cond_t park; /* the syncer waits on it (CLOCK_MONOTONIC) for parked requests */
     pthread_t syncer;
     int has_syncer, syncer_stop;
     /* What each worker is signing, for the watchdog (guarded by lock). */
@@ -118,8 +125,13 @@ typedef struct {
 /* Drops a reference to c (closing it with the last one); lock held. */
 void signer_conn_unref_locked(signer_conn *c);
 
-/* A worker thread: arg is a malloc'd signer_worker_arg, freed by the worker. */
+/* A thread of the signer: arg is a malloc'd signer_worker_arg, freed by it. The checker
+ * (index 0) validates requests and stages them; the others sign staged requests. */
+void *signer_checker(void *arg);
 void *signer_worker(void *arg);
+
+/* Initializes s->park on the monotonic clock (the syncer's timed wait). */
+void signer_park_cond_init(signer_ctx *s);
 
 /* The pool of stages (max_staged and n_workers set); fatal when out of memory. */
 void signer_stages_init(signer_ctx *s);
@@ -128,14 +140,16 @@ void signer_stages_free(signer_ctx *s);
 /* A job's intent_seq before its intent is appended. */
 #define SIGNER_NO_INTENT UINT64_MAX
 
-/* Under s->lock: the next job for a worker, or NULL when it should stop. A durable
- * staged one comes first (*staged = 1; its front end checked again: j->current); a new
- * one (*staged = 0, with a stage from the pool) only while there is room to stage it.
- * At a stop, the staged jobs are signed first (their intents are in the log). */
-signer_job *signer_next_job(signer_ctx *s, int *staged);
+/* Under s->lock: the next job for the checker (checker = 1: a new one, with a stage
+ * from the pool, only while there is room to stage it) or for a signing worker (a
+ * staged one, durable; its front end checked again: j->current). NULL when the thread
+ * should stop: at a stop the checker takes nothing more, and the workers sign every
+ * staged job first (their intents are in the log), including one the checker holds. */
+signer_job *signer_next_job(signer_ctx *s, int checker);
 
-/* Parks j (checked, its intent appended) for the syncer; worker idx lets go of it. */
-void signer_park(signer_ctx *s, int idx, signer_job *j);
+/* Hands j, checked by the checker, on: parked for the syncer with the audit log (its
+ * intent appended), ready for a worker without it. The checker lets go of it. */
+void signer_stage_checked(signer_ctx *s, signer_job *j);
 
 /* The syncer thread (with the audit log): arg is the signer_ctx. */
 void *signer_syncer(void *arg);

@@ -1,11 +1,12 @@
 /* signer_stage.c - the signer's staged requests (see signer_core_int.h): with the
- * audit log, a worker parks a request once its intent is appended; the syncer thread
+ * audit log, the checker parks a request once its intent is appended; the syncer thread
  * makes every parked intent durable with one sync and hands them back, ready, to the
- * workers; the pool of stages the requests in progress hold. */
+ * signing workers; the pool of stages the requests in progress hold. */
 #include "signer_core_int.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "audit_log.h"
 #include "util.h"
@@ -44,6 +45,34 @@ static void list_append(signer_job **head, signer_job **tail, signer_job *list)
     *tail = last;
 }
 
+void signer_park_cond_init(signer_ctx *s)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->park, &a);
+    pthread_condattr_destroy(&a);
+}
+
+/* Under lock, something parked: waits while the workers have enough to sign (see
+ * SIGNER_READY_LOW), at most until the oldest parked intent has waited
+ * SIGNER_SYNC_HOLD_S, or a stop. */
+static void hold_sync(signer_ctx *s)
+{
+    double until = s->parked_since + SIGNER_SYNC_HOLD_S;
+    while (s->n_ready >= SIGNER_READY_LOW && !s->stopping && !s->syncer_stop) {
+        double left = until - util_mono_now();
+        if (left <= 0)
+            return;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long ns = ts.tv_nsec + (long)(left * 1e9);
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        pthread_cond_timedwait(&s->park, &s->lock, &ts);
+    }
+}
+
 void *signer_syncer(void *arg)
 {
     signer_ctx *s = arg;
@@ -53,6 +82,7 @@ void *signer_syncer(void *arg)
             pthread_cond_wait(&s->park, &s->lock);
         if (!s->parked)
             break;
+        hold_sync(s);
         /* Every intent parked so far shares this sync; those parked meanwhile, the
          * next. */
         signer_job *list = s->parked;
@@ -64,7 +94,8 @@ void *signer_syncer(void *arg)
         for (signer_job *j = list; j; j = j->next)
             n++;
         list_append(&s->ready, &s->ready_tail, list);
-        for (int i = 0; i < n; i++) /* a worker each, not a stampede of all */
+        s->n_ready += n;
+        for (int i = 0; i < n && i < s->n_workers; i++) /* a worker each, not a stampede */
             pthread_cond_signal(&s->more);
     }
     pthread_mutex_unlock(&s->lock);
@@ -89,18 +120,55 @@ void signer_stages_free(signer_ctx *s)
     free(s->free_stages);
 }
 
-void signer_park(signer_ctx *s, int idx, signer_job *j)
+void signer_stage_checked(signer_ctx *s, signer_job *j)
 {
     pthread_mutex_lock(&s->lock);
-    s->busy[idx] = NULL;
+    s->busy[0] = NULL;
+    s->checking = 0;
     j->next = NULL;
-    list_append(&s->parked, &s->parked_tail, j);
     s->staged++;
-    pthread_cond_signal(&s->park);
+    if (s->audit) {
+        if (!s->parked)
+            s->parked_since = util_mono_now();
+        list_append(&s->parked, &s->parked_tail, j);
+        pthread_cond_signal(&s->park);
+    } else {
+        list_append(&s->ready, &s->ready_tail, j);
+        s->n_ready++;
+        pthread_cond_signal(&s->more);
+    }
     pthread_mutex_unlock(&s->lock);
 }
 
-signer_job *signer_next_job(signer_ctx *s, int *staged)
+/* Under lock: the checker's next job, or NULL at a stop. */
+static signer_job *next_new(signer_ctx *s)
+{
+    for (;;) {
+        if (s->stopping)
+            return NULL;
+        if (s->head && s->staged < s->max_staged) {
+            signer_job *j = s->head;
+            s->head = j->next;
+            if (!s->head)
+                s->tail = NULL;
+            s->queued--;
+            j->next = NULL;
+            j->current = j->conn == s->conn;
+            j->started = util_mono_now();
+            /* Jobs with a stage are staged or held by a thread, and one is taken only
+             * below max_staged: the pool (signer_stages_init) never runs dry. */
+            if (s->n_free_stages == 0)
+                fatal("signer: no free stage (more jobs in progress than staged + workers)");
+            j->st = s->free_stages[--s->n_free_stages];
+            s->checking = 1;
+            return j;
+        }
+        pthread_cond_wait(&s->check, &s->lock);
+    }
+}
+
+/* Under lock: a worker's next job, or NULL at a stop once nothing is staged. */
+static signer_job *next_ready(signer_ctx *s)
 {
     for (;;) {
         if (s->ready) {
@@ -111,28 +179,19 @@ signer_job *signer_next_job(signer_ctx *s, int *staged)
             j->next = NULL;
             j->current = j->conn == s->conn; /* its front end may be gone since */
             s->staged--;
-            *staged = 1;
+            if (--s->n_ready < SIGNER_READY_LOW && s->parked) /* time for the next sync */
+                pthread_cond_signal(&s->park);
+            if (s->head) /* room to stage one more */
+                pthread_cond_signal(&s->check);
             return j;
         }
-        if (s->stopping && s->staged == 0)
+        if (s->stopping && s->staged == 0 && !s->checking)
             return NULL;
-        if (!s->stopping && s->head && s->staged < s->max_staged) {
-            signer_job *j = s->head;
-            s->head = j->next;
-            if (!s->head)
-                s->tail = NULL;
-            s->queued--;
-            j->next = NULL;
-            j->current = j->conn == s->conn;
-            j->started = util_mono_now();
-            /* Jobs with a stage are staged or held by a worker, and one is taken only
-             * below max_staged: the pool (signer_stages_init) never runs dry. */
-            if (s->n_free_stages == 0)
-                fatal("signer: no free stage (more jobs in progress than staged + workers)");
-            j->st = s->free_stages[--s->n_free_stages];
-            *staged = 0;
-            return j;
-        }
         pthread_cond_wait(&s->more, &s->lock);
     }
+}
+
+signer_job *signer_next_job(signer_ctx *s, int checker)
+{
+    return checker ? next_new(s) : next_ready(s);
 }

@@ -167,7 +167,7 @@ void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
     s->tail = j;
     s->queued++;
     s->queued_bytes += j->cost;
-    pthread_cond_signal(&s->more);
+    pthread_cond_signal(&s->check);
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -312,23 +312,17 @@ static void log_signed(const Hsmca__Ipc__SignRequest *req, const tbs_facts *f)
               LOG_STR("requester", req->requester));
 }
 
-/* Claims the right to answer j: 1 for the first caller (its worker or the
- * watchdog), 0 when it was answered already. */
-static int claim_answer(signer_ctx *s, signer_job *j)
+/* Claims the right to answer j: 1 for the first caller (its thread or the
+ * watchdog), 0 when it was answered already. An atomic flag, not the signer's
+ * lock: every request passes here, and the lock is the threads' busiest. */
+static int claim_answer(signer_job *j)
 {
-    pthread_mutex_lock(&s->lock);
-    int mine = !j->answered;
-    j->answered = 1;
-    pthread_mutex_unlock(&s->lock);
-    return mine;
+    return __atomic_exchange_n(&j->answered, 1, __ATOMIC_ACQ_REL) == 0;
 }
 
-static int was_answered(signer_ctx *s, const signer_job *j)
+static int was_answered(const signer_job *j)
 {
-    pthread_mutex_lock(&s->lock);
-    int done = j->answered;
-    pthread_mutex_unlock(&s->lock);
-    return done;
+    return __atomic_load_n(&j->answered, __ATOMIC_ACQUIRE);
 }
 
 /* The last step of a job whose checks (its stage's rc and err) are done and whose
@@ -340,11 +334,11 @@ static void finish_job(signer_ctx *s, signer_job *j)
     const char *late = "answered by the watchdog; certificate discarded";
     hsmca_code rc = j->st->rc;
     hsmca_err *e = &j->st->err;
-    if (rc == HSMCA_OK && was_answered(s, j)) /* the watchdog gave up while it was staged */
+    if (rc == HSMCA_OK && was_answered(j)) /* the watchdog gave up while it was staged */
         late = "answered by the watchdog before signing; not signed";
     else if (rc == HSMCA_OK)
         rc = sign_prepared(s, j, &cert, &cert_len, e);
-    int mine = claim_answer(s, j);
+    int mine = claim_answer(j);
     if (s->audit && j->st->intent_seq != SIGNER_NO_INTENT)
         audit_result(s, j->id, j->st->intent_seq, cert, cert_len, mine ? rc : HSMCA_EUNAVAIL,
                      mine ? e->msg : late);
@@ -372,7 +366,7 @@ static void finish_job(signer_ctx *s, signer_job *j)
 static signer_job *overdue_in(signer_ctx *s, signer_job *list, double now)
 {
     for (signer_job *j = list; j; j = j->next)
-        if (!j->answered && j->conn == s->conn && now - j->started > s->cfg.sign_timeout)
+        if (!was_answered(j) && j->conn == s->conn && now - j->started > s->cfg.sign_timeout)
             return j;
     return NULL;
 }
@@ -383,7 +377,7 @@ static signer_job *overdue_job(signer_ctx *s, double now)
 {
     for (int i = 0; i < s->n_workers; i++) {
         signer_job *j = s->busy[i];
-        if (j && !j->answered && j->current && now - j->started > s->cfg.sign_timeout)
+        if (j && !was_answered(j) && j->current && now - j->started > s->cfg.sign_timeout)
             return j;
     }
     signer_job *j = overdue_in(s, s->parked, now);
@@ -401,13 +395,14 @@ void signer_answer_overdue(signer_ctx *s)
         signer_job *j = overdue_job(s, now);
         uint64_t id = j ? j->id : 0;
         signer_conn *c = j ? j->conn : NULL;
-        if (j) {
-            j->answered = 1;
+        int mine = j && claim_answer(j); /* its thread may have answered it meanwhile */
+        if (mine)
             c->refs++;
-        }
         pthread_mutex_unlock(&s->lock);
         if (!j)
             return;
+        if (!mine)
+            continue;
         char why[160];
         snprintf(why, sizeof(why), "token did not answer within %u s (signing call hung)",
                  s->cfg.sign_timeout);
@@ -420,17 +415,48 @@ void signer_answer_overdue(signer_ctx *s)
     }
 }
 
-/* The job's checks and intent; 1 when it was parked for the syncer (the worker is
- * done with it for now). */
-static int check_and_park(signer_ctx *s, int idx, signer_job *j)
+/* Lets go of j, done with by thread idx: its request, its stage, its place in the
+ * queue's bytes. */
+static void job_release(signer_ctx *s, int idx, signer_job *j)
 {
-    hsmca_err_clear(&j->st->err);
-    j->st->intent_seq = SIGNER_NO_INTENT;
-    j->st->rc = prepare_one(s, j, &j->st->err);
-    if (!s->audit || j->st->rc != HSMCA_OK)
-        return 0;
-    signer_park(s, idx, j);
-    return 1;
+    hsmca__ipc__sign_request__free_unpacked(j->req, NULL);
+    pthread_mutex_lock(&s->lock);
+    s->busy[idx] = NULL;
+    s->queued_bytes -= j->cost;
+    signer_conn_unref_locked(j->conn);
+    s->free_stages[s->n_free_stages++] = j->st;
+    if (idx == 0) {
+        s->checking = 0;
+        if (s->stopping) /* the workers may be waiting for it to stop */
+            pthread_cond_broadcast(&s->more);
+    }
+    pthread_mutex_unlock(&s->lock);
+    free(j);
+}
+
+void *signer_checker(void *arg)
+{
+    signer_worker_arg *wa = arg;
+    signer_ctx *s = wa->s;
+    free(wa);
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        signer_job *j = signer_next_job(s, 1);
+        s->busy[0] = j;
+        pthread_mutex_unlock(&s->lock);
+        if (!j)
+            return NULL;
+        if (j->current) { /* a reply for an old front end would go nowhere */
+            hsmca_err_clear(&j->st->err);
+            j->st->rc = prepare_one(s, j, &j->st->err);
+            if (j->st->rc == HSMCA_OK) {
+                signer_stage_checked(s, j);
+                continue;
+            }
+            finish_job(s, j); /* the refusal */
+        }
+        job_release(s, 0, j);
+    }
 }
 
 void *signer_worker(void *arg)
@@ -440,27 +466,17 @@ void *signer_worker(void *arg)
     int idx = wa->idx;
     free(wa);
     for (;;) {
-        int staged;
         pthread_mutex_lock(&s->lock);
-        signer_job *j = signer_next_job(s, &staged);
+        signer_job *j = signer_next_job(s, 0);
         s->busy[idx] = j;
         pthread_mutex_unlock(&s->lock);
         if (!j)
             return NULL;
-        if (!staged && j->current && check_and_park(s, idx, j))
-            continue;
-        if (j->current) /* a reply for an old front end would go nowhere */
+        if (j->current)
             finish_job(s, j);
-        else if (staged) /* its intent is in the log: say it was not signed */
+        else if (s->audit) /* its intent is in the log: say it was not signed */
             audit_result(s, j->id, j->st->intent_seq, NULL, 0, HSMCA_EUNAVAIL,
                          "its front end was replaced before signing; not signed");
-        hsmca__ipc__sign_request__free_unpacked(j->req, NULL);
-        pthread_mutex_lock(&s->lock);
-        s->busy[idx] = NULL;
-        s->queued_bytes -= j->cost;
-        signer_conn_unref_locked(j->conn);
-        s->free_stages[s->n_free_stages++] = j->st;
-        pthread_mutex_unlock(&s->lock);
-        free(j);
+        job_release(s, idx, j);
     }
 }

@@ -67,7 +67,8 @@ typedef struct {
     int ctl;   /* our end of the signer's control channel */
     uint64_t next_id;
     unsigned sessions;          /* pkcs11.sessions: the token calls at once */
-    unsigned workers;           /* the signer's signing threads (signer_worker_count) */
+    unsigned workers;           /* the signer's threads (signer_worker_count: the checker and a
+                                 * signing worker per session) */
     unsigned long n_refused;    /* refusals received (code != OK), queue-full ones apart */
     unsigned long n_queue_full; /* "signer queue full" refusals received */
 } hf_state;
@@ -343,9 +344,9 @@ void hf_shim_control(const char *rules);
 unsigned long hf_shim_count(const char *fn);
 /* Waits until the shim holds n calls; fails the test after timeout_ms. */
 void hf_shim_wait_hanging(unsigned long n, int timeout_ms);
-/* Lines of kind ("issue-intent") in the signer's audit log (DIR/audit/log). A worker
- * writes its request's intent, durable, after it took the job from the queue and
- * before it asks the pool for a session: the intents count the jobs the workers hold. */
+/* Lines of kind ("issue-intent") in the signer's audit log (DIR/audit/log). The
+ * checker appends a request's intent after it took the job from the queue, and a
+ * worker signs it once durable: the intents count the jobs the signer holds. */
 size_t hf_audit_count(const char *kind);
 /* Waits until the audit log has n lines of kind; fails the test after timeout_ms. */
 void hf_audit_wait(const char *kind, size_t n, int timeout_ms);

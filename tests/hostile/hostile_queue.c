@@ -5,9 +5,9 @@
  * waiting to send to it are released, and its queued jobs are dropped as the
  * workers reach them. The token is slow through the shim (hostile_shim.c):
  * "hang C_Sign always" holds the call of each session (pkcs11.sessions) until
- * "release", and the other workers (signer_worker_count: several per session)
- * wait for a session in the pool with their intents logged. So every worker is
- * busy, none is blocked on a socket, and nothing leaves the queue while it is
+ * "release", and the checker goes on staging requests (their intents logged)
+ * until SIGNER_MAX_STAGED wait for a session. So the signer holds HQ_HELD jobs,
+ * no thread is blocked on a socket, and nothing leaves the queue while it is
  * full. Every request is a valid TBS with a serial of its own. */
 #include "hostile.h"
 
@@ -32,6 +32,9 @@
 #define HQ_SETTLE_US (1400 * 1000) /* the refusal limiter's 1 s window closed, its summary out */
 #define HQ_RSS_KB (64 * 1024)
 #define FULL_REASON "invariant 7: signer queue full ("
+/* The jobs the signer holds out of its queue while the token hangs: one in each
+ * session's call, SIGNER_MAX_STAGED checked and logged behind them. */
+#define HQ_HELD (hf.sessions + SIGNER_MAX_STAGED)
 
 /* A flood of valid requests of one shape, and the "queue full" answers to it. */
 typedef struct {
@@ -125,16 +128,16 @@ static hf_log_stats settled_log(void)
     return st;
 }
 
-/* A reads: one request per worker, each held by the token (one per session) or
- * waiting for a session (the others, counted by their intents in the audit log);
- * then more than the queue holds. A gets "queue full" (ERATE) for exactly the excess: by count with
+/* A reads: HQ_HELD requests, held by the token (one per session) or staged for a
+ * session (the others, counted by their intents in the audit log); then more than
+ * the queue holds. A gets "queue full" (ERATE) for exactly the excess: by count with
  * small requests, by bytes with requests padded to the largest requester the
  * wire admits (valid: it is only logged). With the queue full, the supervisor
  * hands over B: B's request is answered at once ("queue full": A's jobs still
  * fill the queue, the workers being in the token), and A gets EOF at once. Once
- * the token lets go, the held calls finish and the waiting workers sign theirs
- * (every one of those replies finds A shut down), A's queued jobs are dropped
- * unsigned and B is signed. */
+ * the token lets go, the held calls finish (their replies find A shut down), A's
+ * staged jobs are not signed (each intent gets its "not signed" result), its
+ * queued jobs are dropped unsigned, and B is signed. */
 static void queue_full_scenario(int by_bytes)
 {
     static char pad[PROFILE_REQUESTER_MAX];
@@ -151,7 +154,7 @@ static void queue_full_scenario(int by_bytes)
     }
     size_t own = fl.len + fl.rlen + 1 + 32 + 64; /* of job_cost: the request's fields */
     int total = by_bytes ? (int)(SIGNER_MAX_QUEUE_BYTES / own) + HQ_EXCESS
-                         : (int)hf.workers + SIGNER_MAX_QUEUE + HQ_EXCESS;
+                         : (int)HQ_HELD + SIGNER_MAX_QUEUE + HQ_EXCESS;
     fl.cap = total + 1;
     fl.full = calloc((size_t)fl.cap, 1);
     assert_non_null(fl.full);
@@ -159,17 +162,17 @@ static void queue_full_scenario(int by_bytes)
     unsigned long full0 = hf.n_queue_full, signs0 = hf_shim_count("C_Sign");
     size_t signed0 = hf_log_count("signed "), undelivered0 = hf_log_count("reply ");
     long rss0 = hf_vm_rss_kb();
-    size_t intents0 = hf_audit_count("issue-intent");
+    size_t intents0 = hf_audit_count("issue-intent"), results0 = hf_audit_count("issue-result");
     int a = hf.ipc;
     fl.first = hf.next_id;
 
     hf_shim_control("hang C_Sign always\n");
     double t0 = util_mono_now();
-    flood_fill(&fl, a, (int)hf.workers);
-    /* Every worker holds one of them: the sessions' calls in the token, the
-     * others' intents durable (they wait for a session). None is left queued. */
+    flood_fill(&fl, a, (int)HQ_HELD);
+    /* The signer holds them all: the sessions' calls in the token, the others'
+     * intents durable (staged for a session). None is left queued. */
     hf_shim_wait_hanging(hf.sessions, 5000);
-    hf_audit_wait("issue-intent", intents0 + hf.workers, 5000);
+    hf_audit_wait("issue-intent", intents0 + HQ_HELD, 5000);
     size_t intents_held = hf_audit_count("issue-intent") - intents0;
     flood_fill(&fl, a, total);
     double t_filled = util_mono_now();
@@ -194,7 +197,7 @@ static void queue_full_scenario(int by_bytes)
     int b_full = hf_sign_when_room(HQ_DRAIN_S, &t_signed);
     hf_shim_control("");
     int k = hf_read_ctl(0);
-    size_t undelivered = wait_undelivered(undelivered0, hf.workers);
+    size_t undelivered = wait_undelivered(undelivered0, hf.sessions);
     unsigned long signs = hf_shim_count("C_Sign") - signs0;
     size_t signed_lines = hf_log_count("signed ") - signed0;
     long rss1 = hf_vm_rss_kb();
@@ -207,10 +210,10 @@ static void queue_full_scenario(int by_bytes)
 
     fprintf(stderr,
             "  A: %d requests (TBS %zu bytes, requester %zu) in %.3f s, reading all the while: "
-            "%u held by the workers (%u in the token, %zu intents logged), %d queued, %d "
+            "%u held by the signer (%u in the token, %zu intents logged), %d queued, %d "
             "answered \"%s\"; %zu bytes each in the queue (%zu the signer's own); VmRSS %ld "
             "KiB before, %ld KiB full, %ld KiB after\n",
-            a_sent, fl.len, fl.rlen, t_filled - t0, hf.workers, hf.sessions, intents_held, fl.q,
+            a_sent, fl.len, fl.rlen, t_filled - t0, HQ_HELD, hf.sessions, intents_held, fl.q,
             a_full, fl.reason, cost, cost - own, rss0, rss_full, rss1);
     fprintf(stderr,
             "  B handed over with the queue full: answered \"queue full\" after %.3f s; A's EOF "
@@ -224,13 +227,13 @@ static void queue_full_scenario(int by_bytes)
             "\"queue full\" received\n",
             lines, log1.queue_full_lines - log0.queue_full_lines, suppressed, received);
 
-    /* What the queue took: the workers' requests, then the queue's worth; every
-     * later one refused, each once, all naming the same counts. No worker took a
-     * job once the queue filled: no intent beyond the workers' own. */
+    /* What the queue took: the held requests, then the queue's worth; every later
+     * one refused, each once, all naming the same counts. The checker took no job
+     * once the staged ones filled up: no intent beyond the held ones. */
     assert_true(a_full > 0);
-    assert_int_equal(intents_held, hf.workers);
-    assert_int_equal(intents_full, hf.workers);
-    assert_int_equal(taken, fl.q + (int)hf.workers);
+    assert_int_equal(intents_held, HQ_HELD);
+    assert_int_equal(intents_full, HQ_HELD);
+    assert_int_equal(taken, fl.q + (int)HQ_HELD);
     for (int i = 0; i < a_sent; i++)
         if (fl.full[i] != (i >= taken))
             fail_msg("request %d of %d: %s", i, a_sent,
@@ -254,11 +257,13 @@ static void queue_full_scenario(int by_bytes)
     if (a_more != 0 || t_eof - t_h > HQ_PROMPT_S || held != hf.sessions)
         fail_msg("A: %zu more bytes, EOF %.3f s after the hand-over, %lu calls held", a_more,
                  t_eof - t_h, held);
-    /* A's queued jobs were dropped: the token signed the workers' jobs (the held
-     * calls, then those that waited for a session) and B's. */
-    assert_int_equal(signs, hf.workers + 1);
-    assert_int_equal(signed_lines, hf.workers + 1);
-    assert_int_equal(undelivered, hf.workers);
+    /* A's queued jobs were dropped, its staged ones not signed (their front end was
+     * gone when a worker took them): the token signed the held calls and B's. */
+    assert_int_equal(signs, hf.sessions + 1);
+    assert_int_equal(signed_lines, hf.sessions + 1);
+    assert_int_equal(undelivered, hf.sessions);
+    /* Every held job's intent has its result (signed, or not signed), and B's. */
+    hf_audit_wait("issue-result", results0 + HQ_HELD + 1, 5000);
     assert_int_equal(k, -1); /* nobody was cut off */
     /* Every "queue full" is in the log, as a line or in a summary count, and the
      * first (the window's first) as a line of its own. */
@@ -349,7 +354,7 @@ static void test_replaced_front_end_releases_workers(void **state)
     close(a);
     free(tbs);
     int k = hf_read_ctl(0);
-    size_t undelivered = wait_undelivered(undelivered0, hf.workers);
+    size_t undelivered = wait_undelivered(undelivered0, hf.sessions);
     unsigned long signs = hf_shim_count("C_Sign") - signs0;
     fprintf(stderr,
             "  A: %d valid requests, not read; the workers waited from %.3f s after the first "
@@ -363,10 +368,10 @@ static void test_replaced_front_end_releases_workers(void **state)
         fail_msg("B signed %.3f s after the hand-over: the workers still waited on A", t_b - t_h);
     assert_int_equal(k, -1);
     assert_int_equal(hf_log_count("front end stopped reading replies"), cuts0);
-    /* Each worker held a reply for A: it failed at the hand-over. */
-    assert_int_equal(undelivered, hf.workers);
-    assert_int_equal(signs, (unsigned long)n_a + hf.workers + 1);
-    assert_true(n_a > 0 && n_a + (int)hf.workers < N);
+    /* Each signing worker held a reply for A: it failed at the hand-over. */
+    assert_int_equal(undelivered, hf.sessions);
+    assert_int_equal(signs, (unsigned long)n_a + hf.sessions + 1);
+    assert_true(n_a > 0 && n_a + (int)hf.sessions < N);
 }
 
 const struct CMUnitTest hf_queue_tests[] = {

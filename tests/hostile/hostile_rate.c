@@ -168,7 +168,7 @@ static void test_rate_refills(void **state)
     assert_true(hf_signer_alive());
 }
 
-/* A refusal for rate must not burn the serial: sign_one takes a token before it
+/* A refusal for rate must not burn the serial: prepare_one takes a token before it
  * records the serial, so the very TBS refused in the flood is signed now. Sent
  * once more it is refused for its serial, so the signature above was not for
  * want of a serial check. (4 tokens here and in test_rate_refills: the bucket

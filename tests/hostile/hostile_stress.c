@@ -203,11 +203,13 @@ static void test_stress_ready(void **state)
 {
     junk_init();
     hf_assert_signs_within(HF_READY_MS);
-    fprintf(stderr, "  %u signing threads for %u sessions; queue bound %d requests, %u bytes\n",
-            hf.workers, hf.sessions, SIGNER_MAX_QUEUE, SIGNER_MAX_QUEUE_BYTES);
+    fprintf(stderr,
+            "  %u threads (a checker, a signing worker per session) for %u sessions; queue "
+            "bound %d requests, %u bytes; at most %d staged\n",
+            hf.workers, hf.sessions, SIGNER_MAX_QUEUE, SIGNER_MAX_QUEUE_BYTES, SIGNER_MAX_STAGED);
     /* The tests below count on the signer running the workers we expect. */
     char ready[64];
-    snprintf(ready, sizeof(ready), "%u sessions, %u workers,", hf.sessions, hf.workers);
+    snprintf(ready, sizeof(ready), "%u sessions (a signing thread each)", hf.sessions);
     char *log = hf_read_log_without_pin();
     char *line = strstr(log, "signer ready");
     if (line && strchr(line, '\n'))

@@ -2,7 +2,8 @@
  * parked with its intent appended reaches a worker to sign only after the syncer's sync
  * covered its intent (invariant 8), every request parked meanwhile shares that sync, a
  * failed sync hands them back UNAVAILABLE, and a stop lets the workers go only once
- * nothing is staged. The log's sync is held in its hook (audit_log_set_sync_hook). */
+ * nothing is staged and the checker holds nothing. The log's sync is held in its hook
+ * (audit_log_set_sync_hook). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 #include "audit_log.h"
 #include "signer_core_int.h"
 #include "testutil.h"
+#include "util.h"
 
 /* The sync hook: holds each sync until the test lets it go, failing with `fail`. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -73,7 +75,8 @@ static signer_ctx *ctx_new(audit_log *log)
     assert_non_null(s);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->more, NULL);
-    pthread_cond_init(&s->park, NULL);
+    pthread_cond_init(&s->check, NULL);
+    signer_park_cond_init(s);
     s->audit = log;
     s->conn = &g_conn;
     s->n_workers = 2;
@@ -94,8 +97,8 @@ static void ctx_free(signer_ctx *s)
     free(s);
 }
 
-/* Queues a job, takes it as worker 0 would (it gets a stage), appends its intent and
- * parks it. Returns the job; *seq is its intent's. */
+/* Queues a job, takes it as the checker would (it gets a stage), appends its intent
+ * and stages it (parked, with the log). Returns the job. */
 static signer_job *take_and_park(signer_ctx *s, audit_log *log, uint64_t id)
 {
     signer_job *j = calloc(1, sizeof(*j));
@@ -105,10 +108,9 @@ static signer_job *take_and_park(signer_ctx *s, audit_log *log, uint64_t id)
     pthread_mutex_lock(&s->lock);
     s->head = s->tail = j;
     s->queued = 1;
-    int staged = -1;
-    assert_ptr_equal(signer_next_job(s, &staged), j);
+    assert_ptr_equal(signer_next_job(s, 1), j);
+    assert_int_equal(s->checking, 1);
     pthread_mutex_unlock(&s->lock);
-    assert_int_equal(staged, 0);
     assert_true(j->current);
     assert_non_null(j->st);
     audit_entry a;
@@ -125,7 +127,10 @@ static signer_job *take_and_park(signer_ctx *s, audit_log *log, uint64_t id)
     hsmca_err e;
     assert_int_equal(audit_log_append(log, &a, &j->st->intent_seq, &e), HSMCA_OK);
     j->st->rc = HSMCA_OK;
-    signer_park(s, 0, j);
+    signer_stage_checked(s, j);
+    pthread_mutex_lock(&s->lock);
+    assert_int_equal(s->checking, 0);
+    pthread_mutex_unlock(&s->lock);
     return j;
 }
 
@@ -134,7 +139,6 @@ typedef struct {
     signer_ctx *s;
     pthread_t th;
     signer_job *got;
-    int staged;
     int done; /* atomic */
 } taker;
 
@@ -142,7 +146,7 @@ static void *take_main(void *arg)
 {
     taker *t = arg;
     pthread_mutex_lock(&t->s->lock);
-    t->got = signer_next_job(t->s, &t->staged);
+    t->got = signer_next_job(t->s, 0);
     pthread_mutex_unlock(&t->s->lock);
     __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -208,7 +212,6 @@ static void run(int fail)
     release_sync(fail); /* sync 1: a only */
     take_end(&t);
     assert_ptr_equal(t.got, a);
-    assert_int_equal(t.staged, 1);
     if (fail) { /* handed back refused, not durable; b and c with it, by no second sync */
         assert_int_equal(a->st->rc, HSMCA_EUNAVAIL);
         assert_string_equal(a->st->err.msg, "audit log: sync failed: Input/output error");
@@ -228,7 +231,6 @@ static void run(int fail)
             take_start(&t, s);
         take_end(&t);
         assert_ptr_equal(t.got, i == 0 ? b : c);
-        assert_int_equal(t.staged, 1);
         if (fail)
             assert_int_equal(t.got->st->rc, HSMCA_EUNAVAIL);
         else
@@ -236,13 +238,30 @@ static void run(int fail)
     }
     assert_int_equal(sync_calls(), fail ? 1 : 2);
 
-    /* A stop lets a worker go once nothing is staged. */
+    /* A stop: the checker takes nothing more, though a request is queued; a worker
+     * goes only once nothing is staged and the checker holds nothing it will stage. */
+    signer_job *d = calloc(1, sizeof(*d));
+    assert_non_null(d);
+    d->conn = &g_conn;
     pthread_mutex_lock(&s->lock);
     assert_int_equal(s->staged, 0);
+    s->head = s->tail = d;
+    s->queued = 1;
     s->stopping = 1;
-    int staged;
-    assert_null(signer_next_job(s, &staged));
+    assert_null(signer_next_job(s, 1));
+    s->checking = 1; /* as if the checker were still checking one */
     pthread_mutex_unlock(&s->lock);
+    take_start(&t, s);
+    usleep(100 * 1000);
+    assert_false(taken(&t));
+    pthread_mutex_lock(&s->lock);
+    s->checking = 0;
+    pthread_cond_broadcast(&s->more);
+    pthread_mutex_unlock(&s->lock);
+    take_end(&t);
+    assert_null(t.got);
+    s->head = s->tail = NULL;
+    free(d);
     job_done(s, a);
     job_done(s, b);
     job_done(s, c);
@@ -264,11 +283,85 @@ static void test_failed_sync_hands_back_unavailable(void **state)
     run(EIO);
 }
 
+static int ready_count(signer_ctx *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int n = s->n_ready;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+/* While the workers have SIGNER_READY_LOW durable jobs to sign, a parked intent's sync
+ * waits: until a worker takes the ready list below it, or SIGNER_SYNC_HOLD_S at most. */
+static void test_sync_held_while_workers_busy(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("signerhold");
+    audit_log *log;
+    hsmca_err e;
+    assert_int_equal(audit_log_open(dir, (uid_t)-1, (gid_t)-1, NULL, NULL, &log, NULL, &e),
+                     HSMCA_OK);
+    g_calls = g_fail = 0;
+    g_allowed = 1000; /* syncs are counted, not held */
+    audit_log_set_sync_hook(log, hold_hook, NULL);
+    signer_ctx *s = ctx_new(log);
+    enum { N = SIGNER_READY_LOW };
+    signer_job ready[N];
+    memset(ready, 0, sizeof(ready));
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < N; i++) { /* durable jobs no worker took yet */
+        ready[i].conn = &g_conn;
+        ready[i].next = i + 1 < N ? &ready[i + 1] : NULL;
+    }
+    s->ready = &ready[0];
+    s->ready_tail = &ready[N - 1];
+    s->n_ready = s->staged = N;
+    s->max_staged = N + 4; /* room for a and b (the dummies hold no stage) */
+    pthread_mutex_unlock(&s->lock);
+
+    signer_job *a = take_and_park(s, log, 1);
+    usleep(20 * 1000); /* well within SIGNER_SYNC_HOLD_S */
+    assert_int_equal(sync_calls(), 0);
+    pthread_mutex_lock(&s->lock); /* a worker takes one: below the mark, sync now */
+    assert_ptr_equal(signer_next_job(s, 0), &ready[0]);
+    pthread_mutex_unlock(&s->lock);
+    wait_sync_calls(1);
+
+    /* With the ready list at the mark and nobody taking from it, the hold ends anyway. */
+    pthread_mutex_lock(&s->lock);
+    ready[0].next = s->ready;
+    s->ready = &ready[0];
+    s->n_ready++;
+    s->staged++;
+    pthread_mutex_unlock(&s->lock);
+    double t0 = util_mono_now();
+    signer_job *b = take_and_park(s, log, 2);
+    wait_sync_calls(2);
+    assert_true(util_mono_now() - t0 >= SIGNER_SYNC_HOLD_S * 0.9);
+
+    for (int i = 0; i < 500 && ready_count(s) < N + 2; i++) /* a and b, durable */
+        usleep(10 * 1000);
+    pthread_mutex_lock(&s->lock);
+    assert_int_equal(s->n_ready, N + 2);
+    while (s->ready)
+        (void)signer_next_job(s, 0);
+    assert_int_equal(s->staged, 0);
+    assert_int_equal(s->n_ready, 0);
+    pthread_mutex_unlock(&s->lock);
+    job_done(s, a);
+    job_done(s, b);
+    ctx_free(s);
+    audit_log_set_sync_hook(log, NULL, NULL);
+    audit_log_close(log);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_signed_after_covering_sync),
         cmocka_unit_test(test_failed_sync_hands_back_unavailable),
+        cmocka_unit_test(test_sync_held_while_workers_busy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
