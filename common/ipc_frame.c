@@ -91,15 +91,20 @@ hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id, const uint8_t *pay
     }
 }
 
-hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e)
+/* ipc_recv, or ipc_try_recv with MSG_DONTWAIT in flags. */
+static hsmca_code recv_frame(int fd, uint8_t *buf, int flags, ipc_msg *m, hsmca_err *e)
 {
     *m = (ipc_msg){0};
     struct iovec iov = {buf, IPC_MAX_FRAME};
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
     ssize_t r;
     do
-        r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+        r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | flags);
     while (r < 0 && errno == EINTR);
+    if (r < 0 && (flags & MSG_DONTWAIT) && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        m->empty = 1;
+        return HSMCA_OK;
+    }
     if (r < 0)
         return hsmca_fail(e, HSMCA_EIO, "IPC recv: %s", strerror(errno));
     if (r == 0) {
@@ -117,6 +122,16 @@ hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e)
     if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
         return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: packet larger than %d bytes", IPC_MAX_FRAME);
     return ipc_frame_decode(buf, (size_t)r, m, e);
+}
+
+hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e)
+{
+    return recv_frame(fd, buf, 0, m, e);
+}
+
+hsmca_code ipc_try_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e)
+{
+    return recv_frame(fd, buf, MSG_DONTWAIT, m, e);
 }
 
 hsmca_code ipc_send_fd(int ctl, int fd, hsmca_err *e)

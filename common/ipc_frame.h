@@ -28,7 +28,8 @@ typedef struct {
     uint64_t id;            /* request id, echoed in the reply */
     const uint8_t *payload; /* len bytes of protobuf-c payload */
     size_t len;
-    int eof; /* ipc_recv only: 1 when the peer closed the connection */
+    int eof;   /* ipc_recv only: 1 when the peer closed the connection */
+    int empty; /* ipc_try_recv only: 1 when no frame was waiting (HSMCA_OK, no message) */
 } ipc_msg;
 
 /* Encodes header + payload into out (at least IPC_HEADER_LEN + plen bytes). */
@@ -56,6 +57,9 @@ HSMCA_MUSTCHECK hsmca_code ipc_send_within(int fd, uint8_t type, uint64_t id,
 /* Receives one frame into buf (IPC_MAX_FRAME bytes) and decodes it into *m (payload in buf).
  * HSMCA_EIO with m->eof = 1 on orderly close; HSMCA_EINVAL on a truncated or short packet. */
 HSMCA_MUSTCHECK hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e);
+/* As ipc_recv, but does not wait: HSMCA_OK with m->empty = 1 when no frame is waiting
+ * (a reader that drains what a burst queued, without a poll per frame). */
+HSMCA_MUSTCHECK hsmca_code ipc_try_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e);
 
 /* Control bytes a child sends the supervisor over its control channel: the
  * signer asks for the front end to be restarted after a protocol violation; the

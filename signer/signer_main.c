@@ -99,12 +99,21 @@ static const struct {
     {IPC_FRONTEND_DENY, handle_frontend_deny},
 };
 
-static void signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd)
+/* Frames read per wake-up of the main loop at most: a burst is drained without a poll
+ * per frame, and the control channel and the watchdog wait for one batch only. */
+#define SIGNER_READS_PER_WAKE 64
+
+/* One frame from the front end, waiting for it (first) or not; 0 when none was waiting
+ * or the connection ended. */
+static int signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd, int first)
 {
     static uint8_t buf[IPC_MAX_FRAME];
     ipc_msg m;
     hsmca_err e;
-    if (ipc_recv(fd, buf, &m, &e) != HSMCA_OK) {
+    hsmca_code rc = first ? ipc_recv(fd, buf, &m, &e) : ipc_try_recv(fd, buf, &m, &e);
+    if (rc == HSMCA_OK && m.empty)
+        return 0;
+    if (rc != HSMCA_OK) {
         if (m.eof) {
             log_info("front end closed its connection");
             signer_conn_close(s);
@@ -114,17 +123,19 @@ static void signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd)
         } else {
             drop_peer(s, ctl_fd, e.msg);
         }
-        return;
+        return 0;
     }
     for (size_t i = 0; i < sizeof(signer_dispatch) / sizeof(signer_dispatch[0]); i++) {
         if (signer_dispatch[i].type == m.type) {
             signer_dispatch[i].handler(s, ctl_fd, m.id, m.payload, m.len);
-            return;
+            /* A handler that dropped the peer closed fd: read no more from it. */
+            return signer_conn_fd(s) == fd;
         }
     }
     char why[64];
     snprintf(why, sizeof(why), "unknown message type %u", m.type);
     drop_peer(s, ctl_fd, why);
+    return 0;
 }
 
 /* One message from the supervisor: a new front end connection (CTL_NEW_PEER) or the
@@ -176,7 +187,10 @@ static int signer_loop(signer_ctx *s, int ctl_fd)
             continue;
         }
         if (fd >= 0 && pfd[1].revents)
-            signer_dispatch_frontend(s, ctl_fd, fd);
+            for (int i = 0; i < SIGNER_READS_PER_WAKE && !signer_stop &&
+                            signer_dispatch_frontend(s, ctl_fd, fd, i == 0);
+                 i++) {
+            }
     }
     log_info("stopping on signal");
     return 0;

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <string.h>
@@ -33,7 +34,8 @@ static void test_encode_decode_roundtrip(void **state)
     ipc_msg m;
     hsmca_err e;
     assert_int_equal(ipc_frame_encode(7, 0x0102030405060708ull, (const uint8_t *)"abc", 3, buf,
-                                      sizeof(buf), &len, &e), HSMCA_OK);
+                                      sizeof(buf), &len, &e),
+                     HSMCA_OK);
     assert_int_equal(len, IPC_HEADER_LEN + 3);
     assert_int_equal(buf[0], 7);
     assert_int_equal(buf[1], 0x01); /* id is big-endian */
@@ -81,7 +83,8 @@ static void test_encode_refuses_oversized_payload(void **state)
 static void test_send_recv_over_socket(void **state)
 {
     hsmca_err e;
-    assert_int_equal(ipc_send(pair[0], IPC_SIGN_REQ, 42, (const uint8_t *)"hello", 5, &e), HSMCA_OK);
+    assert_int_equal(ipc_send(pair[0], IPC_SIGN_REQ, 42, (const uint8_t *)"hello", 5, &e),
+                     HSMCA_OK);
     assert_int_equal(ipc_send(pair[0], IPC_SIGN_REPLY, 43, NULL, 0, &e), HSMCA_OK);
     static uint8_t buf[IPC_MAX_FRAME];
     ipc_msg m;
@@ -134,6 +137,33 @@ static void test_empty_packet_is_not_eof(void **state)
     assert_non_null(strstr(e.msg, "empty packet"));
 }
 
+/* ipc_try_recv: nothing waiting is "empty", not an error; frames and the peer's close
+ * come as from ipc_recv, without a wait. */
+static void test_try_recv_drains_without_waiting(void **state)
+{
+    static uint8_t buf[IPC_MAX_FRAME];
+    ipc_msg m;
+    hsmca_err e;
+    assert_int_equal(ipc_try_recv(pair[1], buf, &m, &e), HSMCA_OK);
+    assert_int_equal(m.empty, 1);
+    for (uint64_t id = 1; id <= 3; id++)
+        assert_int_equal(ipc_send(pair[0], IPC_SIGN_REQ, id, (const uint8_t *)"x", 1, &e),
+                         HSMCA_OK);
+    for (uint64_t id = 1; id <= 3; id++) {
+        assert_int_equal(ipc_try_recv(pair[1], buf, &m, &e), HSMCA_OK);
+        assert_int_equal(m.empty, 0);
+        assert_true(m.id == id);
+        assert_int_equal(m.len, 1);
+    }
+    assert_int_equal(ipc_try_recv(pair[1], buf, &m, &e), HSMCA_OK);
+    assert_int_equal(m.empty, 1);
+    close(pair[0]);
+    pair[0] = -1;
+    assert_int_equal(ipc_try_recv(pair[1], buf, &m, &e), HSMCA_EIO);
+    assert_int_equal(m.eof, 1);
+    assert_int_equal(m.empty, 0);
+}
+
 static void test_fd_passing(void **state)
 {
     int other[2];
@@ -166,6 +196,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_recv_reports_eof, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_packet_is_not_eof, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_try_recv_drains_without_waiting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fd_passing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
