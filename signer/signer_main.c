@@ -1,8 +1,8 @@
 /* signer_main.c - the signer process: start-up checks, then the IPC loop.
  *
  * The main thread reads frames from the front end and dispatches them through
- * an allow-table; worker threads (one per PKCS#11 session) validate, sign and
- * reply. A protocol violation ends the front end's connection and asks the
+ * an allow-table; a checker thread validates and logs each request, worker
+ * threads (one per PKCS#11 session) sign and reply (signer_core_int.h). A protocol violation ends the front end's connection and asks the
  * supervisor to restart the front end; it never stops the signer. */
 #include "signer.h"
 #include "signer_core.h"
