@@ -116,11 +116,7 @@ hsmca_code audit_publish_open(const audit_publish_cfg *cfg, audit_publish **out,
     HSMCA_ENSURE(p, e, HSMCA_ENOMEM, "out of memory");
     p->rbuf = malloc(2 * (size_t)AUDIT_LINE_MAX);
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    util_cond_init_monotonic(&p->cv);
     p->fs.root = p->logfd = -1;
     p->fs.owner = cfg->owner;
     p->fs.group = cfg->group;
@@ -192,16 +188,8 @@ static void *pub_main(void *arg)
     pthread_mutex_lock(&p->mu);
     while (!p->stopping) {
         pthread_mutex_unlock(&p->mu);
-        struct timespec next;
-        clock_gettime(CLOCK_MONOTONIC, &next);
+        struct timespec next = util_mono_deadline(p->interval);
         round_logged(p);
-        long ns = (long)(p->interval * 1e9);
-        next.tv_sec += ns / 1000000000L;
-        next.tv_nsec += ns % 1000000000L;
-        if (next.tv_nsec >= 1000000000L) {
-            next.tv_sec++;
-            next.tv_nsec -= 1000000000L;
-        }
         pthread_mutex_lock(&p->mu);
         while (!p->stopping && pthread_cond_timedwait(&p->cv, &p->mu, &next) != ETIMEDOUT) {
         }
@@ -232,14 +220,7 @@ int audit_publish_stop(audit_publish *p, double timeout_s)
         return 0;
     if (!p->started)
         return 0;
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += (time_t)timeout_s;
-    deadline.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = util_mono_deadline(timeout_s);
     pthread_mutex_lock(&p->mu);
     p->stopping = 1;
     pthread_cond_broadcast(&p->cv);

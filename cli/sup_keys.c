@@ -208,11 +208,7 @@ static void *keys_thread(void *arg)
         if (wait_s > SUP_KEYS_FILE_POLL_S)
             wait_s = SUP_KEYS_FILE_POLL_S; /* re-checks the schedule now and then */
         if (wait_s > 0 && !k->asked && !k->stop) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            long ns = ts.tv_nsec + (long)((wait_s - (double)(long)wait_s) * 1e9);
-            ts.tv_sec += (time_t)wait_s + ns / 1000000000L;
-            ts.tv_nsec = ns % 1000000000L;
+            struct timespec ts = util_mono_deadline(wait_s);
             pthread_cond_timedwait(&k->wake, &k->lock, &ts);
         }
         int stop = k->stop, asked = k->asked;
@@ -233,11 +229,7 @@ sup_keys *sup_keys_start(const hsmca_config *cfg, hsmca_err *e)
     }
     k->cfg = cfg;
     pthread_mutex_init(&k->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&k->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    util_cond_init_monotonic(&k->wake);
     if (!config_chain_has(cfg, "jwt"))
         return k;
     if (cfg->jwks_file[0]) {

@@ -290,6 +290,26 @@ double util_mono_now(void)
 
 int64_t util_wall_now(void) { return (int64_t)time(NULL); }
 
+struct timespec util_mono_deadline(double seconds)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long whole = (long)seconds;
+    long ns = ts.tv_nsec + (long)((seconds - (double)whole) * 1e9);
+    ts.tv_sec += whole + ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    return ts;
+}
+
+void util_cond_init_monotonic(pthread_cond_t *c)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
 void util_hex(const uint8_t *in, size_t len, char *out)
 {
     static const char hx[] = "0123456789abcdef";

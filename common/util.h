@@ -2,8 +2,10 @@
 #ifndef HSMCA_UTIL_H
 #define HSMCA_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include "hsmca_err.h"
 
 /* Reads a whole file of at most max bytes into a new NUL-terminated buffer
@@ -43,6 +45,12 @@ const char *util_printable(const char *s, size_t len, char *out, size_t outsz);
 /* Monotonic and wall clocks in seconds. */
 double util_mono_now(void);
 int64_t util_wall_now(void);
+
+/* The CLOCK_MONOTONIC time `seconds` from now (>= 0), for pthread_cond_timedwait on a
+ * condition made by util_cond_init_monotonic: a wall-clock step never moves the wait. */
+struct timespec util_mono_deadline(double seconds);
+/* Initializes c to time its waits on CLOCK_MONOTONIC. */
+void util_cond_init_monotonic(pthread_cond_t *c);
 
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */
 void util_hex(const uint8_t *in, size_t len, char *out);

@@ -385,7 +385,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->more, NULL);
     pthread_cond_init(&s->check, NULL);
-    signer_park_cond_init(s);
+    util_cond_init_monotonic(&s->park); /* the syncer's timed wait */
     s->ctl_fd = -1;
     /* The policy file first: a mistake in it is the operator's to fix (EINVAL). */
     if ((cfg->policy_file[0] &&

@@ -130,9 +130,6 @@ void signer_conn_unref_locked(signer_conn *c);
 void *signer_checker(void *arg);
 void *signer_worker(void *arg);
 
-/* Initializes s->park on the monotonic clock (the syncer's timed wait). */
-void signer_park_cond_init(signer_ctx *s);
-
 /* The pool of stages (max_staged and n_workers set); fatal when out of memory. */
 void signer_stages_init(signer_ctx *s);
 void signer_stages_free(signer_ctx *s);

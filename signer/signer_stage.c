@@ -6,7 +6,6 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "audit_log.h"
 #include "util.h"
@@ -45,15 +44,6 @@ static void list_append(signer_job **head, signer_job **tail, signer_job *list)
     *tail = last;
 }
 
-void signer_park_cond_init(signer_ctx *s)
-{
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->park, &a);
-    pthread_condattr_destroy(&a);
-}
-
 /* Under lock, something parked: waits while the workers have enough to sign (see
  * SIGNER_READY_LOW), at most until the oldest parked intent has waited
  * SIGNER_SYNC_HOLD_S, or a stop. */
@@ -64,11 +54,7 @@ static void hold_sync(signer_ctx *s)
         double left = until - util_mono_now();
         if (left <= 0)
             return;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        long ns = ts.tv_nsec + (long)(left * 1e9);
-        ts.tv_sec += ns / 1000000000L;
-        ts.tv_nsec = ns % 1000000000L;
+        struct timespec ts = util_mono_deadline(left);
         pthread_cond_timedwait(&s->park, &s->lock, &ts);
     }
 }

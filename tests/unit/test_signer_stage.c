@@ -76,7 +76,7 @@ static signer_ctx *ctx_new(audit_log *log)
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->more, NULL);
     pthread_cond_init(&s->check, NULL);
-    signer_park_cond_init(s);
+    util_cond_init_monotonic(&s->park);
     s->audit = log;
     s->conn = &g_conn;
     s->n_workers = 2;
