@@ -53,9 +53,8 @@ void signer_conn_close(signer_ctx *s);
  * which validates each request and appends its intent, and one signing worker per
  * PKCS#11 session, which signs what the audit log's syncer made durable (invariant 8).
  * A worker never waits for a session (each has one to itself), and the checker
- * fills the next sync while the sessions sign, so the log does not idle the token and
- * no thread sleeps and wakes per request under load (bench_signer, docs/PERFORMANCE.md
- * §4). Index 0 is the checker. */
+ * fills the next sync while the sessions sign, so the log does not idle the token
+ * (bench_signer, docs/PERFORMANCE.md §4). Index 0 is the checker. */
 #define SIGNER_MAX_WORKERS (64 + 1) /* pkcs11.sessions is at most 64 */
 
 /* The threads a signer with `sessions` sessions runs: the checker and a worker each. */

@@ -137,12 +137,13 @@ void signer_stages_free(signer_ctx *s);
 /* A job's intent_seq before its intent is appended. */
 #define SIGNER_NO_INTENT UINT64_MAX
 
-/* Under s->lock: the next job for the checker (checker = 1: a new one, with a stage
- * from the pool, only while there is room to stage it) or for a signing worker (a
- * staged one, durable; its front end checked again: j->current). NULL when the thread
- * should stop: at a stop the checker takes nothing more, and the workers sign every
- * staged job first (their intents are in the log), including one the checker holds. */
-signer_job *signer_next_job(signer_ctx *s, int checker);
+/* Under s->lock: the checker's next job, a queued one with a stage from the pool, taken
+ * only while there is room to stage it; NULL at a stop (it takes nothing more). */
+signer_job *signer_next_to_check(signer_ctx *s);
+/* Under s->lock: a signing worker's next job, a staged one (durable; its front end
+ * checked again: j->current); NULL at a stop once every staged job was signed (their
+ * intents are in the log), the one the checker holds included. */
+signer_job *signer_next_to_sign(signer_ctx *s);
 
 /* Hands j, checked by the checker, on: parked for the syncer with the audit log (its
  * intent appended), ready for a worker without it. The checker lets go of it. */

@@ -126,8 +126,7 @@ void signer_stage_checked(signer_ctx *s, signer_job *j)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Under lock: the checker's next job, or NULL at a stop. */
-static signer_job *next_new(signer_ctx *s)
+signer_job *signer_next_to_check(signer_ctx *s)
 {
     for (;;) {
         if (s->stopping)
@@ -153,8 +152,7 @@ static signer_job *next_new(signer_ctx *s)
     }
 }
 
-/* Under lock: a worker's next job, or NULL at a stop once nothing is staged. */
-static signer_job *next_ready(signer_ctx *s)
+signer_job *signer_next_to_sign(signer_ctx *s)
 {
     for (;;) {
         if (s->ready) {
@@ -175,9 +173,4 @@ static signer_job *next_ready(signer_ctx *s)
             return NULL;
         pthread_cond_wait(&s->more, &s->lock);
     }
-}
-
-signer_job *signer_next_job(signer_ctx *s, int checker)
-{
-    return checker ? next_new(s) : next_ready(s);
 }

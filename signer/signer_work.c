@@ -441,7 +441,7 @@ void *signer_checker(void *arg)
     free(wa);
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        signer_job *j = signer_next_job(s, 1);
+        signer_job *j = signer_next_to_check(s);
         s->busy[0] = j;
         pthread_mutex_unlock(&s->lock);
         if (!j)
@@ -467,7 +467,7 @@ void *signer_worker(void *arg)
     free(wa);
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        signer_job *j = signer_next_job(s, 0);
+        signer_job *j = signer_next_to_sign(s);
         s->busy[idx] = j;
         pthread_mutex_unlock(&s->lock);
         if (!j)

@@ -108,7 +108,7 @@ static signer_job *take_and_park(signer_ctx *s, audit_log *log, uint64_t id)
     pthread_mutex_lock(&s->lock);
     s->head = s->tail = j;
     s->queued = 1;
-    assert_ptr_equal(signer_next_job(s, 1), j);
+    assert_ptr_equal(signer_next_to_check(s), j);
     assert_int_equal(s->checking, 1);
     pthread_mutex_unlock(&s->lock);
     assert_true(j->current);
@@ -146,7 +146,7 @@ static void *take_main(void *arg)
 {
     taker *t = arg;
     pthread_mutex_lock(&t->s->lock);
-    t->got = signer_next_job(t->s, 0);
+    t->got = signer_next_to_sign(t->s);
     pthread_mutex_unlock(&t->s->lock);
     __atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -248,7 +248,7 @@ static void run(int fail)
     s->head = s->tail = d;
     s->queued = 1;
     s->stopping = 1;
-    assert_null(signer_next_job(s, 1));
+    assert_null(signer_next_to_check(s));
     s->checking = 1; /* as if the checker were still checking one */
     pthread_mutex_unlock(&s->lock);
     take_start(&t, s);
@@ -323,7 +323,7 @@ static void test_sync_held_while_workers_busy(void **state)
     usleep(20 * 1000); /* well within SIGNER_SYNC_HOLD_S */
     assert_int_equal(sync_calls(), 0);
     pthread_mutex_lock(&s->lock); /* a worker takes one: below the mark, sync now */
-    assert_ptr_equal(signer_next_job(s, 0), &ready[0]);
+    assert_ptr_equal(signer_next_to_sign(s), &ready[0]);
     pthread_mutex_unlock(&s->lock);
     wait_sync_calls(1);
 
@@ -344,7 +344,7 @@ static void test_sync_held_while_workers_busy(void **state)
     pthread_mutex_lock(&s->lock);
     assert_int_equal(s->n_ready, N + 2);
     while (s->ready)
-        (void)signer_next_job(s, 0);
+        (void)signer_next_to_sign(s);
     assert_int_equal(s->staged, 0);
     assert_int_equal(s->n_ready, 0);
     pthread_mutex_unlock(&s->lock);
