@@ -273,11 +273,12 @@ class HostileServerCase(unittest.TestCase):
         self.assertNotIn("restarting frontend", log, name)
         self.assertNotIn("restarting signer", log, name)
 
-    def attack(self, name, fn, valid_may_get=()):
+    def attack(self, name, fn, valid_may_get=(), may_get_at_most=None):
         """Runs fn() (returns (attempts, answer)) while the valid load goes on, then
         waits for a valid request started after the attack began to be answered, checks
         the processes and the valid answers (all OK but for the status names in
-        valid_may_get), and records the row."""
+        valid_may_get, at most may_get_at_most of those when given), and records the
+        row."""
         fe = self.pids["frontend"]
         rss0 = fe_rss_kib(fe)
         t0 = time.monotonic()
@@ -291,8 +292,12 @@ class HostileServerCase(unittest.TestCase):
         print("%s: %s attempts, %s; valid: %d OK, %d other, p99 %.3f s; FE RSS %d -> %d KiB"
               % (name, attempts, answer, ok, len(bad), p99(lat), rss0, rss1), flush=True)
         self.check_server(name)
+        excused = [b for b in bad if b.split(":")[0] in valid_may_get]
         bad = [b for b in bad if b.split(":")[0] not in valid_may_get]
         self.assertEqual(bad, [], "%s: valid requests not served" % name)
+        if may_get_at_most is not None:
+            self.assertLessEqual(len(excused), may_get_at_most,
+                                 "%s: too many valid requests refused: %s" % (name, excused))
         self.assertGreater(ok, 0, "%s: no valid request served within 20 s" % name)
         return rss0, rss1
 
@@ -599,15 +604,23 @@ class Http2Attacks(HostileServerCase):
                                  valid_may_get=("RESOURCE_EXHAUSTED",))
         self.assertEqual(sum(o[0] for o in out), nconn * per, "the flood did not get through")
         if not SANITIZED:
-            # Under ASan no connection was closed once in CI (not diagnosed; most likely the
-            # slow front end lets gRPC core end the reset
-            # streams before a request_call hands them over, so no cancel reaches the count
-            # that closes the connection). The gcc build checks the close.
-            self.assertGreater(sum(o[2] for o in out), nconn,
-                               "no rapid-reset connection was closed by the front end")
+            # The front end sees the cancels in the calls gRPC core hands it, behind those
+            # core has queued (1.51 queues every new stream, with no bound). On a loaded
+            # machine its view can lag the whole flood: in ~1 run of 15 with four busy
+            # loops on the two cores (2026-11-27), each attacker had sent its 20,000
+            # streams on one connection and gone before the front end counted its 101st
+            # cancel, 2-4 s after the flood began; it then logged "cannot close the
+            # connection" (already gone) or closed the one gRPC had not yet ended. The
+            # decision is checked either way; a close while the attacker is still
+            # sending is reported when it happens.
             self.server.logtext()  # flushes
             with open(self.server.log_path, "rb") as f:
-                self.assertIn(b"rapid reset, CVE-2023-44487", f.read(), "no closing logged")
+                decided = [l for l in f.read().split(b"\n") if b"CVE-2023-44487" in l]
+            self.assertTrue(decided, "the front end never decided to close a rapid-reset "
+                                     "connection (no log line)")
+            if sum(o[2] for o in out) == nconn:
+                print("  no connection closed while the attacker sent; the front end's "
+                      "first decision: %s" % decided[0].decode(errors="replace"))
             self.assertLess(peak[0] - rss0, RAPID_PEAK_KIB,
                             "rapid reset: FE RSS peaked at %d KiB from %d" % (peak[0], rss0))
             self.assertLess(rss1 - rss0, RAPID_AFTER_KIB,
@@ -803,11 +816,15 @@ class GrpcFrameAttacks(HostileServerCase):
             self.assertIsNotNone(how, "the server took %d MiB of a 4 GiB message" % (sent >> 20))
             return sent >> 20, "server %s after %d MiB; FE RSS peak %d KiB" % (
                 how, sent >> 20, peak)
-        # gRPC core resets streams to stay under its quota, and a valid client's may be
-        # one of them (RESOURCE_EXHAUSTED "Received RST_STREAM with error code 11",
-        # seen with HSMCA_LONG=1): retryable.
+        # gRPC core keeps under its quota by reclaiming memory from any connection, not
+        # the largest: it resets streams (a valid client's RESOURCE_EXHAUSTED "Received
+        # RST_STREAM with error code 11", seen with HSMCA_LONG=1) and sends idle
+        # connections a GOAWAY and closes them (a valid request written as its
+        # connection closed: UNAVAILABLE "Broken pipe", seen once in CI under ASan).
+        # Both are retryable and istio-agent retries them; a few, not a stream of them.
         rss0, rss1 = self.attack("4 GiB prefix, then a byte flood (MiB)", run,
-                                 valid_may_get=("RESOURCE_EXHAUSTED",))
+                                 valid_may_get=("RESOURCE_EXHAUSTED", "UNAVAILABLE"),
+                                 may_get_at_most=3)
         if not SANITIZED:
             # What the flood freed goes back to the system at the front end's next trim
             # (once a second, fe_server.c: give_back_memory), not at once.
