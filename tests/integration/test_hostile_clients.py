@@ -623,8 +623,16 @@ class Http2Attacks(HostileServerCase):
                       "first decision: %s" % decided[0].decode(errors="replace"))
             self.assertLess(peak[0] - rss0, RAPID_PEAK_KIB,
                             "rapid reset: FE RSS peaked at %d KiB from %d" % (peak[0], rss0))
+            # A front end that lagged the flood frees its calls as it catches up, and
+            # gives the memory back at its next trim (once a second): wait for both
+            # (59.9 MiB 2.5 s after the flood, from 23.0, once under four busy loops).
+            deadline, first = time.monotonic() + 10, rss1
+            while rss1 - rss0 >= RAPID_AFTER_KIB and time.monotonic() < deadline:
+                time.sleep(0.2)
+                rss1 = fe_rss_kib(fe)
             self.assertLess(rss1 - rss0, RAPID_AFTER_KIB,
-                            "rapid reset: FE RSS %d KiB after, %d before" % (rss1, rss0))
+                            "rapid reset: FE RSS %d KiB after (%d at first), %d before"
+                            % (rss1, first, rss0))
 
     def test_huge_header_block(self):
         """One HEADERS block of 1 MiB in 16 KiB CONTINUATION frames, ended properly."""
