@@ -75,6 +75,17 @@ def fe_rss_kib(pid):
     return -1
 
 
+def fe_rss_settled(pid, rss, limit_kib, seconds):
+    """The front end's RSS once it is below limit_kib or `seconds` have passed, from
+    rss (read just before): what a flood freed goes back to the system at the front
+    end's next trim (once a second, fe_server.c: give_back_memory), not at once."""
+    deadline = time.monotonic() + seconds
+    while rss >= limit_kib and time.monotonic() < deadline:
+        time.sleep(0.2)
+        rss = fe_rss_kib(pid)
+    return rss
+
+
 def p99(values):
     if not values:
         return float("nan")
@@ -626,10 +637,8 @@ class Http2Attacks(HostileServerCase):
             # A front end that lagged the flood frees its calls as it catches up, and
             # gives the memory back at its next trim (once a second): wait for both
             # (59.9 MiB 2.5 s after the flood, from 23.0, once under four busy loops).
-            deadline, first = time.monotonic() + 10, rss1
-            while rss1 - rss0 >= RAPID_AFTER_KIB and time.monotonic() < deadline:
-                time.sleep(0.2)
-                rss1 = fe_rss_kib(fe)
+            first = rss1
+            rss1 = fe_rss_settled(fe, rss1, rss0 + RAPID_AFTER_KIB, 10)
             self.assertLess(rss1 - rss0, RAPID_AFTER_KIB,
                             "rapid reset: FE RSS %d KiB after (%d at first), %d before"
                             % (rss1, first, rss0))
@@ -834,12 +843,8 @@ class GrpcFrameAttacks(HostileServerCase):
                                  valid_may_get=("RESOURCE_EXHAUSTED", "UNAVAILABLE"),
                                  may_get_at_most=3)
         if not SANITIZED:
-            # What the flood freed goes back to the system at the front end's next trim
-            # (once a second, fe_server.c: give_back_memory), not at once.
-            deadline, first = time.monotonic() + 5, rss1
-            while rss1 - rss0 >= 160 << 10 and time.monotonic() < deadline:
-                time.sleep(0.2)
-                rss1 = fe_rss_kib(self.pids["frontend"])
+            first = rss1
+            rss1 = fe_rss_settled(self.pids["frontend"], rss1, rss0 + (160 << 10), 5)
             print("  FE RSS %d KiB once the flood's memory could be given back (%d KiB at first)"
                   % (rss1, first))
             self.assertLess(rss1 - rss0, 160 << 10, "the flood left the front end > 160 MiB larger")
