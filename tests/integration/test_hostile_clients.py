@@ -844,10 +844,15 @@ class GrpcFrameAttacks(HostileServerCase):
                                  may_get_at_most=3)
         if not SANITIZED:
             first = rss1
-            rss1 = fe_rss_settled(self.pids["frontend"], rss1, rss0 + (160 << 10), 5)
+            # Right after the flood the front end is up to the quota (160 MiB) larger;
+            # within 2 s of the reset it is back to within ~2 MiB of where it was
+            # (2026-11-27: 161.4 MiB, then 24.4 from 22.7, flat for 24 s), so what
+            # stays is a leak, not the flood's buffers.
+            rss1 = fe_rss_settled(self.pids["frontend"], rss1, rss0 + (32 << 10), 5)
             print("  FE RSS %d KiB once the flood's memory could be given back (%d KiB at first)"
                   % (rss1, first))
-            self.assertLess(rss1 - rss0, 160 << 10, "the flood left the front end > 160 MiB larger")
+            self.assertLess(rss1 - rss0, 32 << 10,
+                            "the flood left the front end > 32 MiB larger 5 s after")
 
 
 class SizeBoundaries(HostileServerCase):
