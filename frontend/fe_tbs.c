@@ -105,14 +105,14 @@ static void put_prim(der_w *w, uint8_t tag, const void *p, size_t n)
     wrap(w, tag, mark);
 }
 
-/* 128 random bits as a positive DER INTEGER of exactly 16 content octets: the
- * first octet in [0x01, 0x7f] (no sign bit, no leading zero to strip). */
 /* Random bytes for serials, drawn from OpenSSL's DRBG a pool at a time: each
  * RAND_bytes call costs a getpid() system call (the DRBG's fork check) and its
  * locking, ~6 us a certificate in the front end's profile (2.6%); one call per 64
  * serials costs a tenth of that. Per thread, so no lock; a byte handed out is
  * wiped from the pool. What is left in it is as secret as the DRBG's own state,
- * which lives in the same process. */
+ * which lives in the same process. The front end never forks once serving (a
+ * forked child would repeat the parent's pool: the signer's serial set would
+ * refuse the repeats, invariant 6). */
 #define FE_TBS_SERIAL_POOL (64 * FE_TBS_SERIAL_LEN)
 
 static _Thread_local struct {
@@ -134,6 +134,8 @@ static HSMCA_MUSTCHECK int take_random(uint8_t *out, size_t n)
     return 1;
 }
 
+/* 128 random bits as a positive DER INTEGER of exactly 16 content octets: the
+ * first octet in [0x01, 0x7f] (no sign bit, no leading zero to strip). */
 static HSMCA_MUSTCHECK hsmca_code put_serial(der_w *w, hsmca_err *e)
 {
     uint8_t b[FE_TBS_SERIAL_LEN];

@@ -844,10 +844,10 @@ class GrpcFrameAttacks(HostileServerCase):
                                  may_get_at_most=3)
         if not SANITIZED:
             first = rss1
-            # Right after the flood the front end is up to the quota (160 MiB) larger;
-            # within 2 s of the reset it is back to within ~2 MiB of where it was
-            # (2026-11-27: 161.4 MiB, then 24.4 from 22.7, flat for 24 s), so what
-            # stays is a leak, not the flood's buffers.
+            # Right after the flood the front end is up to ~190 MiB larger (the quota,
+            # 160 MiB, covers gRPC's buffers only); within 2 s of the reset it is back
+            # to within a few MiB of where it was (2026-11-27: 161.4 MiB, then 24.4
+            # from 22.7, flat for 24 s), so what stays is a leak, not the flood's.
             rss1 = fe_rss_settled(self.pids["frontend"], rss1, rss0 + (32 << 10), 5)
             print("  FE RSS %d KiB once the flood's memory could be given back (%d KiB at first)"
                   % (rss1, first))
