@@ -16,6 +16,8 @@
  * size of the front end's table of requests waiting for the signer). */
 #define CONFIG_MAX_CONNECTIONS 1000000
 #define CONFIG_MAX_QUEUED 4096
+/* Bound of pkcs11.sessions: the signer runs a signing thread per session. */
+#define CONFIG_MAX_SESSIONS 64
 
 typedef struct {
     char items[CONFIG_MAX_LIST][CONFIG_MAX_STR];

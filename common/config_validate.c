@@ -237,8 +237,9 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
     if (c->audit_key_uri[0] && !strcmp(c->audit_key_uri, c->ca_key_uri))
         return hsmca_fail(e, HSMCA_EINVAL,
                           "config: pkcs11.audit_key must name another key than pkcs11.ca_key");
-    if (c->sessions < 1 || c->sessions > 64)
-        return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.sessions must be 1-64");
+    if (c->sessions < 1 || c->sessions > CONFIG_MAX_SESSIONS)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.sessions must be 1-%d",
+                          CONFIG_MAX_SESSIONS);
     if (c->default_ttl < PROFILE_MIN_TTL_S || c->default_ttl > c->max_ttl)
         return hsmca_fail(e, HSMCA_EINVAL,
                           "config: issuance.default_ttl must be 600..issuance.max_ttl");

@@ -55,7 +55,7 @@ void signer_conn_close(signer_ctx *s);
  * A worker never waits for a session (each has one to itself), and the checker
  * fills the next sync while the sessions sign, so the log does not idle the token
  * (bench_signer, docs/PERFORMANCE.md §4). Index 0 is the checker. */
-#define SIGNER_MAX_WORKERS (64 + 1) /* pkcs11.sessions is at most 64 */
+#define SIGNER_MAX_WORKERS (CONFIG_MAX_SESSIONS + 1)
 
 /* The threads a signer with `sessions` sessions runs: the checker and a worker each. */
 static inline unsigned signer_worker_count(unsigned sessions)

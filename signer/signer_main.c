@@ -2,8 +2,9 @@
  *
  * The main thread reads frames from the front end and dispatches them through
  * an allow-table; a checker thread validates and logs each request, worker
- * threads (one per PKCS#11 session) sign and reply (signer_core_int.h). A protocol violation ends the front end's connection and asks the
- * supervisor to restart the front end; it never stops the signer. */
+ * threads (one per PKCS#11 session) sign and reply (signer_core_int.h). A
+ * protocol violation ends the front end's connection and asks the supervisor
+ * to restart the front end; it never stops the signer. */
 #include "signer.h"
 #include "signer_core.h"
 

@@ -81,7 +81,8 @@ void *signer_syncer(void *arg)
             n++;
         list_append(&s->ready, &s->ready_tail, list);
         s->n_ready += n;
-        for (int i = 0; i < n && i < s->n_workers; i++) /* a worker each, not a stampede */
+        /* a signing worker each (n_workers counts the checker too), not a stampede */
+        for (int i = 0; i < n && i < s->n_workers - 1; i++)
             pthread_cond_signal(&s->more);
     }
     pthread_mutex_unlock(&s->lock);
