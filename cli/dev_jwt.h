@@ -1,7 +1,7 @@
 /* dev_jwt.h - the development JWT issuer behind `hsmca dev` and `hsmca dev token`.
  *
  * Not used by the front end: it only creates an ES256 key and its JWKS under the
- * dev directory and mints tokens that the front end's JWT authenticator (fe_jwt)
+ * dev directory and mints tokens that the front end's JWT authenticator (tok_jwt)
  * accepts when configured with DIR/dev-jwks.json and DEV_JWT_ISSUER. */
 #ifndef HSMCA_DEV_JWT_H
 #define HSMCA_DEV_JWT_H

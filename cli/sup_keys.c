@@ -13,7 +13,7 @@
 
 #include <openssl/crypto.h>
 
-#include "fe_jwks.h"
+#include "tok_jwks.h"
 #include "ipc_frame.h"
 #include "log.h"
 #include "sup_http.h"
@@ -38,17 +38,17 @@ struct sup_keys {
     int have_good;       /* discovery: a fetch has succeeded */
 };
 
-/* Accepts doc (taken over) when fe_jwks_parse does; the same bytes again are no news. */
+/* Accepts doc (taken over) when tok_jwks_parse does; the same bytes again are no news. */
 static HSMCA_MUSTCHECK hsmca_code keys_accept(sup_keys *k, char *doc, size_t len, hsmca_err *e)
 {
-    fe_jwks *ks = NULL;
-    hsmca_code rc = fe_jwks_parse(doc, len, &ks, e);
+    tok_jwks *ks = NULL;
+    hsmca_code rc = tok_jwks_parse(doc, len, &ks, e);
     if (rc != HSMCA_OK) {
         free(doc);
         return rc;
     }
-    size_t n = fe_jwks_count(ks);
-    fe_jwks_free(ks);
+    size_t n = tok_jwks_count(ks);
+    tok_jwks_free(ks);
     pthread_mutex_lock(&k->lock);
     int same = k->doc && k->len == len && memcmp(k->doc, doc, len) == 0;
     if (same) {
@@ -95,7 +95,7 @@ static HSMCA_MUSTCHECK hsmca_code file_load(sup_keys *k, int force, hsmca_err *e
     k->file_st = st; /* a bad file is reported once per change, not every poll */
     char *doc = NULL;
     size_t len = 0;
-    hsmca_code rc = util_read_file(k->cfg->jwks_file, FE_JWKS_MAX_LEN, &doc, &len, e);
+    hsmca_code rc = util_read_file(k->cfg->jwks_file, TOK_JWKS_MAX_LEN, &doc, &len, e);
     if (rc != HSMCA_OK)
         return rc;
     rc = keys_accept(k, doc, len, e);
@@ -155,7 +155,7 @@ static HSMCA_MUSTCHECK hsmca_code issuer_fetch(sup_keys *k, hsmca_err *e)
     }
     if (rc == HSMCA_OK)
         rc = sup_http_get_auth(jwks_uri, c->jwt_ca_bundle, tok, c->jwt_fetch_timeout,
-                               FE_JWKS_MAX_LEN, &k->stop, &doc, &len, e);
+                               TOK_JWKS_MAX_LEN, &k->stop, &doc, &len, e);
     if (tok) {
         OPENSSL_cleanse(tok, strlen(tok));
         free(tok);

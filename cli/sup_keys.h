@@ -7,7 +7,7 @@
  * auth.jwt.discovery, the issuer's OpenID discovery document and its jwks_uri
  * over HTTPS (sup_http.h), every auth.jwt.refresh, and sooner when a child asks
  * (at most once per auth.jwt.min_refresh). A document is accepted only when
- * fe_jwks_parse accepts it; a failed fetch or a bad document keeps the last good
+ * tok_jwks_parse accepts it; a failed fetch or a bad document keeps the last good
  * keys (and is logged). Work happens on a thread of its own, so a slow issuer
  * never delays the supervisor's restarts. */
 #ifndef HSMCA_SUP_KEYS_H

@@ -6,8 +6,8 @@
 #include "fe_auth.h"
 #include "fe_clientcert.h"
 #include "fe_ipc.h"
-#include "fe_jwt.h"
-#include "fe_keys.h"
+#include "tok_jwt.h"
+#include "tok_keys.h"
 #include "fe_tokenreview.h"
 #include "hsmca_err.h"
 #include "policy.h"
@@ -27,8 +27,8 @@ typedef struct fe_app {
     /* Per cluster (index config_cluster_index: 0 local, i + 1 auth.clusters[i]): the JWT
      * issuer's keys as the supervisor last pushed them and the rules (NULL keys: that
      * cluster has no jwt authenticator), and the TokenReview client (NULL: none). */
-    fe_keys *keys[FE_MAX_CLUSTERS];
-    fe_jwt_rules jwt_rules[FE_MAX_CLUSTERS];
+    tok_keys *keys[FE_MAX_CLUSTERS];
+    tok_jwt_rules jwt_rules[FE_MAX_CLUSTERS];
     const fe_authenticator *chain[CONFIG_MAX_LIST]; /* auth.chain, in order */
     int n_chain;
     const char *audiences[CONFIG_MAX_LIST];

@@ -8,7 +8,7 @@
 #ifndef HSMCA_FE_AUTH_H
 #define HSMCA_FE_AUTH_H
 
-#include "fe_jwt.h"
+#include "tok_jwt.h"
 #include "hsmca_err.h"
 #include "policy.h"
 #include <grpc/grpc_security.h>
@@ -38,7 +38,7 @@ typedef struct {
 typedef struct {
     char ids[FE_AUTH_MAX_IDS][POLICY_MAX_ID]; /* SPIFFE IDs the caller may hold */
     int n_ids;
-    fe_jwt_identity k8s;       /* token authenticators: namespace, account, pod (else zeroed) */
+    tok_jwt_identity k8s;       /* token authenticators: namespace, account, pod (else zeroed) */
     const char *authenticator; /* the name of the one that succeeded */
     int cluster;  /* token authenticators: the cluster that vouched (config_cluster_index),
                      0 (local) otherwise */

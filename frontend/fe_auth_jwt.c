@@ -1,11 +1,11 @@
 /* fe_auth_jwt.c - the bearer-JWT authenticator: the token of the "authorization"
  * metadata verified against the keys of the issuer of the caller's cluster (its
- * ClusterID metadata, fe_auth_cluster) that the supervisor pushed (fe_keys.h), and the
+ * ClusterID metadata, fe_auth_cluster) that the supervisor pushed (tok_keys.h), and the
  * Kubernetes service account it names made a SPIFFE ID. */
 #include "fe_auth.h"
 
 #include "fe_app.h"
-#include "fe_keys.h"
+#include "tok_keys.h"
 
 hsmca_code fe_auth_jwt(const struct fe_app *app, const fe_auth_creds *c, fe_auth_result *out,
                        hsmca_err *e)
@@ -20,7 +20,7 @@ hsmca_code fe_auth_jwt(const struct fe_app *app, const fe_auth_creds *c, fe_auth
                           cl ? "the caller's cluster has no jwt authenticator (auth.clusters)"
                              : "JWT issuer keys not loaded yet");
     int unknown_kid = 0;
-    hsmca_code rc = fe_keys_verify(app->keys[cl], &app->jwt_rules[cl], token, len, c->now,
+    hsmca_code rc = tok_keys_verify(app->keys[cl], &app->jwt_rules[cl], token, len, c->now,
                                    &out->k8s, &unknown_kid, e);
     /* The issuer may have rotated its keys since the last fetch: ask the supervisor
      * (it fetches at most once per auth.jwt.min_refresh, so a stream of made-up kids

@@ -40,7 +40,7 @@ static HSMCA_MUSTCHECK hsmca_code api_get(fe_tokenreview *tr, const char *path, 
 }
 
 /* The node the caller's pod runs on. */
-static HSMCA_MUSTCHECK hsmca_code caller_node(fe_tokenreview *tr, const fe_jwt_identity *k,
+static HSMCA_MUSTCHECK hsmca_code caller_node(fe_tokenreview *tr, const tok_jwt_identity *k,
                                               char node[FE_K8S_NODE_MAX + 1], hsmca_err *e)
 {
     char path[1024];

@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "fe_jwt.h"
+#include "tok_jwt.h"
 #include "ipc_frame.h"
 #include "log.h"
 #include "profile.h"
@@ -103,14 +103,14 @@ hsmca_code fe_ipc_submit_as(fe_ipc *c, uint32_t profile, const uint8_t *tbs, siz
         req.csr_sha256.len = 32;
     }
     /* The token is a NUL-terminated copy: protobuf-c packs strings with strlen. The
-     * authenticator checked its length (FE_JWT_MAX_LEN) already. */
-    char token[FE_JWT_MAX_LEN + 1];
+     * authenticator checked its length (TOK_JWT_MAX_LEN) already. */
+    char token[TOK_JWT_MAX_LEN + 1];
     if (caller && caller->authenticator)
         req.authenticator = (char *)caller->authenticator;
     if (caller && caller->token && caller->token_len) {
-        if (caller->token_len > FE_JWT_MAX_LEN || memchr(caller->token, 0, caller->token_len))
+        if (caller->token_len > TOK_JWT_MAX_LEN || memchr(caller->token, 0, caller->token_len))
             return hsmca_fail(e, HSMCA_EAUTH, "token: longer than %d bytes or holds a NUL",
-                              FE_JWT_MAX_LEN);
+                              TOK_JWT_MAX_LEN);
         memcpy(token, caller->token, caller->token_len);
         token[caller->token_len] = 0;
         req.token = token;

@@ -93,10 +93,10 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
 {
     memset(app, 0, sizeof(*app));
     app->cfg = cfg;
-    /* The issuer's keys come from the supervisor (fe_keys.h), never from a file or
+    /* The issuer's keys come from the supervisor (tok_keys.h), never from a file or
      * the network here: the holder starts empty and fills with the first push. */
     for (int cl = 0; cl <= cfg->n_clusters && cl < FE_MAX_CLUSTERS; cl++)
-        if ((cl == 0 || config_cluster_has_jwt(cfg, cl)) && !(app->keys[cl] = fe_keys_new()))
+        if ((cl == 0 || config_cluster_has_jwt(cfg, cl)) && !(app->keys[cl] = tok_keys_new()))
             return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     for (int i = 0; i < cfg->auth_chain.n; i++) {
         const fe_authenticator *a = fe_auth_find(cfg->auth_chain.items[i]);
@@ -111,7 +111,7 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
         app->audiences[i] = cfg->jwt_audiences.items[i];
     /* One issuer per cluster; the audiences and skew are auth.jwt's for all. */
     for (int cl = 0; cl <= cfg->n_clusters && cl < FE_MAX_CLUSTERS; cl++)
-        app->jwt_rules[cl] = (fe_jwt_rules){cl ? cfg->clusters[cl - 1].jwt_issuer : cfg->jwt_issuer,
+        app->jwt_rules[cl] = (tok_jwt_rules){cl ? cfg->clusters[cl - 1].jwt_issuer : cfg->jwt_issuer,
                                             app->audiences, cfg->jwt_audiences.n, cfg->jwt_skew};
     app->policy = (policy_rules){cfg->trust_domain, cfg->default_ttl, cfg->max_ttl};
     /* The signer loads the same file itself: it never takes our word for it. */
@@ -151,11 +151,11 @@ static void on_keys(void *arg, int cluster, int memfd)
         log_warn("issuer keys from the supervisor for cluster %d, which has no jwt "
                  "authenticator: ignored",
                  cluster);
-    else if (fe_keys_load_fd(app->keys[cluster], memfd, &e) != HSMCA_OK)
+    else if (tok_keys_load_fd(app->keys[cluster], memfd, &e) != HSMCA_OK)
         log_warn("issuer keys from the supervisor refused, keeping the current ones: %s", e.msg);
     else
         log_info("issuer keys loaded (update %llu, cluster %s)",
-                 (unsigned long long)fe_keys_generation(app->keys[cluster]),
+                 (unsigned long long)tok_keys_generation(app->keys[cluster]),
                  config_cluster_name(app->cfg, cluster));
 }
 

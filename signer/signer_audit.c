@@ -145,7 +145,7 @@ static HSMCA_MUSTCHECK hsmca_code config_entry(signer_ctx *s, uint64_t *last, hs
     a.kind = AUDIT_CONFIG;
     util_hex(s->cfg.source_sha256, 32, a.config_sha256);
     /* Room for every line at its longest: a config string per name, a few fixed lines. */
-    size_t cap = (CONFIG_MAX_STR + 32) * (3 * TBS_MAX_NAMES + 8);
+    size_t cap = (CONFIG_MAX_STR + 32) * (3 * PROFILE_MAX_NAMES + 8);
     char *text = malloc(cap);
     HSMCA_ENSURE(text, e, HSMCA_ENOMEM, "out of memory");
     size_t n = signer_policy_text(s, text, cap);

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe_jwt.h"
-#include "fe_keys.h"
+#include "tok_jwt.h"
+#include "tok_keys.h"
 #include "log.h"
 
 #define BIND_CLUSTERS (CONFIG_MAX_CLUSTERS + 1) /* the local cluster, then auth.clusters */
@@ -14,9 +14,9 @@
 struct signer_bind {
     const hsmca_config *cfg;
     /* Per cluster (config_cluster_index), NULL where a cluster has no jwt authenticator:
-     * pushed by the supervisor; verified tokens cached by hash (fe_jwt_cache), per set. */
-    fe_keys *keys[BIND_CLUSTERS];
-    fe_jwt_rules rules[BIND_CLUSTERS];
+     * pushed by the supervisor; verified tokens cached by hash (tok_cache), per set. */
+    tok_keys *keys[BIND_CLUSTERS];
+    tok_jwt_rules rules[BIND_CLUSTERS];
     const char *audiences[CONFIG_MAX_LIST];
     int required; /* auth.jwt.bind_required */
 };
@@ -40,11 +40,11 @@ hsmca_code signer_bind_new(const hsmca_config *cfg, signer_bind **out, hsmca_err
     for (int cl = 0; cl <= cfg->n_clusters && cl < BIND_CLUSTERS; cl++) {
         if (!config_cluster_has_jwt(cfg, cl))
             continue;
-        if (!(b->keys[cl] = fe_keys_new())) {
+        if (!(b->keys[cl] = tok_keys_new())) {
             signer_bind_free(b);
             return hsmca_fail(e, HSMCA_ENOMEM, "identity binding: out of memory");
         }
-        b->rules[cl] = (fe_jwt_rules){cl ? cfg->clusters[cl - 1].jwt_issuer : cfg->jwt_issuer,
+        b->rules[cl] = (tok_jwt_rules){cl ? cfg->clusters[cl - 1].jwt_issuer : cfg->jwt_issuer,
                                       b->audiences, n, cfg->jwt_skew};
     }
     b->required = cfg->jwt_bind_required;
@@ -59,7 +59,7 @@ void signer_bind_free(signer_bind *b)
     if (!b)
         return;
     for (int cl = 0; cl < BIND_CLUSTERS; cl++)
-        fe_keys_free(b->keys[cl]);
+        tok_keys_free(b->keys[cl]);
     free(b);
 }
 
@@ -69,10 +69,10 @@ hsmca_code signer_bind_load_fd(signer_bind *b, int cluster, int fd, hsmca_err *e
         return HSMCA_OK; /* binding off: the keys are not ours to hold */
     HSMCA_ENSURE(cluster >= 0 && cluster < BIND_CLUSTERS && b->keys[cluster], e, HSMCA_EINVAL,
                  "identity binding: keys for cluster %d, which has no jwt authenticator", cluster);
-    HSMCA_GUARD(fe_keys_load_fd(b->keys[cluster], fd, e));
+    HSMCA_GUARD(tok_keys_load_fd(b->keys[cluster], fd, e));
     log_info("identity binding: issuer keys received (cluster %s, generation %llu)",
              config_cluster_name(b->cfg, cluster),
-             (unsigned long long)fe_keys_generation(b->keys[cluster]));
+             (unsigned long long)tok_keys_generation(b->keys[cluster]));
     return HSMCA_OK;
 }
 
@@ -80,10 +80,10 @@ hsmca_code signer_bind_load_fd(signer_bind *b, int cluster, int fd, hsmca_err *e
  * the policy's trust domains. The validator let exactly one URI SAN through and only as
  * the first name (tbs_san_uri), and SPIFFE IDs hold no ',' (policy_spiffe_id_check), so
  * the first name ends at ',' or at the end of the text. */
-static int san_is_identity(const tbs_policy *pol, const fe_jwt_identity *id, const char *sans)
+static int san_is_identity(const tbs_policy *pol, const tok_jwt_identity *id, const char *sans)
 {
-    char want[32 + 3 * FE_K8S_NAME_MAX + 64];
-    for (int i = 0; i < pol->n_trust_domains && i < TBS_MAX_NAMES; i++) {
+    char want[32 + 3 * TOK_K8S_NAME_MAX + 64];
+    for (int i = 0; i < pol->n_trust_domains && i < PROFILE_MAX_NAMES; i++) {
         int n = snprintf(want, sizeof(want), "uri:spiffe://%s/ns/%s/sa/%s", pol->trust_domains[i],
                          id->ns, id->sa);
         if (n <= 0 || (size_t)n >= sizeof(want))
@@ -121,11 +121,11 @@ hsmca_code signer_bind_check(signer_bind *b, const tbs_policy *pol, const char *
     HSMCA_ENSURE(cl >= 0 && cl < BIND_CLUSTERS && b->keys[cl], e, HSMCA_EAUTH,
                  "identity binding: the token's cluster \"%.63s\" has no jwt authenticator here",
                  cluster ? cluster : "");
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     int unknown_kid = 0;
     hsmca_err why;
     hsmca_code rc =
-        fe_keys_verify(b->keys[cl], &b->rules[cl], token, token_len, now, &id, &unknown_kid, &why);
+        tok_keys_verify(b->keys[cl], &b->rules[cl], token, token_len, now, &id, &unknown_kid, &why);
     if (rc == HSMCA_EUNAVAIL)
         return hsmca_fail(e, HSMCA_EUNAVAIL, "identity binding: %s", why.msg);
     if (rc != HSMCA_OK)

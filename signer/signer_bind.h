@@ -34,7 +34,7 @@ HSMCA_MUSTCHECK hsmca_code signer_bind_new(const hsmca_config *cfg, signer_bind 
 void signer_bind_free(signer_bind *b);
 
 /* The supervisor's CTL_KEYS / CTL_KEYS_CLUSTER push for cluster (0 local, i + 1
- * auth.clusters[i]): a sealed memfd holding the JWKS (fe_keys_load_fd). Does not close
+ * auth.clusters[i]): a sealed memfd holding the JWKS (tok_keys_load_fd). Does not close
  * fd. On error the current keys stay; keys for a cluster without jwt are refused. */
 HSMCA_MUSTCHECK hsmca_code signer_bind_load_fd(signer_bind *b, int cluster, int fd, hsmca_err *e);
 

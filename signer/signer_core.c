@@ -158,8 +158,8 @@ static HSMCA_MUSTCHECK hsmca_code check_ca(signer_ctx *s, const char *path, hsmc
     return HSMCA_OK;
 }
 
-_Static_assert(CONFIG_MAX_SERVING_NAMES <= TBS_MAX_NAMES, "serving names fit the policy");
-_Static_assert(1 + POLICY_MAX_ALIASES <= TBS_MAX_NAMES, "the trust domain and its aliases fit");
+_Static_assert(CONFIG_MAX_SERVING_NAMES <= PROFILE_MAX_NAMES, "serving names fit the policy");
+_Static_assert(1 + POLICY_MAX_ALIASES <= PROFILE_MAX_NAMES, "the trust domain and its aliases fit");
 
 /* The serving profile allows exactly the names the front end asks for. */
 static void build_policy(signer_ctx *s)
@@ -175,7 +175,7 @@ static void build_policy(signer_ctx *s)
     p->n_trust_domains = 1;
     /* Our own reading of the policy file, never the front end's word for it. */
     p->policy_file = s->policy_file;
-    for (int i = 0; i < policy_set_n_aliases(s->policy_file) && p->n_trust_domains < TBS_MAX_NAMES;
+    for (int i = 0; i < policy_set_n_aliases(s->policy_file) && p->n_trust_domains < PROFILE_MAX_NAMES;
          i++)
         p->trust_domains[p->n_trust_domains++] = policy_set_alias(s->policy_file, i);
     config_serving_names(cfg, p->serving_dns, &p->n_serving_dns, p->serving_ips, &p->n_serving_ips);

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "fe_jwt.h"
+#include "tok_jwt.h"
 #include "profile.h"
 
 enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
@@ -85,7 +85,7 @@ hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_reque
         [3] = {WIRE_LEN, PROFILE_REQUESTER_MAX, "requester", 1},
         [4] = {WIRE_LEN, 32, "csr_sha256", 0},
         [5] = {WIRE_LEN, SIGNER_DENY_AUTHENTICATOR_MAX, "authenticator", 1},
-        [6] = {WIRE_LEN, FE_JWT_MAX_LEN, "token", 1},
+        [6] = {WIRE_LEN, TOK_JWT_MAX_LEN, "token", 1},
         [7] = {WIRE_LEN, CONFIG_MAX_CLUSTER_ID, "cluster", 1},
     };
     size_t vals[8] = {0};

@@ -27,7 +27,7 @@ typedef struct {
 /* Walks payload[0..len): fields 1 (varint profile, at most 2^32-1), 2 (tbs, at most
  * PROFILE_TBS_MAX bytes), 3 (requester, at most PROFILE_REQUESTER_MAX), 4
  * (csr_sha256, 0 or 32 bytes), 5 (authenticator, at most
- * SIGNER_DENY_AUTHENTICATOR_MAX), 6 (token, at most FE_JWT_MAX_LEN), 7 (cluster, at most
+ * SIGNER_DENY_AUTHENTICATOR_MAX), 6 (token, at most TOK_JWT_MAX_LEN), 7 (cluster, at most
  * CONFIG_MAX_CLUSTER_ID), each at most once,
  * strings without NUL bytes; nothing else. HSMCA_EINVAL
  * naming the rule when the front end broke the protocol. */

@@ -147,7 +147,7 @@ static HSMCA_MUSTCHECK hsmca_code tbs_check_validity(tbs_ctx *c, der_cur *in, hs
     HSMCA_GUARD(tbs_parse_time(&val, "notAfter", &na, e));
     TBS_DER(der_empty(&val), e, 2, "validity");
     HSMCA_GUARD(tbs_ca_not_after(c, &ca_na, e));
-    uint32_t max = c->profile == TBS_PROFILE_SERVING ? c->pol->serving_max_ttl : c->pol->max_ttl;
+    uint32_t max = c->profile == PROFILE_SERVING ? c->pol->serving_max_ttl : c->pol->max_ttl;
     HSMCA_ENSURE(nb >= c->now - PROFILE_NOT_BEFORE_PAST_S, e, HSMCA_EPERM,
                  "invariant 2: notBefore more than %d s in the past", PROFILE_NOT_BEFORE_PAST_S);
     HSMCA_ENSURE(nb <= c->now + PROFILE_NOT_BEFORE_FUTURE_S, e, HSMCA_EPERM,
@@ -294,11 +294,11 @@ static HSMCA_MUSTCHECK hsmca_code tbs_check_serial(tbs_ctx *c, der_cur *in, hsmc
 
 /* ---- the TBSCertificate ---------------------------------------------------------- */
 
-static HSMCA_MUSTCHECK hsmca_code tbs_check_policy(const tbs_policy *p, tbs_profile profile,
+static HSMCA_MUSTCHECK hsmca_code tbs_check_policy(const tbs_policy *p, profile_id profile,
                                                    hsmca_err *e)
 {
     HSMCA_ENSURE(p && p->ca_cert, e, HSMCA_EINTERNAL, "tbs policy: no CA certificate");
-    HSMCA_ENSURE(profile == TBS_PROFILE_WORKLOAD || profile == TBS_PROFILE_SERVING, e, HSMCA_EPERM,
+    HSMCA_ENSURE(profile == PROFILE_WORKLOAD || profile == PROFILE_SERVING, e, HSMCA_EPERM,
                  "invariant 0: unknown profile %d", (int)profile);
     return HSMCA_OK;
 }
@@ -307,8 +307,8 @@ static HSMCA_MUSTCHECK hsmca_code tbs_check_all(tbs_ctx *c, const uint8_t *tbs, 
                                                 hsmca_err *e)
 {
     HSMCA_ENSURE(tbs && len > 0, e, HSMCA_EINVAL, "invariant 0: empty TBS");
-    HSMCA_ENSURE(len <= TBS_MAX_LEN, e, HSMCA_EINVAL, "invariant 0: TBS of %zu bytes exceeds %d",
-                 len, TBS_MAX_LEN);
+    HSMCA_ENSURE(len <= PROFILE_TBS_MAX, e, HSMCA_EINVAL, "invariant 0: TBS of %zu bytes exceeds %d",
+                 len, PROFILE_TBS_MAX);
     der_cur top = der_cur_init(tbs, len), in;
     TBS_DER(der_get_only(&top, DER_SEQUENCE, &in), e, 0, "TBSCertificate");
     /* The fields in their DER order; each check moves the cursor past its field. */
@@ -327,7 +327,7 @@ static HSMCA_MUSTCHECK hsmca_code tbs_check_all(tbs_ctx *c, const uint8_t *tbs, 
     return tbs_check_policy_file(c, e);
 }
 
-hsmca_code tbs_validate(const uint8_t *tbs, size_t len, tbs_profile profile,
+hsmca_code tbs_validate(const uint8_t *tbs, size_t len, profile_id profile,
                         const tbs_policy *policy, int64_t now, tbs_facts *facts, hsmca_err *e)
 {
     tbs_facts scratch;

@@ -15,13 +15,7 @@
 
 struct policy_set; /* policy/policy_file.h */
 
-#define TBS_MAX_LEN PROFILE_TBS_MAX
-#define TBS_MAX_NAMES PROFILE_MAX_NAMES /* >= CONFIG_MAX_SERVING_NAMES */
 #define TBS_SANS_TEXT_MAX 4096
-
-typedef profile_id tbs_profile;
-#define TBS_PROFILE_WORKLOAD PROFILE_WORKLOAD
-#define TBS_PROFILE_SERVING PROFILE_SERVING
 
 /* What the signer knows about its CA and profile; built once at startup. */
 typedef struct {
@@ -29,11 +23,11 @@ typedef struct {
     int ca_sig_nid;           /* the CA key's algorithm (common/sigalg.h) */
     uint32_t max_ttl;         /* workload profile max notAfter - notBefore, seconds */
     uint32_t serving_max_ttl; /* serving profile max */
-    const char *trust_domains[TBS_MAX_NAMES]; /* allowed SPIFFE trust domains */
+    const char *trust_domains[PROFILE_MAX_NAMES]; /* allowed SPIFFE trust domains */
     int n_trust_domains;
-    const char *serving_dns[TBS_MAX_NAMES]; /* DNS SANs the serving profile may hold */
+    const char *serving_dns[PROFILE_MAX_NAMES]; /* DNS SANs the serving profile may hold */
     int n_serving_dns;
-    const char *serving_ips[TBS_MAX_NAMES]; /* IP SANs as text ("127.0.0.1") */
+    const char *serving_ips[PROFILE_MAX_NAMES]; /* IP SANs as text ("127.0.0.1") */
     int n_serving_ips;
     /* issuance.policy_file as the signer itself loaded it (NULL: none): workload
      * certificates also obey its rules (denied namespaces, namespace TTL caps, DNS
@@ -63,7 +57,7 @@ typedef struct {
  * DER), and e->msg names the invariant and the field: "invariant 3: keyUsage
  * must be critical". facts may be NULL; on refusal *facts is zeroed. A bad
  * policy (no CA certificate, CA without SKI) is HSMCA_EINTERNAL. */
-HSMCA_MUSTCHECK hsmca_code tbs_validate(const uint8_t *tbs, size_t len, tbs_profile profile,
+HSMCA_MUSTCHECK hsmca_code tbs_validate(const uint8_t *tbs, size_t len, profile_id profile,
                                         const tbs_policy *policy, int64_t now, tbs_facts *facts,
                                         hsmca_err *e);
 

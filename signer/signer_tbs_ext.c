@@ -157,7 +157,7 @@ static void tbs_note_san(tbs_ctx *c, const char *kind, const char *s, size_t n)
 static HSMCA_MUSTCHECK hsmca_code tbs_san_uri(tbs_ctx *c, der_cur t, hsmca_err *e)
 {
     hsmca_err why;
-    HSMCA_ENSURE(c->profile == TBS_PROFILE_WORKLOAD, e, HSMCA_EPERM,
+    HSMCA_ENSURE(c->profile == PROFILE_WORKLOAD, e, HSMCA_EPERM,
                  "invariant 4: URI SAN not allowed in the serving profile");
     HSMCA_ENSURE(c->facts->n_sans == 0, e, HSMCA_EPERM,
                  "invariant 4: an X509-SVID has exactly one URI SAN");
@@ -176,19 +176,19 @@ static HSMCA_MUSTCHECK hsmca_code tbs_san_dns_workload(tbs_ctx *c, der_cur t, hs
 {
     HSMCA_ENSURE(policy_set_grants_dns(c->pol->policy_file), e, HSMCA_EPERM,
                  "invariant 4: DNS SAN not granted to workload identities");
-    HSMCA_ENSURE(c->n_dns < TBS_MAX_NAMES, e, HSMCA_EPERM, "invariant 4: more than %d DNS SANs",
-                 TBS_MAX_NAMES);
+    HSMCA_ENSURE(c->n_dns < PROFILE_MAX_NAMES, e, HSMCA_EPERM, "invariant 4: more than %d DNS SANs",
+                 PROFILE_MAX_NAMES);
     c->dns[c->n_dns++] = t;
     return HSMCA_OK;
 }
 
 static HSMCA_MUSTCHECK hsmca_code tbs_san_dns(tbs_ctx *c, der_cur t, hsmca_err *e)
 {
-    if (c->profile == TBS_PROFILE_WORKLOAD)
+    if (c->profile == PROFILE_WORKLOAD)
         return tbs_san_dns_workload(c, t, e);
-    HSMCA_ENSURE(c->profile == TBS_PROFILE_SERVING, e, HSMCA_EPERM,
+    HSMCA_ENSURE(c->profile == PROFILE_SERVING, e, HSMCA_EPERM,
                  "invariant 4: DNS SAN not granted to workload identities");
-    for (int i = 0; i < c->pol->n_serving_dns && i < TBS_MAX_NAMES; i++) {
+    for (int i = 0; i < c->pol->n_serving_dns && i < PROFILE_MAX_NAMES; i++) {
         const char *want = c->pol->serving_dns[i];
         if (want && strlen(want) == t.len && strncasecmp(want, (const char *)t.p, t.len) == 0) {
             tbs_note_san(c, "dns", want, t.len);
@@ -200,12 +200,12 @@ static HSMCA_MUSTCHECK hsmca_code tbs_san_dns(tbs_ctx *c, der_cur t, hsmca_err *
 
 static HSMCA_MUSTCHECK hsmca_code tbs_san_ip(tbs_ctx *c, der_cur t, hsmca_err *e)
 {
-    HSMCA_ENSURE(c->profile == TBS_PROFILE_SERVING, e, HSMCA_EPERM,
+    HSMCA_ENSURE(c->profile == PROFILE_SERVING, e, HSMCA_EPERM,
                  "invariant 4: IP SAN not granted to workload identities");
     HSMCA_ENSURE(t.len == 4 || t.len == 16, e, HSMCA_EPERM,
                  "invariant 4: IP SAN must be 4 or 16 octets");
     int af = t.len == 4 ? AF_INET : AF_INET6;
-    for (int i = 0; i < c->pol->n_serving_ips && i < TBS_MAX_NAMES; i++) {
+    for (int i = 0; i < c->pol->n_serving_ips && i < PROFILE_MAX_NAMES; i++) {
         uint8_t want[16];
         const char *txt = c->pol->serving_ips[i];
         if (txt && inet_pton(af, txt, want) == 1 && der_eq(&t, want, t.len)) {
@@ -307,7 +307,7 @@ hsmca_code tbs_check_extensions(tbs_ctx *c, der_cur *in, hsmca_err *e)
 hsmca_code tbs_check_policy_file(tbs_ctx *c, hsmca_err *e)
 {
     const policy_set *pf = c->pol->policy_file;
-    if (!pf || c->profile != TBS_PROFILE_WORKLOAD)
+    if (!pf || c->profile != PROFILE_WORKLOAD)
         return HSMCA_OK;
     hsmca_err why;
     policy_who who;

@@ -10,13 +10,13 @@
 /* One validation: the policy, the clock, and what was seen so far. */
 typedef struct {
     const tbs_policy *pol;
-    tbs_profile profile;
+    profile_id profile;
     int64_t now;
     tbs_facts *facts;
     der_cur subject_key; /* the subjectPublicKey BIT STRING's key bytes (SKI input) */
     policy_key key;      /* its type and size, for the policy file's key_types */
     der_cur uri;         /* the workload's URI SAN (len 0: none yet) */
-    der_cur dns[TBS_MAX_NAMES]; /* its DNS SANs, checked against the policy file at the end */
+    der_cur dns[PROFILE_MAX_NAMES]; /* its DNS SANs, checked against the policy file at the end */
     int n_dns;
 } tbs_ctx;
 

@@ -194,7 +194,7 @@ static HSMCA_MUSTCHECK hsmca_code audit_intent(signer_ctx *s, uint64_t id,
     a.not_before = f->not_before;
     a.not_after = f->not_after;
     snprintf(a.profile, sizeof(a.profile), "%s",
-             req->profile == TBS_PROFILE_SERVING ? "serving" : "workload");
+             req->profile == PROFILE_SERVING ? "serving" : "workload");
     a.sans = (audit_str){f->sans, strlen(f->sans), 0};
     if (bound) /* the signer checked the URI SAN against the caller's token itself */
         snprintf(a.bound, sizeof(a.bound), "jwt");
@@ -244,14 +244,14 @@ static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmc
     const Hsmca__Ipc__SignRequest *req = j->req;
     tbs_facts *facts = &j->st->facts;
     j->st->intent_seq = SIGNER_NO_INTENT;
-    HSMCA_ENSURE(req->profile == TBS_PROFILE_WORKLOAD || req->profile == TBS_PROFILE_SERVING, e,
+    HSMCA_ENSURE(req->profile == PROFILE_WORKLOAD || req->profile == PROFILE_SERVING, e,
                  HSMCA_EPERM, "invariant 0: unknown profile %u", req->profile);
-    HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (tbs_profile)req->profile, &s->policy,
+    HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (profile_id)req->profile, &s->policy,
                              util_wall_now(), facts, e));
     /* Identity binding: a workload TBS names the forwarded token's identity (the serving
      * profile is the front end's own certificate, already held to the configured names). */
     int bound = 0;
-    if (req->profile == TBS_PROFILE_WORKLOAD)
+    if (req->profile == PROFILE_WORKLOAD)
         HSMCA_GUARD(signer_bind_check(s->bind, &s->policy, req->authenticator, req->token,
                                       strlen(req->token), req->cluster, facts->sans,
                                       util_wall_now(), &bound, e));
@@ -305,7 +305,7 @@ static void log_signed(const Hsmca__Ipc__SignRequest *req, const tbs_facts *f)
     snprintf(not_after, sizeof(not_after), "%lld", (long long)f->not_after);
     snprintf(n_sans, sizeof(n_sans), "%d", f->n_sans);
     LOG_EVENT(LOG_LVL_INFO,
-              req->profile == TBS_PROFILE_SERVING ? "signed serving certificate"
+              req->profile == PROFILE_SERVING ? "signed serving certificate"
                                                   : "signed workload certificate",
               LOG_STR("serial", serial), LOG_STR("not_after", not_after), LOG_STR("n_sans", n_sans),
               LOG_STR("sans", f->sans), LOG_STR("san_sha256", san_hash),

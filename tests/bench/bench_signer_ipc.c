@@ -216,7 +216,7 @@ static void *build_range(void *arg)
             break;
         }
         Hsmca__Ipc__SignRequest r = HSMCA__IPC__SIGN_REQUEST__INIT;
-        r.profile = TBS_PROFILE_WORKLOAD;
+        r.profile = PROFILE_WORKLOAD;
         r.tbs = (ProtobufCBinaryData){tbs_len, tbs};
         r.requester = (char *)BENCH_SPIFFE;
         r.csr_sha256 = (ProtobufCBinaryData){sizeof(csr_hash), csr_hash};

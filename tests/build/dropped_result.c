@@ -8,9 +8,9 @@ int check_one(const uint8_t *tbs, size_t len, const tbs_policy *pol, hsmca_err *
 int check_one(const uint8_t *tbs, size_t len, const tbs_policy *pol, hsmca_err *e)
 {
 #ifdef DROP
-    tbs_validate(tbs, len, TBS_PROFILE_WORKLOAD, pol, 0, NULL, e);
+    tbs_validate(tbs, len, PROFILE_WORKLOAD, pol, 0, NULL, e);
     return 0;
 #else
-    return tbs_validate(tbs, len, TBS_PROFILE_WORKLOAD, pol, 0, NULL, e) == HSMCA_OK;
+    return tbs_validate(tbs, len, PROFILE_WORKLOAD, pol, 0, NULL, e) == HSMCA_OK;
 #endif
 }

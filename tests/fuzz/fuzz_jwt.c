@@ -1,4 +1,4 @@
-/* fuzz_jwt.c - libFuzzer target for fe_jwt_verify (frontend/fe_jwt.h).
+/* fuzz_jwt.c - libFuzzer target for tok_jwt_verify (token/tok_jwt.h).
  *
  * The verifier checks the signature before it parses the claims, so raw
  * mutations of a token never get past the signature. The first input byte
@@ -10,7 +10,7 @@
  *                own keys (bit 1: 0 = ES256 with "fz-ec", 1 = RS256 with
  *                "fz-rsa"), so the mutations reach the header and claim checks.
  * The keys are generated once at start; the JWKS holding their public halves
- * goes through fe_jwks_parse like a real one. Time, issuer and audience are
+ * goes through tok_jwks_parse like a real one. Time, issuer and audience are
  * fixed, so a run is deterministic (the ECDSA nonce is random, but it does not
  * change which of our branches run). */
 #include <stdint.h>
@@ -21,14 +21,14 @@
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 
-#include "fe_jwt.h"
+#include "tok_jwt.h"
 #include "fuzz_common.h"
 #include "sigfmt.h"
 
 static EVP_PKEY *g_ec, *g_rsa;
-static fe_jwks *g_jwks;
+static tok_jwks *g_jwks;
 static const char *const g_auds[] = {FUZZ_JWT_AUD};
-static const fe_jwt_rules g_rules = {FUZZ_JWT_ISS, g_auds, 1, 60};
+static const tok_jwt_rules g_rules = {FUZZ_JWT_ISS, g_auds, 1, 60};
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -54,14 +54,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     free(e);
     hsmca_err err;
     if (len <= 0 || (size_t)len >= sizeof(doc) ||
-        fe_jwks_parse(doc, (size_t)len, &g_jwks, &err) != HSMCA_OK)
+        tok_jwks_parse(doc, (size_t)len, &g_jwks, &err) != HSMCA_OK)
         abort();
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1 || size > FE_JWT_MAX_LEN + 1)
+    if (size < 1 || size > TOK_JWT_MAX_LEN + 1)
         return 0;
     const uint8_t *rest = data + 1;
     size_t n = size - 1;
@@ -82,10 +82,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!tok)
         return 0;
 
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     hsmca_err e;
     hsmca_err_clear(&e);
-    if (fe_jwt_verify(g_jwks, &g_rules, tok, len, FUZZ_NOW, &id, &e) == HSMCA_OK) {
+    if (tok_jwt_verify(g_jwks, &g_rules, tok, len, FUZZ_NOW, &id, &e) == HSMCA_OK) {
         /* An accepted token names a namespace and an account, as C strings that
          * cannot change the structure of the SPIFFE ID they are pasted into. */
         if (!memchr(id.ns, '\0', sizeof(id.ns)) || !memchr(id.sa, '\0', sizeof(id.sa)) ||

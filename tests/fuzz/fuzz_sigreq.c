@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe_jwt.h"
+#include "tok_jwt.h"
 #include "hsmca_err.h"
 #include "profile.h"
 #include "signer.pb-c.h"
@@ -65,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         strlen(req->requester) != shape.requester_len ||
         strlen(req->authenticator) != shape.authenticator_len ||
         shape.authenticator_len > SIGNER_DENY_AUTHENTICATOR_MAX ||
-        strlen(req->token) != shape.token_len || shape.token_len > FE_JWT_MAX_LEN)
+        strlen(req->token) != shape.token_len || shape.token_len > TOK_JWT_MAX_LEN)
         abort();
     if (hsmca__ipc__sign_request__get_packed_size(req) > size)
         abort();

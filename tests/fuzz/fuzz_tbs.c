@@ -29,15 +29,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void check_facts(const tbs_facts *f, tbs_profile prof)
+static void check_facts(const tbs_facts *f, profile_id prof)
 {
-    uint32_t ttl = prof == TBS_PROFILE_WORKLOAD ? g_pol.max_ttl : g_pol.serving_max_ttl;
+    uint32_t ttl = prof == PROFILE_WORKLOAD ? g_pol.max_ttl : g_pol.serving_max_ttl;
     static const char uri[] = "uri:spiffe://" FUZZ_TRUST_DOMAIN "/";
     if (f->serial_len < 8 || f->serial_len > 20 || (f->serial[0] & 0x80) ||
         f->not_after <= f->not_before || f->not_after - f->not_before > (int64_t)ttl ||
         !memchr(f->sans, '\0', sizeof(f->sans)) || f->sans[0] == '\0' || f->n_sans < 1)
         abort();
-    if (prof == TBS_PROFILE_WORKLOAD &&
+    if (prof == PROFILE_WORKLOAD &&
         (f->n_sans != 1 || strncmp(f->sans, uri, sizeof(uri) - 1) != 0))
         abort();
 }
@@ -66,9 +66,9 @@ static void check_reencodes(const uint8_t *der, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1 || size > TBS_MAX_LEN + 2)
+    if (size < 1 || size > PROFILE_TBS_MAX + 2)
         return 0;
-    tbs_profile prof = (data[0] & 1) ? TBS_PROFILE_SERVING : TBS_PROFILE_WORKLOAD;
+    profile_id prof = (data[0] & 1) ? PROFILE_SERVING : PROFILE_WORKLOAD;
     size_t n = size - 1;
     uint8_t *der = malloc(n ? n : 1); /* exactly n bytes, so ASan sees any overread */
     if (!der)

@@ -27,7 +27,7 @@
 #include <openssl/pem.h>
 
 #include "dev_jwt.h"
-#include "fe_jwt.h"
+#include "tok_jwt.h"
 #include "ipc_frame.h"
 #include "profile.h"
 #include "sigfmt.h"
@@ -79,7 +79,7 @@ static Hsmca__Ipc__SignReply *sign_as(const uint8_t *tbs, size_t len, const char
                                       const char *token)
 {
     Hsmca__Ipc__SignRequest req = HSMCA__IPC__SIGN_REQUEST__INIT;
-    req.profile = TBS_PROFILE_WORKLOAD;
+    req.profile = PROFILE_WORKLOAD;
     req.tbs.data = (uint8_t *)tbs;
     req.tbs.len = len;
     req.requester = (char *)HF_SPIFFE_ID;
@@ -207,7 +207,7 @@ static void push_keys_of(const char *sub, char type)
 {
     char path[1100];
     snprintf(path, sizeof(path), "%s/%s%s", hf.dir, sub, DEV_JWKS_FILE);
-    char *doc = hf_read_text(path, FE_JWKS_MAX_LEN);
+    char *doc = hf_read_text(path, TOK_JWKS_MAX_LEN);
     assert_non_null(doc);
     int fd = memfd_create("hf-jwks", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     assert_true(fd >= 0);
@@ -382,17 +382,17 @@ static void test_bind_unbindable_residual(void **state)
     OPENSSL_free(tbs);
 }
 
-/* A token past FE_JWT_MAX_LEN breaks the protocol (checked on the wire). */
+/* A token past TOK_JWT_MAX_LEN breaks the protocol (checked on the wire). */
 static void test_bind_token_too_long(void **state)
 {
     size_t len;
     uint8_t *tbs = tbs_for(NULL, &len);
-    char *big = malloc(FE_JWT_MAX_LEN + 2);
+    char *big = malloc(TOK_JWT_MAX_LEN + 2);
     assert_non_null(big);
-    memset(big, 'a', FE_JWT_MAX_LEN + 1);
-    big[FE_JWT_MAX_LEN + 1] = 0;
+    memset(big, 'a', TOK_JWT_MAX_LEN + 1);
+    big[TOK_JWT_MAX_LEN + 1] = 0;
     Hsmca__Ipc__SignRequest req = HSMCA__IPC__SIGN_REQUEST__INIT;
-    req.profile = TBS_PROFILE_WORKLOAD;
+    req.profile = PROFILE_WORKLOAD;
     req.tbs.data = tbs;
     req.tbs.len = len;
     req.requester = (char *)HF_SPIFFE_ID;

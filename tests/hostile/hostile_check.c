@@ -63,7 +63,7 @@ void hf_assert_signs_within(int timeout_ms)
 {
     size_t len;
     uint8_t *tbs = hf_valid_tbs(&len);
-    uint64_t id = hf_send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs, len);
+    uint64_t id = hf_send_request(hf.ipc, PROFILE_WORKLOAD, tbs, len);
     Hsmca__Ipc__SignReply *rep = hf_await_reply(hf.ipc, id, timeout_ms);
     hf_assert_signed(rep, tbs, len);
     hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
@@ -104,7 +104,7 @@ void hf_refuse_spec(const tbs_spec *s, hsmca_code code, const char *prefix)
 {
     size_t len;
     uint8_t *tbs = hf_build_tbs(s, &len);
-    hf_assert_refused(TBS_PROFILE_WORKLOAD, tbs, len, code, prefix);
+    hf_assert_refused(PROFILE_WORKLOAD, tbs, len, code, prefix);
     OPENSSL_free(tbs);
 }
 
@@ -113,7 +113,7 @@ static void case_test(void **state)
     const hf_case *c = *state;
     size_t len;
     uint8_t *tbs = hf_build_tbs(&c->spec, &len);
-    Hsmca__Ipc__SignReply *rep = hf_sign(c->profile ? c->profile : TBS_PROFILE_WORKLOAD, tbs, len);
+    Hsmca__Ipc__SignReply *rep = hf_sign(c->profile ? c->profile : PROFILE_WORKLOAD, tbs, len);
     if (c->code == HSMCA_OK) {
         hf_assert_signed(rep, tbs, len);
         fprintf(stderr, "  signed, as the profile allows\n");

@@ -67,7 +67,7 @@ static void pb_uint(pb_buf *b, uint64_t field, uint64_t v)
 static void pb_request(pb_buf *b, const uint8_t *tbs, size_t len, const void *req, size_t rlen)
 {
     static const uint8_t csr[32] = {1};
-    pb_uint(b, F_PROFILE, TBS_PROFILE_WORKLOAD);
+    pb_uint(b, F_PROFILE, PROFILE_WORKLOAD);
     pb_len(b, F_TBS, tbs, len);
     pb_len(b, F_REQUESTER, req, rlen);
     pb_len(b, F_CSR, csr, sizeof(csr));
@@ -181,7 +181,7 @@ static void csr_twice(pb_buf *b, const uint8_t *t, size_t n)
  * profile), so a value outside uint32 would pass for another. */
 static void profile_beyond_32_bits(pb_buf *b, const uint8_t *t, size_t n)
 {
-    pb_uint(b, F_PROFILE, (1ull << 32) + TBS_PROFILE_WORKLOAD);
+    pb_uint(b, F_PROFILE, (1ull << 32) + PROFILE_WORKLOAD);
     pb_len(b, F_TBS, t, n);
     pb_len(b, F_REQUESTER, REQ, REQ_LEN);
 }
@@ -264,7 +264,7 @@ static void requester_2049(pb_buf *b, const uint8_t *t, size_t n)
 
 static void tbs_16385(pb_buf *b, const uint8_t *t, size_t n)
 {
-    static uint8_t big[TBS_MAX_LEN + 1];
+    static uint8_t big[PROFILE_TBS_MAX + 1];
     pb_request(b, big, sizeof(big), REQ, REQ_LEN);
 }
 
@@ -427,7 +427,7 @@ static void test_violation_with_requests_in_flight(void **state)
     for (int i = 0; i < N; i++) {
         size_t len;
         uint8_t *tbs = hf_valid_tbs(&len);
-        hf_send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs, len);
+        hf_send_request(hf.ipc, PROFILE_WORKLOAD, tbs, len);
         OPENSSL_free(tbs);
     }
     static const uint8_t junk[] = {0xff, 0xff, 0xff};

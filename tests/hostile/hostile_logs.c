@@ -456,7 +456,7 @@ static void test_requester_and_csr_absent(void **state)
  * bound (16384 bytes) is taken and refused by the validator. */
 static void test_wire_bounds_taken(void **state)
 {
-    static const uint8_t big[TBS_MAX_LEN];
+    static const uint8_t big[PROFILE_TBS_MAX];
     static const struct {
         uint32_t profile;
         size_t tbs_len;
@@ -464,7 +464,7 @@ static void test_wire_bounds_taken(void **state)
         const char *why;
     } c[] = {{0, 0, HSMCA_EPERM, "invariant 0: unknown profile 0"},
              {1, 0, HSMCA_EINVAL, "invariant 0: empty TBS"},
-             {1, TBS_MAX_LEN, HSMCA_EINVAL, "invariant 0: TBSCertificate: not DER"}};
+             {1, PROFILE_TBS_MAX, HSMCA_EINVAL, "invariant 0: TBSCertificate: not DER"}};
     for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
         uint64_t id = hf_send_request_as(hf.ipc, c[i].profile, c[i].tbs_len ? big : NULL,
                                          c[i].tbs_len, NULL, 0, 0);

@@ -202,7 +202,7 @@ static void test_signs_fe_tbs_build(void **state)
     hsmca_err e;
     if (fe_tbs_build(&p, &tbs, &len, &e) != HSMCA_OK)
         fail_msg("fe_tbs_build: %s", e.msg);
-    Hsmca__Ipc__SignReply *rep = hf_sign(TBS_PROFILE_WORKLOAD, tbs, len);
+    Hsmca__Ipc__SignReply *rep = hf_sign(PROFILE_WORKLOAD, tbs, len);
     hf_assert_signed(rep, tbs, len);
     hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
     OPENSSL_free(tbs);
@@ -213,10 +213,10 @@ static void test_refuses_repeated_serial(void **state)
 {
     size_t len;
     uint8_t *tbs = hf_valid_tbs(&len);
-    Hsmca__Ipc__SignReply *rep = hf_sign(TBS_PROFILE_WORKLOAD, tbs, len);
+    Hsmca__Ipc__SignReply *rep = hf_sign(PROFILE_WORKLOAD, tbs, len);
     hf_assert_signed(rep, tbs, len);
     hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
-    hf_assert_refused(TBS_PROFILE_WORKLOAD, tbs, len, HSMCA_EPERM,
+    hf_assert_refused(PROFILE_WORKLOAD, tbs, len, HSMCA_EPERM,
                       "invariant 6: serial issued before");
     OPENSSL_free(tbs);
 }
@@ -243,7 +243,7 @@ static void test_refuses_long_form_length(void **state)
     bad[4] = 0xa0;
     bad[5] = 0x81;
     memcpy(bad + 6, tbs + 5, len - 5);
-    hf_assert_refused(TBS_PROFILE_WORKLOAD, bad, len + 1, HSMCA_EINVAL,
+    hf_assert_refused(PROFILE_WORKLOAD, bad, len + 1, HSMCA_EINVAL,
                       "invariant 1: version: not DER");
     free(bad);
     OPENSSL_free(tbs);
@@ -258,7 +258,7 @@ static void test_refuses_ber_boolean(void **state)
     uint8_t *at = memmem(tbs, len, bc_crit, sizeof(bc_crit));
     assert_non_null(at);
     at[sizeof(bc_crit) - 1] = 0x01;
-    hf_assert_refused(TBS_PROFILE_WORKLOAD, tbs, len, HSMCA_EINVAL,
+    hf_assert_refused(PROFILE_WORKLOAD, tbs, len, HSMCA_EINVAL,
                       "invariant 3: extension critical: not DER");
     OPENSSL_free(tbs);
 }
@@ -272,7 +272,7 @@ static void test_refuses_trailing_bytes(void **state)
     memcpy(bad, tbs, len);
     bad[len] = 0x05; /* a well-formed NULL after the TBS */
     bad[len + 1] = 0x00;
-    hf_assert_refused(TBS_PROFILE_WORKLOAD, bad, len + 2, HSMCA_EINVAL,
+    hf_assert_refused(PROFILE_WORKLOAD, bad, len + 2, HSMCA_EINVAL,
                       "invariant 0: TBSCertificate: not DER");
     free(bad);
     OPENSSL_free(tbs);

@@ -55,7 +55,7 @@ static void send_one(hq_flood *fl, int fd)
     assert_true(fl->sent < fl->cap);
     hf_tbs_new_serial(fl->tbs, fl->len);
     uint64_t id =
-        hf_send_request_as(fd, TBS_PROFILE_WORKLOAD, fl->tbs, fl->len, fl->requester, fl->rlen, 32);
+        hf_send_request_as(fd, PROFILE_WORKLOAD, fl->tbs, fl->len, fl->requester, fl->rlen, 32);
     assert_int_equal(id, fl->first + (uint64_t)fl->sent);
     fl->sent++;
 }
@@ -321,7 +321,7 @@ static void test_replaced_front_end_releases_workers(void **state)
     uint64_t first = hf.next_id;
     double t0 = util_mono_now();
     for (int i = 0; i < N; i++)
-        hf_send_request(a, TBS_PROFILE_WORKLOAD, tbs + (size_t)i * len, len);
+        hf_send_request(a, PROFILE_WORKLOAD, tbs + (size_t)i * len, len);
     int bytes;
     double t_stuck = hf_wait_stuck(a, &bytes);
 
@@ -329,7 +329,7 @@ static void test_replaced_front_end_releases_workers(void **state)
     assert_int_equal(hf_hand_over(1), a);
     size_t blen;
     uint8_t *btbs = hf_valid_tbs(&blen);
-    uint64_t id = hf_send_request(hf.ipc, TBS_PROFILE_WORKLOAD, btbs, blen);
+    uint64_t id = hf_send_request(hf.ipc, PROFILE_WORKLOAD, btbs, blen);
     Hsmca__Ipc__SignReply *rep = hf_await_reply(hf.ipc, id, HF_REPLY_MS);
     double t_b = util_mono_now();
     hf_assert_signed(rep, btbs, blen);

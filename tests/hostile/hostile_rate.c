@@ -110,7 +110,7 @@ static void test_rate_flood_capped(void **state)
     double t0 = util_mono_now();
     uint64_t first = hf.next_id;
     for (int i = 0; i < HR_FLOOD; i++)
-        assert_int_equal(hf_send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs[i], len[i]),
+        assert_int_equal(hf_send_request(hf.ipc, PROFILE_WORKLOAD, tbs[i], len[i]),
                          first + (uint64_t)i);
 
     int n_signed = 0, n_refused = 0;
@@ -177,12 +177,12 @@ static void test_rate_refusal_keeps_serial(void **state)
 {
     if (!hr.refused_tbs)
         fail_msg("the flood left no TBS refused for rate");
-    Hsmca__Ipc__SignReply *rep = hf_sign(TBS_PROFILE_WORKLOAD, hr.refused_tbs, hr.refused_len);
+    Hsmca__Ipc__SignReply *rep = hf_sign(PROFILE_WORKLOAD, hr.refused_tbs, hr.refused_len);
     if (rep->code == HSMCA_EPERM && strstr(rep->reason, "invariant 6"))
         fail_msg("the serial of a TBS refused for rate was burned: \"%s\"", rep->reason);
     hf_assert_signed(rep, hr.refused_tbs, hr.refused_len);
     hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
-    hf_assert_refused(TBS_PROFILE_WORKLOAD, hr.refused_tbs, hr.refused_len, HSMCA_EPERM,
+    hf_assert_refused(PROFILE_WORKLOAD, hr.refused_tbs, hr.refused_len, HSMCA_EPERM,
                       "invariant 6: serial issued before");
     assert_true(hf_signer_alive());
 }
@@ -202,7 +202,7 @@ static void test_rate_refusal_flood(void **state)
     double t0 = util_mono_now();
     int sent = 0, got = 0;
     for (; sent < HR_IN_FLIGHT; sent++)
-        hf_send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs, len);
+        hf_send_request(hf.ipc, PROFILE_WORKLOAD, tbs, len);
     while (got < sent) {
         uint64_t rid;
         Hsmca__Ipc__SignReply *rep = hf_recv_reply(hf.ipc, HF_REPLY_MS, &rid, "the refusal flood");
@@ -212,7 +212,7 @@ static void test_rate_refusal_flood(void **state)
         hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
         got++;
         if (util_mono_now() - t0 < HR_REFUSAL_FLOOD_S) {
-            hf_send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs, len);
+            hf_send_request(hf.ipc, PROFILE_WORKLOAD, tbs, len);
             sent++;
         }
     }

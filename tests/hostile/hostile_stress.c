@@ -46,7 +46,7 @@ static void junk_init(void)
 {
     static const uint8_t tbs0[1] = {0}, csr[32] = {3};
     Hsmca__Ipc__SignRequest req = HSMCA__IPC__SIGN_REQUEST__INIT;
-    req.profile = TBS_PROFILE_WORKLOAD;
+    req.profile = PROFILE_WORKLOAD;
     req.tbs.data = (uint8_t *)tbs0;
     req.tbs.len = 1;
     req.requester = (char *)HF_SPIFFE_ID;
@@ -175,7 +175,7 @@ int hf_sign_when_room(double bound_s, double *t_signed)
     for (int n_full = 0;; n_full++) {
         size_t len;
         uint8_t *tbs = hf_valid_tbs(&len);
-        Hsmca__Ipc__SignReply *rep = hf_sign(TBS_PROFILE_WORKLOAD, tbs, len);
+        Hsmca__Ipc__SignReply *rep = hf_sign(PROFILE_WORKLOAD, tbs, len);
         int full = rep->code == HSMCA_ERATE && !strncmp(rep->reason, FULL_REASON, 30);
         if (!full)
             hf_assert_signed(rep, tbs, len);
@@ -307,7 +307,7 @@ static void test_stall_cut_off(void **state)
     double t0 = util_mono_now();
     int sent = 0;
     for (; sent < N; sent++)
-        hf_send_request(hf.ipc, TBS_PROFILE_WORKLOAD, tbs + (size_t)sent * len0, len0);
+        hf_send_request(hf.ipc, PROFILE_WORKLOAD, tbs + (size_t)sent * len0, len0);
     double t_sent = util_mono_now();
     int k = hf_read_ctl((int)(HS_CUT_BOUND_S * 1000));
     double t_k = util_mono_now();

@@ -1,5 +1,5 @@
 /* test_dev_jwt.c - the development JWT issuer (cli/dev_jwt.h): the key and JWKS
- * it writes, and that the front end's verifier (fe_jwt) accepts what it mints,
+ * it writes, and that the front end's verifier (tok_jwt) accepts what it mints,
  * and only that. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,26 +14,26 @@
 #include <unistd.h>
 
 #include "dev_jwt.h"
-#include "fe_jwt.h"
+#include "tok_jwt.h"
 #include "testutil.h"
 #include "util.h"
 
 #define SKEW 60
 
-static fe_jwks *jwks_ok(const char *doc)
+static tok_jwks *jwks_ok(const char *doc)
 {
-    fe_jwks *ks = NULL;
+    tok_jwks *ks = NULL;
     hsmca_err e;
-    if (fe_jwks_parse(doc, strlen(doc), &ks, &e) != HSMCA_OK)
+    if (tok_jwks_parse(doc, strlen(doc), &ks, &e) != HSMCA_OK)
         fail_msg("JWKS refused: %s", e.msg);
     return ks;
 }
 
-static hsmca_code verify_at(const fe_jwks *ks, const fe_jwt_rules *r, const char *tok,
-                            int64_t now, fe_jwt_identity *id, hsmca_err *e)
+static hsmca_code verify_at(const tok_jwks *ks, const tok_jwt_rules *r, const char *tok,
+                            int64_t now, tok_jwt_identity *id, hsmca_err *e)
 {
     hsmca_err_clear(e);
-    return fe_jwt_verify(ks, r, tok, strlen(tok), now, id, e);
+    return tok_jwt_verify(ks, r, tok, strlen(tok), now, id, e);
 }
 
 static char *read_all(const char *dir, const char *name)
@@ -63,13 +63,13 @@ static void test_dev_jwt_roundtrip(void **state)
     assert_non_null(strstr(key1, "-----BEGIN PRIVATE KEY-----")); /* PKCS#8 */
     char *jwks1 = read_all(dir, "dev-jwks.json");
 
-    fe_jwks *ks = jwks_ok(jwks1);
+    tok_jwks *ks = jwks_ok(jwks1);
     char *tok = dev_jwt_mint(dir, DEV_JWT_ISSUER, "istio-ca", "default", "sleep", 600, &e);
     if (!tok)
         fail_msg("dev_jwt_mint: %s", e.msg);
     static const char *const auds[] = {"istio-ca"};
-    fe_jwt_rules r = {DEV_JWT_ISSUER, auds, 1, SKEW};
-    fe_jwt_identity id;
+    tok_jwt_rules r = {DEV_JWT_ISSUER, auds, 1, SKEW};
+    tok_jwt_identity id;
     int64_t now = util_wall_now();
     if (verify_at(ks, &r, tok, now, &id, &e) != HSMCA_OK)
         fail_msg("minted token refused: %s", e.msg);
@@ -129,7 +129,7 @@ static void test_dev_jwt_roundtrip(void **state)
 
     free(tok2);
     free(tok);
-    fe_jwks_free(ks);
+    tok_jwks_free(ks);
     free(key1);
     free(key2);
     free(jwks1);

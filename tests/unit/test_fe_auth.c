@@ -153,10 +153,10 @@ static void test_jwt_refusals(void **state)
     c.authorization = "Bearer a.b.c";
     c.authorization_len = strlen(c.authorization);
     assert_int_equal(fe_auth_jwt(&app, &c, &r, &e), HSMCA_EUNAVAIL);
-    app.keys[0] = fe_keys_new();
+    app.keys[0] = tok_keys_new();
     assert_int_equal(fe_auth_jwt(&app, &c, &r, &e), HSMCA_EUNAVAIL);
     assert_string_equal(e.msg, "JWT issuer keys not loaded yet");
-    fe_keys_free(app.keys[0]);
+    tok_keys_free(app.keys[0]);
     app.keys[0] = NULL;
     /* the stub until the client-certificate authenticator is merged */
     assert_int_equal(fe_auth_client_cert(&app, &c, &r, &e), HSMCA_ENOTFOUND);

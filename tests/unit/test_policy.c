@@ -111,7 +111,7 @@ static void test_k8s_name(void **state)
         if (!k8s(sub_ok[i], POLICY_SA_MAX, 1))
             fail_msg("subdomain refused: %s", sub_ok[i]);
     /* "a..b", "a.-b", "a-.b": every label must start and end alphanumeric; both
-     * old copies (policy and fe_jwt) accepted these. */
+     * old copies (policy and tok_jwt) accepted these. */
     const char *sub_bad[] = {"", ".", "a..b", ".a", "a.", "a.-b", "a-.b", "-a.b", "a.b-",
                              "A.b", "a/b", "a:b", "a_b.c", d254};
     for (size_t i = 0; i < sizeof(sub_bad) / sizeof(sub_bad[0]); i++)

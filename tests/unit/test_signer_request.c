@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "fe_jwt.h"
+#include "tok_jwt.h"
 #include "profile.h"
 #include "signer.pb-c.h"
 #include "signer_request.h"
@@ -120,22 +120,22 @@ static void test_refuses_before_unpacking(void **state)
 static void test_binding_fields(void **state)
 {
     static uint8_t buf[65536];
-    static char token[FE_JWT_MAX_LEN + 2];
+    static char token[TOK_JWT_MAX_LEN + 2];
     static uint8_t tbs[100];
-    memset(token, 'a', FE_JWT_MAX_LEN);
+    memset(token, 'a', TOK_JWT_MAX_LEN);
     Hsmca__Ipc__SignRequest r = HSMCA__IPC__SIGN_REQUEST__INIT;
     r.profile = 1;
     r.tbs.data = tbs;
     r.tbs.len = sizeof(tbs);
     r.authenticator = (char *)"jwt";
-    r.token = token; /* FE_JWT_MAX_LEN bytes: the limit itself */
+    r.token = token; /* TOK_JWT_MAX_LEN bytes: the limit itself */
     size_t n = hsmca__ipc__sign_request__pack(&r, buf);
     signer_request_shape shape;
     hsmca_err e;
     assert_int_equal(signer_request_check(buf, n, &shape, &e), HSMCA_OK);
     assert_int_equal(shape.authenticator_len, 3);
-    assert_int_equal(shape.token_len, FE_JWT_MAX_LEN);
-    token[FE_JWT_MAX_LEN] = 'a';
+    assert_int_equal(shape.token_len, TOK_JWT_MAX_LEN);
+    token[TOK_JWT_MAX_LEN] = 'a';
     n = hsmca__ipc__sign_request__pack(&r, buf);
     expect(buf, n, HSMCA_EINVAL, "SignRequest: field token of 8193 bytes exceeds 8192");
     static char longname[SIGNER_DENY_AUTHENTICATOR_MAX + 2];

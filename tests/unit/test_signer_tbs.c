@@ -274,7 +274,7 @@ static size_t t_find(const uint8_t *d, size_t n, const uint8_t *pat, size_t plen
 
 /* ---- checking ------------------------------------------------------------------ */
 
-static void expect_refusal_as(const uint8_t *der, size_t len, tbs_profile prof,
+static void expect_refusal_as(const uint8_t *der, size_t len, profile_id prof,
                               const tbs_policy *pol, hsmca_code code, const char *msg)
 {
     hsmca_err e;
@@ -290,7 +290,7 @@ static void expect_refusal_as(const uint8_t *der, size_t len, tbs_profile prof,
 
 static void expect_refusal(const uint8_t *der, size_t len, hsmca_code code, const char *msg)
 {
-    expect_refusal_as(der, len, TBS_PROFILE_WORKLOAD, &g.pol, code, msg);
+    expect_refusal_as(der, len, PROFILE_WORKLOAD, &g.pol, code, msg);
 }
 
 /* Builds o into a TBS and expects the workload validator to refuse it with msg. */
@@ -302,7 +302,7 @@ static void refuse_opts(tbs_opts *o, hsmca_code code, const char *msg)
     OPENSSL_free(der);
 }
 
-static void expect_ok(const uint8_t *der, size_t len, tbs_profile prof, const tbs_policy *pol,
+static void expect_ok(const uint8_t *der, size_t len, profile_id prof, const tbs_policy *pol,
                       tbs_facts *f)
 {
     hsmca_err e;
@@ -367,7 +367,7 @@ static void test_accept_workload(void **state)
     size_t len;
     uint8_t *der = build_tbs(&o, &len);
     tbs_facts f;
-    expect_ok(der, len, TBS_PROFILE_WORKLOAD, &g.pol, &f);
+    expect_ok(der, len, PROFILE_WORKLOAD, &g.pol, &f);
     assert_int_equal(f.serial_len, 16);
     assert_memory_equal(f.serial, o.serial, 16);
     assert_int_equal(f.not_before, o.nb);
@@ -376,7 +376,7 @@ static void test_accept_workload(void **state)
     assert_int_equal(f.n_sans, 1);
     /* NULL facts are allowed. */
     hsmca_err e;
-    assert_int_equal(tbs_validate(der, len, TBS_PROFILE_WORKLOAD, &g.pol, g.now, NULL, &e),
+    assert_int_equal(tbs_validate(der, len, PROFILE_WORKLOAD, &g.pol, g.now, NULL, &e),
                      HSMCA_OK);
     OPENSSL_free(der);
 }
@@ -396,7 +396,7 @@ static void test_accept_variants(void **state)
     o.nb = g.now - 300;
     o.na = o.nb + 86400;
     der = build_tbs(&o, &len);
-    expect_ok(der, len, TBS_PROFILE_WORKLOAD, &g.pol, &f);
+    expect_ok(der, len, PROFILE_WORKLOAD, &g.pol, &f);
     OPENSSL_free(der);
     /* 20-octet serial counting the 0x00 that keeps it positive; notBefore at now+60. */
     o = tbs_opts_default();
@@ -405,7 +405,7 @@ static void test_accept_variants(void **state)
     o.nb = g.now + 60;
     o.na = g.now + 120;
     der = build_tbs(&o, &len);
-    expect_ok(der, len, TBS_PROFILE_WORKLOAD, &g.pol, &f);
+    expect_ok(der, len, PROFILE_WORKLOAD, &g.pol, &f);
     assert_int_equal(f.serial_len, 20);
     assert_int_equal(f.serial[0], 0);
     OPENSSL_free(der);
@@ -423,7 +423,7 @@ static void test_accept_rsa_ca(void **state)
     size_t len;
     uint8_t *der = build_tbs(&o, &len);
     tbs_facts f;
-    expect_ok(der, len, TBS_PROFILE_WORKLOAD, &pol, &f);
+    expect_ok(der, len, PROFILE_WORKLOAD, &pol, &f);
     /* The same TBS against the EC CA: wrong algorithm first. */
     expect_refusal(der, len, HSMCA_EPERM, "invariant 1: signature algorithm must equal");
     OPENSSL_free(der);
@@ -436,7 +436,7 @@ static void test_accept_rsa_ca(void **state)
     size_t n2;
     uint8_t *bad = t_splice(
         der, at + 2, 13, (const uint8_t *)"\x06\x09\x2a\x86\x48\x86\xf7\x0d\x01\x01\x0b", 11, &n2);
-    expect_refusal_as(bad, n2, TBS_PROFILE_WORKLOAD, &pol, HSMCA_EPERM,
+    expect_refusal_as(bad, n2, PROFILE_WORKLOAD, &pol, HSMCA_EPERM,
                       "invariant 1: signature algorithm must equal");
     free(bad);
     OPENSSL_free(der);
@@ -511,7 +511,7 @@ static void test_inv2(void **state)
     o.na = g.now + 31 * 86400;
     size_t len;
     uint8_t *der = build_tbs(&o, &len);
-    expect_refusal_as(der, len, TBS_PROFILE_WORKLOAD, &pol, HSMCA_EPERM,
+    expect_refusal_as(der, len, PROFILE_WORKLOAD, &pol, HSMCA_EPERM,
                       "invariant 2: notAfter beyond the CA notAfter");
     OPENSSL_free(der);
 }
@@ -718,7 +718,7 @@ static void test_inv4_workload_san(void **state)
     size_t len;
     uint8_t *der = build_tbs(&o, &len);
     tbs_facts f;
-    expect_ok(der, len, TBS_PROFILE_WORKLOAD, &g.pol, &f);
+    expect_ok(der, len, PROFILE_WORKLOAD, &g.pol, &f);
     OPENSSL_free(der);
 
     o = tbs_opts_default();
@@ -734,7 +734,7 @@ static void test_serving_profile(void **state)
     size_t len;
     uint8_t *der = build_tbs(&o, &len);
     tbs_facts f;
-    expect_ok(der, len, TBS_PROFILE_SERVING, &g.pol, &f);
+    expect_ok(der, len, PROFILE_SERVING, &g.pol, &f);
     assert_string_equal(f.sans, "dns:hsmca.hsmca-system.svc,dns:localhost,ip:127.0.0.1,ip:::1");
     assert_int_equal(f.n_sans, 4);
     /* The same TBS is no workload certificate. */
@@ -759,13 +759,13 @@ static void test_serving_profile(void **state)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         o.san = bad[i].san;
         der = build_tbs(&o, &len);
-        expect_refusal_as(der, len, TBS_PROFILE_SERVING, &g.pol, HSMCA_EPERM, bad[i].msg);
+        expect_refusal_as(der, len, PROFILE_SERVING, &g.pol, HSMCA_EPERM, bad[i].msg);
         OPENSSL_free(der);
     }
     o.san = "critical,DNS:localhost";
     o.na = g.now + 8 * 86400;
     der = build_tbs(&o, &len);
-    expect_refusal_as(der, len, TBS_PROFILE_SERVING, &g.pol, HSMCA_EPERM,
+    expect_refusal_as(der, len, PROFILE_SERVING, &g.pol, HSMCA_EPERM,
                       "invariant 2: validity 691320 s exceeds the profile max TTL 604800 s");
     OPENSSL_free(der);
 }
@@ -852,7 +852,7 @@ static void test_inv5_rsa_exponent(void **state)
         if (cases[i].msg)
             expect_refusal(der, len, HSMCA_EPERM, cases[i].msg);
         else
-            expect_ok(der, len, TBS_PROFILE_WORKLOAD, &g.pol, &f);
+            expect_ok(der, len, PROFILE_WORKLOAD, &g.pol, &f);
         OPENSSL_free(der);
         EVP_PKEY_free(o.key);
     }
@@ -915,7 +915,7 @@ static void test_der_framing(void **state)
     uint8_t *der = build_tbs(&o, &len);
     assert_true(len > 255 && der[0] == 0x30 && der[1] == 0x82);
 
-    uint8_t *buf = malloc(TBS_MAX_LEN + 8);
+    uint8_t *buf = malloc(PROFILE_TBS_MAX + 8);
     memcpy(buf, der, len);
     buf[len] = 0x00;
     expect_refusal(buf, len + 1, HSMCA_EINVAL, "invariant 0: TBSCertificate: not DER");
@@ -924,8 +924,8 @@ static void test_der_framing(void **state)
     expect_refusal(der, 1, HSMCA_EINVAL, "invariant 0: TBSCertificate: not DER");
     expect_refusal(der, 0, HSMCA_EINVAL, "invariant 0: empty TBS");
     expect_refusal(NULL, 10, HSMCA_EINVAL, "invariant 0: empty TBS");
-    memset(buf + len, 0, TBS_MAX_LEN + 8 - len);
-    expect_refusal(buf, TBS_MAX_LEN + 1, HSMCA_EINVAL, "invariant 0: TBS of 16385 bytes exceeds");
+    memset(buf + len, 0, PROFILE_TBS_MAX + 8 - len);
+    expect_refusal(buf, PROFILE_TBS_MAX + 1, HSMCA_EINVAL, "invariant 0: TBS of 16385 bytes exceeds");
 
     /* Outer length in long form with a leading zero octet: 30 83 00 hi lo. */
     buf[0] = 0x30;
@@ -967,10 +967,10 @@ static void test_der_framing(void **state)
     tbs_policy none = {0};
     hsmca_err e;
     assert_int_equal(
-        tbs_validate((const uint8_t *)"\x30\x00", 2, TBS_PROFILE_WORKLOAD, &none, g.now, NULL, &e),
+        tbs_validate((const uint8_t *)"\x30\x00", 2, PROFILE_WORKLOAD, &none, g.now, NULL, &e),
         HSMCA_EINTERNAL);
     assert_int_equal(
-        tbs_validate((const uint8_t *)"\x30\x00", 2, (tbs_profile)7, &g.pol, g.now, NULL, &e),
+        tbs_validate((const uint8_t *)"\x30\x00", 2, (profile_id)7, &g.pol, g.now, NULL, &e),
         HSMCA_EPERM);
 }
 
@@ -995,7 +995,7 @@ static void test_policy_file_rules(void **state)
     tbs_facts f;
     o.san = "critical,DNS:sleep.example.com,URI:spiffe://cluster.local/ns/default/sa/sleep";
     uint8_t *der = build_tbs(&o, &len);
-    expect_ok(der, len, TBS_PROFILE_WORKLOAD, &pol, &f);
+    expect_ok(der, len, PROFILE_WORKLOAD, &pol, &f);
     assert_string_equal(f.sans,
                         "uri:spiffe://cluster.local/ns/default/sa/sleep,dns:sleep.example.com");
     assert_int_equal(f.n_sans, 2);
@@ -1027,27 +1027,27 @@ static void test_policy_file_rules(void **state)
         o.san = bad[i].san;
         o.na = g.now + bad[i].ttl;
         der = build_tbs(&o, &len);
-        expect_refusal_as(der, len, TBS_PROFILE_WORKLOAD, &pol, HSMCA_EPERM, bad[i].msg);
+        expect_refusal_as(der, len, PROFILE_WORKLOAD, &pol, HSMCA_EPERM, bad[i].msg);
         OPENSSL_free(der);
     }
     o.san = "critical,URI:spiffe://cluster.local/ns/payments/sa/api";
     o.na = g.now + 3600 - 120;
     der = build_tbs(&o, &len);
-    expect_ok(der, len, TBS_PROFILE_WORKLOAD, &pol, &f);
+    expect_ok(der, len, PROFILE_WORKLOAD, &pol, &f);
     OPENSSL_free(der);
     /* key_types: P-384 is left out. */
     o = tbs_opts_default();
     o.key = g.p384_key;
     der = build_tbs(&o, &len);
-    expect_refusal_as(der, len, TBS_PROFILE_WORKLOAD, &pol, HSMCA_EPERM,
+    expect_refusal_as(der, len, PROFILE_WORKLOAD, &pol, HSMCA_EPERM,
                       "invariant 5: policy rule key_types: EC P-384 keys are not allowed");
-    expect_ok(der, len, TBS_PROFILE_WORKLOAD, &g.pol, &f);
+    expect_ok(der, len, PROFILE_WORKLOAD, &g.pol, &f);
     OPENSSL_free(der);
     /* A name the policy grants a workload is no serving name. */
     o = tbs_opts_default();
     o.san = "critical,DNS:sleep.example.com";
     der = build_tbs(&o, &len);
-    expect_refusal_as(der, len, TBS_PROFILE_SERVING, &pol, HSMCA_EPERM,
+    expect_refusal_as(der, len, PROFILE_SERVING, &pol, HSMCA_EPERM,
                       "invariant 4: DNS SAN not in the serving list");
     OPENSSL_free(der);
     policy_set_free(pf);

@@ -18,7 +18,7 @@
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 
-#include "fe_keys.h"
+#include "tok_keys.h"
 #include "ipc_frame.h"
 #include "sup_keys.h"
 #include "testutil.h"
@@ -57,7 +57,7 @@ static hsmca_config *file_cfg(void)
 }
 
 /* Pushes k's document over a socketpair and loads it into a fresh holder. */
-static uint64_t push_and_load(sup_keys *k, fe_keys *fk)
+static uint64_t push_and_load(sup_keys *k, tok_keys *fk)
 {
     int sp[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
@@ -70,7 +70,7 @@ static uint64_t push_and_load(sup_keys *k, fe_keys *fk)
         assert_int_equal(ipc_recv_ctl(sp[1], &type, &fd, &eof, &e), HSMCA_OK);
         assert_int_equal(type, CTL_KEYS);
         assert_true(fd >= 0);
-        if (fe_keys_load_fd(fk, fd, &e) != HSMCA_OK)
+        if (tok_keys_load_fd(fk, fd, &e) != HSMCA_OK)
             fail_msg("load: %s", e.msg);
         close(fd);
     }
@@ -100,8 +100,8 @@ static void test_push_cluster_type(void **state)
     assert_int_equal(ipc_recv_ctl(sp[1], &type, &fd, &eof, &e), HSMCA_OK);
     assert_int_equal(type, '3');
     assert_int_equal(ctl_keys_cluster(type), 3);
-    fe_keys *fk = fe_keys_new();
-    assert_int_equal(fe_keys_load_fd(fk, fd, &e), HSMCA_OK);
+    tok_keys *fk = tok_keys_new();
+    assert_int_equal(tok_keys_load_fd(fk, fd, &e), HSMCA_OK);
     close(fd);
     assert_int_equal(ctl_keys_cluster(CTL_KEYS), 0);
     assert_int_equal(CTL_KEYS_CLUSTER(0), CTL_KEYS);
@@ -111,7 +111,7 @@ static void test_push_cluster_type(void **state)
     assert_int_equal(ctl_keys_cluster(CTL_NEW_PEER), -1);
     assert_int_equal(ctl_keys_cluster(CTL_KEYS_REFRESH), -1);
     assert_int_equal(ctl_keys_cluster(CTL_RESTART_PEER), -1);
-    fe_keys_free(fk);
+    tok_keys_free(fk);
     close(sp[0]);
     close(sp[1]);
     sup_keys_stop(k);
@@ -135,9 +135,9 @@ static void test_bad_file_stops_start(void **state)
     sup_keys *k = sup_keys_start(c, &e);
     assert_non_null(k);
     assert_int_equal(sup_keys_generation(k), 0);
-    fe_keys *fk = fe_keys_new();
+    tok_keys *fk = tok_keys_new();
     assert_int_equal(push_and_load(k, fk), 0); /* nothing to push */
-    fe_keys_free(fk);
+    tok_keys_free(fk);
     sup_keys_stop(k);
     free(c);
 }
@@ -152,9 +152,9 @@ static void test_push_and_reload(void **state)
     if (!k)
         fail_msg("start: %s", e.msg);
     assert_int_equal(sup_keys_generation(k), 1);
-    fe_keys *fk = fe_keys_new();
+    tok_keys *fk = tok_keys_new();
     assert_int_equal(push_and_load(k, fk), 1);
-    assert_int_equal(fe_keys_generation(fk), 1);
+    assert_int_equal(tok_keys_generation(fk), 1);
 
     /* an edit: picked up by the next poll (every SUP_KEYS_FILE_POLL_S) */
     write_file(d2);
@@ -175,7 +175,7 @@ static void test_push_and_reload(void **state)
     usleep(300 * 1000);
     assert_int_equal(sup_keys_generation(k), 2);
 
-    fe_keys_free(fk);
+    tok_keys_free(fk);
     sup_keys_stop(k);
     free(c);
     free(d1);

@@ -1,4 +1,4 @@
-/* test_fe_keys.c - the front end's key holder (frontend/fe_keys.h): a pushed memfd is
+/* test_tok_keys.c - the front end's key holder (token/tok_keys.h): a pushed memfd is
  * read only when sealed and within size, parsed again, and swapped in while
  * verifications run on other threads. */
 #include <setjmp.h>
@@ -18,7 +18,7 @@
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 
-#include "fe_keys.h"
+#include "tok_keys.h"
 #include "sigfmt.h"
 #include "testutil.h"
 
@@ -43,44 +43,44 @@ static char *ec_jwks(const char *kid)
 
 static void test_load_checks(void **state)
 {
-    fe_keys *k = fe_keys_new();
+    tok_keys *k = tok_keys_new();
     hsmca_err e;
     char *doc = ec_jwks("k1");
     int fd = memfd_with(doc, strlen(doc), 0);
-    assert_int_equal(fe_keys_load_fd(k, fd, &e), HSMCA_EINVAL);
+    assert_int_equal(tok_keys_load_fd(k, fd, &e), HSMCA_EINVAL);
     assert_string_equal(e.msg, "keys push: the memfd is not sealed");
     close(fd);
     fd = memfd_with("", 0, 1);
-    assert_int_equal(fe_keys_load_fd(k, fd, &e), HSMCA_EINVAL);
+    assert_int_equal(tok_keys_load_fd(k, fd, &e), HSMCA_EINVAL);
     close(fd);
     fd = memfd_with("{\"keys\":[]}", 11, 1);
-    assert_int_equal(fe_keys_load_fd(k, fd, &e), HSMCA_EINVAL);
+    assert_int_equal(tok_keys_load_fd(k, fd, &e), HSMCA_EINVAL);
     assert_string_equal(e.msg, "JWKS holds no usable RSA or EC P-256 signing key");
     close(fd);
-    assert_int_equal(fe_keys_generation(k), 0);
+    assert_int_equal(tok_keys_generation(k), 0);
     fd = memfd_with(doc, strlen(doc), 1);
-    assert_int_equal(fe_keys_load_fd(k, fd, &e), HSMCA_OK);
+    assert_int_equal(tok_keys_load_fd(k, fd, &e), HSMCA_OK);
     close(fd);
-    assert_int_equal(fe_keys_generation(k), 1);
+    assert_int_equal(tok_keys_generation(k), 1);
     /* an unknown kid is reported, so the caller can ask for a refresh */
     static const char *const auds[] = {"istio-ca"};
-    fe_jwt_rules r = {"https://i.example", auds, 1, 60};
+    tok_jwt_rules r = {"https://i.example", auds, 1, 60};
     const char *tok = "eyJhbGciOiJFUzI1NiIsImtpZCI6Im90aGVyIn0.e30.AAAA"; /* kid "other" */
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     int unknown = 0;
-    assert_int_equal(fe_keys_verify(k, &r, tok, strlen(tok), 1700000000, &id, &unknown, &e),
+    assert_int_equal(tok_keys_verify(k, &r, tok, strlen(tok), 1700000000, &id, &unknown, &e),
                      HSMCA_EAUTH);
     assert_int_equal(unknown, 1);
     /* kid "k1" is known: a bad signature is not a rotation */
     tok = "eyJhbGciOiJFUzI1NiIsImtpZCI6ImsxIn0.e30.AAAA";
-    assert_int_equal(fe_keys_verify(k, &r, tok, strlen(tok), 1700000000, &id, &unknown, &e),
+    assert_int_equal(tok_keys_verify(k, &r, tok, strlen(tok), 1700000000, &id, &unknown, &e),
                      HSMCA_EAUTH);
     assert_int_equal(unknown, 0);
     free(doc);
-    fe_keys_free(k);
+    tok_keys_free(k);
 }
 
-/* A token that verified is kept (fe_jwt_cache.h), but only against the set it verified
+/* A token that verified is kept (tok_cache.h), but only against the set it verified
  * with: after a swap to a set where its kid names another key it is refused. */
 static void test_swap_forgets_verified_tokens(void **state)
 {
@@ -90,35 +90,35 @@ static void test_swap_forgets_verified_tokens(void **state)
         "\"iat\":1699999990,\"sub\":\"system:serviceaccount:foo:bar\","
         "\"kubernetes.io\":{\"namespace\":\"foo\",\"serviceaccount\":{\"name\":\"bar\"}}}";
     static const char *const auds[] = {"istio-ca"};
-    fe_jwt_rules r = {"https://i.example", auds, 1, 60};
+    tok_jwt_rules r = {"https://i.example", auds, 1, 60};
     EVP_PKEY *signer = EVP_EC_gen("P-256"), *other = EVP_EC_gen("P-256");
     assert_non_null(signer);
     assert_non_null(other);
     char *tok = sigfmt_jws_compact(signer, hdr, strlen(hdr), claims, strlen(claims));
     assert_non_null(tok);
-    fe_keys *k = fe_keys_new();
-    fe_jwks *ks = NULL;
+    tok_keys *k = tok_keys_new();
+    tok_jwks *ks = NULL;
     hsmca_err e;
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     int unknown;
     for (int round = 0; round < 2; round++) {
         char *doc = tu_jwks_doc(
             tu_jwk_ec(round ? other : signer, round ? other : signer, "k1", "P-256"), NULL);
-        assert_int_equal(fe_jwks_parse(doc, strlen(doc), &ks, &e), HSMCA_OK);
+        assert_int_equal(tok_jwks_parse(doc, strlen(doc), &ks, &e), HSMCA_OK);
         free(doc);
-        fe_keys_set(k, ks);
+        tok_keys_set(k, ks);
         for (int i = 0; i < 2; i++) /* the second from the cache in round 0 */
-            assert_int_equal(fe_keys_verify(k, &r, tok, strlen(tok), 1700000000, &id, &unknown, &e),
+            assert_int_equal(tok_keys_verify(k, &r, tok, strlen(tok), 1700000000, &id, &unknown, &e),
                              round ? HSMCA_EAUTH : HSMCA_OK);
     }
     free(tok);
     EVP_PKEY_free(signer);
     EVP_PKEY_free(other);
-    fe_keys_free(k);
+    tok_keys_free(k);
 }
 
 typedef struct {
-    fe_keys *k;
+    tok_keys *k;
     volatile int stop;
     long runs;
 } reader_arg;
@@ -127,13 +127,13 @@ static void *reader(void *p)
 {
     reader_arg *a = p;
     static const char *const auds[] = {"istio-ca"};
-    fe_jwt_rules r = {"https://i.example", auds, 1, 60};
+    tok_jwt_rules r = {"https://i.example", auds, 1, 60};
     const char *tok = "eyJhbGciOiJFUzI1NiIsImtpZCI6ImsxIn0.e30.AAAA";
     while (!a->stop) {
-        fe_jwt_identity id;
+        tok_jwt_identity id;
         int unknown;
         hsmca_err e;
-        hsmca_code rc = fe_keys_verify(a->k, &r, tok, strlen(tok), 1700000000, &id, &unknown, &e);
+        hsmca_code rc = tok_keys_verify(a->k, &r, tok, strlen(tok), 1700000000, &id, &unknown, &e);
         if (rc != HSMCA_EAUTH)
             abort();
         a->runs++;
@@ -144,27 +144,27 @@ static void *reader(void *p)
 /* Swaps under verifications in flight: under ASan a freed key in use would show. */
 static void test_swap_under_readers(void **state)
 {
-    fe_keys *k = fe_keys_new();
+    tok_keys *k = tok_keys_new();
     reader_arg a = {k, 0, 0};
     char *doc = ec_jwks("k1");
-    fe_jwks *ks = NULL;
+    tok_jwks *ks = NULL;
     hsmca_err e;
-    assert_int_equal(fe_jwks_parse(doc, strlen(doc), &ks, &e), HSMCA_OK);
-    fe_keys_set(k, ks);
+    assert_int_equal(tok_jwks_parse(doc, strlen(doc), &ks, &e), HSMCA_OK);
+    tok_keys_set(k, ks);
     pthread_t th[3];
     for (int i = 0; i < 3; i++)
         pthread_create(&th[i], NULL, reader, &a);
     for (int i = 0; i < 200; i++) {
-        assert_int_equal(fe_jwks_parse(doc, strlen(doc), &ks, &e), HSMCA_OK);
-        fe_keys_set(k, ks);
+        assert_int_equal(tok_jwks_parse(doc, strlen(doc), &ks, &e), HSMCA_OK);
+        tok_keys_set(k, ks);
     }
     a.stop = 1;
     for (int i = 0; i < 3; i++)
         pthread_join(th[i], NULL);
-    assert_int_equal(fe_keys_generation(k), 201);
+    assert_int_equal(tok_keys_generation(k), 201);
     assert_true(a.runs > 0);
     free(doc);
-    fe_keys_free(k);
+    tok_keys_free(k);
 }
 
 int main(void)

@@ -1,8 +1,8 @@
-/* fe_jwt_claims.c - see fe_jwt_claims.h.
+/* tok_claims.c - see tok_claims.h.
  *
  * Runs only on a payload whose signature held. Messages name the claim that
  * failed and our configuration (issuer, audiences), never the token's values. */
-#include "fe_jwt_claims.h"
+#include "tok_claims.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -63,7 +63,7 @@ static HSMCA_MUSTCHECK hsmca_code jwt_check_times(json_t *claims, int64_t now, u
     return HSMCA_OK;
 }
 
-static int aud_wanted(const fe_jwt_rules *r, const char *aud)
+static int aud_wanted(const tok_jwt_rules *r, const char *aud)
 {
     for (int i = 0; i < r->n_audiences; i++)
         if (r->audiences[i] && strcmp(r->audiences[i], aud) == 0)
@@ -71,7 +71,7 @@ static int aud_wanted(const fe_jwt_rules *r, const char *aud)
     return 0;
 }
 
-static HSMCA_MUSTCHECK hsmca_code jwt_check_aud(json_t *claims, const fe_jwt_rules *r, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_check_aud(json_t *claims, const tok_jwt_rules *r, hsmca_err *e)
 {
     json_t *aud = json_object_get(claims, "aud");
     int hit = 0;
@@ -107,7 +107,7 @@ static HSMCA_MUSTCHECK hsmca_code jwt_check_aud(json_t *claims, const fe_jwt_rul
 /* Kubernetes names end up inside SPIFFE IDs (.../ns/NS/sa/SA): a DNS-1123 label
  * for a namespace, a DNS-1123 subdomain for a service account (policy owns the
  * rule), so no '/', ':' or anything else that could change the ID's structure. */
-static HSMCA_MUSTCHECK hsmca_code id_set(fe_jwt_identity *id, const char *ns, size_t nslen,
+static HSMCA_MUSTCHECK hsmca_code id_set(tok_jwt_identity *id, const char *ns, size_t nslen,
                                          const char *sa, size_t salen, hsmca_err *e)
 {
     if (!policy_is_k8s_name(ns, nslen, POLICY_NS_MAX, 0))
@@ -125,7 +125,7 @@ static HSMCA_MUSTCHECK hsmca_code id_set(fe_jwt_identity *id, const char *ns, si
  * kept for later checks (the pod a token is bound to), never put in a certificate. */
 static int k8s_uid_ok(const char *s, size_t len)
 {
-    if (len == 0 || len >= FE_K8S_UID_MAX)
+    if (len == 0 || len >= TOK_K8S_UID_MAX)
         return 0;
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
@@ -136,7 +136,7 @@ static int k8s_uid_ok(const char *s, size_t len)
     return 1;
 }
 
-/* An optional UID member v into out (FE_K8S_UID_MAX); what names it in messages. */
+/* An optional UID member v into out (TOK_K8S_UID_MAX); what names it in messages. */
 static HSMCA_MUSTCHECK hsmca_code uid_set(json_t *v, char *out, const char *what, hsmca_err *e)
 {
     out[0] = '\0';
@@ -150,7 +150,7 @@ static HSMCA_MUSTCHECK hsmca_code uid_set(json_t *v, char *out, const char *what
 
 /* "sub": "system:serviceaccount:NS:SA", required: both token shapes carry it, and a
  * token whose subject is not a service account names no workload. */
-static HSMCA_MUSTCHECK hsmca_code sub_identity(json_t *claims, fe_jwt_identity *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code sub_identity(json_t *claims, tok_jwt_identity *out, hsmca_err *e)
 {
     static const char pre[] = "system:serviceaccount:";
     json_t *sub = json_object_get(claims, "sub");
@@ -167,7 +167,7 @@ static HSMCA_MUSTCHECK hsmca_code sub_identity(json_t *claims, fe_jwt_identity *
 /* Projected token (TokenRequest API, Kubernetes >= 1.20): "kubernetes.io":
  * {"namespace": NS, "serviceaccount": {"name": SA, "uid": U}, "pod": {"name": P, "uid": U}}.
  * Returns 1 and sets *rc when the claim is there, 0 when absent. */
-static int projected_identity(json_t *claims, fe_jwt_identity *out, hsmca_err *e, hsmca_code *rc)
+static int projected_identity(json_t *claims, tok_jwt_identity *out, hsmca_err *e, hsmca_code *rc)
 {
     json_t *k = json_object_get(claims, "kubernetes.io");
     if (!k)
@@ -189,7 +189,7 @@ static int projected_identity(json_t *claims, fe_jwt_identity *out, hsmca_err *e
         return 1;
     json_t *pn = json_object_get(pod, "name");
     if (!json_is_object(pod) || !json_is_string(pn) || !json_object_get(pod, "uid") ||
-        !policy_is_k8s_name(json_string_value(pn), json_string_length(pn), FE_K8S_NAME_MAX - 1,
+        !policy_is_k8s_name(json_string_value(pn), json_string_length(pn), TOK_K8S_NAME_MAX - 1,
                             1)) {
         *rc = hsmca_fail(e, HSMCA_EAUTH, "JWT kubernetes.io pod needs a valid name and uid");
         return 1;
@@ -201,7 +201,7 @@ static int projected_identity(json_t *claims, fe_jwt_identity *out, hsmca_err *e
 
 /* Legacy secret-based token: flat claims "kubernetes.io/serviceaccount/namespace",
  * ".../service-account.name" and ".../service-account.uid". */
-static int legacy_identity(json_t *claims, fe_jwt_identity *out, hsmca_err *e, hsmca_code *rc)
+static int legacy_identity(json_t *claims, tok_jwt_identity *out, hsmca_err *e, hsmca_code *rc)
 {
     json_t *ns = json_object_get(claims, "kubernetes.io/serviceaccount/namespace");
     json_t *sa = json_object_get(claims, "kubernetes.io/serviceaccount/service-account.name");
@@ -221,15 +221,15 @@ static int legacy_identity(json_t *claims, fe_jwt_identity *out, hsmca_err *e, h
     return 1;
 }
 
-static int same_account(const fe_jwt_identity *a, const fe_jwt_identity *b)
+static int same_account(const tok_jwt_identity *a, const tok_jwt_identity *b)
 {
     return strcmp(a->ns, b->ns) == 0 && strcmp(a->sa, b->sa) == 0;
 }
 
 /* sub, and every Kubernetes claim shape present, must name one account. */
-static HSMCA_MUSTCHECK hsmca_code jwt_identity(json_t *claims, fe_jwt_identity *id, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_identity(json_t *claims, tok_jwt_identity *id, hsmca_err *e)
 {
-    fe_jwt_identity s, p, l;
+    tok_jwt_identity s, p, l;
     memset(&s, 0, sizeof(s));
     memset(&p, 0, sizeof(p));
     memset(&l, 0, sizeof(l));
@@ -258,8 +258,8 @@ static HSMCA_MUSTCHECK hsmca_code jwt_identity(json_t *claims, fe_jwt_identity *
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code jwt_check_claims(json_t *claims, const fe_jwt_rules *r,
-                                                   int64_t now, fe_jwt_identity *id, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_check_claims(json_t *claims, const tok_jwt_rules *r,
+                                                   int64_t now, tok_jwt_identity *id, hsmca_err *e)
 {
     json_t *iss = json_object_get(claims, "iss");
     if (!json_is_string(iss) || strcmp(json_string_value(iss), r->issuer) != 0)
@@ -272,15 +272,15 @@ static HSMCA_MUSTCHECK hsmca_code jwt_check_claims(json_t *claims, const fe_jwt_
     return rc;
 }
 
-hsmca_code fe_jwt_claims_check(const char *json, size_t len, const fe_jwt_rules *r, int64_t now,
-                               fe_jwt_identity *id, hsmca_err *e)
+hsmca_code tok_claims_check(const char *json, size_t len, const tok_jwt_rules *r, int64_t now,
+                               tok_jwt_identity *id, hsmca_err *e)
 {
     if (!json || !r || !r->issuer || !id)
         return hsmca_fail(e, HSMCA_EAUTH, "JWT claims: no payload, rules or output");
     json_error_t jerr; /* its text may quote the input: never copied into e */
     json_t *claims = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
     hsmca_code rc;
-    fe_jwt_identity got;
+    tok_jwt_identity got;
     if (!json_is_object(claims))
         rc = hsmca_fail(e, HSMCA_EAUTH, "JWT payload is not a JSON object without duplicate keys");
     else if ((rc = jwt_check_claims(claims, r, now, &got, e)) == HSMCA_OK)

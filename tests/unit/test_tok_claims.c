@@ -1,8 +1,8 @@
-/* test_fe_jwt_claims.c - the claims of a verified token (frontend/fe_jwt_claims.h):
+/* test_tok_claims.c - the claims of a verified token (token/tok_claims.h):
  * iss, aud, exp/nbf/iat with skew, and the Kubernetes service account.
  *
  * Every refused payload differs from the good one in exactly the member the test
- * names; tokens and signatures are test_fe_jwt's business. */
+ * names; tokens and signatures are test_tok_jwt's business. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fe_jwt_claims.h"
+#include "tok_claims.h"
 
 #define NOW 1700000000LL
 #define SKEW 60
@@ -35,7 +35,7 @@
 #define CL_TIMES "\"exp\":1700000600,\"iat\":1699999990,\"nbf\":1699999990"
 
 static const char *const g_auds[] = {"istio-ca"};
-static const fe_jwt_rules g_rules = {ISS, g_auds, 1, SKEW};
+static const tok_jwt_rules g_rules = {ISS, g_auds, 1, SKEW};
 
 /* Claims built from the good set with one member replaced or added. */
 static char *claims_with(const char *iss, const char *aud, const char *times, const char *ident)
@@ -45,13 +45,13 @@ static char *claims_with(const char *iss, const char *aud, const char *times, co
     return c;
 }
 
-static void refuse_claims_rules(const fe_jwt_rules *r, const char *claims, const char *want)
+static void refuse_claims_rules(const tok_jwt_rules *r, const char *claims, const char *want)
 {
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     memset(&id, 'x', sizeof(id));
     hsmca_err e;
     hsmca_err_clear(&e);
-    hsmca_code rc = fe_jwt_claims_check(claims, strlen(claims), r, NOW, &id, &e);
+    hsmca_code rc = tok_claims_check(claims, strlen(claims), r, NOW, &id, &e);
     if (rc != HSMCA_EAUTH)
         fail_msg("want EAUTH \"%s\", got %s \"%s\"", want, hsmca_code_name(rc), e.msg);
     if (!strstr(e.msg, want))
@@ -66,9 +66,9 @@ static void refuse_claims(const char *claims, const char *want)
 
 static void accept_claims(const char *claims, const char *ns, const char *sa)
 {
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     hsmca_err e;
-    if (fe_jwt_claims_check(claims, strlen(claims), &g_rules, NOW, &id, &e) != HSMCA_OK)
+    if (tok_claims_check(claims, strlen(claims), &g_rules, NOW, &id, &e) != HSMCA_OK)
         fail_msg("refused good claims: %s", e.msg);
     assert_string_equal(id.ns, ns);
     assert_string_equal(id.sa, sa);
@@ -101,9 +101,9 @@ static void test_projected_with_pod(void **state)
         CL_SUB ",\"kubernetes.io\":{\"namespace\":\"foo\",\"serviceaccount\":{\"name\":\"bar\","
                "\"uid\":\"7f3b1c2d-0000-4000-8000-00000000b002\"},\"pod\":{\"name\":"
                "\"bar-6d5f7c9b8-x2x9q\",\"uid\":\"5e1a2b3c-0000-4000-8000-00000000a001\"}}");
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     hsmca_err e;
-    if (fe_jwt_claims_check(c, strlen(c), &g_rules, NOW, &id, &e) != HSMCA_OK)
+    if (tok_claims_check(c, strlen(c), &g_rules, NOW, &id, &e) != HSMCA_OK)
         fail_msg("refused: %s", e.msg);
     assert_string_equal(id.ns, "foo");
     assert_string_equal(id.sa, "bar");
@@ -113,7 +113,7 @@ static void test_projected_with_pod(void **state)
     free(c);
     /* no pod: the fields stay empty */
     c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES, CL_K8S);
-    assert_int_equal(fe_jwt_claims_check(c, strlen(c), &g_rules, NOW, &id, &e), HSMCA_OK);
+    assert_int_equal(tok_claims_check(c, strlen(c), &g_rules, NOW, &id, &e), HSMCA_OK);
     assert_string_equal(id.pod_name, "");
     assert_string_equal(id.pod_uid, "");
     free(c);
@@ -153,9 +153,9 @@ static void test_projected_pod_refused(void **state)
 static void test_legacy_shape(void **state)
 {
     char *c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES, CL_SUB "," CL_LEGACY);
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     hsmca_err e;
-    if (fe_jwt_claims_check(c, strlen(c), &g_rules, NOW, &id, &e) != HSMCA_OK)
+    if (tok_claims_check(c, strlen(c), &g_rules, NOW, &id, &e) != HSMCA_OK)
         fail_msg("refused: %s", e.msg);
     assert_string_equal(id.ns, "foo");
     assert_string_equal(id.sa, "bar");
@@ -166,7 +166,7 @@ static void test_legacy_shape(void **state)
     c = claims_with("\"" ISS "\"", "\"istio-ca\"", CL_TIMES,
                     CL_SUB ",\"kubernetes.io\":{\"namespace\":\"foo\",\"serviceaccount\":"
                            "{\"name\":\"bar\"}}," CL_LEGACY);
-    if (fe_jwt_claims_check(c, strlen(c), &g_rules, NOW, &id, &e) != HSMCA_OK)
+    if (tok_claims_check(c, strlen(c), &g_rules, NOW, &id, &e) != HSMCA_OK)
         fail_msg("refused: %s", e.msg);
     assert_string_equal(id.sa_uid, "0f1e2d3c-aaaa-4bbb-8ccc-123456789abc");
     free(c);
@@ -285,7 +285,7 @@ static void test_wrong_audience(void **state)
     char *c = claims_with("\"" ISS "\"", "\"other\"", CL_TIMES, CL_K8S);
     refuse_claims(c, "JWT aud does not include istio-ca");
     static const char *const two[] = {"istio-ca", "mesh-ca"};
-    fe_jwt_rules r = {ISS, two, 2, SKEW};
+    tok_jwt_rules r = {ISS, two, 2, SKEW};
     refuse_claims_rules(&r, c, "JWT aud does not include istio-ca, mesh-ca");
     free(c);
     c = claims_with("\"" ISS "\"", "[]", CL_TIMES, CL_K8S);
@@ -362,9 +362,9 @@ static void test_payload_not_json(void **state)
                   "JWT payload is not a JSON object without duplicate keys");
     /* the length is what counts: nothing after it is read */
     const char good[] = "{\"iss\":\"" ISS "\",\"aud\":\"istio-ca\"," CL_TIMES "," CL_K8S "}";
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     hsmca_err e;
-    assert_int_equal(fe_jwt_claims_check(good, sizeof(good) - 2, &g_rules, NOW, &id, &e),
+    assert_int_equal(tok_claims_check(good, sizeof(good) - 2, &g_rules, NOW, &id, &e),
                      HSMCA_EAUTH);
 }
 

@@ -1,4 +1,4 @@
-/* test_fe_jwt.c - bearer token verification (frontend/fe_jwt.h): structure,
+/* test_tok_jwt.c - bearer token verification (token/tok_jwt.h): structure,
  * header, signature, claims and the Kubernetes identity, end to end.
  *
  * Keys are generated here and tokens built and signed here, so every refusal
@@ -18,7 +18,7 @@
 #include <openssl/pem.h>
 
 #include "certasm.h"
-#include "fe_jwt.h"
+#include "tok_jwt.h"
 #include "sigfmt.h"
 #include "testutil.h"
 #include "util.h"
@@ -39,7 +39,7 @@
 enum { S_RS256, S_ES256, S_ES256_DER, S_NONE, S_HS256 };
 
 static EVP_PKEY *g_rsa, *g_ec, *g_evil_ec;
-static fe_jwks *g_jwks; /* rsa1 (RSA-2048) and ec1 (P-256) */
+static tok_jwks *g_jwks; /* rsa1 (RSA-2048) and ec1 (P-256) */
 
 /* ---- helpers: keys, JWKs, tokens ------------------------------------------ */
 
@@ -96,18 +96,18 @@ static char *sign_token(const char *hdr, const char *claims, int how, EVP_PKEY *
 }
 
 static const char *const g_auds[] = {"istio-ca"};
-static const fe_jwt_rules g_rules = {ISS, g_auds, 1, SKEW};
+static const tok_jwt_rules g_rules = {ISS, g_auds, 1, SKEW};
 
-static hsmca_code verify_at(const fe_jwks *ks, const fe_jwt_rules *r, const char *tok,
-                            int64_t now, fe_jwt_identity *id, hsmca_err *e)
+static hsmca_code verify_at(const tok_jwks *ks, const tok_jwt_rules *r, const char *tok,
+                            int64_t now, tok_jwt_identity *id, hsmca_err *e)
 {
     hsmca_err_clear(e);
-    return fe_jwt_verify(ks, r, tok, strlen(tok), now, id, e);
+    return tok_jwt_verify(ks, r, tok, strlen(tok), now, id, e);
 }
 
 static void expect_ok(const char *tok, const char *ns, const char *sa)
 {
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     hsmca_err e;
     hsmca_code rc = verify_at(g_jwks, &g_rules, tok, NOW, &id, &e);
     if (rc != HSMCA_OK)
@@ -130,13 +130,13 @@ static void assert_msg_has_no_token(const char *msg, const char *tok, size_t tok
     }
 }
 
-static void expect_refused_rules(const fe_jwt_rules *r, int64_t now, const char *tok,
+static void expect_refused_rules(const tok_jwt_rules *r, int64_t now, const char *tok,
                                  size_t len, const char *want)
 {
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     hsmca_err e;
     hsmca_err_clear(&e);
-    hsmca_code rc = fe_jwt_verify(g_jwks, r, tok, len, now, &id, &e);
+    hsmca_code rc = tok_jwt_verify(g_jwks, r, tok, len, now, &id, &e);
     if (rc != HSMCA_EAUTH)
         fail_msg("want EAUTH \"%s\", got %s \"%s\"", want, hsmca_code_name(rc), e.msg);
     if (!strstr(e.msg, want))
@@ -158,7 +158,7 @@ static int setup_keys(void **state)
         return -1;
     char *doc = tu_jwks_doc(tu_jwk_rsa(g_rsa, "rsa1"), jwk_ec(g_ec, "ec1"));
     hsmca_err e;
-    int rc = fe_jwks_parse(doc, strlen(doc), &g_jwks, &e) == HSMCA_OK ? 0 : -1;
+    int rc = tok_jwks_parse(doc, strlen(doc), &g_jwks, &e) == HSMCA_OK ? 0 : -1;
     if (rc)
         fprintf(stderr, "setup JWKS refused: %s\n", e.msg);
     free(doc);
@@ -167,7 +167,7 @@ static int setup_keys(void **state)
 
 static int teardown_keys(void **state)
 {
-    fe_jwks_free(g_jwks);
+    tok_jwks_free(g_jwks);
     EVP_PKEY_free(g_rsa);
     EVP_PKEY_free(g_ec);
     EVP_PKEY_free(g_evil_ec);
@@ -248,7 +248,7 @@ static void test_hs256_key_confusion(void **state)
     free(tok);
 }
 
-/* The key choice itself is fe_jwks_pick's (test_fe_jwks); here: its refusals reach the caller. */
+/* The key choice itself is tok_jwks_pick's (test_tok_jwks); here: its refusals reach the caller. */
 static void test_key_choice_refused(void **state)
 {
     char *tok = sign_token("{\"alg\":\"RS256\",\"kid\":\"ec1\"}", CL_GOOD, S_RS256, g_rsa);
@@ -299,7 +299,7 @@ static void test_forbidden_header_fields(void **state)
 
 /* ---- claims, after the signature ---------------------------------------------- */
 
-/* The claims themselves are fe_jwt_claims' (test_fe_jwt_claims); here: they are
+/* The claims themselves are tok_claims' (test_tok_claims); here: they are
  * read only once the signature holds, and their refusals quote nothing of the token. */
 static void test_claims_after_signature(void **state)
 {
@@ -416,14 +416,14 @@ static void test_duplicate_json_keys(void **state)
 static void test_oversize_token(void **state)
 {
     /* validly signed, just too long */
-    size_t padlen = FE_JWT_MAX_LEN;
+    size_t padlen = TOK_JWT_MAX_LEN;
     char *claims = malloc(padlen + 1024);
     int n = snprintf(claims, 1024, "{\"iss\":\"" ISS "\",\"aud\":\"istio-ca\"," CL_TIMES
                                    "," CL_K8S ",\"pad\":\"");
     memset(claims + n, 'x', padlen);
     strcpy(claims + n + padlen, "\"}");
     char *tok = sign_token(HDR_ES, claims, S_ES256, g_ec);
-    assert_true(strlen(tok) > FE_JWT_MAX_LEN);
+    assert_true(strlen(tok) > TOK_JWT_MAX_LEN);
     expect_refused(tok, "JWT must be 1-8192 bytes");
     free(tok);
     free(claims);

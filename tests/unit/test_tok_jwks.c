@@ -1,5 +1,5 @@
-/* test_fe_jwks.c - the issuer's key set (frontend/fe_jwks.h): what fe_jwks_parse
- * keeps, skips and refuses, and how fe_jwks_pick chooses the key for a token.
+/* test_tok_jwks.c - the issuer's key set (token/tok_jwks.h): what tok_jwks_parse
+ * keeps, skips and refuses, and how tok_jwks_pick chooses the key for a token.
  *
  * Keys are generated here; every refused document differs from an accepted one
  * in exactly the way the test names. */
@@ -15,7 +15,7 @@
 
 #include <openssl/evp.h>
 
-#include "fe_jwks.h"
+#include "tok_jwks.h"
 #include "testutil.h"
 
 static EVP_PKEY *g_rsa, *g_ec, *g_rsa1024, *g_evil_ec;
@@ -26,10 +26,10 @@ static char *jwk_ec(EVP_PKEY *k, const char *kid) { return tu_jwk_ec(k, k, kid, 
 
 static void expect_jwks_refused(const char *doc, size_t len, const char *want)
 {
-    fe_jwks *ks = (fe_jwks *)1;
+    tok_jwks *ks = (tok_jwks *)1;
     hsmca_err e;
     hsmca_err_clear(&e);
-    hsmca_code rc = fe_jwks_parse(doc, len, &ks, &e);
+    hsmca_code rc = tok_jwks_parse(doc, len, &ks, &e);
     if (rc != HSMCA_EINVAL)
         fail_msg("want EINVAL \"%s\", got %s \"%s\"", want, hsmca_code_name(rc), e.msg);
     assert_null(ks);
@@ -38,31 +38,31 @@ static void expect_jwks_refused(const char *doc, size_t len, const char *want)
 }
 
 /* Parses doc (and frees it); fails the test when it is refused. */
-static fe_jwks *jwks_ok(char *doc)
+static tok_jwks *jwks_ok(char *doc)
 {
-    fe_jwks *ks = NULL;
+    tok_jwks *ks = NULL;
     hsmca_err e;
-    if (fe_jwks_parse(doc, strlen(doc), &ks, &e) != HSMCA_OK)
+    if (tok_jwks_parse(doc, strlen(doc), &ks, &e) != HSMCA_OK)
         fail_msg("JWKS refused: %s", e.msg);
     free(doc);
     return ks;
 }
 
-static void expect_pick_refused(const fe_jwks *ks, fe_kty kty, const char *kid, const char *want)
+static void expect_pick_refused(const tok_jwks *ks, tok_kty kty, const char *kid, const char *want)
 {
     EVP_PKEY *k = NULL;
     hsmca_err e;
     hsmca_err_clear(&e);
-    assert_int_equal(fe_jwks_pick(ks, kty, kid, &k, &e), HSMCA_EAUTH);
+    assert_int_equal(tok_jwks_pick(ks, kty, kid, &k, &e), HSMCA_EAUTH);
     assert_null(k);
     assert_string_equal(e.msg, want);
 }
 
-static void expect_pick(const fe_jwks *ks, fe_kty kty, const char *kid, EVP_PKEY *want)
+static void expect_pick(const tok_jwks *ks, tok_kty kty, const char *kid, EVP_PKEY *want)
 {
     EVP_PKEY *k = NULL;
     hsmca_err e;
-    if (fe_jwks_pick(ks, kty, kid, &k, &e) != HSMCA_OK)
+    if (tok_jwks_pick(ks, kty, kid, &k, &e) != HSMCA_OK)
         fail_msg("no key for kid %s: %s", kid ? kid : "(none)", e.msg);
     assert_int_equal(EVP_PKEY_eq(k, want), 1);
 }
@@ -120,7 +120,7 @@ static void test_jwks_refusals(void **state)
     expect_jwks_refused(doc, strlen(doc), "JWKS holds no usable");
     free(doc);
 
-    char big[FE_JWKS_MAX_LEN + 2];
+    char big[TOK_JWKS_MAX_LEN + 2];
     memset(big, ' ', sizeof(big));
     expect_jwks_refused(big, sizeof(big), "JWKS must be 1-65536 bytes");
 }
@@ -129,46 +129,46 @@ static void test_jwks_skips_enc_key_keeps_sig(void **state)
 {
     char *k = tu_jwk_rsa(g_rsa, "enc1");
     memcpy(strstr(k, "\"sig\""), "\"enc\"", 5);
-    fe_jwks *ks = jwks_ok(tu_jwks_doc(k, jwk_ec(g_ec, "ec1")));
-    expect_pick_refused(ks, FE_KTY_RSA, "enc1", "JWT kid 'enc1' not in JWKS");
-    expect_pick_refused(ks, FE_KTY_RSA, NULL,
+    tok_jwks *ks = jwks_ok(tu_jwks_doc(k, jwk_ec(g_ec, "ec1")));
+    expect_pick_refused(ks, TOK_KTY_RSA, "enc1", "JWT kid 'enc1' not in JWKS");
+    expect_pick_refused(ks, TOK_KTY_RSA, NULL,
                         "JWT has no kid and the JWKS holds 0 RSA keys (needs exactly one)");
-    expect_pick(ks, FE_KTY_EC, "ec1", g_ec);
-    fe_jwks_free(ks);
+    expect_pick(ks, TOK_KTY_EC, "ec1", g_ec);
+    tok_jwks_free(ks);
 }
 
 /* ---- choosing the key ------------------------------------------------------------ */
 
 static void test_pick_by_kid(void **state)
 {
-    fe_jwks *ks = jwks_ok(tu_jwks_doc(tu_jwk_rsa(g_rsa, "rsa1"), jwk_ec(g_ec, "ec1")));
-    expect_pick(ks, FE_KTY_RSA, "rsa1", g_rsa);
-    expect_pick(ks, FE_KTY_EC, "ec1", g_ec);
+    tok_jwks *ks = jwks_ok(tu_jwks_doc(tu_jwk_rsa(g_rsa, "rsa1"), jwk_ec(g_ec, "ec1")));
+    expect_pick(ks, TOK_KTY_RSA, "rsa1", g_rsa);
+    expect_pick(ks, TOK_KTY_EC, "ec1", g_ec);
     /* the kid names a key of the other type than alg asks for */
-    expect_pick_refused(ks, FE_KTY_RSA, "ec1", "JWT kid 'ec1' names an EC key, alg RS256 needs RSA");
-    expect_pick_refused(ks, FE_KTY_EC, "rsa1",
+    expect_pick_refused(ks, TOK_KTY_RSA, "ec1", "JWT kid 'ec1' names an EC key, alg RS256 needs RSA");
+    expect_pick_refused(ks, TOK_KTY_EC, "rsa1",
                         "JWT kid 'rsa1' names an RSA key, alg ES256 needs EC");
-    expect_pick_refused(ks, FE_KTY_EC, "nope", "JWT kid 'nope' not in JWKS");
-    expect_pick_refused(ks, FE_KTY_EC, "", "JWT kid '' not in JWKS");
+    expect_pick_refused(ks, TOK_KTY_EC, "nope", "JWT kid 'nope' not in JWKS");
+    expect_pick_refused(ks, TOK_KTY_EC, "", "JWT kid '' not in JWKS");
     /* a hostile kid is shown shortened and without quotes or control characters */
-    expect_pick_refused(ks, FE_KTY_EC, "a'b\nc-0123456789012345678901234567890123",
+    expect_pick_refused(ks, TOK_KTY_EC, "a'b\nc-0123456789012345678901234567890123",
                         "JWT kid 'a?b?c-01234567890123456789012345...' not in JWKS");
-    fe_jwks_free(ks);
+    tok_jwks_free(ks);
 }
 
 static void test_pick_without_kid(void **state)
 {
-    fe_jwks *ks = jwks_ok(tu_jwks_doc(tu_jwk_rsa(g_rsa, "rsa1"), jwk_ec(g_ec, "ec1")));
-    expect_pick(ks, FE_KTY_RSA, NULL, g_rsa); /* the only key of the type */
-    expect_pick(ks, FE_KTY_EC, NULL, g_ec);
-    fe_jwks_free(ks);
+    tok_jwks *ks = jwks_ok(tu_jwks_doc(tu_jwk_rsa(g_rsa, "rsa1"), jwk_ec(g_ec, "ec1")));
+    expect_pick(ks, TOK_KTY_RSA, NULL, g_rsa); /* the only key of the type */
+    expect_pick(ks, TOK_KTY_EC, NULL, g_ec);
+    tok_jwks_free(ks);
     /* two RSA keys: a token without a kid is ambiguous */
     ks = jwks_ok(tu_jwks_doc(tu_jwk_rsa(g_rsa, "rsa1"), tu_jwk_rsa(g_rsa, "rsa2")));
-    expect_pick_refused(ks, FE_KTY_RSA, NULL,
+    expect_pick_refused(ks, TOK_KTY_RSA, NULL,
                         "JWT has no kid and the JWKS holds 2 RSA keys (needs exactly one)");
-    expect_pick_refused(ks, FE_KTY_EC, NULL,
+    expect_pick_refused(ks, TOK_KTY_EC, NULL,
                         "JWT has no kid and the JWKS holds 0 EC keys (needs exactly one)");
-    fe_jwks_free(ks);
+    tok_jwks_free(ks);
 }
 
 int main(void)

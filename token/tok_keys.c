@@ -1,10 +1,10 @@
-/* fe_keys.c - see fe_keys.h.
+/* tok_keys.c - see tok_keys.h.
  *
  * A reader-writer lock rather than reference counts: a verification is short
  * (one signature check) and readers never block each other; a swap waits for
  * the readers of the old set, which is then freed with nobody holding it.
  * Writer preference, so a stream of calls cannot hold a new set back. */
-#include "fe_keys.h"
+#include "tok_keys.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -12,22 +12,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fe_jwks.h"
-#include "fe_jwt_cache.h"
+#include "tok_jwks.h"
+#include "tok_cache.h"
 
-struct fe_keys {
+struct tok_keys {
     pthread_rwlock_t lock;
-    fe_jwks *cur; /* NULL until the first push */
+    tok_jwks *cur; /* NULL until the first push */
     uint64_t generation;
-    fe_jwt_cache *verified; /* tokens that verified against cur; cleared at each swap */
+    tok_cache *verified; /* tokens that verified against cur; cleared at each swap */
 };
 
-fe_keys *fe_keys_new(void)
+tok_keys *tok_keys_new(void)
 {
-    fe_keys *k = calloc(1, sizeof(*k));
+    tok_keys *k = calloc(1, sizeof(*k));
     hsmca_err e;
     if (!k ||
-        fe_jwt_cache_new(FE_JWT_CACHE_ENTRIES, FE_JWT_CACHE_CAP, &k->verified, &e) != HSMCA_OK) {
+        tok_cache_new(TOK_CACHE_ENTRIES, TOK_CACHE_CAP, &k->verified, &e) != HSMCA_OK) {
         free(k);
         return NULL;
     }
@@ -39,18 +39,18 @@ fe_keys *fe_keys_new(void)
     return k;
 }
 
-void fe_keys_set(fe_keys *k, fe_jwks *ks)
+void tok_keys_set(tok_keys *k, tok_jwks *ks)
 {
     pthread_rwlock_wrlock(&k->lock);
-    fe_jwks *old = k->cur;
+    tok_jwks *old = k->cur;
     k->cur = ks;
     k->generation++;
-    fe_jwt_cache_clear(k->verified); /* what verified against old must verify again */
+    tok_cache_clear(k->verified); /* what verified against old must verify again */
     pthread_rwlock_unlock(&k->lock);
-    fe_jwks_free(old); /* no reader can hold it: they all came and went under the lock */
+    tok_jwks_free(old); /* no reader can hold it: they all came and went under the lock */
 }
 
-uint64_t fe_keys_generation(fe_keys *k)
+uint64_t tok_keys_generation(tok_keys *k)
 {
     pthread_rwlock_rdlock(&k->lock);
     uint64_t g = k->generation;
@@ -58,14 +58,14 @@ uint64_t fe_keys_generation(fe_keys *k)
     return g;
 }
 
-hsmca_code fe_keys_load_fd(fe_keys *k, int fd, hsmca_err *e)
+hsmca_code tok_keys_load_fd(tok_keys *k, int fd, hsmca_err *e)
 {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return hsmca_fail(e, HSMCA_EINVAL, "keys push: not a memory file");
-    if (st.st_size <= 0 || st.st_size > FE_JWKS_MAX_LEN)
+    if (st.st_size <= 0 || st.st_size > TOK_JWKS_MAX_LEN)
         return hsmca_fail(e, HSMCA_EINVAL, "keys push: %lld bytes, not 1-%d", (long long)st.st_size,
-                          FE_JWKS_MAX_LEN);
+                          TOK_JWKS_MAX_LEN);
     /* Without these seals the sender could change the bytes between our read and
      * our parse, or shrink the file under a read (SIGBUS for a mapping). */
     int seals = fcntl(fd, F_GET_SEALS);
@@ -84,38 +84,38 @@ hsmca_code fe_keys_load_fd(fe_keys *k, int fd, hsmca_err *e)
         }
         got += (size_t)r;
     }
-    fe_jwks *ks = NULL;
-    hsmca_code rc = fe_jwks_parse(buf, len, &ks, e);
+    tok_jwks *ks = NULL;
+    hsmca_code rc = tok_jwks_parse(buf, len, &ks, e);
     free(buf);
     if (rc != HSMCA_OK)
         return rc;
-    fe_keys_set(k, ks);
+    tok_keys_set(k, ks);
     return HSMCA_OK;
 }
 
-hsmca_code fe_keys_verify(fe_keys *k, const fe_jwt_rules *rules, const char *token, size_t len,
-                          int64_t now, fe_jwt_identity *id, int *unknown_kid, hsmca_err *e)
+hsmca_code tok_keys_verify(tok_keys *k, const tok_jwt_rules *rules, const char *token, size_t len,
+                          int64_t now, tok_jwt_identity *id, int *unknown_kid, hsmca_err *e)
 {
     *unknown_kid = 0;
     pthread_rwlock_rdlock(&k->lock);
     hsmca_code rc;
     if (!k->cur)
         rc = hsmca_fail(e, HSMCA_EUNAVAIL, "JWT issuer keys not loaded yet");
-    else if (fe_jwt_cache_get(k->verified, k->cur, token, len, now, id))
+    else if (tok_cache_get(k->verified, k->cur, token, len, now, id))
         rc = HSMCA_OK; /* these bytes verified against this set, within their exp */
-    else if ((rc = fe_jwt_verify_kid(k->cur, rules, token, len, now, id, unknown_kid, e)) ==
+    else if ((rc = tok_jwt_verify_kid(k->cur, rules, token, len, now, id, unknown_kid, e)) ==
              HSMCA_OK)
-        fe_jwt_cache_record(k->verified, k->cur, token, len, now, id);
+        tok_cache_record(k->verified, k->cur, token, len, now, id);
     pthread_rwlock_unlock(&k->lock);
     return rc;
 }
 
-void fe_keys_free(fe_keys *k)
+void tok_keys_free(tok_keys *k)
 {
     if (!k)
         return;
-    fe_jwks_free(k->cur);
-    fe_jwt_cache_free(k->verified);
+    tok_jwks_free(k->cur);
+    tok_cache_free(k->verified);
     pthread_rwlock_destroy(&k->lock);
     free(k);
 }

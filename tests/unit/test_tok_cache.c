@@ -1,4 +1,4 @@
-/* test_fe_jwt_cache.c - the cache of verified tokens: a hit only for the same bytes
+/* test_tok_cache.c - the cache of verified tokens: a hit only for the same bytes
  * and key set, never past exp or the cap, bounded, and refusals never cached. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 
 #include <openssl/evp.h>
 
-#include "fe_jwt_cache.h"
+#include "tok_cache.h"
 #include "sigfmt.h"
 #include "testutil.h"
 
@@ -29,9 +29,9 @@
     "\"sub\":\"system:serviceaccount:foo:bar\"," CL_K8S "}"
 
 static const char *const g_auds[] = {"istio-ca"};
-static const fe_jwt_rules g_rules = {ISS, g_auds, 1, 60};
+static const tok_jwt_rules g_rules = {ISS, g_auds, 1, 60};
 static EVP_PKEY *g_ec;
-static fe_jwks *g_jwks;
+static tok_jwks *g_jwks;
 
 static int setup(void **state)
 {
@@ -41,7 +41,7 @@ static int setup(void **state)
         return -1;
     char *doc = tu_jwks_doc(tu_jwk_ec(g_ec, g_ec, "ec1", "P-256"), NULL);
     hsmca_err e;
-    int rc = fe_jwks_parse(doc, strlen(doc), &g_jwks, &e) == HSMCA_OK ? 0 : -1;
+    int rc = tok_jwks_parse(doc, strlen(doc), &g_jwks, &e) == HSMCA_OK ? 0 : -1;
     free(doc);
     return rc;
 }
@@ -49,25 +49,25 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    fe_jwks_free(g_jwks);
+    tok_jwks_free(g_jwks);
     EVP_PKEY_free(g_ec);
     return 0;
 }
 
-static fe_jwt_identity ident(const char *ns, const char *sa)
+static tok_jwt_identity ident(const char *ns, const char *sa)
 {
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     memset(&id, 0, sizeof(id));
     snprintf(id.ns, sizeof(id.ns), "%s", ns);
     snprintf(id.sa, sizeof(id.sa), "%s", sa);
     return id;
 }
 
-static fe_jwt_cache *new_cache(size_t n, uint32_t cap)
+static tok_cache *new_cache(size_t n, uint32_t cap)
 {
-    fe_jwt_cache *c = NULL;
+    tok_cache *c = NULL;
     hsmca_err e;
-    assert_int_equal(fe_jwt_cache_new(n, cap, &c, &e), HSMCA_OK);
+    assert_int_equal(tok_cache_new(n, cap, &c, &e), HSMCA_OK);
     return c;
 }
 
@@ -76,110 +76,110 @@ static const int KS; /* a key set's address */
 static void test_hit_same_bytes_only(void **state)
 {
     (void)state;
-    fe_jwt_cache *c = new_cache(16, 300);
-    fe_jwt_identity in = ident("ns1", "sa1"), out = ident("", "");
-    fe_jwt_cache_put(c, &KS, "a.b.c", 5, NOW + 600, NOW, &in);
-    assert_int_equal(fe_jwt_cache_get(c, &KS, "a.b.c", 5, NOW + 1, &out), 1);
+    tok_cache *c = new_cache(16, 300);
+    tok_jwt_identity in = ident("ns1", "sa1"), out = ident("", "");
+    tok_cache_put(c, &KS, "a.b.c", 5, NOW + 600, NOW, &in);
+    assert_int_equal(tok_cache_get(c, &KS, "a.b.c", 5, NOW + 1, &out), 1);
     assert_string_equal(out.ns, "ns1");
     assert_string_equal(out.sa, "sa1");
-    assert_int_equal(fe_jwt_cache_get(c, &KS, "a.b.d", 5, NOW + 1, &out), 0);
-    assert_int_equal(fe_jwt_cache_get(c, &KS, "a.b.c", 4, NOW + 1, &out), 0);
+    assert_int_equal(tok_cache_get(c, &KS, "a.b.d", 5, NOW + 1, &out), 0);
+    assert_int_equal(tok_cache_get(c, &KS, "a.b.c", 4, NOW + 1, &out), 0);
     /* Another key set: the verification does not carry over. */
     static const int other = 0;
-    assert_int_equal(fe_jwt_cache_get(c, &other, "a.b.c", 5, NOW + 1, &out), 0);
-    fe_jwt_cache_free(c);
+    assert_int_equal(tok_cache_get(c, &other, "a.b.c", 5, NOW + 1, &out), 0);
+    tok_cache_free(c);
 }
 
 static void test_never_past_exp(void **state)
 {
     (void)state;
-    fe_jwt_cache *c = new_cache(16, 300);
-    fe_jwt_identity in = ident("ns", "sa"), out;
-    fe_jwt_cache_put(c, &KS, "t1", 2, NOW + 100, NOW, &in); /* exp before the cap */
-    assert_int_equal(fe_jwt_cache_get(c, &KS, "t1", 2, NOW + 99, &out), 1);
-    assert_int_equal(fe_jwt_cache_get(c, &KS, "t1", 2, NOW + 100, &out), 0);
-    assert_int_equal(fe_jwt_cache_get(c, &KS, "t1", 2, NOW + 99, &out), 0); /* dropped */
+    tok_cache *c = new_cache(16, 300);
+    tok_jwt_identity in = ident("ns", "sa"), out;
+    tok_cache_put(c, &KS, "t1", 2, NOW + 100, NOW, &in); /* exp before the cap */
+    assert_int_equal(tok_cache_get(c, &KS, "t1", 2, NOW + 99, &out), 1);
+    assert_int_equal(tok_cache_get(c, &KS, "t1", 2, NOW + 100, &out), 0);
+    assert_int_equal(tok_cache_get(c, &KS, "t1", 2, NOW + 99, &out), 0); /* dropped */
     /* Expired or expiring now: nothing to keep. */
-    fe_jwt_cache_put(c, &KS, "t2", 2, NOW, NOW, &in);
-    fe_jwt_cache_put(c, &KS, "t3", 2, NOW - 5, NOW, &in);
-    assert_int_equal(fe_jwt_cache_get(c, &KS, "t2", 2, NOW - 1, &out), 0);
-    assert_int_equal(fe_jwt_cache_get(c, &KS, "t3", 2, NOW - 10, &out), 0);
-    assert_int_equal(fe_jwt_cache_count(c), 0);
-    fe_jwt_cache_free(c);
+    tok_cache_put(c, &KS, "t2", 2, NOW, NOW, &in);
+    tok_cache_put(c, &KS, "t3", 2, NOW - 5, NOW, &in);
+    assert_int_equal(tok_cache_get(c, &KS, "t2", 2, NOW - 1, &out), 0);
+    assert_int_equal(tok_cache_get(c, &KS, "t3", 2, NOW - 10, &out), 0);
+    assert_int_equal(tok_cache_count(c), 0);
+    tok_cache_free(c);
 }
 
 static void test_cap(void **state)
 {
     (void)state;
-    fe_jwt_cache *c = new_cache(16, 30);
-    fe_jwt_identity in = ident("ns", "sa"), out;
-    fe_jwt_cache_put(c, &KS, "t", 1, NOW + 3600, NOW, &in);
-    assert_int_equal(fe_jwt_cache_get(c, &KS, "t", 1, NOW + 29, &out), 1);
-    assert_int_equal(fe_jwt_cache_get(c, &KS, "t", 1, NOW + 30, &out), 0);
-    fe_jwt_cache_free(c);
+    tok_cache *c = new_cache(16, 30);
+    tok_jwt_identity in = ident("ns", "sa"), out;
+    tok_cache_put(c, &KS, "t", 1, NOW + 3600, NOW, &in);
+    assert_int_equal(tok_cache_get(c, &KS, "t", 1, NOW + 29, &out), 1);
+    assert_int_equal(tok_cache_get(c, &KS, "t", 1, NOW + 30, &out), 0);
+    tok_cache_free(c);
 }
 
 static void test_bounded(void **state)
 {
     (void)state;
-    fe_jwt_cache *c = new_cache(64, 300);
-    fe_jwt_identity in = ident("ns", "sa"), out;
+    tok_cache *c = new_cache(64, 300);
+    tok_jwt_identity in = ident("ns", "sa"), out;
     char tok[32];
     for (int i = 0; i < 10000; i++) {
         int n = snprintf(tok, sizeof(tok), "tok-%d", i);
-        fe_jwt_cache_put(c, &KS, tok, (size_t)n, NOW + 600 + i, NOW, &in);
+        tok_cache_put(c, &KS, tok, (size_t)n, NOW + 600 + i, NOW, &in);
     }
-    assert_int_equal(fe_jwt_cache_count(c), 64);
+    assert_int_equal(tok_cache_count(c), 64);
     /* The newest token is there (it expires last in its set). */
     int n = snprintf(tok, sizeof(tok), "tok-%d", 9999);
-    assert_int_equal(fe_jwt_cache_get(c, &KS, tok, (size_t)n, NOW + 1, &out), 1);
+    assert_int_equal(tok_cache_get(c, &KS, tok, (size_t)n, NOW + 1, &out), 1);
     /* Rounded up to whole sets of 4; a bad size or cap is refused. */
-    fe_jwt_cache_free(c);
+    tok_cache_free(c);
     c = new_cache(5, 300);
     for (int i = 0; i < 1000; i++) {
         n = snprintf(tok, sizeof(tok), "tok-%d", i);
-        fe_jwt_cache_put(c, &KS, tok, (size_t)n, NOW + 600, NOW, &in);
+        tok_cache_put(c, &KS, tok, (size_t)n, NOW + 600, NOW, &in);
     }
-    assert_true(fe_jwt_cache_count(c) <= 8);
-    fe_jwt_cache_free(c);
+    assert_true(tok_cache_count(c) <= 8);
+    tok_cache_free(c);
     hsmca_err e;
-    assert_int_equal(fe_jwt_cache_new(0, 300, &c, &e), HSMCA_EINVAL);
+    assert_int_equal(tok_cache_new(0, 300, &c, &e), HSMCA_EINVAL);
     assert_null(c);
-    assert_int_equal(fe_jwt_cache_new(16, 0, &c, &e), HSMCA_EINVAL);
-    fe_jwt_cache_free(NULL);
+    assert_int_equal(tok_cache_new(16, 0, &c, &e), HSMCA_EINVAL);
+    tok_cache_free(NULL);
 }
 
-/* Through fe_jwt_verify: a good token is cached until its exp (the verifier's skew is
+/* Through tok_jwt_verify: a good token is cached until its exp (the verifier's skew is
  * not granted), a bad one is refused each time and never cached. */
-/* What fe_keys_verify does: the cache, else the verifier, recording what passed. */
-static hsmca_code verify_cached(fe_jwt_cache *c, const fe_jwks *ks, const fe_jwt_rules *r,
-                                const char *tok, size_t len, int64_t now, fe_jwt_identity *id,
+/* What tok_keys_verify does: the cache, else the verifier, recording what passed. */
+static hsmca_code verify_cached(tok_cache *c, const tok_jwks *ks, const tok_jwt_rules *r,
+                                const char *tok, size_t len, int64_t now, tok_jwt_identity *id,
                                 hsmca_err *e)
 {
-    if (fe_jwt_cache_get(c, ks, tok, len, now, id))
+    if (tok_cache_get(c, ks, tok, len, now, id))
         return HSMCA_OK;
-    HSMCA_GUARD(fe_jwt_verify(ks, r, tok, len, now, id, e));
-    fe_jwt_cache_record(c, ks, tok, len, now, id);
+    HSMCA_GUARD(tok_jwt_verify(ks, r, tok, len, now, id, e));
+    tok_cache_record(c, ks, tok, len, now, id);
     return HSMCA_OK;
 }
 
 static void test_verify_cached(void **state)
 {
     (void)state;
-    fe_jwt_cache *c = new_cache(16, 3600);
+    tok_cache *c = new_cache(16, 3600);
     char *tok = sigfmt_jws_compact(g_ec, HDR_ES, strlen(HDR_ES), CL_GOOD, strlen(CL_GOOD));
     assert_non_null(tok);
     size_t len = strlen(tok);
-    fe_jwt_identity id;
+    tok_jwt_identity id;
     hsmca_err e;
     assert_int_equal(verify_cached(c, g_jwks, &g_rules, tok, len, NOW, &id, &e), HSMCA_OK);
     assert_string_equal(id.ns, "foo");
     assert_string_equal(id.sa, "bar");
-    assert_int_equal(fe_jwt_cache_count(c), 1);
+    assert_int_equal(tok_cache_count(c), 1);
     memset(&id, 0, sizeof(id));
-    assert_int_equal(fe_jwt_cache_get(c, g_jwks, tok, len, NOW + 599, &id), 1);
+    assert_int_equal(tok_cache_get(c, g_jwks, tok, len, NOW + 599, &id), 1);
     assert_string_equal(id.sa, "bar");
-    assert_int_equal(fe_jwt_cache_get(c, g_jwks, tok, len, NOW + 600, &id), 0);
+    assert_int_equal(tok_cache_get(c, g_jwks, tok, len, NOW + 600, &id), 0);
     /* Past exp + skew the verifier refuses it again, cache or not. */
     assert_int_equal(verify_cached(c, g_jwks, &g_rules, tok, len, NOW + 661, &id, &e), HSMCA_EAUTH);
     /* A tampered signature: refused, and not cached after the good one was. */
@@ -189,16 +189,16 @@ static void test_verify_cached(void **state)
     s[3] = s[3] == 'A' ? 'B' : 'A';
     for (int i = 0; i < 2; i++)
         assert_int_equal(verify_cached(c, g_jwks, &g_rules, bad, len, NOW, &id, &e), HSMCA_EAUTH);
-    assert_int_equal(fe_jwt_cache_count(c), 1);
+    assert_int_equal(tok_cache_count(c), 1);
     /* c = NULL: no cache, plain verification. */
     assert_int_equal(verify_cached(NULL, g_jwks, &g_rules, tok, len, NOW, &id, &e), HSMCA_OK);
     /* Cleared (a new key set): nothing is served from before. */
-    fe_jwt_cache_clear(c);
-    assert_int_equal(fe_jwt_cache_count(c), 0);
-    assert_int_equal(fe_jwt_cache_get(c, g_jwks, tok, len, NOW, &id), 0);
+    tok_cache_clear(c);
+    assert_int_equal(tok_cache_count(c), 0);
+    assert_int_equal(tok_cache_get(c, g_jwks, tok, len, NOW, &id), 0);
     free(bad);
     free(tok);
-    fe_jwt_cache_free(c);
+    tok_cache_free(c);
 }
 
 int main(void)

@@ -1,12 +1,12 @@
-/* fe_jwt.c - bearer JWT verification against a JWKS (see fe_jwt.h).
+/* tok_jwt.c - bearer JWT verification against a JWKS (see tok_jwt.h).
  *
- * Order of work in fe_jwt_verify: size cap, split into exactly three parts,
+ * Order of work in tok_jwt_verify: size cap, split into exactly three parts,
  * strict base64url decode of all three, header checks (alg allowlist, no
  * token-supplied keys), key choice from our JWKS only, signature, and only
  * then the claims: the payload JSON is never parsed before the signature
  * holds. No message carries the token or a part of it; the few header values
  * a message names (alg, kid) are truncated and reduced to plain characters. */
-#include "fe_jwt.h"
+#include "tok_jwt.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#include "fe_jwt_claims.h"
+#include "tok_claims.h"
 #include "sigfmt.h"
 #include "util.h"
 
@@ -56,9 +56,9 @@ static HSMCA_MUSTCHECK hsmca_code jwt_split(const char *tok, size_t len, jwt_par
 static const char *const jwt_forbidden_hdr[] = {"crit", "jku", "jwk", "x5u", "x5c"};
 
 /* Checks the header; sets *kty and *kid (borrowed from hdr, NULL if absent). */
-static HSMCA_MUSTCHECK hsmca_code jwt_check_header(json_t *hdr, fe_kty *kty, const char **kid, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwt_check_header(json_t *hdr, tok_kty *kty, const char **kid, hsmca_err *e)
 {
-    char shown[FE_SHOWN_LEN];
+    char shown[TOK_SHOWN_LEN];
     for (size_t i = 0; i < sizeof(jwt_forbidden_hdr) / sizeof(jwt_forbidden_hdr[0]); i++)
         if (json_object_get(hdr, jwt_forbidden_hdr[i]))
             return hsmca_fail(e, HSMCA_EAUTH, "JWT header field '%s' not allowed",
@@ -67,9 +67,9 @@ static HSMCA_MUSTCHECK hsmca_code jwt_check_header(json_t *hdr, fe_kty *kty, con
     if (!json_is_string(alg))
         return hsmca_fail(e, HSMCA_EAUTH, "JWT header has no string alg");
     if (strcmp(json_string_value(alg), "RS256") == 0) {
-        *kty = FE_KTY_RSA;
+        *kty = TOK_KTY_RSA;
     } else if (strcmp(json_string_value(alg), "ES256") == 0) {
-        *kty = FE_KTY_EC;
+        *kty = TOK_KTY_EC;
     } else {
         util_printable(json_string_value(alg), json_string_length(alg), shown, sizeof(shown));
         return hsmca_fail(e, HSMCA_EAUTH, "JWT alg '%s' not allowed (RS256, ES256 only)", shown);
@@ -85,26 +85,26 @@ static HSMCA_MUSTCHECK hsmca_code jwt_check_header(json_t *hdr, fe_kty *kty, con
     return HSMCA_OK;
 }
 
-hsmca_code fe_jwt_verify(const fe_jwks *keys, const fe_jwt_rules *rules, const char *token,
-                         size_t len, int64_t now, fe_jwt_identity *id, hsmca_err *e)
+hsmca_code tok_jwt_verify(const tok_jwks *keys, const tok_jwt_rules *rules, const char *token,
+                         size_t len, int64_t now, tok_jwt_identity *id, hsmca_err *e)
 {
     int unknown_kid;
-    return fe_jwt_verify_kid(keys, rules, token, len, now, id, &unknown_kid, e);
+    return tok_jwt_verify_kid(keys, rules, token, len, now, id, &unknown_kid, e);
 }
 
-hsmca_code fe_jwt_verify_kid(const fe_jwks *keys, const fe_jwt_rules *rules, const char *token,
-                             size_t len, int64_t now, fe_jwt_identity *id, int *unknown_kid,
+hsmca_code tok_jwt_verify_kid(const tok_jwks *keys, const tok_jwt_rules *rules, const char *token,
+                             size_t len, int64_t now, tok_jwt_identity *id, int *unknown_kid,
                              hsmca_err *e)
 {
     *unknown_kid = 0;
     if (!keys || !rules || !rules->issuer || rules->n_audiences <= 0 || !rules->audiences)
         return hsmca_fail(e, HSMCA_EAUTH, "JWT verifier has no keys, issuer or audience");
-    if (!token || len == 0 || len > FE_JWT_MAX_LEN)
-        return hsmca_fail(e, HSMCA_EAUTH, "JWT must be 1-%d bytes", FE_JWT_MAX_LEN);
+    if (!token || len == 0 || len > TOK_JWT_MAX_LEN)
+        return hsmca_fail(e, HSMCA_EAUTH, "JWT must be 1-%d bytes", TOK_JWT_MAX_LEN);
 
     jwt_parts p = {0};
     json_t *hdr = NULL;
-    fe_kty kty = FE_KTY_RSA;
+    tok_kty kty = TOK_KTY_RSA;
     const char *kid = NULL;
     EVP_PKEY *pkey = NULL;
     json_error_t jerr; /* its text may quote the input: never copied into e */
@@ -118,13 +118,13 @@ hsmca_code fe_jwt_verify_kid(const fe_jwks *keys, const fe_jwt_rules *rules, con
     }
     if ((rc = jwt_check_header(hdr, &kty, &kid, e)) != HSMCA_OK)
         goto out;
-    if ((rc = fe_jwks_pick(keys, kty, kid, &pkey, e)) != HSMCA_OK) {
-        *unknown_kid = kid && !fe_jwks_has_kid(keys, kid);
+    if ((rc = tok_jwks_pick(keys, kty, kid, &pkey, e)) != HSMCA_OK) {
+        *unknown_kid = kid && !tok_jwks_has_kid(keys, kid);
         goto out;
     }
     if ((rc = sigfmt_jws_verify(pkey, token, p.signed_len, p.sig, p.sig_len, e)) != HSMCA_OK)
         goto out;
-    rc = fe_jwt_claims_check((const char *)p.payload, p.payload_len, rules, now, id, e);
+    rc = tok_claims_check((const char *)p.payload, p.payload_len, rules, now, id, e);
 out:
     json_decref(hdr);
     jwt_parts_free(&p);

@@ -1,9 +1,9 @@
-/* fe_jwks.c - see fe_jwks.h.
+/* tok_jwks.c - see tok_jwks.h.
  *
  * Every key is rebuilt from its parameters and checked by the library (point on
  * the curve, sane RSA modulus) before it is kept; a key we cannot use for
  * RS256/ES256 is skipped, not refused, since issuers publish others alongside. */
-#include "fe_jwks.h"
+#include "tok_jwks.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,18 +23,18 @@
 
 typedef struct {
     char *kid; /* NULL when the JWK has none */
-    fe_kty kty;
+    tok_kty kty;
     EVP_PKEY *pkey;
 } fe_jwk;
 
-struct fe_jwks {
+struct tok_jwks {
     fe_jwk keys[FE_MAX_KEYS];
     size_t n;
 };
 
-static const char *kty_name(fe_kty t) { return t == FE_KTY_RSA ? "RSA" : "EC"; }
+static const char *kty_name(tok_kty t) { return t == TOK_KTY_RSA ? "RSA" : "EC"; }
 
-void fe_jwks_free(fe_jwks *k)
+void tok_jwks_free(tok_jwks *k)
 {
     if (!k)
         return;
@@ -169,7 +169,7 @@ static HSMCA_MUSTCHECK hsmca_code jwk_ec(json_t *jwk, size_t idx, EVP_PKEY **out
 /* Parses one JWK into ks (or skips it). Keys we cannot use for RS256/ES256
  * signatures (other kty, "use" other than "sig", another "alg") are skipped,
  * since issuers such as Keycloak publish encryption keys in the same set. */
-static HSMCA_MUSTCHECK hsmca_code jwks_add(fe_jwks *ks, json_t *jwk, size_t idx, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code jwks_add(tok_jwks *ks, json_t *jwk, size_t idx, hsmca_err *e)
 {
     if (!json_is_object(jwk))
         return hsmca_fail(e, HSMCA_EINVAL, "JWKS key %zu is not a JSON object", idx);
@@ -186,13 +186,13 @@ static HSMCA_MUSTCHECK hsmca_code jwks_add(fe_jwks *ks, json_t *jwk, size_t idx,
     if (use && strcmp(json_string_value(use), "sig") != 0)
         return HSMCA_OK;
 
-    fe_kty t;
+    tok_kty t;
     const char *want_alg;
     if (strcmp(json_string_value(kty), "RSA") == 0) {
-        t = FE_KTY_RSA;
+        t = TOK_KTY_RSA;
         want_alg = "RS256";
     } else if (strcmp(json_string_value(kty), "EC") == 0) {
-        t = FE_KTY_EC;
+        t = TOK_KTY_EC;
         want_alg = "ES256";
     } else {
         return HSMCA_OK;
@@ -208,7 +208,7 @@ static HSMCA_MUSTCHECK hsmca_code jwks_add(fe_jwks *ks, json_t *jwk, size_t idx,
         return hsmca_fail(e, HSMCA_EINVAL, "JWKS holds more than %d usable keys", FE_MAX_KEYS);
 
     EVP_PKEY *pkey = NULL;
-    hsmca_code rc = t == FE_KTY_RSA ? jwk_rsa(jwk, idx, &pkey, e) : jwk_ec(jwk, idx, &pkey, e);
+    hsmca_code rc = t == TOK_KTY_RSA ? jwk_rsa(jwk, idx, &pkey, e) : jwk_ec(jwk, idx, &pkey, e);
     if (rc != HSMCA_OK)
         return rc;
     fe_jwk *k = &ks->keys[ks->n];
@@ -223,11 +223,11 @@ static HSMCA_MUSTCHECK hsmca_code jwks_add(fe_jwks *ks, json_t *jwk, size_t idx,
     return HSMCA_OK;
 }
 
-hsmca_code fe_jwks_parse(const char *json, size_t len, fe_jwks **out, hsmca_err *e)
+hsmca_code tok_jwks_parse(const char *json, size_t len, tok_jwks **out, hsmca_err *e)
 {
     *out = NULL;
-    if (!json || len == 0 || len > FE_JWKS_MAX_LEN)
-        return hsmca_fail(e, HSMCA_EINVAL, "JWKS must be 1-%d bytes", FE_JWKS_MAX_LEN);
+    if (!json || len == 0 || len > TOK_JWKS_MAX_LEN)
+        return hsmca_fail(e, HSMCA_EINVAL, "JWKS must be 1-%d bytes", TOK_JWKS_MAX_LEN);
     json_error_t jerr;
     json_t *doc = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!doc)
@@ -238,7 +238,7 @@ hsmca_code fe_jwks_parse(const char *json, size_t len, fe_jwks **out, hsmca_err 
         json_decref(doc);
         return hsmca_fail(e, HSMCA_EINVAL, "JWKS must be an object with a \"keys\" array");
     }
-    fe_jwks *ks = calloc(1, sizeof(*ks));
+    tok_jwks *ks = calloc(1, sizeof(*ks));
     if (!ks) {
         json_decref(doc);
         return hsmca_fail(e, HSMCA_EINVAL, "out of memory parsing the JWKS");
@@ -255,7 +255,7 @@ hsmca_code fe_jwks_parse(const char *json, size_t len, fe_jwks **out, hsmca_err 
     if (rc == HSMCA_OK && ks->n == 0)
         rc = hsmca_fail(e, HSMCA_EINVAL, "JWKS holds no usable RSA or EC P-256 signing key");
     if (rc != HSMCA_OK) {
-        fe_jwks_free(ks);
+        tok_jwks_free(ks);
         return rc;
     }
     *out = ks;
@@ -265,10 +265,10 @@ hsmca_code fe_jwks_parse(const char *json, size_t len, fe_jwks **out, hsmca_err 
 /* ---- choosing the key for a token ------------------------------------------ */
 
 /* The key comes from our JWKS only: by kid, or the single key of the type. */
-hsmca_code fe_jwks_pick(const fe_jwks *ks, fe_kty kty, const char *kid, EVP_PKEY **out,
+hsmca_code tok_jwks_pick(const tok_jwks *ks, tok_kty kty, const char *kid, EVP_PKEY **out,
                         hsmca_err *e)
 {
-    char shown[FE_SHOWN_LEN];
+    char shown[TOK_SHOWN_LEN];
     const fe_jwk *found = NULL;
     size_t same_type = 0;
     for (size_t i = 0; i < ks->n; i++) {
@@ -292,14 +292,14 @@ hsmca_code fe_jwks_pick(const fe_jwks *ks, fe_kty kty, const char *kid, EVP_PKEY
     if (found->kty != kty) {
         util_printable(kid, strlen(kid), shown, sizeof(shown));
         return hsmca_fail(e, HSMCA_EAUTH, "JWT kid '%s' names an %s key, alg %s needs %s",
-                          shown, kty_name(found->kty), kty == FE_KTY_RSA ? "RS256" : "ES256",
+                          shown, kty_name(found->kty), kty == TOK_KTY_RSA ? "RS256" : "ES256",
                           kty_name(kty));
     }
     *out = found->pkey;
     return HSMCA_OK;
 }
 
-int fe_jwks_has_kid(const fe_jwks *ks, const char *kid)
+int tok_jwks_has_kid(const tok_jwks *ks, const char *kid)
 {
     for (size_t i = 0; ks && kid && i < ks->n; i++)
         if (ks->keys[i].kid && strcmp(ks->keys[i].kid, kid) == 0)
@@ -307,4 +307,4 @@ int fe_jwks_has_kid(const fe_jwks *ks, const char *kid)
     return 0;
 }
 
-size_t fe_jwks_count(const fe_jwks *ks) { return ks ? ks->n : 0; }
+size_t tok_jwks_count(const tok_jwks *ks) { return ks ? ks->n : 0; }

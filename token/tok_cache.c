@@ -1,5 +1,5 @@
-/* fe_jwt_cache.c - see fe_jwt_cache.h. */
-#include "fe_jwt_cache.h"
+/* tok_cache.c - see tok_cache.h. */
+#include "tok_cache.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -18,17 +18,17 @@ typedef struct {
     uint8_t key[SHA256_DIGEST_LENGTH]; /* SHA-256 of the token */
     const void *keyset;                /* the key set it verified against */
     int64_t deadline;                  /* usable while now < deadline; 0: empty */
-    fe_jwt_identity id;
+    tok_jwt_identity id;
 } entry;
 
-struct fe_jwt_cache {
+struct tok_cache {
     pthread_mutex_t mu;
     size_t n_sets; /* power of two */
     uint32_t cap;
     entry *slots; /* n_sets * WAYS */
 };
 
-hsmca_code fe_jwt_cache_new(size_t max_entries, uint32_t cap, fe_jwt_cache **out, hsmca_err *e)
+hsmca_code tok_cache_new(size_t max_entries, uint32_t cap, tok_cache **out, hsmca_err *e)
 {
     *out = NULL;
     HSMCA_ENSURE(cap > 0 && max_entries > 0 && max_entries <= ((size_t)1 << 24), e, HSMCA_EINVAL,
@@ -36,7 +36,7 @@ hsmca_code fe_jwt_cache_new(size_t max_entries, uint32_t cap, fe_jwt_cache **out
     size_t sets = 1;
     while (sets * WAYS < max_entries)
         sets <<= 1;
-    fe_jwt_cache *c = calloc(1, sizeof(*c));
+    tok_cache *c = calloc(1, sizeof(*c));
     entry *slots = calloc(sets * WAYS, sizeof(entry));
     if (!c || !slots) {
         free(c);
@@ -55,7 +55,7 @@ hsmca_code fe_jwt_cache_new(size_t max_entries, uint32_t cap, fe_jwt_cache **out
     return HSMCA_OK;
 }
 
-void fe_jwt_cache_free(fe_jwt_cache *c)
+void tok_cache_free(tok_cache *c)
 {
     if (!c)
         return;
@@ -65,16 +65,16 @@ void fe_jwt_cache_free(fe_jwt_cache *c)
     free(c);
 }
 
-static entry *set_of(fe_jwt_cache *c, const uint8_t key[SHA256_DIGEST_LENGTH])
+static entry *set_of(tok_cache *c, const uint8_t key[SHA256_DIGEST_LENGTH])
 {
     size_t h = (size_t)key[0] | (size_t)key[1] << 8 | (size_t)key[2] << 16 | (size_t)key[3] << 24;
     return &c->slots[(h & (c->n_sets - 1)) * WAYS];
 }
 
-int fe_jwt_cache_get(fe_jwt_cache *c, const void *keyset, const char *token, size_t len,
-                     int64_t now, fe_jwt_identity *id)
+int tok_cache_get(tok_cache *c, const void *keyset, const char *token, size_t len,
+                     int64_t now, tok_jwt_identity *id)
 {
-    if (!c || !token || len == 0 || len > FE_JWT_MAX_LEN)
+    if (!c || !token || len == 0 || len > TOK_JWT_MAX_LEN)
         return 0;
     uint8_t key[SHA256_DIGEST_LENGTH];
     if (!SHA256((const unsigned char *)token, len, key))
@@ -98,10 +98,10 @@ int fe_jwt_cache_get(fe_jwt_cache *c, const void *keyset, const char *token, siz
     return hit;
 }
 
-void fe_jwt_cache_put(fe_jwt_cache *c, const void *keyset, const char *token, size_t len,
-                      int64_t exp, int64_t now, const fe_jwt_identity *id)
+void tok_cache_put(tok_cache *c, const void *keyset, const char *token, size_t len,
+                      int64_t exp, int64_t now, const tok_jwt_identity *id)
 {
-    if (!c || !token || len == 0 || len > FE_JWT_MAX_LEN || !id || exp <= now)
+    if (!c || !token || len == 0 || len > TOK_JWT_MAX_LEN || !id || exp <= now)
         return;
     uint8_t key[SHA256_DIGEST_LENGTH];
     if (!SHA256((const unsigned char *)token, len, key))
@@ -129,7 +129,7 @@ void fe_jwt_cache_put(fe_jwt_cache *c, const void *keyset, const char *token, si
     pthread_mutex_unlock(&c->mu);
 }
 
-size_t fe_jwt_cache_count(fe_jwt_cache *c)
+size_t tok_cache_count(tok_cache *c)
 {
     size_t n = 0;
     if (!c)
@@ -141,7 +141,7 @@ size_t fe_jwt_cache_count(fe_jwt_cache *c)
     return n;
 }
 
-/* The exp claim of a token fe_jwt_verify accepted (so well formed), rounded down
+/* The exp claim of a token tok_jwt_verify accepted (so well formed), rounded down
  * as the claims check does; 0 when it cannot be read (then nothing is cached). */
 static int64_t token_exp(const char *token, size_t len)
 {
@@ -169,14 +169,14 @@ static int64_t token_exp(const char *token, size_t len)
     return exp;
 }
 
-void fe_jwt_cache_record(fe_jwt_cache *c, const void *keyset, const char *token, size_t len,
-                         int64_t now, const fe_jwt_identity *id)
+void tok_cache_record(tok_cache *c, const void *keyset, const char *token, size_t len,
+                         int64_t now, const tok_jwt_identity *id)
 {
     if (c)
-        fe_jwt_cache_put(c, keyset, token, len, token_exp(token, len), now, id);
+        tok_cache_put(c, keyset, token, len, token_exp(token, len), now, id);
 }
 
-void fe_jwt_cache_clear(fe_jwt_cache *c)
+void tok_cache_clear(tok_cache *c)
 {
     if (!c)
         return;
