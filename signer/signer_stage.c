@@ -170,8 +170,12 @@ signer_job *signer_next_to_sign(signer_ctx *s)
                 pthread_cond_signal(&s->check);
             return j;
         }
-        if (s->stopping && s->staged == 0 && !s->checking)
+        if (s->stopping && s->staged == 0 && !s->checking) {
+            /* The syncer wakes one worker per job: the others, waiting here for the
+             * last staged job, learn that there is none left only from this. */
+            pthread_cond_broadcast(&s->more);
             return NULL;
+        }
         pthread_cond_wait(&s->more, &s->lock);
     }
 }

@@ -356,12 +356,57 @@ static void test_sync_held_while_workers_busy(void **state)
     free(dir);
 }
 
+/* A stop with two workers waiting for the one staged job: the syncer wakes one worker
+ * for it; the other must learn from the first that nothing is left, not wait on (the
+ * process's stop joins both). */
+static void test_stop_releases_every_worker(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("signerstop");
+    audit_log *log;
+    hsmca_err e;
+    assert_int_equal(audit_log_open(dir, (uid_t)-1, (gid_t)-1, NULL, NULL, &log, NULL, &e),
+                     HSMCA_OK);
+    g_calls = g_allowed = g_fail = 0;
+    audit_log_set_sync_hook(log, hold_hook, NULL);
+    signer_ctx *s = ctx_new(log);
+    signer_job *a = take_and_park(s, log, 1);
+    wait_sync_calls(1); /* a's sync is held */
+    taker t[2];
+    take_start(&t[0], s);
+    take_start(&t[1], s);
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->more);
+    pthread_mutex_unlock(&s->lock);
+    usleep(100 * 1000);
+    assert_false(taken(&t[0])); /* a is staged: both wait for it */
+    assert_false(taken(&t[1]));
+    release_sync(0);
+    for (int i = 0; i < 500 && !taken(&t[0]) && !taken(&t[1]); i++)
+        usleep(10 * 1000);
+    int first = taken(&t[0]) && t[0].got == a ? 0 : 1;
+    take_end(&t[first]);
+    assert_ptr_equal(t[first].got, a);
+    take_start(&t[first], s); /* the worker that signed a asks again: nothing */
+    take_end(&t[first]);
+    assert_null(t[first].got);
+    take_end(&t[!first]);
+    assert_null(t[!first].got);
+    job_done(s, a);
+    ctx_free(s);
+    audit_log_set_sync_hook(log, NULL, NULL);
+    audit_log_close(log);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_signed_after_covering_sync),
         cmocka_unit_test(test_failed_sync_hands_back_unavailable),
         cmocka_unit_test(test_sync_held_while_workers_busy),
+        cmocka_unit_test(test_stop_releases_every_worker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
