@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit_lock.h"
 #include "child_args.h"
 #include "config.h"
 #include "ipc_frame.h"
@@ -197,6 +198,32 @@ static int signer_loop(signer_ctx *s, int ctl_fd)
     return 0;
 }
 
+/* How long a new signer waits for the one before it to let go of audit.dir. */
+#define SIGNER_LOCK_WAIT_S 5.0
+
+/* One signer per audit.dir (audit_lock.h), from before the token is opened and the log
+ * read until exit: a new one waits, bounded, for the old one to stop, then refuses
+ * (EXIT_CONFIG). Not released before exit: a thread left in a hung call at stop may
+ * still read the log. */
+static void take_audit_lock(const hsmca_config *cfg, const signer_sandbox *sb)
+{
+    int fd;
+    hsmca_err e;
+    if (!cfg->audit_dir[0])
+        return;
+    hsmca_code rc = audit_lock_take(cfg->audit_dir, sb->user.active ? sb->user.uid : (uid_t)-1,
+                                    sb->user.active ? sb->user.gid : (gid_t)-1,
+                                    SIGNER_LOCK_WAIT_S, &signer_stop, &fd, &e);
+    if (rc != HSMCA_OK && signer_stop) {
+        log_info("stopped while waiting for the audit log's lock");
+        _exit(0);
+    }
+    if (rc == HSMCA_EIO)
+        fatal("cannot serve yet (audit log), will retry: %s", e.msg);
+    if (rc != HSMCA_OK)
+        fatal_config("refusing to serve: %s", e.msg);
+}
+
 int signer_main(int argc, char **argv)
 {
     child_args args;
@@ -220,6 +247,7 @@ int signer_main(int argc, char **argv)
     signer_sandbox sb;
     if (signer_sandbox_prepare(&cfg, &sb, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
+    take_audit_lock(&cfg, &sb); /* held until exit */
     signer_ctx *s = signer_start(&cfg, &e);
     if (!s && e.code == HSMCA_EUNAVAIL)
         fatal("cannot serve yet (token or audit log), will retry: %s", e.msg);
