@@ -143,8 +143,8 @@ static int reap(sup_child *kids, int n)
                 log_warn("%s (pid %d) exited with status %d", c->role, (int)pid,
                          WEXITSTATUS(status));
             if (permanent) {
-                log_error("%s cannot start: a configuration, PIN or key error (see above) that "
-                          "a restart will not cure; stopping",
+                log_error("%s cannot start: a configuration, PIN, key or audit log lock error "
+                          "(see above) that a restart will not cure; stopping",
                           c->role);
                 c->pid = 0;
                 continue;
@@ -252,7 +252,9 @@ static void stop_children(sup_child *kids, int n)
     }
 }
 
-int supervisor_run(const char *config_path)
+/* The config and the policy file, checked here once rather than in two children in a
+ * loop; sets sup_exe and sup_config. 0, or EXIT_CONFIG after saying why. */
+static int check_config(const char *config_path, hsmca_config *cfg)
 {
     ssize_t n = readlink("/proc/self/exe", sup_exe, sizeof(sup_exe) - 1);
     if (n <= 0)
@@ -264,21 +266,28 @@ int supervisor_run(const char *config_path)
         return EXIT_CONFIG;
     }
     sup_config = config_abs;
-    /* Refuse a bad config here, once, rather than in two children in a loop. */
-    hsmca_config cfg;
     hsmca_err e;
-    if (config_load(config_abs, &cfg, &e) != HSMCA_OK || config_validate(&cfg, &e) != HSMCA_OK) {
+    if (config_load(config_abs, cfg, &e) != HSMCA_OK || config_validate(cfg, &e) != HSMCA_OK) {
         log_error("%s", e.msg);
         return EXIT_CONFIG;
     }
-    /* The same for the policy file, which each child then loads for itself. */
+    /* Each child then loads the policy file for itself. */
     policy_set *pf = NULL;
-    if (cfg.policy_file[0] && policy_file_load(cfg.policy_file, &pf, &e) != HSMCA_OK) {
+    if (cfg->policy_file[0] && policy_file_load(cfg->policy_file, &pf, &e) != HSMCA_OK) {
         log_error("%s", e.msg);
         return EXIT_CONFIG;
     }
     policy_set_free(pf);
+    /* At every start, as the signer does: the operator chose it, and must keep hearing it. */
+    if (cfg->audit_disabled)
+        log_warn("the audit log is off (audit.disabled: true): certificates are signed without "
+                 "a durable record");
+    return 0;
+}
 
+/* SIGCHLD, SIGTERM, SIGINT and SIGHUP blocked and read from the returned signalfd. */
+static int signals_fd(void)
+{
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
@@ -289,51 +298,52 @@ int supervisor_run(const char *config_path)
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     if (sfd < 0)
         fatal("signalfd: %s", strerror(errno));
+    return sfd;
+}
 
-    /* The issuer's keys: loaded (a file) or fetched (an issuer) here, never by a child. */
-    static hsmca_config keys_cfg[SUP_CLUSTERS];
-    static sup_keyring ring;
-    sup_keyring *keys = &ring;
-    if (keyring_start(&cfg, keys_cfg, keys, &e) != HSMCA_OK) {
-        log_error("%s", e.msg);
-        return EXIT_CONFIG;
+/* One signal from sfd: 1 when it asks us to stop. */
+static int read_signal(int sfd, sup_child *signer)
+{
+    struct signalfd_siginfo si;
+    ssize_t got = read(sfd, &si, sizeof(si));
+    if (got != sizeof(si) || si.ssi_signo == SIGCHLD)
+        return 0;
+    if (si.ssi_signo == SIGHUP) {
+        /* The operator's way to have a token login tried again (after the token
+         * refused the PIN): a fresh signer reads the PIN once. */
+        log_info("SIGHUP: restarting the signer");
+        if (signer->pid)
+            kill(signer->pid, SIGTERM);
+        return 0;
     }
+    log_info("signal %u: stopping", si.ssi_signo);
+    return 1;
+}
 
-    sup_child kids[2] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}},
-                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}}};
+/* Runs the children until a signal stops us (0) or one of them cannot start for good
+ * (EXIT_CONFIG); stops them either way. */
+static int run_children(int sfd, sup_child kids[2], sup_keyring *keys)
+{
     sup_child *signer = &kids[0], *frontend = &kids[1];
+    int rc;
     restart_due(signer, frontend);
-
     for (;;) {
         struct pollfd pfd[3] = {
             {sfd, POLLIN, 0}, {signer->ctl, POLLIN, 0}, {frontend->ctl, POLLIN, 0}};
         if (poll(pfd, 3, 100) < 0 && errno != EINTR)
             fatal("poll: %s", strerror(errno));
-        if (pfd[0].revents) {
-            struct signalfd_siginfo si;
-            ssize_t got = read(sfd, &si, sizeof(si));
-            if (got == sizeof(si) && si.ssi_signo == SIGHUP) {
-                /* The operator's way to have a token login tried again (after
-                 * the token refused the PIN): a fresh signer reads the PIN once. */
-                log_info("SIGHUP: restarting the signer");
-                if (signer->pid)
-                    kill(signer->pid, SIGTERM);
-            } else if (got == sizeof(si) && si.ssi_signo != SIGCHLD) {
-                log_info("signal %u: stopping", si.ssi_signo);
-                stop_children(kids, 2);
-                keyring_stop(keys);
-                return 0;
-            }
+        if (pfd[0].revents && read_signal(sfd, signer)) {
+            rc = 0;
+            break;
         }
         for (int i = 1; i < 3; i++)
             if (pfd[i].fd >= 0 && (pfd[i].revents & POLLIN))
                 read_ctl(&kids[i - 1], frontend, keys);
+        /* EXIT_CONFIG again, so a service manager does not start us over and try the
+         * wrong PIN once more (systemd: RestartPreventExitStatus=78). */
         if (reap(kids, 2) != 0) {
-            /* EXIT_CONFIG again, so a service manager does not start us over and
-             * try the wrong PIN once more (systemd: RestartPreventExitStatus=78). */
-            stop_children(kids, 2);
-            keyring_stop(keys);
-            return EXIT_CONFIG;
+            rc = EXIT_CONFIG;
+            break;
         }
         restart_due(signer, frontend);
         restart_due(frontend, signer);
@@ -343,4 +353,27 @@ int supervisor_run(const char *config_path)
         push_keys(signer, keys);
         push_keys(frontend, keys);
     }
+    stop_children(kids, 2);
+    keyring_stop(keys);
+    return rc;
+}
+
+int supervisor_run(const char *config_path)
+{
+    hsmca_config cfg;
+    int rc = check_config(config_path, &cfg);
+    if (rc != 0)
+        return rc;
+    int sfd = signals_fd();
+    /* The issuer's keys: loaded (a file) or fetched (an issuer) here, never by a child. */
+    static hsmca_config keys_cfg[SUP_CLUSTERS];
+    static sup_keyring ring;
+    hsmca_err e;
+    if (keyring_start(&cfg, keys_cfg, &ring, &e) != HSMCA_OK) {
+        log_error("%s", e.msg);
+        return EXIT_CONFIG;
+    }
+    sup_child kids[2] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}},
+                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}}};
+    return run_children(sfd, kids, &ring);
 }

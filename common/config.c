@@ -135,6 +135,7 @@ static const config_field fields[] = {
     S("", "audit"),
     F("audit", "dir", CT_PATH, audit_dir, 0),
     F("audit", "origin", CT_STR, audit_origin, 0),
+    F("audit", "disabled", CT_BOOL, audit_disabled, 0),
     F("issuance", "policy_file", CT_PATH, policy_file, 0),
     F("auth", "cluster_id", CT_STR, cluster_id, CF_ID),
     F("auth", "clusters", CT_CLUSTERS, clusters, 0),
@@ -149,7 +150,8 @@ static const config_field fields[] = {
     FC(CLUSTER_SEC ".tokenreview", "kubeconfig", CT_PATH, tr_kubeconfig, 0),
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
-_Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int),
+_Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int) &&
+                   sizeof(((hsmca_config *)0)->audit_disabled) == sizeof(int),
                "CT_BOOL fields are ints");
 _Static_assert(sizeof(((hsmca_config *)0)->jwt_discovery) == sizeof(int),
                "CT_BOOL fields are ints");
@@ -477,10 +479,8 @@ static HSMCA_MUSTCHECK hsmca_code parse_entry(cfg_parser *cp, const char *sectio
     }
     cp->seen[idx] = 1;
     yaml_event_t ev;
-    hsmca_code rc = next_event(cp, &ev);
-    if (rc != HSMCA_OK)
-        return rc;
-    rc = parse_value(cp, f, &ev);
+    HSMCA_GUARD(next_event(cp, &ev));
+    hsmca_code rc = parse_value(cp, f, &ev);
     yaml_event_delete(&ev);
     return rc;
 }

@@ -136,9 +136,11 @@ typedef struct {
     int signer_allow_network;         /* seccomp_allow_network, default 0 (false) */
 
     /* audit: */
-    char audit_dir[CONFIG_MAX_STR];    /* the signing log (DESIGN.md §6); "" = none */
+    char audit_dir[CONFIG_MAX_STR];    /* the signing log (DESIGN.md §6); required unless
+                                          audit.disabled */
     char audit_origin[CONFIG_MAX_STR]; /* checkpoint origin and audit key name; unique per
                                           replica; "": config_default_origin() */
+    int audit_disabled; /* audit.disabled: true, the only way to serve without audit.dir */
 
     /* issuance.policy_file (at the end to ease merges): the SAN policy file
      * (policy/policy_file.h), loaded by the front end and the signer each; "" = none. */

@@ -221,6 +221,20 @@ static HSMCA_MUSTCHECK hsmca_code validate_clusters(const hsmca_config *c, hsmca
     return HSMCA_OK;
 }
 
+/* The signing log is on unless the config says otherwise in so many words: a config
+ * that merely leaves audit.dir out (an old one, a typo) does not sign unlogged. */
+static HSMCA_MUSTCHECK hsmca_code validate_audit(const hsmca_config *c, hsmca_err *e)
+{
+    if (!c->audit_dir[0] && !c->audit_disabled)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: audit.dir is required (the signing log's directory); to "
+                          "sign without a log, say audit.disabled: true");
+    if (c->audit_dir[0] && c->audit_disabled)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: audit.dir and audit.disabled: true together: remove one");
+    return HSMCA_OK;
+}
+
 hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
 {
     hsmca_code rc = validate_required(c, e);
@@ -229,6 +243,8 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
     if ((rc = validate_auth(c, e)) != HSMCA_OK)
         return rc;
     if ((rc = validate_server(c, e)) != HSMCA_OK)
+        return rc;
+    if ((rc = validate_audit(c, e)) != HSMCA_OK)
         return rc;
     if (strncmp(c->ca_key_uri, "pkcs11:", 7) != 0)
         return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.ca_key must be a pkcs11: URI");

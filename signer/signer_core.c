@@ -308,8 +308,8 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
                                                  hsmca_err *e)
 {
     if (!cfg->audit_dir[0]) {
-        log_warn("no audit log (audit.dir is empty): certificates are signed without a "
-                 "durable record, and serial uniqueness does not survive a restart");
+        log_warn("the audit log is off (audit.disabled: true): certificates are signed "
+                 "without a durable record, and serial uniqueness does not survive a restart");
         return HSMCA_OK;
     }
     uid_t owner = (uid_t)-1;

@@ -28,7 +28,7 @@ typedef struct {
     const char *dir; /* an existing dev dir (kept), or NULL for a temp one */
 } bench_opts;
 
-/* The signer with its audit log off (no audit.dir) and on (the dev CA's). */
+/* The signer with its audit log off (audit.disabled: true) and on (the dev CA's). */
 enum { BENCH_LOG_OFF = 0, BENCH_LOG_ON = 1 };
 
 /* The signer's figures in one mode, summed over the rounds. */
@@ -56,7 +56,7 @@ static inline double bench_rate(const bench_mode *m)
 /* Issuance rate of a real `hsmca signer` on the dev CA in dir, o->rounds times
  * with its audit log on and off (alternating which goes first): rewrites
  * dir/hsmca.yaml (sessions, rate limit) and writes dir/hsmca-nolog.yaml (the
- * same without audit.dir); fills row->sig. */
+ * same with audit.disabled: true); fills row->sig. */
 int bench_signer_run(const char *dir, const bench_opts *o, bench_row *row);
 
 #endif

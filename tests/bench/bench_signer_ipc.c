@@ -47,8 +47,9 @@ static int bench_config(const char *dir, const char *name, int log_on, hsmca_con
     static const char *set[][3] = {{"pkcs11", "sessions", "2"}, /* BENCH_SESSIONS */
                                    {"issuance", "rate_per_second", BENCH_RATE_STR},
                                    {"issuance", "rate_burst", BENCH_RATE_STR},
-                                   {"audit", "dir", "\"\""}}; /* log off only */
-    const size_t n_set = sizeof(set) / sizeof(set[0]) - (log_on ? 1 : 0);
+                                   {"audit", "dir", "\"\""}, /* log off only: */
+                                   {"audit", "disabled", "true"}}; /* the last two */
+    const size_t n_set = sizeof(set) / sizeof(set[0]) - (log_on ? 2 : 0);
     char path[1100], *in = NULL, section[64] = "";
     size_t len, o = 0;
     hsmca_err e;

@@ -150,7 +150,8 @@ static void test_defaults(void **state)
     assert_string_equal(d->fe_chroot, "/var/empty");
     assert_string_equal(d->signer_user, "hsmca-signer");
     assert_int_equal(d->signer_allow_network, 0);
-    assert_string_equal(d->audit_dir, "");    /* no audit log: older configs keep working */
+    assert_string_equal(d->audit_dir, "");    /* required by config_validate ... */
+    assert_int_equal(d->audit_disabled, 0);   /* ... unless the config turns the log off */
     assert_string_equal(d->audit_origin, ""); /* this host's: config_default_origin */
     char origin[CONFIG_MAX_STR], host[256] = "";
     config_default_origin("td.example", origin, sizeof(origin));
@@ -808,6 +809,31 @@ static void test_validate_ranges(void **state)
     free(c);
 }
 
+/* The signing log is on unless the config turns it off in so many words: a config
+ * without audit.dir is refused naming the key and the way out, audit.disabled: true
+ * passes, and both together are refused. */
+static void test_audit_disabled(void **state)
+{
+    hsmca_config *c = valid_cfg();
+    hsmca_err e;
+    c->audit_dir[0] = '\0';
+    expect_invalid(c, "config: audit.dir is required (the signing log's directory); to sign "
+                      "without a log, say audit.disabled: true");
+    c->audit_disabled = 1;
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    strcpy(c->audit_dir, "/var/lib/hsmca/audit");
+    expect_invalid(c, "config: audit.dir and audit.disabled: true together: remove one");
+    free(c);
+
+    c = new_cfg();
+    assert_int_equal(parse("audit:\n  disabled: true\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(c->audit_disabled, 1);
+    assert_int_equal(parse("audit:\n  disabled: false\n", NULL, c, &e), HSMCA_OK);
+    assert_int_equal(c->audit_disabled, 0);
+    assert_int_equal(parse("audit:\n  disabled: yes\n", NULL, c, &e), HSMCA_EINVAL);
+    free(c);
+}
+
 static void test_signer_section(void **state)
 {
     hsmca_config *c = new_cfg();
@@ -1241,6 +1267,7 @@ int main(void)
         cmocka_unit_test(test_example_file),
         cmocka_unit_test(test_validate_required),
         cmocka_unit_test(test_validate_ranges),
+        cmocka_unit_test(test_audit_disabled),
         cmocka_unit_test(test_auth_section),
         cmocka_unit_test(test_serving_names),
         cmocka_unit_test(test_validate_listen),
