@@ -161,6 +161,41 @@ class StartupErrorTests(unittest.TestCase):
                                 env=env, timeout=30).stdout
         self.assertIn("label:      audit-key", listed)
 
+    def test_no_audit_dir_refused(self):
+        """A config without audit.dir (and without audit.disabled) stops before any child
+        starts, naming the key and the way to run without a log."""
+        d = dev_init("noauditdir")
+        code, out = serve(self.edit_config(d, "  dir: audit\n", ""))
+        self.assertEqual(code, 78, out)
+        self.assertIn("config: audit.dir is required (the signing log's directory); to sign "
+                      "without a log, say audit.disabled: true", out)
+        self.assertNotIn("started signer", out)
+        self.assertFalse(os.path.exists(os.path.join(d, "audit")))
+
+    def test_audit_dir_and_disabled_refused(self):
+        d = dev_init("auditboth")
+        code, out = serve(self.edit_config(d, "  dir: audit\n", "  dir: audit\n  disabled: true\n"))
+        self.assertEqual(code, 78, out)
+        self.assertIn("config: audit.dir and audit.disabled: true together: remove one", out)
+        self.assertNotIn("started signer", out)
+
+    def test_audit_disabled_serves_and_warns(self):
+        """audit.disabled: true serves, without a log, and both the supervisor and the
+        signer say so at start."""
+        server = DevServer("ec-p256", name="auditoff",
+                           edit_config=lambda t: t.replace("  dir: audit\n", "  disabled: true\n"))
+        try:
+            server.wait_ready()
+            self.assertEqual(len(server.issue()), 2)
+            server.log.flush()
+            with open(server.log_path) as f:
+                lines = [l for l in f if "the audit log is off (audit.disabled: true)" in l]
+            procs = sorted(set(re.search(r'"proc":"(\w+)"', l).group(1) for l in lines))
+            self.assertEqual(procs, ["signer", "supervisor"], lines)
+            self.assertFalse(os.path.exists(os.path.join(server.dir, "audit")))
+        finally:
+            server.stop()
+
     def test_sixteen_dns_names_start(self):
         """The longest server.dns_names the config accepts: the front end asks for all
         of them plus localhost, and the signer allows exactly that set."""
