@@ -469,9 +469,16 @@ void *signer_worker(void *arg)
         pthread_mutex_lock(&s->lock);
         signer_job *j = signer_next_to_sign(s);
         s->busy[idx] = j;
+        int stopping = s->stopping;
         pthread_mutex_unlock(&s->lock);
         if (!j)
             return NULL;
+        /* A stop cuts the front end's connection first: a certificate signed now would
+         * reach no one, and a slow token would hold the stop for every staged job. Its
+         * intent gets its result (not signed), with no token call. */
+        if (j->current && stopping && j->st->rc == HSMCA_OK)
+            j->st->rc = hsmca_fail(&j->st->err, HSMCA_EUNAVAIL,
+                                   "the signer is stopping; not signed");
         if (j->current)
             finish_job(s, j);
         else if (s->audit) /* its intent is in the log: say it was not signed */

@@ -6,6 +6,9 @@
 - `kill -9` of the supervisor under load: its signer and front end are gone within 1 s
   (polled in /proc from the kill), the next start replays and serves, and the log
   verifies with every certificate a client received in it;
+- the same with a slow token (every C_Sign held SLOW_SIGN_MS by the PKCS#11 shim) and
+  many requests staged: the stop signs none of them (their front end is cut off first),
+  each intent gets its "not signed" result, and the children are gone within 1 s;
 - a signer that outlives its supervisor (frozen here, as a signer stuck in the kernel
   would be) keeps the next supervisor's signer waiting, which says for which pid, and
   starts only once the old one has written its stop entry."""
@@ -18,13 +21,14 @@ import unittest
 
 import grpc
 
-from hsmca_harness import BIN, DevServer, audit_entries, free_port
+from hsmca_harness import BIN, SHIM, DevServer, ShimServer, audit_entries, free_port
 from test_crash import RETRYABLE, RecordingLoad, alive, audit_verify, missing_intents
 
 # The bound on the children of a killed supervisor (the task's, not a measurement: a
 # stop takes a few tens of ms here). Polled from the kill, so it includes the poll.
 ORPHANS_GONE_S = 1.0
 KILL_ROUNDS = int(os.environ.get("HSMCA_OWNER_ROUNDS", "3"))
+SLOW_SIGN_MS = 150
 
 
 def wait_gone(pids, timeout):
@@ -119,6 +123,37 @@ class OwnerTests(unittest.TestCase):
         self.server.stop()
         entries = self.verify_log(load.certs)
         self.assertGreaterEqual([e["kind"] for e in entries].count("start"), 1 + KILL_ROUNDS)
+
+    def test_kill9_supervisor_slow_token(self):
+        if not SHIM:
+            self.skipTest("P11SHIM (the shim's path) is not set")
+        self.server = ShimServer("ownerslow", sign_timeout=5)
+        self.server.wait_ready()
+        self.server.control("delay C_Sign %d\n" % SLOW_SIGN_MS)
+        load = RecordingLoad(self.server, threads=24)
+        try:
+            self.wait_successes(load, 5, "the start")
+            kids = self.server.wait_children()
+            time.sleep(1)  # the staged list fills: 24 callers, 2 sessions
+            os.kill(self.server.proc.pid, signal.SIGKILL)
+            gone = wait_gone(kids.values(), 10)
+            self.assertIsNotNone(gone, "orphans of a dead supervisor still run 10 s on")
+            print("children gone after kill -9 of the supervisor, C_Sign %d ms: %.3f s" %
+                  (SLOW_SIGN_MS, gone))
+            self.assertLessEqual(gone, ORPHANS_GONE_S, self.server.logtext())
+            self.server.control("")
+            self.server.restart_supervisor()
+            self.server.wait_children(timeout=60, exclude=list(kids.values()))
+            self.wait_successes(load, 5, "the restart")
+        finally:
+            self.server.control("")
+            load.finish()
+        self.assertTrue(set(load.codes) <= RETRYABLE, (load.codes, load.examples))
+        self.server.stop()
+        entries = self.verify_log(load.certs)
+        stopped = [e for e in entries if e["kind"] == "issue-result" and
+                   e.get("error") == "the signer is stopping; not signed"]
+        self.assertGreater(len(stopped), 0, "no staged request was left unsigned at the stop")
 
     def test_next_signer_waits_for_the_old_one(self):
         self.server = DevServer("ec-p256", name="ownerwait")
