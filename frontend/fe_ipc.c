@@ -44,6 +44,7 @@ struct fe_ipc {
     int fd;                /* current signer connection, -1 when down; only the IPC
                               thread changes it */
     int ctl_fd;            /* -1 once the supervisor has gone */
+    double orphaned_at;    /* monotonic: when the supervisor went away; 0 before */
     volatile int *stop;    /* the front end's stop flag */
     uint64_t next_id;
     /* FrontendDeny flood control (under lock): the current second's window. */
@@ -390,6 +391,7 @@ static void take_new_connection(fe_ipc *c)
              * CSR then "does not decode"). The graceful stop answers them. */
             log_warn("supervisor went away: stopping after the requests in flight");
             c->ctl_fd = -1;
+            c->orphaned_at = util_mono_now();
             *c->stop = 1;
             return;
         }
@@ -415,6 +417,11 @@ static void take_new_connection(fe_ipc *c)
     log_info("connected to a new signer");
 }
 
+/* With the supervisor gone the signer stops too, and cuts this connection first; one
+ * that has not after this long is stuck (a token call, the disk, a stopped process):
+ * what waits on it is answered UNAVAILABLE then, so it does not hold our stop. */
+#define FE_ORPHAN_GRACE_S 0.3
+
 static void *ipc_thread(void *arg)
 {
     fe_ipc *c = arg;
@@ -423,7 +430,7 @@ static void *ipc_thread(void *arg)
         int fd = c->fd; /* only this thread changes it */
         /* A negative fd is skipped by poll: the control channel once it closed. */
         struct pollfd pfd[2] = {{c->ctl_fd, POLLIN, 0}, {fd, POLLIN, 0}};
-        int r = poll(pfd, fd >= 0 ? 2 : 1, 500);
+        int r = poll(pfd, fd >= 0 ? 2 : 1, c->orphaned_at ? 50 : 500);
         if (r < 0 && errno != EINTR)
             fatal("poll: %s", strerror(errno));
         if (r > 0 && pfd[0].revents)
@@ -432,6 +439,8 @@ static void *ipc_thread(void *arg)
             read_signer(c, fd);
         /* Overdue scan twice a second, not per reply: it walks the whole table. */
         double now = util_mono_now();
+        if (c->orphaned_at && c->fd >= 0 && now - c->orphaned_at >= FE_ORPHAN_GRACE_S)
+            drop_connection(c, "the supervisor went away and the signer has not closed it");
         if (now - last_scan >= 0.5) {
             last_scan = now;
             fail_pending(c, 1, "signer unavailable: no reply in time");
