@@ -69,13 +69,17 @@ static void holder_words(int fd, char *out, size_t outsz)
         snprintf(out, outsz, "by a process that has not written its pid yet");
 }
 
-static HSMCA_MUSTCHECK hsmca_code write_pid(int fd, const char *path, hsmca_err *e)
+/* Our pid into the file, for the next one's message: overwritten in place, then cut to
+ * its length, so a full file system (whose page the old pid holds) does not refuse it.
+ * Best effort: the lock, which is ours, is what keeps a second signer out. */
+static void write_pid(int fd, const char *path)
 {
     char buf[24];
     int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-    HSMCA_ENSURE(ftruncate(fd, 0) == 0 && pwrite(fd, buf, (size_t)n, 0) == n, e, HSMCA_EIO,
-                 "audit log lock: write our pid into %.120s: %s", path, strerror(errno));
-    return HSMCA_OK;
+    if (pwrite(fd, buf, (size_t)n, 0) != n || ftruncate(fd, n) != 0)
+        log_warn("audit log lock: cannot write our pid into %.120s (%s); the lock is held all "
+                 "the same",
+                 path, strerror(errno));
 }
 
 /* Tries the lock until it is ours (HSMCA_OK), wait_s ran out or *stop (EPERM). */
@@ -131,12 +135,11 @@ hsmca_code audit_lock_take(const char *dir, uid_t owner, gid_t group, double wai
         rc = hsmca_fail(e, HSMCA_EIO, "audit log lock: chown %.120s: %s", path, strerror(errno));
     if (rc == HSMCA_OK)
         rc = wait_for_lock(lfd, path, wait_s, stop, e);
-    if (rc == HSMCA_OK)
-        rc = write_pid(lfd, path, e);
     if (rc != HSMCA_OK) {
         close(lfd);
         return rc;
     }
+    write_pid(lfd, path);
     *fd = lfd;
     return HSMCA_OK;
 }
