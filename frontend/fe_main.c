@@ -31,7 +31,7 @@ static volatile int fe_stop;
 
 static void usage(FILE *f)
 {
-    fputs("usage: hsmca frontend --config FILE --ipc-fd N --ctl-fd M\n"
+    fputs("usage: hsmca-frontend --config FILE --ipc-fd N --ctl-fd M\n"
           "\n"
           "The unprivileged front end. Started by `hsmca serve` / `hsmca dev`, not by\n"
           "hand: it serves istio.v1.auth.IstioCertificateService over TLS, checks\n"

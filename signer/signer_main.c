@@ -33,7 +33,7 @@ static void on_term(int sig)
 
 static void usage(FILE *f)
 {
-    fputs("usage: hsmca signer --config FILE --ipc-fd N --ctl-fd M\n"
+    fputs("usage: hsmca-signer --config FILE --ipc-fd N --ctl-fd M\n"
           "\n"
           "The privileged signer process. Started by `hsmca serve` / `hsmca dev`,\n"
           "not by hand: it holds the PKCS#11 session and the PIN, checks every TBS\n"

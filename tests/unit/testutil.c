@@ -60,6 +60,17 @@ const char *tu_hsmca_bin(void)
     return (b && *b) ? b : "hsmca";
 }
 
+const char *tu_signer_bin(void)
+{
+    static char path[4096];
+    const char *bin = tu_hsmca_bin();
+    const char *slash = strrchr(bin, '/');
+    if (!slash)
+        return "hsmca-signer";
+    snprintf(path, sizeof(path), "%.*s/hsmca-signer", (int)(slash - bin), bin);
+    return path;
+}
+
 int tu_system(const char *fmt, ...)
 {
     char cmd[4096];
