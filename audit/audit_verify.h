@@ -24,25 +24,11 @@
 #include <stdio.h>
 
 #include "audit_entry.h"
+#include "audit_lines.h"
 #include "audit_merkle.h"
 #include "audit_note.h"
 #include "audit_tiles.h"
 #include "hsmca_err.h"
-
-/* ---- reading the log line by line (bounded memory) ------------------------------------- */
-
-typedef struct audit_lines audit_lines;
-
-/* Opens path for audit_lines_next (caller closes with audit_lines_close). */
-HSMCA_MUSTCHECK hsmca_code audit_lines_open(const char *path, audit_lines **out, hsmca_err *e);
-
-/* The next line into *line / *len (without its '\n', valid until the next call) and its
- * byte offset into *off; *eof = 1 (and nothing else set) at the end. HSMCA_EPERM naming
- * the offset for a line without '\n' or longer than AUDIT_LINE_MAX with it. */
-HSMCA_MUSTCHECK hsmca_code audit_lines_next(audit_lines *r, const char **line, size_t *len,
-                                            uint64_t *off, int *eof, hsmca_err *e);
-
-void audit_lines_close(audit_lines *r);
 
 /* ---- tiles on disk as a hash source ----------------------------------------------------- */
 
