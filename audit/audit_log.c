@@ -66,8 +66,9 @@ static HSMCA_MUSTCHECK hsmca_code fsync_dir(int dirfd, const char *dir, hsmca_er
     return HSMCA_OK;
 }
 
-/* One line of the existing log: parse, check its seq, hash it into the tree. */
-static HSMCA_MUSTCHECK hsmca_code replay_line(audit_log *l, const char *p, size_t n,
+/* One line of the existing log, at byte off: parse, check its seq, hash it into the
+ * tree, then the caller's replay (which may refuse the log). */
+static HSMCA_MUSTCHECK hsmca_code replay_line(audit_log *l, const char *p, size_t n, uint64_t off,
                                               audit_replay_fn fn, void *ctx, audit_replay_stats *st,
                                               hsmca_err *e)
 {
@@ -90,9 +91,7 @@ static HSMCA_MUSTCHECK hsmca_code replay_line(audit_log *l, const char *p, size_
     st->entries++;
     if (ent.kind == AUDIT_ISSUE_INTENT)
         st->intents++;
-    if (fn)
-        fn(ctx, &ent);
-    return HSMCA_OK;
+    return fn ? fn(ctx, &ent, off, e) : HSMCA_OK;
 }
 
 /* Reads DIR/log line by line (audit_lines.h: bounded memory); a torn tail is left in
@@ -118,7 +117,7 @@ static HSMCA_MUSTCHECK hsmca_code replay(audit_log *l, audit_replay_fn fn, void 
         }
         if (eof)
             break;
-        rc = replay_line(l, p, n, fn, ctx, st, e);
+        rc = replay_line(l, p, n, off, fn, ctx, st, e);
         if (rc != HSMCA_OK)
             break;
         l->good_size += (off_t)(n + 1);
