@@ -25,52 +25,30 @@
 
 #define N 60
 
-typedef struct {
-    char *dir;
-    afx_log log;
-    EVP_PKEY *key;
-    audit_vkey vk;
-} fx;
+typedef afx_fixture fx;
 
 static int setup(void **state)
 {
-    fx *f = calloc(1, sizeof(*f));
-    f->dir = tu_mkdtemp("signer_audit");
-    afx_entries(&f->log, N, 0, NULL);
-    f->key = afx_key(0, &f->vk);
-    *state = f;
+    *state = afx_fixture_new("signer_audit", N);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    fx *f = *state;
-    tu_system("rm -rf '%s'", f->dir);
-    free(f->dir);
-    afx_log_free(&f->log);
-    EVP_PKEY_free(f->key);
-    free(f);
+    afx_fixture_free(*state);
     return 0;
 }
 
 static void parse_line(fx *f, uint64_t seq, audit_entry *ent, audit_entry_buf *buf)
 {
-    hsmca_err e;
-    assert_int_equal(audit_entry_parse(f->log.lines[seq], f->log.lens[seq] - 1, ent, buf, &e),
-                     HSMCA_OK);
+    afx_parse(&f->log, seq, ent, buf);
 }
 
-/* Line seq of the fixture again from ent (its seq and time kept). */
-static void set_line(fx *f, uint64_t seq, const audit_entry *ent)
+/* The fixture's entries again, as they were. */
+static void fresh(fx *f)
 {
-    static char line[AUDIT_LINE_MAX];
-    size_t len;
-    hsmca_err e;
-    assert_int_equal(audit_entry_encode(ent, line, &len, &e), HSMCA_OK);
-    free(f->log.lines[seq]);
-    f->log.lines[seq] = malloc(len + 1);
-    memcpy(f->log.lines[seq], line, len + 1);
-    f->log.lens[seq] = len;
+    afx_log_free(&f->log);
+    afx_entries(&f->log, N, 0, NULL);
 }
 
 /* The seq of the k-th issue-intent (from 0) whose result is (failed) or is not an error. */
@@ -98,7 +76,7 @@ static void copy_serial(fx *f, uint64_t seq, uint64_t from)
     parse_line(f, from, &a, &b1);
     parse_line(f, seq, &b, &b2);
     memcpy(b.serial, a.serial, sizeof(b.serial));
-    set_line(f, seq, &b);
+    afx_set(&f->log, seq, &b);
 }
 
 typedef struct {
@@ -182,8 +160,7 @@ static void test_repeated_serial_of_failed_intent(void **state)
         later = nth_intent(f, k, 0);
     copy_serial(f, later, failed);
     expect_refused(f, "invariant 6");
-    afx_log_free(&f->log);
-    afx_entries(&f->log, N, 0, NULL);
+    fresh(f);
     uint64_t open = f->log.n - 1; /* the fixture's last intent, left open */
     audit_entry unknown = {.kind = AUDIT_ISSUE_RESULT, .intent_seq = open};
     static audit_entry_buf b;
@@ -207,12 +184,11 @@ static void test_serial_free_again(void **state)
     audit_entry a;
     parse_line(f, first, &a, &b);
     a.not_after = AFX_TIME0 + (int64_t)first + 1;
-    set_line(f, first, &a);
+    afx_set(&f->log, first, &a);
     copy_serial(f, again, first);
     assert_int_equal(both(f).rc, HSMCA_OK);
 
-    afx_log_free(&f->log);
-    afx_entries(&f->log, N, 0, NULL);
+    fresh(f);
     audit_entry k = {.kind = AUDIT_KEY};
     snprintf(k.ca_key_alg, sizeof(k.ca_key_alg), "ecdsa-with-SHA256");
     snprintf(k.ca_key_type, sizeof(k.ca_key_type), "ec-prime256v1");
@@ -240,14 +216,13 @@ static void test_broken_pairs(void **state)
     audit_entry res;
     parse_line(f, in + 1, &res, &b);
     res.request_id++;
-    set_line(f, in + 1, &res);
+    afx_set(&f->log, in + 1, &res);
     expect_refused(f, "request_id");
     res.request_id--;
     res.intent_seq = nth_intent(f, 0, 0); /* already has its result */
-    set_line(f, in + 1, &res);
+    afx_set(&f->log, in + 1, &res);
     expect_refused(f, "which is not an earlier issue-intent without a result");
-    afx_log_free(&f->log);
-    afx_entries(&f->log, N, 0, NULL);
+    fresh(f);
     afx_add(&f->log, &(audit_entry){.kind = AUDIT_START}); /* the last intent still open */
     expect_refused(f, "a start, but the intent at seq");
 }
