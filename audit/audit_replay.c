@@ -14,9 +14,9 @@
 #define SERIAL_BYTES (AUDIT_SERIAL_HEX_MAX / 2 + 1) /* length, then the bytes */
 #define MIN_CAP 1024u
 
-/* A serial of one CA key. The key is its ca_spki_sha256's first 8 bytes (0: no key entry
- * yet): two CA keys whose hashes share them would only share one serial space, which
- * refuses more, never less. */
+/* A serial of one CA key. tag names the key by the first 8 bytes of its ca_spki_sha256
+ * (0: no key entry yet): two CA keys whose hashes shared them would share one serial
+ * space, which refuses more, never less. */
 typedef struct {
     int64_t not_after;
     uint64_t seq, tag;
@@ -47,12 +47,15 @@ hsmca_code audit_replay_new(audit_replay **out, hsmca_err *e)
     r->cap = MIN_CAP;
     r->slots = calloc(r->cap, sizeof(rslot));
     r->clock = INT64_MIN;
+    if (!r->slots) {
+        free(r);
+        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    }
     /* Serials are the front end's choice, and the log repeats them: a keyed hash keeps a
      * hostile one from turning the replay at start into a scan per entry. */
-    if (!r->slots || RAND_bytes(r->hkey, sizeof(r->hkey)) != 1) {
-        free(r->slots);
-        free(r);
-        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory (or no randomness)");
+    if (RAND_bytes(r->hkey, sizeof(r->hkey)) != 1) {
+        audit_replay_free(r);
+        return hsmca_fail(e, HSMCA_EINTERNAL, "audit replay: no randomness for the hash key");
     }
     *out = r;
     return HSMCA_OK;
