@@ -12,86 +12,6 @@
 #include "signer_core_int.h"
 #include "util.h"
 
-/* ---- open intents (replay) ----------------------------------------------------------- */
-
-/* Drops closed entries, and when still full, those whose certificate has expired. */
-static void open_compact(signer_open_intents *o, int64_t now, int drop_expired)
-{
-    size_t w = 0;
-    for (size_t i = 0; i < o->n; i++) {
-        signer_open_intent *it = &o->v[i];
-        if (it->closed)
-            continue;
-        if (drop_expired && it->not_after <= now) {
-            o->untracked++;
-            continue;
-        }
-        o->v[w++] = *it;
-    }
-    o->n = w;
-    o->closed = 0;
-}
-
-static void open_add(signer_open_intents *o, const audit_entry *ent, int64_t now)
-{
-    if (o->closed * 2 > o->n)
-        open_compact(o, now, 0);
-    if (o->n == SIGNER_OPEN_INTENTS_MAX)
-        open_compact(o, now, 1);
-    if (o->n == SIGNER_OPEN_INTENTS_MAX) { /* the oldest goes: it is the least likely live */
-        memmove(o->v, o->v + 1, (o->n - 1) * sizeof(*o->v));
-        o->n--;
-        o->untracked++;
-    }
-    if (o->n == o->cap) {
-        size_t ncap = o->cap ? o->cap * 2 : 64;
-        signer_open_intent *nv = realloc(o->v, ncap * sizeof(*nv));
-        if (!nv) {
-            o->untracked++;
-            return;
-        }
-        o->v = nv;
-        o->cap = ncap;
-    }
-    o->v[o->n++] = (signer_open_intent){ent->seq, ent->request_id, ent->not_after, 0};
-}
-
-/* Results name their intent's seq; intents are appended in seq order. */
-static void open_close(signer_open_intents *o, uint64_t intent_seq)
-{
-    size_t lo = 0, hi = o->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (o->v[mid].seq < intent_seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < o->n && o->v[lo].seq == intent_seq && !o->v[lo].closed) {
-        o->v[lo].closed = 1;
-        o->closed++;
-    }
-}
-
-void signer_open_intents_note(signer_open_intents *o, const audit_entry *ent, int64_t now)
-{
-    if (ent->kind == AUDIT_ISSUE_INTENT)
-        open_add(o, ent, now);
-    else if (ent->kind == AUDIT_ISSUE_RESULT)
-        open_close(o, ent->intent_seq);
-}
-
-size_t signer_open_intents_count(const signer_open_intents *o)
-{
-    return o->n - o->closed;
-}
-
-void signer_open_intents_free(signer_open_intents *o)
-{
-    free(o->v);
-    memset(o, 0, sizeof(*o));
-}
-
 /* ---- config and key entries ---------------------------------------------------------- */
 
 static int put_line(char *out, size_t cap, size_t *len, const char *key, const char *val)
@@ -219,36 +139,71 @@ hsmca_code signer_audit_started(signer_ctx *s, uint64_t *last, hsmca_err *e)
     return key_entry(s, last, e);
 }
 
-hsmca_code signer_audit_close_open(signer_ctx *s, const signer_open_intents *open, uint64_t *last,
+hsmca_code signer_audit_close_open(signer_ctx *s, const audit_replay *replay, uint64_t *last,
                                    hsmca_err *e)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < open->n; i++) {
-        const signer_open_intent *it = &open->v[i];
-        if (it->closed)
-            continue;
+    size_t n = 0, it = 0;
+    uint64_t intent_seq, request_id;
+    while (audit_replay_open_next(replay, &it, &intent_seq, &request_id)) {
         char why[160];
         snprintf(why, sizeof(why),
                  "outcome unknown: the signer stopped before recording it (intent at seq %llu)",
-                 (unsigned long long)it->seq);
+                 (unsigned long long)intent_seq);
         audit_entry a;
         memset(&a, 0, sizeof(a));
         a.kind = AUDIT_ISSUE_RESULT;
-        a.request_id = it->request_id;
-        a.intent_seq = it->seq;
+        a.request_id = request_id;
+        a.intent_seq = intent_seq;
         snprintf(a.code, sizeof(a.code), "UNKNOWN");
         a.error = (audit_str){why, strlen(why), 0};
         HSMCA_GUARD(append(s, &a, last, e));
         n++;
     }
-    if (n || open->untracked) {
-        char nb[24], ub[24];
+    if (n) {
+        char nb[24];
         snprintf(nb, sizeof(nb), "%zu", n);
-        snprintf(ub, sizeof(ub), "%llu", (unsigned long long)open->untracked);
         LOG_EVENT(LOG_LVL_WARN, "intents without a result: recorded as outcome unknown",
-                  LOG_STR("count", nb), LOG_STR("untracked", ub));
+                  LOG_STR("count", nb));
     }
     return HSMCA_OK;
+}
+
+/* ---- the replay at start ------------------------------------------------------------- */
+
+hsmca_code signer_replay_init(signer_replay *r, signer_ctx *s, hsmca_err *e)
+{
+    memset(r, 0, sizeof(*r));
+    r->serials = s->serials;
+    r->now = util_wall_now();
+    HSMCA_GUARD(der_sha256(s, 1, r->ca_spki_sha256, e));
+    return audit_replay_new(&r->replay, e);
+}
+
+hsmca_code signer_replay_entry(void *ctx, const audit_entry *ent, uint64_t off, hsmca_err *e)
+{
+    signer_replay *r = ctx;
+    return audit_replay_entry(r->replay, ent, off, e);
+}
+
+static void restore_one(void *ctx, const uint8_t *serial, size_t len, int64_t not_after)
+{
+    signer_replay *r = ctx;
+    hsmca_err e;
+    /* A serial of an intent before any key entry may also be under this key's: the set
+     * keeps it once, with the later notAfter. */
+    if (serial_set_restore(r->serials, serial, len, not_after, r->now, &e) == HSMCA_OK)
+        r->restored++;
+}
+
+void signer_replay_restore(signer_replay *r)
+{
+    (void)audit_replay_serials(r->replay, r->ca_spki_sha256, r->now, restore_one, r);
+}
+
+void signer_replay_free(signer_replay *r)
+{
+    audit_replay_free(r->replay);
+    r->replay = NULL;
 }
 
 /* ---- refusals under a flood limit ------------------------------------------------------ */
