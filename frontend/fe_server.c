@@ -92,8 +92,8 @@ static void free_call(fe_call *c)
 /* Sends the initial metadata, the reply (body may be NULL) and the status in one
  * batch; the call ends when it completes. The initial metadata waits for the
  * answer (nothing is sent before it): HEADERS, DATA and trailers then leave in one
- * write and one TLS record instead of two of each (~10 us of CPU per call,
- * docs/PERFORMANCE.md §4). */
+ * write and one TLS record instead of two of each, which saves CPU on both sides
+ * of every call (docs/PERFORMANCE.md §4). */
 static void finish_status(fe_call *c, grpc_status_code status, const char *msg, uint8_t *body,
                           size_t len)
 {
@@ -265,10 +265,10 @@ static void on_received(fe_call *c)
 /* server.max_queued_requests: a call beyond it is answered RESOURCE_EXHAUSTED before
  * its body is read or checked, so a flood costs a few microseconds a call and never
  * grows the front end (istio-agent retries with backoff). The count includes streams
- * whose headers came but whose message has not: each holds ~12.6 KiB of gRPC core
- * outside the memory quota with no deadline (30 connections of 990 such streams held
- * 390 MB before this bound; test_hostile_clients: test_held_streams_beyond_the_cap); with no signer
- * connected, UNAVAILABLE just as early (checking a request nobody can sign is wasted work while a
+ * whose headers came but whose message has not: each holds gRPC core memory outside
+ * the memory quota with no deadline, so without this bound held streams alone grow the
+ * front end without limit (docs/SECURITY.md §4.12); with no signer connected,
+ * UNAVAILABLE just as early (checking a request nobody can sign is wasted work while a
  * restarted signer's clients all retry). 1 when refused. */
 static int refuse_when_busy(fe_call *c)
 {
@@ -406,12 +406,11 @@ static void *cq_loop(void *arg)
     }
 }
 
-/* glibc keeps what a burst freed: after a rapid-reset flood only ~1.5 MB of
- * ~130 MB stayed in use and the rest stayed in the threads' arenas, freed chunks
- * between live ones, which only malloc_trim hands back (it madvises free pages
- * inside the heaps, not just the top). Once a second when more than
- * FE_TRIM_FREE_BYTES lie free; mallinfo2 and the trim take each arena's lock for
- * about a millisecond. */
+/* glibc keeps what a burst freed in the threads' arenas, freed chunks between live
+ * ones, which only malloc_trim hands back (it madvises free pages inside the heaps,
+ * not just the top): after a rapid-reset flood nearly all the front end grew by is
+ * such free memory (docs/SECURITY.md §7). At most once a second, and only when more
+ * than FE_TRIM_FREE_BYTES lie free: mallinfo2 and the trim take each arena's lock. */
 #define FE_TRIM_FREE_BYTES ((size_t)16 << 20)
 /* Not while a flood goes on: what it freed would be faulted in again at once. */
 #define FE_TRIM_BELOW_CALLS 64

@@ -24,9 +24,10 @@
 /* ... and so is one with more than this many calls cancelled in FE_CANCEL_WINDOW_S:
  * istio-agent cancels none; a client whose deadlines all expire on a stalled front
  * end cancels at most FE_MAX_STREAMS at a time. The cancels are seen in the calls gRPC
- * hands us, behind those it has queued: a flooding connection still gets ~1000 calls
- * made after its first 100 cancels (dropped cheaply), with this bound or twice it
- * (2026-11-24, test_rapid_reset: ~1300 calls a connection). */
+ * hands us, behind those it has queued, so a flooding connection still gets many calls
+ * in after its first FE_MAX_CANCELS cancels (each dropped cheaply): what gRPC had
+ * queued sets how many, not this bound, so a larger one would gain nothing
+ * (docs/SECURITY.md §7). */
 #define FE_MAX_CANCELS FE_MAX_STREAMS
 #define FE_CANCEL_WINDOW_S 10.0
 

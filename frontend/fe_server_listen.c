@@ -143,9 +143,9 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
      * and reclaims; it does not bound idle connections (docs/PERFORMANCE.md):
      * server.max_connections does. gRPC 1.51 buffers a message until its announced
      * length has arrived before it checks GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH: a 5-byte
-     * prefix announcing 4 GiB followed by a stream of bytes grew the front end by
-     * ~14 MB/s without bound; under the quota the transport resets such a stream
-     * (test_hostile_clients: test_grpc_prefix_4gib_flood). */
+     * prefix announcing 4 GiB followed by a stream of bytes grows the front end without
+     * bound; under the quota the transport resets such a stream (docs/SECURITY.md
+     * §4.12; test_hostile_clients: test_grpc_prefix_4gib_flood). */
     srv->quota = grpc_resource_quota_create("hsmca-frontend");
     grpc_resource_quota_resize(srv->quota, (size_t)cfg->memory_limit_mib << 20);
 

@@ -1,5 +1,5 @@
-/* signer_audit.h - the signer's entries in the signing log beyond intent and result
- * (issue 6): what it runs with (config, key) at every start, the outcome of intents a
+/* signer_audit.h - the signer's entries in the signing log beyond intent and result:
+ * what it runs with (config, key) at every start, the outcome of intents a
  * crash left open, refusals (its own deny, the front end's frontend-deny) under a flood
  * limit with summary entries. Private to signer/. */
 #ifndef HSMCA_SIGNER_AUDIT_H

@@ -223,9 +223,10 @@ static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *
     return rc;
 }
 
-/* The replay at start (issue 6 item 5): every intent's serial whose certificate has
- * not expired goes back into the serial set, so uniqueness survives a restart and the
- * set holds only what can still matter; intents without a result are tracked (item 6). */
+/* The replay at start: every intent's serial whose certificate has not expired goes
+ * back into the serial set, so uniqueness survives a restart and the set holds only
+ * what can still matter; intents without a result are tracked, so that the start can
+ * log their outcome (signer_audit_close_open). */
 typedef struct {
     serial_set *serials;
     int64_t now;
@@ -279,7 +280,7 @@ static hsmca_code sign_checkpoint(void *ctx, const uint8_t *msg, size_t len,
 }
 
 /* With an audit key: the publisher, which reads and verifies the latest checkpoint now,
- * so the replay can check the log against it (issue 6 item 6). */
+ * so the replay can check the log against it. */
 static HSMCA_MUSTCHECK hsmca_code open_publisher(signer_ctx *s, const hsmca_config *cfg,
                                                  uid_t owner, gid_t group, hsmca_err *e)
 {
