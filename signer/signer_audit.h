@@ -1,7 +1,7 @@
-/* signer_audit.h - the signer's entries in the signing log beyond intent and result
- * (issue 6): the replay of the log at start, the outcome of intents a crash left open,
- * what it runs with (config, key) at every start, refusals (its own deny, the front
- * end's frontend-deny) under a flood limit with summary entries. Private to signer/. */
+/* signer_audit.h - the signer's entries in the signing log beyond intent and result:
+ * the replay of the log at start, the outcome of intents a crash left open, what it
+ * runs with (config, key) at every start, refusals (its own deny, the front end's
+ * frontend-deny) under a flood limit with summary entries. Private to signer/. */
 #ifndef HSMCA_SIGNER_AUDIT_H
 #define HSMCA_SIGNER_AUDIT_H
 

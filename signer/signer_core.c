@@ -233,7 +233,7 @@ static hsmca_code sign_checkpoint(void *ctx, const uint8_t *msg, size_t len,
 }
 
 /* With an audit key: the publisher, which reads and verifies the latest checkpoint now,
- * so the replay can check the log against it (issue 6 item 6). */
+ * so the replay can check the log against it. */
 static HSMCA_MUSTCHECK hsmca_code open_publisher(signer_ctx *s, const hsmca_config *cfg,
                                                  uid_t owner, gid_t group, hsmca_err *e)
 {
@@ -414,10 +414,11 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     return s;
 }
 
-void signer_stop_all(signer_ctx *s)
+/* Wakes every thread of s and joins the workers, then the syncer, within
+ * SIGNER_STOP_TIMEOUT_S. 0 when one did not stop: the caller leaves the token and
+ * the log to the process's exit. */
+static int join_threads(signer_ctx *s)
 {
-    if (!s)
-        return;
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
     pthread_cond_broadcast(&s->more);
@@ -436,7 +437,7 @@ void signer_stop_all(signer_ctx *s)
             log_warn("a signing thread did not stop within %d s (token call hung?); exiting "
                      "without closing the token",
                      SIGNER_STOP_TIMEOUT_S);
-            return;
+            return 0;
         }
     }
     /* The workers signed every staged request before they stopped: the syncer has
@@ -450,9 +451,47 @@ void signer_stop_all(signer_ctx *s)
             log_warn("the audit log's sync thread did not stop within %d s (disk hung?); "
                      "exiting without closing the token",
                      SIGNER_STOP_TIMEOUT_S);
-            return;
+            return 0;
         }
     }
+    return 1;
+}
+
+/* With the workers gone: the stop entry (the log's last), the last checkpoint, the
+ * log closed. 0 when the publisher did not stop: it may still read the log, so both
+ * are left to the process's exit. */
+static int close_audit(signer_ctx *s)
+{
+    if (!s->audit) {
+        audit_publish_free(s->publish);
+        return 1;
+    }
+    signer_audit_flush_summaries(s, util_mono_now() + 3600); /* every window is over */
+    audit_entry a = {.kind = AUDIT_STOP};
+    uint64_t seq;
+    hsmca_err e;
+    if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK ||
+        audit_log_sync_through(s->audit, seq, &e) != HSMCA_OK)
+        log_warn("stop entry not logged: %s", e.msg);
+    /* The last checkpoint covers the stop entry. A publisher stuck in a token call
+     * still reads the log: leave both to the process's exit. */
+    if (audit_publish_stop(s->publish, SIGNER_STOP_TIMEOUT_S) != 0)
+        return 0;
+    audit_publish_free(s->publish);
+    /* How well the group commit did (bench_signer divides the intents by it). */
+    char n_syncs[24];
+    snprintf(n_syncs, sizeof(n_syncs), "%llu", (unsigned long long)audit_log_syncs(s->audit));
+    LOG_EVENT(LOG_LVL_INFO, "audit log closed", LOG_STR("syncs", n_syncs));
+    audit_log_close(s->audit);
+    return 1;
+}
+
+void signer_stop_all(signer_ctx *s)
+{
+    if (!s)
+        return;
+    if (!join_threads(s))
+        return;
     while (s->head) {
         signer_job *j = s->head;
         s->head = j->next;
@@ -461,27 +500,8 @@ void signer_stop_all(signer_ctx *s)
         free(j);
     }
     signer_conn_unref_locked(s->conn);
-    if (s->audit) { /* the workers are gone: the stop entry is the log's last */
-        signer_audit_flush_summaries(s, util_mono_now() + 3600); /* every window is over */
-        audit_entry a = {.kind = AUDIT_STOP};
-        uint64_t seq;
-        hsmca_err e;
-        if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK ||
-            audit_log_sync_through(s->audit, seq, &e) != HSMCA_OK)
-            log_warn("stop entry not logged: %s", e.msg);
-        /* The last checkpoint covers the stop entry. A publisher stuck in a token call
-         * still reads the log: leave both to the process's exit. */
-        if (audit_publish_stop(s->publish, SIGNER_STOP_TIMEOUT_S) != 0)
-            return;
-        audit_publish_free(s->publish);
-        /* How well the group commit did (bench_signer divides the intents by it). */
-        char n_syncs[24];
-        snprintf(n_syncs, sizeof(n_syncs), "%llu", (unsigned long long)audit_log_syncs(s->audit));
-        LOG_EVENT(LOG_LVL_INFO, "audit log closed", LOG_STR("syncs", n_syncs));
-        audit_log_close(s->audit);
-    } else {
-        audit_publish_free(s->publish);
-    }
+    if (!close_audit(s))
+        return;
     signer_stages_free(s);
     p11_signkey_close(s->audit_key);
     p11_pool_close(s->pool);
