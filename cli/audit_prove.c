@@ -1,7 +1,8 @@
-/* audit_prove.c - `hsmca audit prove` (audit_cmd.h): the inclusion proof of a
+/* audit_prove.c - `hsmca audit prove` (audit_prove.h): the inclusion proof of a
  * certificate's issue-result entry, and of its issue-intent, in the tree of the latest
  * checkpoint, built from the tiles and checked before it is printed. */
-#include "audit_cmd.h"
+#include "audit_prove.h"
+#include "audit_cmd_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>

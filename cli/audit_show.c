@@ -1,10 +1,11 @@
-/* audit_show.c - `hsmca audit show` (audit_cmd.h): the log's entries as a table an
+/* audit_show.c - `hsmca audit show` (audit_show.h): the log's entries as a table an
  * auditor reads, or as the JSON lines themselves, filtered by identity, serial, namespace,
  * kind and a time window. A result row carries its intent's serial and identity, so
  * "which workloads got certificates between T1 and T2" is one filter. Every string from
  * the log is printed through util_printable: the requester and reasons are the front
  * end's words and must not drive the auditor's terminal. */
-#include "audit_cmd.h"
+#include "audit_show.h"
+#include "audit_cmd_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
