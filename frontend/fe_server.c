@@ -50,7 +50,7 @@ _Static_assert(CONFIG_MAX_QUEUED <= FE_IPC_MAX_INFLIGHT, "fe_ipc's table must ho
  * every refusal, through FrontendDeny); beyond, a summary line counts them. */
 #define FE_REFUSAL_LINES_PER_S 50
 /* Room for request metadata: gRPC's 8 KiB default refused a bearer token of about
- * 8000 bytes itself, so the JWT check's own limit (TOK_JWT_MAX_LEN, 8192) never
+ * 8000 bytes itself, so the JWT check's own limit (IPC_TOKEN_MAX, 8192) never
  * applied; with 16 KiB a token up to that limit reaches it. */
 #define FE_MAX_METADATA_BYTES 16384
 #define FE_MAX_STREAMS 100
@@ -581,7 +581,7 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     args[n].value.pointer.p = srv->quota;
     args[n++].value.pointer.vtable = grpc_resource_quota_arg_vtable();
     args[n++] = fe_connlimit_arg(conns); /* server.max_connections */
-    /* Tokens up to TOK_JWT_MAX_LEN must get through: gRPC's default is 8 KiB. */
+    /* Tokens up to IPC_TOKEN_MAX must get through: gRPC's default is 8 KiB. */
     args[n++] = int_arg(GRPC_ARG_MAX_METADATA_SIZE, FE_MAX_METADATA_BYTES);
     grpc_channel_args chargs = {n, args};
     log_info("limits: %u connections, %u MiB gRPC memory, %u queued requests (descriptor "

@@ -9,8 +9,17 @@
 #include <openssl/sha.h>
 #include <openssl/x509.h>
 
+#include "audit_entry.h"
+#include "ipc_contract.h"
 #include "signer_core_int.h"
 #include "util.h"
+
+/* What the front end may send is logged whole: the signing log's caps (a format the
+ * verifier reads, so not derived from the IPC's) hold every field at the IPC's cap. */
+_Static_assert(AUDIT_STR_MAX >= IPC_REQUESTER_MAX && AUDIT_STR_MAX >= IPC_DENY_REASON_MAX,
+               "requester and reason fit the log uncut");
+_Static_assert(AUDIT_NAME_STR_MAX >= IPC_AUTHENTICATOR_MAX, "an authenticator fits the log uncut");
+_Static_assert(AUDIT_CLUSTER_MAX >= IPC_CLUSTER_MAX, "a cluster id fits the log");
 
 /* ---- open intents (replay) ----------------------------------------------------------- */
 

@@ -279,7 +279,7 @@ static HSMCA_MUSTCHECK hsmca_code sign_prepared(signer_ctx *s, const signer_job 
                                                 size_t *cert_len, hsmca_err *e)
 {
     const Hsmca__Ipc__SignRequest *req = j->req;
-    uint8_t sig[1024];
+    uint8_t sig[IPC_SIG_MAX];
     size_t sig_len = sizeof(sig);
     HSMCA_GUARD(p11_pool_sign_digest(s->pool, j->st->digest, s->alg->digest_len, sig, &sig_len, e));
     /* Verify before release: a faulty token (or a fault attack on RSA-CRT) must
