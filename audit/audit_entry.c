@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "util.h"
 
 /* The longest entry (an intent: requester, authenticator and SANs, every character
  * escaped to 6 bytes, plus fixed fields well under 2 KiB) fits a line. */
@@ -288,12 +289,9 @@ static HSMCA_MUSTCHECK hsmca_code unescape(const char *key, json_t *v, char *out
                 c = '\\';
                 i += 1;
             } else if (i + 3 < len && s[i + 1] == 'x') {
-                unsigned hi, lo;
-                char h[3] = {s[i + 2], s[i + 3], 0};
-                HSMCA_ENSURE(is_hex(h, 2, 2), e, HSMCA_EINVAL, "audit line: bad \\x in %s", key);
-                hi = (unsigned)(h[0] <= '9' ? h[0] - '0' : h[0] - 'a' + 10);
-                lo = (unsigned)(h[1] <= '9' ? h[1] - '0' : h[1] - 'a' + 10);
-                c = (unsigned char)(hi << 4 | lo);
+                size_t one;
+                HSMCA_ENSURE(util_unhex(s + i + 2, 2, &c, 1, &one), e, HSMCA_EINVAL,
+                             "audit line: bad \\x in %s", key);
                 i += 3;
             } else {
                 return hsmca_fail(e, HSMCA_EINVAL, "audit line: stray backslash in %s", key);

@@ -233,21 +233,6 @@ typedef struct {
     signer_open_intents open;
 } replay_ctx;
 
-static int unhex(const char *hex, uint8_t *out, size_t *len)
-{
-    size_t n = strlen(hex);
-    if (n % 2 || n / 2 > PROFILE_SERIAL_MAX)
-        return 0;
-    for (size_t i = 0; i < n / 2; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return 0;
-        out[i] = (uint8_t)v;
-    }
-    *len = n / 2;
-    return 1;
-}
-
 static void replay_entry(void *ctx, const audit_entry *ent)
 {
     replay_ctx *r = ctx;
@@ -261,7 +246,7 @@ static void replay_entry(void *ctx, const audit_entry *ent)
     uint8_t serial[PROFILE_SERIAL_MAX];
     size_t len;
     hsmca_err e;
-    if (!unhex(ent->serial, serial, &len))
+    if (!util_unhex(ent->serial, strlen(ent->serial), serial, sizeof(serial), &len))
         return; /* the parser checked the hex: cannot happen */
     if (serial_set_restore(r->serials, serial, len, ent->not_after, r->now, &e) == HSMCA_OK)
         r->restored++;
