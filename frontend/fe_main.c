@@ -194,7 +194,7 @@ int frontend_main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     pthread_t sig_th;
-    pthread_create(&sig_th, NULL, signal_thread, &set);
+    fatal_unless_started(pthread_create(&sig_th, NULL, signal_thread, &set), "signal");
     if (!(app.ipc = fe_ipc_start(args.ipc_fd, args.ctl_fd, &fe_stop, &e)))
         fatal("%s", e.msg);
     fe_ipc_on_keys(app.ipc, on_keys, &app);
