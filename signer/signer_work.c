@@ -114,10 +114,11 @@ static size_t job_cost(const signer_request_shape *shape)
 }
 
 /* Refuses request id on the main thread, before it is queued (nothing was unpacked or
- * nothing could be allocated for it): logged, and answered on the current connection.
- * The main thread also serves the control channel: it waits for a stalled front end
- * only briefly. */
-static void refuse_unqueued(signer_ctx *s, uint64_t id, hsmca_code code, const char *why)
+ * nothing could be allocated for it): logged, and answered on the current connection;
+ * what names the reply in the log line of a cut. The main thread also serves the control
+ * channel: it waits for a stalled front end only briefly. */
+static void refuse_unqueued(signer_ctx *s, uint64_t id, hsmca_code code, const char *why,
+                            const char *what)
 {
     pthread_mutex_lock(&s->lock);
     signer_conn *c = s->conn;
@@ -127,8 +128,7 @@ static void refuse_unqueued(signer_ctx *s, uint64_t id, hsmca_code code, const c
     if (!c)
         return;
     log_refusal(s, id, code, why, NULL);
-    reply_within(s, c, id, code, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS,
-                 "a refusal before queueing");
+    reply_within(s, c, id, code, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS, what);
     pthread_mutex_lock(&s->lock);
     signer_conn_unref_locked(c);
     pthread_mutex_unlock(&s->lock);
@@ -146,7 +146,7 @@ hsmca_code signer_queue_reserve(signer_ctx *s, const signer_request_shape *shape
         return HSMCA_OK;
     char why[128];
     snprintf(why, sizeof(why), "invariant 7: signer queue full (%d requests, %zu bytes)", q, qb);
-    refuse_unqueued(s, id, HSMCA_ERATE, why);
+    refuse_unqueued(s, id, HSMCA_ERATE, why, "the queue is full and a refusal");
     return HSMCA_ERATE;
 }
 
@@ -156,7 +156,8 @@ void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
     signer_job *j = calloc(1, sizeof(*j));
     if (!j) { /* this request's own memory: it fails, the signer goes on (hsmca_err.h) */
         hsmca__ipc__sign_request__free_unpacked(req, NULL);
-        refuse_unqueued(s, id, HSMCA_ENOMEM, "out of memory (queueing the request)");
+        refuse_unqueued(s, id, HSMCA_ENOMEM, "out of memory (queueing the request)",
+                        "out of memory and a refusal");
         return;
     }
     j->id = id;
