@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "hsmca_err.h"
 #include "profile.h"
 
 /* One message per SOCK_SEQPACKET packet: u8 type | u64 id (big-endian) | payload. The
@@ -64,9 +65,10 @@ _Static_assert(IPC_REQUESTER_MAX + IPC_AUTHENTICATOR_MAX + IPC_DENY_REASON_MAX +
                    IPC_MAX_PAYLOAD,
                "a FrontendDeny at every cap fits one frame");
 /* SignReply.certificate: the TBS, the outer AlgorithmIdentifier (under 32 bytes) and the
- * signature in a BIT STRING, in a SEQUENCE; with the code and a reason. */
+ * signature in a BIT STRING, in a SEQUENCE; with the code and a reason (an hsmca_err
+ * message). */
 _Static_assert(IPC_TBS_MAX + 32 + IPC_SIG_MAX + 16 + IPC_FIELD_OVERHEAD + 6 +
-                       IPC_DENY_REASON_MAX + IPC_FIELD_OVERHEAD <=
+                       sizeof(((hsmca_err *)0)->msg) + IPC_FIELD_OVERHEAD <=
                    IPC_MAX_PAYLOAD,
                "a SignReply with the largest certificate fits one frame");
 _Static_assert(IPC_SIG_MAX >= PROFILE_RSA_BITS_MAX / 8,
@@ -81,11 +83,12 @@ _Static_assert(IPC_TBS_MAX < (1 << 21) && IPC_TOKEN_MAX < (1 << 21) &&
  * when it is no key push. */
 #define CTL_KEYS 'J'
 #define CTL_KEYS_CLUSTER(idx) ((char)((idx) == 0 ? CTL_KEYS : '0' + (idx)))
+#define CTL_IS_KEY_PUSH(b) ((b) == CTL_KEYS || ((b) >= '1' && (b) <= '0' + CONFIG_MAX_CLUSTERS))
 static inline int ctl_keys_cluster(char type)
 {
-    if (type == CTL_KEYS)
-        return 0;
-    return type >= '1' && type <= '0' + CONFIG_MAX_CLUSTERS ? type - '0' : -1;
+    if (!CTL_IS_KEY_PUSH(type))
+        return -1;
+    return type == CTL_KEYS ? 0 : type - '0';
 }
 _Static_assert(CONFIG_MAX_CLUSTERS >= 1 && CONFIG_MAX_CLUSTERS <= 9,
                "CTL_KEYS_CLUSTER names a remote cluster by one digit, which no other control "

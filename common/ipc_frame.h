@@ -71,6 +71,9 @@ HSMCA_MUSTCHECK hsmca_code ipc_try_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_
  * sealed memfd holding the accepted JWKS document (the child parses it itself); a
  * remote cluster's come as CTL_KEYS_CLUSTER(idx). */
 #define CTL_NEW_PEER 'F'
+_Static_assert(!CTL_IS_KEY_PUSH(CTL_NEW_PEER) && !CTL_IS_KEY_PUSH(CTL_KEYS_REFRESH) &&
+                   !CTL_IS_KEY_PUSH(CTL_RESTART_PEER),
+               "no other control byte reads as a key push");
 
 /* Control channel between supervisor and a child: passes a new peer IPC fd
  * (SCM_RIGHTS) when the other child was restarted. */

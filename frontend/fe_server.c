@@ -50,9 +50,10 @@ _Static_assert(CONFIG_MAX_QUEUED <= FE_IPC_MAX_INFLIGHT, "fe_ipc's table must ho
  * every refusal, through FrontendDeny); beyond, a summary line counts them. */
 #define FE_REFUSAL_LINES_PER_S 50
 /* Room for request metadata: gRPC's 8 KiB default refused a bearer token of about
- * 8000 bytes itself, so the JWT check's own limit (IPC_TOKEN_MAX, 8192) never
- * applied; with 16 KiB a token up to that limit reaches it. */
+ * 8000 bytes itself, so the JWT check's own limit (IPC_TOKEN_MAX) never applied; with
+ * 16 KiB a token up to that limit reaches it. */
 #define FE_MAX_METADATA_BYTES 16384
+_Static_assert(FE_MAX_METADATA_BYTES >= 2 * IPC_TOKEN_MAX, "a token at its cap and the rest fit");
 #define FE_MAX_STREAMS 100
 /* A connection holding more calls than this has reset streams to open more than
  * FE_MAX_STREAMS at once (rapid reset, CVE-2023-44487; fe_peercalls.h) and is
