@@ -153,10 +153,11 @@ hsmca_code signer_queue_reserve(signer_ctx *s, const signer_request_shape *shape
 void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
                    const signer_request_shape *shape)
 {
-    signer_job *j = calloc(1, sizeof(*j));
+    signer_job *j = req ? calloc(1, sizeof(*j)) : NULL;
     if (!j) { /* this request's own memory: it fails, the signer goes on (hsmca_err.h) */
-        hsmca__ipc__sign_request__free_unpacked(req, NULL);
-        refuse_unqueued(s, id, HSMCA_ENOMEM, "out of memory (queueing the request)",
+        if (req)
+            hsmca__ipc__sign_request__free_unpacked(req, NULL);
+        refuse_unqueued(s, id, HSMCA_ENOMEM, "out of memory (unpacking or queueing the request)",
                         "out of memory and a refusal");
         return;
     }
