@@ -450,7 +450,8 @@ static void sync_locked(audit_log *l, uint32_t **woken)
             l->pend_len = l->pend_cap = out_len;
             out = NULL;
             if (had && !pend_add(l, rest, had))
-                abort(); /* cannot keep the log's lines: never sign past them */
+                fatal("audit log: out of memory keeping the lines a failed write left; "
+                      "stopping rather than sign past them"); /* hsmca_err.h */
             free(rest);
         }
         fail_locked(l, werr ? "write" : "sync", werr ? werr : serr);

@@ -10,6 +10,7 @@
 #include <openssl/rand.h>
 
 #include "siphash.h"
+#include "util.h"
 
 #define SERIAL_BYTES (AUDIT_SERIAL_HEX_MAX / 2 + 1) /* length, then the bytes */
 #define MIN_CAP 1024u
@@ -120,14 +121,12 @@ static HSMCA_MUSTCHECK hsmca_code rebuild(audit_replay *r, hsmca_err *e)
  * the bytes. The parser has checked the hex. */
 static void make_key(const char *serial, uint8_t k[SERIAL_BYTES])
 {
-    size_t n = strnlen(serial, AUDIT_SERIAL_HEX_MAX);
+    size_t n = strnlen(serial, AUDIT_SERIAL_HEX_MAX), len = 0;
+    char even[AUDIT_SERIAL_HEX_MAX + 2] = "0";
+    memcpy(even + n % 2, serial, n);
     memset(k, 0, SERIAL_BYTES);
-    k[0] = (uint8_t)((n + 1) / 2);
-    for (size_t i = 0; i < n; i++) {
-        char c = serial[n - 1 - i];
-        unsigned v = (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10) & 15;
-        k[k[0] - i / 2] |= (uint8_t)(i % 2 ? v << 4 : v);
-    }
+    if (util_unhex(even, n + n % 2, k + 1, SERIAL_BYTES - 1, &len))
+        k[0] = (uint8_t)len;
 }
 
 /* The first 8 bytes of a 64-hex hash, 0 for "". */

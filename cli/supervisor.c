@@ -26,7 +26,7 @@
 #define BACKOFF_MIN 0.2
 #define BACKOFF_MAX 5.0
 #define STABLE_AFTER 10.0 /* a child that lived this long restarts without delay */
-#define SUP_CLUSTERS (CONFIG_MAX_CLUSTERS + 1) /* the local cluster, then auth.clusters */
+#define SUP_CLUSTERS IPC_KEYSETS /* the local cluster, then auth.clusters (ipc_contract.h) */
 
 typedef struct {
     const char *role; /* "signer" or "frontend": its program is hsmca-ROLE */

@@ -439,7 +439,7 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     }
     pthread_t th[FE_CQ_THREADS];
     for (int i = 0; i < FE_CQ_THREADS; i++)
-        pthread_create(&th[i], NULL, cq_loop, srv);
+        fatal_unless_started(pthread_create(&th[i], NULL, cq_loop, srv), "completion queue");
     double next_tick = util_mono_now() + 1.0;
     while (!*stop) {
         usleep(100 * 1000);

@@ -16,9 +16,10 @@
  * every refusal, through FrontendDeny); beyond, a summary line counts them. */
 #define FE_REFUSAL_LINES_PER_S 50
 /* Room for request metadata: gRPC's 8 KiB default refused a bearer token of about
- * 8000 bytes itself, so the JWT check's own limit (TOK_JWT_MAX_LEN, 8192) never
- * applied; with 16 KiB a token up to that limit reaches it. */
+ * 8000 bytes itself, so the JWT check's own limit (IPC_TOKEN_MAX) never applied; with
+ * 16 KiB a token up to that limit reaches it. */
 #define FE_MAX_METADATA_BYTES 16384
+_Static_assert(FE_MAX_METADATA_BYTES >= 2 * IPC_TOKEN_MAX, "a token at its cap and the rest fit");
 /* Room for the channel arguments fe_server_listen passes. */
 #define FE_ARGS_ROOM 10
 
@@ -119,7 +120,7 @@ static size_t channel_args(const fe_server *srv, const hsmca_config *cfg, grpc_a
     args[n].value.pointer.p = srv->quota;
     args[n++].value.pointer.vtable = grpc_resource_quota_arg_vtable();
     args[n++] = fe_connlimit_arg(srv->conns); /* server.max_connections */
-    /* Tokens up to TOK_JWT_MAX_LEN must get through: gRPC's default is 8 KiB. */
+    /* Tokens up to IPC_TOKEN_MAX must get through: gRPC's default is 8 KiB. */
     args[n++] = int_arg(GRPC_ARG_MAX_METADATA_SIZE, FE_MAX_METADATA_BYTES);
     return n;
 }

@@ -9,8 +9,17 @@
 #include <openssl/sha.h>
 #include <openssl/x509.h>
 
+#include "audit_entry.h"
+#include "ipc_contract.h"
 #include "signer_core_int.h"
 #include "util.h"
+
+/* What the front end may send is logged whole: the signing log's caps (a format the
+ * verifier reads, so not derived from the IPC's) hold every field at the IPC's cap. */
+_Static_assert(AUDIT_STR_MAX >= IPC_REQUESTER_MAX && AUDIT_STR_MAX >= IPC_DENY_REASON_MAX,
+               "requester and reason fit the log uncut");
+_Static_assert(AUDIT_NAME_STR_MAX >= IPC_AUTHENTICATOR_MAX, "an authenticator fits the log uncut");
+_Static_assert(AUDIT_CLUSTER_MAX >= IPC_CLUSTER_MAX, "a cluster id fits the log");
 
 /* ---- config and key entries ---------------------------------------------------------- */
 
@@ -197,7 +206,7 @@ static void restore_one(void *ctx, const uint8_t *serial, size_t len, int64_t no
 
 void signer_replay_restore(signer_replay *r)
 {
-    (void)audit_replay_serials(r->replay, r->ca_spki_sha256, r->now, restore_one, r);
+    audit_replay_serials(r->replay, r->ca_spki_sha256, r->now, restore_one, r);
 }
 
 void signer_replay_free(signer_replay *r)
@@ -208,6 +217,19 @@ void signer_replay_free(signer_replay *r)
 
 /* ---- refusals under a flood limit ------------------------------------------------------ */
 
+/* Appends an entry nothing waits for (deny, frontend-deny, suppressed). A failed log
+ * (HSMCA_EUNAVAIL) is not reported per entry: the log says so once (audit_log.c), and a
+ * flood of refusals must not become a flood of lines. Any other failure is this entry's
+ * own (malformed, out of memory) and is logged: the limiter bounds those lines. */
+static void append_unwaited(signer_ctx *s, audit_entry *a)
+{
+    uint64_t seq;
+    hsmca_err e;
+    hsmca_code rc = audit_log_append(s->audit, a, &seq, &e);
+    if (rc != HSMCA_OK && rc != HSMCA_EUNAVAIL)
+        log_error("audit: %s entry not written: %s", audit_kind_name(a->kind), e.msg);
+}
+
 static void summary(signer_ctx *s, const char *of, uint64_t count)
 {
     audit_entry a;
@@ -217,10 +239,7 @@ static void summary(signer_ctx *s, const char *of, uint64_t count)
     a.count = count;
     a.limit = SIGNER_DENY_ENTRIES_PER_S;
     a.interval_s = SIGNER_DENY_WINDOW_S;
-    uint64_t seq;
-    hsmca_err e;
-    hsmca_code rc = audit_log_append(s->audit, &a, &seq, &e);
-    (void)rc; /* a failed log says so once (audit_log.c) */
+    append_unwaited(s, &a);
 }
 
 /* 1 when the entry may be written (after the summary of a window just ended). */
@@ -245,12 +264,7 @@ void signer_audit_deny(signer_ctx *s, uint64_t id, const char *requester, hsmca_
     a.requester = (audit_str){requester, strlen(requester), 0};
     snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name(code));
     a.reason = (audit_str){why, strlen(why), 0};
-    uint64_t seq;
-    hsmca_err e;
-    /* A failure is not logged per request: a failed log says so once
-     * (audit_log.c), and a flood of refusals must not become a flood of lines. */
-    hsmca_code rc = audit_log_append(s->audit, &a, &seq, &e);
-    (void)rc;
+    append_unwaited(s, &a);
 }
 
 void signer_audit_frontend_deny(signer_ctx *s, uint64_t id, const Hsmca__Ipc__FrontendDeny *d)
@@ -264,15 +278,12 @@ void signer_audit_frontend_deny(signer_ctx *s, uint64_t id, const Hsmca__Ipc__Fr
     audit_entry a;
     memset(&a, 0, sizeof(a));
     a.kind = AUDIT_FRONTEND_DENY;
-    a.request_id = id > INT64_MAX ? 0 : id;
+    a.request_id = id; /* at most IPC_ID_MAX, which the log holds (ipc_frame_decode) */
     a.requester = (audit_str){d->requester, strlen(d->requester), 0};
     a.authenticator = (audit_str){d->authenticator, strlen(d->authenticator), 0};
     snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name((hsmca_code)d->code));
     a.reason = (audit_str){d->reason, strlen(d->reason), 0};
-    uint64_t seq;
-    hsmca_err e;
-    hsmca_code rc = audit_log_append(s->audit, &a, &seq, &e);
-    (void)rc;
+    append_unwaited(s, &a);
 }
 
 void signer_audit_flush_summaries(signer_ctx *s, double mono_now)

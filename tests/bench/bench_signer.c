@@ -59,7 +59,7 @@ typedef struct {
 static void *raw_loop(void *arg)
 {
     raw_worker *w = arg;
-    uint8_t digest[32], sig[1024];
+    uint8_t digest[32], sig[IPC_SIG_MAX];
     util_random(digest, sizeof(digest));
     /* Bounded by the deadline; the cap only guards against a broken clock. */
     for (uint64_t i = 0; i < 100000000ULL && util_mono_now() < w->deadline; i++) {

@@ -158,7 +158,7 @@ char *tu_jwks_doc(char *a, char *b)
 hsmca_code tu_pool_sign_check(p11_pool *p, hsmca_err *e)
 {
     const sigalg *alg = p11_pool_sigalg(p);
-    uint8_t d[64], sig[1024];
+    uint8_t d[64], sig[IPC_SIG_MAX];
     size_t len = sizeof(sig);
     if (!alg || RAND_bytes(d, (int)alg->digest_len) != 1)
         abort();
