@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "util.h"
 
 /* The longest entry (an intent: requester, authenticator and SANs, every character
  * escaped to 6 bytes, plus fixed fields well under 2 KiB) fits a line. */
@@ -187,6 +188,24 @@ static HSMCA_MUSTCHECK hsmca_code check_fixed(const audit_entry *ent, hsmca_err 
     return HSMCA_OK;
 }
 
+/* A key entry's audit_key_* fields, in key order. */
+static void jw_audit_key(jw *w, const audit_entry *ent)
+{
+    jw_plain(w, "audit_key_alg", ent->audit_key_alg);
+    jw_str(w, "audit_key_uri", &ent->audit_key_uri, AUDIT_STR_MAX);
+    jw_plain(w, "audit_public_key", ent->audit_public_key);
+}
+
+/* A key entry's ca_* fields, in key order. */
+static void jw_ca_key(jw *w, const audit_entry *ent)
+{
+    jw_plain(w, "ca_cert_sha256", ent->ca_cert_sha256);
+    jw_plain(w, "ca_key_alg", ent->ca_key_alg);
+    jw_plain(w, "ca_key_type", ent->ca_key_type);
+    jw_str(w, "ca_key_uri", &ent->ca_key_uri, AUDIT_STR_MAX);
+    jw_plain(w, "ca_spki_sha256", ent->ca_spki_sha256);
+}
+
 hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hsmca_err *e)
 {
     audit_kind k = ent->kind;
@@ -200,24 +219,16 @@ hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hs
     /* Keys in byte order; the order below is that order. */
     jw w = {out, 0, AUDIT_LINE_MAX - 2, 1};
     jw_put(&w, "{", 1);
-    if (key) {
-        jw_plain(&w, "audit_key_alg", ent->audit_key_alg);
-        jw_str(&w, "audit_key_uri", &ent->audit_key_uri, AUDIT_STR_MAX);
-        jw_plain(&w, "audit_public_key", ent->audit_public_key);
-    }
+    if (key)
+        jw_audit_key(&w, ent);
     /* An intent's authenticator is optional: logs from before the front end named it
      * have none (and an empty one is not written). */
     if (fdeny || (intent && ent->authenticator.len))
         jw_str(&w, "authenticator", &ent->authenticator, AUDIT_NAME_STR_MAX);
     if (intent && ent->bound[0]) /* optional: a log from before identity binding has none */
         jw_plain(&w, "bound", ent->bound);
-    if (key) {
-        jw_plain(&w, "ca_cert_sha256", ent->ca_cert_sha256);
-        jw_plain(&w, "ca_key_alg", ent->ca_key_alg);
-        jw_plain(&w, "ca_key_type", ent->ca_key_type);
-        jw_str(&w, "ca_key_uri", &ent->ca_key_uri, AUDIT_STR_MAX);
-        jw_plain(&w, "ca_spki_sha256", ent->ca_spki_sha256);
-    }
+    if (key)
+        jw_ca_key(&w, ent);
     if (ok_result)
         jw_plain(&w, "cert_sha256", ent->cert_sha256);
     if (intent && ent->cluster[0]) /* optional: bound by a remote cluster's keys */
@@ -288,12 +299,9 @@ static HSMCA_MUSTCHECK hsmca_code unescape(const char *key, json_t *v, char *out
                 c = '\\';
                 i += 1;
             } else if (i + 3 < len && s[i + 1] == 'x') {
-                unsigned hi, lo;
-                char h[3] = {s[i + 2], s[i + 3], 0};
-                HSMCA_ENSURE(is_hex(h, 2, 2), e, HSMCA_EINVAL, "audit line: bad \\x in %s", key);
-                hi = (unsigned)(h[0] <= '9' ? h[0] - '0' : h[0] - 'a' + 10);
-                lo = (unsigned)(h[1] <= '9' ? h[1] - '0' : h[1] - 'a' + 10);
-                c = (unsigned char)(hi << 4 | lo);
+                size_t one;
+                HSMCA_ENSURE(util_unhex(s + i + 2, 2, &c, 1, &one), e, HSMCA_EINVAL,
+                             "audit line: bad \\x in %s", key);
                 i += 3;
             } else {
                 return hsmca_fail(e, HSMCA_EINVAL, "audit line: stray backslash in %s", key);

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "audit_lines.h"
 #include "log.h"
 #include "util.h"
 
@@ -65,8 +66,9 @@ static HSMCA_MUSTCHECK hsmca_code fsync_dir(int dirfd, const char *dir, hsmca_er
     return HSMCA_OK;
 }
 
-/* One line of the existing log: parse, check its seq, hash it into the tree. */
-static HSMCA_MUSTCHECK hsmca_code replay_line(audit_log *l, const char *p, size_t n,
+/* One line of the existing log, at byte off: parse, check its seq, hash it into the
+ * tree, then the caller's replay (which may refuse the log). */
+static HSMCA_MUSTCHECK hsmca_code replay_line(audit_log *l, const char *p, size_t n, uint64_t off,
                                               audit_replay_fn fn, void *ctx, audit_replay_stats *st,
                                               hsmca_err *e)
 {
@@ -89,49 +91,39 @@ static HSMCA_MUSTCHECK hsmca_code replay_line(audit_log *l, const char *p, size_
     st->entries++;
     if (ent.kind == AUDIT_ISSUE_INTENT)
         st->intents++;
-    if (fn)
-        fn(ctx, &ent);
-    return HSMCA_OK;
+    return fn ? fn(ctx, &ent, off, e) : HSMCA_OK;
 }
 
-/* Reads DIR/log line by line (bounded memory); a torn tail is left in *torn bytes past
- * l->good_size. */
+/* Reads DIR/log line by line (audit_lines.h: bounded memory); a torn tail is left in
+ * *torn bytes past l->good_size. */
 static HSMCA_MUSTCHECK hsmca_code replay(audit_log *l, audit_replay_fn fn, void *ctx,
                                          audit_replay_stats *st, uint64_t *torn, hsmca_err *e)
 {
     int rfd = openat(l->dirfd, AUDIT_LOG_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     HSMCA_ENSURE(rfd >= 0, e, HSMCA_EIO, "audit log: cannot read it back: %s", strerror(errno));
-    size_t cap = 2 * (size_t)AUDIT_LINE_MAX, have = 0;
-    char *buf = malloc(cap);
-    hsmca_code rc = buf ? HSMCA_OK : hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
-    while (rc == HSMCA_OK) {
-        ssize_t got = read(rfd, buf + have, cap - have);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            rc = hsmca_fail(e, HSMCA_EIO, "audit log: read: %s", strerror(errno));
+    audit_lines *lr;
+    HSMCA_GUARD(audit_lines_open_fd(rfd, 1, &lr, e));
+    hsmca_code rc = HSMCA_OK;
+    for (;;) {
+        const char *p;
+        size_t n;
+        uint64_t off;
+        int eof;
+        hsmca_err le;
+        if (audit_lines_next(lr, &p, &n, &off, &eof, &le) != HSMCA_OK) {
+            rc = hsmca_fail(e, le.code == HSMCA_EIO ? HSMCA_EIO : HSMCA_EINVAL,
+                            "audit log: entry %llu: %s", (unsigned long long)l->next_seq, le.msg);
             break;
         }
-        if (got == 0)
+        if (eof)
             break;
-        have += (size_t)got;
-        size_t start = 0;
-        char *nl;
-        while (rc == HSMCA_OK && (nl = memchr(buf + start, '\n', have - start)) != NULL) {
-            size_t n = (size_t)(nl - (buf + start));
-            rc = replay_line(l, buf + start, n, fn, ctx, st, e);
-            start += n + 1;
-            l->good_size += (off_t)(n + 1);
-        }
-        memmove(buf, buf + start, have - start);
-        have -= start;
-        if (rc == HSMCA_OK && have >= AUDIT_LINE_MAX)
-            rc = hsmca_fail(e, HSMCA_EINVAL, "audit log: entry %llu is longer than %u bytes",
-                            (unsigned long long)l->next_seq, AUDIT_LINE_MAX);
+        rc = replay_line(l, p, n, off, fn, ctx, st, e);
+        if (rc != HSMCA_OK)
+            break;
+        l->good_size += (off_t)(n + 1);
     }
-    *torn = have;
-    free(buf);
-    close(rfd);
+    *torn = audit_lines_torn(lr);
+    audit_lines_close(lr);
     return rc;
 }
 
@@ -458,7 +450,8 @@ static void sync_locked(audit_log *l, uint32_t **woken)
             l->pend_len = l->pend_cap = out_len;
             out = NULL;
             if (had && !pend_add(l, rest, had))
-                abort(); /* cannot keep the log's lines: never sign past them */
+                fatal("audit log: out of memory keeping the lines a failed write left; "
+                      "stopping rather than sign past them"); /* hsmca_err.h */
             free(rest);
         }
         fail_locked(l, werr ? "write" : "sync", werr ? werr : serr);

@@ -23,8 +23,11 @@
 
 typedef struct audit_log audit_log;
 
-/* Called at open for each line already in the log, in order. */
-typedef void (*audit_replay_fn)(void *ctx, const audit_entry *ent);
+/* Called at open for each line already in the log, in order, with the byte offset of its
+ * line: the signer's replay (audit_replay.h). A non-OK return refuses the open with its
+ * message, before anything is written. */
+typedef hsmca_code (*audit_replay_fn)(void *ctx, const audit_entry *ent, uint64_t off,
+                                      hsmca_err *e);
 
 /* Called at open for each line already in the log, in order, with its bytes (len, without
  * the '\n') and the leaf hash the replay computed: how the checkpoint publisher
@@ -43,9 +46,10 @@ typedef struct {
 /* Opens (creating with mode 0700/0600, the directory fsync'd) DIR and DIR/log, replays
  * every line through fn (may be NULL), cuts a torn last line (no '\n') and appends a
  * recovery entry naming what was cut. A line that does not parse, or whose seq is not its
- * index, refuses the open (the log is not ours to rewrite). When owner is not (uid_t)-1,
- * what is created is chowned to owner:group (the signer creates it as root, then runs as
- * its own user and must reopen it). Ignores SIGXFSZ for the process: a file size limit
+ * index, refuses the open (HSMCA_EINVAL: the log is not ours to rewrite), as does fn
+ * (with its own code and message). When owner is not (uid_t)-1, what is created is
+ * chowned to owner:group (the signer creates it as root, then runs as its own user and
+ * must reopen it). Ignores SIGXFSZ for the process: a file size limit
  * then fails the write with EFBIG (fail closed) instead of killing the signer.
  * *out is the caller's to audit_log_close. */
 HSMCA_MUSTCHECK hsmca_code audit_log_open(const char *dir, uid_t owner, gid_t group,

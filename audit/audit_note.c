@@ -126,11 +126,6 @@ hsmca_code audit_vkey_from_pub(const char *name, const uint8_t pub[AUDIT_ED25519
     return HSMCA_OK;
 }
 
-static int hex_val(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 hsmca_code audit_vkey_parse(const char *s, size_t len, audit_vkey *k, hsmca_err *e)
 {
     HSMCA_ENSURE(len <= AUDIT_VKEY_MAX, e, HSMCA_EINVAL, "vkey: longer than %d bytes",
@@ -141,12 +136,11 @@ hsmca_code audit_vkey_parse(const char *s, size_t len, audit_vkey *k, hsmca_err 
     HSMCA_GUARD(audit_name_check_as(s, nlen, "vkey: the name", e));
     HSMCA_ENSURE(rest > 9 && p1[9] == '+', e, HSMCA_EINVAL,
                  "vkey: the key ID must be 8 hex digits between two '+'");
-    uint32_t id = 0;
-    for (int i = 1; i <= 8; i++) {
-        int v = hex_val(p1[i]);
-        HSMCA_ENSURE(v >= 0, e, HSMCA_EINVAL, "vkey: the key ID must be lowercase hex");
-        id = id << 4 | (uint32_t)v;
-    }
+    uint8_t idb[4];
+    size_t idn;
+    HSMCA_ENSURE(util_unhex(p1 + 1, 8, idb, sizeof(idb), &idn), e, HSMCA_EINVAL,
+                 "vkey: the key ID must be lowercase hex");
+    uint32_t id = (uint32_t)idb[0] << 24 | (uint32_t)idb[1] << 16 | (uint32_t)idb[2] << 8 | idb[3];
     size_t klen;
     uint8_t *key = util_b64_decode(p1 + 10, rest - 9, &klen);
     HSMCA_ENSURE(key, e, HSMCA_EINVAL, "vkey: the key is not canonical padded base64");

@@ -1,5 +1,5 @@
-/* audit_publish.h - the signing log's publisher (DESIGN.md §6, issue 6 items 3, 4, 6): signed
- * checkpoints and the C2SP tlog-tiles layout beside DIR/log, made from the durable lines only.
+/* audit_publish.h - the signing log's publisher (DESIGN.md §6): signed checkpoints
+ * and the C2SP tlog-tiles layout beside DIR/log, made from the durable lines only.
  *
  *   DIR/vkey                    the audit key's verifier key "name+hex8+base64\n" (at attach)
  *   DIR/checkpoint              the latest signed checkpoint (temp + fsync + rename)

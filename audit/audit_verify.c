@@ -1,8 +1,10 @@
 /* audit_verify.c - the offline verifier's replay of a log directory (audit_verify.h):
  * the checkpoints it lists, one pass over the log, the tiles, the auditor's state. The
- * serial set and the open intents live in audit_vset.c. */
+ * serials and the open intents are audit_replay.h's, as at the signer's start. */
 #include "audit_verify.h"
 #include "audit_verify_int.h"
+
+#include "audit_replay.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -133,8 +135,7 @@ typedef struct {
     audit_checkpoint state; /* the auditor's saved state */
     audit_tree tree;
     vt_state *tiles;
-    vset *serials;
-    vopen *open;
+    audit_replay *replay; /* serials and open intents: the signer's start runs the same */
 } vrun;
 
 /* checkpoints/<size> at the point the log has size entries with root. */
@@ -178,7 +179,7 @@ static HSMCA_MUSTCHECK hsmca_code at_size(vrun *v, uint64_t size, hsmca_err *e)
     return HSMCA_OK;
 }
 
-/* One line: framing is done; the entry, its seq, pairs, serials, tree and tiles. */
+/* One line: framing is done; the entry, its seq, the replay's rules, tree and tiles. */
 static HSMCA_MUSTCHECK hsmca_code one_entry(vrun *v, uint64_t seq, uint64_t off, const char *line,
                                             size_t len, hsmca_err *e)
 {
@@ -196,39 +197,13 @@ static HSMCA_MUSTCHECK hsmca_code one_entry(vrun *v, uint64_t seq, uint64_t off,
     size_t klen = kind ? strlen(kind) : 0;
     if (klen >= 4 && strcmp(kind + klen - 4, "deny") == 0)
         v->r->denies++;
-    if (ent.kind == AUDIT_ISSUE_INTENT) {
+    HSMCA_GUARD(audit_replay_entry(v->replay, &ent, off, e));
+    if (ent.kind == AUDIT_ISSUE_INTENT)
         v->r->intents++;
-        int dup;
-        uint64_t first;
-        HSMCA_GUARD(vset_add(v->serials, ent.serial, seq, &dup, &first, e));
-        HSMCA_ENSURE(!dup, e, HSMCA_EPERM,
-                     "log seq %llu (byte %llu): serial %s was already in the intent at seq %llu",
-                     (unsigned long long)seq, (unsigned long long)off, ent.serial,
-                     (unsigned long long)first);
-        HSMCA_GUARD(vopen_add(v->open, seq, ent.request_id, e));
-    } else if (ent.kind == AUDIT_ISSUE_RESULT) {
-        uint64_t rid;
-        HSMCA_ENSURE(
-            ent.intent_seq < seq && vopen_take(v->open, ent.intent_seq, &rid), e, HSMCA_EPERM,
-            "log seq %llu (byte %llu): the result names intent seq %llu, which is not "
-            "an earlier issue-intent without a result",
-            (unsigned long long)seq, (unsigned long long)off, (unsigned long long)ent.intent_seq);
-        HSMCA_ENSURE(rid == ent.request_id, e, HSMCA_EPERM,
-                     "log seq %llu (byte %llu): request_id %llu, but intent seq %llu has %llu",
-                     (unsigned long long)seq, (unsigned long long)off,
-                     (unsigned long long)ent.request_id, (unsigned long long)ent.intent_seq,
-                     (unsigned long long)rid);
-        if (ent.cert_sha256[0])
-            v->r->certificates++;
-        else
-            v->r->failed++;
-    } else if (ent.kind == AUDIT_START && vopen_count(v->open) > 0) {
-        return hsmca_fail(e, HSMCA_EPERM,
-                          "log seq %llu (byte %llu): a start, but the intent at seq %llu has no "
-                          "result (a restart writes one for each)",
-                          (unsigned long long)seq, (unsigned long long)off,
-                          (unsigned long long)vopen_first(v->open));
-    }
+    else if (ent.kind == AUDIT_ISSUE_RESULT && ent.cert_sha256[0])
+        v->r->certificates++;
+    else if (ent.kind == AUDIT_ISSUE_RESULT)
+        v->r->failed++;
     audit_hash leaf;
     HSMCA_GUARD(audit_hash_leaf((const uint8_t *)line, len, &leaf, e));
     if (seq < v->r->size)
@@ -369,20 +344,17 @@ hsmca_code audit_verify(const audit_verify_opts *o, audit_verify_report *r, hsmc
     if (rc == HSMCA_OK)
         rc = vt_new(o->dir, r->size, &v.tiles, e);
     if (rc == HSMCA_OK)
-        rc = vset_new(&v.serials, e);
-    if (rc == HSMCA_OK)
-        rc = vopen_new(&v.open, e);
+        rc = audit_replay_new(&v.replay, e);
     if (rc == HSMCA_OK)
         rc = replay(&v, e);
     if (rc == HSMCA_OK) {
-        r->open_intents = vopen_count(v.open);
-        r->first_open = r->open_intents ? vopen_first(v.open) : 0;
+        r->open_intents = audit_replay_open_count(v.replay);
+        r->first_open = audit_replay_open_first(v.replay);
     }
     if (rc == HSMCA_OK && o->state && v.nsizes > 0)
         rc = save_state(&v, e);
     vt_free(v.tiles);
-    vset_free(v.serials);
-    vopen_free(v.open);
+    audit_replay_free(v.replay);
     free(v.sizes);
     return rc;
 }

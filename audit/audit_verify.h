@@ -2,13 +2,14 @@
  * layout in README "Audit log"): DIR/log, DIR/vkey, DIR/checkpoint, DIR/checkpoints/<size>,
  * DIR/tile/... . No HSM, no server: what an auditor runs on a copy of the directory.
  *
- * audit_verify replays the log once, streaming (memory bounded but for the serial set,
- * the open intents and one 8-byte size per checkpoint), and checks: framing (every line
- * ends in '\n', at most AUDIT_LINE_MAX bytes), canonical entries (audit_entry_parse decides
- * which kinds exist), seq = line index, every issue-result names an earlier unmatched
- * issue-intent (intent_seq and request_id), no intent left without a result before a later
- * `start` (the signer writes an "outcome unknown" result at restart), serials unique among
- * intents, every checkpoint's signature, origin, size (= its file name) and root (= the
+ * audit_verify replays the log once, streaming (memory bounded but for the unexpired
+ * serials, the open intents and one 8-byte size per checkpoint), and checks: framing (every
+ * line ends in '\n', at most AUDIT_LINE_MAX bytes), canonical entries (audit_entry_parse
+ * decides which kinds exist), seq = line index, the rules of audit_replay.h that the
+ * signer's start applies too (every issue-result names an earlier unmatched issue-intent,
+ * no intent open at a later `start`, no serial in two intents of one CA key while the first
+ * certificate is valid, at most AUDIT_REPLAY_OPEN_MAX intents open), every checkpoint's
+ * signature, origin, size (= its file name) and root (= the
  * log's root at that size, so all of them are one growing tree), `checkpoint` = the largest
  * of checkpoints/, the tiles and entry bundles of the latest checkpoint = the log, and the
  * auditor's saved state (the log's root at the saved size is the saved root).
@@ -24,25 +25,11 @@
 #include <stdio.h>
 
 #include "audit_entry.h"
+#include "audit_lines.h"
 #include "audit_merkle.h"
 #include "audit_note.h"
 #include "audit_tiles.h"
 #include "hsmca_err.h"
-
-/* ---- reading the log line by line (bounded memory) ------------------------------------- */
-
-typedef struct audit_lines audit_lines;
-
-/* Opens path for audit_lines_next (caller closes with audit_lines_close). */
-HSMCA_MUSTCHECK hsmca_code audit_lines_open(const char *path, audit_lines **out, hsmca_err *e);
-
-/* The next line into *line / *len (without its '\n', valid until the next call) and its
- * byte offset into *off; *eof = 1 (and nothing else set) at the end. HSMCA_EPERM naming
- * the offset for a line without '\n' or longer than AUDIT_LINE_MAX with it. */
-HSMCA_MUSTCHECK hsmca_code audit_lines_next(audit_lines *r, const char **line, size_t *len,
-                                            uint64_t *off, int *eof, hsmca_err *e);
-
-void audit_lines_close(audit_lines *r);
 
 /* ---- tiles on disk as a hash source ----------------------------------------------------- */
 

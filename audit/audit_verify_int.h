@@ -45,36 +45,4 @@ void vt_free(vt_state *v);
 HSMCA_MUSTCHECK hsmca_code vt_read(const char *dir, const char *rel, uint8_t *buf, size_t cap,
                                    size_t *len, hsmca_err *e);
 
-/* ---- the serials of the intents (audit_vset.c) ------------------------------------------ */
-
-typedef struct vset vset;
-
-HSMCA_MUSTCHECK hsmca_code vset_new(vset **out, hsmca_err *e);
-
-/* Adds serial (lowercase hex, 2..40 digits) of the intent at seq; *dup = 1 and *first the
- * seq that had it when it is there already. */
-HSMCA_MUSTCHECK hsmca_code vset_add(vset *s, const char *serial, uint64_t seq, int *dup,
-                                    uint64_t *first, hsmca_err *e);
-
-void vset_free(vset *s);
-
-/* ---- the intents without a result, in seq order (audit_vset.c) ------------------------- */
-
-typedef struct vopen vopen;
-
-HSMCA_MUSTCHECK hsmca_code vopen_new(vopen **out, hsmca_err *e);
-
-/* The intent at seq (above every one added before) with its request id. */
-HSMCA_MUSTCHECK hsmca_code vopen_add(vopen *o, uint64_t seq, uint64_t request_id, hsmca_err *e);
-
-/* Removes the intent at seq and returns 1 with its request id, or 0 when none is open. */
-int vopen_take(vopen *o, uint64_t seq, uint64_t *request_id);
-
-size_t vopen_count(const vopen *o);
-
-/* The seq of the oldest open intent (vopen_count > 0). */
-uint64_t vopen_first(const vopen *o);
-
-void vopen_free(vopen *o);
-
 #endif

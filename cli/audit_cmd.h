@@ -7,25 +7,4 @@
  * 0 verified / done, 1 does not verify (or not found), 2 bad usage. */
 int audit_main(int argc, char **argv);
 
-#include <stddef.h>
-#include <stdint.h>
-
-#include "audit_entry.h"
-
-/* `hsmca audit show ...` (argv[0] is "show"), in audit_show.c. */
-int audit_show_main(int argc, char **argv);
-
-/* dir/rel into out (cap bytes); a path that does not fit ends the command (exit 2). */
-const char *audit_cmd_path(char *out, size_t cap, const char *dir, const char *rel);
-
-/* Called for each entry of a log, in order: 1 goes on, 0 stops the walk, -1 stops it
- * as a failure (fn has said why). line[0..len) is the entry's line, without '\n'. */
-typedef int (*audit_cmd_entry_fn)(void *ctx, uint64_t seq, const audit_entry *ent, const char *line,
-                                  size_t len);
-
-/* Reads DIR/log and calls fn for each entry, parsed strictly; a log that cannot be read,
- * or a line that is not an entry, is said on stderr as "hsmca audit CMD: ..." (naming
- * its seq and byte) and ends the walk. 1 when it ended without a failure, else 0. */
-int audit_cmd_each_entry(const char *dir, const char *cmd, audit_cmd_entry_fn fn, void *ctx);
-
 #endif

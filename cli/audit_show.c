@@ -1,10 +1,11 @@
-/* audit_show.c - `hsmca audit show` (audit_cmd.h): the log's entries as a table an
+/* audit_show.c - `hsmca audit show` (audit_show.h): the log's entries as a table an
  * auditor reads, or as the JSON lines themselves, filtered by identity, serial, namespace,
  * kind and a time window. A result row carries its intent's serial and identity, so
  * "which workloads got certificates between T1 and T2" is one filter. Every string from
  * the log is printed through util_printable: the requester and reasons are the front
  * end's words and must not drive the auditor's terminal. */
-#include "audit_cmd.h"
+#include "audit_show.h"
+#include "audit_cmd_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 
 #include "audit_verify.h"
+#include "cli_opts.h"
 #include "util.h"
 
 typedef struct {
@@ -239,54 +241,76 @@ static int show_entry(void *ctx, uint64_t seq, const audit_entry *ent, const cha
     return -1;
 }
 
+static const struct option show_flags[] = {{"identity", required_argument, 0, 'i'},
+                                           {"serial", required_argument, 0, 's'},
+                                           {"namespace", required_argument, 0, 'n'},
+                                           {"since", required_argument, 0, 'S'},
+                                           {"until", required_argument, 0, 'U'},
+                                           {"kind", required_argument, 0, 'k'},
+                                           {"json", no_argument, 0, 'j'},
+                                           {"help", no_argument, 0, 'h'},
+                                           {0, 0, 0, 0}};
+
+/* --serial's value into o->serial: hex digits in any case, ':' skipped. 0 when it is
+ * not a serial in hex: said. */
+static int parse_serial(const char *arg, show_opts *o)
+{
+    size_t n = 0;
+    for (const char *p = arg; *p; p++) {
+        char c = *p >= 'A' && *p <= 'F' ? (char)(*p - 'A' + 'a') : *p;
+        if (c == ':')
+            continue;
+        if (n == AUDIT_SERIAL_HEX_MAX || !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            fprintf(stderr, "hsmca audit show: --serial: not a serial in hex\n");
+            return 0;
+        }
+        o->serial[n++] = c;
+    }
+    o->serial[n] = '\0';
+    return 1;
+}
+
+/* The flags and DIR into *o and *dir. -1 to go on, else the exit code. */
+static int parse_show(int argc, char **argv, show_opts *o, const char **dir)
+{
+    cli_opts co;
+    cli_opts_init(&co, "hsmca audit show", show_flags, dir, 1);
+    for (int c; (c = cli_opts_next(&co, argc, argv)) != -1;) {
+        switch (c) {
+        case 'h': return show_usage(stdout, 0);
+        case 'j': o->json = 1; break;
+        case 'i': o->identity = optarg; break;
+        case 'n': o->ns = optarg; break;
+        case 'k': o->kind = optarg; break;
+        case 's':
+            if (!parse_serial(optarg, o))
+                return 2;
+            break;
+        case 'S':
+        case 'U':
+            if (!parse_time(optarg, c == 'S' ? &o->since : &o->until)) {
+                fprintf(stderr, "hsmca audit show: %s: '%s' is not RFC 3339 or unix seconds\n",
+                        c == 'S' ? "--since" : "--until", optarg);
+                return 2;
+            }
+            break;
+        default: return show_usage(stderr, 2);
+        }
+    }
+    if (!*dir) {
+        fputs("hsmca audit show: DIR is required\n", stderr);
+        return 2;
+    }
+    return -1;
+}
+
 int audit_show_main(int argc, char **argv)
 {
     show_opts o = {.since = INT64_MIN, .until = INT64_MAX};
     const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return show_usage(stdout, 0);
-        if (!strcmp(a, "--json")) {
-            o.json = 1;
-        } else if (!strcmp(a, "--identity") && v) {
-            o.identity = argv[++i];
-        } else if (!strcmp(a, "--namespace") && v) {
-            o.ns = argv[++i];
-        } else if (!strcmp(a, "--kind") && v) {
-            o.kind = argv[++i];
-        } else if (!strcmp(a, "--serial") && v) {
-            size_t n = 0;
-            for (const char *p = argv[++i]; *p; p++) {
-                char c = *p >= 'A' && *p <= 'F' ? (char)(*p - 'A' + 'a') : *p;
-                if (c == ':')
-                    continue;
-                if (n == AUDIT_SERIAL_HEX_MAX ||
-                    !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-                    fprintf(stderr, "hsmca audit show: --serial: not a serial in hex\n");
-                    return 2;
-                }
-                o.serial[n++] = c;
-            }
-            o.serial[n] = '\0';
-        } else if ((!strcmp(a, "--since") || !strcmp(a, "--until")) && v) {
-            if (!parse_time(v, a[2] == 's' ? &o.since : &o.until)) {
-                fprintf(stderr, "hsmca audit show: %s: '%s' is not RFC 3339 or unix seconds\n", a,
-                        v);
-                return 2;
-            }
-            i++;
-        } else if (a[0] != '-' && !dir) {
-            dir = a;
-        } else {
-            fprintf(stderr, "hsmca audit show: unexpected argument '%s'\n", a);
-            return show_usage(stderr, 2);
-        }
-    }
-    if (!dir) {
-        fputs("hsmca audit show: DIR is required\n", stderr);
-        return 2;
-    }
+    int rc = parse_show(argc, argv, &o, &dir);
+    if (rc >= 0)
+        return rc;
     if (!o.json)
         printf("%-20s  %8s  %-13s  %-32s  %-44s  %-44s  %s\n", "TIME (UTC)", "SEQ", "KIND",
                "SERIAL", "IDENTITY", "REQUESTER", "RESULT");

@@ -116,7 +116,7 @@ static HSMCA_MUSTCHECK hsmca_code make_root(const char *dir, p11_pool *pool, hsm
         goto out;
     }
     const sigalg *alg = p11_pool_sigalg(pool);
-    uint8_t digest[64], sig[1024];
+    uint8_t digest[64], sig[IPC_SIG_MAX];
     size_t sig_len = sizeof(sig);
     if ((rc = certasm_tbs_der(x, alg->nid, &tbs, &tbs_len, e)) != HSMCA_OK)
         goto out;

@@ -1,13 +1,14 @@
-/* main.c - the `hsmca` command: one binary, one subcommand per role. */
+/* main.c - the `hsmca` command line: one subcommand per task; `serve` is the
+ * supervisor, which execs the two children, `hsmca-signer` and `hsmca-frontend`
+ * (programs of their own, cli/supervisor.c). */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "audit_cmd.h"
 #include "dev.h"
-#include "frontend.h"
 #include "log.h"
 #include "request.h"
-#include "signer.h"
 #include "supervisor.h"
 
 static void usage(FILE *f)
@@ -20,36 +21,48 @@ static void usage(FILE *f)
           "  audit      check the signing log offline: verify, prove, consistency, show, vkey\n"
           "  dev        run a development CA on a SoftHSM2 token (creates it on first start)\n"
           "  dev token  print a JWT the dev CA accepts\n"
+          "  request    ask a running CA for a certificate (a test client)\n"
           "  serve      run the CA from a YAML config: supervisor, signer, front end\n"
           "  version    print the version\n"
           "\n"
-          "Internal (started by serve/dev, not by hand):\n"
-          "  signer     the privileged process that holds the token session\n"
-          "  frontend   the sandboxed gRPC front end\n",
+          "serve and dev start two programs installed beside hsmca (or in\n"
+          "../libexec/hsmca/): hsmca-signer, the privileged process that holds the\n"
+          "token session, and hsmca-frontend, the sandboxed gRPC front end.\n",
+          f);
+}
+
+static void serve_usage(FILE *f)
+{
+    fputs("usage: hsmca serve --config FILE\n"
+          "\n"
+          "Runs the CA described by FILE (YAML; see hsm-config/softhsm-dev.yaml):\n"
+          "a supervisor that starts the signer (PKCS#11 session, PIN, TBS checks)\n"
+          "and the sandboxed front end (gRPC over TLS), connects them, and restarts\n"
+          "either if it dies. Stops on SIGTERM or SIGINT. SIGHUP restarts the\n"
+          "signer, which reads the PIN file again: the way to retry a login after\n"
+          "the token refused the PIN (it is never retried on its own).\n",
           f);
 }
 
 static int serve_main(int argc, char **argv)
 {
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *config = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            puts("usage: hsmca serve --config FILE\n"
-                 "\n"
-                 "Runs the CA described by FILE (YAML; see hsm-config/softhsm-dev.yaml):\n"
-                 "a supervisor that starts the signer (PKCS#11 session, PIN, TBS checks)\n"
-                 "and the sandboxed front end (gRPC over TLS), connects them, and restarts\n"
-                 "either if it dies. Stops on SIGTERM or SIGINT. SIGHUP restarts the\n"
-                 "signer, which reads the PIN file again: the way to retry a login after\n"
-                 "the token refused the PIN (it is never retried on its own).");
-            return 0;
-        }
-        if (!strcmp(argv[i], "--config") && i + 1 < argc)
-            config = argv[++i];
-        else {
-            fprintf(stderr, "hsmca serve: unexpected argument '%s'\n", argv[i]);
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":c:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': config = optarg; break;
+        case 'h': serve_usage(stdout); return 0;
+        default:
+            fprintf(stderr, "hsmca serve: unexpected argument '%s'\n", argv[optind - 1]);
             return 2;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "hsmca serve: unexpected argument '%s'\n", argv[optind]);
+        return 2;
     }
     if (!config) {
         fputs("hsmca serve: --config FILE is required\n", stderr);
@@ -74,10 +87,6 @@ int main(int argc, char **argv)
         return serve_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "request"))
         return request_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "signer"))
-        return signer_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "frontend"))
-        return frontend_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("hsmca %s\n", HSMCA_VERSION);
         return 0;

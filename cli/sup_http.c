@@ -1,9 +1,9 @@
 /* sup_http.c - see sup_http.h.
  *
  * libcurl is loaded with dlopen, by the supervisor only and only when discovery is
- * configured: the children run the same executable, and a linked libcurl would map
- * it and what it pulls in (p11-kit, LDAP, SSH, ...) into the sandboxed front end,
- * which must hold no PKCS#11 code at all (test_sandbox).
+ * configured: every other `hsmca` command, and a supervisor with a JWKS file, then
+ * maps none of it nor what it pulls in (p11-kit, GnuTLS, LDAP, SSH, ...). The
+ * children are programs of their own and never link it.
  *
  * The supervisor forks and execs its children while this runs on another
  * thread: every socket libcurl opens is close-on-exec, so no child inherits a

@@ -19,16 +19,17 @@
 #include "ipc_frame.h"
 #include "log.h"
 #include "policy_file.h"
+#include "sup_exec.h"
 #include "sup_keys.h"
 #include "util.h"
 
 #define BACKOFF_MIN 0.2
 #define BACKOFF_MAX 5.0
 #define STABLE_AFTER 10.0 /* a child that lived this long restarts without delay */
-#define SUP_CLUSTERS (CONFIG_MAX_CLUSTERS + 1) /* the local cluster, then auth.clusters */
+#define SUP_CLUSTERS IPC_KEYSETS /* the local cluster, then auth.clusters (ipc_contract.h) */
 
 typedef struct {
-    const char *role; /* "signer" or "frontend": also its subcommand */
+    const char *role; /* "signer" or "frontend": its program is hsmca-ROLE */
     pid_t pid;        /* 0 when not running */
     int ctl;          /* our end of its control channel */
     double started, restart_at, backoff;
@@ -60,11 +61,12 @@ static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
     int ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0)
         return hsmca_fail(e, HSMCA_EIO, "socketpair: %s", strerror(errno));
-    pid_t pid = fork();
+    char exe[PATH_MAX];
+    pid_t pid = sup_exec_find(sup_exe, c->role, exe, sizeof(exe), e) == HSMCA_OK ? fork() : -2;
     if (pid < 0) {
         close(ctl[0]);
         close(ctl[1]);
-        return hsmca_fail(e, HSMCA_EIO, "fork: %s", strerror(errno));
+        return pid == -2 ? e->code : hsmca_fail(e, HSMCA_EIO, "fork: %s", strerror(errno));
     }
     if (pid == 0) {
         sigset_t none;
@@ -74,8 +76,7 @@ static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
         int a = lift_fd(ipc_fd), b = lift_fd(ctl[1]);
         if (dup2(a, 3) != 3 || dup2(b, 4) != 4)
             _exit(127);
-        execl(sup_exe, sup_exe, c->role, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4",
-              (char *)NULL);
+        execl(exe, exe, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4", (char *)NULL);
         _exit(127);
     }
     close(ctl[1]);
@@ -260,6 +261,11 @@ static int check_config(const char *config_path, hsmca_config *cfg)
     if (n <= 0)
         fatal("cannot find our own executable: %s", strerror(errno));
     sup_exe[n] = '\0';
+    hsmca_err xe; /* a missing program is an installation error no restart cures */
+    if (sup_exec_check(sup_exe, &xe) != HSMCA_OK) {
+        log_error("%s", xe.msg);
+        return EXIT_CONFIG;
+    }
     static char config_abs[PATH_MAX];
     if (!realpath(config_path, config_abs)) {
         log_error("config %s: %s", config_path, strerror(errno));

@@ -14,6 +14,11 @@ int config_chain_has(const hsmca_config *c, const char *name)
     return 0;
 }
 
+int config_tokenreview_on(const hsmca_config *c)
+{
+    return config_chain_has(c, "tokenreview");
+}
+
 static void set_str(char *dst, const char *src)
 {
     /* Callers pass literals that fit; the cap keeps it safe regardless. */

@@ -53,11 +53,6 @@ static HSMCA_MUSTCHECK hsmca_code validate_required(const hsmca_config *c, hsmca
     return HSMCA_OK;
 }
 
-int config_tokenreview_on(const hsmca_config *c)
-{
-    return config_chain_has(c, "tokenreview");
-}
-
 static HSMCA_MUSTCHECK hsmca_code validate_tokenreview(const hsmca_config *c, hsmca_err *e)
 {
     if (!config_tokenreview_on(c))

@@ -1,4 +1,18 @@
-/* hsmca_err.h - the one error type that crosses every module boundary. */
+/* hsmca_err.h - the one error type that crosses every module boundary.
+ *
+ * Out of memory, in every process (front end, signer, supervisor, CLI):
+ *   - An allocation for one request (its job, its buffers, its reply, a log entry for it)
+ *     that fails fails that request: the function returns HSMCA_ENOMEM naming what it
+ *     could not allocate, the request is answered with that error (the signer replies, the
+ *     front end answers the call), and the process goes on. Nothing on a request's path
+ *     calls fatal() or abort() for memory.
+ *   - An allocation at start-up (the config, tables sized once, threads, the first serving
+ *     certificate), or one without which the process can serve nothing more (its signer
+ *     connection, the front end's slot for the next gRPC call), or one that would lose what
+ *     a guarantee rests on (the audit log's unwritten lines: never sign past them) is
+ *     fatal(): the process logs it and exits, and the supervisor restarts it whole.
+ * Every result that reports an allocation is checked; fatal() is never used to skip the
+ * error path of a request. */
 #ifndef HSMCA_ERR_H
 #define HSMCA_ERR_H
 

@@ -3,6 +3,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -30,6 +31,8 @@ hsmca_code ipc_frame_encode(uint8_t type, uint64_t id, const uint8_t *payload, s
 {
     if (plen > IPC_MAX_PAYLOAD || outsz < IPC_HEADER_LEN + plen)
         return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: payload of %zu bytes too large", plen);
+    if (id > IPC_ID_MAX)
+        return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: request id %" PRIu64 " above 2^63-1", id);
     out[0] = type;
     put_u64(out + 1, id);
     if (plen)
@@ -45,8 +48,16 @@ hsmca_code ipc_frame_decode(const uint8_t *pkt, size_t len, ipc_msg *m, hsmca_er
         return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: %zu bytes is shorter than the header", len);
     if (len > IPC_MAX_FRAME)
         return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: %zu bytes exceeds the maximum", len);
+    uint64_t id = get_u64(pkt + 1);
+    /* The signing log's readers hold an id as an int64 (IPC_ID_MAX): a larger one is
+     * refused here, naming why, rather than when its audit entry cannot be written. */
+    if (id > IPC_ID_MAX)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "IPC frame: request id %" PRIu64 " above 2^63-1 (the signing log "
+                          "holds ids as int64)",
+                          id);
     m->type = pkt[0];
-    m->id = get_u64(pkt + 1);
+    m->id = id;
     m->payload = pkt + IPC_HEADER_LEN;
     m->len = len - IPC_HEADER_LEN;
     return HSMCA_OK;
@@ -119,8 +130,14 @@ static hsmca_code recv_frame(int fd, uint8_t *buf, int flags, ipc_msg *m, hsmca_
     }
     /* A packet longer than the buffer is cut by the kernel and flagged: refuse it
      * rather than parse a prefix. */
-    if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+    if (mh.msg_flags & MSG_TRUNC)
         return hsmca_fail(e, HSMCA_EINVAL, "IPC frame: packet larger than %d bytes", IPC_MAX_FRAME);
+    /* The IPC carries no ancillary data: with no room for it the kernel flags it and
+     * closes any descriptor that came with it (SCM_RIGHTS); the sender broke the protocol. */
+    if (mh.msg_flags & MSG_CTRUNC)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "IPC frame: ancillary data attached (a file descriptor, SCM_RIGHTS); "
+                          "the IPC carries none");
     return ipc_frame_decode(buf, (size_t)r, m, e);
 }
 

@@ -1,18 +1,16 @@
 /* ipc_frame.h - framing of signer IPC messages over a SOCK_SEQPACKET socketpair.
  *
  * One message per packet: u8 type | u64 id (big-endian) | protobuf-c payload.
- * The whole packet is at most IPC_MAX_FRAME bytes; the size is checked before
- * anything is allocated, and a truncated or oversized packet is an error. */
+ * The whole packet is at most IPC_MAX_FRAME bytes (ipc_contract.h); the size is checked
+ * before anything is allocated, and a truncated or oversized packet, a packet with
+ * ancillary data or an id above IPC_ID_MAX is an error. */
 #ifndef HSMCA_IPC_FRAME_H
 #define HSMCA_IPC_FRAME_H
 
 #include "hsmca_err.h"
+#include "ipc_contract.h" /* IPC_MAX_FRAME, IPC_ID_MAX, CTL_KEYS and the other bounds */
 #include <stddef.h>
 #include <stdint.h>
-
-#define IPC_HEADER_LEN 9
-#define IPC_MAX_FRAME 65536
-#define IPC_MAX_PAYLOAD (IPC_MAX_FRAME - IPC_HEADER_LEN)
 
 /* Message types. Each has exactly one handler in the receiver's allow-table. */
 enum ipc_type {
@@ -69,22 +67,13 @@ HSMCA_MUSTCHECK hsmca_code ipc_try_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_
 #define CTL_KEYS_REFRESH 'R'
 
 /* Messages the supervisor sends a child: one type byte, with an fd (SCM_RIGHTS).
- * CTL_NEW_PEER: a new connection to the other child. CTL_KEYS: a sealed memfd
- * holding the accepted JWKS document (the child parses it itself). */
+ * CTL_NEW_PEER: a new connection to the other child. CTL_KEYS (ipc_contract.h): a
+ * sealed memfd holding the accepted JWKS document (the child parses it itself); a
+ * remote cluster's come as CTL_KEYS_CLUSTER(idx). */
 #define CTL_NEW_PEER 'F'
-#define CTL_KEYS 'J'
-
-/* Multicluster (config.h auth.clusters): the keys of remote cluster idx (1-8, the
- * config's auth.clusters[idx - 1]) come as CTL_KEYS_CLUSTER(idx), '1'-'8', the same
- * sealed memfd; CTL_KEYS is the local cluster's. ctl_keys_cluster maps a type byte
- * back: the cluster index, or -1 when it is no key push. */
-#define CTL_KEYS_CLUSTER(idx) ((char)((idx) == 0 ? CTL_KEYS : '0' + (idx)))
-static inline int ctl_keys_cluster(char type)
-{
-    if (type == CTL_KEYS)
-        return 0;
-    return type >= '1' && type <= '8' ? type - '0' : -1;
-}
+_Static_assert(!CTL_IS_KEY_PUSH(CTL_NEW_PEER) && !CTL_IS_KEY_PUSH(CTL_KEYS_REFRESH) &&
+                   !CTL_IS_KEY_PUSH(CTL_RESTART_PEER),
+               "no other control byte reads as a key push");
 
 /* Control channel between supervisor and a child: passes a new peer IPC fd
  * (SCM_RIGHTS) when the other child was restarted. */

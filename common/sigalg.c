@@ -108,6 +108,9 @@ static void verify_ctx_drop(void *p)
     memset(&tl_verify, 0, sizeof(tl_verify));
 }
 
+/* The key only frees a thread's cached context when the thread ends. Its failure (no
+ * more keys, no memory) is safe to drop: verification uses tl_verify either way, and a
+ * thread that ends then leaves its one context unfreed. */
 static void verify_key_make(void)
 {
     (void)pthread_key_create(&verify_key, verify_ctx_drop);
@@ -128,7 +131,8 @@ static EVP_PKEY_CTX *verify_ctx_for(const sigalg *alg, EVP_PKEY *pub, const EVP_
     EVP_PKEY_CTX_free(tl_verify.ctx);
     tl_verify = (verify_ctx){alg, pub, ctx};
     pthread_once(&verify_key_once, verify_key_make);
-    (void)pthread_setspecific(verify_key, &tl_verify); /* freed when the thread ends */
+    /* Freed when the thread ends; a failure only leaves it to the process's end (above). */
+    (void)pthread_setspecific(verify_key, &tl_verify);
     return ctx;
 }
 

@@ -310,6 +310,25 @@ void util_cond_init_monotonic(pthread_cond_t *c)
     pthread_condattr_destroy(&ca);
 }
 
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int util_unhex(const char *hex, size_t n, uint8_t *out, size_t cap, size_t *outlen)
+{
+    if (n % 2 || n / 2 > cap)
+        return 0;
+    for (size_t i = 0; i < n / 2; i++) {
+        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return 0;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    *outlen = n / 2;
+    return 1;
+}
+
 void util_hex(const uint8_t *in, size_t len, char *out)
 {
     static const char hx[] = "0123456789abcdef";

@@ -54,5 +54,9 @@ void util_cond_init_monotonic(pthread_cond_t *c);
 
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */
 void util_hex(const uint8_t *in, size_t len, char *out);
+/* The one hex decoder: the n digits at hex (lowercase only, as util_hex writes and the
+ * signing log requires: one spelling per value) into out. 1 with *outlen = n / 2; 0 when n
+ * is odd, a character is not a lowercase hex digit, or n / 2 exceeds cap. */
+int util_unhex(const char *hex, size_t n, uint8_t *out, size_t cap, size_t *outlen);
 
 #endif

@@ -18,7 +18,6 @@
 #include <stdint.h>
 
 #define FE_MAX_CHAIN 8
-#define FE_MAX_CLUSTERS (CONFIG_MAX_CLUSTERS + 1) /* the local cluster, then auth.clusters */
 #define FE_METADATA_MAX_DEPTH 16
 
 typedef struct fe_app {
@@ -27,8 +26,8 @@ typedef struct fe_app {
     /* Per cluster (index config_cluster_index: 0 local, i + 1 auth.clusters[i]): the JWT
      * issuer's keys as the supervisor last pushed them and the rules (NULL keys: that
      * cluster has no jwt authenticator), and the TokenReview client (NULL: none). */
-    tok_keys *keys[FE_MAX_CLUSTERS];
-    tok_jwt_rules jwt_rules[FE_MAX_CLUSTERS];
+    tok_keys *keys[IPC_KEYSETS];
+    tok_jwt_rules jwt_rules[IPC_KEYSETS];
     const fe_authenticator *chain[CONFIG_MAX_LIST]; /* auth.chain, in order */
     int n_chain;
     const char *audiences[CONFIG_MAX_LIST];
@@ -37,7 +36,7 @@ typedef struct fe_app {
     X509 *ca_cert;
     fe_clientcert *clientcert; /* verifies the client certificates of renewals */
     /* the TokenReview authenticators per cluster; [0] is NULL unless tokenreview is on */
-    fe_tokenreview *tokenreview[FE_MAX_CLUSTERS];
+    fe_tokenreview *tokenreview[IPC_KEYSETS];
     int sig_nid;
     /* cert_chain after the leaf: each intermediate, then the root bundle as one
      * element (it may hold several roots during rotation). Each ends in "\n". */

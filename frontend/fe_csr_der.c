@@ -204,8 +204,8 @@ X509_PUBKEY *fe_csr_der_spki(const fe_csr_der *r)
  * item's encoding, verify), with the digest and the raw verify called directly on
  * the caller's key context. ASN1_item_verify's EVP_DigestVerify fetches the digest
  * and signature implementations by name for every call and copies its context in
- * EVP_DigestVerifyFinal: ~4 us of ~65 (docs/PERFORMANCE.md §4). -1: not these
- * algorithms, the generic path decides. */
+ * EVP_DigestVerifyFinal, work this path does not repeat (docs/PERFORMANCE.md §4).
+ * -1: not these algorithms, the generic path decides. */
 static int ecdsa_verify(const fe_csr_der *r, EVP_PKEY *k, EVP_PKEY_CTX *kctx)
 {
     const ASN1_OBJECT *obj = NULL;

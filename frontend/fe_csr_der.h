@@ -2,11 +2,12 @@
  *
  * Why: OpenSSL 3.0's d2i_X509_REQ decodes the SubjectPublicKeyInfo through the
  * generic OSSL_DECODER path (a decoder chain built per call, provider fetches and
- * their locks): a quarter of the front end's CPU per request in a profile. This
- * module decodes the same structure with OpenSSL's template decoder (the same DER
- * rules as X509_REQ) but keeps the key as its algorithm and BIT STRING; the key is
- * then built directly for the curves the profile allows (EC P-256 and P-384 with a
- * named curve), and through d2i_PUBKEY for everything else (RSA, refusals). */
+ * their locks), a large share of the front end's CPU per request
+ * (docs/PERFORMANCE.md §4). This module decodes the same structure with OpenSSL's
+ * template decoder (the same DER rules as X509_REQ) but keeps the key as its
+ * algorithm and BIT STRING; the key is then built directly for the curves the
+ * profile allows (EC P-256 and P-384 with a named curve), and through d2i_PUBKEY
+ * for everything else (RSA, refusals). */
 #ifndef HSMCA_FE_CSR_DER_H
 #define HSMCA_FE_CSR_DER_H
 

@@ -4,8 +4,9 @@
  * so every absl::Mutex keeps deadlock-detection bookkeeping: each lock taken while
  * another is held adds an edge to one process-wide lock-order graph, and each mutex
  * destroyed removes its node, under one global lock. gRPC makes and destroys mutexes
- * per connection and per call: in a storm of new connections that graph was ~6% of
- * the front end's samples and ~10% of the load generator's (docs/PERFORMANCE.md §2).
+ * per connection and per call, so in a storm of new connections that graph costs
+ * both the front end and the load generator a visible share of their CPU
+ * (docs/PERFORMANCE.md §2).
  * A release build of abseil has it off; this turns it off here too. */
 #ifndef HSMCA_FE_GRPCRT_H
 #define HSMCA_FE_GRPCRT_H

@@ -80,7 +80,7 @@ hsmca_code fe_impersonate(const fe_app *app, const fe_auth_creds *c, fe_auth_res
                  "impersonation: caller %s's token names no pod (a pod-bound token is needed)",
                  who->ids[0]);
     fe_tokenreview *tr =
-        who->cluster >= 0 && who->cluster < FE_MAX_CLUSTERS ? app->tokenreview[who->cluster] : NULL;
+        who->cluster >= 0 && who->cluster < IPC_KEYSETS ? app->tokenreview[who->cluster] : NULL;
     HSMCA_ENSURE(tr, e, HSMCA_EPERM,
                  "impersonation: needs tokenreview in auth.chain for the caller's cluster (its API "
                  "server)");

@@ -1,4 +1,4 @@
-/* fe_impersonate.h - ztunnel impersonation (issue 7 item 6), Istio's
+/* fe_impersonate.h - ztunnel impersonation, Istio's
  * NodeAuthorizer: a caller whose service account is in
  * auth.trusted_node_accounts may ask, with the request metadata's
  * "ImpersonatedIdentity", for a certificate of another SPIFFE identity of our

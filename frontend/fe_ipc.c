@@ -29,9 +29,9 @@ typedef struct {
 
 /* A refusal as the FrontendDeny carries it, each string capped as the signer wants. */
 typedef struct {
-    char requester[PROFILE_REQUESTER_MAX + 1];
-    char authenticator[65];
-    char reason[1025];
+    char requester[IPC_REQUESTER_MAX + 1];
+    char authenticator[IPC_AUTHENTICATOR_MAX + 1];
+    char reason[IPC_DENY_REASON_MAX + 1];
     hsmca_code code;
 } fe_deny;
 
@@ -58,7 +58,7 @@ struct fe_ipc {
     /* Key pushes (under lock): the handler, or the fd kept until there is one. */
     fe_ipc_keys_fn keys_fn;
     void *keys_arg;
-    int keys_kept[FE_IPC_MAX_KEYSETS]; /* per cluster, -1: none */
+    int keys_kept[IPC_KEYSETS]; /* per cluster, -1: none */
     double keys_asked;                 /* when CTL_KEYS_REFRESH was last sent (monotonic) */
 };
 
@@ -104,14 +104,14 @@ hsmca_code fe_ipc_submit_as(fe_ipc *c, uint32_t profile, const uint8_t *tbs, siz
         req.csr_sha256.len = 32;
     }
     /* The token is a NUL-terminated copy: protobuf-c packs strings with strlen. The
-     * authenticator checked its length (TOK_JWT_MAX_LEN) already. */
-    char token[TOK_JWT_MAX_LEN + 1];
+     * authenticator checked its length (IPC_TOKEN_MAX) already. */
+    char token[IPC_TOKEN_MAX + 1];
     if (caller && caller->authenticator)
         req.authenticator = (char *)caller->authenticator;
     if (caller && caller->token && caller->token_len) {
-        if (caller->token_len > TOK_JWT_MAX_LEN || memchr(caller->token, 0, caller->token_len))
+        if (caller->token_len > IPC_TOKEN_MAX || memchr(caller->token, 0, caller->token_len))
             return hsmca_fail(e, HSMCA_EAUTH, "token: longer than %d bytes or holds a NUL",
-                              TOK_JWT_MAX_LEN);
+                              IPC_TOKEN_MAX);
         memcpy(token, caller->token, caller->token_len);
         token[caller->token_len] = 0;
         req.token = token;
@@ -333,13 +333,13 @@ void fe_ipc_on_keys(fe_ipc *c, fe_ipc_keys_fn fn, void *arg)
     pthread_mutex_lock(&c->lock);
     c->keys_fn = fn;
     c->keys_arg = arg;
-    int kept[FE_IPC_MAX_KEYSETS];
-    for (int i = 0; i < FE_IPC_MAX_KEYSETS; i++) {
+    int kept[IPC_KEYSETS];
+    for (int i = 0; i < IPC_KEYSETS; i++) {
         kept[i] = c->keys_kept[i];
         c->keys_kept[i] = -1;
     }
     pthread_mutex_unlock(&c->lock);
-    for (int i = 0; i < FE_IPC_MAX_KEYSETS; i++) {
+    for (int i = 0; i < IPC_KEYSETS; i++) {
         if (kept[i] >= 0) {
             fn(arg, i, kept[i]);
             close(kept[i]);
@@ -399,7 +399,7 @@ static void take_new_connection(fe_ipc *c)
         return;
     }
     int cluster = ctl_keys_cluster(type);
-    if (cluster >= 0 && cluster < FE_IPC_MAX_KEYSETS && fd >= 0) {
+    if (cluster >= 0 && cluster < IPC_KEYSETS && fd >= 0) {
         take_keys(c, cluster, fd);
         return;
     }
@@ -467,7 +467,7 @@ fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, volatile int *stop, hsmca_err *e)
     pthread_rwlockattr_destroy(&ra);
     c->fd = ipc_fd;
     c->ctl_fd = ctl_fd;
-    for (int i = 0; i < FE_IPC_MAX_KEYSETS; i++)
+    for (int i = 0; i < IPC_KEYSETS; i++)
         c->keys_kept[i] = -1;
     c->stop = stop;
     if (pthread_create(&c->thread, NULL, ipc_thread, c) != 0) {

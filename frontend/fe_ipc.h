@@ -5,6 +5,7 @@
 #define HSMCA_FE_IPC_H
 
 #include "hsmca_err.h"
+#include "ipc_contract.h" /* IPC_KEYSETS */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,7 +69,6 @@ void fe_ipc_deny(fe_ipc *c, const char *requester, const char *authenticator, hs
  * the fd of each CTL_KEYS / CTL_KEYS_CLUSTER push (a sealed memfd holding a JWKS; the
  * callee must not close it). A push that came before the handler was set is kept (the
  * latest per cluster) and handed over when it is. */
-#define FE_IPC_MAX_KEYSETS 9 /* the local cluster and CONFIG_MAX_CLUSTERS remote ones */
 typedef void (*fe_ipc_keys_fn)(void *arg, int cluster, int memfd);
 void fe_ipc_on_keys(fe_ipc *c, fe_ipc_keys_fn fn, void *arg);
 

@@ -1,4 +1,4 @@
-/* fe_k8spods.h - the pure parts of ztunnel impersonation (issue 7 item 6):
+/* fe_k8spods.h - the pure parts of ztunnel impersonation:
  * Istio's NodeAuthorizer (security/pkg/server/ca/node_authorizer.go,
  * authenticateImpersonation) decides whether a trusted node agent (ztunnel)
  * may ask for another identity's certificate:

@@ -31,7 +31,7 @@ static volatile int fe_stop;
 
 static void usage(FILE *f)
 {
-    fputs("usage: hsmca frontend --config FILE --ipc-fd N --ctl-fd M\n"
+    fputs("usage: hsmca-frontend --config FILE --ipc-fd N --ctl-fd M\n"
           "\n"
           "The unprivileged front end. Started by `hsmca serve` / `hsmca dev`, not by\n"
           "hand: it serves istio.v1.auth.IstioCertificateService over TLS, checks\n"
@@ -69,7 +69,7 @@ static HSMCA_MUSTCHECK hsmca_code load_tokenreview(fe_app *app, const hsmca_conf
 {
     if (!config_cluster_has_tokenreview(all, cl))
         return HSMCA_OK;
-    static hsmca_config views[FE_MAX_CLUSTERS]; /* the options point into them */
+    static hsmca_config views[IPC_KEYSETS]; /* the options point into them */
     hsmca_config *cfg = &views[cl];
     config_cluster_view(all, cl, cfg);
     const char *auds[CONFIG_MAX_LIST];
@@ -95,7 +95,7 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
     app->cfg = cfg;
     /* The issuer's keys come from the supervisor (tok_keys.h), never from a file or
      * the network here: the holder starts empty and fills with the first push. */
-    for (int cl = 0; cl <= cfg->n_clusters && cl < FE_MAX_CLUSTERS; cl++)
+    for (int cl = 0; cl <= cfg->n_clusters && cl < IPC_KEYSETS; cl++)
         if ((cl == 0 || config_cluster_has_jwt(cfg, cl)) && !(app->keys[cl] = tok_keys_new()))
             return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     for (int i = 0; i < cfg->auth_chain.n; i++) {
@@ -105,12 +105,12 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
                               cfg->auth_chain.items[i]);
         app->chain[app->n_chain++] = a;
     }
-    for (int cl = 0; cl <= cfg->n_clusters && cl < FE_MAX_CLUSTERS; cl++)
+    for (int cl = 0; cl <= cfg->n_clusters && cl < IPC_KEYSETS; cl++)
         HSMCA_GUARD(load_tokenreview(app, cfg, cl, e));
     for (int i = 0; i < cfg->jwt_audiences.n; i++)
         app->audiences[i] = cfg->jwt_audiences.items[i];
     /* One issuer per cluster; the audiences and skew are auth.jwt's for all. */
-    for (int cl = 0; cl <= cfg->n_clusters && cl < FE_MAX_CLUSTERS; cl++)
+    for (int cl = 0; cl <= cfg->n_clusters && cl < IPC_KEYSETS; cl++)
         app->jwt_rules[cl] = (tok_jwt_rules){cl ? cfg->clusters[cl - 1].jwt_issuer : cfg->jwt_issuer,
                                             app->audiences, cfg->jwt_audiences.n, cfg->jwt_skew};
     app->policy = (policy_rules){cfg->trust_domain, cfg->default_ttl, cfg->max_ttl};
@@ -142,12 +142,11 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
 
 /* A key push from the supervisor (IPC thread): parsed here again, since what the
  * supervisor accepted is only its word. A bad push keeps the current keys. */
-_Static_assert(FE_IPC_MAX_KEYSETS == FE_MAX_CLUSTERS, "a key set per cluster");
 static void on_keys(void *arg, int cluster, int memfd)
 {
     fe_app *app = arg;
     hsmca_err e;
-    if (cluster < 0 || cluster >= FE_MAX_CLUSTERS || !app->keys[cluster])
+    if (cluster < 0 || cluster >= IPC_KEYSETS || !app->keys[cluster])
         log_warn("issuer keys from the supervisor for cluster %d, which has no jwt "
                  "authenticator: ignored",
                  cluster);
@@ -195,7 +194,7 @@ int frontend_main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     pthread_t sig_th;
-    pthread_create(&sig_th, NULL, signal_thread, &set);
+    fatal_unless_started(pthread_create(&sig_th, NULL, signal_thread, &set), "signal");
     if (!(app.ipc = fe_ipc_start(args.ipc_fd, args.ctl_fd, &fe_stop, &e)))
         fatal("%s", e.msg);
     fe_ipc_on_keys(app.ipc, on_keys, &app);

@@ -7,8 +7,9 @@
 
 #include <string.h>
 
-/* Wire types (protobuf encoding guide). */
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+#include "pbwire.h"
+
+enum { WT_VARINT = PBWIRE_VARINT, WT_I64 = PBWIRE_I64, WT_LEN = PBWIRE_LEN, WT_I32 = PBWIRE_I32 };
 
 typedef enum { M_STRUCT, M_ENTRY, M_VALUE, M_LIST } pb_msg;
 
@@ -23,26 +24,6 @@ typedef struct {
  * and its Value without a level of its own, so at most one entry frame per two
  * levels: 2 * FE_PB_MAX_DEPTH frames always suffice. */
 #define PB_STACK_MAX (2 * FE_PB_MAX_DEPTH + 1)
-
-/* Reads a varint of at most 10 bytes ending before end; the 10th byte may only
- * carry the one bit left of a uint64. */
-static int read_varint(const uint8_t *buf, size_t end, size_t *pos, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (int i = 0; i < 10; i++) {
-        if (*pos >= end)
-            return 0;
-        uint8_t b = buf[(*pos)++];
-        if (i == 9 && b > 1)
-            return 0;
-        r |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *v = r;
-            return 1;
-        }
-    }
-    return 0;
-}
 
 /* The wire type each known field must have, or -1 for a field the message
  * does not define. */
@@ -101,7 +82,7 @@ hsmca_code fe_pb_check_struct(const uint8_t *buf, size_t len, int max_depth, hsm
             continue;
         }
         uint64_t tag, v;
-        if (!read_varint(buf, top->end, &pos, &tag))
+        if (!pbwire_varint(buf, top->end, &pos, &tag))
             return hsmca_fail(e, HSMCA_EINVAL, "metadata: truncated or overlong tag in %s",
                               msg_name[top->type]);
         uint64_t field = tag >> 3;
@@ -116,7 +97,7 @@ hsmca_code fe_pb_check_struct(const uint8_t *buf, size_t len, int max_depth, hsm
                               (unsigned long long)field, msg_name[top->type], wt, want);
         switch (wt) {
         case WT_VARINT:
-            if (!read_varint(buf, top->end, &pos, &v))
+            if (!pbwire_varint(buf, top->end, &pos, &v))
                 return hsmca_fail(e, HSMCA_EINVAL,
                                   "metadata: truncated or overlong varint "
                                   "in field %llu of %s",
@@ -129,7 +110,7 @@ hsmca_code fe_pb_check_struct(const uint8_t *buf, size_t len, int max_depth, hsm
             pos += 8;
             break;
         case WT_LEN: {
-            if (!read_varint(buf, top->end, &pos, &v))
+            if (!pbwire_varint(buf, top->end, &pos, &v))
                 return hsmca_fail(e, HSMCA_EINVAL,
                                   "metadata: truncated or overlong length "
                                   "in field %llu of %s",
@@ -163,17 +144,17 @@ static int next_field(const uint8_t *buf, size_t end, size_t *pos, uint64_t *fie
                       const uint8_t **data, size_t *dlen)
 {
     uint64_t tag, v;
-    if (*pos >= end || !read_varint(buf, end, pos, &tag))
+    if (*pos >= end || !pbwire_varint(buf, end, pos, &tag))
         return 0;
     *field = tag >> 3;
     *data = NULL;
     *dlen = 0;
     switch (tag & 7) {
-    case 0: return read_varint(buf, end, pos, &v);
+    case 0: return pbwire_varint(buf, end, pos, &v);
     case 1: return end - *pos >= 8 ? (*pos += 8, 1) : 0;
     case 5: return end - *pos >= 4 ? (*pos += 4, 1) : 0;
     case 2:
-        if (!read_varint(buf, end, pos, &v) || v > end - *pos)
+        if (!pbwire_varint(buf, end, pos, &v) || v > end - *pos)
             return 0;
         *data = buf + *pos;
         *dlen = (size_t)v;

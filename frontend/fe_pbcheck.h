@@ -14,9 +14,10 @@
  * has depth 3. max_depth must be in 1..FE_PB_MAX_DEPTH.
  *
  * Walks a google.protobuf.Struct in wire format and refuses it (HSMCA_EINVAL)
- * when nesting exceeds max_depth, a field is malformed or truncated, or a field
- * of Struct / Value / ListValue has the wrong wire type. Iterative: no recursion
- * on attacker input. */
+ * when nesting exceeds max_depth, a field is malformed or truncated, a varint is not
+ * in its shortest form (common/pbwire.h: Istio's clients never write one otherwise),
+ * or a field of Struct / Value / ListValue has the wrong wire type. Iterative: no
+ * recursion on attacker input. */
 HSMCA_MUSTCHECK hsmca_code fe_pb_check_struct(const uint8_t *buf, size_t len, int max_depth,
                                               hsmca_err *e);
 

@@ -4,7 +4,8 @@
  * (100 here), but a stream the client resets closes at once in the transport while
  * its call lives on in gRPC core and in the front end until we have ended it. gRPC
  * core 1.51 has no limit on that (later releases added one), so HEADERS + RST_STREAM
- * in a loop makes calls faster than the front end ends them and each holds ~20 KiB.
+ * in a loop makes calls faster than the front end ends them, each holding gRPC core
+ * memory (docs/SECURITY.md §7).
  * A connection holding many more calls than it may have streams open is doing
  * exactly that, and so is one whose calls keep being cancelled: this table counts,
  * by gRPC's peer string, the calls each connection holds and the calls of it that

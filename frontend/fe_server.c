@@ -9,22 +9,19 @@
  *                                SEND_STATUS, RECV_CLOSE}
  *   DONE (final batch done)   -> free.
  * At most one batch is outstanding per call, so starting the final batch from
- * the IPC thread never races with another batch on the same call. */
-#include "fe_app.h"
-#include "fe_authpool.h"
+ * the IPC thread never races with another batch on the same call. The listener
+ * (descriptor limit, per-connection bounds, channel arguments) is set up in
+ * fe_server_listen.c. */
+#include "fe_server_int.h"
 
-#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
-#include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
@@ -32,9 +29,6 @@
 
 #include <openssl/crypto.h>
 
-#include "fe_connlimit.h"
-#include "fe_peercalls.h"
-#include "log.h"
 #include "profile.h"
 #include "util.h"
 
@@ -46,62 +40,6 @@ _Static_assert(CONFIG_MAX_QUEUED <= FE_IPC_MAX_INFLIGHT, "fe_ipc's table must ho
 /* How long a stop waits for the calls in flight: under the supervisor's 5 s
  * between SIGTERM and SIGKILL. */
 #define FE_DRAIN_S 3.0
-/* Refusal lines on stderr a second at most, as the signer's (the audit log counts
- * every refusal, through FrontendDeny); beyond, a summary line counts them. */
-#define FE_REFUSAL_LINES_PER_S 50
-/* Room for request metadata: gRPC's 8 KiB default refused a bearer token of about
- * 8000 bytes itself, so the JWT check's own limit (TOK_JWT_MAX_LEN, 8192) never
- * applied; with 16 KiB a token up to that limit reaches it. */
-#define FE_MAX_METADATA_BYTES 16384
-#define FE_MAX_STREAMS 100
-/* A connection holding more calls than this has reset streams to open more than
- * FE_MAX_STREAMS at once (rapid reset, CVE-2023-44487; fe_peercalls.h) and is
- * closed. Twice the stream limit: a client that opens a new stream as soon as one
- * is answered may be a little ahead of our ending the answered call. */
-#define FE_MAX_CALLS_PER_CONN (2 * FE_MAX_STREAMS)
-/* ... and so is one with more than this many calls cancelled in FE_CANCEL_WINDOW_S:
- * istio-agent cancels none; a client whose deadlines all expire on a stalled front
- * end cancels at most FE_MAX_STREAMS at a time. The cancels are seen in the calls gRPC
- * hands us, behind those it has queued: a flooding connection still gets ~1000 calls
- * made after its first 100 cancels (dropped cheaply), with this bound or twice it
- * (2026-11-24, test_rapid_reset: ~1300 calls a connection). */
-#define FE_MAX_CANCELS FE_MAX_STREAMS
-#define FE_CANCEL_WINDOW_S 10.0
-
-typedef enum { CALL_NEW, CALL_RECV, CALL_AUTH, CALL_SIGNING, CALL_DONE } fe_call_state;
-
-typedef struct {
-    grpc_server *server;
-    grpc_completion_queue *cq;
-    fe_app *app;
-    atomic_int active; /* calls received and not yet freed: what a stop waits for,
-                          and what server.max_queued_requests bounds */
-    grpc_resource_quota *quota;
-    log_limiter *busy_log;   /* the "queue full" refusals, one line per window */
-    log_limiter *refuse_log; /* the other refusals: garbage costs no line per call */
-    /* TokenReview's threads, NULL when it is off */
-    fe_authpool *auth_pool;
-    fe_connlimit *conns;
-    fe_peercalls *peers;    /* calls held per connection */
-    log_limiter *reset_log; /* connections closed for rapid reset */
-} fe_server;
-
-typedef struct {
-    fe_call_state state;
-    fe_server *srv;
-    grpc_call *call;
-    grpc_call_details details;
-    grpc_metadata_array request_md;
-    grpc_byte_buffer *recv_buf;
-    grpc_byte_buffer *send_buf;
-    grpc_slice status_details;
-    grpc_slice body; /* kept while an authentication thread has the call */
-    int cancelled;
-    int counted; /* in srv->active */
-    char *peer;  /* gRPC's peer string (gpr_free), NULL until received */
-    int peer_counted;
-    double started;
-} fe_call;
 
 static grpc_status_code status_for(hsmca_code c)
 {
@@ -154,8 +92,8 @@ static void free_call(fe_call *c)
 /* Sends the initial metadata, the reply (body may be NULL) and the status in one
  * batch; the call ends when it completes. The initial metadata waits for the
  * answer (nothing is sent before it): HEADERS, DATA and trailers then leave in one
- * write and one TLS record instead of two of each (~10 us of CPU per call,
- * docs/PERFORMANCE.md §4). */
+ * write and one TLS record instead of two of each, which saves CPU on both sides
+ * of every call (docs/PERFORMANCE.md §4). */
 static void finish_status(fe_call *c, grpc_status_code status, const char *msg, uint8_t *body,
                           size_t len)
 {
@@ -190,7 +128,7 @@ static void finish(fe_call *c, hsmca_code code, const char *msg, uint8_t *body, 
     finish_status(c, status_for(code), msg, body, len);
 }
 
-static void free_limiters(fe_server *srv)
+void fe_server_free_limiters(fe_server *srv)
 {
     log_limiter_free(srv->busy_log);
     log_limiter_free(srv->refuse_log);
@@ -327,10 +265,10 @@ static void on_received(fe_call *c)
 /* server.max_queued_requests: a call beyond it is answered RESOURCE_EXHAUSTED before
  * its body is read or checked, so a flood costs a few microseconds a call and never
  * grows the front end (istio-agent retries with backoff). The count includes streams
- * whose headers came but whose message has not: each holds ~12.6 KiB of gRPC core
- * outside the memory quota with no deadline (30 connections of 990 such streams held
- * 390 MB before this bound; test_hostile_clients: test_held_streams_beyond_the_cap); with no signer
- * connected, UNAVAILABLE just as early (checking a request nobody can sign is wasted work while a
+ * whose headers came but whose message has not: each holds gRPC core memory outside
+ * the memory quota with no deadline, so without this bound held streams alone grow the
+ * front end without limit (docs/SECURITY.md §4.12); with no signer connected,
+ * UNAVAILABLE just as early (checking a request nobody can sign is wasted work while a
  * restarted signer's clients all retry). 1 when refused. */
 static int refuse_when_busy(fe_call *c)
 {
@@ -468,150 +406,11 @@ static void *cq_loop(void *arg)
     }
 }
 
-struct fe_listener {
-    fe_server srv;
-};
-
-/* Room for server.max_connections descriptors, plus the front end's own (signer,
- * supervisor, gRPC's eventfds and epoll) and the sockets refused and not yet closed:
- * the soft RLIMIT_NOFILE is raised as far as the hard one allows. Beyond the limit
- * accept(2) fails with EMFILE, and gRPC 1.51 then stops its listener for good
- * (tcp_server_posix.cc: on_read), so the cap must hold first: when the hard limit is
- * too low the cap is lowered, and said. Returns the cap in force; *fd_limit gets the
- * soft limit. */
-#define FE_FD_RESERVE 256u
-
-static unsigned fit_fd_limit(unsigned max_conn, unsigned *fd_limit)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
-        rl.rlim_cur = rl.rlim_max = 1024;
-    }
-    rlim_t want = (rlim_t)max_conn + FE_FD_RESERVE;
-    if (rl.rlim_cur < want && rl.rlim_cur != RLIM_INFINITY) {
-        rlim_t to = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
-        struct rlimit nl = {to, rl.rlim_max};
-        if (setrlimit(RLIMIT_NOFILE, &nl) == 0)
-            rl.rlim_cur = to;
-        else
-            log_warn("cannot raise the descriptor limit to %llu: %s", (unsigned long long)to,
-                     strerror(errno));
-    }
-    rlim_t cur = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 4000000u ? 4000000u : rl.rlim_cur;
-    *fd_limit = (unsigned)cur;
-    if (cur < want) {
-        unsigned cap = cur > 2 * FE_FD_RESERVE ? (unsigned)cur - FE_FD_RESERVE : (unsigned)cur / 2;
-        log_warn("server.max_connections %u does not fit the descriptor limit (%llu, hard "
-                 "%llu): at most %u connections",
-                 max_conn, (unsigned long long)cur, (unsigned long long)rl.rlim_max, cap);
-        return cap;
-    }
-    return max_conn;
-}
-
-static grpc_arg int_arg(const char *key, int value)
-{
-    grpc_arg a;
-    memset(&a, 0, sizeof(a));
-    a.type = GRPC_ARG_INTEGER;
-    a.key = (char *)key;
-    a.value.integer = value;
-    return a;
-}
-
-fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
-{
-    fe_listener *l = calloc(1, sizeof(*l));
-    if (!l)
-        return NULL;
-    fe_server *srv = &l->srv;
-    srv->app = app;
-    const hsmca_config *cfg = app->cfg;
-    unsigned fd_limit = 0;
-    unsigned max_conn = fit_fd_limit(cfg->max_connections, &fd_limit);
-    hsmca_err e;
-    fe_connlimit *conns = fe_connlimit_new(max_conn, fd_limit, &e);
-    srv->busy_log = log_limiter_new(1, 10.0);
-    srv->refuse_log = log_limiter_new(FE_REFUSAL_LINES_PER_S, 1.0);
-    srv->reset_log = log_limiter_new(4, 10.0);
-    srv->peers = conns ? fe_peercalls_new(max_conn, FE_MAX_CALLS_PER_CONN, FE_MAX_CANCELS,
-                                          FE_CANCEL_WINDOW_S, &e)
-                       : NULL;
-    if (!srv->peers || !srv->busy_log || !srv->refuse_log || !srv->reset_log) {
-        log_error("%s", conns && srv->peers ? "out of memory" : e.msg);
-        fe_connlimit_free(conns);
-        fe_peercalls_free(srv->peers);
-        free_limiters(srv);
-        free(l);
-        return NULL;
-    }
-    srv->conns = conns;
-    /* server.memory_limit_mib: what gRPC core allocates through its memory quota (its
-     * own buffers and calls, not OpenSSL's). Under pressure gRPC drops new connections
-     * and reclaims; it does not bound idle connections (docs/PERFORMANCE.md):
-     * server.max_connections does. gRPC 1.51 buffers a message until its announced
-     * length has arrived before it checks GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH: a 5-byte
-     * prefix announcing 4 GiB followed by a stream of bytes grew the front end by
-     * ~14 MB/s without bound; under the quota the transport resets such a stream
-     * (test_hostile_clients: test_grpc_prefix_4gib_flood). */
-    srv->quota = grpc_resource_quota_create("hsmca-frontend");
-    grpc_resource_quota_resize(srv->quota, (size_t)cfg->memory_limit_mib << 20);
-
-    grpc_arg args[10];
-    size_t n = 0;
-    /* gRPC refuses over-large messages itself (RESOURCE_EXHAUSTED); between the
-     * configured cap and twice it, fe_check_request answers INVALID_ARGUMENT
-     * with the limit in the message. */
-    args[n++] = int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)cfg->max_request_bytes * 2);
-    /* istio-agent has one CreateCertificate in flight per connection; 100 is HTTP/2's
-     * recommended floor (RFC 9113 §6.5.2) and bounds what one connection can queue. */
-    args[n++] = int_arg(GRPC_ARG_MAX_CONCURRENT_STREAMS, FE_MAX_STREAMS);
-    /* A connection that never finishes its TLS handshake, or keeps no call, is closed
-     * (server.handshake_timeout, server.idle_timeout): each holds memory and a
-     * descriptor, and a storm of them must not take the front end over. */
-    args[n++] = int_arg(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, (int)cfg->handshake_timeout * 1000);
-    args[n++] =
-        int_arg(GRPC_ARG_MAX_CONNECTION_IDLE_MS, /* milliseconds in an int: clamped */
-                (int)(cfg->idle_timeout > 2000000 ? 2000000000u : cfg->idle_timeout * 1000u));
-    /* Per-connection memory (docs/PERFORMANCE.md): TLS records of at most 4 KiB out
-     * (the frame protector's buffer is that size, not 16 KiB; a response is ~3 KiB). */
-    args[n++] = int_arg(GRPC_ARG_TSI_MAX_FRAME_SIZE, 4096);
-    args[n].type = GRPC_ARG_POINTER;
-    args[n].key = (char *)GRPC_ARG_RESOURCE_QUOTA;
-    args[n].value.pointer.p = srv->quota;
-    args[n++].value.pointer.vtable = grpc_resource_quota_arg_vtable();
-    args[n++] = fe_connlimit_arg(conns); /* server.max_connections */
-    /* Tokens up to TOK_JWT_MAX_LEN must get through: gRPC's default is 8 KiB. */
-    args[n++] = int_arg(GRPC_ARG_MAX_METADATA_SIZE, FE_MAX_METADATA_BYTES);
-    grpc_channel_args chargs = {n, args};
-    log_info("limits: %u connections, %u MiB gRPC memory, %u queued requests (descriptor "
-             "limit %u)",
-             max_conn, cfg->memory_limit_mib, cfg->max_queued_requests, fd_limit);
-
-    srv->cq = grpc_completion_queue_create_for_next(NULL);
-    srv->server = grpc_server_create(&chargs, NULL);
-    grpc_server_register_completion_queue(srv->server, srv->cq, NULL);
-    int port = grpc_server_add_http2_port(srv->server, cfg->listen, creds);
-    grpc_server_credentials_release(creds);
-    if (port == 0) {
-        log_error("cannot listen on %s", cfg->listen);
-        grpc_server_destroy(srv->server);
-        grpc_completion_queue_destroy(srv->cq);
-        grpc_resource_quota_unref(srv->quota);
-        free_limiters(srv);
-        fe_peercalls_free(srv->peers);
-        free(l);
-        return NULL;
-    }
-    return l;
-}
-
-/* glibc keeps what a burst freed: after a rapid-reset flood only ~1.5 MB of
- * ~130 MB stayed in use and the rest stayed in the threads' arenas, freed chunks
- * between live ones, which only malloc_trim hands back (it madvises free pages
- * inside the heaps, not just the top). Once a second when more than
- * FE_TRIM_FREE_BYTES lie free; mallinfo2 and the trim take each arena's lock for
- * about a millisecond. */
+/* glibc keeps what a burst freed in the threads' arenas, freed chunks between live
+ * ones, which only malloc_trim hands back (it madvises free pages inside the heaps,
+ * not just the top): after a rapid-reset flood nearly all the front end grew by is
+ * such free memory (docs/SECURITY.md §7). At most once a second, and only when more
+ * than FE_TRIM_FREE_BYTES lie free: mallinfo2 and the trim take each arena's lock. */
 #define FE_TRIM_FREE_BYTES ((size_t)16 << 20)
 /* Not while a flood goes on: what it freed would be faulted in again at once. */
 #define FE_TRIM_BELOW_CALLS 64
@@ -640,7 +439,7 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     }
     pthread_t th[FE_CQ_THREADS];
     for (int i = 0; i < FE_CQ_THREADS; i++)
-        pthread_create(&th[i], NULL, cq_loop, srv);
+        fatal_unless_started(pthread_create(&th[i], NULL, cq_loop, srv), "completion queue");
     double next_tick = util_mono_now() + 1.0;
     while (!*stop) {
         usleep(100 * 1000);
@@ -672,7 +471,7 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     grpc_server_destroy(srv->server);
     grpc_completion_queue_destroy(srv->cq);
     grpc_resource_quota_unref(srv->quota);
-    free_limiters(srv);
+    fe_server_free_limiters(srv);
     /* srv->peers stays, as the connection cap does: a call the signer has not yet
      * answered may still end after this (on_signed from the IPC thread). */
     free(l);

@@ -4,7 +4,7 @@
  * start: each SEQUENCE's contents are written first, so its length is known
  * when its header is prepended, and nothing is encoded twice. Building it with
  * OpenSSL's X509 object (X509_add1_ext_i2d per extension, then i2d) cost
- * 11-23 us a request; this costs a few (docs/PERFORMANCE.md §4). What it
+ * several times as much (docs/PERFORMANCE.md §4). What it
  * writes is byte for byte what that builder wrote: tests/unit/test_fe_tbs.c
  * compares the two (fe_tbs_ref.c keeps the old one), and the signer checks
  * every TBS's fields again (signer/signer_tbs.c). SANs are written as
@@ -107,10 +107,10 @@ static void put_prim(der_w *w, uint8_t tag, const void *p, size_t n)
 
 /* Random bytes for serials, drawn from OpenSSL's DRBG a pool at a time: each
  * RAND_bytes call costs a getpid() system call (the DRBG's fork check) and its
- * locking, ~6 us a certificate in the front end's profile (2.6%); one call per 64
- * serials costs a tenth of that. Per thread, so no lock; a byte handed out is
- * wiped from the pool. What is left in it is as secret as the DRBG's own state,
- * which lives in the same process. The front end never forks once serving (a
+ * locking, a visible share of the front end's profile (docs/PERFORMANCE.md §4); one
+ * call per 64 serials makes that negligible. Per thread, so no lock; a byte handed
+ * out is wiped from the pool. What is left in it is as secret as the DRBG's own
+ * state, which lives in the same process. The front end never forks once serving (a
  * forked child would repeat the parent's pool: the signer's serial set would
  * refuse the repeats, invariant 6). */
 #define FE_TBS_SERIAL_POOL (64 * FE_TBS_SERIAL_LEN)

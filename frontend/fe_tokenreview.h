@@ -1,4 +1,4 @@
-/* fe_tokenreview.h - the Kubernetes TokenReview authenticator (issue 7 item 2).
+/* fe_tokenreview.h - the Kubernetes TokenReview authenticator.
  *
  * A bearer token is sent to the API server as a TokenReview
  * (POST /apis/authentication.k8s.io/v1/tokenreviews, spec.token and

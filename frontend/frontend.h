@@ -2,7 +2,7 @@
 #ifndef HSMCA_FRONTEND_H
 #define HSMCA_FRONTEND_H
 
-/* `hsmca frontend --config FILE --ipc-fd N --ctl-fd M`. Returns an exit code. */
+/* `hsmca-frontend --config FILE --ipc-fd N --ctl-fd M`. Returns an exit code. */
 int frontend_main(int argc, char **argv);
 
 #endif

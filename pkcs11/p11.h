@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <openssl/evp.h>
 #include "hsmca_err.h"
+#include "ipc_contract.h" /* IPC_SIG_MAX */
 #include "sigalg.h"
 
 /* An RFC 7512 URI, the subset we need: token, object, id, type (private|public|cert).
@@ -69,7 +70,7 @@ EVP_PKEY *p11_pool_public_key(p11_pool *p);
 /* Signs a digest with the pool's key and the algorithm the key signs with
  * (p11_pool_sigalg; digest_len must be its digest's): CKM_ECDSA (raw r||s
  * converted to a DER ECDSA-Sig-Value) or CKM_RSA_PKCS over the DigestInfo.
- * sig gets the DER/PKCS#1 signature; *siglen in: capacity (>= 512), out: length.
+ * sig gets the DER/PKCS#1 signature; *siglen in: capacity (>= IPC_SIG_MAX), out: length.
  * Blocks until a session is free. Thread-safe. Recovery follows the exact CKR_*
  * (DESIGN.md §5): a dead session is replaced and a lost login restored once,
  * and the request retried once on another session (nothing was signed); a

@@ -13,6 +13,13 @@
 #define RSA_MIN_BITS 2048
 #define RSA_MAX_BYTES 1024 /* 8192-bit modulus */
 
+/* Defined here, beside the checks that read them, so that the signer, which links
+ * this file, does not take p11_keygen.c (token set-up, key generation) with them. */
+const uint8_t p11_oid_p256[10] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
+const uint8_t p11_oid_p384[7] = {0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22};
+const uint8_t p11_oid_ed25519[5] = {0x06, 0x03, 0x2b, 0x65, 0x70};
+const uint8_t p11_name_ed25519[14] = {0x13, 0x0c, 'e', 'd', 'w', 'a', 'r', 'd', 's', '2', '5', '5', '1', '9'};
+
 /* A short name for the key in messages: its label, else its id in hex. */
 static void key_name(const p11_uri *u, char *out, size_t outsz)
 {

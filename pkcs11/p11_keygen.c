@@ -4,11 +4,6 @@
 #include "util.h"
 #include <string.h>
 
-const uint8_t p11_oid_p256[10] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
-const uint8_t p11_oid_p384[7] = {0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22};
-const uint8_t p11_oid_ed25519[5] = {0x06, 0x03, 0x2b, 0x65, 0x70};
-const uint8_t p11_name_ed25519[14] = {0x13, 0x0c, 'e', 'd', 'w', 'a', 'r', 'd', 's', '2', '5', '5', '1', '9'};
-
 static HSMCA_MUSTCHECK hsmca_code check_pin(const char *what, const char *pin, hsmca_err *e)
 {
     size_t n = pin ? strnlen(pin, P11_PIN_MAX + 1) : 0;

@@ -7,6 +7,8 @@
  * one thread (counted in in_use); a session whose sign failed is never put
  * back as if healthy; a reconnect runs only while no session is held and no
  * other thread may take one (healthy == 0, reconnecting == 1). */
+#include "config.h"
+#include "ipc_contract.h"
 #include "log.h"
 #include "p11_int.h"
 #include "util.h"
@@ -16,9 +18,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define POOL_MAX 64
+/* Sessions: at most pkcs11.sessions, which the config bounds. */
+#define POOL_MAX CONFIG_MAX_SESSIONS
 #define POOL_BACKOFF_S 1.0 /* at most one reconnect attempt per second */
-#define RAW_SIG_MAX 1024   /* RSA-8192 */
 
 struct p11_pool {
     p11_module *m;
@@ -350,7 +352,7 @@ hsmca_code p11_pool_run(p11_pool *p, p11_pool_op op, void *arg, const char *what
 typedef struct {
     const sigalg *alg;
     const uint8_t *digest;
-    uint8_t raw[RAW_SIG_MAX];
+    uint8_t raw[IPC_SIG_MAX];
     CK_ULONG rawlen;
 } digest_sign_op;
 
@@ -364,8 +366,9 @@ static CK_RV sign_digest_op(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE
 hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
                                 uint8_t *sig, size_t *siglen, hsmca_err *e)
 {
-    if (!p || !p->alg || !digest || !sig || !siglen || *siglen < 512)
-        return hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer must hold 512 bytes");
+    if (!p || !p->alg || !digest || !sig || !siglen || *siglen < IPC_SIG_MAX)
+        return hsmca_fail(e, HSMCA_EINVAL, "sign: signature buffer must hold %d bytes",
+                          IPC_SIG_MAX);
     if (digest_len != p->alg->digest_len)
         return hsmca_fail(e, HSMCA_EINVAL, "sign: %s signs a %zu-byte digest, not %zu",
                           p->alg->name, p->alg->digest_len, digest_len);
@@ -380,7 +383,7 @@ const sigalg *p11_pool_sigalg(p11_pool *p) { return p ? p->alg : NULL; }
  * signature over a random digest must verify. */
 static HSMCA_MUSTCHECK hsmca_code pool_self_test(p11_pool *p, hsmca_err *e)
 {
-    uint8_t digest[64], sig[RAW_SIG_MAX + 16];
+    uint8_t digest[64], sig[IPC_SIG_MAX + 16];
     size_t siglen = sizeof(sig);
     util_random(digest, p->alg->digest_len);
     hsmca_code c = p11_pool_sign_digest(p, digest, p->alg->digest_len, sig, &siglen, e);

@@ -53,7 +53,9 @@ pids() {
 # One line per process: name pid rss_kib fds threads.
 sample() {
     for p in $(pids); do
-        name=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | awk '{print $2}')
+        # The supervisor is `hsmca serve`; its children are hsmca-signer, hsmca-frontend.
+        name=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null |
+            awk '{n = $1; sub(/.*\//, "", n); print n == "hsmca" ? $2 : substr(n, 7)}')
         rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null)
         thr=$(awk '/^Threads:/ {print $2}' "/proc/$p/status" 2>/dev/null)
         fds=$(ls "/proc/$p/fd" 2>/dev/null | wc -l)

@@ -2,7 +2,7 @@
 #ifndef HSMCA_SIGNER_H
 #define HSMCA_SIGNER_H
 
-/* `hsmca signer --config FILE --ipc-fd N --ctl-fd M`: runs until its control
+/* `hsmca-signer --config FILE --ipc-fd N --ctl-fd M`: runs until its control
  * channel closes (the supervisor went away) or SIGTERM. Returns an exit code. */
 int signer_main(int argc, char **argv);
 

@@ -9,88 +9,17 @@
 #include <openssl/sha.h>
 #include <openssl/x509.h>
 
+#include "audit_entry.h"
+#include "ipc_contract.h"
 #include "signer_core_int.h"
 #include "util.h"
 
-/* ---- open intents (replay) ----------------------------------------------------------- */
-
-/* Drops closed entries, and when still full, those whose certificate has expired. */
-static void open_compact(signer_open_intents *o, int64_t now, int drop_expired)
-{
-    size_t w = 0;
-    for (size_t i = 0; i < o->n; i++) {
-        signer_open_intent *it = &o->v[i];
-        if (it->closed)
-            continue;
-        if (drop_expired && it->not_after <= now) {
-            o->untracked++;
-            continue;
-        }
-        o->v[w++] = *it;
-    }
-    o->n = w;
-    o->closed = 0;
-}
-
-static void open_add(signer_open_intents *o, const audit_entry *ent, int64_t now)
-{
-    if (o->closed * 2 > o->n)
-        open_compact(o, now, 0);
-    if (o->n == SIGNER_OPEN_INTENTS_MAX)
-        open_compact(o, now, 1);
-    if (o->n == SIGNER_OPEN_INTENTS_MAX) { /* the oldest goes: it is the least likely live */
-        memmove(o->v, o->v + 1, (o->n - 1) * sizeof(*o->v));
-        o->n--;
-        o->untracked++;
-    }
-    if (o->n == o->cap) {
-        size_t ncap = o->cap ? o->cap * 2 : 64;
-        signer_open_intent *nv = realloc(o->v, ncap * sizeof(*nv));
-        if (!nv) {
-            o->untracked++;
-            return;
-        }
-        o->v = nv;
-        o->cap = ncap;
-    }
-    o->v[o->n++] = (signer_open_intent){ent->seq, ent->request_id, ent->not_after, 0};
-}
-
-/* Results name their intent's seq; intents are appended in seq order. */
-static void open_close(signer_open_intents *o, uint64_t intent_seq)
-{
-    size_t lo = 0, hi = o->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (o->v[mid].seq < intent_seq)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < o->n && o->v[lo].seq == intent_seq && !o->v[lo].closed) {
-        o->v[lo].closed = 1;
-        o->closed++;
-    }
-}
-
-void signer_open_intents_note(signer_open_intents *o, const audit_entry *ent, int64_t now)
-{
-    if (ent->kind == AUDIT_ISSUE_INTENT)
-        open_add(o, ent, now);
-    else if (ent->kind == AUDIT_ISSUE_RESULT)
-        open_close(o, ent->intent_seq);
-}
-
-size_t signer_open_intents_count(const signer_open_intents *o)
-{
-    return o->n - o->closed;
-}
-
-void signer_open_intents_free(signer_open_intents *o)
-{
-    free(o->v);
-    memset(o, 0, sizeof(*o));
-}
+/* What the front end may send is logged whole: the signing log's caps (a format the
+ * verifier reads, so not derived from the IPC's) hold every field at the IPC's cap. */
+_Static_assert(AUDIT_STR_MAX >= IPC_REQUESTER_MAX && AUDIT_STR_MAX >= IPC_DENY_REASON_MAX,
+               "requester and reason fit the log uncut");
+_Static_assert(AUDIT_NAME_STR_MAX >= IPC_AUTHENTICATOR_MAX, "an authenticator fits the log uncut");
+_Static_assert(AUDIT_CLUSTER_MAX >= IPC_CLUSTER_MAX, "a cluster id fits the log");
 
 /* ---- config and key entries ---------------------------------------------------------- */
 
@@ -219,39 +148,87 @@ hsmca_code signer_audit_started(signer_ctx *s, uint64_t *last, hsmca_err *e)
     return key_entry(s, last, e);
 }
 
-hsmca_code signer_audit_close_open(signer_ctx *s, const signer_open_intents *open, uint64_t *last,
+hsmca_code signer_audit_close_open(signer_ctx *s, const audit_replay *replay, uint64_t *last,
                                    hsmca_err *e)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < open->n; i++) {
-        const signer_open_intent *it = &open->v[i];
-        if (it->closed)
-            continue;
+    size_t n = 0, it = 0;
+    uint64_t intent_seq, request_id;
+    while (audit_replay_open_next(replay, &it, &intent_seq, &request_id)) {
         char why[160];
         snprintf(why, sizeof(why),
                  "outcome unknown: the signer stopped before recording it (intent at seq %llu)",
-                 (unsigned long long)it->seq);
+                 (unsigned long long)intent_seq);
         audit_entry a;
         memset(&a, 0, sizeof(a));
         a.kind = AUDIT_ISSUE_RESULT;
-        a.request_id = it->request_id;
-        a.intent_seq = it->seq;
+        a.request_id = request_id;
+        a.intent_seq = intent_seq;
         snprintf(a.code, sizeof(a.code), "UNKNOWN");
         a.error = (audit_str){why, strlen(why), 0};
         HSMCA_GUARD(append(s, &a, last, e));
         n++;
     }
-    if (n || open->untracked) {
-        char nb[24], ub[24];
+    if (n) {
+        char nb[24];
         snprintf(nb, sizeof(nb), "%zu", n);
-        snprintf(ub, sizeof(ub), "%llu", (unsigned long long)open->untracked);
         LOG_EVENT(LOG_LVL_WARN, "intents without a result: recorded as outcome unknown",
-                  LOG_STR("count", nb), LOG_STR("untracked", ub));
+                  LOG_STR("count", nb));
     }
     return HSMCA_OK;
 }
 
+/* ---- the replay at start ------------------------------------------------------------- */
+
+hsmca_code signer_replay_init(signer_replay *r, signer_ctx *s, hsmca_err *e)
+{
+    memset(r, 0, sizeof(*r));
+    r->serials = s->serials;
+    r->now = util_wall_now();
+    HSMCA_GUARD(der_sha256(s, 1, r->ca_spki_sha256, e));
+    return audit_replay_new(&r->replay, e);
+}
+
+hsmca_code signer_replay_entry(void *ctx, const audit_entry *ent, uint64_t off, hsmca_err *e)
+{
+    signer_replay *r = ctx;
+    return audit_replay_entry(r->replay, ent, off, e);
+}
+
+static void restore_one(void *ctx, const uint8_t *serial, size_t len, int64_t not_after)
+{
+    signer_replay *r = ctx;
+    hsmca_err e;
+    /* A serial of an intent before any key entry may also be under this key's: the set
+     * keeps it once, with the later notAfter. */
+    if (serial_set_restore(r->serials, serial, len, not_after, r->now, &e) == HSMCA_OK)
+        r->restored++;
+}
+
+void signer_replay_restore(signer_replay *r)
+{
+    audit_replay_serials(r->replay, r->ca_spki_sha256, r->now, restore_one, r);
+}
+
+void signer_replay_free(signer_replay *r)
+{
+    audit_replay_free(r->replay);
+    r->replay = NULL;
+}
+
 /* ---- refusals under a flood limit ------------------------------------------------------ */
+
+/* Appends an entry nothing waits for (deny, frontend-deny, suppressed). A failed log
+ * (HSMCA_EUNAVAIL) is not reported per entry: the log says so once (audit_log.c), and a
+ * flood of refusals must not become a flood of lines. Any other failure is this entry's
+ * own (malformed, out of memory) and is logged: the limiter bounds those lines. */
+static void append_unwaited(signer_ctx *s, audit_entry *a)
+{
+    uint64_t seq;
+    hsmca_err e;
+    hsmca_code rc = audit_log_append(s->audit, a, &seq, &e);
+    if (rc != HSMCA_OK && rc != HSMCA_EUNAVAIL)
+        log_error("audit: %s entry not written: %s", audit_kind_name(a->kind), e.msg);
+}
 
 static void summary(signer_ctx *s, const char *of, uint64_t count)
 {
@@ -262,10 +239,7 @@ static void summary(signer_ctx *s, const char *of, uint64_t count)
     a.count = count;
     a.limit = SIGNER_DENY_ENTRIES_PER_S;
     a.interval_s = SIGNER_DENY_WINDOW_S;
-    uint64_t seq;
-    hsmca_err e;
-    hsmca_code rc = audit_log_append(s->audit, &a, &seq, &e);
-    (void)rc; /* a failed log says so once (audit_log.c) */
+    append_unwaited(s, &a);
 }
 
 /* 1 when the entry may be written (after the summary of a window just ended). */
@@ -290,12 +264,7 @@ void signer_audit_deny(signer_ctx *s, uint64_t id, const char *requester, hsmca_
     a.requester = (audit_str){requester, strlen(requester), 0};
     snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name(code));
     a.reason = (audit_str){why, strlen(why), 0};
-    uint64_t seq;
-    hsmca_err e;
-    /* A failure is not logged per request: a failed log says so once
-     * (audit_log.c), and a flood of refusals must not become a flood of lines. */
-    hsmca_code rc = audit_log_append(s->audit, &a, &seq, &e);
-    (void)rc;
+    append_unwaited(s, &a);
 }
 
 void signer_audit_frontend_deny(signer_ctx *s, uint64_t id, const Hsmca__Ipc__FrontendDeny *d)
@@ -309,15 +278,12 @@ void signer_audit_frontend_deny(signer_ctx *s, uint64_t id, const Hsmca__Ipc__Fr
     audit_entry a;
     memset(&a, 0, sizeof(a));
     a.kind = AUDIT_FRONTEND_DENY;
-    a.request_id = id > INT64_MAX ? 0 : id;
+    a.request_id = id; /* at most IPC_ID_MAX, which the log holds (ipc_frame_decode) */
     a.requester = (audit_str){d->requester, strlen(d->requester), 0};
     a.authenticator = (audit_str){d->authenticator, strlen(d->authenticator), 0};
     snprintf(a.code, sizeof(a.code), "%s", hsmca_code_name((hsmca_code)d->code));
     a.reason = (audit_str){d->reason, strlen(d->reason), 0};
-    uint64_t seq;
-    hsmca_err e;
-    hsmca_code rc = audit_log_append(s->audit, &a, &seq, &e);
-    (void)rc;
+    append_unwaited(s, &a);
 }
 
 void signer_audit_flush_summaries(signer_ctx *s, double mono_now)

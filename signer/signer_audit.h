@@ -1,7 +1,7 @@
-/* signer_audit.h - the signer's entries in the signing log beyond intent and result
- * (issue 6): what it runs with (config, key) at every start, the outcome of intents a
- * crash left open, refusals (its own deny, the front end's frontend-deny) under a flood
- * limit with summary entries. Private to signer/. */
+/* signer_audit.h - the signer's entries in the signing log beyond intent and result:
+ * the replay of the log at start, the outcome of intents a crash left open, what it
+ * runs with (config, key) at every start, refusals (its own deny, the front end's
+ * frontend-deny) under a flood limit with summary entries. Private to signer/. */
 #ifndef HSMCA_SIGNER_AUDIT_H
 #define HSMCA_SIGNER_AUDIT_H
 
@@ -9,8 +9,10 @@
 #include <stdint.h>
 
 #include "audit_entry.h"
+#include "audit_replay.h"
 #include "hsmca_err.h"
 #include "signer.pb-c.h"
+#include "signer_limits.h"
 
 typedef struct signer_ctx signer_ctx;
 
@@ -19,30 +21,28 @@ typedef struct signer_ctx signer_ctx;
 #define SIGNER_DENY_ENTRIES_PER_S 50
 #define SIGNER_DENY_WINDOW_S 1
 
-/* Intents tracked during the replay while their result is missing. Open intents are
- * normally at most the signing threads' count (each worker writes its result before
- * taking the next job); the bound is for a log that says otherwise. When it is reached,
- * intents whose notAfter has passed are dropped from tracking first, then the oldest. */
-#define SIGNER_OPEN_INTENTS_MAX 65536
-
+/* The replay at start (DESIGN.md §6): the log's entries through audit_replay.h, the
+ * verifier's own rules, so a log `hsmca audit verify` refuses the signer refuses to start
+ * on (exit 78, with the same message); then the serials of this CA key whose certificates
+ * have not expired go back into the serial set (invariant 6 across restarts), and the
+ * intents left open get their UNKNOWN result (signer_audit_close_open). */
 typedef struct {
-    uint64_t seq, request_id;
-    int64_t not_after;
-    int closed;
-} signer_open_intent;
+    audit_replay *replay;
+    serial_set *serials;
+    char ca_spki_sha256[65]; /* the CA key whose serials are restored */
+    int64_t now;             /* wall time of the start */
+    uint64_t restored;
+} signer_replay;
 
-/* The intents of the log without an issue-result yet, in log order. */
-typedef struct {
-    signer_open_intent *v;
-    size_t n, cap, closed;
-    uint64_t untracked; /* dropped at the bound, never given a result */
-} signer_open_intents;
-
-/* Replay: an intent opens, its issue-result closes it. now is wall time. */
-void signer_open_intents_note(signer_open_intents *o, const audit_entry *ent, int64_t now);
-/* How many are open. */
-size_t signer_open_intents_count(const signer_open_intents *o);
-void signer_open_intents_free(signer_open_intents *o);
+/* An empty replay for s's CA key and serial set (free with signer_replay_free). */
+HSMCA_MUSTCHECK hsmca_code signer_replay_init(signer_replay *r, signer_ctx *s, hsmca_err *e);
+/* An audit_replay_fn (ctx: a signer_replay) for audit_log_open. */
+HSMCA_MUSTCHECK hsmca_code signer_replay_entry(void *ctx, const audit_entry *ent, uint64_t off,
+                                               hsmca_err *e);
+/* After the open: the serials of this CA key (and of intents before any key entry) whose
+ * certificate expires after r->now into the serial set, counted in r->restored. */
+void signer_replay_restore(signer_replay *r);
+void signer_replay_free(signer_replay *r);
 
 /* The canonical text of the policy the signer enforces, whose SHA-256 the config entry
  * records: one "key=value\n" line each, in this order: "hsmca-signer-policy=1",
@@ -55,7 +55,7 @@ size_t signer_policy_text(const signer_ctx *s, char *out, size_t cap);
  * run left open (it stopped between intent and result), so that at every start no
  * intent is open (what `hsmca audit verify` checks). *last is the seq of the last
  * entry appended, unchanged when none (for the caller's sync). */
-HSMCA_MUSTCHECK hsmca_code signer_audit_close_open(signer_ctx *s, const signer_open_intents *open,
+HSMCA_MUSTCHECK hsmca_code signer_audit_close_open(signer_ctx *s, const audit_replay *replay,
                                                    uint64_t *last, hsmca_err *e);
 
 /* After the start entry: the config entry and the key entry; *last as above. */

@@ -7,16 +7,16 @@
 
 #include "tok_jwt.h"
 #include "tok_keys.h"
+#include "ipc_contract.h"
 #include "log.h"
 
-#define BIND_CLUSTERS (CONFIG_MAX_CLUSTERS + 1) /* the local cluster, then auth.clusters */
 
 struct signer_bind {
     const hsmca_config *cfg;
     /* Per cluster (config_cluster_index), NULL where a cluster has no jwt authenticator:
      * pushed by the supervisor; verified tokens cached by hash (tok_cache), per set. */
-    tok_keys *keys[BIND_CLUSTERS];
-    tok_jwt_rules rules[BIND_CLUSTERS];
+    tok_keys *keys[IPC_KEYSETS];
+    tok_jwt_rules rules[IPC_KEYSETS];
     const char *audiences[CONFIG_MAX_LIST];
     int required; /* auth.jwt.bind_required */
 };
@@ -37,7 +37,7 @@ hsmca_code signer_bind_new(const hsmca_config *cfg, signer_bind **out, hsmca_err
         b->audiences[i] = cfg->jwt_audiences.items[i];
     /* Each cluster's own issuer (and keys): a token of one cluster never verifies as
      * another's, whatever ClusterID the front end names. */
-    for (int cl = 0; cl <= cfg->n_clusters && cl < BIND_CLUSTERS; cl++) {
+    for (int cl = 0; cl <= cfg->n_clusters && cl < IPC_KEYSETS; cl++) {
         if (!config_cluster_has_jwt(cfg, cl))
             continue;
         if (!(b->keys[cl] = tok_keys_new())) {
@@ -58,7 +58,7 @@ void signer_bind_free(signer_bind *b)
 {
     if (!b)
         return;
-    for (int cl = 0; cl < BIND_CLUSTERS; cl++)
+    for (int cl = 0; cl < IPC_KEYSETS; cl++)
         tok_keys_free(b->keys[cl]);
     free(b);
 }
@@ -67,7 +67,7 @@ hsmca_code signer_bind_load_fd(signer_bind *b, int cluster, int fd, hsmca_err *e
 {
     if (!b)
         return HSMCA_OK; /* binding off: the keys are not ours to hold */
-    HSMCA_ENSURE(cluster >= 0 && cluster < BIND_CLUSTERS && b->keys[cluster], e, HSMCA_EINVAL,
+    HSMCA_ENSURE(cluster >= 0 && cluster < IPC_KEYSETS && b->keys[cluster], e, HSMCA_EINVAL,
                  "identity binding: keys for cluster %d, which has no jwt authenticator", cluster);
     HSMCA_GUARD(tok_keys_load_fd(b->keys[cluster], fd, e));
     log_info("identity binding: issuer keys received (cluster %s, generation %llu)",
@@ -118,7 +118,7 @@ hsmca_code signer_bind_check(signer_bind *b, const tbs_policy *pol, const char *
     HSMCA_ENSURE(clen == 0 || config_cluster_id_ok(cluster, clen), e, HSMCA_EAUTH,
                  "identity binding: the token's cluster is not a cluster name");
     int cl = config_cluster_index(b->cfg, cluster, clen);
-    HSMCA_ENSURE(cl >= 0 && cl < BIND_CLUSTERS && b->keys[cl], e, HSMCA_EAUTH,
+    HSMCA_ENSURE(cl >= 0 && cl < IPC_KEYSETS && b->keys[cl], e, HSMCA_EAUTH,
                  "identity binding: the token's cluster \"%.63s\" has no jwt authenticator here",
                  cluster ? cluster : "");
     tok_jwt_identity id;

@@ -223,52 +223,6 @@ static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *
     return rc;
 }
 
-/* The replay at start (issue 6 item 5): every intent's serial whose certificate has
- * not expired goes back into the serial set, so uniqueness survives a restart and the
- * set holds only what can still matter; intents without a result are tracked (item 6). */
-typedef struct {
-    serial_set *serials;
-    int64_t now;
-    uint64_t restored, expired, dups;
-    signer_open_intents open;
-} replay_ctx;
-
-static int unhex(const char *hex, uint8_t *out, size_t *len)
-{
-    size_t n = strlen(hex);
-    if (n % 2 || n / 2 > PROFILE_SERIAL_MAX)
-        return 0;
-    for (size_t i = 0; i < n / 2; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-            return 0;
-        out[i] = (uint8_t)v;
-    }
-    *len = n / 2;
-    return 1;
-}
-
-static void replay_entry(void *ctx, const audit_entry *ent)
-{
-    replay_ctx *r = ctx;
-    signer_open_intents_note(&r->open, ent, r->now);
-    if (ent->kind != AUDIT_ISSUE_INTENT)
-        return;
-    if (ent->not_after <= r->now) {
-        r->expired++;
-        return;
-    }
-    uint8_t serial[PROFILE_SERIAL_MAX];
-    size_t len;
-    hsmca_err e;
-    if (!unhex(ent->serial, serial, &len))
-        return; /* the parser checked the hex: cannot happen */
-    if (serial_set_restore(r->serials, serial, len, ent->not_after, r->now, &e) == HSMCA_OK)
-        r->restored++;
-    else
-        r->dups++;
-}
-
 /* The audit key's CKM_EDDSA signature, for the publisher's checkpoints (an
  * audit_note_signer). Called only on the publisher's own thread: a token call that hangs
  * holds that thread, never a signing worker. */
@@ -279,7 +233,7 @@ static hsmca_code sign_checkpoint(void *ctx, const uint8_t *msg, size_t len,
 }
 
 /* With an audit key: the publisher, which reads and verifies the latest checkpoint now,
- * so the replay can check the log against it (issue 6 item 6). */
+ * so the replay can check the log against it. */
 static HSMCA_MUSTCHECK hsmca_code open_publisher(signer_ctx *s, const hsmca_config *cfg,
                                                  uid_t owner, gid_t group, hsmca_err *e)
 {
@@ -322,9 +276,10 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
         }
     }
     HSMCA_GUARD(open_publisher(s, cfg, owner, group, e));
-    replay_ctx r = {s->serials, util_wall_now(), 0, 0, 0, {0}};
+    signer_replay r;
+    HSMCA_GUARD(signer_replay_init(&r, s, e));
     audit_replay_stats st;
-    hsmca_code rc = audit_log_open_ex(cfg->audit_dir, owner, group, replay_entry, &r,
+    hsmca_code rc = audit_log_open_ex(cfg->audit_dir, owner, group, signer_replay_entry, &r,
                                       s->publish ? audit_publish_replay_line : NULL, s->publish,
                                       &s->audit, &st, e);
     if (rc == HSMCA_OK && s->publish) {
@@ -335,29 +290,32 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
         }
     }
     if (rc != HSMCA_OK) {
-        signer_open_intents_free(&r.open);
+        signer_replay_free(&r);
         return rc;
     }
-    char n_entries[24], n_restored[24], n_expired[24], n_dups[24], n_cut[24];
+    signer_replay_restore(&r);
+    /* A repeated serial refuses the log (audit_replay.h): serials_duplicate stays 0, in
+     * the stable set of keys; serials_expired are those not restored (expired, or
+     * another CA key's). */
+    char n_entries[24], n_restored[24], n_expired[24], n_cut[24];
     snprintf(n_entries, sizeof(n_entries), "%llu", (unsigned long long)st.entries);
     snprintf(n_restored, sizeof(n_restored), "%llu", (unsigned long long)r.restored);
-    snprintf(n_expired, sizeof(n_expired), "%llu", (unsigned long long)r.expired);
-    snprintf(n_dups, sizeof(n_dups), "%llu", (unsigned long long)r.dups);
+    snprintf(n_expired, sizeof(n_expired), "%llu", (unsigned long long)(st.intents - r.restored));
     snprintf(n_cut, sizeof(n_cut), "%llu", (unsigned long long)st.cut_bytes);
     LOG_EVENT(LOG_LVL_INFO, "audit log replayed", LOG_STR("dir", cfg->audit_dir),
               LOG_STR("entries", n_entries), LOG_STR("serials_restored", n_restored),
-              LOG_STR("serials_expired", n_expired), LOG_STR("serials_duplicate", n_dups),
+              LOG_STR("serials_expired", n_expired), LOG_STR("serials_duplicate", "0"),
               LOG_STR("cut_bytes", n_cut));
     /* The outcome of intents the last life left open, then start and what this life
      * runs with (config, key): one sync for all. */
     audit_entry a = {.kind = AUDIT_START};
     uint64_t seq;
-    rc = signer_audit_close_open(s, &r.open, &seq, e);
+    rc = signer_audit_close_open(s, r.replay, &seq, e);
     if (rc == HSMCA_OK)
         rc = audit_log_append(s->audit, &a, &seq, e);
     if (rc == HSMCA_OK)
         rc = signer_audit_started(s, &seq, e);
-    signer_open_intents_free(&r.open);
+    signer_replay_free(&r);
     HSMCA_GUARD(rc);
     return audit_log_sync_through(s->audit, seq, e);
 }
@@ -456,10 +414,11 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     return s;
 }
 
-void signer_stop_all(signer_ctx *s)
+/* Wakes every thread of s and joins the workers, then the syncer, within
+ * SIGNER_STOP_TIMEOUT_S. 0 when one did not stop: the caller leaves the token and
+ * the log to the process's exit. */
+static int join_threads(signer_ctx *s)
 {
-    if (!s)
-        return;
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
     pthread_cond_broadcast(&s->more);
@@ -478,7 +437,7 @@ void signer_stop_all(signer_ctx *s)
             log_warn("a signing thread did not stop within %d s (token call hung?); exiting "
                      "without closing the token",
                      SIGNER_STOP_TIMEOUT_S);
-            return;
+            return 0;
         }
     }
     /* The workers signed every staged request before they stopped: the syncer has
@@ -492,9 +451,47 @@ void signer_stop_all(signer_ctx *s)
             log_warn("the audit log's sync thread did not stop within %d s (disk hung?); "
                      "exiting without closing the token",
                      SIGNER_STOP_TIMEOUT_S);
-            return;
+            return 0;
         }
     }
+    return 1;
+}
+
+/* With the workers gone: the stop entry (the log's last), the last checkpoint, the
+ * log closed. 0 when the publisher did not stop: it may still read the log, so both
+ * are left to the process's exit. */
+static int close_audit(signer_ctx *s)
+{
+    if (!s->audit) {
+        audit_publish_free(s->publish);
+        return 1;
+    }
+    signer_audit_flush_summaries(s, util_mono_now() + 3600); /* every window is over */
+    audit_entry a = {.kind = AUDIT_STOP};
+    uint64_t seq;
+    hsmca_err e;
+    if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK ||
+        audit_log_sync_through(s->audit, seq, &e) != HSMCA_OK)
+        log_warn("stop entry not logged: %s", e.msg);
+    /* The last checkpoint covers the stop entry. A publisher stuck in a token call
+     * still reads the log: leave both to the process's exit. */
+    if (audit_publish_stop(s->publish, SIGNER_STOP_TIMEOUT_S) != 0)
+        return 0;
+    audit_publish_free(s->publish);
+    /* How well the group commit did (bench_signer divides the intents by it). */
+    char n_syncs[24];
+    snprintf(n_syncs, sizeof(n_syncs), "%llu", (unsigned long long)audit_log_syncs(s->audit));
+    LOG_EVENT(LOG_LVL_INFO, "audit log closed", LOG_STR("syncs", n_syncs));
+    audit_log_close(s->audit);
+    return 1;
+}
+
+void signer_stop_all(signer_ctx *s)
+{
+    if (!s)
+        return;
+    if (!join_threads(s))
+        return;
     while (s->head) {
         signer_job *j = s->head;
         s->head = j->next;
@@ -503,27 +500,8 @@ void signer_stop_all(signer_ctx *s)
         free(j);
     }
     signer_conn_unref_locked(s->conn);
-    if (s->audit) { /* the workers are gone: the stop entry is the log's last */
-        signer_audit_flush_summaries(s, util_mono_now() + 3600); /* every window is over */
-        audit_entry a = {.kind = AUDIT_STOP};
-        uint64_t seq;
-        hsmca_err e;
-        if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK ||
-            audit_log_sync_through(s->audit, seq, &e) != HSMCA_OK)
-            log_warn("stop entry not logged: %s", e.msg);
-        /* The last checkpoint covers the stop entry. A publisher stuck in a token call
-         * still reads the log: leave both to the process's exit. */
-        if (audit_publish_stop(s->publish, SIGNER_STOP_TIMEOUT_S) != 0)
-            return;
-        audit_publish_free(s->publish);
-        /* How well the group commit did (bench_signer divides the intents by it). */
-        char n_syncs[24];
-        snprintf(n_syncs, sizeof(n_syncs), "%llu", (unsigned long long)audit_log_syncs(s->audit));
-        LOG_EVENT(LOG_LVL_INFO, "audit log closed", LOG_STR("syncs", n_syncs));
-        audit_log_close(s->audit);
-    } else {
-        audit_publish_free(s->publish);
-    }
+    if (!close_audit(s))
+        return;
     signer_stages_free(s);
     p11_signkey_close(s->audit_key);
     p11_pool_close(s->pool);

@@ -96,7 +96,9 @@ int signer_tick(signer_ctx *s);
 HSMCA_MUSTCHECK hsmca_code signer_queue_reserve(signer_ctx *s, const signer_request_shape *shape,
                                                 uint64_t id);
 
-/* Queues a request for the workers; takes ownership of req. */
+/* Queues a request for the workers; takes ownership of req. When req is NULL (protobuf-c
+ * could not allocate it) or the job cannot be allocated, request id is answered
+ * HSMCA_ENOMEM instead (hsmca_err.h's out-of-memory rule). */
 void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
                    const signer_request_shape *shape);
 

@@ -23,11 +23,16 @@ bool der_peek(const der_cur *c, uint8_t tag)
     return c->len > 0 && c->p[0] == tag;
 }
 
+bool der_peek_high_tag(const der_cur *c)
+{
+    return c->len > 0 && (c->p[0] & 0x1f) == 0x1f;
+}
+
 /* Splits the next element off c: its tag, the length of its header, and the
  * length of its contents. Definite lengths in minimal form only. */
 static bool der_parse_header(const der_cur *c, uint8_t *tag, size_t *hdr, size_t *vlen)
 {
-    if (c->len < 2 || (c->p[0] & 0x1f) == 0x1f) /* no high-tag-number form */
+    if (c->len < 2 || der_peek_high_tag(c)) /* no high-tag-number form */
         return false;
     uint8_t l0 = c->p[1];
     size_t v = 0, k = 0;

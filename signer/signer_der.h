@@ -41,6 +41,10 @@ bool der_empty(const der_cur *c);
 /* True when the next element has this tag (false at the end). */
 bool der_peek(const der_cur *c, uint8_t tag);
 
+/* True when the next element's tag is in the high-tag-number form (a tag number of 31 or
+ * more, in more than one octet), which no verb reads: the caller can name it. */
+bool der_peek_high_tag(const der_cur *c);
+
 /* Reads the next element, which must have tag; *out views its contents. */
 bool der_get(der_cur *c, uint8_t tag, der_cur *out);
 

@@ -9,6 +9,8 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "siphash.h"
+
 /* ---- serial_set: open addressing, linear probing, keyed hash ----------------------- */
 
 /* Serials are chosen by the front end, which may be hostile: a keyed hash (SipHash-2-4
@@ -30,61 +32,9 @@ struct serial_set {
 
 #define SS_MIN_CAP 1024u
 
-#define SS_ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-
-static void ss_sipround(uint64_t v[4])
-{
-    v[0] += v[1];
-    v[1] = SS_ROTL(v[1], 13);
-    v[1] ^= v[0];
-    v[0] = SS_ROTL(v[0], 32);
-    v[2] += v[3];
-    v[3] = SS_ROTL(v[3], 16);
-    v[3] ^= v[2];
-    v[0] += v[3];
-    v[3] = SS_ROTL(v[3], 21);
-    v[3] ^= v[0];
-    v[2] += v[1];
-    v[1] = SS_ROTL(v[1], 17);
-    v[1] ^= v[2];
-    v[2] = SS_ROTL(v[2], 32);
-}
-
-static uint64_t ss_load64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-/* SipHash-2-4 (Aumasson, Bernstein) of in[0..n); checked against the reference
- * vectors in tests/unit/test_signer_limits.c. */
 uint64_t serial_set_siphash(const uint8_t key[16], const uint8_t *in, size_t n)
 {
-    uint64_t k0 = ss_load64(key), k1 = ss_load64(key + 8);
-    uint64_t v[4] = {k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL,
-                     k0 ^ 0x6c7967656e657261ULL, k1 ^ 0x7465646279746573ULL};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t m = ss_load64(in + i);
-        v[3] ^= m;
-        ss_sipround(v);
-        ss_sipround(v);
-        v[0] ^= m;
-    }
-    uint8_t tail[8] = {0};
-    memcpy(tail, in + i, n - i);
-    tail[7] = (uint8_t)n;
-    uint64_t m = ss_load64(tail);
-    v[3] ^= m;
-    ss_sipround(v);
-    ss_sipround(v);
-    v[0] ^= m;
-    v[2] ^= 0xff;
-    for (int r = 0; r < 4; r++)
-        ss_sipround(v);
-    return v[0] ^ v[1] ^ v[2] ^ v[3];
+    return hsmca_siphash24(key, in, n);
 }
 
 serial_set *serial_set_new(void)

@@ -34,7 +34,7 @@ static void on_term(int sig)
 
 static void usage(FILE *f)
 {
-    fputs("usage: hsmca signer --config FILE --ipc-fd N --ctl-fd M\n"
+    fputs("usage: hsmca-signer --config FILE --ipc-fd N --ctl-fd M\n"
           "\n"
           "The privileged signer process. Started by `hsmca serve` / `hsmca dev`,\n"
           "not by hand: it holds the PKCS#11 session and the PIN, checks every TBS\n"
@@ -64,12 +64,10 @@ static void handle_sign_req(signer_ctx *s, int ctl_fd, uint64_t id, const uint8_
     }
     if (signer_queue_reserve(s, &shape, id) != HSMCA_OK)
         return; /* answered RESOURCE_EXHAUSTED */
+    /* The wire check admitted the payload, so protobuf-c can fail only for memory: that
+     * request is refused (hsmca_err.h), not the front end. */
     Hsmca__Ipc__SignRequest *req = hsmca__ipc__sign_request__unpack(NULL, n, p);
-    if (!req) {
-        drop_peer(s, ctl_fd, "SignRequest does not decode");
-        return;
-    }
-    signer_submit(s, id, req, &shape); /* takes ownership of req */
+    signer_submit(s, id, req, &shape); /* takes ownership of req; NULL is refused */
 }
 
 /* A refusal the front end made, for the signing log. Checked on the wire like a
@@ -84,8 +82,9 @@ static void handle_frontend_deny(signer_ctx *s, int ctl_fd, uint64_t id, const u
         return;
     }
     Hsmca__Ipc__FrontendDeny *d = hsmca__ipc__frontend_deny__unpack(NULL, n, p);
-    if (!d) {
-        drop_peer(s, ctl_fd, "FrontendDeny does not decode");
+    if (!d) { /* admitted by the wire check: out of memory, so this entry is lost */
+        log_error("FrontendDeny %llu not unpacked (out of memory): its entry is not written",
+                  (unsigned long long)id);
         return;
     }
     signer_audit_frontend_deny(s, id, d);

@@ -3,26 +3,10 @@
 
 #include <string.h>
 
-#include "config.h"
-#include "tok_jwt.h"
-#include "profile.h"
+#include "ipc_contract.h"
+#include "pbwire.h"
 
-enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
-
-/* A base-128 varint at p[*off..len) in its shortest form (protobuf-c accepts
- * fewer redundant bytes than the format allows, so anything longer than
- * needed is refused here rather than handed to a parser that disagrees). */
-static int wire_varint(const uint8_t *p, size_t len, size_t *off, uint64_t *v)
-{
-    *v = 0;
-    for (int shift = 0, n = 0; shift < 70 && *off < len; shift += 7, n++) {
-        uint8_t b = p[(*off)++];
-        *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return (n == 0 || b != 0) && (shift < 63 || b <= 1);
-    }
-    return 0;
-}
+enum { WIRE_VARINT = PBWIRE_VARINT, WIRE_LEN = PBWIRE_LEN };
 
 typedef struct {
     int wire;
@@ -42,7 +26,7 @@ static HSMCA_MUSTCHECK hsmca_code wire_walk(const char *msg, const wire_field *f
     size_t off = 0;
     while (off < len) {
         uint64_t key, v;
-        HSMCA_ENSURE(wire_varint(payload, len, &off, &key), e, HSMCA_EINVAL,
+        HSMCA_ENSURE(pbwire_varint(payload, len, &off, &key), e, HSMCA_EINVAL,
                      "%s: malformed or non-minimal field key at offset %zu", msg, off);
         uint64_t num = key >> 3;
         HSMCA_ENSURE(num >= 1 && num < n_fields, e, HSMCA_EINVAL, "%s: unknown field %llu", msg,
@@ -52,7 +36,7 @@ static HSMCA_MUSTCHECK hsmca_code wire_walk(const char *msg, const wire_field *f
                      "%s: field %s has the wrong wire type", msg, f->name);
         HSMCA_ENSURE(!(seen & (1u << num)), e, HSMCA_EINVAL, "%s: field %s repeated", msg, f->name);
         seen |= 1u << num;
-        HSMCA_ENSURE(wire_varint(payload, len, &off, &v), e, HSMCA_EINVAL,
+        HSMCA_ENSURE(pbwire_varint(payload, len, &off, &v), e, HSMCA_EINVAL,
                      "%s: field %s malformed or non-minimal", msg, f->name);
         if (f->wire == WIRE_VARINT) {
             /* protobuf-c keeps a uint32's low 32 bits: 2^32 + 1 would pass for 1. */
@@ -81,12 +65,12 @@ hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_reque
 {
     static const wire_field fields[8] = {
         [1] = {WIRE_VARINT, UINT32_MAX, "profile", 0},
-        [2] = {WIRE_LEN, PROFILE_TBS_MAX, "tbs", 0},
-        [3] = {WIRE_LEN, PROFILE_REQUESTER_MAX, "requester", 1},
-        [4] = {WIRE_LEN, 32, "csr_sha256", 0},
-        [5] = {WIRE_LEN, SIGNER_DENY_AUTHENTICATOR_MAX, "authenticator", 1},
-        [6] = {WIRE_LEN, TOK_JWT_MAX_LEN, "token", 1},
-        [7] = {WIRE_LEN, CONFIG_MAX_CLUSTER_ID, "cluster", 1},
+        [2] = {WIRE_LEN, IPC_TBS_MAX, "tbs", 0},
+        [3] = {WIRE_LEN, IPC_REQUESTER_MAX, "requester", 1},
+        [4] = {WIRE_LEN, IPC_CSR_SHA256_LEN, "csr_sha256", 0},
+        [5] = {WIRE_LEN, IPC_AUTHENTICATOR_MAX, "authenticator", 1},
+        [6] = {WIRE_LEN, IPC_TOKEN_MAX, "token", 1},
+        [7] = {WIRE_LEN, IPC_CLUSTER_MAX, "cluster", 1},
     };
     size_t vals[8] = {0};
     unsigned seen;
@@ -98,7 +82,7 @@ hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_reque
     shape->authenticator_len = vals[5];
     shape->token_len = vals[6];
     shape->cluster_len = vals[7];
-    HSMCA_ENSURE(shape->csr_sha256_len == 0 || shape->csr_sha256_len == 32, e, HSMCA_EINVAL,
+    HSMCA_ENSURE(shape->csr_sha256_len == 0 || shape->csr_sha256_len == IPC_CSR_SHA256_LEN, e, HSMCA_EINVAL,
                  "SignRequest: csr_sha256 of %zu bytes", shape->csr_sha256_len);
     return HSMCA_OK;
 }
@@ -106,10 +90,10 @@ hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_reque
 hsmca_code signer_deny_check(const uint8_t *payload, size_t len, hsmca_err *e)
 {
     static const wire_field fields[6] = {
-        [1] = {WIRE_LEN, PROFILE_REQUESTER_MAX, "requester", 1},
-        [2] = {WIRE_LEN, SIGNER_DENY_AUTHENTICATOR_MAX, "authenticator", 1},
+        [1] = {WIRE_LEN, IPC_REQUESTER_MAX, "requester", 1},
+        [2] = {WIRE_LEN, IPC_AUTHENTICATOR_MAX, "authenticator", 1},
         [3] = {WIRE_VARINT, HSMCA_CODE_MAX, "code", 0},
-        [4] = {WIRE_LEN, SIGNER_DENY_REASON_MAX, "reason", 1},
+        [4] = {WIRE_LEN, IPC_DENY_REASON_MAX, "reason", 1},
         [5] = {WIRE_VARINT, UINT32_MAX, "suppressed", 0},
     };
     size_t vals[6] = {0};

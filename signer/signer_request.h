@@ -10,6 +10,7 @@
 #define HSMCA_SIGNER_REQUEST_H
 
 #include "hsmca_err.h"
+#include "ipc_contract.h" /* the caps this check enforces */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,23 +26,18 @@ typedef struct {
 } signer_request_shape;
 
 /* Walks payload[0..len): fields 1 (varint profile, at most 2^32-1), 2 (tbs, at most
- * PROFILE_TBS_MAX bytes), 3 (requester, at most PROFILE_REQUESTER_MAX), 4
- * (csr_sha256, 0 or 32 bytes), 5 (authenticator, at most
- * SIGNER_DENY_AUTHENTICATOR_MAX), 6 (token, at most TOK_JWT_MAX_LEN), 7 (cluster, at most
- * CONFIG_MAX_CLUSTER_ID), each at most once,
- * strings without NUL bytes; nothing else. HSMCA_EINVAL
- * naming the rule when the front end broke the protocol. */
+ * IPC_TBS_MAX bytes), 3 (requester, at most IPC_REQUESTER_MAX), 4 (csr_sha256, 0 or
+ * IPC_CSR_SHA256_LEN bytes), 5 (authenticator, at most IPC_AUTHENTICATOR_MAX), 6 (token,
+ * at most IPC_TOKEN_MAX), 7 (cluster, at most IPC_CLUSTER_MAX), each at most once, varints
+ * in their shortest form (common/pbwire.h), strings without NUL bytes; nothing else.
+ * HSMCA_EINVAL naming the rule when the front end broke the protocol. */
 HSMCA_MUSTCHECK hsmca_code signer_request_check(const uint8_t *payload, size_t len,
                                                 signer_request_shape *shape, hsmca_err *e);
 
-/* The caps of a FrontendDeny's strings (proto/signer.proto). */
-#define SIGNER_DENY_AUTHENTICATOR_MAX 64
-#define SIGNER_DENY_REASON_MAX 1024
-
 /* Walks a FrontendDeny payload[0..len): fields 1 (requester, at most
- * PROFILE_REQUESTER_MAX), 2 (authenticator, at most SIGNER_DENY_AUTHENTICATOR_MAX), 3
+ * IPC_REQUESTER_MAX), 2 (authenticator, at most IPC_AUTHENTICATOR_MAX), 3
  * (varint code, 1..HSMCA_CODE_MAX: a refusal), 4 (reason, at most
- * SIGNER_DENY_REASON_MAX), 5 (varint suppressed, at most 2^32-1), each at most once,
+ * IPC_DENY_REASON_MAX), 5 (varint suppressed, at most 2^32-1), each at most once,
  * strings without NUL bytes, the code present; nothing else. HSMCA_EINVAL naming the
  * rule when the front end broke the protocol. */
 HSMCA_MUSTCHECK hsmca_code signer_deny_check(const uint8_t *payload, size_t len, hsmca_err *e);

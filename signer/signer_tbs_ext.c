@@ -290,6 +290,12 @@ hsmca_code tbs_check_extensions(tbs_ctx *c, der_cur *in, hsmca_err *e)
 {
     der_cur wrap, list;
     unsigned seen = 0;
+    /* What stands where the extensions belong is named, not taken for their absence. */
+    HSMCA_ENSURE(!der_peek_high_tag(in), e, HSMCA_EINVAL,
+                 "invariant 3: high tag number (31 or more) where the extensions belong: not "
+                 "allowed");
+    HSMCA_ENSURE(der_empty(in) || der_peek(in, DER_CTX_CONS(3)), e, HSMCA_EPERM,
+                 "invariant 3: unexpected tag 0x%02x where the extensions belong", in->p[0]);
     HSMCA_ENSURE(der_peek(in, DER_CTX_CONS(3)), e, HSMCA_EPERM, "invariant 3: extensions missing");
     TBS_DER(der_get(in, DER_CTX_CONS(3), &wrap) && der_get_only(&wrap, DER_SEQUENCE, &list), e, 3,
             "extensions");

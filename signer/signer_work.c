@@ -113,41 +113,54 @@ static size_t job_cost(const signer_request_shape *shape)
            shape->token_len + 1 + shape->cluster_len + 1 + 64;
 }
 
+/* Refuses request id on the main thread, before it is queued (nothing was unpacked or
+ * nothing could be allocated for it): logged, and answered on the current connection;
+ * what names the reply in the log line of a cut. The main thread also serves the control
+ * channel: it waits for a stalled front end only briefly. */
+static void refuse_unqueued(signer_ctx *s, uint64_t id, hsmca_code code, const char *why,
+                            const char *what)
+{
+    pthread_mutex_lock(&s->lock);
+    signer_conn *c = s->conn;
+    if (c)
+        c->refs++;
+    pthread_mutex_unlock(&s->lock);
+    if (!c)
+        return;
+    log_refusal(s, id, code, why, NULL);
+    reply_within(s, c, id, code, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS, what);
+    pthread_mutex_lock(&s->lock);
+    signer_conn_unref_locked(c);
+    pthread_mutex_unlock(&s->lock);
+}
+
 hsmca_code signer_queue_reserve(signer_ctx *s, const signer_request_shape *shape, uint64_t id)
 {
     size_t cost = job_cost(shape);
     pthread_mutex_lock(&s->lock);
-    signer_conn *c = s->conn;
     int full = s->queued >= SIGNER_MAX_QUEUE || s->queued_bytes + cost > SIGNER_MAX_QUEUE_BYTES;
     int q = s->queued;
     size_t qb = s->queued_bytes;
-    if (full && c)
-        c->refs++;
     pthread_mutex_unlock(&s->lock);
     if (!full)
         return HSMCA_OK;
-    if (c) {
-        char why[128];
-        snprintf(why, sizeof(why), "invariant 7: signer queue full (%d requests, %zu bytes)", q,
-                 qb);
-        log_refusal(s, id, HSMCA_ERATE, why, NULL);
-        /* The main thread also serves the control channel: it waits for a
-         * stalled front end only briefly. */
-        reply_within(s, c, id, HSMCA_ERATE, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS,
-                     "the queue is full and a refusal");
-        pthread_mutex_lock(&s->lock);
-        signer_conn_unref_locked(c);
-        pthread_mutex_unlock(&s->lock);
-    }
+    char why[128];
+    snprintf(why, sizeof(why), "invariant 7: signer queue full (%d requests, %zu bytes)", q, qb);
+    refuse_unqueued(s, id, HSMCA_ERATE, why, "the queue is full and a refusal");
     return HSMCA_ERATE;
 }
 
 void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
                    const signer_request_shape *shape)
 {
-    signer_job *j = calloc(1, sizeof(*j));
-    if (!j)
-        fatal("out of memory");
+    signer_job *j = req ? calloc(1, sizeof(*j)) : NULL;
+    if (!j) { /* this request's own memory: it fails, the signer goes on (hsmca_err.h) */
+        if (req)
+            hsmca__ipc__sign_request__free_unpacked(req, NULL);
+        refuse_unqueued(s, id, HSMCA_ENOMEM, "out of memory (unpacking or queueing the request)",
+                        "out of memory and a refusal");
+        return;
+    }
     j->id = id;
     j->req = req;
     j->cost = job_cost(shape);
@@ -279,7 +292,7 @@ static HSMCA_MUSTCHECK hsmca_code sign_prepared(signer_ctx *s, const signer_job 
                                                 size_t *cert_len, hsmca_err *e)
 {
     const Hsmca__Ipc__SignRequest *req = j->req;
-    uint8_t sig[1024];
+    uint8_t sig[IPC_SIG_MAX];
     size_t sig_len = sizeof(sig);
     HSMCA_GUARD(p11_pool_sign_digest(s->pool, j->st->digest, s->alg->digest_len, sig, &sig_len, e));
     /* Verify before release: a faulty token (or a fault attack on RSA-CRT) must

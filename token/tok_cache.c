@@ -74,7 +74,7 @@ static entry *set_of(tok_cache *c, const uint8_t key[SHA256_DIGEST_LENGTH])
 int tok_cache_get(tok_cache *c, const void *keyset, const char *token, size_t len,
                      int64_t now, tok_jwt_identity *id)
 {
-    if (!c || !token || len == 0 || len > TOK_JWT_MAX_LEN)
+    if (!c || !token || len == 0 || len > IPC_TOKEN_MAX)
         return 0;
     uint8_t key[SHA256_DIGEST_LENGTH];
     if (!SHA256((const unsigned char *)token, len, key))
@@ -101,7 +101,7 @@ int tok_cache_get(tok_cache *c, const void *keyset, const char *token, size_t le
 void tok_cache_put(tok_cache *c, const void *keyset, const char *token, size_t len,
                       int64_t exp, int64_t now, const tok_jwt_identity *id)
 {
-    if (!c || !token || len == 0 || len > TOK_JWT_MAX_LEN || !id || exp <= now)
+    if (!c || !token || len == 0 || len > IPC_TOKEN_MAX || !id || exp <= now)
         return;
     uint8_t key[SHA256_DIGEST_LENGTH];
     if (!SHA256((const unsigned char *)token, len, key))

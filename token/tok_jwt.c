@@ -99,8 +99,8 @@ hsmca_code tok_jwt_verify_kid(const tok_jwks *keys, const tok_jwt_rules *rules, 
     *unknown_kid = 0;
     if (!keys || !rules || !rules->issuer || rules->n_audiences <= 0 || !rules->audiences)
         return hsmca_fail(e, HSMCA_EAUTH, "JWT verifier has no keys, issuer or audience");
-    if (!token || len == 0 || len > TOK_JWT_MAX_LEN)
-        return hsmca_fail(e, HSMCA_EAUTH, "JWT must be 1-%d bytes", TOK_JWT_MAX_LEN);
+    if (!token || len == 0 || len > IPC_TOKEN_MAX)
+        return hsmca_fail(e, HSMCA_EAUTH, "JWT must be 1-%d bytes", IPC_TOKEN_MAX);
 
     jwt_parts p = {0};
     json_t *hdr = NULL;

@@ -11,11 +11,11 @@
 #include <stdint.h>
 #include "tok_jwks.h"
 #include "hsmca_err.h"
+#include "ipc_contract.h" /* IPC_TOKEN_MAX: the signer verifies the same token again */
 
-/* A longer token is refused before parsing; the front end lets 16 KiB of request
- * metadata through (fe_server.c), so the refusal names this check. A Kubernetes
- * service account token is ~1-2 KiB. */
-#define TOK_JWT_MAX_LEN 8192
+/* A token longer than IPC_TOKEN_MAX is refused before parsing; the front end lets 16 KiB
+ * of request metadata through (fe_server.c), so the refusal names this check. A
+ * Kubernetes service account token is ~1-2 KiB. */
 
 typedef struct {
     const char *issuer;              /* required value of "iss" */

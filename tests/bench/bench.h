@@ -53,7 +53,7 @@ static inline double bench_rate(const bench_mode *m)
     return m->wall > 0 ? (double)m->codes[0] / m->wall : 0;
 }
 
-/* Issuance rate of a real `hsmca signer` on the dev CA in dir, o->rounds times
+/* Issuance rate of a real `hsmca-signer` on the dev CA in dir, o->rounds times
  * with its audit log on and off (alternating which goes first): rewrites
  * dir/hsmca.yaml (sessions, rate limit) and writes dir/hsmca-nolog.yaml (the
  * same with audit.disabled: true); fills row->sig. */

@@ -6,7 +6,7 @@
  *   raw     p11_pool_sign_digest in 1 and 2 threads for --seconds: C_Sign/s
  *           and the CPU one signature costs in this process (SoftHSM is
  *           software: its "HSM time" is CPU time on the same cores);
- *   signer  a real `hsmca signer` on a socketpair, fed pre-built valid
+ *   signer  a real `hsmca-signer` on a socketpair, fed pre-built valid
  *           workload TBSs with a window of requests in flight: certificates/s,
  *           the signer's CPU per certificate, its peak RSS
  *           (bench_signer_ipc.c).
@@ -59,7 +59,7 @@ typedef struct {
 static void *raw_loop(void *arg)
 {
     raw_worker *w = arg;
-    uint8_t digest[32], sig[1024];
+    uint8_t digest[32], sig[IPC_SIG_MAX];
     util_random(digest, sizeof(digest));
     /* Bounded by the deadline; the cap only guards against a broken clock. */
     for (uint64_t i = 0; i < 100000000ULL && util_mono_now() < w->deadline; i++) {
@@ -142,7 +142,7 @@ static void usage(FILE *f)
           "                    [--window N] [--raw-only] [--dir DEVDIR] [--keep]\n"
           "\n"
           "Measures, in one run, the raw C_Sign rate of a SoftHSM dev token (1 and 2\n"
-          "threads) and the issuance rate of a real `hsmca signer` fed pre-built TBSs\n"
+          "threads) and the issuance rate of a real `hsmca-signer` fed pre-built TBSs\n"
           "over its IPC socket, with its audit log on and off, for each CA key type\n"
           "(both unless --key).\n"
           "  --seconds N   duration of each figure, and of each signer phase (default 3)\n"

@@ -1,4 +1,4 @@
-/* bench_signer_ipc.c - the signer half of bench_signer: a real `hsmca signer`
+/* bench_signer_ipc.c - the signer half of bench_signer: a real `hsmca-signer`
  * started like the supervisor starts it, fed valid workload TBSs over its IPC
  * socket with a window of requests in flight.
  *
@@ -112,7 +112,7 @@ static int lift_fd(int fd)
     return n;
 }
 
-/* fork+exec `hsmca signer` the way the supervisor does: its IPC end on fd 3,
+/* fork+exec `hsmca-signer` the way the supervisor does: its IPC end on fd 3,
  * its control channel on fd 4, stderr (one log line per certificate) to a file. */
 static int signer_spawn(const char *config, const char *logpath, signer_proc *sp)
 {
@@ -133,8 +133,8 @@ static int signer_spawn(const char *config, const char *logpath, signer_proc *sp
         int a = lift_fd(ipc[1]), b = lift_fd(ctl[1]);
         if (dup2(a, 3) != 3 || dup2(b, 4) != 4)
             _exit(127);
-        const char *bin = tu_hsmca_bin();
-        execl(bin, bin, "signer", "--config", config, "--ipc-fd", "3", "--ctl-fd", "4",
+        const char *bin = tu_signer_bin();
+        execl(bin, bin, "--config", config, "--ipc-fd", "3", "--ctl-fd", "4",
               (char *)NULL);
         _exit(127);
     }

@@ -104,11 +104,10 @@ static void find_children(pid_t server, pid_t *fe, pid_t *sg)
         if (f)
             fclose(f);
         buf[n] = '\0';
-        size_t a0 = strlen(buf);
-        const char *argv1 = a0 + 1 < n ? buf + a0 + 1 : "";
-        if (strcmp(argv1, "frontend") == 0)
+        const char *argv0 = strrchr(buf, '/') ? strrchr(buf, '/') + 1 : buf;
+        if (strcmp(argv0, "hsmca-frontend") == 0)
             *fe = pid;
-        else if (strcmp(argv1, "signer") == 0)
+        else if (strcmp(argv0, "hsmca-signer") == 0)
             *sg = pid;
     }
     if (d)

@@ -61,7 +61,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1 || size > TOK_JWT_MAX_LEN + 1)
+    if (size < 1 || size > IPC_TOKEN_MAX + 1)
         return 0;
     const uint8_t *rest = data + 1;
     size_t n = size - 1;

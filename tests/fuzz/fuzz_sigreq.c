@@ -33,8 +33,8 @@ static void check_deny(const uint8_t *p, size_t size)
     Hsmca__Ipc__FrontendDeny *d = hsmca__ipc__frontend_deny__unpack(NULL, size, p);
     if (!d || d->code == HSMCA_OK || d->code > HSMCA_CODE_MAX ||
         strlen(d->requester) > PROFILE_REQUESTER_MAX ||
-        strlen(d->authenticator) > SIGNER_DENY_AUTHENTICATOR_MAX ||
-        strlen(d->reason) > SIGNER_DENY_REASON_MAX ||
+        strlen(d->authenticator) > IPC_AUTHENTICATOR_MAX ||
+        strlen(d->reason) > IPC_DENY_REASON_MAX ||
         hsmca__ipc__frontend_deny__get_packed_size(d) > size)
         abort();
     hsmca__ipc__frontend_deny__free_unpacked(d, NULL);
@@ -64,8 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         shape.requester_len > PROFILE_REQUESTER_MAX ||
         strlen(req->requester) != shape.requester_len ||
         strlen(req->authenticator) != shape.authenticator_len ||
-        shape.authenticator_len > SIGNER_DENY_AUTHENTICATOR_MAX ||
-        strlen(req->token) != shape.token_len || shape.token_len > TOK_JWT_MAX_LEN)
+        shape.authenticator_len > IPC_AUTHENTICATOR_MAX ||
+        strlen(req->token) != shape.token_len || shape.token_len > IPC_TOKEN_MAX)
         abort();
     if (hsmca__ipc__sign_request__get_packed_size(req) > size)
         abort();

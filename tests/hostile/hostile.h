@@ -1,7 +1,7 @@
 /* hostile.h - what the files of the hostile front end share.
  *
  * DESIGN.md §2 and §4: the signer must not be a signing oracle. The program
- * plays both the supervisor (it fork+execs `hsmca signer` on a fresh dev CA,
+ * plays both the supervisor (it fork+execs `hsmca-signer` on a fresh dev CA,
  * holds its control channel and hands it new connections) and a front end that
  * an attacker controls: it builds its own TBS certificates with OpenSSL, each
  * breaking exactly one rule, and breaks the IPC protocol in the ways a

@@ -382,15 +382,15 @@ static void test_bind_unbindable_residual(void **state)
     OPENSSL_free(tbs);
 }
 
-/* A token past TOK_JWT_MAX_LEN breaks the protocol (checked on the wire). */
+/* A token past IPC_TOKEN_MAX breaks the protocol (checked on the wire). */
 static void test_bind_token_too_long(void **state)
 {
     size_t len;
     uint8_t *tbs = tbs_for(NULL, &len);
-    char *big = malloc(TOK_JWT_MAX_LEN + 2);
+    char *big = malloc(IPC_TOKEN_MAX + 2);
     assert_non_null(big);
-    memset(big, 'a', TOK_JWT_MAX_LEN + 1);
-    big[TOK_JWT_MAX_LEN + 1] = 0;
+    memset(big, 'a', IPC_TOKEN_MAX + 1);
+    big[IPC_TOKEN_MAX + 1] = 0;
     Hsmca__Ipc__SignRequest req = HSMCA__IPC__SIGN_REQUEST__INIT;
     req.profile = PROFILE_WORKLOAD;
     req.tbs.data = tbs;

@@ -117,14 +117,14 @@ static void code_as_bytes(dbuf *b)
 }
 static void reason_too_long(dbuf *b)
 {
-    static char r[SIGNER_DENY_REASON_MAX + 1];
+    static char r[IPC_DENY_REASON_MAX + 1];
     memset(r, 'r', sizeof(r));
     d_uint(b, D_CODE, HSMCA_EAUTH);
     d_len(b, D_REASON, r, sizeof(r));
 }
 static void authenticator_too_long(dbuf *b)
 {
-    static char a[SIGNER_DENY_AUTHENTICATOR_MAX + 1];
+    static char a[IPC_AUTHENTICATOR_MAX + 1];
     memset(a, 'a', sizeof(a));
     d_uint(b, D_CODE, HSMCA_EAUTH);
     d_len(b, D_AUTHENTICATOR, a, sizeof(a));

@@ -187,14 +187,14 @@ static X509 *load_cert(const char *path)
     return x;
 }
 
-/* fork + exec `hsmca signer` with ipc_child on fd 3, ctl_child on fd 4 and
+/* fork + exec `hsmca-signer` with ipc_child on fd 3, ctl_child on fd 4 and
  * stdout/stderr into the log, as cli/supervisor.c does. */
 static pid_t spawn_signer(int ipc_child, int ctl_child)
 {
     int logfd = open(hf.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (logfd < 0)
         return -1;
-    const char *bin = tu_hsmca_bin();
+    const char *bin = tu_signer_bin();
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphan signer if this test dies */
@@ -211,7 +211,7 @@ static pid_t spawn_signer(int ipc_child, int ctl_child)
         if (a < 0 || b < 0 || l < 0 || dup2(a, 3) != 3 || dup2(b, 4) != 4 || dup2(l, 1) != 1 ||
             dup2(l, 2) != 2)
             _exit(127);
-        execl(bin, bin, "signer", "--config", hf.conf, "--ipc-fd", "3", "--ctl-fd", "4",
+        execl(bin, bin, "--config", hf.conf, "--ipc-fd", "3", "--ctl-fd", "4",
               (char *)NULL);
         _exit(127);
     }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -417,6 +418,65 @@ static void test_violation_oversized_frame(void **state)
     assert_violation("IPC frame: packet larger than 65536 bytes");
 }
 
+/* A valid SignRequest frame (header and payload) with the given id, in out. */
+static size_t valid_frame(uint64_t id, uint8_t *out, size_t cap)
+{
+    size_t len, n;
+    uint8_t *tbs = hf_valid_tbs(&len);
+    pb_buf *b = calloc(1, sizeof(*b));
+    assert_non_null(b);
+    pb_request(b, tbs, len, REQ, REQ_LEN);
+    assert_true(IPC_HEADER_LEN + b->n <= cap);
+    out[0] = IPC_SIGN_REQ;
+    for (int i = 0; i < 8; i++)
+        out[1 + i] = (uint8_t)(id >> (56 - 8 * i));
+    memcpy(out + IPC_HEADER_LEN, b->p, b->n);
+    n = IPC_HEADER_LEN + b->n;
+    free(b);
+    OPENSSL_free(tbs);
+    return n;
+}
+
+/* An id is valid on the wire up to 2^64-1, but the signing log holds ids as int64: a larger
+ * one is a malformed frame, named as such, and never a request whose audit entry cannot be
+ * written. */
+static void test_violation_id_out_of_range(void **state)
+{
+    static uint8_t frame[IPC_MAX_FRAME];
+    hf_send_raw(frame, valid_frame(UINT64_MAX, frame, sizeof(frame)));
+    assert_violation("IPC frame: request id 18446744073709551615 above 2^63-1");
+    hf_send_raw(frame, valid_frame(IPC_ID_MAX + 1, frame, sizeof(frame)));
+    assert_violation("IPC frame: request id 9223372036854775808 above 2^63-1");
+}
+
+/* A frame with a descriptor attached (SCM_RIGHTS): the IPC carries no ancillary data,
+ * and the refusal says so rather than blame the packet's size. */
+static void test_violation_fd_attached(void **state)
+{
+    static uint8_t frame[IPC_MAX_FRAME];
+    size_t n = valid_frame(hf.next_id++, frame, sizeof(frame));
+    int fd = dup(STDERR_FILENO);
+    assert_true(fd >= 0);
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } cm;
+    memset(&cm, 0, sizeof(cm));
+    struct iovec iov = {frame, n};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf,
+                        .msg_controllen = sizeof(cm.buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    ssize_t w = sendmsg(hf.ipc, &mh, MSG_NOSIGNAL);
+    close(fd);
+    if (w < 0 || (size_t)w != n)
+        fail_msg("sendmsg with SCM_RIGHTS: %zd (%s)", w, strerror(errno));
+    assert_violation("IPC frame: ancillary data attached (a file descriptor, SCM_RIGHTS)");
+}
+
 /* Requests in flight when the front end breaks the protocol: their replies may
  * reach the old connection or be dropped, but never the new one (the next
  * reply there must carry the id of the next request). */
@@ -503,6 +563,8 @@ const struct CMUnitTest hf_ipc_tests[] = {
     cmocka_unit_test(test_violation_oversized_frame),
     cmocka_unit_test(test_violation_with_requests_in_flight),
     cmocka_unit_test(test_violation_empty_packet),
+    cmocka_unit_test(test_violation_id_out_of_range),
+    cmocka_unit_test(test_violation_fd_attached),
     cmocka_unit_test(test_padded_requests_keep_rss_flat),
 };
 const size_t hf_n_ipc_tests = sizeof(hf_ipc_tests) / sizeof(hf_ipc_tests[0]);

@@ -143,8 +143,10 @@ static void check_signed_line(json_t *o, const char *line, size_t n, size_t no)
 }
 
 /* A "queue full" refusal is given before the request is unpacked
- * (signer_queue_reserve): it names no requester, and nothing else may lack one. */
+ * (signer_queue_reserve): it names no requester, and nothing else may lack one but a
+ * request that could not be unpacked or queued for memory (signer_submit). */
 #define QUEUE_FULL_REASON "invariant 7: signer queue full ("
+#define NO_MEMORY_REASON "out of memory (unpacking or queueing the request)"
 
 static void check_refusal_line(json_t *o, const char *line, size_t n, size_t no, hf_log_stats *st)
 {
@@ -158,6 +160,8 @@ static void check_refusal_line(json_t *o, const char *line, size_t n, size_t no,
         st->queue_full_lines++;
         return;
     }
+    if (!strcmp(reason, NO_MEMORY_REASON) && q == SIZE_MAX && !strcmp(code, "OUT_OF_MEMORY"))
+        return;
     if (q == SIZE_MAX || r > q)
         fail_line(no, line, n, "the reason must come before the requester");
 }

@@ -278,6 +278,46 @@ static void test_refuses_trailing_bytes(void **state)
     OPENSSL_free(tbs);
 }
 
+/* An element with a high tag number ([31] in two octets, [128] in three) between the
+ * subject key and the extensions: refused naming the tag form, not as if the extensions
+ * were missing. The valid TBS's inner length is in 30 82 hh ll and its last element is
+ * the extensions [3] (a3 82 hh ll, under 64 KiB). */
+static void test_refuses_high_tag_number(void **state)
+{
+    static const struct {
+        uint8_t el[4];
+        size_t n;
+    } high[] = {{{0x9f, 0x1f, 0x00}, 3}, {{0xbf, 0x81, 0x00, 0x00}, 4}};
+    for (size_t i = 0; i < sizeof(high) / sizeof(high[0]); i++) {
+        size_t len;
+        uint8_t *tbs = hf_valid_tbs(&len);
+        assert_int_equal(tbs[1], 0x82);
+        size_t ext = 4; /* walk the inner elements to the last one, the extensions */
+        for (;;) {
+            size_t hl = tbs[ext + 1] < 0x80 ? 2 : 2 + (tbs[ext + 1] & 0x7f), vl = 0;
+            for (size_t k = 2; k < hl; k++)
+                vl = vl << 8 | tbs[ext + k];
+            vl = hl == 2 ? tbs[ext + 1] : vl;
+            if (ext + hl + vl >= len)
+                break;
+            ext += hl + vl;
+        }
+        assert_int_equal(tbs[ext], 0xa3);
+        uint8_t *bad = malloc(len + high[i].n);
+        assert_non_null(bad);
+        size_t inner = ((size_t)tbs[2] << 8 | tbs[3]) + high[i].n;
+        memcpy(bad, tbs, ext);
+        bad[2] = (uint8_t)(inner >> 8);
+        bad[3] = (uint8_t)inner;
+        memcpy(bad + ext, high[i].el, high[i].n);
+        memcpy(bad + ext + high[i].n, tbs + ext, len - ext);
+        hf_assert_refused(PROFILE_WORKLOAD, bad, len + high[i].n, HSMCA_EINVAL,
+                          "invariant 3: high tag number (31 or more) where the extensions belong");
+        free(bad);
+        OPENSSL_free(tbs);
+    }
+}
+
 /* The profile number is the front end's word too: 0, 99 and 2^32-1 do not exist. */
 static void test_refuses_unknown_profiles(void **state)
 {
@@ -300,6 +340,7 @@ static const struct CMUnitTest profile_specials[] = {
     cmocka_unit_test(test_refuses_ber_boolean),
     cmocka_unit_test(test_refuses_trailing_bytes),
     cmocka_unit_test(test_refuses_unknown_profiles),
+    cmocka_unit_test(test_refuses_high_tag_number),
 };
 
 const struct CMUnitTest *hf_profile_tests(size_t *n)

@@ -157,8 +157,9 @@ class DevServer:
                     continue
                 with open("/proc/%s/cmdline" % d, "rb") as f:
                     argv = f.read().split(b"\0")
-                if len(argv) > 1 and argv[1] in (b"signer", b"frontend"):
-                    out[argv[1].decode()] = int(d)
+                role = os.path.basename(argv[0]).decode(errors="replace")
+                if role in ("hsmca-signer", "hsmca-frontend"):
+                    out[role[len("hsmca-"):]] = int(d)
             except (OSError, IndexError, ValueError):
                 continue
         return out

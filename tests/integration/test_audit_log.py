@@ -126,6 +126,42 @@ class AuditLogTests(unittest.TestCase):
         entries = read_log(self.server)  # still whole and canonical after the kill
         self.assertEqual(sum(1 for e in entries if e["kind"] == "start"), 2)
 
+    def test_repeated_serial_refuses_restart(self):
+        # An intent that repeats an earlier intent's serial (the same CA key, the first
+        # certificate still valid), appended past the latest checkpoint so that only the
+        # replay's rule can refuse it: the restarted signer refuses to start (exit 78) with
+        # the message `hsmca audit verify` gives for the same log.
+        self.issue_leaves(2)
+        wait_log(self.server, lambda es: es[-1]["kind"] == "issue-result")
+        time.sleep(1.2)  # the results' flush and a checkpoint
+        signer = self.server.wait_children()["signer"]
+        os.kill(signer, signal.SIGSTOP)  # writes nothing more, and is not restarted yet
+        audit_dir = os.path.join(self.server.dir, "audit")
+        entries = read_log(self.server)
+        first = [e for e in entries if e["kind"] == "issue-intent"][0]
+        forged = dict(first, seq=len(entries), request_id=first["request_id"] + 1000,
+                      time=max(e["time"] for e in entries))
+        line = json.dumps(forged, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        with open(os.path.join(audit_dir, "log"), "ab") as f:
+            f.write(line.encode() + b"\n")
+        want = "log seq %d (byte " % forged["seq"]
+        again = "serial %s was already in the intent at seq %d " % (first["serial"], first["seq"])
+        os.kill(signer, signal.SIGKILL)
+        try:
+            self.server.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.fail("the server kept running on the log:\n" + self.server.logtext())
+        text = self.server.logtext()
+        self.assertIn("refusing to serve: " + want, text)
+        self.assertIn(again, text)
+        self.assertEqual(self.server.proc.returncode, 78, text)
+        r = subprocess.run([BIN, "audit", "verify", audit_dir], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        out = r.stdout.decode(errors="replace")
+        self.assertNotEqual(r.returncode, 0, out)
+        self.assertIn(want, out)
+        self.assertIn(again, out)
+
     def chattr(self, flag, path):
         return subprocess.run(["chattr", flag, path], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL).returncode == 0

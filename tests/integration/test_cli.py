@@ -108,11 +108,15 @@ class CliTests(unittest.TestCase):
 
     def test_help_on_every_subcommand(self):
         for argv in (["--help"], ["dev", "--help"], ["dev", "init", "--help"],
-                     ["dev", "token", "--help"], ["serve", "--help"], ["request", "--help"],
-                     ["signer", "--help"], ["frontend", "--help"]):
+                     ["dev", "token", "--help"], ["serve", "--help"], ["request", "--help"]):
             r = subprocess.run([BIN] + argv, capture_output=True, text=True, timeout=10)
             self.assertEqual(r.returncode, 0, argv)
             self.assertIn("usage: hsmca", r.stdout, argv)
+        for prog in ("hsmca-signer", "hsmca-frontend"):
+            path = os.path.join(os.path.dirname(BIN), prog)
+            r = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10)
+            self.assertEqual(r.returncode, 0, prog)
+            self.assertIn("usage: " + prog, r.stdout, prog)
 
     def test_unknown_command_and_flag(self):
         r = subprocess.run([BIN, "frobnicate"], capture_output=True, text=True)

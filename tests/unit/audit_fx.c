@@ -10,6 +10,7 @@
 #include "audit_entry.h"
 #include "audit_tiles.h"
 #include "audit_tu.h"
+#include "testutil.h"
 
 static void die(const char *what, const char *why)
 {
@@ -23,20 +24,55 @@ static void ok(hsmca_code rc, const hsmca_err *e, const char *what)
         die(what, e->msg);
 }
 
-void afx_add(afx_log *l, audit_entry *ent)
+void afx_set(afx_log *l, uint64_t seq, audit_entry *ent)
 {
     static char line[AUDIT_LINE_MAX];
     size_t len;
     hsmca_err e;
-    ent->seq = l->n;
-    ent->time = AFX_TIME0 + (int64_t)l->n;
+    ent->seq = seq;
+    ent->time = AFX_TIME0 + (int64_t)seq;
     ok(audit_entry_encode(ent, line, &len, &e), &e, "encode");
-    l->lines[l->n] = malloc(len + 1);
-    if (!l->lines[l->n])
+    char *copy = malloc(len + 1);
+    if (!copy)
         die("entries", "out of memory");
-    memcpy(l->lines[l->n], line, len);
-    l->lines[l->n][len] = '\0';
-    l->lens[l->n++] = len;
+    memcpy(copy, line, len);
+    copy[len] = '\0';
+    if (seq < l->n)
+        free(l->lines[seq]);
+    l->lines[seq] = copy;
+    l->lens[seq] = len;
+}
+
+void afx_add(afx_log *l, audit_entry *ent)
+{
+    afx_set(l, l->n, ent);
+    l->n++;
+}
+
+void afx_parse(const afx_log *l, uint64_t seq, audit_entry *ent, audit_entry_buf *buf)
+{
+    hsmca_err e;
+    ok(audit_entry_parse(l->lines[seq], l->lens[seq] - 1, ent, buf, &e), &e, "parse");
+}
+
+afx_fixture *afx_fixture_new(const char *name, uint64_t n)
+{
+    afx_fixture *f = calloc(1, sizeof(*f));
+    if (!f)
+        die("fixture", "out of memory");
+    f->dir = tu_mkdtemp(name);
+    afx_entries(&f->log, n, 0, NULL);
+    f->key = afx_key(0, &f->vk);
+    return f;
+}
+
+void afx_fixture_free(afx_fixture *f)
+{
+    tu_system("rm -rf '%s'", f->dir);
+    free(f->dir);
+    afx_log_free(&f->log);
+    EVP_PKEY_free(f->key);
+    free(f);
 }
 
 static void hex_of(uint64_t v, unsigned salt, char *out, size_t n)

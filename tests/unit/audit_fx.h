@@ -34,6 +34,12 @@ void afx_log_free(afx_log *l);
 #define AFX_EXTRA 16
 void afx_add(afx_log *l, audit_entry *ent);
 
+/* Entry seq of l parsed into *ent (its strings in *buf). */
+void afx_parse(const afx_log *l, uint64_t seq, audit_entry *ent, audit_entry_buf *buf);
+
+/* Entry seq of l replaced by ent (its seq and time set to the fixture's). */
+void afx_set(afx_log *l, uint64_t seq, audit_entry *ent);
+
 /* The audit key (deterministic from seed; salt 0 is the fixture's key) and its vkey. */
 EVP_PKEY *afx_key(unsigned salt, audit_vkey *vk);
 
@@ -45,5 +51,17 @@ void afx_write(const char *dir, const afx_log *l, const uint64_t *sizes, size_t 
 
 /* The signed checkpoint note of l's first size entries (caller frees). */
 char *afx_checkpoint(const afx_log *l, uint64_t size, EVP_PKEY *key, const audit_vkey *vk);
+
+/* A test's fixture: a new temporary directory (nothing in it yet), n entries of salt 0
+ * and the fixture's key. afx_fixture_free removes the directory. */
+typedef struct {
+    char *dir;
+    afx_log log;
+    EVP_PKEY *key;
+    audit_vkey vk;
+} afx_fixture;
+
+afx_fixture *afx_fixture_new(const char *name, uint64_t n);
+void afx_fixture_free(afx_fixture *f);
 
 #endif

@@ -42,11 +42,14 @@ typedef struct {
     uint64_t n, intents;
 } counts;
 
-static void count(void *ctx, const audit_entry *ent)
+static hsmca_code count(void *ctx, const audit_entry *ent, uint64_t off, hsmca_err *e)
 {
+    (void)off;
+    (void)e;
     counts *c = ctx;
     c->n++;
     c->intents += ent->kind == AUDIT_ISSUE_INTENT;
+    return HSMCA_OK;
 }
 
 static char *log_path(const char *dir)

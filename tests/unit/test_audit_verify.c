@@ -26,19 +26,11 @@ static const uint64_t SIZES[] = {0, 1, 100, 256, 300, 513, 580};
 #define NS (sizeof(SIZES) / sizeof(SIZES[0]))
 #define LATEST 580
 
-typedef struct {
-    char *dir;
-    afx_log log;
-    EVP_PKEY *key;
-    audit_vkey vk;
-} fx;
+typedef afx_fixture fx;
 
 static int setup(void **state)
 {
-    fx *f = calloc(1, sizeof(*f));
-    f->dir = tu_mkdtemp("verify");
-    afx_entries(&f->log, N, 0, NULL);
-    f->key = afx_key(0, &f->vk);
+    fx *f = afx_fixture_new("verify", N);
     afx_write(f->dir, &f->log, SIZES, NS, f->key, &f->vk);
     *state = f;
     return 0;
@@ -46,12 +38,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    fx *f = *state;
-    tu_system("rm -rf '%s'", f->dir);
-    free(f->dir);
-    afx_log_free(&f->log);
-    EVP_PKEY_free(f->key);
-    free(f);
+    afx_fixture_free(*state);
     return 0;
 }
 
@@ -289,26 +276,14 @@ static void test_edited_tiles(void **state)
 /* A log rebuilt with one entry replaced by ent, written whole (its checkpoints agree). */
 static void rebuild(fx *f, uint64_t seq, audit_entry *ent)
 {
-    static char line[AUDIT_LINE_MAX];
-    size_t len;
-    hsmca_err e;
-    ent->seq = seq;
-    ent->time = AFX_TIME0 + (int64_t)seq;
-    assert_int_equal(audit_entry_encode(ent, line, &len, &e), HSMCA_OK);
-    free(f->log.lines[seq]);
-    f->log.lines[seq] = malloc(len + 1);
-    memcpy(f->log.lines[seq], line, len);
-    f->log.lines[seq][len] = '\0';
-    f->log.lens[seq] = len;
+    afx_set(&f->log, seq, ent);
     tu_system("rm -rf '%s'", f->dir);
     afx_write(f->dir, &f->log, SIZES, NS, f->key, &f->vk);
 }
 
 static void parse_line(fx *f, uint64_t seq, audit_entry *ent, audit_entry_buf *buf)
 {
-    hsmca_err e;
-    assert_int_equal(audit_entry_parse(f->log.lines[seq], f->log.lens[seq] - 1, ent, buf, &e),
-                     HSMCA_OK);
+    afx_parse(&f->log, seq, ent, buf);
 }
 
 static void test_duplicate_serial(void **state)

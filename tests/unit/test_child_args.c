@@ -1,5 +1,5 @@
 /* test_child_args.c - the child processes' command line (common/child_args.h),
- * shared by `hsmca signer` and `hsmca frontend`. */
+ * shared by `hsmca-signer` and `hsmca-frontend`. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -311,6 +311,29 @@ static void test_varints(void **state)
     free(b.d);
 }
 
+/* One spelling per value (common/pbwire.h): a varint or a length prefix padded with
+ * 0x80 bytes is refused, though protobuf-c would read it; Istio's clients never write one. */
+static void test_non_minimal_varints(void **state)
+{
+    (void)state;
+    static const uint8_t padded[] = {0x08, 0x81, 0x00}; /* null_value 1 in two bytes */
+    buf v = {0}, s;
+    put(&v, padded, sizeof(padded));
+    s = struct_of("n", &v);
+    assert_refused(&s, 2, "metadata: truncated or overlong varint in field 1 of Value");
+    free(s.d);
+    static const uint8_t padlen[] = {0x0a, 0x80, 0x00}; /* an empty entry, length in two bytes */
+    buf b = {0};
+    put(&b, padlen, sizeof(padlen));
+    assert_refused(&b, 2, "metadata: truncated or overlong length in field 1 of Struct");
+    free(b.d);
+    static const uint8_t minimal[] = {0x0a, 0x00}; /* the same, in its one spelling */
+    b = (buf){0};
+    put(&b, minimal, sizeof(minimal));
+    assert_accepted(&b, 2);
+    free(b.d);
+}
+
 static void test_wire_types(void **state)
 {
     (void)state;
@@ -443,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_very_deep),      cmocka_unit_test(test_bad_limits),
         cmocka_unit_test(test_truncated),      cmocka_unit_test(test_varints),
         cmocka_unit_test(test_wire_types),     cmocka_unit_test(test_struct_string),
+        cmocka_unit_test(test_non_minimal_varints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

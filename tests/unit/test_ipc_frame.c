@@ -115,6 +115,35 @@ static void test_recv_refuses_truncated_and_oversized_packets(void **state)
     assert_non_null(strstr(e.msg, "larger than"));
 }
 
+/* Ids above IPC_ID_MAX (what the signing log holds) are refused both ways. */
+static void test_id_bound(void **state)
+{
+    uint8_t buf[64];
+    size_t len;
+    ipc_msg m;
+    hsmca_err e;
+    assert_int_equal(ipc_frame_encode(1, IPC_ID_MAX, NULL, 0, buf, sizeof(buf), &len, &e),
+                     HSMCA_OK);
+    assert_int_equal(ipc_frame_decode(buf, len, &m, &e), HSMCA_OK);
+    assert_true(m.id == IPC_ID_MAX);
+    assert_int_equal(ipc_frame_encode(1, IPC_ID_MAX + 1, NULL, 0, buf, sizeof(buf), &len, &e),
+                     HSMCA_EINVAL);
+    memset(buf + 1, 0xff, 8); /* 2^64 - 1 */
+    assert_int_equal(ipc_frame_decode(buf, IPC_HEADER_LEN, &m, &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "request id 18446744073709551615 above 2^63-1"));
+}
+
+/* A frame with a descriptor attached is refused naming the ancillary data, not its size. */
+static void test_recv_refuses_ancillary_data(void **state)
+{
+    static uint8_t buf[IPC_MAX_FRAME];
+    ipc_msg m;
+    hsmca_err e;
+    assert_int_equal(ipc_send_fd(pair[0], STDERR_FILENO, &e), HSMCA_OK);
+    assert_int_equal(ipc_recv(pair[1], buf, &m, &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "ancillary data attached"));
+}
+
 static void test_recv_reports_eof(void **state)
 {
     static uint8_t buf[IPC_MAX_FRAME];
@@ -195,6 +224,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recv_refuses_truncated_and_oversized_packets, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_recv_reports_eof, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_id_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recv_refuses_ancillary_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_packet_is_not_eof, setup, teardown),
         cmocka_unit_test_setup_teardown(test_try_recv_drains_without_waiting, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fd_passing, setup, teardown),

@@ -96,6 +96,13 @@ static void test_lengths(void **state)
         if (der_get_any(&b, &tag, &v))
             fail_msg("accepted: %s", bad[i].why);
     }
+    /* The high-tag-number form is refused by every verb, and der_peek_high_tag names it. */
+    der_cur high = der_cur_init((const uint8_t *)"\x9f\x1f\x00", 3);
+    der_cur low = der_cur_init((const uint8_t *)"\x9e\x00", 2);
+    assert_true(der_peek_high_tag(&high));
+    assert_false(der_peek_high_tag(&low));
+    der_cur nothing = der_cur_init(NULL, 0);
+    assert_false(der_peek_high_tag(&nothing));
     der_cur none = der_cur_init(NULL, 10);
     assert_true(der_empty(&none));
 }

@@ -120,26 +120,26 @@ static void test_refuses_before_unpacking(void **state)
 static void test_binding_fields(void **state)
 {
     static uint8_t buf[65536];
-    static char token[TOK_JWT_MAX_LEN + 2];
+    static char token[IPC_TOKEN_MAX + 2];
     static uint8_t tbs[100];
-    memset(token, 'a', TOK_JWT_MAX_LEN);
+    memset(token, 'a', IPC_TOKEN_MAX);
     Hsmca__Ipc__SignRequest r = HSMCA__IPC__SIGN_REQUEST__INIT;
     r.profile = 1;
     r.tbs.data = tbs;
     r.tbs.len = sizeof(tbs);
     r.authenticator = (char *)"jwt";
-    r.token = token; /* TOK_JWT_MAX_LEN bytes: the limit itself */
+    r.token = token; /* IPC_TOKEN_MAX bytes: the limit itself */
     size_t n = hsmca__ipc__sign_request__pack(&r, buf);
     signer_request_shape shape;
     hsmca_err e;
     assert_int_equal(signer_request_check(buf, n, &shape, &e), HSMCA_OK);
     assert_int_equal(shape.authenticator_len, 3);
-    assert_int_equal(shape.token_len, TOK_JWT_MAX_LEN);
-    token[TOK_JWT_MAX_LEN] = 'a';
+    assert_int_equal(shape.token_len, IPC_TOKEN_MAX);
+    token[IPC_TOKEN_MAX] = 'a';
     n = hsmca__ipc__sign_request__pack(&r, buf);
     expect(buf, n, HSMCA_EINVAL, "SignRequest: field token of 8193 bytes exceeds 8192");
-    static char longname[SIGNER_DENY_AUTHENTICATOR_MAX + 2];
-    memset(longname, 'j', SIGNER_DENY_AUTHENTICATOR_MAX + 1);
+    static char longname[IPC_AUTHENTICATOR_MAX + 2];
+    memset(longname, 'j', IPC_AUTHENTICATOR_MAX + 1);
     r.token = (char *)"x";
     r.authenticator = longname;
     n = hsmca__ipc__sign_request__pack(&r, buf);
@@ -195,7 +195,7 @@ static void expect_deny(const uint8_t *p, size_t n, hsmca_code code, const char 
 static void test_frontend_deny(void **state)
 {
     static uint8_t buf[8192];
-    static char big[SIGNER_DENY_REASON_MAX + 2];
+    static char big[IPC_DENY_REASON_MAX + 2];
     size_t n = pack_deny(buf, "spiffe://td/ns/a/sa/b", "jwt", HSMCA_EAUTH, "bad token", 3);
     expect_deny(buf, n, HSMCA_OK, NULL);
     n = pack_deny(buf, "", "none", HSMCA_EPERM, "", 0); /* empty strings are absent fields */
@@ -204,10 +204,10 @@ static void test_frontend_deny(void **state)
     expect_deny(buf, n, HSMCA_EINVAL, "FrontendDeny: code must name a refusal (1..9)");
     n = pack_deny(buf, "", "", HSMCA_CODE_MAX + 1, "r", 0);
     expect_deny(buf, n, HSMCA_EINVAL, "FrontendDeny: field code of 10 exceeds 9");
-    memset(big, 'r', SIGNER_DENY_REASON_MAX);
+    memset(big, 'r', IPC_DENY_REASON_MAX);
     n = pack_deny(buf, "", "jwt", HSMCA_EAUTH, big, 0);
     expect_deny(buf, n, HSMCA_OK, NULL);
-    big[SIGNER_DENY_REASON_MAX] = 'r';
+    big[IPC_DENY_REASON_MAX] = 'r';
     n = pack_deny(buf, "", "jwt", HSMCA_EAUTH, big, 0);
     expect_deny(buf, n, HSMCA_EINVAL, "FrontendDeny: field reason of 1025 bytes exceeds 1024");
     n = pack_deny(buf, "", "jwt", HSMCA_EAUTH, "r", 0);

@@ -416,14 +416,14 @@ static void test_duplicate_json_keys(void **state)
 static void test_oversize_token(void **state)
 {
     /* validly signed, just too long */
-    size_t padlen = TOK_JWT_MAX_LEN;
+    size_t padlen = IPC_TOKEN_MAX;
     char *claims = malloc(padlen + 1024);
     int n = snprintf(claims, 1024, "{\"iss\":\"" ISS "\",\"aud\":\"istio-ca\"," CL_TIMES
                                    "," CL_K8S ",\"pad\":\"");
     memset(claims + n, 'x', padlen);
     strcpy(claims + n + padlen, "\"}");
     char *tok = sign_token(HDR_ES, claims, S_ES256, g_ec);
-    assert_true(strlen(tok) > TOK_JWT_MAX_LEN);
+    assert_true(strlen(tok) > IPC_TOKEN_MAX);
     expect_refused(tok, "JWT must be 1-8192 bytes");
     free(tok);
     free(claims);

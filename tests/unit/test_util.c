@@ -179,6 +179,29 @@ static void test_printable_cap_is_visible(void **state)
     assert_string_equal(out, "zzz");
 }
 
+/* ---- hex ----------------------------------------------------------------------- */
+
+static void test_unhex(void **state)
+{
+    (void)state;
+    uint8_t out[4] = {0};
+    size_t n = 99;
+    assert_int_equal(util_unhex("00ff10ab", 8, out, sizeof(out), &n), 1);
+    assert_int_equal(n, 4);
+    assert_memory_equal(out, "\x00\xff\x10\xab", 4);
+    assert_int_equal(util_unhex("", 0, out, sizeof(out), &n), 1);
+    assert_int_equal(n, 0);
+    /* lowercase only (util_hex's and the signing log's one spelling), even, within cap */
+    assert_int_equal(util_unhex("AB", 2, out, sizeof(out), &n), 0);
+    assert_int_equal(util_unhex("abc", 3, out, sizeof(out), &n), 0);
+    assert_int_equal(util_unhex("0g", 2, out, sizeof(out), &n), 0);
+    assert_int_equal(util_unhex("0011223344", 10, out, sizeof(out), &n), 0);
+    char hex[9];
+    util_hex((const uint8_t *)"\x01\x23\xcd\xef", 4, hex);
+    assert_int_equal(util_unhex(hex, 8, out, sizeof(out), &n), 1);
+    assert_memory_equal(out, "\x01\x23\xcd\xef", 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -189,6 +212,7 @@ int main(void)
         cmocka_unit_test(test_printable_copies_plain_text),
         cmocka_unit_test(test_printable_masks_the_rest),
         cmocka_unit_test(test_printable_cap_is_visible),
+        cmocka_unit_test(test_unhex),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

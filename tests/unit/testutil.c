@@ -60,6 +60,17 @@ const char *tu_hsmca_bin(void)
     return (b && *b) ? b : "hsmca";
 }
 
+const char *tu_signer_bin(void)
+{
+    static char path[4096];
+    const char *bin = tu_hsmca_bin();
+    const char *slash = strrchr(bin, '/');
+    if (!slash)
+        return "hsmca-signer";
+    snprintf(path, sizeof(path), "%.*s/hsmca-signer", (int)(slash - bin), bin);
+    return path;
+}
+
 int tu_system(const char *fmt, ...)
 {
     char cmd[4096];
@@ -147,7 +158,7 @@ char *tu_jwks_doc(char *a, char *b)
 hsmca_code tu_pool_sign_check(p11_pool *p, hsmca_err *e)
 {
     const sigalg *alg = p11_pool_sigalg(p);
-    uint8_t d[64], sig[1024];
+    uint8_t d[64], sig[IPC_SIG_MAX];
     size_t len = sizeof(sig);
     if (!alg || RAND_bytes(d, (int)alg->digest_len) != 1)
         abort();

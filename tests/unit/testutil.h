@@ -17,6 +17,10 @@ char *tu_mkdtemp(const char *prefix);
 /* Path of the hsmca binary under test ($HSMCA_BIN, else "hsmca" in PATH). */
 const char *tu_hsmca_bin(void);
 
+/* Path of the signer program that hsmca runs: hsmca-signer beside tu_hsmca_bin()
+ * (as the supervisor finds it); static storage. */
+const char *tu_signer_bin(void);
+
 /* Runs a shell command (printf-style), returns its exit status (or -1). */
 int tu_system(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -1,0 +1,97 @@
+/* ipc_contract.h - every bound the front end and the signer both enforce on their IPC
+ * (common/ipc_frame.h, proto/signer.proto), each named once. The front end builds its
+ * messages within these bounds and the signer's wire check (signer/signer_request.c)
+ * refuses anything past them, so a bound changed here changes both sides; the
+ * _Static_asserts below tie each one to the config's limits (config.h), the certificate
+ * profile (profile.h) and the frame it travels in, so that the build fails when a bound
+ * can no longer be met on one side. The buffers that hold these fields are declared
+ * from these names, never from a literal. */
+#ifndef HSMCA_IPC_CONTRACT_H
+#define HSMCA_IPC_CONTRACT_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "hsmca_err.h"
+#include "profile.h"
+
+/* One message per SOCK_SEQPACKET packet: u8 type | u64 id (big-endian) | payload. The
+ * receiver's buffer is IPC_MAX_FRAME bytes and the size is checked before anything is
+ * allocated. */
+#define IPC_HEADER_LEN 9
+#define IPC_MAX_FRAME 65536
+#define IPC_MAX_PAYLOAD (IPC_MAX_FRAME - IPC_HEADER_LEN)
+
+/* A frame's request id: the front end counts from 1. The signer writes the id into the
+ * signing log as a JSON integer, which the log's readers (audit/audit_entry.c, `hsmca
+ * audit verify` and `audit show`) hold as an int64, so a frame with a larger id is
+ * malformed in both directions (ipc_frame_encode, ipc_frame_decode) rather than a
+ * request whose log entry cannot be written. */
+#define IPC_ID_MAX ((uint64_t)INT64_MAX)
+
+/* String fields of SignRequest and FrontendDeny, in bytes, without a NUL. */
+#define IPC_AUTHENTICATOR_MAX 64 /* "jwt", "client_cert", "tokenreview", "none" */
+#define IPC_DENY_REASON_MAX 1024 /* FrontendDeny.reason: the check that refused */
+#define IPC_REQUESTER_MAX PROFILE_REQUESTER_MAX /* a SPIFFE ID */
+#define IPC_TBS_MAX PROFILE_TBS_MAX
+#define IPC_CSR_SHA256_LEN 32 /* SignRequest.csr_sha256: empty or a SHA-256 */
+/* SignRequest.token: a bearer JWT, which the signer verifies again (identity binding).
+ * The front end's authenticator refuses a longer token, so every token it accepts can
+ * be forwarded. */
+#define IPC_TOKEN_MAX 8192
+/* SignRequest.cluster: the ClusterID, a config auth.clusters id. */
+#define IPC_CLUSTER_MAX CONFIG_MAX_CLUSTER_ID
+
+/* Key sets: the local cluster (index 0) and each of auth.clusters (index i + 1). The
+ * supervisor pushes each over a child's control channel as CTL_KEYS_CLUSTER(index); the
+ * front end and the signer hold one set per index. */
+#define IPC_KEYSETS (CONFIG_MAX_CLUSTERS + 1)
+
+/* The largest CA signature either side holds: RSA-8192 (an ECDSA P-384 signature in DER is
+ * at most 104 bytes). The signer's buffer for C_Sign's answer and the PKCS#11 pool's
+ * minimum are this size. */
+#define IPC_SIG_MAX 1024
+
+/* A length-delimited field costs at most this much besides its bytes: a key of one byte and
+ * a length prefix of at most 3 (lengths under 2^21). */
+#define IPC_FIELD_OVERHEAD 4
+
+_Static_assert(IPC_TBS_MAX + IPC_REQUESTER_MAX + IPC_CSR_SHA256_LEN + IPC_AUTHENTICATOR_MAX +
+                       IPC_TOKEN_MAX + IPC_CLUSTER_MAX + 7 * IPC_FIELD_OVERHEAD + 6 <=
+                   IPC_MAX_PAYLOAD,
+               "a SignRequest at every cap fits one frame");
+_Static_assert(IPC_REQUESTER_MAX + IPC_AUTHENTICATOR_MAX + IPC_DENY_REASON_MAX +
+                       5 * IPC_FIELD_OVERHEAD + 12 <=
+                   IPC_MAX_PAYLOAD,
+               "a FrontendDeny at every cap fits one frame");
+/* SignReply.certificate: the TBS, the outer AlgorithmIdentifier (under 32 bytes) and the
+ * signature in a BIT STRING, in a SEQUENCE; with the code and a reason (an hsmca_err
+ * message). */
+_Static_assert(IPC_TBS_MAX + 32 + IPC_SIG_MAX + 16 + IPC_FIELD_OVERHEAD + 6 +
+                       sizeof(((hsmca_err *)0)->msg) + IPC_FIELD_OVERHEAD <=
+                   IPC_MAX_PAYLOAD,
+               "a SignReply with the largest certificate fits one frame");
+_Static_assert(IPC_SIG_MAX >= PROFILE_RSA_BITS_MAX / 8,
+               "an RSA CA key as large as the profile allows signs into the buffer");
+_Static_assert(IPC_TBS_MAX < (1 << 21) && IPC_TOKEN_MAX < (1 << 21) &&
+                   IPC_REQUESTER_MAX < (1 << 21) && IPC_DENY_REASON_MAX < (1 << 21),
+               "length prefixes of at most 3 bytes (IPC_FIELD_OVERHEAD)");
+
+/* Control bytes (the supervisor's channel to each child). Down: the key set of cluster idx
+ * (0: local, CTL_KEYS; 1..CONFIG_MAX_CLUSTERS: auth.clusters[idx - 1], one digit each)
+ * as a sealed memfd; ctl_keys_cluster maps a type byte back: the cluster index, or -1
+ * when it is no key push. */
+#define CTL_KEYS 'J'
+#define CTL_KEYS_CLUSTER(idx) ((char)((idx) == 0 ? CTL_KEYS : '0' + (idx)))
+#define CTL_IS_KEY_PUSH(b) ((b) == CTL_KEYS || ((b) >= '1' && (b) <= '0' + CONFIG_MAX_CLUSTERS))
+static inline int ctl_keys_cluster(char type)
+{
+    if (!CTL_IS_KEY_PUSH(type))
+        return -1;
+    return type == CTL_KEYS ? 0 : type - '0';
+}
+_Static_assert(CONFIG_MAX_CLUSTERS >= 1 && CONFIG_MAX_CLUSTERS <= 9,
+               "CTL_KEYS_CLUSTER names a remote cluster by one digit, which no other control "
+               "byte is");
+
+#endif

@@ -1,0 +1,9 @@
+/* main.c - `hsmca-frontend`, the sandboxed gRPC front end program (DESIGN.md §1,
+ * §3): the supervisor (`hsmca serve`) execs it with the config and its two
+ * sockets. It links no PKCS#11 code. */
+#include "frontend.h"
+
+int main(int argc, char **argv)
+{
+    return frontend_main(argc, argv);
+}

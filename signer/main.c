@@ -1,0 +1,10 @@
+/* main.c - `hsmca-signer`, the privileged signer program (DESIGN.md §1, §2): the
+ * supervisor (`hsmca serve`) execs it with the token's config and its two sockets.
+ * It links only the signer's modules; docs/SECURITY.md lists them as the reading
+ * list of the privileged code. */
+#include "signer.h"
+
+int main(int argc, char **argv)
+{
+    return signer_main(argc, argv);
+}

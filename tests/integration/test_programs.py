@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""Three programs, each linked only with what it runs (DESIGN.md §1, docs/SECURITY.md
+§1). The privileged signer maps its own short list of libraries and the PKCS#11
+module with what that module needs, nothing else: no gRPC, abseil, upb, re2,
+c-ares, libcurl, libssl. The front end maps no PKCS#11 code.
+
+Read from the running processes of a real `hsmca dev` (the supervisor, then
+hsmca-signer and hsmca-frontend), and from the programs' own link lines."""
+import os
+import re
+import subprocess
+import unittest
+
+from hsmca_harness import BIN, DevServer
+
+HERE = os.path.dirname(BIN)
+SIGNER_BIN = os.path.join(HERE, "hsmca-signer")
+FRONTEND_BIN = os.path.join(HERE, "hsmca-frontend")
+
+# What hsmca-signer itself is linked with: the C library, OpenSSL's libcrypto,
+# protobuf-c (the IPC), jansson (log lines, JWKS), libyaml (config, policy file)
+# and libseccomp. The whole reading list of third-party code in the signer.
+SIGNER_OWN = {"ld-linux-x86-64", "libc", "libm", "libcrypto", "libprotobuf-c", "libjansson",
+              "libyaml-0", "libseccomp"}
+# Never in the signer, whatever module it loads.
+SIGNER_NEVER = ("libgrpc", "libgpr", "libabsl_", "libupb", "libre2", "libcares", "libcurl",
+                "libssl", "libaddress_sorting", "libz.")
+# PKCS#11 code: never in the front end.
+PKCS11 = ("softhsm", "libp11", "p11-kit", "pkcs11", "opensc", "libtpm2", "opencryptoki")
+
+
+def stem(path):
+    """libfoo.so.1.2 -> libfoo; ld-linux-x86-64.so.2 -> ld-linux-x86-64."""
+    return os.path.basename(path).split(".so")[0]
+
+
+def mapped_objects(pid):
+    """The paths of the shared objects mapped in pid."""
+    with open("/proc/%d/maps" % pid) as f:
+        paths = {line.split()[5] for line in f if len(line.split()) > 5}
+    return {p for p in paths if re.search(r"\.so(\.|$)", os.path.basename(p))}
+
+
+def needed(path):
+    """The shared objects ldd resolves for path (its own link line and theirs)."""
+    out = subprocess.run(["ldd", path], capture_output=True, text=True, check=True).stdout
+    return {stem(line.split()[0]) for line in out.splitlines()
+            if line.strip() and not line.strip().startswith("linux-vdso")}
+
+
+class ProgramTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = DevServer("ec-p256", name="programs")
+        cls.server.wait_ready()
+        cls.kids = cls.server.wait_children()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_children_are_their_own_programs(self):
+        for role, path in (("signer", SIGNER_BIN), ("frontend", FRONTEND_BIN)):
+            self.assertEqual(os.path.realpath("/proc/%d/exe" % self.kids[role]),
+                             os.path.realpath(path), role)
+
+    def test_signer_link_line(self):
+        own = needed(SIGNER_BIN)
+        self.assertLessEqual(own, SIGNER_OWN, "hsmca-signer links more than its list")
+        self.assertIn("libcrypto", own)  # control: ldd read the program
+
+    def test_signer_maps_only_its_allowlist(self):
+        objs = mapped_objects(self.kids["signer"])
+        modules = [p for p in objs if "softhsm" in p]
+        self.assertEqual(len(modules), 1, objs)  # control: the token's module is there
+        allowed = SIGNER_OWN | {stem(modules[0])} | needed(modules[0])
+        extra = sorted(p for p in objs if stem(p) not in allowed)
+        self.assertEqual(extra, [], "the signer maps libraries outside its allowlist")
+        for p in objs:
+            for bad in SIGNER_NEVER:
+                self.assertNotIn(bad, os.path.basename(p))
+
+    def test_frontend_maps_no_pkcs11_code(self):
+        objs = mapped_objects(self.kids["frontend"])
+        self.assertTrue(any("libgrpc" in p for p in objs), objs)  # control
+        for p in objs:
+            for bad in PKCS11:
+                self.assertNotIn(bad, os.path.basename(p).lower(), p)
+        self.assertFalse(needed(FRONTEND_BIN) & {"libp11", "libp11-kit", "libcurl"})
+
+
+if __name__ == "__main__":
+    unittest.main()
