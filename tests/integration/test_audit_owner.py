@@ -25,8 +25,8 @@ import grpc
 from hsmca_harness import BIN, SHIM, DevServer, ShimServer, audit_entries, free_port
 from test_crash import RETRYABLE, RecordingLoad, alive, audit_verify, missing_intents
 
-# The bound on the children of a killed supervisor (the task's, not a measurement: a
-# stop takes a few tens of ms here). Polled from the kill, so it includes the poll.
+# The bound on the children of a killed supervisor: a requirement, not a measurement
+# with a margin. Polled in /proc from the kill, so it includes the poll.
 ORPHANS_GONE_S = 1.0
 KILL_ROUNDS = int(os.environ.get("HSMCA_OWNER_ROUNDS", "3"))
 SLOW_SIGN_MS = 150
