@@ -11,7 +11,7 @@
 
 #include "audit_entry.h"
 #include "ipc_contract.h"
-#include "signer_core_int.h"
+#include "signer_ctx.h"
 #include "util.h"
 
 /* What the front end may send is logged whole: the signing log's caps (a format the

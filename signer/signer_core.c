@@ -1,9 +1,12 @@
 /* signer_core.c - see signer_core.h.
  *
- * Start-up (token, CA and audit key checks, the audit log's replay), the front
- * end's connection, the periodic tick and the stop. The queue and the workers
- * are in signer_work.c. */
-#include "signer_core_int.h"
+ * Start-up (token, CA and audit key checks, the audit log's replay), the periodic
+ * tick and the stop. The connections are in signer_conn.c, the queue and the
+ * workers in signer_work.c, staged requests and the syncer in signer_stage.c. */
+#include "signer_core.h"
+#include "signer_ctx.h"
+#include "signer_stage.h"
+#include "signer_work.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -35,42 +38,14 @@
 #include "signer_tbs.h"
 #include "util.h"
 
-void signer_conn_unref_locked(signer_conn *c)
-{
-    if (c && --c->refs == 0) {
-        close(c->fd);
-        free(c);
-    }
-}
-
 p11_signkey *signer_audit_key(signer_ctx *s)
 {
     return s->audit_key;
 }
 
-int signer_conn_fd(signer_ctx *s)
-{
-    pthread_mutex_lock(&s->lock);
-    int fd = s->conn ? s->conn->fd : -1;
-    pthread_mutex_unlock(&s->lock);
-    return fd;
-}
-
 hsmca_code signer_keys_load_fd(signer_ctx *s, int cluster, int fd, hsmca_err *e)
 {
     return signer_bind_load_fd(s->bind, cluster, fd, e);
-}
-
-void signer_set_ctl_fd(signer_ctx *s, int ctl_fd)
-{
-    s->ctl_fd = ctl_fd;
-}
-
-void signer_ask_new_frontend(signer_ctx *s)
-{
-    char b = CTL_RESTART_PEER;
-    if (s->ctl_fd >= 0 && write(s->ctl_fd, &b, 1) != 1)
-        log_warn("cannot ask the supervisor to restart the front end: %s", strerror(errno));
 }
 
 /* After the token refused the PIN nothing logs in again, until the PIN file
@@ -108,34 +83,6 @@ int signer_tick(signer_ctx *s)
         return 1;
     }
     return 0;
-}
-
-void signer_conn_set(signer_ctx *s, int fd)
-{
-    signer_conn *c = calloc(1, sizeof(*c));
-    if (!c)
-        fatal("out of memory");
-    c->fd = fd;
-    c->refs = 1;
-    pthread_mutex_lock(&s->lock);
-    /* The old front end is gone or replaced: a worker waiting to send to it is
-     * released now, not after the send timeout, and its queued jobs are dropped
-     * as the workers reach them, so the new front end finds room at once. */
-    if (s->conn)
-        shutdown(s->conn->fd, SHUT_RDWR);
-    signer_conn_unref_locked(s->conn);
-    s->conn = c;
-    pthread_mutex_unlock(&s->lock);
-}
-
-void signer_conn_close(signer_ctx *s)
-{
-    pthread_mutex_lock(&s->lock);
-    if (s->conn)
-        shutdown(s->conn->fd, SHUT_RDWR);
-    signer_conn_unref_locked(s->conn);
-    s->conn = NULL;
-    pthread_mutex_unlock(&s->lock);
 }
 
 /* The CA certificate must be a CA, carry an SKI (invariant 1 checks AKI against

@@ -3,6 +3,7 @@
 #ifndef HSMCA_SIGNER_LIMITS_H
 #define HSMCA_SIGNER_LIMITS_H
 
+#include "config.h"
 #include "hsmca_err.h"
 #include <stddef.h>
 #include <stdint.h>
@@ -52,5 +53,29 @@ rate_limiter *rate_limiter_new(uint32_t rate, uint32_t burst);
 void rate_limiter_free(rate_limiter *r);
 /* Takes one token at monotonic time now; HSMCA_ERATE when the bucket is empty. */
 HSMCA_MUSTCHECK hsmca_code rate_limiter_take(rate_limiter *r, double now, hsmca_err *e);
+
+/* The queue's bounds (invariant 7): in requests, and in the bytes the queued
+ * requests hold once unpacked, so a flooding front end cannot grow the signer. */
+#define SIGNER_MAX_QUEUE 8192
+#define SIGNER_MAX_QUEUE_BYTES (16u << 20)
+/* The signer's threads besides the main one (which reads the front end): one checker,
+ * which validates each request and appends its intent, and one signing worker per
+ * PKCS#11 session, which signs what the audit log's syncer made durable (invariant 8).
+ * A worker never waits for a session (each has one to itself), and the checker
+ * fills the next sync while the sessions sign, so the log does not idle the token
+ * (bench_signer, docs/PERFORMANCE.md §4). Index 0 is the checker. */
+#define SIGNER_MAX_WORKERS (CONFIG_MAX_SESSIONS + 1)
+
+/* The threads a signer with `sessions` sessions runs: the checker and a worker each. */
+static inline unsigned signer_worker_count(unsigned sessions)
+{
+    unsigned n = sessions + 1;
+    return n < SIGNER_MAX_WORKERS ? n : SIGNER_MAX_WORKERS;
+}
+
+/* Requests checked and logged but not yet signed (parked for the sync, or durable and
+ * waiting for a session), at most: enough for the sync of a busy second to cover a few
+ * hundred intents, and bounded, so a token that hangs holds this many at most. */
+#define SIGNER_MAX_STAGED 512
 
 #endif

@@ -2,7 +2,7 @@
  *
  * The main thread reads frames from the front end and dispatches them through
  * an allow-table; a checker thread validates and logs each request, worker
- * threads (one per PKCS#11 session) sign and reply (signer_core_int.h). A
+ * threads (one per PKCS#11 session) sign and reply (signer_work.h). A
  * protocol violation ends the front end's connection and asks the supervisor
  * to restart the front end; it never stops the signer. */
 #include "signer.h"
@@ -24,6 +24,7 @@
 #include "signer.pb-c.h"
 #include "signer_audit.h"
 #include "signer_sandbox.h"
+#include "signer_work.h"
 
 static volatile sig_atomic_t signer_stop;
 

@@ -1,8 +1,10 @@
-/* signer_stage.c - the signer's staged requests (see signer_core_int.h): with the
+/* signer_stage.c - the signer's staged requests (see signer_stage.h): with the
  * audit log, the checker parks a request once its intent is appended; the syncer thread
  * makes every parked intent durable with one sync and hands them back, ready, to the
  * signing workers; the pool of stages the requests in progress hold. */
-#include "signer_core_int.h"
+#include "signer_ctx.h"
+#include "signer_stage.h"
+#include "signer_work.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,11 +1,13 @@
-/* signer_work.c - the signer's queue and workers (see signer_core_int.h):
+/* signer_work.c - the signer's queue and workers (see signer_work.h):
  * admission against the queue's bounds, log before sign, validation, signing,
  * the reply (bounded against a front end that stopped reading), and the
  * watchdog for token calls that hang.
  *
  * A job keeps a reference on the connection it came from, so a reply never goes
  * to a newer front end and a closed fd number is never reused under a worker. */
-#include "signer_core_int.h"
+#include "signer_ctx.h"
+#include "signer_stage.h"
+#include "signer_work.h"
 
 #include <errno.h>
 #include <pthread.h>

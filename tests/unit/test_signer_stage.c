@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include "audit_log.h"
-#include "signer_core_int.h"
+#include "signer_ctx.h"
+#include "signer_stage.h"
+#include "signer_work.h"
 #include "testutil.h"
 #include "util.h"
 

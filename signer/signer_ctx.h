@@ -1,8 +1,9 @@
-/* signer_core_int.h - the signer's state, shared by signer_core.c (start, stop,
- * connections, the periodic tick) and signer_work.c (the queue, the workers,
- * the watchdog and the replies). Private to signer/. */
-#ifndef HSMCA_SIGNER_CORE_INT_H
-#define HSMCA_SIGNER_CORE_INT_H
+/* signer_ctx.h - the signer's state, shared by signer_core.c (start, stop, the
+ * periodic tick), signer_conn.c (connections), signer_work.c (the queue, the
+ * checker and workers, the watchdog, the replies) and signer_stage.c (staged requests
+ * and the syncer). Private to signer/. */
+#ifndef HSMCA_SIGNER_CTX_H
+#define HSMCA_SIGNER_CTX_H
 
 #include <pthread.h>
 #include <stdint.h>
@@ -15,15 +16,18 @@
 #include "policy_file.h"
 #include "sigalg.h"
 #include "signer_bind.h"
-#include "signer_core.h"
+#include "signer_conn.h"
 #include "signer_limits.h"
+#include "signer.pb-c.h"
 #include "signer_tbs.h"
 #include "window_limiter.h"
 
-typedef struct signer_conn {
+typedef struct signer_ctx signer_ctx;
+
+struct signer_conn {
     int fd;
     int refs; /* guarded by signer_ctx.lock */
-} signer_conn;
+};
 
 /* A job from its checks to its reply: the TBS's facts, digest and intent (from a pool,
  * not in the job: a queued job counts against the queue's bytes). */
@@ -116,43 +120,5 @@ struct signer_ctx {
     /* What each worker is signing, for the watchdog (guarded by lock). */
     signer_job *busy[SIGNER_MAX_WORKERS]; /* the job each worker holds; NULL when idle */
 };
-
-typedef struct {
-    signer_ctx *s;
-    int idx;
-} signer_worker_arg;
-
-/* Drops a reference to c (closing it with the last one); lock held. */
-void signer_conn_unref_locked(signer_conn *c);
-
-/* A thread of the signer: arg is a malloc'd signer_worker_arg, freed by it. The checker
- * (index 0) validates requests and stages them; the others sign staged requests. */
-void *signer_checker(void *arg);
-void *signer_worker(void *arg);
-
-/* The pool of stages (max_staged and n_workers set); fatal when out of memory. */
-void signer_stages_init(signer_ctx *s);
-void signer_stages_free(signer_ctx *s);
-
-/* A job's intent_seq before its intent is appended. */
-#define SIGNER_NO_INTENT UINT64_MAX
-
-/* Under s->lock: the checker's next job, a queued one with a stage from the pool, taken
- * only while there is room to stage it; NULL at a stop (it takes nothing more). */
-signer_job *signer_next_to_check(signer_ctx *s);
-/* Under s->lock: a signing worker's next job, a staged one (durable; its front end
- * checked again: j->current); NULL at a stop once every staged job was signed (their
- * intents are in the log), the one the checker holds included. */
-signer_job *signer_next_to_sign(signer_ctx *s);
-
-/* Hands j, checked by the checker, on: parked for the syncer with the audit log (its
- * intent appended), ready for a worker without it. The checker lets go of it. */
-void signer_stage_checked(signer_ctx *s, signer_job *j);
-
-/* The syncer thread (with the audit log): arg is the signer_ctx. */
-void *signer_syncer(void *arg);
-
-/* The watchdog: answers UNAVAILABLE for requests whose token call is overdue. */
-void signer_answer_overdue(signer_ctx *s);
 
 #endif
