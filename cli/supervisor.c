@@ -155,7 +155,8 @@ static int reap(sup_child *kids, int n)
                              : (c->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : c->backoff * 2);
             c->restart_at = now + c->backoff;
             c->pid = 0;
-            close(c->ctl);
+            if (c->ctl >= 0)
+                close(c->ctl);
             c->ctl = -1;
             log_info("restarting %s in %.1fs", c->role, c->backoff);
         }
@@ -164,12 +165,17 @@ static int reap(sup_child *kids, int n)
 }
 
 /* A control byte from a child: the signer asks for a new front end after the
- * old one broke the protocol; the front end asks for fresh issuer keys. */
+ * old one broke the protocol; the front end asks for fresh issuer keys. The end of
+ * the channel means the child is gone: it is closed here, so that neither poll nor a
+ * key push spins on it until reap() collects the child. */
 static void read_ctl(sup_child *from, sup_child *frontend, sup_keyring *keys)
 {
     char b;
     ssize_t r = read(from->ctl, &b, 1);
-    if (r == 1 && b == CTL_RESTART_PEER && from != frontend && frontend->pid) {
+    if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+        close(from->ctl);
+        from->ctl = -1;
+    } else if (r == 1 && b == CTL_RESTART_PEER && from != frontend && frontend->pid) {
         log_warn("signer reports a protocol violation: restarting the front end");
         kill(frontend->pid, SIGKILL);
     } else if (r == 1 && b == CTL_KEYS_REFRESH && from == frontend) {
@@ -343,7 +349,7 @@ static int run_children(int sfd, sup_child kids[2], sup_keyring *keys)
             break;
         }
         for (int i = 1; i < 3; i++)
-            if (pfd[i].fd >= 0 && (pfd[i].revents & POLLIN))
+            if (pfd[i].fd >= 0 && (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 read_ctl(&kids[i - 1], frontend, keys);
         /* EXIT_CONFIG again, so a service manager does not start us over and try the
          * wrong PIN once more (systemd: RestartPreventExitStatus=78). */
