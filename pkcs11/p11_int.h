@@ -32,6 +32,15 @@ typedef enum {
 } p11_rv_class;
 p11_rv_class p11_rv_classify(CK_RV rv);
 
+/* The class of a signing operation's rv: p11_rv_classify's, except that
+ * CKR_GENERAL_ERROR and CKR_FUNCTION_FAILED are P11_RV_DEVICE once the key has
+ * signed (key_has_signed), as a client library answers when its daemon went away. */
+p11_rv_class p11_rv_classify_op(CK_RV rv, int key_has_signed);
+
+/* 1 for the codes that put the module itself in doubt (CKR_GENERAL_ERROR,
+ * CKR_FUNCTION_FAILED): its recovery re-initializes it first. */
+int p11_rv_module_fault(CK_RV rv);
+
 /* Sets *e from a failed call: HSMCA_EUNAVAIL when the session, the login or
  * the token went away (P11_RV_SESSION, _LOGIN, _DEVICE), else `code`; the message is "<what>: <CKR name>". Returns the code set. */
 HSMCA_MUSTCHECK hsmca_code p11_fail_rv(hsmca_err *e, hsmca_code code, const char *what, CK_RV rv);
