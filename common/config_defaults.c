@@ -83,7 +83,7 @@ config_net config_signer_network(const hsmca_config *c)
         return (config_net)n;
     /* A value the parser refused never gets here; an unknown one is the closed mode. */
     return c->signer_allow_network && !c->signer_sandbox_network[0] ? CONFIG_NET_INET
-                                                                     : CONFIG_NET_NONE;
+                                                                    : CONFIG_NET_NONE;
 }
 
 static void set_str(char *dst, const char *src)

@@ -267,6 +267,19 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
     return audit_log_sync_through(s->audit, seq, e);
 }
 
+hsmca_code signer_self_test(signer_ctx *s, hsmca_err *e)
+{
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    if (p11_pool_self_test(s->pool, &why) != HSMCA_OK)
+        return hsmca_fail(e, why.code, "CA key (pkcs11.ca_key): %s", why.msg);
+    if (s->audit_key && p11_signkey_self_test(s->audit_key, &why) != HSMCA_OK)
+        return hsmca_fail(e, why.code, "audit key (pkcs11.audit_key): %s", why.msg);
+    log_info("self-test inside the sandbox: the CA key%s signed and verified",
+             s->audit_key ? " and the audit key" : "");
+    return HSMCA_OK;
+}
+
 /* A checkpoint at least every second while entries arrive, none when idle. */
 #define SIGNER_CHECKPOINT_INTERVAL_S 1.0
 
