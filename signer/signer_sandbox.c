@@ -213,8 +213,8 @@ static const char *sandbox_hint(const signer_sandbox *sb)
                               "that uses SysV shared memory signer.sandbox.sysv_ipc: true";
     if (!sb->sysv_ipc)
         return "a module that uses SysV shared memory needs signer.sandbox.sysv_ipc: true; "
-               "strace -f -p <signer pid> shows the calls it is refused (EPERM)";
-    return "strace -f -p <signer pid> shows the calls the module is refused (EPERM)";
+               "hsmca serve under strace -f shows the calls it is refused (EPERM)";
+    return "hsmca serve under strace -f shows the calls the module is refused (EPERM)";
 }
 
 void signer_sandbox_refuse(const signer_sandbox *sb, const char *why)
