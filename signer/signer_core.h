@@ -32,7 +32,8 @@ p11_signkey *signer_audit_key(signer_ctx *s);
 /* One signature with the CA key and one with the audit key (when there is one), each
  * verified: called once the signer is confined, before it serves, so a module the
  * sandbox stops (a daemon it cannot reach) is found at start and not at the first
- * request. e names the key (its config key) and the token's answer. */
+ * request. A token fault at that moment (UNAVAILABLE) is given a few seconds to heal.
+ * e names the key (its config key) and the token's first answer. */
 HSMCA_MUSTCHECK hsmca_code signer_self_test(signer_ctx *s, hsmca_err *e);
 
 /* Starts the audit log's publisher thread (signed checkpoints and tiles, audit_publish.h),
