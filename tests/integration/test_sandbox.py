@@ -384,9 +384,9 @@ class SandboxModeTests(unittest.TestCase):
                            env_extra={"NETPROBE_NEED": need, "NETPROBE_TRY": ""})
         try:
             rc = server.proc.wait(90)
+            log = full_log(server)
         finally:
             server.stop()
-        log = full_log(server)
         self.assertEqual(rc, 78, log[-3000:])
         # The signer's own message names the sandbox, not a configuration or PIN error.
         self.assertIn("the PKCS#11 module failed its first signature inside the sandbox", log)
@@ -455,9 +455,9 @@ class SandboxModeTests(unittest.TestCase):
                            edit_config=use_sandbox(network="unix", old_key=True))
         try:
             rc = server.proc.wait(60)
+            log = full_log(server)
         finally:
             server.stop()
-        log = full_log(server)
         self.assertEqual(rc, 78, log[-3000:])
         self.assertIn("signer.seccomp_allow_network: true (deprecated: it means "
                       "signer.sandbox.network: inet) disagrees with signer.sandbox.network: unix",
