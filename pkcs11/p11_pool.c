@@ -47,6 +47,7 @@ struct p11_pool {
     double last_attempt;
     CK_RV last_rv;
     int has_signed; /* an operation succeeded: a general failure now is the device's */
+    unsigned long generation; /* the module's (p11_module_generation) at the last connect */
     CK_RV pin_rv; /* not CKR_OK: the token refused the PIN; never tried again */
 };
 
@@ -102,6 +103,7 @@ static void sessions_close(p11_pool *p)
 static HSMCA_MUSTCHECK hsmca_code pool_connect(p11_pool *p, EVP_PKEY **pub, CK_RV *login_rv, hsmca_err *e)
 {
     CK_RV rv;
+    p->generation = p11_module_generation(p->m); /* before: a re-init during it shows */
     hsmca_code c = p11_find_token(p->m, p->uri.token, &p->slot, &rv, e);
     if (c != HSMCA_OK)
         return c;
@@ -232,6 +234,17 @@ static HSMCA_MUSTCHECK hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OB
             pthread_mutex_unlock(&p->mu);
             return pin_refused(p, e);
         }
+        if (p->healthy && p11_module_generation(p->m) != p->generation) {
+            /* Another key's pool re-initialized the module: our sessions and handles
+             * are gone (a handle may now name another object). Reconnect now, without
+             * a re-init of our own; that pool's backoff bounds how often. */
+            log_info("pkcs11: the module was re-initialized for another key: reconnecting "
+                     "key '%s'",
+                     pool_key_name(p));
+            p->healthy = 0;
+            p->last_rv = CKR_SESSION_HANDLE_INVALID;
+            p->last_attempt = -1e9;
+        }
         if (!p->healthy) {
             hsmca_code c = recover_locked(p, e);
             if (c != HSMCA_OK) {
@@ -276,6 +289,8 @@ static int session_sees_key(p11_pool *p, unsigned idx)
     CK_SESSION_INFO info;
     CK_OBJECT_CLASS cls;
     CK_ATTRIBUTE a = {CKA_CLASS, &cls, sizeof(cls)};
+    if (p11_module_generation(p->m) != p->generation)
+        return 0; /* re-initialized: the handle may name another object now */
     return p->m->fl->C_GetSessionInfo(p->all[idx], &info) == CKR_OK &&
            (info.state == CKS_RO_USER_FUNCTIONS || info.state == CKS_RW_USER_FUNCTIONS) &&
            p->m->fl->C_GetAttributeValue(p->all[idx], p->key, &a, 1) == CKR_OK;
