@@ -88,10 +88,19 @@ static void pin_wipe(p11_pool *p)
     p->pin = NULL;
 }
 
+/* 1 when the module was re-initialized since the pool connected: its sessions died
+ * with the C_Finalize, and their numbers (object handles too) may be another pool's
+ * now, so they are forgotten, never closed or used. */
+static int pool_stale(p11_pool *p)
+{
+    return p11_module_generation(p->m) != p->generation;
+}
+
 static void sessions_close(p11_pool *p)
 {
+    int stale = pool_stale(p);
     for (unsigned i = 0; i < p->n; i++) {
-        if (p->all[i] != CK_INVALID_HANDLE)
+        if (p->all[i] != CK_INVALID_HANDLE && !stale)
             p->m->fl->C_CloseSession(p->all[i]); /* may already be gone: ignored */
         p->all[i] = CK_INVALID_HANDLE;
     }
@@ -234,7 +243,7 @@ static HSMCA_MUSTCHECK hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OB
             pthread_mutex_unlock(&p->mu);
             return pin_refused(p, e);
         }
-        if (p->healthy && p11_module_generation(p->m) != p->generation) {
+        if (p->healthy && pool_stale(p)) {
             /* Another key's pool re-initialized the module: our sessions and handles
              * are gone (a handle may now name another object). Reconnect now, without
              * a re-init of our own; that pool's backoff bounds how often. */
@@ -270,6 +279,10 @@ static HSMCA_MUSTCHECK hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OB
  * until it is given back. Returns CKR_OK or why the new session failed. */
 static CK_RV session_replace(p11_pool *p, unsigned idx)
 {
+    if (pool_stale(p)) { /* re-initialized under us: the pool reconnects */
+        p->all[idx] = CK_INVALID_HANDLE;
+        return CKR_CRYPTOKI_NOT_INITIALIZED;
+    }
     /* Open before closing: closing an application's last session would end
      * its login. */
     CK_SESSION_HANDLE old = p->all[idx];
@@ -289,7 +302,7 @@ static int session_sees_key(p11_pool *p, unsigned idx)
     CK_SESSION_INFO info;
     CK_OBJECT_CLASS cls;
     CK_ATTRIBUTE a = {CKA_CLASS, &cls, sizeof(cls)};
-    if (p11_module_generation(p->m) != p->generation)
+    if (pool_stale(p))
         return 0; /* re-initialized: the handle may name another object now */
     return p->m->fl->C_GetSessionInfo(p->all[idx], &info) == CKR_OK &&
            (info.state == CKS_RO_USER_FUNCTIONS || info.state == CKS_RW_USER_FUNCTIONS) &&
