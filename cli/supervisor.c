@@ -144,8 +144,8 @@ static int reap(sup_child *kids, int n)
                 log_warn("%s (pid %d) exited with status %d", c->role, (int)pid,
                          WEXITSTATUS(status));
             if (permanent) {
-                log_error("%s cannot start: a configuration, PIN, key or audit log lock error "
-                          "(see above) that a restart will not cure; stopping",
+                log_error("%s cannot start: a configuration, PIN, key, sandbox or audit log "
+                          "lock error (see above) that a restart will not cure; stopping",
                           c->role);
                 c->pid = 0;
                 continue;

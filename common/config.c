@@ -40,6 +40,7 @@ typedef enum {
 #define CF_ZERO_OK 1u /* the integer may be 0 (clock skew) */
 #define CF_AUTHN 2u   /* list items must be CONFIG_AUTHENTICATORS, each once */
 #define CF_ID 4u      /* a cluster id (config_cluster_id_ok) */
+#define CF_NET 8u     /* a signer.sandbox.network mode (config_net_parse) */
 
 typedef struct {
     const char *section; /* "" for the top level, "auth.jwt" for nested */
@@ -132,6 +133,9 @@ static const config_field fields[] = {
     S("", "signer"),
     F("signer", "user", CT_STR, signer_user, 0),
     F("signer", "seccomp_allow_network", CT_BOOL, signer_allow_network, 0),
+    S("signer", "sandbox"),
+    F("signer.sandbox", "network", CT_STR, signer_sandbox_network, CF_NET),
+    F("signer.sandbox", "sysv_ipc", CT_BOOL, signer_sysv_ipc, 0),
     S("", "audit"),
     F("audit", "dir", CT_PATH, audit_dir, 0),
     F("audit", "origin", CT_STR, audit_origin, 0),
@@ -153,7 +157,8 @@ static const config_field fields[] = {
 _Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int) &&
                    sizeof(((hsmca_config *)0)->audit_disabled) == sizeof(int),
                "CT_BOOL fields are ints");
-_Static_assert(sizeof(((hsmca_config *)0)->jwt_discovery) == sizeof(int),
+_Static_assert(sizeof(((hsmca_config *)0)->jwt_discovery) == sizeof(int) &&
+                   sizeof(((hsmca_config *)0)->signer_sysv_ipc) == sizeof(int),
                "CT_BOOL fields are ints");
 
 static const char *const config_authenticators[] = CONFIG_AUTHENTICATORS;
@@ -204,47 +209,6 @@ static HSMCA_MUSTCHECK hsmca_code next_event(cfg_parser *cp, yaml_event_t *ev)
 static int scalar_has_nul(const yaml_event_t *ev)
 {
     return memchr(ev->data.scalar.value, '\0', ev->data.scalar.length) != NULL;
-}
-
-int config_parse_u32(const char *s, size_t len, int duration, uint32_t *out)
-{
-    uint64_t mult = 1;
-    if (duration && len > 1) {
-        switch (s[len - 1]) {
-        case 's':
-            mult = 1;
-            len--;
-            break;
-        case 'm':
-            mult = 60;
-            len--;
-            break;
-        case 'h':
-            mult = 3600;
-            len--;
-            break;
-        case 'd':
-            mult = 86400;
-            len--;
-            break;
-        default: break;
-        }
-    }
-    if (len == 0 || (len > 1 && s[0] == '0'))
-        return -1;
-    uint64_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-        if (v > UINT32_MAX)
-            return -1;
-    }
-    v *= mult; /* v <= 2^32 and mult < 2^17: no uint64 overflow */
-    if (v > UINT32_MAX)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
 }
 
 static HSMCA_MUSTCHECK hsmca_code set_integer(cfg_parser *cp, const config_field *f,
@@ -329,6 +293,8 @@ static HSMCA_MUSTCHECK hsmca_code set_string(cfg_parser *cp, const config_field 
     if ((f->flags & CF_ID) && !config_cluster_id_ok(dst, strlen(dst)))
         return perr(cp, yaml_strict_line(ev), "'%s' must be 1-%d characters of A-Z a-z 0-9 . _ -",
                     f->key, CONFIG_MAX_CLUSTER_ID);
+    if ((f->flags & CF_NET) && dst[0] && config_net_parse(dst) < 0)
+        return perr(cp, yaml_strict_line(ev), "'%s' must be none, unix or inet", f->key);
     return HSMCA_OK;
 }
 
@@ -504,6 +470,30 @@ static HSMCA_MUSTCHECK hsmca_code parse_mapping(cfg_parser *cp, const char *sect
     }
 }
 
+/* signer.seccomp_allow_network is the deprecated synonym of signer.sandbox.network (true:
+ * inet, false: none): a file that writes both must make them agree. A written false is
+ * kept apart from the default (a true shows in the value itself), so the signer can name
+ * the key in force. */
+static HSMCA_MUSTCHECK hsmca_code check_network_synonym(cfg_parser *cp)
+{
+    static const char old_key[] = "seccomp_allow_network", new_key[] = "network";
+    const config_field *old = find_field("signer", old_key, sizeof(old_key) - 1);
+    const config_field *net = find_field("signer.sandbox", new_key, sizeof(new_key) - 1);
+    hsmca_config *c = cp->c;
+    if (!old || !net || !cp->seen[old - fields])
+        return HSMCA_OK;
+    c->signer_allow_network_false = !c->signer_allow_network;
+    const char *same = c->signer_allow_network ? "inet" : "none";
+    if (cp->seen[net - fields] && strcmp(c->signer_sandbox_network, same) != 0)
+        return hsmca_fail(cp->e, HSMCA_EINVAL,
+                          "%s: signer.seccomp_allow_network: %s (deprecated: it means "
+                          "signer.sandbox.network: %s) disagrees with signer.sandbox.network: "
+                          "%s; keep signer.sandbox.network only",
+                          cp->name, c->signer_allow_network ? "true" : "false", same,
+                          c->signer_sandbox_network[0] ? c->signer_sandbox_network : "\"\"");
+    return HSMCA_OK;
+}
+
 /* Reads one event and checks its type; what says what was expected. */
 static HSMCA_MUSTCHECK hsmca_code expect(cfg_parser *cp, yaml_event_type_t type, const char *what)
 {
@@ -566,6 +556,8 @@ hsmca_code config_parse(const char *name, const char *buf, size_t len, const cha
     yaml_parser_set_input_string(&cp.p, (const unsigned char *)buf, len);
     hsmca_code rc = parse_stream(&cp);
     yaml_parser_delete(&cp.p);
+    if (rc == HSMCA_OK)
+        rc = check_network_synonym(&cp);
     if (rc == HSMCA_OK) {
         /* The roots sent to workloads default to the CA certificate itself. */
         if (!tmp->root_bundle[0])

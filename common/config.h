@@ -133,7 +133,14 @@ typedef struct {
 
     /* signer: */
     char signer_user[CONFIG_MAX_STR]; /* default "hsmca-signer"; switched to when root */
-    int signer_allow_network;         /* seccomp_allow_network, default 0 (false) */
+    int signer_allow_network;         /* seccomp_allow_network, default 0 (false): deprecated,
+                                         true is signer.sandbox.network: inet */
+    /* signer.sandbox: what the signer's seccomp filter lets the PKCS#11 module do besides
+     * signing (signer/signer_sandbox.c); config_signer_network() is the mode in force. */
+    char signer_sandbox_network[16]; /* network: none, unix or inet; "" (not written):
+                                        none, or inet for seccomp_allow_network: true */
+    int signer_sysv_ipc;             /* sysv_ipc, default 0: SysV shared memory, semaphores */
+    int signer_allow_network_false;  /* not a key: the file wrote seccomp_allow_network: false */
 
     /* audit: */
     char audit_dir[CONFIG_MAX_STR];    /* the signing log (DESIGN.md §6); required unless
@@ -211,6 +218,21 @@ int config_tokenreview_on(const hsmca_config *c);
  * no sign, no leading zero, at most UINT32_MAX; with duration, it may end in s, m, h or
  * d. Returns 0 on success. */
 int config_parse_u32(const char *s, size_t len, int duration, uint32_t *out);
+
+/* The signer's network modes (signer.sandbox.network): no socket; unix sockets only (a
+ * local daemon: a TPM resource manager, p11-kit's remote client, an HSM's hardserver);
+ * unix, IPv4, IPv6 and netlink (a network HSM's client, getaddrinfo). */
+typedef enum { CONFIG_NET_NONE, CONFIG_NET_UNIX, CONFIG_NET_INET } config_net;
+
+/* The mode a name ("none", "unix", "inet") stands for, or -1. */
+int config_net_parse(const char *name);
+
+/* The name of mode n ("none", "unix", "inet"). */
+const char *config_net_name(config_net n);
+
+/* The mode in force: signer.sandbox.network when written, else inet when the deprecated
+ * signer.seccomp_allow_network is true, else none. */
+config_net config_signer_network(const hsmca_config *c);
 
 /* Fills *c with the defaults above. */
 void config_defaults(hsmca_config *c);

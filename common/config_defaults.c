@@ -1,5 +1,6 @@
-/* config_defaults.c - see config.h: the values a config starts from, and what is
- * derived from a loaded one (serving names, the log's default origin, the chain). */
+/* config_defaults.c - see config.h: the values a config starts from, numbers as a config
+ * writes them, and what is derived from a loaded one (serving names, the log's default
+ * origin, the chain, the signer's network mode). */
 #include "config.h"
 
 #include <stdio.h>
@@ -17,6 +18,72 @@ int config_chain_has(const hsmca_config *c, const char *name)
 int config_tokenreview_on(const hsmca_config *c)
 {
     return config_chain_has(c, "tokenreview");
+}
+
+int config_parse_u32(const char *s, size_t len, int duration, uint32_t *out)
+{
+    uint64_t mult = 1;
+    if (duration && len > 1) {
+        switch (s[len - 1]) {
+        case 's':
+            mult = 1;
+            len--;
+            break;
+        case 'm':
+            mult = 60;
+            len--;
+            break;
+        case 'h':
+            mult = 3600;
+            len--;
+            break;
+        case 'd':
+            mult = 86400;
+            len--;
+            break;
+        default: break;
+        }
+    }
+    if (len == 0 || (len > 1 && s[0] == '0'))
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+        if (v > UINT32_MAX)
+            return -1;
+    }
+    v *= mult; /* v <= 2^32 and mult < 2^17: no uint64 overflow */
+    if (v > UINT32_MAX)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static const char *const net_names[] = {"none", "unix", "inet"};
+
+int config_net_parse(const char *name)
+{
+    for (size_t i = 0; i < sizeof(net_names) / sizeof(net_names[0]); i++)
+        if (!strcmp(name, net_names[i]))
+            return (int)i;
+    return -1;
+}
+
+const char *config_net_name(config_net n)
+{
+    return (size_t)n < sizeof(net_names) / sizeof(net_names[0]) ? net_names[n] : "none";
+}
+
+config_net config_signer_network(const hsmca_config *c)
+{
+    int n = c->signer_sandbox_network[0] ? config_net_parse(c->signer_sandbox_network) : -1;
+    if (n >= 0)
+        return (config_net)n;
+    /* A value the parser refused never gets here; an unknown one is the closed mode. */
+    return c->signer_allow_network && !c->signer_sandbox_network[0] ? CONFIG_NET_INET
+                                                                    : CONFIG_NET_NONE;
 }
 
 static void set_str(char *dst, const char *src)
@@ -87,4 +154,7 @@ void config_defaults(hsmca_config *c)
     set_str(c->signer_user, "hsmca-signer");
     snprintf(c->cluster_id, sizeof(c->cluster_id), "Kubernetes");
     c->signer_allow_network = 0;
+    c->signer_sandbox_network[0] = '\0'; /* none, unless the deprecated key says inet */
+    c->signer_sysv_ipc = 0;
+    c->signer_allow_network_false = 0;
 }

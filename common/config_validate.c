@@ -266,6 +266,10 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
         return rc;
     if ((rc = validate_clusters(c, e)) != HSMCA_OK)
         return rc;
+    if (c->signer_sandbox_network[0] && config_net_parse(c->signer_sandbox_network) < 0)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: signer.sandbox.network must be none, unix or inet, not '%.15s'",
+                          c->signer_sandbox_network);
     if (c->fe_chroot[0] != '/')
         return hsmca_fail(e, HSMCA_EINVAL, "config: frontend.chroot must be an absolute path");
     /* The signer's user must not be the one whose process parses the network's

@@ -75,10 +75,17 @@ EVP_PKEY *p11_pool_public_key(p11_pool *p);
  * (DESIGN.md §5): a dead session is replaced and a lost login restored once,
  * and the request retried once on another session (nothing was signed); a
  * device error returns HSMCA_EUNAVAIL and rebuilds the pool (C_Finalize /
- * C_Initialize, login) with backoff; a refused PIN (at any login) stops the
+ * C_Initialize, login) with backoff; so do CKR_GENERAL_ERROR and
+ * CKR_FUNCTION_FAILED once the pool's key has signed (what a client library
+ * answers when its daemon went away); a refused PIN (at any login) stops the
  * pool for good: HSMCA_EUNAVAIL naming it, and no login is tried again. */
 HSMCA_MUSTCHECK hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
                                 uint8_t *sig, size_t *siglen, hsmca_err *e);
+
+/* Signs a random digest and verifies the signature with the key's public half, as
+ * p11_pool_open does: the signer repeats it once its sandbox is in. HSMCA_EPERM when
+ * the signature does not verify; else what p11_pool_sign_digest returned. */
+HSMCA_MUSTCHECK hsmca_code p11_pool_self_test(p11_pool *p, hsmca_err *e);
 
 /* The signature algorithm of the pool's key (common/sigalg.h); never NULL for
  * an open pool. */
@@ -131,6 +138,10 @@ HSMCA_MUSTCHECK hsmca_code p11_signkey_sign_message(p11_signkey *k, const uint8_
                                                     size_t len,
                                                     uint8_t sig[P11_ED25519_SIG_LEN],
                                                     hsmca_err *e);
+
+/* Signs a random message and verifies it, as p11_signkey_open does: the signer repeats
+ * it once its sandbox is in. HSMCA_EPERM when the signature does not verify. */
+HSMCA_MUSTCHECK hsmca_code p11_signkey_self_test(p11_signkey *k, hsmca_err *e);
 
 /* The public key (a new reference; caller EVP_PKEY_free's). */
 EVP_PKEY *p11_signkey_public_key(p11_signkey *k);

@@ -7,12 +7,15 @@
 #include "sigalg.h"
 #include <pkcs11.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 struct p11_module {
     void *dl;
     CK_FUNCTION_LIST *fl;
     int owns_init;             /* we called C_Initialize: C_Finalize on unload */
     pthread_mutex_t init_lock; /* serializes re-initialization by pools */
+    atomic_ulong generation;   /* re-initializations so far: each ends every session and
+                                  object handle of every pool on the module */
 };
 
 #define P11_LABEL_MAX 32 /* CK_TOKEN_INFO.label is 32 bytes, space padded */
@@ -32,12 +35,26 @@ typedef enum {
 } p11_rv_class;
 p11_rv_class p11_rv_classify(CK_RV rv);
 
+/* The class of a signing operation's rv: p11_rv_classify's, except that
+ * CKR_GENERAL_ERROR and CKR_FUNCTION_FAILED are P11_RV_DEVICE once the key has
+ * signed (key_has_signed), as a client library answers when its daemon went away. */
+p11_rv_class p11_rv_classify_op(CK_RV rv, int key_has_signed);
+
+/* 1 for the codes that put the module itself in doubt (CKR_GENERAL_ERROR,
+ * CKR_FUNCTION_FAILED): its recovery re-initializes it first. */
+int p11_rv_module_fault(CK_RV rv);
+
 /* Sets *e from a failed call: HSMCA_EUNAVAIL when the session, the login or
  * the token went away (P11_RV_SESSION, _LOGIN, _DEVICE), else `code`; the message is "<what>: <CKR name>". Returns the code set. */
 HSMCA_MUSTCHECK hsmca_code p11_fail_rv(hsmca_err *e, hsmca_code code, const char *what, CK_RV rv);
 
-/* C_Finalize (result ignored) then C_Initialize, under the module's lock. */
+/* C_Finalize (result ignored) then C_Initialize, under the module's lock; counts one
+ * more generation. */
 CK_RV p11_module_reinit(p11_module *m);
+
+/* How many times the module was re-initialized: a pool whose handles are of an older
+ * generation must reconnect. */
+unsigned long p11_module_generation(p11_module *m);
 
 /* Finds the slot whose present token has this label. HSMCA_EUNAVAIL when none
  * (or the slot list fails), naming the label. *rv_out gets the CKR (may be NULL). */

@@ -76,10 +76,16 @@ void p11_module_unload(p11_module *m)
     free(m);
 }
 
+unsigned long p11_module_generation(p11_module *m)
+{
+    return atomic_load(&m->generation);
+}
+
 CK_RV p11_module_reinit(p11_module *m)
 {
     pthread_mutex_lock(&m->init_lock);
     m->fl->C_Finalize(NULL);
+    atomic_fetch_add(&m->generation, 1);
     CK_RV rv = module_initialize(m->fl);
     if (rv == CKR_OK)
         m->owns_init = 1;

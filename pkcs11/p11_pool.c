@@ -46,6 +46,8 @@ struct p11_pool {
     int reconnecting;
     double last_attempt;
     CK_RV last_rv;
+    int has_signed; /* an operation succeeded: a general failure now is the device's */
+    unsigned long generation; /* the module's (p11_module_generation) at the last connect */
     CK_RV pin_rv; /* not CKR_OK: the token refused the PIN; never tried again */
 };
 
@@ -86,10 +88,19 @@ static void pin_wipe(p11_pool *p)
     p->pin = NULL;
 }
 
+/* 1 when the module was re-initialized since the pool connected: its sessions died
+ * with the C_Finalize, and their numbers (object handles too) may be another pool's
+ * now, so they are forgotten, never closed or used. */
+static int pool_stale(p11_pool *p)
+{
+    return p11_module_generation(p->m) != p->generation;
+}
+
 static void sessions_close(p11_pool *p)
 {
+    int stale = pool_stale(p);
     for (unsigned i = 0; i < p->n; i++) {
-        if (p->all[i] != CK_INVALID_HANDLE)
+        if (p->all[i] != CK_INVALID_HANDLE && !stale)
             p->m->fl->C_CloseSession(p->all[i]); /* may already be gone: ignored */
         p->all[i] = CK_INVALID_HANDLE;
     }
@@ -101,6 +112,7 @@ static void sessions_close(p11_pool *p)
 static HSMCA_MUSTCHECK hsmca_code pool_connect(p11_pool *p, EVP_PKEY **pub, CK_RV *login_rv, hsmca_err *e)
 {
     CK_RV rv;
+    p->generation = p11_module_generation(p->m); /* before: a re-init during it shows */
     hsmca_code c = p11_find_token(p->m, p->uri.token, &p->slot, &rv, e);
     if (c != HSMCA_OK)
         return c;
@@ -125,12 +137,15 @@ fail:
 
 /* Closes our sessions and connects again; when the module itself seems gone
  * (EUNAVAIL: not initialized, device error, token missing) it re-initializes
- * the module and tries once more. Runs with no session held by anyone. */
-static HSMCA_MUSTCHECK hsmca_code pool_reconnect(p11_pool *p, CK_RV *login_rv, hsmca_err *e)
+ * the module and tries once more. After a fault of the module itself (reinit:
+ * a client library whose daemon went away keeps a dead link in its state) it
+ * re-initializes first. Runs with no session held by anyone. */
+static HSMCA_MUSTCHECK hsmca_code pool_reconnect(p11_pool *p, int reinit, CK_RV *login_rv,
+                                                 hsmca_err *e)
 {
     EVP_PKEY *pub = NULL;
     sessions_close(p);
-    hsmca_code c = pool_connect(p, &pub, login_rv, e);
+    hsmca_code c = reinit ? HSMCA_EUNAVAIL : pool_connect(p, &pub, login_rv, e);
     if (c == HSMCA_EUNAVAIL) {
         CK_RV rv = p11_module_reinit(p->m);
         if (rv != CKR_OK)
@@ -198,7 +213,7 @@ static HSMCA_MUSTCHECK hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
     hsmca_err why;
     hsmca_err_clear(&why);
     CK_RV login_rv = CKR_OK;
-    hsmca_code c = pool_reconnect(p, &login_rv, &why);
+    hsmca_code c = pool_reconnect(p, p11_rv_module_fault(p->last_rv), &login_rv, &why);
     pthread_mutex_lock(&p->mu);
     p->reconnecting = 0;
     if (c == HSMCA_EAUTH && p11_rv_classify(login_rv) == P11_RV_PIN) {
@@ -219,13 +234,25 @@ static HSMCA_MUSTCHECK hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OBJECT_HANDLE *key, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OBJECT_HANDLE *key,
+                                               int *has_signed, hsmca_err *e)
 {
     pthread_mutex_lock(&p->mu);
     for (;;) {
         if (p->pin_rv != CKR_OK) {
             pthread_mutex_unlock(&p->mu);
             return pin_refused(p, e);
+        }
+        if (p->healthy && pool_stale(p)) {
+            /* Another key's pool re-initialized the module: our sessions and handles
+             * are gone (a handle may now name another object). Reconnect now, without
+             * a re-init of our own; that pool's backoff bounds how often. */
+            log_info("pkcs11: the module was re-initialized for another key: reconnecting "
+                     "key '%s'",
+                     pool_key_name(p));
+            p->healthy = 0;
+            p->last_rv = CKR_SESSION_HANDLE_INVALID;
+            p->last_attempt = -1e9;
         }
         if (!p->healthy) {
             hsmca_code c = recover_locked(p, e);
@@ -238,6 +265,7 @@ static HSMCA_MUSTCHECK hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OB
         if (p->nfree) {
             *idx = p->free_idx[--p->nfree];
             *key = p->key;
+            *has_signed = p->has_signed;
             p->in_use++;
             pthread_mutex_unlock(&p->mu);
             return HSMCA_OK;
@@ -251,6 +279,10 @@ static HSMCA_MUSTCHECK hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OB
  * until it is given back. Returns CKR_OK or why the new session failed. */
 static CK_RV session_replace(p11_pool *p, unsigned idx)
 {
+    if (pool_stale(p)) { /* re-initialized under us: the pool reconnects */
+        p->all[idx] = CK_INVALID_HANDLE;
+        return CKR_CRYPTOKI_NOT_INITIALIZED;
+    }
     /* Open before closing: closing an application's last session would end
      * its login. */
     CK_SESSION_HANDLE old = p->all[idx];
@@ -270,18 +302,19 @@ static int session_sees_key(p11_pool *p, unsigned idx)
     CK_SESSION_INFO info;
     CK_OBJECT_CLASS cls;
     CK_ATTRIBUTE a = {CKA_CLASS, &cls, sizeof(cls)};
+    if (pool_stale(p))
+        return 0; /* re-initialized: the handle may name another object now */
     return p->m->fl->C_GetSessionInfo(p->all[idx], &info) == CKR_OK &&
            (info.state == CKS_RO_USER_FUNCTIONS || info.state == CKS_RW_USER_FUNCTIONS) &&
            p->m->fl->C_GetAttributeValue(p->all[idx], p->key, &a, 1) == CKR_OK;
 }
 
-/* Gives a session back after a sign that returned rv, acting on its class
+/* Gives a session back after a sign that returned rv, acting on its class cls
  * (DESIGN.md §5). Returns 1 when the request may be retried once: nothing was
  * signed and the pool is usable again (a dead session replaced, or logged in
  * again). Runs outside the lock; the index is ours until it is given back. */
-static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, int may_retry)
+static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, p11_rv_class cls, int may_retry)
 {
-    p11_rv_class cls = p11_rv_classify(rv);
     CK_RV fix = rv;
     if (cls == P11_RV_SESSION || cls == P11_RV_OTHER || cls == P11_RV_LOGIN) {
         /* A dead session, or one that may hold a half-done operation. */
@@ -311,6 +344,7 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, int may_retry)
     }
     pthread_mutex_lock(&p->mu);
     int ok = fix == CKR_OK;
+    p->has_signed |= rv == CKR_OK;
     if (ok)
         p->free_idx[p->nfree++] = idx;
     else if (p11_rv_classify(fix) == P11_RV_PIN)
@@ -339,12 +373,15 @@ hsmca_code p11_pool_run(p11_pool *p, p11_pool_op op, void *arg, const char *what
     /* A dead session or a lost login costs no request: nothing was signed, so
      * the request is retried once on another session. */
     for (int attempt = 0;; attempt++) {
-        HSMCA_GUARD(pool_acquire(p, &idx, &key, e));
+        int has_signed = 0;
+        HSMCA_GUARD(pool_acquire(p, &idx, &key, &has_signed, e));
         CK_RV rv = op(p->m, p->all[idx], key, arg);
-        if (pool_release(p, idx, rv, attempt == 0))
+        p11_rv_class cls = p11_rv_classify_op(rv, has_signed);
+        if (pool_release(p, idx, rv, cls, attempt == 0))
             continue;
-        if (rv != CKR_OK)
-            return p11_fail_rv(e, HSMCA_EINTERNAL, what, rv);
+        if (rv != CKR_OK) /* a device fault: UNAVAILABLE while the pool reconnects */
+            return p11_fail_rv(e, cls == P11_RV_DEVICE ? HSMCA_EUNAVAIL : HSMCA_EINTERNAL, what,
+                               rv);
         return HSMCA_OK;
     }
 }
@@ -381,7 +418,7 @@ const sigalg *p11_pool_sigalg(p11_pool *p) { return p ? p->alg : NULL; }
 
 /* Proves the public half we found belongs to the private key: a test
  * signature over a random digest must verify. */
-static HSMCA_MUSTCHECK hsmca_code pool_self_test(p11_pool *p, hsmca_err *e)
+hsmca_code p11_pool_self_test(p11_pool *p, hsmca_err *e)
 {
     uint8_t digest[64], sig[IPC_SIG_MAX + 16];
     size_t siglen = sizeof(sig);
@@ -444,7 +481,7 @@ hsmca_code p11_pool_open(p11_module *m, const char *key_uri, const char *user_pi
     if (!(p->alg = sigalg_for_key(p->pub)))
         c = hsmca_fail(e, HSMCA_EPERM, "key check: no signature algorithm for this key type");
     else
-        c = pool_self_test(p, e);
+        c = p11_pool_self_test(p, e);
     if (c != HSMCA_OK) {
         p11_pool_close(p);
         return c;

@@ -137,6 +137,22 @@ p11_rv_class p11_rv_classify(CK_RV rv)
     }
 }
 
+p11_rv_class p11_rv_classify_op(CK_RV rv, int key_has_signed)
+{
+    /* A client library's answer when its daemon or link went away (tpm2-pkcs11 without
+     * tpm2-abrmd, p11-kit's remote client without its server): a device fault once the
+     * key has signed in this process; before that, a setup the module refuses, which
+     * no reconnect cures. Never a PIN refusal: those have codes of their own. */
+    if (key_has_signed && p11_rv_module_fault(rv))
+        return P11_RV_DEVICE;
+    return p11_rv_classify(rv);
+}
+
+int p11_rv_module_fault(CK_RV rv)
+{
+    return rv == CKR_GENERAL_ERROR || rv == CKR_FUNCTION_FAILED;
+}
+
 hsmca_code p11_fail_rv(hsmca_err *e, hsmca_code code, const char *what, CK_RV rv)
 {
     p11_rv_class cls = p11_rv_classify(rv);

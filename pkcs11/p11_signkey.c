@@ -108,7 +108,7 @@ static HSMCA_MUSTCHECK hsmca_code describe(p11_signkey *k, hsmca_err *e)
 
 /* The public half we found must be the private key's: a signature over a
  * random message must verify. */
-static HSMCA_MUSTCHECK hsmca_code self_test(p11_signkey *k, hsmca_err *e)
+hsmca_code p11_signkey_self_test(p11_signkey *k, hsmca_err *e)
 {
     uint8_t msg[32], sig[P11_ED25519_SIG_LEN];
     int unverified;
@@ -135,7 +135,7 @@ hsmca_code p11_signkey_open(p11_module *m, const char *key_uri, const char *user
     if (c == HSMCA_OK)
         c = describe(k, e);
     if (c == HSMCA_OK)
-        c = self_test(k, e);
+        c = p11_signkey_self_test(k, e);
     if (c != HSMCA_OK) {
         p11_signkey_close(k);
         return c;

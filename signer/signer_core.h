@@ -29,6 +29,13 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e);
  * NULL when pkcs11.audit_key is empty. Owned by s. */
 p11_signkey *signer_audit_key(signer_ctx *s);
 
+/* One signature with the CA key and one with the audit key (when there is one), each
+ * verified: called once the signer is confined, before it serves, so a module the
+ * sandbox stops (a daemon it cannot reach) is found at start and not at the first
+ * request. A token fault at that moment (UNAVAILABLE) is given a few seconds to heal.
+ * e names the key (its config key) and the token's first answer. */
+HSMCA_MUSTCHECK hsmca_code signer_self_test(signer_ctx *s, hsmca_err *e);
+
 /* Starts the audit log's publisher thread (signed checkpoints and tiles, audit_publish.h),
  * when there is an audit log and an audit key: called once the signer is confined, so
  * everything the thread writes is written as the signer's own user. */

@@ -255,6 +255,10 @@ int signer_main(int argc, char **argv)
         fatal_config("refusing to serve: %s", e.msg);
     if (signer_sandbox_enter(&sb, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
+    /* The first signature under the filter: a module that needs what the sandbox
+     * refuses stops the start here, naming the setting, not at the first request. */
+    if (signer_self_test(s, &e) != HSMCA_OK)
+        signer_sandbox_refuse(&sb, e.msg);
     if (signer_publish_start(s, &e) != HSMCA_OK)
         fatal("%s", e.msg);
     signer_set_ctl_fd(s, ctl_fd);

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <pwd.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -29,11 +30,13 @@
  * ftruncate. Vendor modules read their configuration files the same way, and
  * some use flock or fsync their state. (read, write, pread64, close, fstat,
  * newfstatat, lseek and fcntl are in the shared "fd-io" group.)
- * Not allowed: unlink, chmod, chown, link: signing never creates or destroys
- * token objects (key generation and token set-up are operator tools, run
- * unconfined), so a compromised signer cannot delete token files. (rename and
- * mkdir are allowed for the audit publisher only, below: seccomp cannot see
- * paths, so a rename over a token file is not stopped by this filter.)
+ * open and openat are allowed whatever their flags, so creating a file (O_CREAT)
+ * is not refused: the publisher needs it, and seccomp cannot see paths.
+ * Not allowed: unlink, rmdir, chmod, chown, link, symlink, mknod: signing never
+ * destroys token objects (key generation and token set-up are operator tools,
+ * run unconfined), so a compromised signer cannot delete token files. (rename
+ * and mkdir are allowed for the audit publisher, below: a rename over a token
+ * file is not stopped by this filter either.)
  * The audit log (audit/audit_log.c, audit.dir) needs the same calls after the
  * sandbox is in: write per entry, fdatasync for its group commit, and to resume
  * after a write error openat(dirfd, "log", O_WRONLY|O_APPEND) (never O_CREAT:
@@ -60,29 +63,37 @@ static const int audit_publish_calls[] = {SCMP_SYS(mkdirat), SCMP_SYS(renameat),
  * needs it); closing the pool wipes and munlocks it. */
 static const int pin_page_calls[] = {SCMP_SYS(mlock), SCMP_SYS(munlock)};
 
-/* signer.seccomp_allow_network: a network HSM's client library connects to its
- * appliance (TCP, or a unix socket to a local daemon such as nCipher's
- * hardserver), resolves its name (glibc's getaddrinfo: /etc files, a netlink
- * socket for AI_ADDRCONFIG, UDP to the resolver, uname), and may run its own
- * event loop. Never accept or listen: the signer serves no one over the
- * network. */
+/* signer.sandbox.network: unix or inet. A PKCS#11 client library reaches its daemon or
+ * appliance: a unix socket to a local daemon (tpm2-abrmd over D-Bus, p11-kit's remote
+ * client, nCipher's hardserver), TCP to a network HSM, name resolution (glibc's
+ * getaddrinfo: /etc files, a netlink socket for AI_ADDRCONFIG, UDP to the resolver,
+ * uname), and its own event loop. Never accept or listen: the signer serves no one
+ * over a socket. bind only with inet (a UDP client's source address): on a unix socket
+ * it would create a file, and a client that only connects never names one. */
 static const int network_calls[] = {
-    SCMP_SYS(connect),       SCMP_SYS(bind),       SCMP_SYS(getsockname), SCMP_SYS(getpeername),
-    SCMP_SYS(getsockopt),    SCMP_SYS(setsockopt), SCMP_SYS(sendto),      SCMP_SYS(recvfrom),
-    SCMP_SYS(sendmmsg),      SCMP_SYS(recvmmsg),   SCMP_SYS(select),      SCMP_SYS(pselect6),
-    SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl),  SCMP_SYS(epoll_wait),  SCMP_SYS(epoll_pwait),
-    SCMP_SYS(pipe2),         SCMP_SYS(eventfd2),   SCMP_SYS(uname),
+    SCMP_SYS(connect),    SCMP_SYS(getsockname), SCMP_SYS(getpeername), SCMP_SYS(getsockopt),
+    SCMP_SYS(setsockopt), SCMP_SYS(sendto),      SCMP_SYS(recvfrom),    SCMP_SYS(sendmmsg),
+    SCMP_SYS(recvmmsg),   SCMP_SYS(select),      SCMP_SYS(pselect6),    SCMP_SYS(epoll_create1),
+    SCMP_SYS(epoll_ctl),  SCMP_SYS(epoll_wait),  SCMP_SYS(epoll_pwait), SCMP_SYS(pipe2),
+    SCMP_SYS(eventfd2),   SCMP_SYS(uname),
+};
+static const int inet_calls[] = {SCMP_SYS(bind)};
+
+/* signer.sandbox.sysv_ipc: modules that share state between their processes in SysV
+ * shared memory and semaphores (opencryptoki's pkcsslotd). */
+static const int sysv_ipc_calls[] = {
+    SCMP_SYS(shmget), SCMP_SYS(shmat), SCMP_SYS(shmdt),      SCMP_SYS(shmctl),
+    SCMP_SYS(semget), SCMP_SYS(semop), SCMP_SYS(semtimedop), SCMP_SYS(semctl),
 };
 
-/* socket(2) for the address families a client needs, and ioctl(2) only for
- * FIONREAD/FIONBIO (not TIOCSTI on a terminal on stderr, and nothing else).
- * (The second datum of SCMP_CMP_EQ is unused; clang wants it spelled out.) */
-static int add_network_rules(scmp_filter_ctx ctx)
+/* socket(2) for the given address families only, and ioctl(2) only for FIONREAD/FIONBIO
+ * (not TIOCSTI on a terminal on stderr, and nothing else). (The second datum of
+ * SCMP_CMP_EQ is unused; clang wants it spelled out.) */
+static int add_socket_rules(scmp_filter_ctx ctx, const int *families, size_t n)
 {
-    static const int families[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK};
     static const unsigned long ioctls[] = {FIONREAD, FIONBIO};
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < sizeof(families) / sizeof(families[0]); i++)
+    for (size_t i = 0; rc == 0 && i < n; i++)
         rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
                               SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i], 0));
     for (size_t i = 0; rc == 0 && i < sizeof(ioctls) / sizeof(ioctls[0]); i++)
@@ -91,11 +102,28 @@ static int add_network_rules(scmp_filter_ctx ctx)
     return rc;
 }
 
+static int add_unix_rules(scmp_filter_ctx ctx)
+{
+    static const int families[] = {AF_UNIX};
+    return add_socket_rules(ctx, families, sizeof(families) / sizeof(families[0]));
+}
+
+static int add_inet_rules(scmp_filter_ctx ctx)
+{
+    static const int families[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK};
+    return add_socket_rules(ctx, families, sizeof(families) / sizeof(families[0]));
+}
+
 static const sandbox_group pkcs11_files = {"pkcs11-files", SANDBOX_CALLS(pkcs11_file_calls), NULL};
 static const sandbox_group pin_page = {"pin-page", SANDBOX_CALLS(pin_page_calls), NULL};
 static const sandbox_group audit_publish = {"audit-publish", SANDBOX_CALLS(audit_publish_calls),
                                             NULL};
-static const sandbox_group network = {"network", SANDBOX_CALLS(network_calls), add_network_rules};
+static const sandbox_group net_unix = {"network-unix", SANDBOX_CALLS(network_calls),
+                                       add_unix_rules};
+static const sandbox_group net_inet = {"network-inet", SANDBOX_CALLS(network_calls),
+                                       add_inet_rules};
+static const sandbox_group inet_bind = {"inet-bind", SANDBOX_CALLS(inet_calls), NULL};
+static const sandbox_group sysv_ipc = {"sysv-ipc", SANDBOX_CALLS(sysv_ipc_calls), NULL};
 
 /* Not dumpable: ptrace and /proc/PID/{mem,maps,environ} need CAP_SYS_PTRACE
  * even for our own uid, and no core file is written. */
@@ -112,7 +140,14 @@ static HSMCA_MUSTCHECK hsmca_code no_dumps(hsmca_err *e)
 hsmca_code signer_sandbox_prepare(const hsmca_config *cfg, signer_sandbox *sb, hsmca_err *e)
 {
     memset(sb, 0, sizeof(*sb));
-    sb->allow_network = cfg->signer_allow_network;
+    sb->network = config_signer_network(cfg);
+    sb->sysv_ipc = cfg->signer_sysv_ipc;
+    sb->old_key = !cfg->signer_sandbox_network[0] &&
+                  (cfg->signer_allow_network || cfg->signer_allow_network_false);
+    if (cfg->signer_allow_network || cfg->signer_allow_network_false)
+        log_warn("signer.seccomp_allow_network is deprecated: write signer.sandbox.network: %s "
+                 "instead (none, unix or inet)",
+                 cfg->signer_allow_network ? "inet" : "none");
     hsmca_code rc = no_dumps(e);
     if (rc == HSMCA_OK)
         rc = sandbox_user_lookup("signer.user", cfg->signer_user, &sb->user, e);
@@ -139,11 +174,53 @@ hsmca_code signer_sandbox_enter(const signer_sandbox *sb, hsmca_err *e)
         rc = no_dumps(e);
     if (rc != HSMCA_OK)
         return rc;
-    const sandbox_group *own[] = {&pkcs11_files, &pin_page, &audit_publish, &network};
-    size_t n = sb->allow_network ? 4 : 3;
+    const sandbox_group *own[6] = {&pkcs11_files, &pin_page, &audit_publish};
+    size_t n = 3;
+    if (sb->network == CONFIG_NET_UNIX)
+        own[n++] = &net_unix;
+    if (sb->network == CONFIG_NET_INET) {
+        own[n++] = &net_inet;
+        own[n++] = &inet_bind;
+    }
+    if (sb->sysv_ipc)
+        own[n++] = &sysv_ipc;
     if ((rc = sandbox_seccomp_install(own, n, e)) != HSMCA_OK)
         return rc;
-    log_info("sandbox: signer network access %s (signer.seccomp_allow_network: %s)",
-             sb->allow_network ? "allowed" : "denied", sb->allow_network ? "true" : "false");
+    /* Tests and operators read this line: the key in force, by the name it was written. */
+    static const char *const access[] = {"denied", "unix sockets only", "allowed"};
+    char key[64];
+    if (sb->old_key)
+        snprintf(key, sizeof(key), "signer.seccomp_allow_network: %s",
+                 sb->network == CONFIG_NET_INET ? "true" : "false");
+    else
+        snprintf(key, sizeof(key), "signer.sandbox.network: %s", config_net_name(sb->network));
+    log_info("sandbox: signer network access %s (%s); SysV IPC %s (signer.sandbox.sysv_ipc: %s)",
+             access[sb->network], key, sb->sysv_ipc ? "allowed" : "denied",
+             sb->sysv_ipc ? "true" : "false");
     return HSMCA_OK;
+}
+
+/* What to change, for a module that failed under this sandbox. */
+static const char *sandbox_hint(const signer_sandbox *sb)
+{
+    if (sb->network == CONFIG_NET_NONE)
+        return "a module that talks to a daemon needs signer.sandbox.network: unix (a network "
+               "HSM's client: inet), one that uses SysV shared memory signer.sandbox.sysv_ipc: "
+               "true";
+    if (sb->network == CONFIG_NET_UNIX)
+        return sb->sysv_ipc ? "a network HSM's client needs signer.sandbox.network: inet"
+                            : "a network HSM's client needs signer.sandbox.network: inet, a module "
+                              "that uses SysV shared memory signer.sandbox.sysv_ipc: true";
+    if (!sb->sysv_ipc)
+        return "a module that uses SysV shared memory needs signer.sandbox.sysv_ipc: true; "
+               "hsmca serve under strace -f shows the calls it is refused (EPERM)";
+    return "hsmca serve under strace -f shows the calls the module is refused (EPERM)";
+}
+
+void signer_sandbox_refuse(const signer_sandbox *sb, const char *why)
+{
+    fatal_config("the PKCS#11 module failed its first signature inside the sandbox "
+                 "(signer.sandbox.network: %s, sysv_ipc: %s): %s; %s",
+                 config_net_name(sb->network), sb->sysv_ipc ? "true" : "false", why,
+                 sandbox_hint(sb));
 }

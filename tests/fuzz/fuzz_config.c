@@ -38,7 +38,10 @@ static int config_ok(const hsmca_config *c)
         if (!str_ok(strs[i]))
             return 0;
     return list_ok(&c->dns_names) && list_ok(&c->ip_addresses) && list_ok(&c->jwt_audiences) &&
-           (c->signer_allow_network == 0 || c->signer_allow_network == 1);
+           (c->signer_allow_network == 0 || c->signer_allow_network == 1) &&
+           (c->signer_sysv_ipc == 0 || c->signer_sysv_ipc == 1) &&
+           /* a mode the parser accepted is a known one, or none was written */
+           (!c->signer_sandbox_network[0] || config_net_parse(c->signer_sandbox_network) >= 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -4,8 +4,11 @@ no_new_privs, a seccomp filter, the PIN nowhere in its memory, and (as root)
 another uid inside a chroot. The signer (DESIGN.md §2): its own unprivileged
 uid once the token is open (as root), not dumpable, no core dumps, no_new_privs
 and a seccomp filter on every thread, the network refused unless
-signer.seccomp_allow_network says otherwise, and it still signs through the
-token after all of that.
+signer.sandbox.network says otherwise (unix: unix sockets only; inet: also IPv4,
+IPv6 and netlink; the deprecated signer.seccomp_allow_network: true is inet), SysV
+IPC refused unless signer.sandbox.sysv_ipc, and it still signs through the token
+after all of that. A module that cannot sign under the filter stops the start
+with exit status 78 and a message that names the sandbox's setting.
 
 Each check has a control that shows it looks in the right place: the
 supervisor, which runs unconfined, reads Seccomp 0 / NoNewPrivs 0 where the
@@ -14,8 +17,11 @@ files where the signer's belong to root."""
 import os
 import pwd
 import re
+import shutil
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -245,11 +251,62 @@ class RsaCaTests(unittest.TestCase):
 
 
 def use_netprobe(allow):
+    """The probe module, and the sandbox's network set by the deprecated key."""
     def edit(text):
         text = text.replace("module: /usr/lib/softhsm/libsofthsm2.so", "module: " + NETPROBE)
-        return text.replace("seccomp_allow_network: false",
-                            "seccomp_allow_network: %s" % ("true" if allow else "false"))
+        text = text.replace("    network: none\n", "")
+        return re.sub(r"(?m)^signer:\n", "signer:\n  seccomp_allow_network: %s\n"
+                      % ("true" if allow else "false"), text, count=1)
     return edit
+
+
+def use_sandbox(network=None, sysv_ipc=None, old_key=None):
+    """The probe module, with signer.sandbox.network / sysv_ipc and the deprecated
+    signer.seccomp_allow_network as given (None: not written)."""
+    def edit(text):
+        text = text.replace("module: /usr/lib/softhsm/libsofthsm2.so", "module: " + NETPROBE)
+        text = text.replace("    network: none\n", "" if network is None
+                            else "    network: %s\n" % network)
+        text = text.replace("    sysv_ipc: false\n", "" if sysv_ipc is None
+                            else "    sysv_ipc: %s\n" % ("true" if sysv_ipc else "false"))
+        if old_key is not None:
+            text = re.sub(r"(?m)^signer:\n", "signer:\n  seccomp_allow_network: %s\n"
+                          % ("true" if old_key else "false"), text, count=1)
+        return text
+    return edit
+
+
+class Daemons:
+    """What a client library reaches: a unix socket (a local daemon) and a TCP port on
+    127.0.0.1 (a network HSM), each accepting and closing every connection."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="netprobe.", dir="/tmp")  # short: sun_path
+        os.chmod(self.dir, 0o755)  # the signer's user connects
+        self.path = os.path.join(self.dir, "daemon.sock")
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind(self.path)
+        os.chmod(self.path, 0o666)
+        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.tcp.bind(("127.0.0.1", 0))
+        self.port = self.tcp.getsockname()[1]
+        for s in (self.unix, self.tcp):
+            s.listen(64)
+            threading.Thread(target=self.serve, args=(s,), daemon=True).start()
+
+    @staticmethod
+    def serve(s):
+        while True:
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+            c.close()
+
+    def close(self):
+        for s in (self.unix, self.tcp):
+            s.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @unittest.skipUnless(NETPROBE, "HSMCA_NETPROBE (the test PKCS#11 module) is not set")
@@ -285,6 +342,126 @@ class NetworkGateTests(unittest.TestCase):
         self.assertIn("netprobe: socket(AF_INET) in C_Sign: allowed", log)
         self.assertNotIn("netprobe: socket(AF_INET) in C_Sign: Operation not permitted", log)
         self.assertIn("signer network access allowed (signer.seccomp_allow_network: true)", log)
+
+
+@unittest.skipUnless(NETPROBE, "HSMCA_NETPROBE (the test PKCS#11 module) is not set")
+class SandboxModeTests(unittest.TestCase):
+    """signer.sandbox.network and sysv_ipc against a module that needs a daemon's unix
+    socket, a TCP connection or SysV shared memory in C_Sign, and answers
+    CKR_GENERAL_ERROR when refused (NETPROBE_NEED; NETPROBE_TRY only reports)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.daemons = Daemons()
+        cls.unix = "unix:" + cls.daemons.path
+        cls.inet = "inet:%d" % cls.daemons.port
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemons.close()
+
+    def serves(self, edit, need, try_=""):
+        """Serves and signs under the filter; returns the log after confinement."""
+        server = DevServer("ec-p256", name="sbmode", edit_config=edit,
+                           env_extra={"NETPROBE_NEED": need, "NETPROBE_TRY": try_})
+        try:
+            server.wait_ready()
+            kids = server.wait_children()
+            server.issue()
+            server.issue()
+            self.full = full_log(server)
+            log = after_confinement(self.full)
+            self.assertIn("self-test inside the sandbox: the CA key and the audit key signed "
+                          "and verified", log)
+            self.assertEqual(server.children()["signer"], kids["signer"])
+            return log
+        finally:
+            server.stop()
+
+    def stops(self, edit, need):
+        """Stops at start with exit status 78; returns the whole log."""
+        server = DevServer("ec-p256", name="sbstop", edit_config=edit,
+                           env_extra={"NETPROBE_NEED": need, "NETPROBE_TRY": ""})
+        try:
+            rc = server.proc.wait(90)
+            log = full_log(server)
+        finally:
+            server.stop()
+        self.assertEqual(rc, 78, log[-3000:])
+        # The signer's own message names the sandbox, not a configuration or PIN error.
+        self.assertIn("the PKCS#11 module failed its first signature inside the sandbox", log)
+        self.assertIn("CKR_GENERAL_ERROR", log)
+        self.assertNotIn("refusing to serve", log)
+        self.assertEqual(log.count("failed its first signature"), 1, log[-3000:])
+        return log
+
+    def test_unix_daemon_refused_with_network_none(self):
+        log = self.stops(use_sandbox(network="none"), self.unix)
+        self.assertIn("netprobe: connect(AF_UNIX) in C_Sign: allowed", log)  # before the filter
+        self.assertIn("netprobe: connect(AF_UNIX) in C_Sign: Operation not permitted", log)
+        self.assertIn("inside the sandbox (signer.sandbox.network: none, sysv_ipc: false): "
+                      "CA key (pkcs11.ca_key): sign: C_Sign: CKR_GENERAL_ERROR; a module that "
+                      "talks to a daemon needs signer.sandbox.network: unix", log)
+
+    def test_default_is_none(self):
+        log = self.stops(use_sandbox(), self.unix)
+        self.assertIn("(signer.sandbox.network: none, sysv_ipc: false)", log)
+
+    def test_unix_serves_and_inet_still_refused(self):
+        log = self.serves(use_sandbox(network="unix"), self.unix, self.inet)
+        self.assertIn("signer network access unix sockets only (signer.sandbox.network: unix)",
+                      log)
+        self.assertIn("netprobe: connect(AF_UNIX) in C_Sign: allowed", log)
+        self.assertNotIn("netprobe: connect(AF_UNIX) in C_Sign: Operation not permitted", log)
+        self.assertIn("netprobe: connect(AF_INET) in C_Sign: Operation not permitted", log)
+        self.assertNotIn("netprobe: connect(AF_INET) in C_Sign: allowed", log)
+
+    def test_inet_needed_with_network_unix_names_inet(self):
+        log = self.stops(use_sandbox(network="unix"), self.inet)
+        self.assertIn("(signer.sandbox.network: unix, sysv_ipc: false)", log)
+        self.assertIn("a network HSM's client needs signer.sandbox.network: inet", log)
+
+    def test_inet_serves_both(self):
+        log = self.serves(use_sandbox(network="inet"), self.unix + " " + self.inet)
+        self.assertIn("signer network access allowed (signer.sandbox.network: inet)", log)
+        self.assertIn("netprobe: connect(AF_UNIX) in C_Sign: allowed", log)
+        self.assertIn("netprobe: connect(AF_INET) in C_Sign: allowed", log)
+        self.assertNotIn("Operation not permitted", log)
+
+    def test_deprecated_key_is_inet(self):
+        log = self.serves(use_sandbox(old_key=True), self.unix + " " + self.inet)
+        self.assertIn("signer network access allowed (signer.seccomp_allow_network: true)", log)
+        self.assertIn("netprobe: connect(AF_INET) in C_Sign: allowed", log)
+        self.assertIn("signer.seccomp_allow_network is deprecated: write "
+                      "signer.sandbox.network: inet instead", self.full)
+
+    def test_sysv_ipc_refused_by_default(self):
+        log = self.stops(use_sandbox(network="inet"), "shm")
+        self.assertIn("netprobe: shmget in C_Sign: Operation not permitted", log)
+        self.assertIn("(signer.sandbox.network: inet, sysv_ipc: false)", log)
+        self.assertIn("a module that uses SysV shared memory needs signer.sandbox.sysv_ipc: true",
+                      log)
+
+    def test_sysv_ipc_allowed(self):
+        log = self.serves(use_sandbox(sysv_ipc=True), "shm", self.unix)
+        self.assertIn("SysV IPC allowed (signer.sandbox.sysv_ipc: true)", log)
+        self.assertIn("netprobe: shmget in C_Sign: allowed", log)
+        self.assertNotIn("netprobe: shmget in C_Sign: Operation not permitted", log)
+        # The network stays closed: sysv_ipc opens nothing else.
+        self.assertIn("netprobe: connect(AF_UNIX) in C_Sign: Operation not permitted", log)
+
+    def test_disagreeing_keys_are_a_config_error(self):
+        server = DevServer("ec-p256", name="sbconf",
+                           edit_config=use_sandbox(network="unix", old_key=True))
+        try:
+            rc = server.proc.wait(60)
+            log = full_log(server)
+        finally:
+            server.stop()
+        self.assertEqual(rc, 78, log[-3000:])
+        self.assertIn("signer.seccomp_allow_network: true (deprecated: it means "
+                      "signer.sandbox.network: inet) disagrees with signer.sandbox.network: unix",
+                      log)
 
 
 @unittest.skipUnless(ROOT, "signer.user is looked up only when started as root")

@@ -2,7 +2,8 @@
 """Token faults under load, through the fault-injecting PKCS#11 shim
 (tests/p11shim/) in front of SoftHSM, with the real signer and front end and a
 real gRPC client: a dead session costs no request, a removed token answers
-UNAVAILABLE and comes back without a restart, a hung C_Sign ends its request
+UNAVAILABLE and comes back without a restart (and so does a client library whose
+daemon went away: CKR_GENERAL_ERROR, CKR_FUNCTION_FAILED), a hung C_Sign ends its request
 in bounded time while the others go on, and a wrong PIN at re-login is tried
 exactly once. Each test prints what it counted."""
 import os
@@ -96,6 +97,43 @@ class TokenFaults(unittest.TestCase):
             time.sleep(0.1)
         print("token back: serving again after %.2f s" % (time.monotonic() - t0))
         self.assertEqual(self.server.children()["signer"], pid)
+
+    def test_2b_client_library_fault_and_back_without_restart(self):
+        """What a client library answers when its daemon goes away (tpm2-pkcs11 without
+        tpm2-abrmd, p11-kit's remote client without its server): CKR_GENERAL_ERROR or
+        CKR_FUNCTION_FAILED from C_Sign on sessions that signed before. A device fault:
+        UNAVAILABLE while it lasts, the module re-initialized, and serving again with
+        no restart; never a configuration error."""
+        for rv in ("CKR_GENERAL_ERROR", "CKR_FUNCTION_FAILED"):
+            self.server.control("# before %s\n" % rv)
+            pid = self.server.children()["signer"]
+            self.assertEqual(self.call()[0], "OK")
+            init0 = self.server.count("C_Initialize")[0]
+            fin0 = self.server.count("C_Finalize")[0]
+            t0 = time.monotonic()
+            self.server.control("fail C_Sign %s always\n" % rv)
+            statuses = {}
+            while time.monotonic() - t0 < 2.5:  # over two reconnect attempts
+                st, det = self.call()
+                statuses[st] = statuses.get(st, 0) + 1
+                self.assertEqual(st, "UNAVAILABLE", det)
+                time.sleep(0.1)
+            print("%s from C_Sign (daemon gone): %s over 2.5 s (%s)" % (rv, statuses, det))
+            self.server.control("# daemon back after %s\n" % rv)
+            t0 = time.monotonic()
+            while self.call()[0] != "OK":
+                self.assertLess(time.monotonic() - t0, 15, "no recovery after %s" % rv)
+                time.sleep(0.1)
+            inits = self.server.count("C_Initialize")[0] - init0
+            fins = self.server.count("C_Finalize")[0] - fin0
+            print("%s: serving again after %.2f s, C_Finalize %d, C_Initialize %d"
+                  % (rv, time.monotonic() - t0, fins, inits))
+            self.assertGreater(inits, 0)
+            self.assertGreater(fins, 0)
+            self.assertEqual(self.server.children()["signer"], pid)
+        log = self.server.logtext()
+        self.assertNotIn("cannot start", log)
+        self.assertNotIn("refused the PIN", log)
 
     def test_3_hung_sign_ends_its_request_only(self):
         self.server.control("hang C_Sign once\n")

@@ -881,6 +881,89 @@ static void test_signer_section(void **state)
     free(c);
 }
 
+/* signer.sandbox: the network mode and SysV IPC; the deprecated seccomp_allow_network as
+ * a synonym of inet (true) or none (false), which must agree with network when both are
+ * written. */
+static void test_signer_sandbox_section(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    static const struct {
+        const char *yaml;
+        config_net net;
+        int sysv, old_false;
+    } ok[] = {
+        {"signer:\n  user: x\n", CONFIG_NET_NONE, 0, 0}, /* the defaults */
+        {"signer:\n  sandbox:\n    network: none\n", CONFIG_NET_NONE, 0, 0},
+        {"signer:\n  sandbox:\n    network: unix\n", CONFIG_NET_UNIX, 0, 0},
+        {"signer:\n  sandbox:\n    network: inet\n    sysv_ipc: true\n", CONFIG_NET_INET, 1, 0},
+        {"signer:\n  sandbox: {sysv_ipc: true}\n", CONFIG_NET_NONE, 1, 0},
+        {"signer:\n  sandbox:\n", CONFIG_NET_NONE, 0, 0},
+        {"signer:\n  seccomp_allow_network: true\n", CONFIG_NET_INET, 0, 0},
+        {"signer:\n  seccomp_allow_network: false\n", CONFIG_NET_NONE, 0, 1},
+        {"signer:\n  seccomp_allow_network: true\n  sandbox:\n    network: inet\n",
+         CONFIG_NET_INET, 0, 0},
+        {"signer:\n  sandbox:\n    network: none\n  seccomp_allow_network: false\n",
+         CONFIG_NET_NONE, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        memset(c, 0x5a, sizeof(*c));
+        if (parse(ok[i].yaml, NULL, c, &e) != HSMCA_OK)
+            fail_msg("%s: %s", ok[i].yaml, e.msg);
+        assert_int_equal(config_signer_network(c), ok[i].net);
+        assert_int_equal(c->signer_sysv_ipc, ok[i].sysv);
+        assert_int_equal(c->signer_allow_network_false, ok[i].old_false);
+    }
+    assert_string_equal(config_net_name(CONFIG_NET_NONE), "none");
+    assert_string_equal(config_net_name(CONFIG_NET_UNIX), "unix");
+    assert_string_equal(config_net_name(CONFIG_NET_INET), "inet");
+    assert_int_equal(config_net_parse("INET"), -1);
+    static const struct {
+        const char *yaml, *msg;
+    } bad[] = {
+        {"signer:\n  sandbox:\n    network: tcp\n",
+         "t.yaml:3: 'network' must be none, unix or inet"},
+        {"signer:\n  sandbox:\n    network: true\n",
+         "t.yaml:3: 'network' must be none, unix or inet"},
+        {"signer:\n  sandbox:\n    network: [unix]\n", "t.yaml:3: 'network' must be a string"},
+        {"signer:\n  sandbox:\n    sysv_ipc: yes\n",
+         "t.yaml:3: 'sysv_ipc' must be true or false"},
+        {"signer:\n  sandbox:\n    network: unix\n    network: inet\n",
+         "t.yaml:4: duplicate key 'network' in 'signer.sandbox'"},
+        {"signer:\n  sandbox:\n    ipc: true\n", "t.yaml:3: unknown key 'ipc' in 'signer.sandbox'"},
+        {"signer:\n  sandbox: none\n", "t.yaml:2: 'signer.sandbox' must be a mapping"},
+        {"signer:\n  seccomp_allow_network: true\n  sandbox:\n    network: unix\n",
+         "t.yaml: signer.seccomp_allow_network: true (deprecated: it means "
+         "signer.sandbox.network: inet) disagrees with signer.sandbox.network: unix; keep "
+         "signer.sandbox.network only"},
+        {"signer:\n  sandbox:\n    network: none\n  seccomp_allow_network: true\n",
+         "t.yaml: signer.seccomp_allow_network: true (deprecated: it means "
+         "signer.sandbox.network: inet) disagrees with signer.sandbox.network: none; keep "
+         "signer.sandbox.network only"},
+        {"signer:\n  seccomp_allow_network: false\n  sandbox:\n    network: inet\n",
+         "t.yaml: signer.seccomp_allow_network: false (deprecated: it means "
+         "signer.sandbox.network: none) disagrees with signer.sandbox.network: inet; keep "
+         "signer.sandbox.network only"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(c, 0x5a, sizeof(*c));
+        if (parse(bad[i].yaml, NULL, c, &e) != HSMCA_EINVAL || strcmp(e.msg, bad[i].msg) != 0)
+            fail_msg("case %zu: %s\n  msg='%s'\n  want '%s'", i, bad[i].yaml, e.msg, bad[i].msg);
+        for (size_t b = 0; b < sizeof(*c); b++) /* untouched on error */
+            if (((unsigned char *)c)[b] != 0x5a)
+                fail_msg("case %zu: config modified at byte %zu", i, b);
+    }
+    free(c);
+    /* A config made in code is checked too, and an unknown mode never opens anything. */
+    c = valid_cfg();
+    strcpy(c->signer_sandbox_network, "tcp");
+    assert_int_equal(config_signer_network(c), CONFIG_NET_NONE);
+    expect_invalid(c, "config: signer.sandbox.network must be none, unix or inet, not 'tcp'");
+    strcpy(c->signer_sandbox_network, "unix");
+    assert_int_equal(config_validate(c, &e), HSMCA_OK);
+    free(c);
+}
+
 /* auth.trusted_node_accounts: ztunnel impersonation (frontend/fe_impersonate.h). */
 static void test_trusted_node_accounts(void **state)
 {
@@ -1272,6 +1355,7 @@ int main(void)
         cmocka_unit_test(test_serving_names),
         cmocka_unit_test(test_validate_listen),
         cmocka_unit_test(test_signer_section),
+        cmocka_unit_test(test_signer_sandbox_section),
         cmocka_unit_test(test_policy_file_key),
         cmocka_unit_test(test_tokenreview_section),
         cmocka_unit_test(test_trusted_node_accounts),

@@ -439,6 +439,111 @@ static void test_remove_pool_recovers(void **state)
     pool_down(m, p);
 }
 
+/* What a client library answers when its daemon went away (CKR_GENERAL_ERROR,
+ * CKR_FUNCTION_FAILED) is a device fault once the key has signed (its open signed
+ * once): UNAVAILABLE, the module re-initialized and logged in once, and signing again
+ * without a new pool. */
+static void test_module_fault_after_signing_reconnects(void **state)
+{
+    (void)state;
+    static const char *const rules[] = {"fail C_Sign CKR_GENERAL_ERROR once\n",
+                                        "fail C_Sign CKR_FUNCTION_FAILED once\n"};
+    for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+        p11_module *m;
+        p11_pool *p = pool_up(&m);
+        hsmca_err e;
+        st_counts init0 = st_count_of("C_Initialize"), fin0 = st_count_of("C_Finalize");
+        st_counts login0 = st_count_of("C_Login");
+        st_ctl_write(rules[i]);
+        assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EUNAVAIL);
+        assert_non_null(strstr(e.msg, i ? "CKR_FUNCTION_FAILED" : "CKR_GENERAL_ERROR"));
+        assert_int_equal(p11_pool_get_state(p), P11_POOL_RECONNECTING);
+        hsmca_code c = HSMCA_EUNAVAIL;
+        for (double end = st_mono() + 10; c != HSMCA_OK && st_mono() < end;) {
+            c = tu_pool_sign_check(p, &e);
+            if (c != HSMCA_OK) {
+                assert_int_equal(c, HSMCA_EUNAVAIL); /* never a refusal of the request */
+                usleep(100 * 1000);
+            }
+        }
+        if (c != HSMCA_OK)
+            fail_msg("pool did not recover from %s: %s", rules[i], e.msg);
+        assert_int_equal(p11_pool_get_state(p), P11_POOL_READY);
+        assert_true(st_delta("C_Finalize", fin0).calls >= 1);
+        assert_true(st_delta("C_Initialize", init0).calls >= 1);
+        assert_int_equal(st_delta("C_Login", login0).calls, 1);
+        pool_down(m, p);
+    }
+}
+
+/* Until sign() answers HSMCA_OK (within 10 s), every answer meanwhile UNAVAILABLE. */
+#define SIGNS_AGAIN(sign, what)                                                                    \
+    do {                                                                                           \
+        hsmca_code c_ = HSMCA_EUNAVAIL;                                                            \
+        for (double end_ = st_mono() + 10; c_ != HSMCA_OK && st_mono() < end_;) {                  \
+            if ((c_ = (sign)) != HSMCA_OK) {                                                       \
+                if (c_ != HSMCA_EUNAVAIL)                                                          \
+                    fail_msg("%s: %s", what, e.msg);                                               \
+                usleep(100 * 1000);                                                                \
+            }                                                                                      \
+        }                                                                                          \
+        if (c_ != HSMCA_OK)                                                                        \
+            fail_msg("%s: no signature within 10 s: %s", what, e.msg);                             \
+    } while (0)
+
+/* Two keys' pools on one module: the one that re-initializes the module (its daemon
+ * went away) ends the other's sessions and object handles too. The other reconnects
+ * and signs with its own key, never through a handle that now names another object. */
+static void test_module_reinit_by_other_pool(void **state)
+{
+    (void)state;
+    p11_module *m;
+    p11_pool *p = pool_up(&m);
+    p11_signkey *k = NULL;
+    hsmca_err e;
+    if (p11_signkey_open(m, AUDIT_URI, st.pin, &k, &e) != HSMCA_OK)
+        fail_msg("audit key through the shim: %s", e.msg);
+    st_counts fin0 = st_count_of("C_Finalize");
+    st_ctl_write("fail C_Sign CKR_GENERAL_ERROR once\n");
+    assert_int_equal(audit_sign(k, &e), HSMCA_EUNAVAIL);
+    SIGNS_AGAIN(audit_sign(k, &e), "the audit key after its re-init");
+    assert_true(st_delta("C_Finalize", fin0).calls >= 1);
+    SIGNS_AGAIN(tu_pool_sign_check(p, &e), "the CA key after the audit key's re-init");
+    /* And the other way round. */
+    fin0 = st_count_of("C_Finalize");
+    st_ctl_write("fail C_Sign CKR_FUNCTION_FAILED once\n");
+    assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_EUNAVAIL);
+    SIGNS_AGAIN(tu_pool_sign_check(p, &e), "the CA key after its re-init");
+    assert_true(st_delta("C_Finalize", fin0).calls >= 1);
+    SIGNS_AGAIN(audit_sign(k, &e), "the audit key after the CA key's re-init");
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(tu_pool_sign_check(p, &e), HSMCA_OK);
+        assert_int_equal(audit_sign(k, &e), HSMCA_OK);
+    }
+    st_ctl_write("");
+    p11_signkey_close(k);
+    p11_pool_close(p);
+    p11_module_unload(m);
+}
+
+/* Before the key has signed, the same code is the module refusing the set-up (no
+ * reconnect cures it): the pool is not opened, and the error is not UNAVAILABLE. */
+static void test_module_fault_at_first_sign(void **state)
+{
+    (void)state;
+    hsmca_err e;
+    p11_module *m;
+    if (p11_module_load(P11SHIM_PATH, &m, &e) != HSMCA_OK)
+        fail_msg("load shim: %s", e.msg);
+    st_ctl_write("fail C_Sign CKR_GENERAL_ERROR once\n");
+    p11_pool *p = NULL;
+    assert_int_equal(p11_pool_open(m, KEY_URI, st.pin, 2, &p, &e), HSMCA_EINTERNAL);
+    assert_null(p);
+    assert_non_null(strstr(e.msg, "CKR_GENERAL_ERROR"));
+    st_ctl_write("");
+    p11_module_unload(m);
+}
+
 static void test_idle_drop(void **state)
 {
     (void)state;
@@ -605,6 +710,9 @@ int main(void)
         cmocka_unit_test_setup(test_hang_rule_removed, reset),
         cmocka_unit_test_setup(test_remove_raw, reset),
         cmocka_unit_test_setup(test_remove_pool_recovers, reset),
+        cmocka_unit_test_setup(test_module_fault_after_signing_reconnects, reset),
+        cmocka_unit_test_setup(test_module_fault_at_first_sign, reset),
+        cmocka_unit_test_setup(test_module_reinit_by_other_pool, reset),
         cmocka_unit_test_setup(test_idle_drop, reset),
         cmocka_unit_test_setup(test_login_pin_incorrect, reset),
         cmocka_unit_test_setup(test_grammar, reset),
