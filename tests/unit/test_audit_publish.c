@@ -41,7 +41,8 @@ typedef struct {
 static hsmca_code open_with(fx *f, const uint8_t *pub, const char *origin, audit_note_signer sign,
                             void *sign_ctx, hsmca_err *e)
 {
-    audit_publish_cfg pc = {f->dir, origin, pub, sign, sign_ctx, (uid_t)-1, (gid_t)-1};
+    audit_publish_cfg pc = {.dir = f->dir, .origin = origin, .pub = pub, .sign = sign,
+                            .sign_ctx = sign_ctx, .owner = (uid_t)-1, .group = (gid_t)-1};
     hsmca_code rc = audit_publish_open(&pc, &f->p, e);
     if (rc == HSMCA_OK)
         rc = audit_log_open_ex(f->dir, (uid_t)-1, (gid_t)-1, NULL, NULL, audit_publish_replay_line,
@@ -480,8 +481,8 @@ typedef struct {
     EVP_PKEY *key;
 } hang_signer;
 
-static hsmca_code hanging_sign(void *ctx, const uint8_t *msg, size_t len, uint8_t sig[64],
-                               hsmca_err *e)
+static hsmca_code hanging_sign(void *ctx, const uint8_t *msg, size_t len,
+                               uint8_t sig[AUDIT_SIG_MAX], size_t *siglen, hsmca_err *e)
 {
     hang_signer *h = ctx;
     pthread_mutex_lock(&h->mu);
@@ -490,7 +491,7 @@ static hsmca_code hanging_sign(void *ctx, const uint8_t *msg, size_t len, uint8_
         pthread_cond_wait(&h->cv, &h->mu);
     }
     pthread_mutex_unlock(&h->mu);
-    return atu_ed25519_sign(h->key, msg, len, sig, e);
+    return atu_ed25519_sign(h->key, msg, len, sig, siglen, e);
 }
 
 static void test_thread_checkpoints(void **state)
