@@ -28,8 +28,14 @@ typedef struct {
 HSMCA_MUSTCHECK hsmca_code p11_uri_parse(const char *s, p11_uri *u, hsmca_err *e);
 
 /* Key types p11_generate_key makes: the CA key's (EC P-256, RSA-2048) and the
- * audit key's (Ed25519: CKK_EC_EDWARDS, CKA_EC_PARAMS the RFC 8410 OID). */
-typedef enum { P11_KEY_EC_P256 = 1, P11_KEY_RSA_2048 = 2, P11_KEY_ED25519 = 3 } p11_key_type;
+ * audit key's (Ed25519: CKK_EC_EDWARDS, CKA_EC_PARAMS the RFC 8410 OID; or EC
+ * P-256 on a token without EdDSA). */
+typedef enum {
+    P11_KEY_UNSET = 0, /* for callers' "not chosen"; p11_generate_key refuses it */
+    P11_KEY_EC_P256 = 1,
+    P11_KEY_RSA_2048 = 2,
+    P11_KEY_ED25519 = 3
+} p11_key_type;
 
 typedef struct p11_module p11_module; /* a loaded, initialized module */
 typedef struct p11_pool p11_pool;     /* logged-in sessions bound to one private key */
