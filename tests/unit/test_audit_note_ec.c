@@ -25,6 +25,12 @@
 #define NAME "ca.example/audit"
 #define BODY "ca.example/audit\n3\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"
 
+/* A P-256 vkey made by Python's `cryptography` (the private scalar 0x1234567890abcdef
+ * 1234567890abcdef; key ID = hashlib.sha256(spki).digest()[:4]), not by this library. */
+#define PY_VKEY                                                                                    \
+    "hsmca.fuzz/audit-log+d3949091+AjBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABPnr5GQUfMEC2SMk0JnZJ8GlDkLV" \
+    "egihFv/sCimBnYxlcLr30SiIkCpqDB1nrdEDEjyFmrab+OlDHJOEkw1Lfu4="
+
 typedef struct {
     EVP_PKEY *key;
     uint8_t spki[AUDIT_KEY_MAX];
@@ -103,6 +109,23 @@ static void test_vkey_bytes(void **state)
         free(s);
         EVP_PKEY_free(f.key);
     }
+}
+
+static void test_vkey_from_python(void **state)
+{
+    (void)state;
+    audit_vkey k;
+    hsmca_err e;
+    if (audit_vkey_parse(PY_VKEY, strlen(PY_VKEY), &k, &e) != HSMCA_OK)
+        fail_msg("%s", e.msg);
+    assert_int_equal(k.type, AUDIT_SIG_TYPE_ECDSA);
+    assert_int_equal(k.id, 0xd3949091u);
+    assert_int_equal(k.pub_len, 91);
+    assert_string_equal(k.name, "hsmca.fuzz/audit-log");
+    char *s;
+    assert_int_equal(audit_vkey_format(&k, &s, NULL), HSMCA_OK);
+    assert_string_equal(s, PY_VKEY);
+    free(s);
 }
 
 /* A vkey string from name, id and type || key bytes. */
@@ -277,6 +300,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vkey_bytes),
+        cmocka_unit_test(test_vkey_from_python),
         cmocka_unit_test(test_vkey_refusals),
         cmocka_unit_test(test_sign_verify),
         cmocka_unit_test(test_tamper_and_type),
