@@ -114,16 +114,20 @@ static HSMCA_MUSTCHECK hsmca_code sign_verified(p11_signkey *k, const uint8_t *m
     uint8_t digest[SHA256_DIGEST_LENGTH];
     sign_op o = {.mech = CKM_EDDSA, .msg = msg, .len = len};
     if (k->ec) {
-        SHA256(len ? msg : digest, len, digest);
+        SHA256(len ? msg : (const uint8_t *)"", len, digest);
         o = (sign_op){.mech = CKM_ECDSA, .msg = digest, .len = sizeof(digest)};
     }
     HSMCA_GUARD(p11_pool_run(k->pool, sign_op_run, &o, "audit key sign: C_Sign", e));
     uint8_t out[P11_SIGNKEY_SIG_MAX];
     size_t outlen = sizeof(out);
-    int shaped = k->ec ? ecdsa_der(k, o.sig, o.siglen, out, &outlen)
-                       : o.siglen == P11_ED25519_SIG_LEN;
-    if (!k->ec && shaped)
-        memcpy(out, o.sig, outlen = P11_ED25519_SIG_LEN);
+    int shaped;
+    if (k->ec) {
+        shaped = ecdsa_der(k, o.sig, o.siglen, out, &outlen);
+    } else {
+        shaped = o.siglen == P11_ED25519_SIG_LEN;
+        outlen = P11_ED25519_SIG_LEN;
+        memcpy(out, o.sig, outlen);
+    }
     if (!shaped || !sig_verify(k, msg, len, out, outlen)) {
         *unverified = 1;
         return hsmca_fail(e, HSMCA_EINTERNAL,
