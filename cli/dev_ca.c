@@ -164,8 +164,8 @@ static HSMCA_MUSTCHECK hsmca_code ensure_audit_key(p11_module *m, const char *pi
     hsmca_code rc = p11_signkey_open(m, uri, pin, &k, &why);
     if (rc == HSMCA_ENOTFOUND) {
         log_info("%sgenerating the %s audit key '%s' in the token",
-                 new_ca ? "" : "this dev directory has no audit key yet: ", audit_type_name(make),
-                 DEV_AUDIT_KEY_LABEL);
+                 new_ca ? "" : "this dev directory has no audit key yet: ",
+                 make == P11_KEY_EC_P256 ? "ECDSA P-256" : "Ed25519", DEV_AUDIT_KEY_LABEL);
         rc = p11_generate_key(m, DEV_TOKEN_LABEL, pin, DEV_AUDIT_KEY_LABEL, make, &why);
         if (rc == HSMCA_OK)
             rc = p11_signkey_open(m, uri, pin, &k, &why);
