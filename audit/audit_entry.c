@@ -167,13 +167,15 @@ static HSMCA_MUSTCHECK hsmca_code check_fixed(const audit_entry *ent, hsmca_err 
                      HSMCA_EINVAL, "audit entry: the CA key and certificate need their SHA-256");
         HSMCA_ENSURE(is_name(ent->ca_key_alg, 1) && is_name(ent->ca_key_type, 1), e, HSMCA_EINVAL,
                      "audit entry: bad CA key algorithm or type name");
-        int no_audit_key = ent->audit_public_key[0] == 0;
-        HSMCA_ENSURE(no_audit_key
-                         ? ent->audit_key_alg[0] == 0
-                         : is_hex(ent->audit_public_key, 64, 64) && is_name(ent->audit_key_alg, 1),
+        const char *alg = ent->audit_key_alg, *pub = ent->audit_public_key;
+        int ed = strcmp(alg, "ed25519") == 0,
+            ec = strcmp(alg, "ecdsa-p256") == 0 || strcmp(alg, "ecdsa-p384") == 0;
+        HSMCA_ENSURE(pub[0] == 0 ? alg[0] == 0
+                                 : (ed && is_hex(pub, 64, 64)) ||
+                                       (ec && is_hex(pub, 2, 256) && strlen(pub) % 2 == 0),
                      e, HSMCA_EINVAL,
-                     "audit entry: audit_public_key must be 64 hex digits with its algorithm, "
-                     "or both empty");
+                     "audit entry: audit_public_key must be hex of an ed25519 (64 digits) or "
+                     "ecdsa-p256/ecdsa-p384 key with its algorithm, or both empty");
     }
     if (k == AUDIT_SUPPRESSED)
         HSMCA_ENSURE((strcmp(ent->of, "deny") == 0 || strcmp(ent->of, "frontend-deny") == 0) &&

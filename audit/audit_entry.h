@@ -58,8 +58,9 @@ typedef struct {
  *                 canonical policy text, signer/signer_audit.c)
  *   key:          ca_key_alg (signature algorithm), ca_key_type, ca_key_uri, ca_spki_sha256
  *                 (SubjectPublicKeyInfo DER), ca_cert_sha256 (certificate DER),
- *                 audit_key_alg ("ed25519" or ""), audit_key_uri, audit_public_key (64 hex
- *                 of the raw key, or "" when no audit key)
+ *                 audit_key_alg ("ed25519", "ecdsa-p256", "ecdsa-p384" or ""),
+ *                 audit_key_uri, audit_public_key (Ed25519: 64 hex of the raw key; ECDSA:
+ *                 hex of the DER SubjectPublicKeyInfo; "" when no audit key)
  *   frontend-deny: request_id (0 when none), requester, authenticator, code, reason, and
  *                 source "frontend" (written by the encoder): the front end's word only
  *   suppressed:   of (the kind whose entries were dropped: "deny" or "frontend-deny"),
@@ -86,7 +87,7 @@ typedef struct {
     /* key */
     char ca_key_alg[AUDIT_PROFILE_MAX + 1], ca_key_type[AUDIT_PROFILE_MAX + 1];
     char ca_spki_sha256[65], ca_cert_sha256[65];
-    char audit_key_alg[AUDIT_PROFILE_MAX + 1], audit_public_key[65];
+    char audit_key_alg[AUDIT_PROFILE_MAX + 1], audit_public_key[2 * 128 + 1]; /* AUDIT_KEY_MAX bytes */
     audit_str ca_key_uri, audit_key_uri;
     /* frontend-deny */
     audit_str authenticator;

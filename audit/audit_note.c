@@ -1,5 +1,5 @@
 /* audit_note.c - C2SP signed-note: names, key IDs, verifier keys, assembly, parsing and
- * Ed25519 verification (see audit_note.h). Written from c2sp.org/signed-note. */
+ * Ed25519 and ECDSA verification (see audit_note.h). Written from c2sp.org/signed-note. */
 #include "audit_note.h"
 
 #include <stdio.h>
@@ -8,14 +8,14 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/x509.h>
 
 #include "audit_internal.h"
 #include "util.h"
 
-#define SIG_TYPE_ED25519 0x01
 static const char EM_DASH_SP[] = "\xe2\x80\x94 "; /* U+2014 then a space */
 #define EM_DASH_SP_LEN 4
-#define SIG_B64_LEN 92 /* base64 of 4 + 64 bytes */
+#define SIG_B64_LEN(n) (4 * ((4 + (n) + 2) / 3)) /* base64 of a key ID and n bytes */
 
 /* ---- UTF-8 and names ------------------------------------------------------------------ */
 
@@ -102,27 +102,112 @@ hsmca_code audit_name_check(const char *name, size_t len, hsmca_err *e)
 
 /* ---- verifier keys -------------------------------------------------------------------- */
 
-static HSMCA_MUSTCHECK hsmca_code key_id(const char *name, size_t len, const uint8_t *pub,
+static uint32_t be32(const uint8_t *h)
+{
+    return (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+}
+
+/* The key ID of (name[0..len), k->type, k->pub) by the type's rule (audit_note.h). */
+static HSMCA_MUSTCHECK hsmca_code key_id(const char *name, size_t len, const audit_vkey *k,
                                          uint32_t *id, hsmca_err *e)
 {
-    static const uint8_t sep[2] = {'\n', SIG_TYPE_ED25519};
     uint8_t h[32];
-    HSMCA_GUARD(audit_sha256(name, len, sep, 2, pub, AUDIT_ED25519_PUB_LEN, h, e));
-    *id = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+    if (k->type == AUDIT_SIG_TYPE_ECDSA) {
+        HSMCA_GUARD(audit_sha256(k->pub, k->pub_len, NULL, 0, NULL, 0, h, e));
+    } else {
+        const uint8_t sep[2] = {'\n', AUDIT_SIG_TYPE_ED25519};
+        HSMCA_GUARD(audit_sha256(name, len, sep, 2, k->pub, AUDIT_ED25519_PUB_LEN, h, e));
+    }
+    *id = be32(h);
     return HSMCA_OK;
+}
+
+/* The curve of an ECDSA SPKI the notes accept (P-256 or P-384), as a message fragment; NULL
+ * when der[0..len) is not one, or not in its one DER encoding. */
+static const char *ec_spki_curve(const uint8_t *der, size_t len)
+{
+    const unsigned char *p = der;
+    EVP_PKEY *pk = len <= AUDIT_KEY_MAX ? d2i_PUBKEY(NULL, &p, (long)len) : NULL;
+    const char *curve = NULL;
+    char group[32];
+    size_t glen;
+    if (pk && p == der + len && EVP_PKEY_get_base_id(pk) == EVP_PKEY_EC &&
+        EVP_PKEY_get_utf8_string_param(pk, "group", group, sizeof(group), &glen) == 1) {
+        /* A named curve and an uncompressed point have one length per curve: a
+         * compressed point (which OpenSSL would re-encode as it came) is refused. */
+        if (strcmp(group, "prime256v1") == 0 && len == 91)
+            curve = "P-256";
+        else if (strcmp(group, "secp384r1") == 0 && len == 120)
+            curve = "P-384";
+    }
+    unsigned char *again = NULL;
+    int n = curve ? i2d_PUBKEY(pk, &again) : 0;
+    if (n <= 0 || (size_t)n != len || memcmp(again, der, len) != 0)
+        curve = NULL; /* compressed point, explicit parameters, a non-DER length... */
+    OPENSSL_free(again);
+    EVP_PKEY_free(pk);
+    return curve;
+}
+
+/* Checks the name and fills *k's name and ID from k's type and key. */
+static HSMCA_MUSTCHECK hsmca_code vkey_finish(const char *name, size_t len, const char *what,
+                                              audit_vkey *k, hsmca_err *e)
+{
+    HSMCA_GUARD(audit_name_check_as(name, len, what, e));
+    memset(k->name, 0, sizeof(k->name));
+    memcpy(k->name, name, len);
+    return key_id(name, len, k, &k->id, e);
 }
 
 hsmca_code audit_vkey_from_pub(const char *name, const uint8_t pub[AUDIT_ED25519_PUB_LEN],
                                audit_vkey *k, hsmca_err *e)
 {
-    size_t len = strnlen(name, AUDIT_NAME_MAX + 1);
-    HSMCA_GUARD(audit_name_check(name, len, e));
     audit_vkey tmp;
     memset(&tmp, 0, sizeof(tmp));
-    memcpy(tmp.name, name, len);
+    tmp.type = AUDIT_SIG_TYPE_ED25519;
+    tmp.pub_len = AUDIT_ED25519_PUB_LEN;
     memcpy(tmp.pub, pub, AUDIT_ED25519_PUB_LEN);
-    HSMCA_GUARD(key_id(name, len, pub, &tmp.id, e));
+    HSMCA_GUARD(vkey_finish(name, strnlen(name, AUDIT_NAME_MAX + 1), "signed-note: a key name",
+                            &tmp, e));
     *k = tmp;
+    return HSMCA_OK;
+}
+
+hsmca_code audit_vkey_from_spki(const char *name, const uint8_t *der, size_t len, audit_vkey *k,
+                                hsmca_err *e)
+{
+    HSMCA_ENSURE(ec_spki_curve(der, len), e, HSMCA_EINVAL,
+                 "vkey: an ECDSA key must be the DER SubjectPublicKeyInfo of a P-256 or P-384 "
+                 "key");
+    audit_vkey tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.type = AUDIT_SIG_TYPE_ECDSA;
+    tmp.pub_len = len;
+    memcpy(tmp.pub, der, len);
+    HSMCA_GUARD(vkey_finish(name, strnlen(name, AUDIT_NAME_MAX + 1), "signed-note: a key name",
+                            &tmp, e));
+    *k = tmp;
+    return HSMCA_OK;
+}
+
+/* The key of a vkey, key[0..klen) = type || public key, into *k's type and pub. */
+static HSMCA_MUSTCHECK hsmca_code vkey_key(const uint8_t *key, size_t klen, audit_vkey *k,
+                                           hsmca_err *e)
+{
+    if (klen == 1 + AUDIT_ED25519_PUB_LEN && key[0] == AUDIT_SIG_TYPE_ED25519) {
+        k->type = AUDIT_SIG_TYPE_ED25519;
+    } else if (klen >= 2 && key[0] == AUDIT_SIG_TYPE_ECDSA) {
+        HSMCA_ENSURE(ec_spki_curve(key + 1, klen - 1), e, HSMCA_EINVAL,
+                     "vkey: an ECDSA key (0x02) must be a DER SubjectPublicKeyInfo of a P-256 "
+                     "or P-384 key");
+        k->type = AUDIT_SIG_TYPE_ECDSA;
+    } else {
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "vkey: the key must be 0x01 and a 32-byte Ed25519 key, or 0x02 and an "
+                          "ECDSA SubjectPublicKeyInfo");
+    }
+    k->pub_len = klen - 1;
+    memcpy(k->pub, key + 1, klen - 1);
     return HSMCA_OK;
 }
 
@@ -140,19 +225,19 @@ hsmca_code audit_vkey_parse(const char *s, size_t len, audit_vkey *k, hsmca_err 
     size_t idn;
     HSMCA_ENSURE(util_unhex(p1 + 1, 8, idb, sizeof(idb), &idn), e, HSMCA_EINVAL,
                  "vkey: the key ID must be lowercase hex");
-    uint32_t id = (uint32_t)idb[0] << 24 | (uint32_t)idb[1] << 16 | (uint32_t)idb[2] << 8 | idb[3];
+    uint32_t id = be32(idb);
     size_t klen;
     uint8_t *key = util_b64_decode(p1 + 10, rest - 9, &klen);
     HSMCA_ENSURE(key, e, HSMCA_EINVAL, "vkey: the key is not canonical padded base64");
-    int ok = klen == 1 + AUDIT_ED25519_PUB_LEN && key[0] == SIG_TYPE_ED25519;
     audit_vkey tmp;
     memset(&tmp, 0, sizeof(tmp));
-    if (ok)
-        memcpy(tmp.pub, key + 1, AUDIT_ED25519_PUB_LEN);
+    hsmca_code rc = klen <= 1 + AUDIT_KEY_MAX
+                        ? vkey_key(key, klen, &tmp, e)
+                        : hsmca_fail(e, HSMCA_EINVAL, "vkey: the key is longer than %d bytes",
+                                     1 + AUDIT_KEY_MAX);
     free(key);
-    HSMCA_ENSURE(ok, e, HSMCA_EINVAL, "vkey: the key must be 0x01 and a 32-byte Ed25519 key");
-    memcpy(tmp.name, s, nlen);
-    HSMCA_GUARD(key_id(tmp.name, nlen, tmp.pub, &tmp.id, e));
+    HSMCA_GUARD(rc);
+    HSMCA_GUARD(vkey_finish(s, nlen, "vkey: the name", &tmp, e));
     HSMCA_ENSURE(tmp.id == id, e, HSMCA_EINVAL,
                  "vkey: key ID %08x does not match the name and key (%08x)", id, tmp.id);
     *k = tmp;
@@ -163,9 +248,11 @@ hsmca_code audit_vkey_format(const audit_vkey *k, char **out, hsmca_err *e)
 {
     HSMCA_GUARD(
         audit_name_check_as(k->name, strnlen(k->name, sizeof(k->name)), "vkey: the name", e));
-    uint8_t raw[1 + AUDIT_ED25519_PUB_LEN] = {SIG_TYPE_ED25519};
-    memcpy(raw + 1, k->pub, AUDIT_ED25519_PUB_LEN);
-    char *b64 = util_b64_encode(raw, sizeof(raw));
+    HSMCA_ENSURE(k->pub_len > 0 && k->pub_len <= AUDIT_KEY_MAX, e, HSMCA_EINVAL,
+                 "vkey: no public key");
+    uint8_t raw[1 + AUDIT_KEY_MAX] = {k->type};
+    memcpy(raw + 1, k->pub, k->pub_len);
+    char *b64 = util_b64_encode(raw, 1 + k->pub_len);
     HSMCA_ENSURE(b64, e, HSMCA_ENOMEM, "vkey: out of memory");
     size_t n = strlen(k->name) + 1 + 8 + 1 + strlen(b64) + 1;
     char *s = malloc(n);
@@ -177,22 +264,36 @@ hsmca_code audit_vkey_format(const audit_vkey *k, char **out, hsmca_err *e)
     return HSMCA_OK;
 }
 
-/* ---- Ed25519 ---------------------------------------------------------------------------- */
+/* ---- signatures ------------------------------------------------------------------------- */
 
-/* HSMCA_OK when sig is k's Ed25519 signature over msg[0..len). */
-static HSMCA_MUSTCHECK hsmca_code ed25519_verify(const audit_vkey *k, const char *msg, size_t len,
-                                                 const uint8_t *sig, hsmca_err *e)
+/* k's public key as an EVP_PKEY (NULL when it is not usable). */
+static EVP_PKEY *vkey_pkey(const audit_vkey *k)
 {
-    EVP_PKEY *pk =
-        EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, k->pub, AUDIT_ED25519_PUB_LEN);
+    if (k->type == AUDIT_SIG_TYPE_ED25519)
+        return k->pub_len == AUDIT_ED25519_PUB_LEN
+                   ? EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, k->pub, k->pub_len)
+                   : NULL;
+    if (k->type != AUDIT_SIG_TYPE_ECDSA || !ec_spki_curve(k->pub, k->pub_len))
+        return NULL;
+    const unsigned char *p = k->pub;
+    return d2i_PUBKEY(NULL, &p, (long)k->pub_len);
+}
+
+/* HSMCA_OK when sig[0..siglen) is k's signature over msg[0..len): pure Ed25519, or ECDSA
+ * over SHA-256(msg) with a DER signature (OpenSSL refuses a non-DER one). */
+static HSMCA_MUSTCHECK hsmca_code sig_verify(const audit_vkey *k, const char *msg, size_t len,
+                                             const uint8_t *sig, size_t siglen, hsmca_err *e)
+{
+    int ed = k->type == AUDIT_SIG_TYPE_ED25519;
+    EVP_PKEY *pk = vkey_pkey(k);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int init = pk && ctx && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, pk) == 1;
-    int ok =
-        init && EVP_DigestVerify(ctx, sig, AUDIT_ED25519_SIG_LEN, (const uint8_t *)msg, len) == 1;
+    int init = pk && ctx && EVP_DigestVerifyInit(ctx, NULL, ed ? NULL : EVP_sha256(), NULL, pk) == 1;
+    int ok = init && (!ed || siglen == AUDIT_ED25519_SIG_LEN) && siglen <= AUDIT_SIG_MAX &&
+             EVP_DigestVerify(ctx, sig, siglen, (const uint8_t *)msg, len) == 1;
     EVP_MD_CTX_free(ctx);
     EVP_PKEY_free(pk);
-    HSMCA_ENSURE(init, e, HSMCA_EINVAL, "signed-note: %s+%08x is not a usable Ed25519 key", k->name,
-                 k->id);
+    HSMCA_ENSURE(init, e, HSMCA_EINVAL, "signed-note: %s+%08x is not a usable %s key", k->name,
+                 k->id, ed ? "Ed25519" : "ECDSA");
     HSMCA_ENSURE(ok, e, HSMCA_EPERM, "signed-note: the signature by %s+%08x does not verify",
                  k->name, k->id);
     return HSMCA_OK;
@@ -208,19 +309,21 @@ static HSMCA_MUSTCHECK hsmca_code text_check(const char *text, size_t len, hsmca
 }
 
 hsmca_code audit_note_assemble(const char *text, size_t len, const audit_vkey *k,
-                               const uint8_t sig[AUDIT_ED25519_SIG_LEN], char **out, size_t *outlen,
+                               const uint8_t *sig, size_t siglen, char **out, size_t *outlen,
                                hsmca_err *e)
 {
     size_t nlen = strnlen(k->name, sizeof(k->name));
     HSMCA_GUARD(audit_name_check(k->name, nlen, e));
-    HSMCA_ENSURE(len <= AUDIT_NOTE_MAX - (1 + EM_DASH_SP_LEN + nlen + 1 + SIG_B64_LEN + 1), e,
-                 HSMCA_EINVAL, "signed-note: the text is too long");
+    HSMCA_ENSURE(siglen > 0 && siglen <= AUDIT_SIG_MAX, e, HSMCA_EINVAL,
+                 "signed-note: a signature of %zu bytes (1-%d)", siglen, AUDIT_SIG_MAX);
+    HSMCA_ENSURE(len <= AUDIT_NOTE_MAX - (1 + EM_DASH_SP_LEN + nlen + 1 + SIG_B64_LEN(siglen) + 1),
+                 e, HSMCA_EINVAL, "signed-note: the text is too long");
     HSMCA_GUARD(text_check(text, len, e));
-    HSMCA_GUARD(ed25519_verify(k, text, len, sig, e));
-    uint8_t raw[4 + AUDIT_ED25519_SIG_LEN] = {(uint8_t)(k->id >> 24), (uint8_t)(k->id >> 16),
-                                              (uint8_t)(k->id >> 8), (uint8_t)k->id};
-    memcpy(raw + 4, sig, AUDIT_ED25519_SIG_LEN);
-    char *b64 = util_b64_encode(raw, sizeof(raw));
+    HSMCA_GUARD(sig_verify(k, text, len, sig, siglen, e));
+    uint8_t raw[4 + AUDIT_SIG_MAX] = {(uint8_t)(k->id >> 24), (uint8_t)(k->id >> 16),
+                                      (uint8_t)(k->id >> 8), (uint8_t)k->id};
+    memcpy(raw + 4, sig, siglen);
+    char *b64 = util_b64_encode(raw, 4 + siglen);
     HSMCA_ENSURE(b64, e, HSMCA_ENOMEM, "signed-note: out of memory");
     size_t n = len + 1 + EM_DASH_SP_LEN + nlen + 1 + strlen(b64) + 1;
     char *s = malloc(n + 1);
@@ -239,10 +342,13 @@ hsmca_code audit_note_sign(const char *text, size_t len, const audit_vkey *k,
                            audit_note_signer sign, void *ctx, char **out, size_t *outlen,
                            hsmca_err *e)
 {
-    uint8_t sig[AUDIT_ED25519_SIG_LEN];
+    uint8_t sig[AUDIT_SIG_MAX];
+    size_t siglen = sizeof(sig);
     HSMCA_GUARD(text_check(text, len, e));
-    HSMCA_GUARD(sign(ctx, (const uint8_t *)text, len, sig, e));
-    return audit_note_assemble(text, len, k, sig, out, outlen, e);
+    HSMCA_GUARD(sign(ctx, (const uint8_t *)text, len, sig, &siglen, e));
+    HSMCA_ENSURE(siglen <= sizeof(sig), e, HSMCA_EINTERNAL,
+                 "signed-note: the signer overran its buffer");
+    return audit_note_assemble(text, len, k, sig, siglen, out, outlen, e);
 }
 
 /* One signature line line[0..len) (without its '\n') into *sig. */
@@ -262,7 +368,7 @@ static HSMCA_MUSTCHECK hsmca_code parse_sig_line(const char *line, size_t len, a
     HSMCA_ENSURE(raw, e, HSMCA_EINVAL, "signed-note: a signature is not canonical padded base64");
     int ok = rawlen >= 5;
     if (ok)
-        sig->id = (uint32_t)raw[0] << 24 | (uint32_t)raw[1] << 16 | (uint32_t)raw[2] << 8 | raw[3];
+        sig->id = be32(raw);
     free(raw);
     HSMCA_ENSURE(ok, e, HSMCA_EINVAL, "signed-note: a signature is a key ID and at least a byte");
     sig->name = name;
@@ -317,13 +423,17 @@ hsmca_code audit_note_verify(const char *note, size_t len, const audit_vkey *k, 
         uint8_t *raw = util_b64_decode(s[i].b64, s[i].b64_len, &rawlen);
         if (!raw)
             rc = hsmca_fail(e, HSMCA_ENOMEM, "signed-note: out of memory");
-        else if (rawlen != 4 + AUDIT_ED25519_SIG_LEN)
+        else if (k->type == AUDIT_SIG_TYPE_ED25519 && rawlen != 4 + AUDIT_ED25519_SIG_LEN)
             rc = hsmca_fail(e, HSMCA_EPERM,
                             "signed-note: the signature by %s+%08x is not "
                             "64 bytes",
                             k->name, k->id);
+        else if (rawlen > 4 + AUDIT_SIG_MAX)
+            rc = hsmca_fail(e, HSMCA_EPERM,
+                            "signed-note: the signature by %s+%08x is longer than %d bytes",
+                            k->name, k->id, AUDIT_SIG_MAX);
         else
-            rc = ed25519_verify(k, note, tlen, raw + 4, e);
+            rc = sig_verify(k, note, tlen, raw + 4, rawlen - 4, e);
         free(raw);
         verified++;
     }

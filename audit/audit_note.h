@@ -1,7 +1,24 @@
 /* audit_note.h - C2SP signed-note and tlog-checkpoint for the signing log: the checkpoint
- * body (origin, size, root), Ed25519 key IDs and verifier keys ("vkey"), note assembly
- * around a signature made elsewhere (the HSM's CKM_EDDSA), and strict parsing and
- * verification. Go's golang.org/x/mod/sumdb/note accepts what this writes.
+ * body (origin, size, root), key IDs and verifier keys ("vkey"), note assembly around a
+ * signature made elsewhere (the HSM's audit key), and strict parsing and verification.
+ *
+ * Two signature types of c2sp.org/signed-note, one per key:
+ *
+ *   0x01 Ed25519 (the HSM's CKM_EDDSA). Go's golang.org/x/mod/sumdb/note accepts it.
+ *     key ID    = SHA-256(name || 0x0A || 0x01 || 32-byte public key)[:4], big endian
+ *     signature = key ID || 64-byte RFC 8032 signature over the note text
+ *     vkey      = name "+" hex8(key ID) "+" base64(0x01 || 32-byte public key)
+ *
+ *   0x02 ECDSA "as implemented by github.com/transparency-dev/witness" (the spec's words),
+ *     on NIST P-256 or P-384 (the spec also allows P-521; no token key here is one):
+ *     key ID    = SHA-256(DER SubjectPublicKeyInfo)[:4], big endian: neither the name nor
+ *                 the type byte is hashed (the spec's stated exception to its own
+ *                 recommendation, and what transparency-dev's keyHashECDSA computes)
+ *     signature = key ID || DER ECDSA-Sig-Value over SHA-256(note text); SHA-256 whatever
+ *                 the curve (transparency-dev's verifier hashes with SHA-256 for every key)
+ *     vkey      = name "+" hex8(key ID) "+" base64(0x02 || DER SubjectPublicKeyInfo)
+ *   Checked against the c2sp.org/signed-note text and transparency-dev's note verifier
+ *   (NewECDSAVerifier); re-check both when either changes.
  *
  * Every parser takes an explicit length, has a size cap, and refuses with HSMCA_EINVAL and
  * a message naming the rule ("signed-note: ...", "checkpoint: ...", "vkey: ..."). A
@@ -20,18 +37,24 @@
 #define AUDIT_NAME_MAX 255 /* key name and checkpoint origin, bytes */
 #define AUDIT_ED25519_PUB_LEN 32
 #define AUDIT_ED25519_SIG_LEN 64
-#define AUDIT_VKEY_MAX 320            /* name + '+' + 8 hex + '+' + 44 base64 */
+#define AUDIT_SIG_TYPE_ED25519 0x01
+#define AUDIT_SIG_TYPE_ECDSA 0x02
+#define AUDIT_KEY_MAX 128 /* public key bytes: 32 (Ed25519) or a DER SPKI (P-384: 120) */
+#define AUDIT_SIG_MAX 128 /* a signature without its key ID: 64, or DER ECDSA (P-384: <= 104) */
+#define AUDIT_VKEY_MAX 448 /* name + '+' + 8 hex + '+' + base64(1 + AUDIT_KEY_MAX) */
 #define AUDIT_CHECKPOINT_EXT_MAX 1024 /* all extension lines with their '\n' */
 #define AUDIT_CHECKPOINT_MAX 2048     /* a checkpoint body (the note text) */
 #define AUDIT_NOTE_MAX (128 * 1024)   /* a whole signed note (the spec wants >= 16 sigs) */
 #define AUDIT_NOTE_SIGS_MAX 64        /* signature lines in one note */
 
-/* An Ed25519 verifier key: name, key ID (SHA-256(name ‖ 0x0A ‖ 0x01 ‖ pub)[:4], big
- * endian) and public key. */
+/* A verifier key: name, signature type, key ID (as above, per type) and public key
+ * (Ed25519: the 32 raw bytes; ECDSA: the DER SubjectPublicKeyInfo, P-256 or P-384). */
 typedef struct {
     char name[AUDIT_NAME_MAX + 1];
     uint32_t id;
-    uint8_t pub[AUDIT_ED25519_PUB_LEN];
+    uint8_t type; /* AUDIT_SIG_TYPE_* */
+    uint8_t pub[AUDIT_KEY_MAX];
+    size_t pub_len;
 } audit_vkey;
 
 /* A checkpoint body. ext holds the extension lines, each ending in '\n' ("" for none). */
@@ -52,10 +75,12 @@ typedef struct {
     size_t b64_len;
 } audit_note_sig;
 
-/* Makes the HSM's Ed25519 signature of msg[0..len) into sig: the log writer passes one
- * over its CKM_EDDSA session; tests a software key. */
+/* Makes the HSM's signature of msg[0..len) into sig[0..*siglen) (*siglen in: capacity,
+ * AUDIT_SIG_MAX; out: length) in the form the key's type signs (above): Ed25519's 64 bytes,
+ * or a DER ECDSA signature over SHA-256(msg). The log writer passes one over its audit key's
+ * session; tests a software key. */
 typedef hsmca_code (*audit_note_signer)(void *ctx, const uint8_t *msg, size_t len,
-                                        uint8_t sig[AUDIT_ED25519_SIG_LEN], hsmca_err *e);
+                                        uint8_t sig[AUDIT_SIG_MAX], size_t *siglen, hsmca_err *e);
 
 /* ---- key names and verifier keys ------------------------------------------------------- */
 
@@ -68,8 +93,14 @@ HSMCA_MUSTCHECK hsmca_code audit_vkey_from_pub(const char *name,
                                                const uint8_t pub[AUDIT_ED25519_PUB_LEN],
                                                audit_vkey *k, hsmca_err *e);
 
-/* Parses "name+hex8(id)+base64(0x01 ‖ pub)" from s[0..len) (no trailing newline: a caller
- * reading a file strips one) into *k; the ID must match the name and key. */
+/* The vkey of an ECDSA key under name (NUL-terminated) into *k: der[0..len) must be the DER
+ * SubjectPublicKeyInfo of a P-256 or P-384 key, in its one DER encoding (uncompressed point). */
+HSMCA_MUSTCHECK hsmca_code audit_vkey_from_spki(const char *name, const uint8_t *der, size_t len,
+                                                audit_vkey *k, hsmca_err *e);
+
+/* Parses "name+hex8(id)+base64(type ‖ key)" from s[0..len) (no trailing newline: a caller
+ * reading a file strips one) into *k, for type 0x01 (Ed25519) or 0x02 (ECDSA); the ID must
+ * match the key (and, for Ed25519, the name). */
 HSMCA_MUSTCHECK hsmca_code audit_vkey_parse(const char *s, size_t len, audit_vkey *k, hsmca_err *e);
 
 /* k's vkey string into a new NUL-terminated buffer (caller frees *out). */
@@ -93,9 +124,10 @@ HSMCA_MUSTCHECK hsmca_code audit_checkpoint_parse(const char *text, size_t len, 
 /* The signed note text[0..len) ‖ "\n" ‖ "— name base64(id ‖ sig)\n" in a new
  * NUL-terminated buffer (caller frees *out; *outlen excludes the NUL). Refuses a text that
  * is not a note text (non-empty, ending in '\n', UTF-8 without control characters but '\n')
- * and a signature that does not verify under k, so a wrong HSM key never leaves. */
+ * and a signature sig[0..siglen) that does not verify under k, so a wrong HSM key never
+ * leaves. */
 HSMCA_MUSTCHECK hsmca_code audit_note_assemble(const char *text, size_t len, const audit_vkey *k,
-                                               const uint8_t sig[AUDIT_ED25519_SIG_LEN], char **out,
+                                               const uint8_t *sig, size_t siglen, char **out,
                                                size_t *outlen, hsmca_err *e);
 
 /* audit_note_assemble with the signature from sign(ctx, text). Same ownership. */

@@ -10,7 +10,7 @@
  * all), reads new lines back from DIR/log by offset once audit_log says they are durable,
  * writes each full tile and bundle as it completes, and at a checkpoint the partial ones,
  * then checkpoints/<size>, then checkpoint. Checkpoints are signed through an
- * audit_note_signer (the signer's CKM_EDDSA call on the audit key; tests a software key).
+ * audit_note_signer (the signer's C_Sign on the audit key; tests a software key).
  *
  * At start: audit_publish_open reads DIR/checkpoint and verifies its signature under the
  * vkey of (origin, public key); the log's replay feeds every line to audit_publish_replay_line
@@ -37,7 +37,11 @@ typedef struct audit_publish audit_publish;
 typedef struct {
     const char *dir;    /* audit.dir, the log's directory */
     const char *origin; /* the checkpoint origin, also the key name (audit.origin) */
-    const uint8_t *pub; /* the audit key's Ed25519 public key, AUDIT_ED25519_PUB_LEN bytes */
+    /* The audit key: key_type AUDIT_SIG_TYPE_ECDSA with pub[0..pub_len) its DER SPKI, else
+     * (0 or AUDIT_SIG_TYPE_ED25519) pub its Ed25519 key, AUDIT_ED25519_PUB_LEN bytes. */
+    uint8_t key_type;
+    const uint8_t *pub;
+    size_t pub_len;
     audit_note_signer sign;
     void *sign_ctx;
     uid_t owner; /* what is created goes to owner:group while we are root; (uid_t)-1: no */

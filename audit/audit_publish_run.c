@@ -127,7 +127,9 @@ hsmca_code audit_publish_open(const audit_publish_cfg *cfg, audit_publish **out,
     audit_tree_init(&p->tree);
     hsmca_code rc = p->rbuf ? HSMCA_OK : hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     if (rc == HSMCA_OK)
-        rc = audit_vkey_from_pub(cfg->origin, cfg->pub, &p->vk, e);
+        rc = cfg->key_type == AUDIT_SIG_TYPE_ECDSA
+                 ? audit_vkey_from_spki(cfg->origin, cfg->pub, cfg->pub_len, &p->vk, e)
+                 : audit_vkey_from_pub(cfg->origin, cfg->pub, &p->vk, e);
     if (rc == HSMCA_OK)
         rc = read_latest(p, e);
     if (rc != HSMCA_OK) {

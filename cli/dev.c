@@ -22,13 +22,15 @@
 static void usage(FILE *f)
 {
     fputs("usage: hsmca dev [--dir DIR] [--listen ADDR] [--ca-key ec-p256|rsa-2048]\n"
+          "                 [--audit-key ed25519|ec-p256]\n"
           "       hsmca dev init [--dir DIR] [--ca-key ec-p256|rsa-2048]\n"
+          "                 [--audit-key ed25519|ec-p256]\n"
           "       hsmca dev token [--dir DIR] --ns NS --sa SA [--aud A] [--ttl SECONDS]\n"
           "\n"
           "Runs a development CA: on first start it creates, under DIR (default\n"
           "./" DEV_DEFAULT_DIR "), a SoftHSM2 token with its own DIR/softhsm2.conf and a\n"
-          "random PIN in DIR/pin (mode 0600), generates the CA key and the Ed25519\n"
-          "audit key inside the token (sensitive, never extractable), a self-signed\n"
+          "random PIN in DIR/pin (mode 0600), generates the CA key and the audit key\n"
+          "inside the token (sensitive, never extractable), a self-signed\n"
           "root DIR/root-cert.pem, a dev JWT issuer (public keys in DIR/dev-jwks.json)\n"
           "and DIR/hsmca.yaml; later starts reuse all of it (and add the audit key to a\n"
           "DIR made before it existed). Then it serves Istio's CreateCertificate over TLS\n"
@@ -46,8 +48,30 @@ static void usage(FILE *f)
           "  --dir DIR        state directory (created 0700)\n"
           "  --listen ADDR    host:port to serve on\n"
           "  --ca-key TYPE    CA key type on first start: ec-p256 (default) or rsa-2048\n"
+          "  --audit-key TYPE audit key type on first start: ed25519 (default) or ec-p256\n"
+          "                   (ECDSA checkpoints, for tokens without EdDSA); without\n"
+          "                   it a later start keeps the audit key DIR holds\n"
           "  --help           this text\n",
           f);
+}
+
+/* --ca-key / --audit-key: the type named by arg, among those the flag takes. */
+static int parse_key(int flag, const char *arg, p11_key_type *ca, p11_key_type *audit)
+{
+    if (flag == 'k' && !strcmp(arg, "ec-p256"))
+        *ca = P11_KEY_EC_P256;
+    else if (flag == 'k' && !strcmp(arg, "rsa-2048"))
+        *ca = P11_KEY_RSA_2048;
+    else if (flag == 'a' && !strcmp(arg, "ed25519"))
+        *audit = P11_KEY_ED25519;
+    else if (flag == 'a' && !strcmp(arg, "ec-p256"))
+        *audit = P11_KEY_EC_P256;
+    else {
+        fprintf(stderr, flag == 'k' ? "hsmca dev: --ca-key must be ec-p256 or rsa-2048\n"
+                                    : "hsmca dev: --audit-key must be ed25519 or ec-p256\n");
+        return -1;
+    }
+    return 0;
 }
 
 /* DIR made absolute (created first), so that paths written into configs hold. */
@@ -149,25 +173,21 @@ int dev_main(int argc, char **argv)
     static const struct option opts[] = {{"dir", required_argument, 0, 'd'},
                                          {"listen", required_argument, 0, 'l'},
                                          {"ca-key", required_argument, 0, 'k'},
+                                         {"audit-key", required_argument, 0, 'a'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *dir = DEV_DEFAULT_DIR, *listen = DEV_DEFAULT_LISTEN;
-    p11_key_type type = P11_KEY_EC_P256;
+    p11_key_type type = P11_KEY_EC_P256, audit_type = P11_KEY_UNSET;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:l:k:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:l:k:a:h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': dir = optarg; break;
         case 'l': listen = optarg; break;
         case 'k':
-            if (!strcmp(optarg, "ec-p256"))
-                type = P11_KEY_EC_P256;
-            else if (!strcmp(optarg, "rsa-2048"))
-                type = P11_KEY_RSA_2048;
-            else {
-                fprintf(stderr, "hsmca dev: --ca-key must be ec-p256 or rsa-2048\n");
+        case 'a':
+            if (parse_key(c, optarg, &type, &audit_type) != 0)
                 return 2;
-            }
             break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -184,7 +204,7 @@ int dev_main(int argc, char **argv)
     hsmca_err e;
     int created = 0;
     if (dev_signer_user_ensure(&created, &e) != HSMCA_OK ||
-        dev_ca_init(abs, type, listen, &e) != HSMCA_OK) {
+        dev_ca_init(abs, type, audit_type, listen, &e) != HSMCA_OK) {
         fprintf(stderr, "hsmca dev: %s\n", e.msg);
         return 1;
     }

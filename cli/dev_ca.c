@@ -144,27 +144,39 @@ out:
 
 static const char *key_type_name(int t) { return t == P11_KEY_RSA_2048 ? "rsa-2048" : "ec-p256"; }
 
-/* The Ed25519 audit key: made with a new CA, and in a directory made before
- * hsmca had one (said in the log); an existing key must pass the signer's checks. */
+static const char *audit_type_name(p11_key_type t)
+{
+    return t == P11_KEY_EC_P256 ? "ec-p256" : "ed25519";
+}
+
+/* The audit key (Ed25519 unless type says EC P-256): made with a new CA, and in a
+ * directory made before hsmca had one (said in the log); an existing key must
+ * pass the signer's checks, and be of type when one was asked for. */
 static HSMCA_MUSTCHECK hsmca_code ensure_audit_key(p11_module *m, const char *pin, int new_ca,
-                                                   hsmca_err *e)
+                                                   p11_key_type type, hsmca_err *e)
 {
     const char *uri =
         "pkcs11:token=" DEV_TOKEN_LABEL ";object=" DEV_AUDIT_KEY_LABEL ";type=private";
+    p11_key_type make = type == P11_KEY_UNSET ? P11_KEY_ED25519 : type;
     p11_signkey *k = NULL;
     hsmca_err why;
     hsmca_err_clear(&why);
     hsmca_code rc = p11_signkey_open(m, uri, pin, &k, &why);
     if (rc == HSMCA_ENOTFOUND) {
-        if (new_ca)
-            log_info("generating the Ed25519 audit key in the token");
-        else
-            log_info("this dev directory has no audit key yet: generating the Ed25519 audit key "
-                     "'%s' in the token",
-                     DEV_AUDIT_KEY_LABEL);
-        rc = p11_generate_key(m, DEV_TOKEN_LABEL, pin, DEV_AUDIT_KEY_LABEL, P11_KEY_ED25519, &why);
+        log_info("%sgenerating the %s audit key '%s' in the token",
+                 new_ca ? "" : "this dev directory has no audit key yet: ",
+                 make == P11_KEY_EC_P256 ? "ECDSA P-256" : "Ed25519", DEV_AUDIT_KEY_LABEL);
+        rc = p11_generate_key(m, DEV_TOKEN_LABEL, pin, DEV_AUDIT_KEY_LABEL, make, &why);
         if (rc == HSMCA_OK)
             rc = p11_signkey_open(m, uri, pin, &k, &why);
+    } else if (rc == HSMCA_OK && type != P11_KEY_UNSET) {
+        const char *have = strcmp(p11_signkey_alg(k), "ed25519") == 0 ? "ed25519" : "ec-p256";
+        if (strcmp(have, audit_type_name(type)) != 0) {
+            p11_signkey_close(k);
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "the token's audit key is %s, not %s: use another --dir",
+                              have, audit_type_name(type));
+        }
     }
     p11_signkey_close(k);
     if (rc != HSMCA_OK)
@@ -173,7 +185,8 @@ static HSMCA_MUSTCHECK hsmca_code ensure_audit_key(p11_module *m, const char *pi
 }
 
 /* Token, CA key, audit key and root: the part that loads the PKCS#11 module. */
-static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_type type, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_type type,
+                                                    p11_key_type audit_type, hsmca_err *e)
 {
     char pin[256], so_pin[256], path[PATH_MAX];
     p11_module *m = NULL;
@@ -207,7 +220,7 @@ static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_typ
                             dir, key_type_name(have), key_type_name(type));
     }
     if (rc == HSMCA_OK)
-        rc = ensure_audit_key(m, pin, open_rc == HSMCA_ENOTFOUND, e);
+        rc = ensure_audit_key(m, pin, open_rc == HSMCA_ENOTFOUND, audit_type, e);
     if (rc == HSMCA_OK && !file_exists(dir, "root-cert.pem"))
         rc = make_root(dir, pool, e);
     OPENSSL_cleanse(pin, sizeof(pin));
@@ -256,7 +269,8 @@ static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *list
     return write_in(dir, "hsmca.yaml", conf, 0644, e);
 }
 
-hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, const char *listen, hsmca_err *e)
+hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, p11_key_type audit_type,
+                       const char *listen, hsmca_err *e)
 {
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return hsmca_fail(e, HSMCA_EIO, "mkdir %s: %s", dir, strerror(errno));
@@ -276,7 +290,7 @@ hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, const char *liste
         return hsmca_fail(e, HSMCA_EIO, "fork: %s", strerror(errno));
     if (pid == 0) {
         hsmca_err ce;
-        if (init_token_and_ca(dir, key_type, &ce) != HSMCA_OK) {
+        if (init_token_and_ca(dir, key_type, audit_type, &ce) != HSMCA_OK) {
             log_error("%s", ce.msg);
             _exit(1);
         }

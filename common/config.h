@@ -67,7 +67,7 @@ typedef struct {
     char module_path[CONFIG_MAX_STR];   /* /usr/lib/softhsm/libsofthsm2.so */
     char pin_file[CONFIG_MAX_STR];      /* file holding the user PIN */
     char ca_key_uri[CONFIG_MAX_STR];    /* pkcs11:token=hsmca;object=ca-key;type=private */
-    char audit_key_uri[CONFIG_MAX_STR]; /* the Ed25519 audit key (DESIGN.md §6), same token;
+    char audit_key_uri[CONFIG_MAX_STR]; /* the audit key (DESIGN.md §6: Ed25519 or EC P-256/P-384), same token;
                                            "" (default): none yet */
     char softhsm2_conf[CONFIG_MAX_STR]; /* optional: SOFTHSM2_CONF for the signer only */
     uint32_t sessions;                  /* signing session pool size, default 4 */

@@ -28,8 +28,14 @@ typedef struct {
 HSMCA_MUSTCHECK hsmca_code p11_uri_parse(const char *s, p11_uri *u, hsmca_err *e);
 
 /* Key types p11_generate_key makes: the CA key's (EC P-256, RSA-2048) and the
- * audit key's (Ed25519: CKK_EC_EDWARDS, CKA_EC_PARAMS the RFC 8410 OID). */
-typedef enum { P11_KEY_EC_P256 = 1, P11_KEY_RSA_2048 = 2, P11_KEY_ED25519 = 3 } p11_key_type;
+ * audit key's (Ed25519: CKK_EC_EDWARDS, CKA_EC_PARAMS the RFC 8410 OID; or EC
+ * P-256 on a token without EdDSA). */
+typedef enum {
+    P11_KEY_UNSET = 0, /* for callers' "not chosen"; p11_generate_key refuses it */
+    P11_KEY_EC_P256 = 1,
+    P11_KEY_RSA_2048 = 2,
+    P11_KEY_ED25519 = 3
+} p11_key_type;
 
 typedef struct p11_module p11_module; /* a loaded, initialized module */
 typedef struct p11_pool p11_pool;     /* logged-in sessions bound to one private key */
@@ -101,33 +107,37 @@ p11_pool_state p11_pool_get_state(p11_pool *p);
 /* 1 while the pool is healthy, 0 while it is reconnecting. */
 int p11_pool_healthy(p11_pool *p);
 
-/* --- a second key: Ed25519, whole messages (the audit key, DESIGN.md §6) --- */
+/* --- a second key: the audit key (DESIGN.md §6), whole messages --- */
 
 typedef struct p11_signkey p11_signkey;
 
 #define P11_ED25519_SIG_LEN 64
 #define P11_ED25519_PUB_LEN 32
+#define P11_SIGNKEY_SIG_MAX 128 /* Ed25519's 64 bytes, or a DER ECDSA signature (P-384: <= 104) */
+#define P11_SIGNKEY_PUB_MAX 128 /* Ed25519's 32 bytes, or a DER SPKI (P-384: 120) */
 /* The longest message signed: CKM_EDDSA takes the message in one C_Sign, and
  * hardware tokens cap single-part input (a checkpoint note is a few hundred bytes). */
 #define P11_SIGNKEY_MAX_MSG (64 * 1024)
 
-/* Opens the Ed25519 private key the URI names, beside (and apart from) any
- * CA pool on the same module: its own session and lock, its own copy of the
- * PIN. The checks are the CA key's (CKA_SENSITIVE true, CKA_EXTRACTABLE false,
+/* Opens the audit private key the URI names, beside (and apart from) any CA
+ * pool on the same module: its own session and lock, its own copy of the PIN.
+ * The checks are the CA key's (CKA_SENSITIVE true, CKA_EXTRACTABLE false,
  * CKA_SIGN true; the public half found by CKA_ID, else label) with the type
  * CKK_EC_EDWARDS on edwards25519 (CKA_EC_PARAMS the OID 1.3.101.112 or the
- * string "edwards25519"); then a signature over a random message must verify
- * with the public half. Refuses naming the failed check: ENOTFOUND for a
- * missing key, EPERM for a key that fails a check, EAUTH for a refused PIN,
- * EUNAVAIL for a missing token. */
+ * string "edwards25519") or CKK_EC on P-256 or P-384 (for tokens without
+ * EdDSA); then a signature over a random message must verify with the public
+ * half. Refuses naming the failed check: ENOTFOUND for a missing key, EPERM for
+ * a key that fails a check, EAUTH for a refused PIN, EUNAVAIL for a missing token. */
 HSMCA_MUSTCHECK hsmca_code p11_signkey_open(p11_module *m, const char *key_uri,
                                             const char *user_pin, p11_signkey **out,
                                             hsmca_err *e);
 /* Closes the session and wipes the PIN. NULL is fine. */
 void p11_signkey_close(p11_signkey *k);
 
-/* Ed25519 (pure, RFC 8032) over msg[0..len) with CKM_EDDSA: the token hashes
- * the whole message, so it is the message that is passed, not a digest.
+/* Signs msg[0..len) into sig[0..*siglen) (*siglen in: capacity, out: length):
+ * Ed25519 (pure, RFC 8032) with CKM_EDDSA, the token hashing the whole message
+ * (64 bytes out); or ECDSA with CKM_ECDSA over SHA-256(msg), hashed here, the
+ * token's r||s returned as a DER ECDSA-Sig-Value (at most P11_SIGNKEY_SIG_MAX).
  * len <= P11_SIGNKEY_MAX_MSG; msg may be NULL when len is 0. The signature is
  * verified with the public half before it is copied to sig. Thread-safe;
  * blocks while another thread signs. Recovery is the pool's
@@ -135,8 +145,7 @@ void p11_signkey_close(p11_signkey *k);
  * signature retried once, a device error HSMCA_EUNAVAIL while the key's
  * session is rebuilt with backoff, a refused PIN HSMCA_EUNAVAIL for good. */
 HSMCA_MUSTCHECK hsmca_code p11_signkey_sign_message(p11_signkey *k, const uint8_t *msg,
-                                                    size_t len,
-                                                    uint8_t sig[P11_ED25519_SIG_LEN],
+                                                    size_t len, uint8_t *sig, size_t *siglen,
                                                     hsmca_err *e);
 
 /* Signs a random message and verifies it, as p11_signkey_open does: the signer repeats
@@ -145,8 +154,12 @@ HSMCA_MUSTCHECK hsmca_code p11_signkey_self_test(p11_signkey *k, hsmca_err *e);
 
 /* The public key (a new reference; caller EVP_PKEY_free's). */
 EVP_PKEY *p11_signkey_public_key(p11_signkey *k);
-/* The raw 32-byte public key (RFC 8032 encoding), valid while k is open. */
+/* The public key's bytes, p11_signkey_public_len of them, valid while k is open:
+ * Ed25519 the raw 32 bytes (RFC 8032 encoding), ECDSA the DER SubjectPublicKeyInfo. */
 const uint8_t *p11_signkey_public_raw(const p11_signkey *k);
+size_t p11_signkey_public_len(const p11_signkey *k);
+/* "ed25519", "ecdsa-p256" or "ecdsa-p384" (static). */
+const char *p11_signkey_alg(const p11_signkey *k);
 /* SHA-256 of the DER SubjectPublicKeyInfo, 64 lower-case hex digits (what
  * `openssl pkey -pubin -outform DER | sha256sum` prints), valid while k is open. */
 const char *p11_signkey_fingerprint(const p11_signkey *k);

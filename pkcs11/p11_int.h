@@ -95,7 +95,7 @@ extern const uint8_t p11_name_ed25519[14];
 /* What a key is for, which decides the key types its checks accept. */
 typedef enum {
     P11_ROLE_CA,      /* EC P-256/P-384 or RSA >= 2048 */
-    P11_ROLE_ED25519, /* CKK_EC_EDWARDS on edwards25519 (the audit key) */
+    P11_ROLE_AUDIT, /* the audit key: CKK_EC_EDWARDS on edwards25519, or EC P-256/P-384 */
 } p11_key_role;
 
 /* The private key found by a URI: checked (sensitive, non-extractable, may sign,

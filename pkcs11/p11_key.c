@@ -1,5 +1,5 @@
 /* p11_key.c - finding the private key a URI names, checking that it may serve
- * in its role (the CA key, or an Ed25519 key such as the audit key), and
+ * in its role (the CA key, or the audit key: Ed25519 or EC), and
  * building its public half as an EVP_PKEY. */
 #include "p11_int.h"
 #include "util.h"
@@ -239,10 +239,14 @@ static const char *key_type_name(CK_KEY_TYPE kt)
 static HSMCA_MUSTCHECK hsmca_code check_type(p11_key_role role, CK_KEY_TYPE kt, const char *name,
                                              hsmca_err *e)
 {
-    if (role == P11_ROLE_ED25519) {
-        if (kt != CKK_EC_EDWARDS)
+    /* The audit key signs notes: Ed25519, or ECDSA for tokens without EdDSA
+     * (build_pub then holds a CKK_EC key to P-256 or P-384). Never RSA: the
+     * signed-note formats this log writes have no RSA type. */
+    if (role == P11_ROLE_AUDIT) {
+        if (kt != CKK_EC_EDWARDS && kt != CKK_EC)
             return hsmca_fail(e, HSMCA_EPERM,
-                              "key check (%s): CKA_KEY_TYPE is %s, not CKK_EC_EDWARDS (Ed25519)",
+                              "key check (%s): CKA_KEY_TYPE is %s, not CKK_EC_EDWARDS (Ed25519) "
+                              "or CKK_EC (P-256, P-384)",
                               name, key_type_name(kt));
         return HSMCA_OK;
     }

@@ -1,5 +1,8 @@
-/* p11_signkey.c - a second signing key in the token beside the CA key: an
- * Ed25519 key (the audit key) that signs whole messages with CKM_EDDSA.
+/* p11_signkey.c - a second signing key in the token beside the CA key: the
+ * audit key, which signs whole messages. Ed25519 with CKM_EDDSA (the token
+ * hashes the message), or ECDSA P-256/P-384 with CKM_ECDSA over the message's
+ * SHA-256, computed here (SHA-256 whatever the curve: what the signed-note
+ * ECDSA type verifies), the token's r||s turned into a DER ECDSA-Sig-Value.
  *
  * It rides on a session pool of its own (p11_pool_open_role), so it gets the
  * CA key's checks and the pool's CKR-driven recovery, but shares neither the
@@ -8,6 +11,7 @@
 #include "p11_int.h"
 #include "util.h"
 #include <openssl/crypto.h>
+#include <openssl/ecdsa.h>
 #include <openssl/sha.h>
 #include <openssl/x509.h>
 #include <stdlib.h>
@@ -20,24 +24,30 @@
 struct p11_signkey {
     p11_pool *pool;
     EVP_PKEY *pub;
-    uint8_t raw[P11_ED25519_PUB_LEN];
+    int ec;            /* ECDSA, else Ed25519 */
+    size_t field;      /* ECDSA: bytes of r and of s (32 or 48) */
+    const char *alg;   /* "ed25519", "ecdsa-p256", "ecdsa-p384" */
+    uint8_t raw[P11_SIGNKEY_PUB_MAX];
+    size_t raw_len;
     char fingerprint[2 * SHA256_DIGEST_LENGTH + 1];
 };
 
 typedef struct {
-    const uint8_t *msg;
+    CK_MECHANISM_TYPE mech;
+    const uint8_t *msg; /* the message (CKM_EDDSA) or its digest (CKM_ECDSA) */
     size_t len;
-    uint8_t sig[128]; /* room for a token that answers with more than 64 bytes */
+    uint8_t sig[256]; /* room for a token that answers with more than we expect */
     CK_ULONG siglen;
-} eddsa_op;
+} sign_op;
 
-static CK_RV eddsa_sign_op(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, void *arg)
+static CK_RV sign_op_run(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, void *arg)
 {
     static const uint8_t nothing[1];
-    eddsa_op *o = arg;
+    sign_op *o = arg;
     /* CKM_EDDSA without parameters is pure Ed25519 (PKCS#11 3.0 §2.3.14): the
-     * token hashes the whole message itself, so it goes in one C_Sign. */
-    CK_MECHANISM mech = {CKM_EDDSA, NULL, 0};
+     * token hashes the whole message itself, so it goes in one C_Sign.
+     * CKM_ECDSA signs the digest it is given and answers r||s. */
+    CK_MECHANISM mech = {o->mech, NULL, 0};
     o->siglen = sizeof(o->sig);
     CK_RV rv = m->fl->C_SignInit(s, &mech, key);
     if (rv != CKR_OK)
@@ -46,14 +56,40 @@ static CK_RV eddsa_sign_op(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE 
                          &o->siglen);
 }
 
-static int ed25519_verify(EVP_PKEY *pub, const uint8_t *msg, size_t len,
-                          const uint8_t sig[P11_ED25519_SIG_LEN])
+/* 1 when sig[0..siglen) is pub's signature over msg: pure Ed25519, or ECDSA
+ * (DER) over SHA-256(msg). */
+static int sig_verify(const p11_signkey *k, const uint8_t *msg, size_t len, const uint8_t *sig,
+                      size_t siglen)
 {
     static const uint8_t nothing[1];
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int ok = ctx && EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, pub) == 1 &&
-             EVP_DigestVerify(ctx, sig, P11_ED25519_SIG_LEN, len ? msg : nothing, len) == 1;
+    int ok = ctx && EVP_DigestVerifyInit(ctx, NULL, k->ec ? EVP_sha256() : NULL, NULL, k->pub) == 1 &&
+             EVP_DigestVerify(ctx, sig, siglen, len ? msg : nothing, len) == 1;
     EVP_MD_CTX_free(ctx);
+    return ok;
+}
+
+/* The token's r||s (2 * k->field bytes) as a DER ECDSA-Sig-Value in der[0..*len)
+ * (capacity *len); 0 when it is not that shape. */
+static int ecdsa_der(const p11_signkey *k, const uint8_t *rs, size_t rslen, uint8_t *der,
+                     size_t *len)
+{
+    if (rslen != 2 * k->field)
+        return 0;
+    ECDSA_SIG *es = ECDSA_SIG_new();
+    BIGNUM *r = BN_bin2bn(rs, (int)k->field, NULL), *sv = BN_bin2bn(rs + k->field, (int)k->field, NULL);
+    int ok = es && r && sv && ECDSA_SIG_set0(es, r, sv) == 1;
+    if (!ok) {
+        BN_free(r);
+        BN_free(sv);
+    }
+    int n = ok ? i2d_ECDSA_SIG(es, NULL) : 0;
+    ok = n > 0 && (size_t)n <= *len;
+    unsigned char *p = der;
+    if (ok)
+        ok = i2d_ECDSA_SIG(es, &p) == n;
+    ECDSA_SIG_free(es);
+    *len = ok ? (size_t)n : 0;
     return ok;
 }
 
@@ -61,44 +97,81 @@ static int ed25519_verify(EVP_PKEY *pub, const uint8_t *msg, size_t len,
  * signature on the record. *unverified is set when the token signed but the
  * signature does not verify. */
 static HSMCA_MUSTCHECK hsmca_code sign_verified(p11_signkey *k, const uint8_t *msg, size_t len,
-                                                uint8_t sig[P11_ED25519_SIG_LEN], int *unverified,
+                                                uint8_t *sig, size_t *siglen, int *unverified,
                                                 hsmca_err *e)
 {
     *unverified = 0;
-    if (!k || !sig || (!msg && len))
-        return hsmca_fail(e, HSMCA_EINVAL, "Ed25519 sign: no key, message or signature buffer");
+    if (!k || !sig || !siglen || (!msg && len))
+        return hsmca_fail(e, HSMCA_EINVAL, "audit key sign: no key, message or signature buffer");
     if (len > P11_SIGNKEY_MAX_MSG)
-        return hsmca_fail(e, HSMCA_EINVAL, "Ed25519 sign: message of %zu bytes, above %d", len,
+        return hsmca_fail(e, HSMCA_EINVAL, "audit key sign: message of %zu bytes, above %d", len,
                           P11_SIGNKEY_MAX_MSG);
-    eddsa_op o = {.msg = msg, .len = len};
-    HSMCA_GUARD(p11_pool_run(k->pool, eddsa_sign_op, &o, "Ed25519 sign: C_Sign", e));
-    if (o.siglen != P11_ED25519_SIG_LEN || !ed25519_verify(k->pub, msg, len, o.sig)) {
+    /* The longest DER ECDSA-Sig-Value: two INTEGERs of field + 1 bytes, headers of 2-3. */
+    size_t need = k->ec ? 2 * k->field + 9 : P11_ED25519_SIG_LEN;
+    if (*siglen < need)
+        return hsmca_fail(e, HSMCA_EINVAL, "audit key sign: a %s signature needs %zu bytes, not %zu",
+                          k->alg, need, *siglen);
+    uint8_t digest[SHA256_DIGEST_LENGTH];
+    sign_op o = {.mech = CKM_EDDSA, .msg = msg, .len = len};
+    if (k->ec) {
+        SHA256(len ? msg : (const uint8_t *)"", len, digest);
+        o = (sign_op){.mech = CKM_ECDSA, .msg = digest, .len = sizeof(digest)};
+    }
+    HSMCA_GUARD(p11_pool_run(k->pool, sign_op_run, &o, "audit key sign: C_Sign", e));
+    uint8_t out[P11_SIGNKEY_SIG_MAX];
+    size_t outlen = sizeof(out);
+    int shaped;
+    if (k->ec) {
+        shaped = ecdsa_der(k, o.sig, o.siglen, out, &outlen);
+    } else {
+        shaped = o.siglen == P11_ED25519_SIG_LEN;
+        outlen = P11_ED25519_SIG_LEN;
+        memcpy(out, o.sig, outlen);
+    }
+    if (!shaped || !sig_verify(k, msg, len, out, outlen)) {
         *unverified = 1;
         return hsmca_fail(e, HSMCA_EINTERNAL,
-                          "Ed25519 sign: the token's signature (%lu bytes) failed verification",
-                          (unsigned long)o.siglen);
+                          "audit key sign: the token's %s signature (%lu bytes) failed "
+                          "verification",
+                          k->alg, (unsigned long)o.siglen);
     }
-    memcpy(sig, o.sig, P11_ED25519_SIG_LEN);
+    memcpy(sig, out, outlen);
+    *siglen = outlen;
     return HSMCA_OK;
 }
 
-hsmca_code p11_signkey_sign_message(p11_signkey *k, const uint8_t *msg, size_t len,
-                                    uint8_t sig[P11_ED25519_SIG_LEN], hsmca_err *e)
+hsmca_code p11_signkey_sign_message(p11_signkey *k, const uint8_t *msg, size_t len, uint8_t *sig,
+                                    size_t *siglen, hsmca_err *e)
 {
     int unverified;
-    return sign_verified(k, msg, len, sig, &unverified, e);
+    return sign_verified(k, msg, len, sig, siglen, &unverified, e);
 }
 
-/* The raw key and the SHA-256 of its DER SubjectPublicKeyInfo. */
+/* The algorithm, the public key's bytes (Ed25519: raw; ECDSA: DER SPKI) and the
+ * SHA-256 of its DER SubjectPublicKeyInfo. */
 static HSMCA_MUSTCHECK hsmca_code describe(p11_signkey *k, hsmca_err *e)
 {
-    size_t n = sizeof(k->raw);
-    if (EVP_PKEY_get_raw_public_key(k->pub, k->raw, &n) != 1 || n != sizeof(k->raw))
-        return hsmca_fail(e, HSMCA_EINTERNAL, "Ed25519 key: cannot read the raw public key");
     unsigned char *der = NULL;
     int len = i2d_PUBKEY(k->pub, &der);
-    if (len <= 0)
-        return hsmca_fail(e, HSMCA_EINTERNAL, "Ed25519 key: cannot encode the public key");
+    if (len <= 0 || (size_t)len > sizeof(k->raw)) {
+        OPENSSL_free(der);
+        return hsmca_fail(e, HSMCA_EINTERNAL, "audit key: cannot encode the public key");
+    }
+    k->ec = EVP_PKEY_get_base_id(k->pub) == EVP_PKEY_EC;
+    if (k->ec) {
+        k->field = (size_t)(EVP_PKEY_get_bits(k->pub) + 7) / 8;
+        k->alg = k->field == 48 ? "ecdsa-p384" : "ecdsa-p256";
+        memcpy(k->raw, der, (size_t)len);
+        k->raw_len = (size_t)len;
+    } else {
+        k->alg = "ed25519";
+        k->raw_len = P11_ED25519_PUB_LEN;
+        size_t n = k->raw_len;
+        if (EVP_PKEY_get_raw_public_key(k->pub, k->raw, &n) != 1 || n != P11_ED25519_PUB_LEN) {
+            OPENSSL_free(der);
+            return hsmca_fail(e, HSMCA_EINTERNAL, "audit key: cannot read the raw public key");
+        }
+    }
     uint8_t md[SHA256_DIGEST_LENGTH];
     SHA256(der, (size_t)len, md);
     OPENSSL_free(der);
@@ -110,14 +183,16 @@ static HSMCA_MUSTCHECK hsmca_code describe(p11_signkey *k, hsmca_err *e)
  * random message must verify. */
 hsmca_code p11_signkey_self_test(p11_signkey *k, hsmca_err *e)
 {
-    uint8_t msg[32], sig[P11_ED25519_SIG_LEN];
+    uint8_t msg[32], sig[P11_SIGNKEY_SIG_MAX];
+    size_t siglen = sizeof(sig);
     int unverified;
     util_random(msg, sizeof(msg));
-    hsmca_code c = sign_verified(k, msg, sizeof(msg), sig, &unverified, e);
+    hsmca_code c = sign_verified(k, msg, sizeof(msg), sig, &siglen, &unverified, e);
     if (unverified)
         return hsmca_fail(e, HSMCA_EPERM,
-                          "key check: the Ed25519 public key does not verify the private key's "
-                          "signature");
+                          "key check: the %s public key does not verify the private key's "
+                          "signature",
+                          k->alg);
     return c;
 }
 
@@ -127,11 +202,11 @@ hsmca_code p11_signkey_open(p11_module *m, const char *key_uri, const char *user
     *out = NULL;
     p11_signkey *k = calloc(1, sizeof(*k));
     if (!k)
-        return hsmca_fail(e, HSMCA_ENOMEM, "Ed25519 key: out of memory");
+        return hsmca_fail(e, HSMCA_ENOMEM, "audit key: out of memory");
     hsmca_code c =
-        p11_pool_open_role(m, key_uri, user_pin, SIGNKEY_SESSIONS, P11_ROLE_ED25519, &k->pool, e);
+        p11_pool_open_role(m, key_uri, user_pin, SIGNKEY_SESSIONS, P11_ROLE_AUDIT, &k->pool, e);
     if (c == HSMCA_OK && !(k->pub = p11_pool_public_key(k->pool)))
-        c = hsmca_fail(e, HSMCA_EINTERNAL, "Ed25519 key: no public key");
+        c = hsmca_fail(e, HSMCA_EINTERNAL, "audit key: no public key");
     if (c == HSMCA_OK)
         c = describe(k, e);
     if (c == HSMCA_OK)
@@ -163,6 +238,16 @@ EVP_PKEY *p11_signkey_public_key(p11_signkey *k)
 const uint8_t *p11_signkey_public_raw(const p11_signkey *k)
 {
     return k->raw;
+}
+
+size_t p11_signkey_public_len(const p11_signkey *k)
+{
+    return k->raw_len;
+}
+
+const char *p11_signkey_alg(const p11_signkey *k)
+{
+    return k->alg;
 }
 
 const char *p11_signkey_fingerprint(const p11_signkey *k)

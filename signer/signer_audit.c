@@ -136,8 +136,9 @@ static HSMCA_MUSTCHECK hsmca_code key_entry(signer_ctx *s, uint64_t *last, hsmca
     a.ca_key_uri = uri_public(s->cfg.ca_key_uri);
     a.audit_key_uri = uri_public(s->cfg.audit_key_uri);
     if (s->audit_key) {
-        snprintf(a.audit_key_alg, sizeof(a.audit_key_alg), "ed25519");
-        util_hex(p11_signkey_public_raw(s->audit_key), P11_ED25519_PUB_LEN, a.audit_public_key);
+        snprintf(a.audit_key_alg, sizeof(a.audit_key_alg), "%s", p11_signkey_alg(s->audit_key));
+        util_hex(p11_signkey_public_raw(s->audit_key), p11_signkey_public_len(s->audit_key),
+                 a.audit_public_key);
     }
     return append(s, &a, last, e);
 }

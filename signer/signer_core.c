@@ -143,11 +143,14 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_key(signer_ctx *s, const hsmca_conf
     hsmca_code rc = p11_signkey_open(s->module, cfg->audit_key_uri, pin, &s->audit_key, &why);
     if (rc != HSMCA_OK)
         return hsmca_fail(e, rc, "audit key (pkcs11.audit_key): %s", why.msg);
-    char pub[2 * P11_ED25519_PUB_LEN + 1];
-    util_hex(p11_signkey_public_raw(s->audit_key), P11_ED25519_PUB_LEN, pub);
+    char pub[2 * P11_SIGNKEY_PUB_MAX + 1];
+    util_hex(p11_signkey_public_raw(s->audit_key), p11_signkey_public_len(s->audit_key), pub);
+    const char *alg = p11_signkey_alg(s->audit_key);
     LOG_EVENT(LOG_LVL_INFO, "audit key ready", LOG_STR("key", cfg->audit_key_uri),
-              LOG_STR("type", "Ed25519"), LOG_STR("sha256", p11_signkey_fingerprint(s->audit_key)),
-              LOG_STR("public_key", pub));
+              LOG_STR("type", strcmp(alg, "ed25519") == 0      ? "Ed25519"
+                              : strcmp(alg, "ecdsa-p384") == 0 ? "ECDSA P-384"
+                                                               : "ECDSA P-256"),
+              LOG_STR("sha256", p11_signkey_fingerprint(s->audit_key)), LOG_STR("public_key", pub));
     return HSMCA_OK;
 }
 
@@ -170,13 +173,13 @@ static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *
     return rc;
 }
 
-/* The audit key's CKM_EDDSA signature, for the publisher's checkpoints (an
- * audit_note_signer). Called only on the publisher's own thread: a token call that hangs
- * holds that thread, never a signing worker. */
+/* The audit key's signature (CKM_EDDSA, or CKM_ECDSA over SHA-256 made DER), for the
+ * publisher's checkpoints (an audit_note_signer). Called only on the publisher's own
+ * thread: a token call that hangs holds that thread, never a signing worker. */
 static hsmca_code sign_checkpoint(void *ctx, const uint8_t *msg, size_t len,
-                                  uint8_t sig[AUDIT_ED25519_SIG_LEN], hsmca_err *e)
+                                  uint8_t sig[AUDIT_SIG_MAX], size_t *siglen, hsmca_err *e)
 {
-    return p11_signkey_sign_message(ctx, msg, len, sig, e);
+    return p11_signkey_sign_message(ctx, msg, len, sig, siglen, e);
 }
 
 /* With an audit key: the publisher, which reads and verifies the latest checkpoint now,
@@ -194,7 +197,11 @@ static HSMCA_MUSTCHECK hsmca_code open_publisher(signer_ctx *s, const hsmca_conf
         config_default_origin(cfg->trust_domain, s->cfg.audit_origin, sizeof(s->cfg.audit_origin));
     audit_publish_cfg pc = {.dir = cfg->audit_dir,
                             .origin = s->cfg.audit_origin,
+                            .key_type = strcmp(p11_signkey_alg(s->audit_key), "ed25519") == 0
+                                            ? AUDIT_SIG_TYPE_ED25519
+                                            : AUDIT_SIG_TYPE_ECDSA,
                             .pub = p11_signkey_public_raw(s->audit_key),
+                            .pub_len = p11_signkey_public_len(s->audit_key),
                             .sign = sign_checkpoint,
                             .sign_ctx = s->audit_key,
                             .owner = owner,

@@ -312,7 +312,8 @@ static const uint64_t PUB_ROUNDS[] = {1, 2, 255, 256, 257, 1000, 65535, 65536, 6
 static void pub_open(const char *dir, const uint8_t *pub, EVP_PKEY *key, audit_log **log,
                      audit_publish **p)
 {
-    audit_publish_cfg pc = {dir, ORIGIN, pub, atu_ed25519_sign, key, (uid_t)-1, (gid_t)-1};
+    audit_publish_cfg pc = {.dir = dir, .origin = ORIGIN, .pub = pub, .sign = atu_ed25519_sign,
+                            .sign_ctx = key, .owner = (uid_t)-1, .group = (gid_t)-1};
     hsmca_err e;
     ok(audit_publish_open(&pc, p, &e), &e, "publish open");
     ok(audit_log_open_ex(dir, (uid_t)-1, (gid_t)-1, NULL, NULL, audit_publish_replay_line, *p, log,

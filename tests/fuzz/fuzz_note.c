@@ -36,13 +36,14 @@ static void setup(void)
         abort();
 }
 
-static HSMCA_MUSTCHECK hsmca_code sign(void *ctx, const uint8_t *msg, size_t len, uint8_t sig[64],
-                                       hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code sign(void *ctx, const uint8_t *msg, size_t len,
+                                       uint8_t sig[AUDIT_SIG_MAX], size_t *siglen, hsmca_err *e)
 {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     size_t n = 64;
     int ok = md && EVP_DigestSignInit(md, NULL, NULL, NULL, ctx) == 1 &&
              EVP_DigestSign(md, sig, &n, msg, len) == 1;
+    *siglen = n;
     EVP_MD_CTX_free(md);
     return ok ? HSMCA_OK : hsmca_fail(e, HSMCA_EINTERNAL, "fuzz: sign failed");
 }
@@ -119,7 +120,7 @@ static void note(const char *n, size_t len)
         char *again;
         size_t alen;
         if (!raw || rawlen != 68 ||
-            audit_note_assemble(n, tlen, &g_vk, raw + 4, &again, &alen, NULL) != HSMCA_OK)
+            audit_note_assemble(n, tlen, &g_vk, raw + 4, 64, &again, &alen, NULL) != HSMCA_OK)
             abort();
         same(again, alen, n, len);
         free(again);

@@ -64,11 +64,12 @@ class DevServer:
     """`hsmca dev --dir D --listen 127.0.0.1:PORT --ca-key KEY` as a subprocess."""
 
     def __init__(self, ca_key="ec-p256", name="integ", server_settings=None, edit_config=None,
-                 env_extra=None):
+                 env_extra=None, audit_key=None):
         """server_settings: lines added under `server:` in the config; edit_config: a
         function from the config's text to the text to run with. When either is
         given, the CA is made with `hsmca dev init` and run with `hsmca serve --config`.
-        env_extra: variables added to the server's environment."""
+        env_extra: variables added to the server's environment. audit_key: `--audit-key`
+        (ed25519, ec-p256), else the default."""
         os.makedirs(TMP, exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix=name + ".", dir=TMP)
         self.port = free_port()
@@ -81,7 +82,8 @@ class DevServer:
         self.log = open(self.log_path, "wb")
         listen = "127.0.0.1:%d" % self.port
         if server_settings or edit_config:
-            subprocess.check_call([BIN, "dev", "init", "--dir", self.dir, "--ca-key", ca_key],
+            subprocess.check_call([BIN, "dev", "init", "--dir", self.dir, "--ca-key", ca_key]
+                                  + (["--audit-key", audit_key] if audit_key else []),
                                   stdout=self.log, stderr=subprocess.STDOUT, env=env)
             config = os.path.join(self.dir, "hsmca.yaml")
             with open(config) as f:
@@ -96,6 +98,7 @@ class DevServer:
             argv = [BIN, "serve", "--config", config]
         else:
             argv = [BIN, "dev", "--dir", self.dir, "--listen", listen, "--ca-key", ca_key]
+            argv += ["--audit-key", audit_key] if audit_key else []
         self.argv, self.env = argv, env
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env)

@@ -122,20 +122,21 @@ class StartupErrorTests(unittest.TestCase):
                       "'no-such-key' not found in token 'hsmca'", out)
         self.assertNotIn("signer ready", out)
 
-    def test_ca_key_as_audit_key_refused(self):
-        """An EC P-256 key named as the audit key: refused, naming the type."""
-        d = dev_init("ecaudit")
+    def test_rsa_key_as_audit_key_refused(self):
+        """An RSA key named as the audit key: refused, naming the type (the audit key is
+        Ed25519 or EC P-256/P-384: signed notes have no RSA type here)."""
+        d = dev_init("rsaaudit")
         env = dict(os.environ, SOFTHSM2_CONF=os.path.join(d, "softhsm2.conf"))
         with open(os.path.join(d, "pin")) as f:
             pin = f.read().strip()
         subprocess.run(["pkcs11-tool", "--module", SOFTHSM, "--token-label", "hsmca", "--login",
-                        "--pin", pin, "--keypairgen", "--key-type", "EC:prime256v1", "--label",
-                        "ec-audit", "--id", "98", "--usage-sign", "--sensitive"],
+                        "--pin", pin, "--keypairgen", "--key-type", "rsa:2048", "--label",
+                        "rsa-audit", "--id", "98", "--usage-sign", "--sensitive"],
                        check=True, capture_output=True, env=env)
-        code, out = serve(self.edit_config(d, "object=audit-key", "object=ec-audit"))
+        code, out = serve(self.edit_config(d, "object=audit-key", "object=rsa-audit"))
         self.assertNotEqual(code, 0)
-        self.assertIn("audit key (pkcs11.audit_key): key check (ec-audit): CKA_KEY_TYPE is "
-                      "CKK_EC, not CKK_EC_EDWARDS (Ed25519)", out)
+        self.assertIn("audit key (pkcs11.audit_key): key check (rsa-audit): CKA_KEY_TYPE is "
+                      "CKK_RSA, not CKK_EC_EDWARDS (Ed25519) or CKK_EC (P-256, P-384)", out)
 
     def test_dev_dir_without_audit_key_gets_one(self):
         """A dev directory from before the audit key: the next start makes it and says so."""

@@ -157,6 +157,16 @@ EVP_PKEY *afx_key(unsigned salt, audit_vkey *vk)
     return key;
 }
 
+EVP_PKEY *afx_ec_key(audit_vkey *vk)
+{
+    uint8_t spki[AUDIT_KEY_MAX];
+    size_t len;
+    EVP_PKEY *key = atu_ec_key("P-256", spki, &len);
+    hsmca_err e;
+    ok(audit_vkey_from_spki(AFX_ORIGIN, spki, len, vk, &e), &e, "EC vkey");
+    return key;
+}
+
 /* ---- writing ------------------------------------------------------------------------- */
 
 typedef struct {
@@ -232,7 +242,9 @@ char *afx_checkpoint(const afx_log *l, uint64_t size, EVP_PKEY *key, const audit
     char *body, *note;
     size_t len, nlen;
     ok(audit_checkpoint_body(&c, &body, &len, &e), &e, "body");
-    ok(audit_note_sign(body, len, vk, atu_ed25519_sign, key, &note, &nlen, &e), &e, "sign");
+    audit_note_signer sign =
+        vk->type == AUDIT_SIG_TYPE_ECDSA ? atu_ecdsa_sign : atu_ed25519_sign;
+    ok(audit_note_sign(body, len, vk, sign, key, &note, &nlen, &e), &e, "sign");
     free(body);
     return note;
 }

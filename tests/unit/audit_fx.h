@@ -43,6 +43,10 @@ void afx_set(afx_log *l, uint64_t seq, audit_entry *ent);
 /* The audit key (deterministic from seed; salt 0 is the fixture's key) and its vkey. */
 EVP_PKEY *afx_key(unsigned salt, audit_vkey *vk);
 
+/* A fresh ECDSA P-256 audit key (random) and its vkey; afx_checkpoint and afx_write sign
+ * with the key's type. */
+EVP_PKEY *afx_ec_key(audit_vkey *vk);
+
 /* Writes dir: log (l's lines), vkey, checkpoints/<s> for each of sizes[0..n) (ascending),
  * checkpoint (the last), and the tiles and bundles of every size (older partial tiles
  * kept, as a publisher may). */

@@ -1,6 +1,8 @@
 /* audit_tu.c - see audit_tu.h. */
 #include "audit_tu.h"
 
+#include <openssl/x509.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,8 +99,8 @@ EVP_PKEY *atu_ed25519_from_seed(const uint8_t seed[32], uint8_t pub[32])
     return k;
 }
 
-hsmca_code atu_ed25519_sign(void *ctx, const uint8_t *msg, size_t len, uint8_t sig[64],
-                            hsmca_err *e)
+hsmca_code atu_ed25519_sign(void *ctx, const uint8_t *msg, size_t len, uint8_t sig[AUDIT_SIG_MAX],
+                            size_t *siglen, hsmca_err *e)
 {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     size_t n = 64;
@@ -106,6 +108,33 @@ hsmca_code atu_ed25519_sign(void *ctx, const uint8_t *msg, size_t len, uint8_t s
              EVP_DigestSign(md, sig, &n, msg, len) == 1 && n == 64;
     EVP_MD_CTX_free(md);
     HSMCA_ENSURE(ok, e, HSMCA_EINTERNAL, "test signer: Ed25519 sign failed");
+    *siglen = n;
+    return HSMCA_OK;
+}
+
+EVP_PKEY *atu_ec_key(const char *curve, uint8_t spki[AUDIT_KEY_MAX], size_t *len)
+{
+    EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "EC", strcmp(curve, "P-384") == 0 ? "P-384" : "P-256");
+    unsigned char *der = NULL;
+    int n = k ? i2d_PUBKEY(k, &der) : 0;
+    if (n <= 0 || n > AUDIT_KEY_MAX)
+        die("EC keygen");
+    memcpy(spki, der, (size_t)n);
+    *len = (size_t)n;
+    OPENSSL_free(der);
+    return k;
+}
+
+hsmca_code atu_ecdsa_sign(void *ctx, const uint8_t *msg, size_t len, uint8_t sig[AUDIT_SIG_MAX],
+                          size_t *siglen, hsmca_err *e)
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    size_t n = *siglen;
+    int ok = md && EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, ctx) == 1 &&
+             EVP_DigestSign(md, sig, &n, msg, len) == 1;
+    EVP_MD_CTX_free(md);
+    HSMCA_ENSURE(ok, e, HSMCA_EINTERNAL, "test signer: ECDSA sign failed");
+    *siglen = n;
     return HSMCA_OK;
 }
 

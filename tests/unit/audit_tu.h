@@ -10,6 +10,7 @@
 #include <openssl/evp.h>
 
 #include "audit_merkle.h"
+#include "audit_note.h"
 
 /* levels[l][i] = MTH of the perfect subtree of 2^l leaves at index i; counts[l] of them. */
 typedef struct {
@@ -42,10 +43,21 @@ EVP_PKEY *atu_ed25519_key(uint8_t pub[32]);
 /* The same key from a fixed 32-byte seed (deterministic tests and fuzz seeds). */
 EVP_PKEY *atu_ed25519_from_seed(const uint8_t seed[32], uint8_t pub[32]);
 
-/* Ed25519 signature of msg[0..len) by key (ctx, an EVP_PKEY *) into sig: the shape of the
- * HSM's CKM_EDDSA call the log writer will make (an audit_note_signer). */
+/* Ed25519 signature of msg[0..len) by key (ctx, an EVP_PKEY *) into sig (*siglen: 64): the
+ * shape of the HSM's CKM_EDDSA call the log writer makes (an audit_note_signer). */
 HSMCA_MUSTCHECK hsmca_code atu_ed25519_sign(void *ctx, const uint8_t *msg, size_t len,
-                                            uint8_t sig[64], hsmca_err *e);
+                                            uint8_t sig[AUDIT_SIG_MAX], size_t *siglen,
+                                            hsmca_err *e);
+
+/* A fresh software ECDSA key on curve ("P-256" or "P-384"; caller frees with EVP_PKEY_free);
+ * its DER SubjectPublicKeyInfo into spki[0..*len) (capacity AUDIT_KEY_MAX). Aborts on failure. */
+EVP_PKEY *atu_ec_key(const char *curve, uint8_t spki[AUDIT_KEY_MAX], size_t *len);
+
+/* ECDSA signature of SHA-256(msg[0..len)) by key (ctx, an EVP_PKEY *), DER, into sig: what
+ * the signer makes of the HSM's CKM_ECDSA r||s (an audit_note_signer). */
+HSMCA_MUSTCHECK hsmca_code atu_ecdsa_sign(void *ctx, const uint8_t *msg, size_t len,
+                                          uint8_t sig[AUDIT_SIG_MAX], size_t *siglen,
+                                          hsmca_err *e);
 
 /* Lowercase hex to bytes (aborts on bad input); returns the byte count. */
 size_t atu_unhex(const char *hex, uint8_t *out, size_t cap);

@@ -109,6 +109,8 @@ void tu_p11_raw_gen(const char *label, CK_BBOOL sensitive, CK_BBOOL extractable,
                     const char *kind)
 {
     static const uint8_t p256[] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
+    static const uint8_t p384[] = {0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22};
+    static const uint8_t p224[] = {0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x21};
     static const uint8_t ed25519[] = {0x06, 0x03, 0x2b, 0x65, 0x70};
     static const uint8_t ed448[] = {0x06, 0x03, 0x2b, 0x65, 0x71};
     static const uint8_t f4[] = {1, 0, 1};
@@ -124,6 +126,10 @@ void tu_p11_raw_gen(const char *label, CK_BBOOL sensitive, CK_BBOOL extractable,
     CK_MECHANISM mech = {CKM_EC_KEY_PAIR_GEN, NULL, 0};
     if (!strcmp(kind, "ec-p256")) {
         pub[np++] = (CK_ATTRIBUTE){CKA_EC_PARAMS, (void *)p256, sizeof(p256)};
+    } else if (!strcmp(kind, "ec-p384")) {
+        pub[np++] = (CK_ATTRIBUTE){CKA_EC_PARAMS, (void *)p384, sizeof(p384)};
+    } else if (!strcmp(kind, "ec-p224")) {
+        pub[np++] = (CK_ATTRIBUTE){CKA_EC_PARAMS, (void *)p224, sizeof(p224)};
     } else if (!strcmp(kind, "ed25519") || !strcmp(kind, "ed448")) {
         mech.mechanism = CKM_EC_EDWARDS_KEY_PAIR_GEN;
         pub[np++] = kind[2] == '2' ? (CK_ATTRIBUTE){CKA_EC_PARAMS, (void *)ed25519, sizeof(ed25519)}

@@ -272,20 +272,21 @@ static void test_note_refusals(void **state)
 static void test_assemble_refusals(void **state)
 {
     const char *text = "ca.example/audit\n0\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n";
-    uint8_t sig[64];
+    uint8_t sig[AUDIT_SIG_MAX];
+    size_t siglen = sizeof(sig);
     char *out;
     size_t n;
     hsmca_err e;
-    assert_int_equal(atu_ed25519_sign(g_pn, (const uint8_t *)text, strlen(text), sig, NULL),
-                     HSMCA_OK);
+    assert_int_equal(
+        atu_ed25519_sign(g_pn, (const uint8_t *)text, strlen(text), sig, &siglen, NULL), HSMCA_OK);
     /* Signed by another key than the vkey names: never assembled. */
-    expect_refused(audit_note_assemble(text, strlen(text), &g_vk, sig, &out, &n, &e), HSMCA_EPERM,
+    expect_refused(audit_note_assemble(text, strlen(text), &g_vk, sig, siglen, &out, &n, &e), HSMCA_EPERM,
                    &e, "does not verify");
-    expect_refused(audit_note_assemble(text, strlen(text) - 1, &g_vk, sig, &out, &n, &e),
+    expect_refused(audit_note_assemble(text, strlen(text) - 1, &g_vk, sig, siglen, &out, &n, &e),
                    HSMCA_EINVAL, &e, "end in a newline");
-    expect_refused(audit_note_assemble("a\tb\n", 4, &g_vk, sig, &out, &n, &e), HSMCA_EINVAL, &e,
+    expect_refused(audit_note_assemble("a\tb\n", 4, &g_vk, sig, siglen, &out, &n, &e), HSMCA_EINVAL, &e,
                    "control character");
-    expect_refused(audit_note_assemble("", 0, &g_vk, sig, &out, &n, &e), HSMCA_EINVAL, &e,
+    expect_refused(audit_note_assemble("", 0, &g_vk, sig, siglen, &out, &n, &e), HSMCA_EINVAL, &e,
                    "end in a newline");
 }
 

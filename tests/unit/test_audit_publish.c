@@ -33,6 +33,9 @@ typedef struct {
     char *dir;
     EVP_PKEY *key;
     uint8_t pub[32];
+    uint8_t key_type;             /* AUDIT_SIG_TYPE_ECDSA: key is a P-256 key, spki its SPKI */
+    uint8_t spki[AUDIT_KEY_MAX];
+    size_t spki_len;
     audit_log *log;
     audit_publish *p;
     uint64_t appended;
@@ -41,7 +44,11 @@ typedef struct {
 static hsmca_code open_with(fx *f, const uint8_t *pub, const char *origin, audit_note_signer sign,
                             void *sign_ctx, hsmca_err *e)
 {
-    audit_publish_cfg pc = {f->dir, origin, pub, sign, sign_ctx, (uid_t)-1, (gid_t)-1};
+    int ec = f->key_type == AUDIT_SIG_TYPE_ECDSA;
+    audit_publish_cfg pc = {.dir = f->dir, .origin = origin, .key_type = f->key_type,
+                            .pub = ec ? f->spki : pub, .pub_len = ec ? f->spki_len : 0,
+                            .sign = sign, .sign_ctx = sign_ctx, .owner = (uid_t)-1,
+                            .group = (gid_t)-1};
     hsmca_code rc = audit_publish_open(&pc, &f->p, e);
     if (rc == HSMCA_OK)
         rc = audit_log_open_ex(f->dir, (uid_t)-1, (gid_t)-1, NULL, NULL, audit_publish_replay_line,
@@ -59,7 +66,9 @@ static hsmca_code open_with(fx *f, const uint8_t *pub, const char *origin, audit
 
 static hsmca_code open_fx(fx *f, hsmca_err *e)
 {
-    return open_with(f, f->pub, ORIGIN, atu_ed25519_sign, f->key, e);
+    return open_with(f, f->pub, ORIGIN,
+                     f->key_type == AUDIT_SIG_TYPE_ECDSA ? atu_ecdsa_sign : atu_ed25519_sign,
+                     f->key, e);
 }
 
 static void close_fx(fx *f)
@@ -207,7 +216,10 @@ static void check_published(const fx *f, uint64_t size)
     uint8_t *note = read_rel(f, "checkpoint", &len);
     assert_non_null(note);
     audit_vkey vk;
-    assert_int_equal(audit_vkey_from_pub(ORIGIN, f->pub, &vk, &e), HSMCA_OK);
+    if (f->key_type == AUDIT_SIG_TYPE_ECDSA)
+        assert_int_equal(audit_vkey_from_spki(ORIGIN, f->spki, f->spki_len, &vk, &e), HSMCA_OK);
+    else
+        assert_int_equal(audit_vkey_from_pub(ORIGIN, f->pub, &vk, &e), HSMCA_OK);
     audit_checkpoint cp;
     assert_int_equal(audit_checkpoint_open((char *)note, len, &vk, &cp, &e), HSMCA_OK);
     assert_int_equal(cp.size, size);
@@ -268,6 +280,35 @@ static void test_sizes(void **state)
     /* Only published files where clients look: temp files stay in .tmp/. */
     assert_int_equal(
         tu_system("cd '%s' && test -z \"$(find tile checkpoints -name '*tmp*')\"", f.dir), 0);
+    free_fx(&f);
+}
+
+/* Under an ECDSA P-256 audit key: the checkpoints are type-0x02 notes, DIR/vkey its vkey,
+ * and a restart verifies the latest checkpoint under that key before going on. */
+static void test_ecdsa_key(void **state)
+{
+    (void)state;
+    fx f;
+    memset(&f, 0, sizeof(f));
+    f.dir = tu_mkdtemp("pub_ecdsa");
+    f.key_type = AUDIT_SIG_TYPE_ECDSA;
+    f.key = atu_ec_key("P-256", f.spki, &f.spki_len);
+    hsmca_err e;
+    assert_int_equal(open_fx(&f, &e), HSMCA_OK);
+    append_n(&f, 300);
+    assert_int_equal(round_ok(&f), 300);
+    check_published(&f, 300);
+    close_fx(&f);
+    if (open_fx(&f, &e) != HSMCA_OK)
+        fail_msg("reopen under the ECDSA key: %s", e.msg);
+    append_n(&f, 10);
+    assert_int_equal(round_ok(&f), 310);
+    check_published(&f, 310);
+    close_fx(&f);
+    /* The same directory under another P-256 key: its checkpoint is not that key's. */
+    EVP_PKEY_free(f.key);
+    f.key = atu_ec_key("P-256", f.spki, &f.spki_len);
+    assert_int_equal(open_fx(&f, &e), HSMCA_EINVAL);
     free_fx(&f);
 }
 
@@ -480,8 +521,8 @@ typedef struct {
     EVP_PKEY *key;
 } hang_signer;
 
-static hsmca_code hanging_sign(void *ctx, const uint8_t *msg, size_t len, uint8_t sig[64],
-                               hsmca_err *e)
+static hsmca_code hanging_sign(void *ctx, const uint8_t *msg, size_t len,
+                               uint8_t sig[AUDIT_SIG_MAX], size_t *siglen, hsmca_err *e)
 {
     hang_signer *h = ctx;
     pthread_mutex_lock(&h->mu);
@@ -490,7 +531,7 @@ static hsmca_code hanging_sign(void *ctx, const uint8_t *msg, size_t len, uint8_
         pthread_cond_wait(&h->cv, &h->mu);
     }
     pthread_mutex_unlock(&h->mu);
-    return atu_ed25519_sign(h->key, msg, len, sig, e);
+    return atu_ed25519_sign(h->key, msg, len, sig, siglen, e);
 }
 
 static void test_thread_checkpoints(void **state)
@@ -564,6 +605,7 @@ int main(void)
         cmocka_unit_test(test_write_failure_resumes),
         cmocka_unit_test(test_thread_checkpoints),
         cmocka_unit_test(test_hung_key_never_blocks_appends),
+        cmocka_unit_test(test_ecdsa_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

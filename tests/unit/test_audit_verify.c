@@ -3,7 +3,8 @@
  * deleted, swapped or cut line, an edited, swapped or foreign checkpoint, an edited tile
  * or bundle, a broken pairing, a duplicate serial, an auditor's state from a longer or
  * forked log) fails with a message that names the place. And the tile-backed hash source
- * proves what the checkpoints sign. */
+ * proves what the checkpoints sign. The good case, the checkpoint tampering and the vkey
+ * run again under an ECDSA P-256 audit key. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +32,17 @@ typedef afx_fixture fx;
 static int setup(void **state)
 {
     fx *f = afx_fixture_new("verify", N);
+    afx_write(f->dir, &f->log, SIZES, NS, f->key, &f->vk);
+    *state = f;
+    return 0;
+}
+
+/* The same fixture under an ECDSA P-256 audit key (signed-note type 0x02). */
+static int setup_ec(void **state)
+{
+    fx *f = afx_fixture_new("verify-ec", N);
+    EVP_PKEY_free(f->key);
+    f->key = afx_ec_key(&f->vk);
     afx_write(f->dir, &f->log, SIZES, NS, f->key, &f->vk);
     *state = f;
     return 0;
@@ -457,6 +469,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tile_source, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vkey_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_good, setup_ec, teardown),
+        cmocka_unit_test_setup_teardown(test_edited_checkpoint, setup_ec, teardown),
+        cmocka_unit_test_setup_teardown(test_foreign_checkpoints, setup_ec, teardown),
+        cmocka_unit_test_setup_teardown(test_latest_mismatch, setup_ec, teardown),
+        cmocka_unit_test_setup_teardown(test_state, setup_ec, teardown),
+        cmocka_unit_test_setup_teardown(test_vkey_load, setup_ec, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

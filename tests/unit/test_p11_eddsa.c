@@ -1,4 +1,4 @@
-/* test_p11_eddsa.c - the Ed25519 audit key against a real SoftHSM2 token:
+/* test_p11_eddsa.c - the audit key against a real SoftHSM2 token, Ed25519 and ECDSA:
  * generation and its attributes, p11_signkey's checks, signatures of several
  * lengths checked by OpenSSL alone, RFC 8032's vectors through the token (on
  * keys imported for the purpose: a generated key's signatures cannot be
@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <openssl/x509.h>
 #include <pkcs11.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -204,7 +205,7 @@ static void test_sign_lengths(void **state)
     for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
         size_t n = lens[i];
         uint8_t sig[64];
-        if (p11_signkey_sign_message(k, msg, n, sig, &e) != HSMCA_OK)
+        if (p11_signkey_sign_message(k, msg, n, sig, &(size_t){sizeof(sig)}, &e) != HSMCA_OK)
             fail_msg("sign %zu bytes: %s", n, e.msg);
         if (!ossl_verify(pub, msg, n, sig))
             fail_msg("a %zu-byte message's signature does not verify", n);
@@ -219,12 +220,12 @@ static void test_sign_lengths(void **state)
         assert_false(ossl_verify(pub, msg, n, sig));
     }
     uint8_t sig[64];
-    assert_int_equal(p11_signkey_sign_message(k, NULL, 0, sig, &e), HSMCA_OK);
+    assert_int_equal(p11_signkey_sign_message(k, NULL, 0, sig, &(size_t){sizeof(sig)}, &e), HSMCA_OK);
     assert_true(ossl_verify(pub, (const uint8_t *)"", 0, sig));
-    assert_int_equal(p11_signkey_sign_message(k, msg, P11_SIGNKEY_MAX_MSG + 1, sig, &e),
+    assert_int_equal(p11_signkey_sign_message(k, msg, P11_SIGNKEY_MAX_MSG + 1, sig, &(size_t){sizeof(sig)}, &e),
                      HSMCA_EINVAL);
     assert_non_null(strstr(e.msg, "above 65536"));
-    assert_int_equal(p11_signkey_sign_message(k, NULL, 1, sig, &e), HSMCA_EINVAL);
+    assert_int_equal(p11_signkey_sign_message(k, NULL, 1, sig, &(size_t){sizeof(sig)}, &e), HSMCA_EINVAL);
     assert_int_equal(p11_signkey_get_state(k), P11_POOL_READY);
     free(msg);
     p11_signkey_close(k);
@@ -313,7 +314,7 @@ static void test_rfc8032_and_openssl(void **state)
         import_key(label, seed, pub, (uint8_t)(0x80 + i));
         p11_signkey *k = open_ok(&v, uri);
         assert_memory_equal(p11_signkey_public_raw(k), pub, 32);
-        if (p11_signkey_sign_message(k, mlen ? msg : NULL, mlen, sig, &e) != HSMCA_OK)
+        if (p11_signkey_sign_message(k, mlen ? msg : NULL, mlen, sig, &(size_t){sizeof(sig)}, &e) != HSMCA_OK)
             fail_msg("%s: %s", label, e.msg);
         assert_memory_equal(sig, want, 64); /* Ed25519 is deterministic */
         assert_true(ossl_verify(pub, msg, mlen, want));
@@ -329,7 +330,7 @@ static void test_rfc8032_and_openssl(void **state)
                     EVP_DigestSign(ctx, osig, &olen, big, sizeof(big)) == 1 && olen == 64);
         EVP_MD_CTX_free(ctx);
         EVP_PKEY_free(sk);
-        assert_int_equal(p11_signkey_sign_message(k, big, sizeof(big), sig, &e), HSMCA_OK);
+        assert_int_equal(p11_signkey_sign_message(k, big, sizeof(big), sig, &(size_t){sizeof(sig)}, &e), HSMCA_OK);
         assert_memory_equal(sig, osig, 64);
         p11_signkey_close(k);
     }
@@ -337,6 +338,95 @@ static void test_rfc8032_and_openssl(void **state)
 }
 
 /* ---- the checks ---- */
+
+/* OpenSSL's own ECDSA verify over SHA-256(msg), from the DER SPKI only. */
+static int ossl_ec_verify(const uint8_t *spki, size_t spki_len, const uint8_t *msg, size_t len,
+                          const uint8_t *sig, size_t siglen)
+{
+    const unsigned char *p = spki;
+    EVP_PKEY *pk = d2i_PUBKEY(NULL, &p, (long)spki_len);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = pk && ctx && EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, pk) == 1 &&
+             EVP_DigestVerify(ctx, sig, siglen, len ? msg : (const uint8_t *)"", len) == 1;
+    EVP_MD_CTX_free(ctx);
+    EVP_PKEY_free(pk);
+    return ok;
+}
+
+/* The audit key on a token without EdDSA: EC P-256 (made by p11_generate_key, as `hsmca dev
+ * --audit-key ec-p256` makes it) and P-384, CKM_ECDSA over SHA-256 whatever the curve, each
+ * signature a DER ECDSA-Sig-Value that OpenSSL verifies from the SPKI alone. */
+static void test_ecdsa_key(void **state)
+{
+    (void)state;
+    tu_p11_env v;
+    tu_p11_up(&v, 1);
+    tu_p11_gen(&v, "ec-audit", P11_KEY_EC_P256);
+    tu_p11_raw_gen("ec384-audit", CK_TRUE, CK_FALSE, CK_TRUE, "ec-p384");
+    static const struct {
+        const char *label, *alg;
+        size_t spki_len;
+    } keys[] = {{"ec-audit", "ecdsa-p256", 91}, {"ec384-audit", "ecdsa-p384", 120}};
+    for (size_t i = 0; i < 2; i++) {
+        char uri[128];
+        snprintf(uri, sizeof(uri), "pkcs11:token=%s;object=%s;type=private", TU_TOKEN,
+                 keys[i].label);
+        p11_signkey *k = open_ok(&v, uri);
+        assert_string_equal(p11_signkey_alg(k), keys[i].alg);
+        const uint8_t *spki = p11_signkey_public_raw(k);
+        size_t spki_len = p11_signkey_public_len(k);
+        assert_int_equal(spki_len, keys[i].spki_len);
+        uint8_t md[SHA256_DIGEST_LENGTH];
+        char hex[2 * SHA256_DIGEST_LENGTH + 1];
+        SHA256(spki, spki_len, md);
+        for (size_t j = 0; j < sizeof(md); j++)
+            snprintf(hex + 2 * j, 3, "%02x", md[j]);
+        assert_string_equal(p11_signkey_fingerprint(k), hex);
+        static const size_t lens[] = {0, 1, 100, 4096};
+        uint8_t msg[4097];
+        assert_int_equal(RAND_bytes(msg, sizeof(msg)), 1);
+        hsmca_err e;
+        for (size_t j = 0; j < sizeof(lens) / sizeof(lens[0]); j++) {
+            uint8_t sig[P11_SIGNKEY_SIG_MAX];
+            size_t siglen = sizeof(sig);
+            if (p11_signkey_sign_message(k, lens[j] ? msg : NULL, lens[j], sig, &siglen, &e) !=
+                HSMCA_OK)
+                fail_msg("%s: sign %zu bytes: %s", keys[i].label, lens[j], e.msg);
+            assert_int_equal(sig[0], 0x30); /* DER, not the token's r||s */
+            assert_true(ossl_ec_verify(spki, spki_len, msg, lens[j], sig, siglen));
+            assert_false(ossl_ec_verify(spki, spki_len, msg, lens[j] + 1, sig, siglen));
+            sig[siglen - 1] ^= 0x01;
+            assert_false(ossl_ec_verify(spki, spki_len, msg, lens[j], sig, siglen));
+        }
+        uint8_t small[16];
+        size_t smallen = sizeof(small);
+        assert_int_equal(p11_signkey_sign_message(k, msg, 10, small, &smallen, &e),
+                         HSMCA_EINVAL); /* no room: refused before the token signs */
+        p11_signkey_close(k);
+    }
+    tu_p11_down(&v);
+}
+
+/* An EC audit key is held to the same checks as any other, and to P-256 or P-384. */
+static void test_ecdsa_refusals(void **state)
+{
+    (void)state;
+    tu_p11_env v;
+    tu_p11_up(&v, 1);
+    tu_p11_raw_gen("ec-extractable", CK_TRUE, CK_TRUE, CK_TRUE, "ec-p256");
+    tu_p11_raw_gen("ec-not-sensitive", CK_FALSE, CK_FALSE, CK_TRUE, "ec-p256");
+    tu_p11_raw_gen("ec-no-sign", CK_TRUE, CK_FALSE, CK_FALSE, "ec-p256");
+    tu_p11_raw_gen("ec-p224", CK_TRUE, CK_FALSE, CK_TRUE, "ec-p224");
+    open_fails(&v, URI("ec-extractable"), TU_USER_PIN, HSMCA_EPERM,
+               "key check (ec-extractable): CKA_EXTRACTABLE is TRUE");
+    open_fails(&v, URI("ec-not-sensitive"), TU_USER_PIN, HSMCA_EPERM,
+               "key check (ec-not-sensitive): CKA_SENSITIVE is FALSE");
+    open_fails(&v, URI("ec-no-sign"), TU_USER_PIN, HSMCA_EPERM,
+               "key check (ec-no-sign): CKA_SIGN is FALSE");
+    open_fails(&v, URI("ec-p224"), TU_USER_PIN, HSMCA_EPERM,
+               "key check (ec-p224): curve is not P-256 or P-384");
+    tu_p11_down(&v);
+}
 
 static void test_refusals(void **state)
 {
@@ -357,10 +447,9 @@ static void test_refusals(void **state)
                "key check (ed-not-sensitive): CKA_SENSITIVE is FALSE");
     open_fails(&v, URI("ed-no-sign"), TU_USER_PIN, HSMCA_EPERM,
                "key check (ed-no-sign): CKA_SIGN is FALSE");
-    open_fails(&v, URI("ca-key"), TU_USER_PIN, HSMCA_EPERM,
-               "key check (ca-key): CKA_KEY_TYPE is CKK_EC, not CKK_EC_EDWARDS (Ed25519)");
     open_fails(&v, URI("rsa-key"), TU_USER_PIN, HSMCA_EPERM,
-               "key check (rsa-key): CKA_KEY_TYPE is CKK_RSA, not CKK_EC_EDWARDS");
+               "key check (rsa-key): CKA_KEY_TYPE is CKK_RSA, not CKK_EC_EDWARDS (Ed25519) or "
+               "CKK_EC (P-256, P-384)");
     open_fails(&v, URI("ed448"), TU_USER_PIN, HSMCA_EPERM,
                "key check (ed448): curve is not edwards25519");
     open_fails(&v, URI("missing"), TU_USER_PIN, HSMCA_ENOTFOUND,
@@ -410,7 +499,7 @@ static void *sign_thread(void *arg)
         }
         uint8_t msg[100], sig[64];
         RAND_bytes(msg, sizeof(msg));
-        bad += p11_signkey_sign_message(a->k, msg, (size_t)i, sig, &e) != HSMCA_OK ||
+        bad += p11_signkey_sign_message(a->k, msg, (size_t)i, sig, &(size_t){sizeof(sig)}, &e) != HSMCA_OK ||
                !ossl_verify(pub, msg, (size_t)i, sig);
     }
     return (void *)bad;
@@ -444,7 +533,7 @@ static void test_beside_ca_pool(void **state)
     CK_FUNCTION_LIST *fl = tu_p11_raw_fl();
     assert_int_equal(fl->C_CloseAllSessions(tu_p11_raw_slot(fl)), CKR_OK);
     uint8_t sig[64];
-    if (p11_signkey_sign_message(k, (const uint8_t *)"after", 5, sig, &e) != HSMCA_OK)
+    if (p11_signkey_sign_message(k, (const uint8_t *)"after", 5, sig, &(size_t){sizeof(sig)}, &e) != HSMCA_OK)
         fail_msg("audit key after losing its session: %s", e.msg);
     assert_true(ossl_verify(p11_signkey_public_raw(k), (const uint8_t *)"after", 5, sig));
     if (tu_pool_sign_check(p, &e) != HSMCA_OK)
@@ -462,7 +551,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generate_attributes), cmocka_unit_test(test_sign_lengths),
         cmocka_unit_test(test_rfc8032_and_openssl), cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_beside_ca_pool),
+        cmocka_unit_test(test_beside_ca_pool), cmocka_unit_test(test_ecdsa_key),
+        cmocka_unit_test(test_ecdsa_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

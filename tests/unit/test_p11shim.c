@@ -207,7 +207,7 @@ static hsmca_code audit_sign(p11_signkey *k, hsmca_err *e)
     uint8_t msg[77], sig[P11_ED25519_SIG_LEN];
     RAND_bytes(msg, sizeof(msg));
     hsmca_err_clear(e);
-    return p11_signkey_sign_message(k, msg, sizeof(msg), sig, e);
+    return p11_signkey_sign_message(k, msg, sizeof(msg), sig, &(size_t){sizeof(sig)}, e);
 }
 
 /* A dead session costs no signature: replaced, and the message signed once more. */
