@@ -9,9 +9,9 @@
  * CA pool's sessions nor its lock. Everything here but the pool is fixed at
  * open, so any thread may call in. */
 #include "p11_int.h"
+#include "sigfmt.h"
 #include "util.h"
 #include <openssl/crypto.h>
-#include <openssl/ecdsa.h>
 #include <openssl/sha.h>
 #include <openssl/x509.h>
 #include <stdlib.h>
@@ -69,28 +69,15 @@ static int sig_verify(const p11_signkey *k, const uint8_t *msg, size_t len, cons
     return ok;
 }
 
-/* The token's r||s (2 * k->field bytes) as a DER ECDSA-Sig-Value in der[0..*len)
- * (capacity *len); 0 when it is not that shape. */
+/* The token's r||s as a DER ECDSA-Sig-Value in der[0..*len) (capacity *len), through
+ * the conversion the CA key's signatures take (sigfmt.h); 0 when the answer is not
+ * 2 * k->field bytes or does not convert. */
 static int ecdsa_der(const p11_signkey *k, const uint8_t *rs, size_t rslen, uint8_t *der,
                      size_t *len)
 {
-    if (rslen != 2 * k->field)
-        return 0;
-    ECDSA_SIG *es = ECDSA_SIG_new();
-    BIGNUM *r = BN_bin2bn(rs, (int)k->field, NULL), *sv = BN_bin2bn(rs + k->field, (int)k->field, NULL);
-    int ok = es && r && sv && ECDSA_SIG_set0(es, r, sv) == 1;
-    if (!ok) {
-        BN_free(r);
-        BN_free(sv);
-    }
-    int n = ok ? i2d_ECDSA_SIG(es, NULL) : 0;
-    ok = n > 0 && (size_t)n <= *len;
-    unsigned char *p = der;
-    if (ok)
-        ok = i2d_ECDSA_SIG(es, &p) == n;
-    ECDSA_SIG_free(es);
-    *len = ok ? (size_t)n : 0;
-    return ok;
+    hsmca_err ignored; /* the caller names the failure: the token's signature is refused */
+    return rslen == 2 * k->field &&
+           sigfmt_ecdsa_raw_to_der(rs, rslen, der, len, &ignored) == HSMCA_OK;
 }
 
 /* A signature, verified before release: a faulty token must not put a bad
