@@ -159,18 +159,26 @@ static HSMCA_MUSTCHECK hsmca_code vkey_finish(const char *name, size_t len, cons
     return key_id(name, len, k, &k->id, e);
 }
 
-hsmca_code audit_vkey_from_pub(const char *name, const uint8_t pub[AUDIT_ED25519_PUB_LEN],
-                               audit_vkey *k, hsmca_err *e)
+/* *k for name and the public key pub[0..len) of signature type type (len checked by
+ * the caller against the type); *k is left alone on error. */
+static HSMCA_MUSTCHECK hsmca_code vkey_make(const char *name, uint8_t type, const uint8_t *pub,
+                                            size_t len, audit_vkey *k, hsmca_err *e)
 {
     audit_vkey tmp;
     memset(&tmp, 0, sizeof(tmp));
-    tmp.type = AUDIT_SIG_TYPE_ED25519;
-    tmp.pub_len = AUDIT_ED25519_PUB_LEN;
-    memcpy(tmp.pub, pub, AUDIT_ED25519_PUB_LEN);
+    tmp.type = type;
+    tmp.pub_len = len;
+    memcpy(tmp.pub, pub, len);
     HSMCA_GUARD(vkey_finish(name, strnlen(name, AUDIT_NAME_MAX + 1), "signed-note: a key name",
                             &tmp, e));
     *k = tmp;
     return HSMCA_OK;
+}
+
+hsmca_code audit_vkey_from_pub(const char *name, const uint8_t pub[AUDIT_ED25519_PUB_LEN],
+                               audit_vkey *k, hsmca_err *e)
+{
+    return vkey_make(name, AUDIT_SIG_TYPE_ED25519, pub, AUDIT_ED25519_PUB_LEN, k, e);
 }
 
 hsmca_code audit_vkey_from_spki(const char *name, const uint8_t *der, size_t len, audit_vkey *k,
@@ -179,15 +187,7 @@ hsmca_code audit_vkey_from_spki(const char *name, const uint8_t *der, size_t len
     HSMCA_ENSURE(ec_spki_curve(der, len), e, HSMCA_EINVAL,
                  "vkey: an ECDSA key must be the DER SubjectPublicKeyInfo of a P-256 or P-384 "
                  "key");
-    audit_vkey tmp;
-    memset(&tmp, 0, sizeof(tmp));
-    tmp.type = AUDIT_SIG_TYPE_ECDSA;
-    tmp.pub_len = len;
-    memcpy(tmp.pub, der, len);
-    HSMCA_GUARD(vkey_finish(name, strnlen(name, AUDIT_NAME_MAX + 1), "signed-note: a key name",
-                            &tmp, e));
-    *k = tmp;
-    return HSMCA_OK;
+    return vkey_make(name, AUDIT_SIG_TYPE_ECDSA, der, len, k, e);
 }
 
 /* The key of a vkey, key[0..klen) = type || public key, into *k's type and pub. */
