@@ -25,28 +25,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
+from audit_tree import leaf, log_lines, mth
 from hsmca_harness import BIN, DevServer
-
-
-def log_lines(audit):
-    with open(os.path.join(audit, "log"), "rb") as f:
-        return f.read().split(b"\n")[:-1]
-
-
-def leaf(line):
-    return hashlib.sha256(b"\x00" + line).digest()
-
-
-def mth(hashes_):
-    """RFC 9162 MTH over leaf hashes."""
-    if not hashes_:
-        return hashlib.sha256(b"").digest()
-    if len(hashes_) == 1:
-        return hashes_[0]
-    k = 1
-    while k * 2 < len(hashes_):
-        k *= 2
-    return hashlib.sha256(b"\x01" + mth(hashes_[:k]) + mth(hashes_[k:])).digest()
 
 
 def parse_ec_vkey(text):

@@ -15,28 +15,8 @@ import unittest
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from audit_tree import leaf, log_lines, mth
 from hsmca_harness import DevServer
-
-
-def log_lines(audit):
-    with open(os.path.join(audit, "log"), "rb") as f:
-        return f.read().split(b"\n")[:-1]
-
-
-def leaf(line):
-    return hashlib.sha256(b"\x00" + line).digest()
-
-
-def mth(hashes):
-    """RFC 9162 MTH over leaf hashes."""
-    if not hashes:
-        return hashlib.sha256(b"").digest()
-    if len(hashes) == 1:
-        return hashes[0]
-    k = 1
-    while k * 2 < len(hashes):
-        k *= 2
-    return hashlib.sha256(b"\x01" + mth(hashes[:k]) + mth(hashes[k:])).digest()
 
 
 def parse_vkey(text):
