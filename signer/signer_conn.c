@@ -50,7 +50,8 @@ void signer_conn_set(signer_ctx *s, int fd)
     pthread_mutex_lock(&s->lock);
     /* The old front end is gone or replaced: a worker waiting to send to it is
      * released now, not after the send timeout, and its queued jobs are dropped
-     * as the workers reach them, so the new front end finds room at once. */
+     * unchecked as the checker reaches them; until it has taken one, the new front
+     * end's first request may still be answered "queue full" (hostile_queue.c). */
     if (s->conn)
         shutdown(s->conn->fd, SHUT_RDWR);
     signer_conn_unref_locked(s->conn);
