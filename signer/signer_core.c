@@ -196,7 +196,8 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_key(signer_ctx *s, const hsmca_conf
         rc = p11_signkey_open(m, cfg->audit_key_uri, pin, &s->audit_key, &why);
         if (rc == HSMCA_EAUTH)
             hsmca_fail(e, rc, "audit key (pkcs11.audit_key): %s (the PIN of %s, %s)", why.msg,
-                       pin_path, cfg->audit_pin_file[0] ? "pkcs11.audit_pin_file" : "pkcs11.pin_file");
+                       pin_path,
+                       cfg->audit_pin_file[0] ? "pkcs11.audit_pin_file" : "pkcs11.pin_file");
         else if (rc != HSMCA_OK)
             hsmca_fail(e, rc, "audit key (pkcs11.audit_key): %s", why.msg);
     }
