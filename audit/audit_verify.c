@@ -43,11 +43,20 @@ hsmca_code audit_checkpoint_load(const char *path, const char *what, const audit
     hsmca_code rc = util_read_file(path, AUDIT_NOTE_MAX, &note, &len, &re);
     HSMCA_ENSURE(rc == HSMCA_OK, e, rc == HSMCA_EIO ? HSMCA_EIO : HSMCA_EPERM, "%s: %s", what,
                  re.msg);
-    rc = audit_checkpoint_open(note, len, k, c, &re);
+    if (k) {
+        rc = audit_checkpoint_open(note, len, k, c, &re);
+    } else {
+        /* No key: the note's form and its body, not whose signature it carries. */
+        audit_note_sig sigs[AUDIT_NOTE_SIGS_MAX];
+        size_t text_len, nsigs;
+        rc = audit_note_parse(note, len, &text_len, sigs, &nsigs, &re);
+        if (rc == HSMCA_OK)
+            rc = audit_checkpoint_parse(note, text_len, c, &re);
+    }
     free(note);
     HSMCA_ENSURE(rc == HSMCA_OK, e, HSMCA_EPERM, "%s: %s", what, re.msg);
-    HSMCA_ENSURE(strcmp(c->origin, k->name) == 0, e, HSMCA_EPERM,
-                 "%s: origin is not the key's name %s", what, k->name);
+    HSMCA_ENSURE(!k || strcmp(c->origin, k->name) == 0, e, HSMCA_EPERM,
+                 "%s: origin is not the key's name %s", what, k ? k->name : "");
     return HSMCA_OK;
 }
 
@@ -136,6 +145,7 @@ typedef struct {
     audit_tree tree;
     vt_state *tiles;
     audit_replay *replay; /* serials and open intents: the signer's start runs the same */
+    char origin[AUDIT_NAME_MAX + 1]; /* the key's name, or without a key the latest's origin */
 } vrun;
 
 /* checkpoints/<size> at the point the log has size entries with root. */
@@ -150,6 +160,9 @@ static HSMCA_MUSTCHECK hsmca_code meet_checkpoint(vrun *v, uint64_t size, const 
     HSMCA_ENSURE(c.size == size, e, HSMCA_EPERM,
                  "%s: holds the checkpoint of size %llu (swapped or renamed)", what,
                  (unsigned long long)c.size);
+    HSMCA_ENSURE(strcmp(c.origin, v->origin) == 0, e, HSMCA_EPERM,
+                 "%s: origin %s is not the latest checkpoint's %s (two logs mixed)", what,
+                 c.origin, v->origin);
     HSMCA_ENSURE(audit_hash_equal(&c.root, root), e, HSMCA_EPERM,
                  "%s: its root is not the log's root over seq 0..%llu (an entry before it "
                  "was changed, or the log was rewritten)",
@@ -261,9 +274,9 @@ static HSMCA_MUSTCHECK hsmca_code load_state(vrun *v, hsmca_err *e)
     hsmca_code rc = audit_checkpoint_parse(text, len, &v->state, &pe);
     free(text);
     HSMCA_ENSURE(rc == HSMCA_OK, e, HSMCA_EPERM, "state %s: %s", v->o->state, pe.msg);
-    HSMCA_ENSURE(strcmp(v->state.origin, v->o->vkey->name) == 0, e, HSMCA_EPERM,
+    HSMCA_ENSURE(!v->origin[0] || strcmp(v->state.origin, v->origin) == 0, e, HSMCA_EPERM,
                  "state %s: origin %s is not this log's %s", v->o->state, v->state.origin,
-                 v->o->vkey->name);
+                 v->origin);
     HSMCA_ENSURE(v->state.size <= v->r->size, e, HSMCA_EPERM,
                  "state %s: the auditor saw size %llu, the latest checkpoint is %llu (the log "
                  "was shortened or rolled back)",
@@ -277,7 +290,7 @@ static HSMCA_MUSTCHECK hsmca_code save_state(vrun *v, hsmca_err *e)
 {
     audit_checkpoint c;
     memset(&c, 0, sizeof(c));
-    snprintf(c.origin, sizeof(c.origin), "%s", v->o->vkey->name);
+    snprintf(c.origin, sizeof(c.origin), "%s", v->origin);
     c.size = v->r->size;
     c.root = v->r->root;
     char *body;
@@ -326,6 +339,7 @@ static HSMCA_MUSTCHECK hsmca_code latest(vrun *v, hsmca_err *e)
                  what);
     v->r->size = c.size;
     v->r->root = c.root;
+    snprintf(v->origin, sizeof(v->origin), "%s", c.origin);
     return HSMCA_OK;
 }
 
@@ -336,6 +350,8 @@ hsmca_code audit_verify(const audit_verify_opts *o, audit_verify_report *r, hsmc
     memset(&v, 0, sizeof(v));
     v.o = o;
     v.r = r;
+    if (o->vkey)
+        snprintf(v.origin, sizeof(v.origin), "%s", o->vkey->name);
     audit_tree_init(&v.tree);
     HSMCA_GUARD(list_checkpoints(o->dir, &v.sizes, &v.nsizes, e));
     hsmca_code rc = latest(&v, e);
@@ -351,7 +367,8 @@ hsmca_code audit_verify(const audit_verify_opts *o, audit_verify_report *r, hsmc
         r->open_intents = audit_replay_open_count(v.replay);
         r->first_open = audit_replay_open_first(v.replay);
     }
-    if (rc == HSMCA_OK && o->state && v.nsizes > 0)
+    /* The state remembers what was verified: without a key, no signature was. */
+    if (rc == HSMCA_OK && o->state && o->vkey && v.nsizes > 0)
         rc = save_state(&v, e);
     vt_free(v.tiles);
     audit_replay_free(v.replay);

@@ -12,7 +12,8 @@
  * signature, origin, size (= its file name) and root (= the
  * log's root at that size, so all of them are one growing tree), `checkpoint` = the largest
  * of checkpoints/, the tiles and entry bundles of the latest checkpoint = the log, and the
- * auditor's saved state (the log's root at the saved size is the saved root).
+ * auditor's saved state (the log's root at the saved size is the saved root). Every
+ * checkpoint has one origin: the key's name, or without a key the latest checkpoint's.
  *
  * A failure is HSMCA_EPERM (the directory does not verify) or HSMCA_EIO (it cannot be read)
  * with a message naming the first entry ("log seq N (byte B)"), checkpoint or tile (its
@@ -58,14 +59,16 @@ HSMCA_MUSTCHECK hsmca_code audit_tile_reader_source(void *ctx, unsigned level, u
 HSMCA_MUSTCHECK hsmca_code audit_vkey_load(const char *arg, audit_vkey *k, hsmca_err *e);
 
 /* Reads and opens the checkpoint note at path under k into *c, and checks its origin is k's
- * name. Messages start with what (the path as the user should see it). */
+ * name. k NULL: the note's form and body only, no signature checked and any origin.
+ * Messages start with what (the path as the user should see it). */
 HSMCA_MUSTCHECK hsmca_code audit_checkpoint_load(const char *path, const char *what,
                                                  const audit_vkey *k, audit_checkpoint *c,
                                                  hsmca_err *e);
 
 typedef struct {
     const char *dir;        /* the audit directory */
-    const audit_vkey *vkey; /* the audit key's verifier key */
+    const audit_vkey *vkey; /* the audit key's verifier key; NULL: no signature is checked
+                               (all else is), and the state file is checked, not advanced */
     const char *state;      /* NULL, or the auditor's state file (created when missing) */
 } audit_verify_opts;
 

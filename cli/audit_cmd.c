@@ -24,13 +24,15 @@ static void usage(FILE *f)
           "\n"
           "Commands:\n"
           "  verify DIR [--vkey K] [--state F]   replay and check everything; one-line summary\n"
+          "         [--require-vkey]             (no vkey: all but the signatures, said)\n"
           "  prove --cert CERT.pem DIR           inclusion proof of a certificate's result entry\n"
           "  consistency OLD NEW [--dir DIR]     consistency proof between two checkpoints\n"
           "  show DIR [filters] [--json]         the entries as a table (or JSON lines)\n"
           "  vkey DIR                            print the log's verifier key\n"
           "\n"
-          "Exit status: 0 verified, 1 does not verify (the message names the entry,\n"
-          "checkpoint or tile that broke and why), 2 bad usage.\n",
+          "Exit status: 0 verified (verify without a vkey: all but the signatures), 1 does\n"
+          "not verify (the message names the entry, checkpoint or tile that broke and\n"
+          "why), 2 bad usage.\n",
           f);
 }
 
@@ -42,7 +44,7 @@ static int is_help(const char *a)
 /* ---- verify ------------------------------------------------------------------------------ */
 
 static const char verify_help[] =
-    "usage: hsmca audit verify DIR [--vkey K] [--state F]\n"
+    "usage: hsmca audit verify DIR [--vkey K] [--require-vkey] [--state F]\n"
     "\n"
     "Replays the signing log in DIR and checks: every line ends in a newline and\n"
     "is at most 64 KiB; every entry is canonical JSON; seq is the line index;\n"
@@ -54,31 +56,49 @@ static const char verify_help[] =
     "tree that only grows); DIR/checkpoint is the largest of them; the tiles\n"
     "and entry bundles of the latest checkpoint hold what the log holds.\n"
     "\n"
-    "  --vkey K   the verifier key: a file, or the vkey string itself\n"
-    "             (default DIR/vkey; pass the one you got from the CA's\n"
-    "             operator out of band, or DIR could sign itself)\n"
-    "  --state F  the auditor's memory: F holds the origin, size and root of the\n"
-    "             checkpoint the last run verified (a checkpoint body); the log\n"
-    "             must still have that root at that size (not forked, rewritten\n"
-    "             or rolled back). F is created when missing and replaced\n"
-    "             atomically by the latest checkpoint after a run that verifies.\n"
+    "  --vkey K        the verifier key: a file, or the vkey string itself\n"
+    "                  (default DIR/vkey; pass the one you got from the CA's\n"
+    "                  operator out of band, or DIR could sign itself)\n"
+    "  --require-vkey  exit 1 when there is no verifier key (no --vkey and no\n"
+    "                  DIR/vkey) instead of checking all but the signatures\n"
+    "  --state F       the auditor's memory: F holds the origin, size and root of\n"
+    "                  the checkpoint the last run verified (a checkpoint body); the\n"
+    "                  log must still have that root at that size (not forked,\n"
+    "                  rewritten or rolled back). F is created when missing and\n"
+    "                  replaced atomically by the latest checkpoint after a run that\n"
+    "                  verifies with a key (without one, F is checked, not changed).\n"
     "\n"
     "Prints one line: 'OK: E entries (C certificates, X failed, D denies),\n"
     "K checkpoints, latest size N root R' ('latest none' without a checkpoint;\n"
     "warnings on stderr for that and for intents\n"
     "still without a result at the end), exit 0; or 'FAILED: why' naming the\n"
-    "first entry (log seq S (byte B)), checkpoint or tile that breaks, exit 1.";
+    "first entry (log seq S (byte B)), checkpoint or tile that breaks, exit 1.\n"
+    "\n"
+    "Without a verifier key every check above is made but the checkpoints'\n"
+    "signatures (and their origin must be the latest checkpoint's, not the key's\n"
+    "name): the OK line is followed by the line\n"
+    "'checkpoint signatures: NOT checked (no vkey: give --vkey FILE)', stderr\n"
+    "warns, and the exit status is still 0. That proves the directory is one\n"
+    "consistent, append-only log, not that the CA's audit key signed it: anyone\n"
+    "who can write DIR can rewrite it whole. An auditor gives --vkey and\n"
+    "--require-vkey, so that a missing key is a failure (exit 1).";
 
 static const struct option verify_flags[] = {{"vkey", required_argument, 0, 'k'},
+                                             {"require-vkey", no_argument, 0, 'r'},
                                              {"state", required_argument, 0, 's'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
 
-/* The summary line of a log that verified, and the warnings (state: --state, or NULL). */
-static void print_verified(const audit_verify_report *r, const char *state)
+/* The summary line of a log that verified, and the warnings (state: --state, or NULL;
+ * signed: a verifier key checked the checkpoints' signatures). */
+static void print_verified(const audit_verify_report *r, const char *state, int with_key)
 {
     char *root = audit_cmd_b64(&r->root), st[80] = "";
-    if (state && r->checkpoints == 0)
+    if (state && !with_key)
+        snprintf(st, sizeof(st), r->state_new ? ", state not created (no signature checked)"
+                                              : ", state checked, not advanced (no signature "
+                                                "checked)");
+    else if (state && r->checkpoints == 0)
         snprintf(st, sizeof(st), ", state unchanged (no checkpoint)");
     else if (state && r->state_new)
         snprintf(st, sizeof(st), ", state created");
@@ -102,17 +122,25 @@ static void print_verified(const audit_verify_report *r, const char *state)
                 (unsigned long long)r->open_intents, (unsigned long long)r->first_open);
     if (r->checkpoints == 0)
         fputs("hsmca audit verify: warning: no checkpoint: nothing in the log is signed\n", stderr);
+    if (!with_key) {
+        puts("checkpoint signatures: NOT checked (no vkey: give --vkey FILE)");
+        fputs("hsmca audit verify: warning: no verifier key (no --vkey, no DIR/vkey): the log "
+              "is consistent, but nothing shows the CA's audit key signed it\n",
+              stderr);
+    }
 }
 
 static int verify_main(int argc, char **argv)
 {
     const char *dir = NULL, *vkey = NULL, *state = NULL;
+    int require = 0;
     cli_opts o;
     cli_opts_init(&o, "hsmca audit verify", verify_flags, &dir, 1);
     for (int c; (c = cli_opts_next(&o, argc, argv)) != -1;) {
         switch (c) {
         case 'h': puts(verify_help); return 0;
         case 'k': vkey = optarg; break;
+        case 'r': require = 1; break;
         case 's': state = optarg; break;
         default: return 2;
         }
@@ -122,16 +150,24 @@ static int verify_main(int argc, char **argv)
         return 2;
     }
     audit_vkey k;
-    if (!audit_cmd_load_vkey("verify", vkey, dir, &k))
+    int have = audit_cmd_find_vkey("verify", vkey, dir, &k);
+    if (have < 0)
         return 1;
-    audit_verify_opts vo = {dir, &k, state};
+    if (!have && require) {
+        fprintf(stderr,
+                "hsmca audit verify: FAILED: no verifier key: %s/vkey does not exist and no "
+                "--vkey was given (--require-vkey)\n",
+                dir);
+        return 1;
+    }
+    audit_verify_opts vo = {dir, have ? &k : NULL, state};
     audit_verify_report r;
     hsmca_err e;
     if (audit_verify(&vo, &r, &e) != HSMCA_OK) {
         fprintf(stderr, "hsmca audit verify: FAILED: %s\n", e.msg);
         return 1;
     }
-    print_verified(&r, state);
+    print_verified(&r, state, have);
     return 0;
 }
 

@@ -1,8 +1,10 @@
 /* audit_cmd_util.c - see audit_cmd_util.h. */
 #include "audit_cmd_util.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "util.h"
 
@@ -48,6 +50,16 @@ int audit_cmd_load_vkey(const char *cmd, const char *arg, const char *dir, audit
         return 0;
     }
     return 1;
+}
+
+int audit_cmd_find_vkey(const char *cmd, const char *arg, const char *dir, audit_vkey *k)
+{
+    char path[4096];
+    struct stat st;
+    if (!arg && stat(audit_cmd_path(path, sizeof(path), dir, "vkey"), &st) != 0 &&
+        errno == ENOENT)
+        return 0;
+    return audit_cmd_load_vkey(cmd, arg, dir, k) ? 1 : -1;
 }
 
 int audit_cmd_each_entry(const char *dir, const char *cmd, audit_cmd_entry_fn fn, void *ctx)

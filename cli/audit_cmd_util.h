@@ -22,6 +22,10 @@ void audit_cmd_print_hashes(const audit_hash *h, size_t n);
  * 0 when it cannot be loaded, said as "hsmca audit CMD: vkey: ...". */
 int audit_cmd_load_vkey(const char *cmd, const char *arg, const char *dir, audit_vkey *k);
 
+/* audit_cmd_load_vkey, where no key is an answer: 0 when arg is NULL and DIR/vkey does not
+ * exist, 1 loaded, -1 when one was given or found but cannot be loaded (said). */
+int audit_cmd_find_vkey(const char *cmd, const char *arg, const char *dir, audit_vkey *k);
+
 /* Called for each entry of a log, in order: 1 goes on, 0 stops the walk, -1 stops it
  * as a failure (fn has said why). line[0..len) is the entry's line, without '\n'. */
 typedef int (*audit_cmd_entry_fn)(void *ctx, uint64_t seq, const audit_entry *ent, const char *line,

@@ -22,9 +22,9 @@
 static void usage(FILE *f)
 {
     fputs("usage: hsmca dev [--dir DIR] [--listen ADDR] [--ca-key ec-p256|rsa-2048]\n"
-          "                 [--audit-key ed25519|ec-p256]\n"
+          "                 [--audit-key ed25519|ec-p256|ec-p384]\n"
           "       hsmca dev init [--dir DIR] [--ca-key ec-p256|rsa-2048]\n"
-          "                 [--audit-key ed25519|ec-p256]\n"
+          "                 [--audit-key ed25519|ec-p256|ec-p384]\n"
           "       hsmca dev token [--dir DIR] --ns NS --sa SA [--aud A] [--ttl SECONDS]\n"
           "\n"
           "Runs a development CA: on first start it creates, under DIR (default\n"
@@ -48,7 +48,8 @@ static void usage(FILE *f)
           "  --dir DIR        state directory (created 0700)\n"
           "  --listen ADDR    host:port to serve on\n"
           "  --ca-key TYPE    CA key type on first start: ec-p256 (default) or rsa-2048\n"
-          "  --audit-key TYPE audit key type on first start: ed25519 (default) or ec-p256\n"
+          "  --audit-key TYPE audit key type on first start: ed25519 (default), ec-p256\n"
+          "                   or ec-p384\n"
           "                   (ECDSA checkpoints, for tokens without EdDSA); without\n"
           "                   it a later start keeps the audit key DIR holds\n"
           "  --help           this text\n",
@@ -66,9 +67,12 @@ static int parse_key(int flag, const char *arg, p11_key_type *ca, p11_key_type *
         *audit = P11_KEY_ED25519;
     else if (flag == 'a' && !strcmp(arg, "ec-p256"))
         *audit = P11_KEY_EC_P256;
+    else if (flag == 'a' && !strcmp(arg, "ec-p384"))
+        *audit = P11_KEY_EC_P384;
     else {
         fprintf(stderr, flag == 'k' ? "hsmca dev: --ca-key must be ec-p256 or rsa-2048\n"
-                                    : "hsmca dev: --audit-key must be ed25519 or ec-p256\n");
+                                    : "hsmca dev: --audit-key must be ed25519, ec-p256 or "
+                                      "ec-p384\n");
         return -1;
     }
     return 0;

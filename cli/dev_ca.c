@@ -146,10 +146,10 @@ static const char *key_type_name(int t) { return t == P11_KEY_RSA_2048 ? "rsa-20
 
 static const char *audit_type_name(p11_key_type t)
 {
-    return t == P11_KEY_EC_P256 ? "ec-p256" : "ed25519";
+    return t == P11_KEY_EC_P256 ? "ec-p256" : t == P11_KEY_EC_P384 ? "ec-p384" : "ed25519";
 }
 
-/* The audit key (Ed25519 unless type says EC P-256): made with a new CA, and in a
+/* The audit key (Ed25519 unless type says EC P-256 or P-384): made with a new CA, and in a
  * directory made before hsmca had one (said in the log); an existing key must
  * pass the signer's checks, and be of type when one was asked for. */
 static HSMCA_MUSTCHECK hsmca_code ensure_audit_key(p11_module *m, const char *pin, int new_ca,
@@ -165,12 +165,18 @@ static HSMCA_MUSTCHECK hsmca_code ensure_audit_key(p11_module *m, const char *pi
     if (rc == HSMCA_ENOTFOUND) {
         log_info("%sgenerating the %s audit key '%s' in the token",
                  new_ca ? "" : "this dev directory has no audit key yet: ",
-                 make == P11_KEY_EC_P256 ? "ECDSA P-256" : "Ed25519", DEV_AUDIT_KEY_LABEL);
+                 make == P11_KEY_EC_P256   ? "ECDSA P-256"
+                 : make == P11_KEY_EC_P384 ? "ECDSA P-384"
+                                           : "Ed25519",
+                 DEV_AUDIT_KEY_LABEL);
         rc = p11_generate_key(m, DEV_TOKEN_LABEL, pin, DEV_AUDIT_KEY_LABEL, make, &why);
         if (rc == HSMCA_OK)
             rc = p11_signkey_open(m, uri, pin, &k, &why);
     } else if (rc == HSMCA_OK && type != P11_KEY_UNSET) {
-        const char *have = strcmp(p11_signkey_alg(k), "ed25519") == 0 ? "ed25519" : "ec-p256";
+        const char *alg = p11_signkey_alg(k);
+        const char *have = !strcmp(alg, "ed25519")      ? "ed25519"
+                           : !strcmp(alg, "ecdsa-p384") ? "ec-p384"
+                                                        : "ec-p256";
         if (strcmp(have, audit_type_name(type)) != 0) {
             p11_signkey_close(k);
             return hsmca_fail(e, HSMCA_EINVAL,

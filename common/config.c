@@ -94,6 +94,8 @@ static const config_field fields[] = {
     F("pkcs11", "softhsm2_conf", CT_PATH, softhsm2_conf, 0),
     F("pkcs11", "sessions", CT_U32, sessions, 0),
     F("pkcs11", "sign_timeout", CT_DUR, sign_timeout, 0),
+    F("pkcs11", "audit_module", CT_STR, audit_module, 0),
+    F("pkcs11", "audit_pin_file", CT_PATH, audit_pin_file, 0),
     S("", "ca"),
     F("ca", "cert", CT_PATH, ca_cert, 0),
     F("ca", "root_bundle", CT_PATH, root_bundle, 0),

@@ -67,12 +67,14 @@ typedef struct {
     char module_path[CONFIG_MAX_STR];   /* /usr/lib/softhsm/libsofthsm2.so */
     char pin_file[CONFIG_MAX_STR];      /* file holding the user PIN */
     char ca_key_uri[CONFIG_MAX_STR];    /* pkcs11:token=hsmca;object=ca-key;type=private */
-    char audit_key_uri[CONFIG_MAX_STR]; /* the audit key (DESIGN.md §6: Ed25519 or EC P-256/P-384), same token;
-                                           "" (default): none yet */
+    char audit_key_uri[CONFIG_MAX_STR]; /* the audit key (DESIGN.md §6: Ed25519 or EC P-256/P-384),
+                                           in audit_module; "" (default): none yet */
     char softhsm2_conf[CONFIG_MAX_STR]; /* optional: SOFTHSM2_CONF for the signer only */
     uint32_t sessions;                  /* signing session pool size, default 4 */
     uint32_t sign_timeout;              /* seconds a token call may take before its request
                                            is answered UNAVAILABLE, default 10 */
+    char audit_module[CONFIG_MAX_STR];   /* the audit key's module; "" (default): module */
+    char audit_pin_file[CONFIG_MAX_STR]; /* the audit key's PIN; "" (default): pin_file */
 
     /* ca: */
     char ca_cert[CONFIG_MAX_STR];     /* PEM: the certificate of the CA key */

@@ -245,6 +245,10 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
         return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.ca_key must be a pkcs11: URI");
     if (c->audit_key_uri[0] && strncmp(c->audit_key_uri, "pkcs11:", 7) != 0)
         return hsmca_fail(e, HSMCA_EINVAL, "config: pkcs11.audit_key must be a pkcs11: URI");
+    if (!c->audit_key_uri[0] && (c->audit_module[0] || c->audit_pin_file[0]))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: pkcs11.audit_module and pkcs11.audit_pin_file need "
+                          "pkcs11.audit_key (the key they are for)");
     if (c->audit_key_uri[0] && !strcmp(c->audit_key_uri, c->ca_key_uri))
         return hsmca_fail(e, HSMCA_EINVAL,
                           "config: pkcs11.audit_key must name another key than pkcs11.ca_key");

@@ -34,7 +34,8 @@ typedef enum {
     P11_KEY_UNSET = 0, /* for callers' "not chosen"; p11_generate_key refuses it */
     P11_KEY_EC_P256 = 1,
     P11_KEY_RSA_2048 = 2,
-    P11_KEY_ED25519 = 3
+    P11_KEY_ED25519 = 3,
+    P11_KEY_EC_P384 = 4
 } p11_key_type;
 
 typedef struct p11_module p11_module; /* a loaded, initialized module */

@@ -120,6 +120,9 @@ static CK_RV generate_pair(p11_module *m, CK_SESSION_HANDLE s, const char *label
     if (type == P11_KEY_EC_P256) {
         mech.mechanism = CKM_EC_KEY_PAIR_GEN;
         pub[npub++] = (CK_ATTRIBUTE){CKA_EC_PARAMS, (void *)p11_oid_p256, sizeof(p11_oid_p256)};
+    } else if (type == P11_KEY_EC_P384) {
+        mech.mechanism = CKM_EC_KEY_PAIR_GEN;
+        pub[npub++] = (CK_ATTRIBUTE){CKA_EC_PARAMS, (void *)p11_oid_p384, sizeof(p11_oid_p384)};
     } else if (type == P11_KEY_ED25519) {
         /* PKCS#11 3.0 names the curve by the RFC 8410 OID or by the printable
          * string; SoftHSM 2.6.1 takes both, keeps the OID on the public half
@@ -146,7 +149,8 @@ hsmca_code p11_generate_key(p11_module *m, const char *token_label, const char *
     int did_login = 0;
     if (!label || !*label || strlen(label) > 255)
         return hsmca_fail(e, HSMCA_EINVAL, "generate key: label must be 1..255 bytes");
-    if (type != P11_KEY_EC_P256 && type != P11_KEY_RSA_2048 && type != P11_KEY_ED25519)
+    if (type != P11_KEY_EC_P256 && type != P11_KEY_RSA_2048 && type != P11_KEY_ED25519 &&
+        type != P11_KEY_EC_P384)
         return hsmca_fail(e, HSMCA_EINVAL, "generate key: unknown key type %d", (int)type);
     if ((c = p11_find_token(m, token_label, &slot, NULL, e)) != HSMCA_OK)
         return c;

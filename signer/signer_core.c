@@ -50,14 +50,32 @@ hsmca_code signer_keys_load_fd(signer_ctx *s, int cluster, int fd, hsmca_err *e)
 
 /* After the token refused the PIN nothing logs in again, until the PIN file
  * is replaced or rewritten (then a fresh signer reads it, once). */
-static int pin_file_changed(const signer_ctx *s)
+static int pin_file_changed(const char *path, const struct stat *then)
 {
     struct stat now;
-    if (stat(s->cfg.pin_file, &now) != 0)
+    if (stat(path, &now) != 0)
         return 0;
-    return now.st_ino != s->pin_stat.st_ino || now.st_size != s->pin_stat.st_size ||
-           now.st_mtim.tv_sec != s->pin_stat.st_mtim.tv_sec ||
-           now.st_mtim.tv_nsec != s->pin_stat.st_mtim.tv_nsec;
+    return now.st_ino != then->st_ino || now.st_size != then->st_size ||
+           now.st_mtim.tv_sec != then->st_mtim.tv_sec ||
+           now.st_mtim.tv_nsec != then->st_mtim.tv_nsec;
+}
+
+/* The audit key's PIN file: pkcs11.audit_pin_file, unset the CA key's. */
+static const char *audit_pin_path(const hsmca_config *cfg)
+{
+    return cfg->audit_pin_file[0] ? cfg->audit_pin_file : cfg->pin_file;
+}
+
+/* The PIN file of a key whose token refused its PIN, when that file changed; else NULL. */
+static const char *refused_pin_changed(const signer_ctx *s)
+{
+    if (p11_pool_get_state(s->pool) == P11_POOL_PIN_REFUSED &&
+        pin_file_changed(s->cfg.pin_file, &s->pin_stat))
+        return s->cfg.pin_file;
+    if (s->audit_key && p11_signkey_get_state(s->audit_key) == P11_POOL_PIN_REFUSED &&
+        pin_file_changed(audit_pin_path(&s->cfg), &s->audit_pin_stat))
+        return audit_pin_path(&s->cfg);
+    return NULL;
 }
 
 int signer_tick(signer_ctx *s)
@@ -76,10 +94,9 @@ int signer_tick(signer_ctx *s)
     signer_answer_overdue(s);
     log_limiter_flush(s->refusals, util_mono_now());
     signer_audit_flush_summaries(s, util_mono_now());
-    int refused = p11_pool_get_state(s->pool) == P11_POOL_PIN_REFUSED ||
-                  (s->audit_key && p11_signkey_get_state(s->audit_key) == P11_POOL_PIN_REFUSED);
-    if (refused && pin_file_changed(s)) {
-        log_warn("the PIN file %s changed: restarting the signer to try it once", s->cfg.pin_file);
+    const char *changed = refused_pin_changed(s);
+    if (changed) {
+        log_warn("the PIN file %s changed: restarting the signer to try it once", changed);
         return 1;
     }
     return 0;
@@ -128,25 +145,70 @@ static void build_policy(signer_ctx *s)
     config_serving_names(cfg, p->serving_dns, &p->n_serving_dns, p->serving_ips, &p->n_serving_ips);
 }
 
+/* 1 when the module files a and b are one (a symlink or another path to it too: dlopen
+ * returns the one handle, and a second C_Initialize in one process fails). */
+static int same_module(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0)
+        return strcmp(a, b) == 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* The module of the audit key: pkcs11.audit_module loaded (before the sandbox, as the
+ * CA key's), or the CA key's module when that is unset or the same file. */
+static HSMCA_MUSTCHECK hsmca_code audit_module(signer_ctx *s, const hsmca_config *cfg,
+                                               p11_module **m, hsmca_err *e)
+{
+    *m = s->module;
+    if (!cfg->audit_module[0] || same_module(cfg->audit_module, cfg->module_path))
+        return HSMCA_OK;
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    hsmca_code rc = p11_module_load(cfg->audit_module, &s->audit_module, &why);
+    if (rc != HSMCA_OK)
+        return hsmca_fail(e, rc, "audit key (pkcs11.audit_module): %s", why.msg);
+    *m = s->audit_module;
+    return HSMCA_OK;
+}
+
 /* The audit key (DESIGN.md §6), checked like the CA key: opened before the
- * sandbox, refused naming the check, and its public key's fingerprint logged
- * so an operator can tell which key signs the log. */
+ * sandbox, in its own module and with its own PIN file when configured, refused
+ * naming the check, and its module and public key's fingerprint logged so an
+ * operator can tell which key signs the log, and where it is. */
 static HSMCA_MUSTCHECK hsmca_code open_audit_key(signer_ctx *s, const hsmca_config *cfg,
-                                                 const char *pin, hsmca_err *e)
+                                                 hsmca_err *e)
 {
     if (!cfg->audit_key_uri[0]) {
         log_info("no audit key configured (pkcs11.audit_key is empty)");
         return HSMCA_OK;
     }
+    const char *pin_path = audit_pin_path(cfg);
+    p11_module *m;
+    char pin[256];
+    if (stat(pin_path, &s->audit_pin_stat) != 0)
+        memset(&s->audit_pin_stat, 0, sizeof(s->audit_pin_stat));
+    HSMCA_GUARD(util_read_secret(pin_path, pin, sizeof(pin), e));
     hsmca_err why;
     hsmca_err_clear(&why);
-    hsmca_code rc = p11_signkey_open(s->module, cfg->audit_key_uri, pin, &s->audit_key, &why);
-    if (rc != HSMCA_OK)
-        return hsmca_fail(e, rc, "audit key (pkcs11.audit_key): %s", why.msg);
+    hsmca_code rc = audit_module(s, cfg, &m, e);
+    if (rc == HSMCA_OK) {
+        rc = p11_signkey_open(m, cfg->audit_key_uri, pin, &s->audit_key, &why);
+        if (rc == HSMCA_EAUTH)
+            hsmca_fail(e, rc, "audit key (pkcs11.audit_key): %s (the PIN of %s, %s)", why.msg,
+                       pin_path,
+                       cfg->audit_pin_file[0] ? "pkcs11.audit_pin_file" : "pkcs11.pin_file");
+        else if (rc != HSMCA_OK)
+            hsmca_fail(e, rc, "audit key (pkcs11.audit_key): %s", why.msg);
+    }
+    OPENSSL_cleanse(pin, sizeof(pin));
+    HSMCA_GUARD(rc);
     char pub[2 * P11_SIGNKEY_PUB_MAX + 1];
     util_hex(p11_signkey_public_raw(s->audit_key), p11_signkey_public_len(s->audit_key), pub);
     const char *alg = p11_signkey_alg(s->audit_key);
     LOG_EVENT(LOG_LVL_INFO, "audit key ready", LOG_STR("key", cfg->audit_key_uri),
+              LOG_STR("module", s->audit_module ? cfg->audit_module : cfg->module_path),
+              LOG_STR("module_shared", s->audit_module ? "false" : "true"),
               LOG_STR("type", strcmp(alg, "ed25519") == 0      ? "Ed25519"
                               : strcmp(alg, "ecdsa-p384") == 0 ? "ECDSA P-384"
                                                                : "ECDSA P-256"),
@@ -167,10 +229,11 @@ static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *
     rc = p11_module_load(cfg->module_path, &s->module, e);
     if (rc == HSMCA_OK)
         rc = p11_pool_open(s->module, cfg->ca_key_uri, pin, cfg->sessions, &s->pool, e);
-    if (rc == HSMCA_OK)
-        rc = open_audit_key(s, cfg, pin, e);
     OPENSSL_cleanse(pin, sizeof(pin));
-    return rc;
+    if (rc == HSMCA_OK)
+        LOG_EVENT(LOG_LVL_INFO, "CA key ready", LOG_STR("key", cfg->ca_key_uri),
+                  LOG_STR("module", cfg->module_path));
+    return rc == HSMCA_OK ? open_audit_key(s, cfg, e) : rc;
 }
 
 /* The audit key's signature (CKM_EDDSA, or CKM_ECDSA over SHA-256 made DER), for the
@@ -491,6 +554,7 @@ void signer_stop_all(signer_ctx *s)
         return;
     signer_stages_free(s);
     p11_signkey_close(s->audit_key);
+    p11_module_unload(s->audit_module);
     p11_pool_close(s->pool);
     p11_module_unload(s->module);
     X509_free(s->ca_cert);

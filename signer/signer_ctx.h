@@ -72,6 +72,8 @@ typedef struct signer_job {
 
 struct signer_ctx {
     p11_module *module;
+    p11_module *audit_module; /* pkcs11.audit_module when another file than module; NULL:
+                                 the audit key is in module (one file is loaded once) */
     p11_pool *pool;
     p11_signkey *audit_key; /* pkcs11.audit_key; NULL when none is configured */
     audit_log *audit;       /* audit.dir; NULL when none is configured */
@@ -88,6 +90,7 @@ struct signer_ctx {
     window_limiter *deny_limit;          /* deny entries per window (signer_audit.h) */
     window_limiter *frontend_deny_limit; /* frontend-deny entries per window */
     struct stat pin_stat; /* the PIN file as read at start: a change re-enables login */
+    struct stat audit_pin_stat; /* the audit key's PIN file (pkcs11.audit_pin_file), same */
     int ctl_fd;           /* to ask the supervisor for a new front end; -1: none */
     double last_tick;     /* monotonic: signer_tick's last run (main thread only) */
 

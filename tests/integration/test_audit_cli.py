@@ -134,6 +134,104 @@ class AuditCliTests(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("FAILED: state %s: the log's root at size 580" % state, r.stderr)
 
+    NOT_CHECKED = "checkpoint signatures: NOT checked (no vkey: give --vkey FILE)\n"
+
+    def unkeyed(self, name):
+        """A copy of the fixture without DIR/vkey, and the vkey string it held."""
+        d = self.copy(name)
+        with open(os.path.join(d, "vkey")) as f:
+            vkey = f.read().strip()
+        os.unlink(os.path.join(d, "vkey"))
+        return d, vkey
+
+    def test_verify_without_vkey(self):
+        d, vkey = self.unkeyed("unkeyed")
+        r = audit("verify", d)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^OK: 600 entries .*, 5 checkpoints, latest size 580 root "
+                         r"[A-Za-z0-9+/]{43}=\n" + re.escape(self.NOT_CHECKED) + "$")
+        self.assertIn("warning: no verifier key", r.stderr)
+        # the auditor's flag: no key is a failure, and nothing is printed as verified
+        r = audit("verify", d, "--require-vkey")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertEqual(r.stdout, "")
+        self.assertIn("FAILED: no verifier key: %s/vkey does not exist" % d, r.stderr)
+        # with the key given, the signatures are checked and the line is gone
+        r = audit("verify", d, "--require-vkey", "--vkey", vkey)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("NOT checked", r.stdout)
+        # a --vkey that names nothing is an error, never a silent run without a key
+        r = audit("verify", d, "--vkey", os.path.join(d, "no-such-vkey"))
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("vkey: ", r.stderr)
+        # the state is checked but not created or advanced by a run without a key
+        state = os.path.join(self.tmp, "unkeyed.state")
+        r = audit("verify", d, "--state", state)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("state not created (no signature checked)", r.stdout)
+        self.assertFalse(os.path.exists(state))
+        with open(state, "w") as f:
+            f.write("hsmca.test/verify\n580\n" + base64.b64encode(b"\0" * 32).decode() + "\n")
+        r = audit("verify", d, "--state", state)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("FAILED: state %s: the log's root at size 580" % state, r.stderr)
+
+    def test_verify_without_vkey_finds_tampering(self):
+        d, _ = self.unkeyed("unkeyed-flip")
+        lines = list(self.lines)
+        # one flipped bit in an entry covered by a checkpoint: still canonical JSON, so
+        # only what the checkpoints cover can tell (the first met: the entry bundle)
+        i = lines[200].index(b"/sa/") + 4
+        flipped = bytearray(lines[200])
+        flipped[i] ^= 0x01
+        lines[200] = bytes(flipped)
+        with open(os.path.join(d, "log"), "wb") as f:
+            f.write(b"".join(l + b"\n" for l in lines))
+        r = audit("verify", d)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertEqual(r.stdout, "")
+        self.assertIn("FAILED: log seq 200 (byte %d): differs from entry 200 of "
+                      "tile/entries/000" % sum(len(l) + 1 for l in lines[:200]), r.stderr)
+        # a checkpoint whose root is not the log's (its signature no longer matters)
+        d, _ = self.unkeyed("unkeyed-root")
+        p = os.path.join(d, "checkpoints", "100")
+        with open(p, "rb") as f:
+            note = f.read().split(b"\n")
+        note[2] = base64.b64encode(b"\1" * 32)
+        with open(p, "wb") as f:
+            f.write(b"\n".join(note))
+        r = audit("verify", d)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("FAILED: checkpoints/100: its root is not the log's root over seq 0..99",
+                      r.stderr)
+        # a dropped line: the seq rule
+        d, _ = self.unkeyed("unkeyed-drop")
+        lines = list(self.lines)
+        del lines[420]
+        with open(os.path.join(d, "log"), "wb") as f:
+            f.write(b"".join(l + b"\n" for l in lines))
+        r = audit("verify", d)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("FAILED: log seq 420 (byte ", r.stderr)
+        self.assertIn("says seq 421", r.stderr)
+        # a last line without its newline: framing
+        d, _ = self.unkeyed("unkeyed-frame")
+        with open(os.path.join(d, "log"), "rb+") as f:
+            f.truncate(os.path.getsize(os.path.join(d, "log")) - 1)
+        r = audit("verify", d)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("FAILED: ", r.stderr)
+        # a checkpoint of another origin among them (two logs mixed)
+        d, _ = self.unkeyed("unkeyed-origin")
+        p = os.path.join(d, "checkpoints", "100")
+        with open(p, "rb") as f:
+            note = f.read()
+        with open(p, "wb") as f:
+            f.write(note.replace(b"hsmca.test/verify\n", b"hsmca.test/other\n", 1))
+        r = audit("verify", d)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("FAILED: checkpoints/100: origin hsmca.test/other is not the latest", r.stderr)
+
     def test_verify_names_the_edited_entry(self):
         d = self.copy("edited")
         lines = list(self.lines)

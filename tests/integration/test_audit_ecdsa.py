@@ -1,14 +1,17 @@
 #!/usr/bin/python3
-"""An ECDSA P-256 audit key (`hsmca dev --audit-key ec-p256`, for tokens without EdDSA) on a
-real `hsmca dev` with a real SoftHSM token: certificates are issued, a checkpoint covering
-them appears, and `hsmca audit verify`, `audit prove` and `audit consistency` pass on the
-directory, also after a restart that checks the log against the latest checkpoint.
+"""An ECDSA P-256 or P-384 audit key (`hsmca dev --audit-key ec-p256|ec-p384`, for tokens
+without EdDSA) on a real `hsmca dev` with a real SoftHSM token: certificates are issued, a
+checkpoint covering them appears, and `hsmca audit verify`, `audit prove` and `audit
+consistency` pass on the directory, also after a restart that checks the log against the
+latest checkpoint.
 
-The checkpoint is also checked by a second implementation, Python's `cryptography`
-(OpenSSL) reading only the published files: the vkey is name+hex8(key ID)+base64(0x02 ||
-DER SubjectPublicKeyInfo) with key ID = SHA-256(SPKI)[:4] (c2sp.org/signed-note, type
-0x02), and the signature line is key ID || a DER ECDSA signature over SHA-256 of the note
-text. The root is the RFC 9162 root of the log's lines, computed here."""
+The checkpoint is also checked by two other implementations reading only the published
+files: Python's `cryptography`, and the `openssl dgst` command line given the vkey's SPKI
+as PEM, the note text and the DER signature as files. The vkey is name+hex8(key ID)+
+base64(0x02 || DER SubjectPublicKeyInfo) with key ID = SHA-256(SPKI)[:4]
+(c2sp.org/signed-note, type 0x02), and the signature line is key ID || a DER ECDSA
+signature over SHA-256 of the note text, whatever the curve. The root is the RFC 9162
+root of the log's lines, computed here."""
 import base64
 import hashlib
 import json
@@ -29,15 +32,18 @@ from audit_tree import leaf, log_lines, mth
 from hsmca_harness import BIN, DevServer
 
 
-def parse_ec_vkey(text):
-    """(name, key ID, public key, SPKI) of a type-0x02 vkey, checked byte by byte."""
+CURVES = {"ec-p256": ec.SECP256R1, "ec-p384": ec.SECP384R1}
+
+
+def parse_ec_vkey(text, curve="ec-p256"):
+    """(name, key ID, public key, SPKI) of a type-0x02 vkey on curve, checked byte by byte."""
     name, keyid, b64 = text.strip().split("+", 2)
     raw = base64.b64decode(b64, validate=True)
     assert raw[0] == 2, "an ECDSA vkey starts with 0x02, not %#x" % raw[0]
     spki = raw[1:]
     pub = serialization.load_der_public_key(spki)
     assert isinstance(pub, ec.EllipticCurvePublicKey), type(pub)
-    assert isinstance(pub.curve, ec.SECP256R1), pub.curve.name
+    assert isinstance(pub.curve, CURVES[curve]), pub.curve.name
     assert pub.public_bytes(serialization.Encoding.DER,
                             serialization.PublicFormat.SubjectPublicKeyInfo) == spki, \
         "the SPKI is DER with an uncompressed point"
@@ -64,14 +70,47 @@ def open_checkpoint(note, vkey):
     return origin, int(size), base64.b64decode(root)
 
 
+def openssl_verify(note, vkey, tmp):
+    """1 when `openssl dgst -sha256 -verify` accepts vkey's signature line of note, 0 when it
+    refuses it: the SPKI made PEM here (base64 in 64-column lines), no code of ours or of
+    Python's verifier between."""
+    name, keyid, _, spki = vkey
+    i = note.rindex(b"\n\n")
+    text = note[:i + 1]
+    sig = None
+    for line in note[i + 2:].decode().splitlines():
+        sname, b64 = line[2:].split(" ")
+        blob = base64.b64decode(b64, validate=True)
+        if sname == name and blob[:4] == keyid:
+            sig = blob[4:]
+    assert sig is not None, "no signature line by the vkey"
+    b64 = base64.b64encode(spki).decode()
+    pem = "-----BEGIN PUBLIC KEY-----\n%s\n-----END PUBLIC KEY-----\n" % "\n".join(
+        b64[j:j + 64] for j in range(0, len(b64), 64))
+    files = {}
+    for what, data in (("pub.pem", pem.encode()), ("note.txt", text), ("sig.der", sig)):
+        files[what] = os.path.join(tmp, what)
+        with open(files[what], "wb") as f:
+            f.write(data)
+    r = subprocess.run(["openssl", "dgst", "-sha256", "-verify", files["pub.pem"],
+                        "-signature", files["sig.der"], files["note.txt"]],
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode == 0 and r.stdout.strip() == "Verified OK":
+        return 1
+    assert r.returncode == 1 and "Verification failure" in r.stdout, r.stdout + r.stderr
+    return 0
+
+
 def audit(*args):
     return subprocess.run([BIN, "audit"] + list(args), capture_output=True, text=True,
                           timeout=120)
 
 
 class AuditEcdsaTests(unittest.TestCase):
+    CURVE, TYPE, ALG = "ec-p256", "ECDSA P-256", "ecdsa-p256"
+
     def setUp(self):
-        self.server = DevServer("ec-p256", name="auditec", audit_key="ec-p256")
+        self.server = DevServer("ec-p256", name="audit" + self.CURVE[3:], audit_key=self.CURVE)
         self.server.wait_ready()
         self.audit = os.path.join(self.server.dir, "audit")
         self.tmp = tempfile.mkdtemp(prefix="auditec-cli.", dir=self.server.dir)
@@ -85,7 +124,7 @@ class AuditEcdsaTests(unittest.TestCase):
 
     def wait_checkpoint(self, size, timeout):
         deadline = time.time() + timeout
-        vkey = parse_ec_vkey(self.read("vkey").decode())
+        vkey = parse_ec_vkey(self.read("vkey").decode(), self.CURVE)
         while True:
             note = self.read("checkpoint")
             cp = open_checkpoint(note, vkey)
@@ -142,17 +181,17 @@ class AuditEcdsaTests(unittest.TestCase):
 
     def test_ecdsa_checkpoints(self):
         self.check_token()
-        vkey = parse_ec_vkey(self.read("vkey").decode())
+        vkey = parse_ec_vkey(self.read("vkey").decode(), self.CURVE)
         with open(self.server.log_path) as f:
             ready = [json.loads(l) for l in f if '"audit key ready"' in l]
         self.assertTrue(ready, "no 'audit key ready' line")
-        self.assertEqual(ready[-1]["type"], "ECDSA P-256")
+        self.assertEqual(ready[-1]["type"], self.TYPE)
         self.assertEqual(ready[-1]["public_key"], vkey[3].hex())
 
         chain, note, cp = self.issue_some(3)
         self.assertEqual(cp[0], vkey[0], "the origin is the key name")
         key = [json.loads(l) for l in log_lines(self.audit) if b'"kind":"key"' in l]
-        self.assertEqual(key[-1]["audit_key_alg"], "ecdsa-p256")
+        self.assertEqual(key[-1]["audit_key_alg"], self.ALG)
         self.assertEqual(key[-1]["audit_public_key"], vkey[3].hex())
 
         # The check can fail: one bit of the signature, or of the text.
@@ -162,8 +201,13 @@ class AuditEcdsaTests(unittest.TestCase):
         bad = note[:i] + base64.b64encode(bytes(blob)) + b"\n"
         with self.assertRaises(InvalidSignature):
             open_checkpoint(bad, vkey)
+        forged = note.replace(b"\n%d\n" % cp[1], b"\n%d\n" % (cp[1] + 1), 1)
         with self.assertRaises(InvalidSignature):
-            open_checkpoint(note.replace(b"\n%d\n" % cp[1], b"\n%d\n" % (cp[1] + 1), 1), vkey)
+            open_checkpoint(forged, vkey)
+        # The openssl command line agrees, both ways.
+        self.assertEqual(openssl_verify(note, vkey, self.tmp), 1, "openssl verifies the note")
+        self.assertEqual(openssl_verify(bad, vkey, self.tmp), 0)
+        self.assertEqual(openssl_verify(forged, vkey, self.tmp), 0)
 
         self.check_cli(chain)
         # Ours refuses a tampered checkpoint too.
@@ -183,8 +227,14 @@ class AuditEcdsaTests(unittest.TestCase):
         self.server.wait_ready()
         chain, note, cp = self.issue_some(2)
         self.assertGreater(cp[1], first, "the checkpoint grows after the restart")
-        self.assertEqual(parse_ec_vkey(self.read("vkey").decode())[3], vkey[3], "same key")
+        self.assertEqual(parse_ec_vkey(self.read("vkey").decode(), self.CURVE)[3], vkey[3], "same key")
+        self.assertEqual(openssl_verify(note, vkey, self.tmp), 1)
         self.check_cli(chain)
+
+
+class AuditEcdsaP384Tests(AuditEcdsaTests):
+    """The same with a P-384 key: its checkpoints still sign SHA-256 of the text."""
+    CURVE, TYPE, ALG = "ec-p384", "ECDSA P-384", "ecdsa-p384"
 
 
 class AuditKeyFlagTests(unittest.TestCase):
@@ -192,7 +242,7 @@ class AuditKeyFlagTests(unittest.TestCase):
         r = subprocess.run([BIN, "dev", "init", "--audit-key", "rsa-2048"], capture_output=True,
                            text=True, timeout=30)
         self.assertEqual(r.returncode, 2)
-        self.assertIn("--audit-key must be ed25519 or ec-p256", r.stderr)
+        self.assertIn("--audit-key must be ed25519, ec-p256 or ec-p384", r.stderr)
 
 
 if __name__ == "__main__":
