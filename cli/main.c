@@ -10,6 +10,7 @@
 #include "log.h"
 #include "request.h"
 #include "supervisor.h"
+#include "token_cmd.h"
 
 static void usage(FILE *f)
 {
@@ -23,6 +24,12 @@ static void usage(FILE *f)
           "  dev token  print a JWT the dev CA accepts\n"
           "  request    ask a running CA for a certificate (a test client)\n"
           "  serve      run the CA from a YAML config: supervisor, signer, front end\n"
+          "  token check   open the config's token as serve would (same program, user and\n"
+          "                sandbox), list its slots and the keys' attributes, and say\n"
+          "                whether serve would start and what to fix: run it first on a\n"
+          "                new HSM\n"
+          "  token keygen  make the CA key or the audit key in the token: sensitive,\n"
+          "                never extractable, sign only; prints its fingerprint\n"
           "  version    print the version\n"
           "\n"
           "serve and dev start two programs installed beside hsmca (or in\n"
@@ -83,6 +90,8 @@ int main(int argc, char **argv)
         return audit_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "dev"))
         return dev_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "token"))
+        return token_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve"))
         return serve_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "request"))

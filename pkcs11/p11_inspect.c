@@ -172,9 +172,9 @@ static void inspect_flags(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h
          "the key was readable once: a copy may exist"},
         {CKA_NEVER_EXTRACTABLE, "CKA_NEVER_EXTRACTABLE", 1, 0,
          "the key was exportable once: a copy may exist"},
-        {CKA_DECRYPT, "CKA_DECRYPT", 0, 0, "the key should only sign (hsmca token keygen sets it FALSE)"},
-        {CKA_UNWRAP, "CKA_UNWRAP", 0, 0, "the key should only sign (hsmca token keygen sets it FALSE)"},
-        {CKA_DERIVE, "CKA_DERIVE", 0, 0, "the key should only sign (hsmca token keygen sets it FALSE)"},
+        {CKA_DECRYPT, "CKA_DECRYPT", 0, 0, "the key should only sign; hsmca token keygen sets it FALSE"},
+        {CKA_UNWRAP, "CKA_UNWRAP", 0, 0, "the key should only sign; hsmca token keygen sets it FALSE"},
+        {CKA_DERIVE, "CKA_DERIVE", 0, 0, "the key should only sign; hsmca token keygen sets it FALSE"},
     };
     for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
         int v;
@@ -185,7 +185,7 @@ static void inspect_flags(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h
         else if (v == attrs[i].want)
             say(fn, ctx, P11_CHECK_OK, subj, "%s %s", attrs[i].name, v ? "TRUE" : "FALSE");
         else
-            say(fn, ctx, bad, subj, "%s %s (%s)", attrs[i].name, v ? "TRUE" : "FALSE",
+            say(fn, ctx, bad, subj, "%s %s: %s", attrs[i].name, v ? "TRUE" : "FALSE",
                 attrs[i].why);
     }
 }
