@@ -278,7 +278,10 @@ def root_cert_for(dev, token, pub_pem, path):
     sig_path = os.path.join(dev.dir, "tbs.sig")
     with open(digest, "wb") as f:
         f.write(hashlib.sha256(tbs).digest())
-    dev.tool(token, "--sign", "-m", "ECDSA", "--label", "ca-key", "--input-file", digest,
+    # By CKA_ID: pkcs11-tool --sign takes the first private key, whatever --label says.
+    key_id = re.search(r"Private Key Object; EC\n  label:      ca-key\n  ID:         (\w+)\n",
+                       dev.tool(token, "-O")).group(1)
+    dev.tool(token, "--sign", "-m", "ECDSA", "--id", key_id, "--input-file", digest,
              "--output-file", sig_path)
     with open(sig_path, "rb") as f:
         raw = f.read()
