@@ -31,17 +31,19 @@ ROOT = os.geteuid() == 0
 SIGNER_USER = "hsmca-signer"  # what `hsmca dev` writes as signer.user
 
 
-def env_with(extra=None):
+def env_with(extra=None, no_leaks=False):
     env = dict(os.environ)
-    # LeakSanitizer needs ptrace, which the signer's seccomp filter forbids.
-    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    # LeakSanitizer needs ptrace, which the signer's seccomp filter forbids: off for
+    # what runs a signer (token check, dev init), on for keygen.
+    if no_leaks:
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
     env.update(extra or {})
     return env
 
 
-def run(argv, extra_env=None):
-    p = subprocess.run(argv, capture_output=True, text=True, env=env_with(extra_env),
-                       stdin=subprocess.DEVNULL, timeout=120)
+def run(argv, extra_env=None, no_leaks=False):
+    p = subprocess.run(argv, capture_output=True, text=True,
+                       env=env_with(extra_env, no_leaks), stdin=subprocess.DEVNULL, timeout=120)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -52,7 +54,7 @@ class DevDir:
     def __init__(self, name):
         self.dir = tempfile.mkdtemp(prefix=name + ".", dir=TMP)
         subprocess.check_call([BIN, "dev", "init", "--dir", self.dir], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.STDOUT, env=env_with())
+                              stderr=subprocess.STDOUT, env=env_with(no_leaks=True))
         self.yaml = os.path.join(self.dir, "hsmca.yaml")
         with open(os.path.join(self.dir, "pin")) as f:
             self.pin = f.read().strip()
@@ -87,7 +89,7 @@ class DevDir:
 
 
 def check(config, extra_env=None):
-    return run([BIN, "token", "check", "--config", config], extra_env)
+    return run([BIN, "token", "check", "--config", config], extra_env, no_leaks=True)
 
 
 def fails(out):
@@ -311,7 +313,12 @@ class KeygenTests(unittest.TestCase):
         self.dev.cleanup()
 
     def keygen(self, *args):
-        return run([BIN, "token", "keygen", "--config", self.cfg] + list(args))
+        # SoftHSM 2.6.1 leaks in every Ed25519 C_SignInit (tests/lsan.supp), and keygen
+        # unloads the module before exit, so LeakSanitizer can no longer tell the leak
+        # is SoftHSM's: leaks are checked for every other key type.
+        eddsa = "audit" in args and "--type" not in args
+        return run([BIN, "token", "keygen", "--config", self.cfg] + list(args),
+                   no_leaks=eddsa)
 
     def made(self, out):
         """The printed fingerprint is the SHA-256 of the printed public key's DER."""
