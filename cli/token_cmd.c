@@ -294,6 +294,12 @@ static int keygen_make(const hsmca_config *cfg, const keygen_args *a, const char
         fprintf(stderr, "hsmca token keygen: refused, nothing made: %s\n", e.msg);
     } else {
         rc = keygen_report(m, cfg, a, uri, pin);
+        /* SoftHSM keeps each object in a file of the user that made it. */
+        if (rc == 0 && geteuid() == 0 && strstr(cfg->module_path, "softhsm"))
+            printf("note: SoftHSM wrote the key's files as root: give the token directory "
+                   "to signer.user (%s), e.g. chown -R %s TOKENDIR, or the signer cannot "
+                   "use the key once it has switched to that user\n",
+                   cfg->signer_user, cfg->signer_user);
     }
     p11_module_unload(m);
     return rc;

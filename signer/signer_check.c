@@ -195,11 +195,17 @@ static void check_sandbox(check_state *st, check_report *r)
         rc = self_test_once(st, &which, &e);
     }
     if (rc != HSMCA_OK) {
+        /* The switch of user came with the filter: either may be what the module lacks. */
+        char user[256] = "";
+        if (sb->user.active)
+            snprintf(user, sizeof(user), "; or, as signer.user '%s', it cannot reach its "
+                     "token's files (SoftHSM's token directory must belong to that user)",
+                     sb->user.name);
         say(r, P11_CHECK_FAIL, "signer.sandbox.network",
             "the %s failed its signature inside the signer's sandbox (%s): %s; a module that "
             "talks to a local daemon needs signer.sandbox.network: unix, a network HSM's client "
-            "inet, one that uses SysV shared memory signer.sandbox.sysv_ipc: true",
-            which, mode, e.msg);
+            "inet, one that uses SysV shared memory signer.sandbox.sysv_ipc: true%s",
+            which, mode, e.msg, user);
         return;
     }
     say(r, P11_CHECK_OK, "signer.sandbox", "as %s (%s): the CA key%s signed and verified inside "

@@ -339,6 +339,7 @@ class KeygenTests(unittest.TestCase):
         self.assertEqual(rc, 0, out + err)
         self.assertIn("object=audit-key;type=private: Ed25519", out)
         self.made(out)
+        audit_out = out
         # What the token holds, read by another tool: sign only, never extractable.
         listing = self.dev.tool("fresh", "-O")
         for kind, label in (("EC", "ca-key"), ("EC_EDWARDS", "audit-key")):
@@ -354,6 +355,14 @@ class KeygenTests(unittest.TestCase):
         self.assertIn("refused, nothing made", err)
         self.assertIn("'ca-key' already exists", err)
         self.assertEqual(self.dev.tool("fresh", "-O").count("label:      ca-key"), 2)
+        if ROOT:
+            # The key's files are root's: the signer, switched to its user, cannot sign.
+            self.assertIn("note: SoftHSM wrote the key's files as root", audit_out)
+            rc, out, err = check(self.cfg)
+            self.assertEqual(rc, 1, out + err)
+            self.assertIn("ok   pkcs11.ca_key: opened as serve opens it", out)
+            self.assertIn("as signer.user '%s', it cannot reach its token's files" % SIGNER_USER,
+                          out)
         self.dev.give_tokens()
         # Without the CA certificate the token passes and ca.cert is what is left.
         rc, out, err = check(self.cfg)
