@@ -149,6 +149,7 @@ class TokenCheckTests(unittest.TestCase):
     @unittest.skipUnless(SHIM, "P11SHIM (the counting PKCS#11 module) is not set")
     def test_wrong_pin_is_named_and_tried_once(self):
         d = tempfile.mkdtemp(prefix="pinshim.", dir=TMP)
+        self.addCleanup(shutil.rmtree, d, ignore_errors=True)
         control, counts = os.path.join(d, "control"), os.path.join(d, "counts")
         open(control, "w").close()
         open(counts, "w").close()
