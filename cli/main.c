@@ -10,6 +10,7 @@
 #include "log.h"
 #include "request.h"
 #include "supervisor.h"
+#include "token_cmd.h"
 
 static void usage(FILE *f)
 {
@@ -23,6 +24,11 @@ static void usage(FILE *f)
           "  dev token  print a JWT the dev CA accepts\n"
           "  request    ask a running CA for a certificate (a test client)\n"
           "  serve      run the CA from a YAML config: supervisor, signer, front end\n"
+          "  token check   open the token as serve's signer would (same program, user,\n"
+          "                sandbox), list the keys' attributes, say whether serve would\n"
+          "                start and what to fix: run it first on a new HSM\n"
+          "  token keygen  make the CA or audit key in the token (sensitive, never\n"
+          "                extractable, sign only); prints its fingerprint\n"
           "  version    print the version\n"
           "\n"
           "serve and dev start two programs installed beside hsmca (or in\n"
@@ -83,6 +89,8 @@ int main(int argc, char **argv)
         return audit_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "dev"))
         return dev_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "token"))
+        return token_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve"))
         return serve_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "request"))

@@ -27,9 +27,9 @@ typedef struct {
 /* Parses a "pkcs11:" URI (percent-decoding values). */
 HSMCA_MUSTCHECK hsmca_code p11_uri_parse(const char *s, p11_uri *u, hsmca_err *e);
 
-/* Key types p11_generate_key makes: the CA key's (EC P-256, RSA-2048) and the
- * audit key's (Ed25519: CKK_EC_EDWARDS, CKA_EC_PARAMS the RFC 8410 OID; or EC
- * P-256 on a token without EdDSA). */
+/* Key types p11_generate_key makes: the CA key's (EC P-256, P-384, RSA-2048) and
+ * the audit key's (Ed25519: CKK_EC_EDWARDS, CKA_EC_PARAMS the RFC 8410 OID; or EC
+ * P-256 / P-384 on a token without EdDSA). */
 typedef enum {
     P11_KEY_UNSET = 0, /* for callers' "not chosen"; p11_generate_key refuses it */
     P11_KEY_EC_P256 = 1,
@@ -61,6 +61,52 @@ int p11_token_exists(p11_module *m, const char *label);
  * already exists. */
 HSMCA_MUSTCHECK hsmca_code p11_generate_key(p11_module *m, const char *token_label, const char *user_pin,
                             const char *label, p11_key_type type, hsmca_err *e);
+
+/* p11_generate_key with the CKA_ID given (id_len 1..64) instead of a random one:
+ * `hsmca token keygen` makes the key a config's URI names (its object and id). */
+HSMCA_MUSTCHECK hsmca_code p11_generate_key_id(p11_module *m, const char *token_label,
+                                               const char *user_pin, const char *label,
+                                               const uint8_t *id, size_t id_len,
+                                               p11_key_type type, hsmca_err *e);
+
+/* 1 when the token with that label lists the mechanism that generates keys of this
+ * type (C_GetMechanismList, no login), 0 when not or when the token is not there. */
+int p11_token_can_generate(p11_module *m, const char *token_label, p11_key_type type);
+
+/* --- read-only inspection, for `hsmca token check` (p11_inspect.c) --- */
+
+/* What one line of an inspection found: INFO a fact, OK a check serve makes passed,
+ * WARN something serve accepts but should not be, FAIL something that stops serve. */
+typedef enum { P11_CHECK_INFO, P11_CHECK_OK, P11_CHECK_WARN, P11_CHECK_FAIL } p11_check_status;
+
+/* Receives each line: subject names what to fix (a config key such as "pkcs11.ca_key",
+ * or "pkcs11.module"), text says what was found. */
+typedef void (*p11_check_fn)(void *ctx, p11_check_status st, const char *subject,
+                             const char *text);
+
+/* One INFO line for the module (C_GetInfo) and one per slot: its token's label,
+ * manufacturer, model, serial number and flags. A FAIL on subject "pkcs11.module"
+ * when the slot list cannot be read or no slot has a token. Returns the number of
+ * tokens found. */
+int p11_token_list(p11_module *m, p11_check_fn fn, void *ctx);
+
+/* What p11_key_inspect found beyond its lines. */
+typedef struct {
+    int fails;       /* FAIL lines */
+    int warns;       /* WARN lines */
+    int pin_refused; /* the token refused the PIN: the caller must not log in again */
+} p11_inspect_result;
+
+/* Finds the private key key_uri names (subject: its config key, such as
+ * "pkcs11.ca_key"; audit: 1 for the audit key's accepted types) on one session,
+ * logging in once with the PIN, and reports each attribute without refusing: key type
+ * and curve or size, CKA_SENSITIVE, CKA_EXTRACTABLE, CKA_SIGN (FAIL as
+ * p11_pool_open/p11_signkey_open would refuse them), CKA_ALWAYS_SENSITIVE,
+ * CKA_NEVER_EXTRACTABLE, CKA_DECRYPT, CKA_UNWRAP, CKA_DERIVE (WARN: serve accepts
+ * them), and whether the public half is found (by CKA_ID, else label). Logs out and
+ * closes its session. Changes nothing in the token. */
+void p11_key_inspect(p11_module *m, const char *subject, const char *key_uri, const char *pin,
+                     int audit, p11_check_fn fn, void *ctx, p11_inspect_result *r);
 
 /* Opens n sessions on the token named by the URI, logs in with the PIN (once:
  * login state is per application), finds the private key by the URI and its

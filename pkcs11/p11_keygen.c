@@ -89,13 +89,12 @@ static int label_taken(p11_module *m, CK_SESSION_HANDLE s, const char *label)
     return 0;
 }
 
-static CK_RV generate_pair(p11_module *m, CK_SESSION_HANDLE s, const char *label, p11_key_type type)
+static CK_RV generate_pair(p11_module *m, CK_SESSION_HANDLE s, const char *label,
+                           const uint8_t *id, size_t id_len, p11_key_type type)
 {
     CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
     CK_ULONG bits = 2048;
     static const uint8_t f4[] = {0x01, 0x00, 0x01};
-    uint8_t id[16];
-    util_random(id, sizeof(id));
     CK_ULONG llen = strlen(label);
 
     /* A CA key or an audit key signs and does nothing else: every other use
@@ -105,7 +104,7 @@ static CK_RV generate_pair(p11_module *m, CK_SESSION_HANDLE s, const char *label
         {CKA_TOKEN, &yes, sizeof(yes)},    {CKA_VERIFY, &yes, sizeof(yes)},
         {CKA_ENCRYPT, &no, sizeof(no)},    {CKA_WRAP, &no, sizeof(no)},
         {CKA_VERIFY_RECOVER, &no, sizeof(no)},
-        {CKA_LABEL, (void *)label, llen},  {CKA_ID, id, sizeof(id)},
+        {CKA_LABEL, (void *)label, llen},  {CKA_ID, (void *)id, id_len},
     };
     CK_ULONG npub = 7;
     CK_ATTRIBUTE priv[] = {
@@ -114,7 +113,7 @@ static CK_RV generate_pair(p11_module *m, CK_SESSION_HANDLE s, const char *label
         {CKA_SIGN, &yes, sizeof(yes)},       {CKA_DECRYPT, &no, sizeof(no)},
         {CKA_UNWRAP, &no, sizeof(no)},       {CKA_DERIVE, &no, sizeof(no)},
         {CKA_SIGN_RECOVER, &no, sizeof(no)}, {CKA_LABEL, (void *)label, llen},
-        {CKA_ID, id, sizeof(id)},
+        {CKA_ID, (void *)id, id_len},
     };
     CK_MECHANISM mech = {0, NULL, 0};
     if (type == P11_KEY_EC_P256) {
@@ -143,15 +142,51 @@ static CK_RV generate_pair(p11_module *m, CK_SESSION_HANDLE s, const char *label
 hsmca_code p11_generate_key(p11_module *m, const char *token_label, const char *user_pin,
                             const char *label, p11_key_type type, hsmca_err *e)
 {
+    uint8_t id[16];
+    util_random(id, sizeof(id));
+    return p11_generate_key_id(m, token_label, user_pin, label, id, sizeof(id), type, e);
+}
+
+static CK_MECHANISM_TYPE gen_mechanism(p11_key_type type)
+{
+    switch (type) {
+    case P11_KEY_EC_P256:
+    case P11_KEY_EC_P384: return CKM_EC_KEY_PAIR_GEN;
+    case P11_KEY_ED25519: return CKM_EC_EDWARDS_KEY_PAIR_GEN;
+    case P11_KEY_RSA_2048: return CKM_RSA_PKCS_KEY_PAIR_GEN;
+    default: return CKM_VENDOR_DEFINED;
+    }
+}
+
+int p11_token_can_generate(p11_module *m, const char *token_label, p11_key_type type)
+{
+    CK_SLOT_ID slot;
+    hsmca_err e;
+    CK_MECHANISM_TYPE mechs[512];
+    CK_ULONG n = sizeof(mechs) / sizeof(mechs[0]);
+    if (p11_find_token(m, token_label, &slot, NULL, &e) != HSMCA_OK ||
+        m->fl->C_GetMechanismList(slot, mechs, &n) != CKR_OK)
+        return 0;
+    for (CK_ULONG i = 0; i < n; i++)
+        if (mechs[i] == gen_mechanism(type))
+            return 1;
+    return 0;
+}
+
+hsmca_code p11_generate_key_id(p11_module *m, const char *token_label, const char *user_pin,
+                               const char *label, const uint8_t *id, size_t id_len,
+                               p11_key_type type, hsmca_err *e)
+{
     CK_SLOT_ID slot;
     CK_SESSION_HANDLE s;
     hsmca_code c;
     int did_login = 0;
     if (!label || !*label || strlen(label) > 255)
         return hsmca_fail(e, HSMCA_EINVAL, "generate key: label must be 1..255 bytes");
-    if (type != P11_KEY_EC_P256 && type != P11_KEY_RSA_2048 && type != P11_KEY_ED25519 &&
-        type != P11_KEY_EC_P384)
+    if (gen_mechanism(type) == CKM_VENDOR_DEFINED)
         return hsmca_fail(e, HSMCA_EINVAL, "generate key: unknown key type %d", (int)type);
+    if (!id || id_len == 0 || id_len > 64)
+        return hsmca_fail(e, HSMCA_EINVAL, "generate key: CKA_ID must be 1..64 bytes");
     if ((c = p11_find_token(m, token_label, &slot, NULL, e)) != HSMCA_OK)
         return c;
     CK_RV rv = m->fl->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s);
@@ -164,7 +199,14 @@ hsmca_code p11_generate_key(p11_module *m, const char *token_label, const char *
                        label);
         goto out;
     }
-    rv = generate_pair(m, s, label, type);
+    CK_OBJECT_HANDLE h;
+    CK_ULONG n = 0;
+    if (p11_find_objects(m, s, CKO_PRIVATE_KEY, NULL, id, id_len, &h, 1, &n) != CKR_OK || n) {
+        c = hsmca_fail(e, HSMCA_EINVAL, "generate key: a private key with that CKA_ID already "
+                                        "exists");
+        goto out;
+    }
+    rv = generate_pair(m, s, label, id, id_len, type);
     if (rv != CKR_OK)
         c = p11_fail_rv(e, HSMCA_EINTERNAL, "generate key: C_GenerateKeyPair", rv);
 out:

@@ -6,6 +6,7 @@
  * protocol violation ends the front end's connection and asks the supervisor
  * to restart the front end; it never stops the signer. */
 #include "signer.h"
+#include "signer_check.h"
 #include "signer_core.h"
 
 #include <errno.h>
@@ -36,6 +37,7 @@ static void on_term(int sig)
 static void usage(FILE *f)
 {
     fputs("usage: hsmca-signer --config FILE --ipc-fd N --ctl-fd M\n"
+          "       hsmca-signer --check --config FILE   (what `hsmca token check` runs)\n"
           "\n"
           "The privileged signer process. Started by `hsmca serve` / `hsmca dev`,\n"
           "not by hand: it holds the PKCS#11 session and the PIN, checks every TBS\n"
@@ -226,6 +228,9 @@ static void take_audit_lock(const hsmca_config *cfg, const signer_sandbox *sb)
 
 int signer_main(int argc, char **argv)
 {
+    /* The check mode is the start-up below without serving (signer_check.h). */
+    if (argc > 1 && !strcmp(argv[1], "--check"))
+        return signer_check_main(argc, argv);
     child_args args;
     log_init("signer");
     int parsed = child_args_parse(argc, argv, usage, &args);

@@ -1,0 +1,367 @@
+/* token_cmd.c - `hsmca token check` and `hsmca token keygen` (token_cmd.h).
+ *
+ * check runs the real signer program in its check mode (`hsmca-signer --check`,
+ * signer/signer_check.h), so the token is opened by the same code, user, sandbox and
+ * environment as under serve; this process loads no module for it. keygen runs here:
+ * a ceremony step an operator runs once, not the confined signer. */
+#include "token_cmd.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/pem.h>
+#include <openssl/sha.h>
+#include <openssl/x509.h>
+
+#include "cli_opts.h"
+#include "config.h"
+#include "log.h"
+#include "p11.h"
+#include "sup_exec.h"
+#include "util.h"
+
+static void usage(FILE *f)
+{
+    fputs("usage: hsmca token COMMAND --config FILE [flags]   (hsmca token COMMAND --help)\n"
+          "\n"
+          "The PKCS#11 token a config names (pkcs11.module, pkcs11.ca_key,\n"
+          "pkcs11.audit_key, pkcs11.pin_file):\n"
+          "\n"
+          "  check    open the token as `serve` would and say whether it would start\n"
+          "  keygen   make the CA key or the audit key in the token (sensitive, never\n"
+          "           extractable, sign only)\n"
+          "\n"
+          "Run check first on a new HSM, and after keygen.\n",
+          f);
+}
+
+static const char check_help[] =
+    "usage: hsmca token check --config FILE\n"
+    "\n"
+    "Runs the signer program (hsmca-signer, found as serve finds it) in its check\n"
+    "mode: as serve's signer it reads the PIN file once, loads the module, then lists\n"
+    "the module's slots and tokens and, for pkcs11.ca_key and pkcs11.audit_key, the\n"
+    "key's type and curve or size, CKA_SENSITIVE, CKA_EXTRACTABLE, CKA_SIGN,\n"
+    "CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE, CKA_DECRYPT, CKA_UNWRAP,\n"
+    "CKA_DERIVE and whether the public half is there; opens both keys as serve\n"
+    "does, checks ca.cert against the CA key, switches to signer.user (as root),\n"
+    "enters the signer's sandbox and signs and verifies once with each key inside it.\n"
+    "\n"
+    "One line per check on stdout: 'ok', 'WARN' (serve accepts it, but should not\n"
+    "be asked to), 'FAIL' (serve would not start) or 'info', then the config key or\n"
+    "token attribute it is about. Last a verdict: 'verdict: serve would start', or\n"
+    "'verdict: serve would not start' and the list of what to fix.\n"
+    "\n"
+    "Reads the token and ca.cert only: writes nothing, takes no lock on audit.dir\n"
+    "(it may run beside serve). A PIN the token refuses is not tried again.\n"
+    "\n"
+    "Exit status: 0 serve would start, 1 it would not, 78 the config does not load.";
+
+static const char keygen_help[] =
+    "usage: hsmca token keygen --config FILE --key ca|audit\n"
+    "                          [--type ec-p256|ec-p384|rsa-2048|ed25519]\n"
+    "\n"
+    "Makes the key the config names (--key ca: pkcs11.ca_key, --key audit:\n"
+    "pkcs11.audit_key) in its token: the URI's object= is the label, its id= (else a\n"
+    "random one) the CKA_ID. Every attribute is set, not left to the token's defaults:\n"
+    "private half CKA_TOKEN, CKA_PRIVATE, CKA_SENSITIVE, CKA_EXTRACTABLE false,\n"
+    "CKA_SIGN, and CKA_DECRYPT, CKA_UNWRAP, CKA_DERIVE, CKA_SIGN_RECOVER false;\n"
+    "public half CKA_VERIFY only. Refuses when an object with that label (or a\n"
+    "private key with that id) exists. The PIN is read from pkcs11.pin_file.\n"
+    "\n"
+    "  --type  CA key: ec-p256 (default), ec-p384 or rsa-2048;\n"
+    "          audit key: ed25519 (default; the token must have\n"
+    "          CKM_EC_EDWARDS_KEY_PAIR_GEN), ec-p256 or ec-p384\n"
+    "\n"
+    "Then opens the key as serve does and prints its public key (PEM) and its\n"
+    "SHA-256 fingerprint (of the DER SubjectPublicKeyInfo). Exit status: 0 made,\n"
+    "1 refused or failed, 2 bad usage, 78 the config does not load or names no key.";
+
+/* ---- check ----------------------------------------------------------------------------- */
+
+/* Runs `SIGNER --check --config CONFIG` and waits for it; its report goes straight to
+ * our stdout. Returns its exit status (1 when it died of a signal).
+ * The child inherits this process's environment: it must get the signer's own
+ * environment, as serve builds it for the signer. */
+static int run_check_child(const char *signer, const char *config)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "hsmca token check: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        char *argv[] = {(char *)signer, "--check", "--config", (char *)config, NULL};
+        execv(signer, argv);
+        fprintf(stderr, "hsmca token check: exec %s: %s\n", signer, strerror(errno));
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "hsmca token check: waitpid: %s\n", strerror(errno));
+            return 1;
+        }
+    }
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    fprintf(stderr, "hsmca token check: %s died of signal %d\n", signer, WTERMSIG(status));
+    return 1;
+}
+
+static const struct option config_flags[] = {{"config", required_argument, 0, 'c'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
+
+static int token_check(int argc, char **argv)
+{
+    const char *config = NULL;
+    cli_opts o;
+    cli_opts_init(&o, "hsmca token check", config_flags, NULL, 0);
+    for (int c; (c = cli_opts_next(&o, argc, argv)) != -1;) {
+        switch (c) {
+        case 'h': puts(check_help); return 0;
+        case 'c': config = optarg; break;
+        default: return 2;
+        }
+    }
+    if (!config) {
+        fputs("hsmca token check: --config FILE is required\n", stderr);
+        return 2;
+    }
+    char self[PATH_MAX], signer[PATH_MAX], config_abs[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        fprintf(stderr, "hsmca token check: cannot find our own executable: %s\n",
+                strerror(errno));
+        return EXIT_CONFIG;
+    }
+    self[n] = '\0';
+    hsmca_err e;
+    if (sup_exec_find(self, "signer", signer, sizeof(signer), &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca token check: %s\n", e.msg);
+        return EXIT_CONFIG;
+    }
+    if (!realpath(config, config_abs)) {
+        fprintf(stderr, "hsmca token check: config %s: %s\n", config, strerror(errno));
+        return EXIT_CONFIG;
+    }
+    return run_check_child(signer, config_abs);
+}
+
+/* ---- keygen ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    p11_key_type type;
+    int ca, audit; /* the roles serve takes it for */
+    const char *what;
+} key_kind;
+
+static const key_kind kinds[] = {
+    {"ec-p256", P11_KEY_EC_P256, 1, 1, "EC P-256"},
+    {"ec-p384", P11_KEY_EC_P384, 1, 1, "EC P-384"},
+    {"rsa-2048", P11_KEY_RSA_2048, 1, 0, "RSA-2048"},
+    {"ed25519", P11_KEY_ED25519, 0, 1, "Ed25519"},
+};
+
+typedef struct {
+    const char *config;
+    int audit;              /* --key audit */
+    const key_kind *kind;   /* --type, or the role's default */
+} keygen_args;
+
+/* 0 to go on, else the exit status (after usage or a message). */
+static int keygen_parse(int argc, char **argv, keygen_args *a)
+{
+    static const struct option flags[] = {{"config", required_argument, 0, 'c'},
+                                          {"key", required_argument, 0, 'k'},
+                                          {"type", required_argument, 0, 't'},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
+    const char *key = NULL, *type = NULL;
+    cli_opts o;
+    cli_opts_init(&o, "hsmca token keygen", flags, NULL, 0);
+    for (int c; (c = cli_opts_next(&o, argc, argv)) != -1;) {
+        switch (c) {
+        case 'h': puts(keygen_help); return -1;
+        case 'c': a->config = optarg; break;
+        case 'k': key = optarg; break;
+        case 't': type = optarg; break;
+        default: return 2;
+        }
+    }
+    if (!a->config || !key || (strcmp(key, "ca") != 0 && strcmp(key, "audit") != 0)) {
+        fputs("hsmca token keygen: --config FILE and --key ca|audit are required\n", stderr);
+        return 2;
+    }
+    a->audit = !strcmp(key, "audit");
+    if (!type)
+        type = a->audit ? "ed25519" : "ec-p256";
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (!strcmp(type, kinds[i].name))
+            a->kind = &kinds[i];
+    if (!a->kind || !(a->audit ? a->kind->audit : a->kind->ca)) {
+        fprintf(stderr, "hsmca token keygen: --type for the %s key must be %s\n",
+                a->audit ? "audit" : "CA",
+                a->audit ? "ed25519, ec-p256 or ec-p384" : "ec-p256, ec-p384 or rsa-2048");
+        return 2;
+    }
+    return 0;
+}
+
+/* The public key's SHA-256 over its DER SubjectPublicKeyInfo, in hex. */
+static int fingerprint(EVP_PKEY *k, char hex[2 * SHA256_DIGEST_LENGTH + 1])
+{
+    unsigned char *der = NULL, md[SHA256_DIGEST_LENGTH];
+    int n = k ? i2d_PUBKEY(k, &der) : -1;
+    if (n <= 0)
+        return 0;
+    SHA256(der, (size_t)n, md);
+    OPENSSL_free(der);
+    util_hex(md, sizeof(md), hex);
+    return 1;
+}
+
+/* Opens the new key as serve does (its checks, a signature verified) and prints its
+ * public key; 0 on success, else 1 after saying why. */
+static int keygen_report(p11_module *m, const hsmca_config *cfg, const keygen_args *a,
+                         const char *uri, const char *pin)
+{
+    hsmca_err e;
+    p11_pool *pool = NULL;
+    p11_signkey *k = NULL;
+    hsmca_code rc = a->audit ? p11_signkey_open(m, uri, pin, &k, &e)
+                             : p11_pool_open(m, uri, pin, 1, &pool, &e);
+    if (rc != HSMCA_OK) {
+        fprintf(stderr, "hsmca token keygen: the new key does not open as serve opens it: %s\n",
+                e.msg);
+        return 1;
+    }
+    EVP_PKEY *pub = a->audit ? p11_signkey_public_key(k) : p11_pool_public_key(pool);
+    char hex[2 * SHA256_DIGEST_LENGTH + 1];
+    int ok = fingerprint(pub, hex);
+    if (ok) {
+        printf("made the %s key %s: %s, sensitive, never extractable, sign only\n",
+               a->audit ? "audit" : "CA", uri, a->kind->what);
+        printf("public key sha256: %s\n", hex);
+        PEM_write_PUBKEY(stdout, pub);
+        if (a->audit)
+            printf("next: hsmca token check --config %s; the log's verifier key is then\n"
+                   "  `hsmca audit vkey %s` once serve has started\n",
+                   a->config, cfg->audit_dir[0] ? cfg->audit_dir : "AUDIT_DIR");
+        else
+            printf("next: make the CA certificate of this key (a root signed by this key, or\n"
+                   "  an intermediate your root CA signs from a CSR this key signs), write it\n"
+                   "  to ca.cert (%s), then run hsmca token check --config %s\n",
+                   cfg->ca_cert, a->config);
+    } else {
+        fputs("hsmca token keygen: cannot encode the new public key\n", stderr);
+    }
+    EVP_PKEY_free(pub);
+    p11_signkey_close(k);
+    p11_pool_close(pool);
+    return ok ? 0 : 1;
+}
+
+/* The key made in the token the URI names; 0, or 1 after saying why. */
+static int keygen_make(const hsmca_config *cfg, const keygen_args *a, const char *uri,
+                       const p11_uri *u, const char *pin)
+{
+    p11_module *m = NULL;
+    hsmca_err e;
+    if (p11_module_load(cfg->module_path, &m, &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca token keygen: pkcs11.module: %s\n", e.msg);
+        return 1;
+    }
+    int rc = 1;
+    uint8_t id[16];
+    util_random(id, sizeof(id));
+    if (!p11_token_can_generate(m, u->token, a->kind->type)) {
+        fprintf(stderr, "hsmca token keygen: token '%s' cannot generate %s keys (no such "
+                "key-pair mechanism in its list, or no such token)%s\n", u->token,
+                a->kind->what, a->kind->type == P11_KEY_ED25519 ? ": use --type ec-p256" : "");
+    } else if (p11_generate_key_id(m, u->token, pin, u->object, u->id_len ? u->id : id,
+                                   u->id_len ? u->id_len : sizeof(id), a->kind->type,
+                                   &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca token keygen: refused, nothing made: %s\n", e.msg);
+    } else {
+        rc = keygen_report(m, cfg, a, uri, pin);
+        /* SoftHSM keeps each object in a file of the user that made it. */
+        if (rc == 0 && geteuid() == 0 && strstr(cfg->module_path, "softhsm"))
+            printf("note: SoftHSM wrote the key's files as root: give the token directory "
+                   "to signer.user (%s), e.g. chown -R %s TOKENDIR, or the signer cannot "
+                   "use the key once it has switched to that user\n",
+                   cfg->signer_user, cfg->signer_user);
+    }
+    p11_module_unload(m);
+    return rc;
+}
+
+static int token_keygen(int argc, char **argv)
+{
+    keygen_args a = {0};
+    int rc = keygen_parse(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    hsmca_config *cfg = calloc(1, sizeof(*cfg));
+    hsmca_err e;
+    p11_uri u;
+    if (!cfg) {
+        fputs("hsmca token keygen: out of memory\n", stderr);
+        return 1;
+    }
+    const char *key = a.audit ? "pkcs11.audit_key" : "pkcs11.ca_key";
+    const char *uri = a.audit ? cfg->audit_key_uri : cfg->ca_key_uri;
+    rc = EXIT_CONFIG;
+    if (config_load(a.config, cfg, &e) != HSMCA_OK || config_validate(cfg, &e) != HSMCA_OK)
+        fprintf(stderr, "hsmca token keygen: %s\n", e.msg);
+    else if (!uri[0])
+        fprintf(stderr, "hsmca token keygen: %s is not set: write the key's URI there\n", key);
+    else if (p11_uri_parse(uri, &u, &e) != HSMCA_OK)
+        fprintf(stderr, "hsmca token keygen: %s: %s\n", key, e.msg);
+    else if (!u.object[0] || (u.type[0] && strcmp(u.type, "private") != 0))
+        fprintf(stderr, "hsmca token keygen: %s must name the key's label (object=) and no "
+                "type but private\n", key);
+    else
+        rc = 0;
+    char pin[256];
+    if (rc == 0 && util_read_secret(cfg->pin_file, pin, sizeof(pin), &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca token keygen: pkcs11.pin_file: %s\n", e.msg);
+        rc = 1;
+    } else if (rc == 0) {
+        if (cfg->softhsm2_conf[0]) /* as the signer does (signer_core.c) */
+            setenv("SOFTHSM2_CONF", cfg->softhsm2_conf, 1);
+        rc = keygen_make(cfg, &a, uri, &u, pin);
+        OPENSSL_cleanse(pin, sizeof(pin));
+    }
+    free(cfg);
+    return rc;
+}
+
+int token_main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "check"))
+        return token_check(argc - 1, argv + 1);
+    if (!strcmp(cmd, "keygen"))
+        return token_keygen(argc - 1, argv + 1);
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "hsmca token: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
