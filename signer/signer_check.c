@@ -7,6 +7,7 @@
  * (the audit log's lock, replay and start entry) is left out. */
 #include "signer_check.h"
 #include "signer_sandbox.h"
+#include "signer_tokens.h"
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -45,6 +46,7 @@ typedef struct {
     p11_module *m;
     p11_pool *pool;      /* the CA key, opened as serve opens it */
     p11_signkey *audit;  /* the audit key, likewise; NULL when not set or not opened */
+    p11_module *audit_m; /* pkcs11.audit_module when it is another module, else NULL */
     int pin_refused;     /* the token refused the PIN: nothing logs in again */
 } check_state;
 
@@ -93,21 +95,14 @@ static int verdict(check_report *r)
     return 1;
 }
 
-/* The CA key and the audit key opened as serve opens them; each inspected first. */
-static void check_keys(check_state *st, const char *pin, check_report *r)
+/* The CA key opened as serve opens it, inspected first. */
+static void check_ca_key(check_state *st, const char *pin, check_report *r)
 {
     const hsmca_config *cfg = &st->cfg;
     p11_inspect_result ir;
     hsmca_err e;
     p11_key_inspect(st->m, "pkcs11.ca_key", cfg->ca_key_uri, pin, 0, report, r, &ir);
     st->pin_refused = ir.pin_refused;
-    if (!st->pin_refused && cfg->audit_key_uri[0]) {
-        p11_key_inspect(st->m, "pkcs11.audit_key", cfg->audit_key_uri, pin, 1, report, r, &ir);
-        st->pin_refused = ir.pin_refused;
-    } else if (!cfg->audit_key_uri[0]) {
-        say(r, P11_CHECK_WARN, "pkcs11.audit_key",
-            "not set: serve writes the audit log but signs no checkpoint");
-    }
     if (st->pin_refused) {
         say(r, P11_CHECK_INFO, "pkcs11.ca_key", "not opened: the token refused the PIN");
         return;
@@ -117,18 +112,46 @@ static void check_keys(check_state *st, const char *pin, check_report *r)
             "opened as serve opens it: its checks passed and a signature verified");
     else
         say(r, P11_CHECK_FAIL, "pkcs11.ca_key", "serve would refuse it: %s", e.msg);
-    if (!cfg->audit_key_uri[0])
+}
+
+/* The audit key, in its own module and with its own PIN when configured (signer_tokens.h),
+ * inspected and then opened as serve opens it. */
+static void check_audit_key(check_state *st, check_report *r)
+{
+    const hsmca_config *cfg = &st->cfg;
+    p11_module *m;
+    p11_inspect_result ir;
+    char pin[256];
+    hsmca_err e;
+    if (!cfg->audit_key_uri[0]) {
+        say(r, P11_CHECK_WARN, "pkcs11.audit_key",
+            "not set: serve writes the audit log but signs no checkpoint");
         return;
-    if (p11_signkey_open(st->m, cfg->audit_key_uri, pin, &st->audit, &e) == HSMCA_OK)
+    }
+    if (signer_audit_module_load(cfg, st->m, &st->audit_m, &m, &e) != HSMCA_OK) {
+        say(r, P11_CHECK_FAIL, "pkcs11.audit_module", "%s", e.msg);
+        return;
+    }
+    if (st->audit_m)
+        say(r, P11_CHECK_OK, "pkcs11.audit_module", "%s loaded", cfg->audit_module);
+    if (util_read_secret(signer_audit_pin_path(cfg), pin, sizeof(pin), &e) != HSMCA_OK) {
+        say(r, P11_CHECK_FAIL, signer_audit_pin_key(cfg), "%s", e.msg);
+        return;
+    }
+    p11_key_inspect(m, "pkcs11.audit_key", cfg->audit_key_uri, pin, 1, report, r, &ir);
+    if (ir.pin_refused)
+        say(r, P11_CHECK_INFO, "pkcs11.audit_key", "not opened: the token refused the PIN (%s)",
+            signer_audit_pin_key(cfg));
+    else if (p11_signkey_open(m, cfg->audit_key_uri, pin, &st->audit, &e) == HSMCA_OK)
         say(r, P11_CHECK_OK, "pkcs11.audit_key",
             "opened as serve opens it: %s, sha256 %s, a signature verified",
             p11_signkey_alg(st->audit), p11_signkey_fingerprint(st->audit));
     else
         say(r, P11_CHECK_FAIL, "pkcs11.audit_key", "serve would refuse it: %s", e.msg);
+    OPENSSL_cleanse(pin, sizeof(pin));
 }
 
-/* ca.cert as signer_core.c's check_ca takes it: a CA certificate with an SKI, not
- * expired, whose key is the token's CA key. */
+/* ca.cert by serve's rules (signer_ca_cert_check), against the CA key when it opened. */
 static void check_ca_cert(const check_state *st, check_report *r)
 {
     const char *path = st->cfg.ca_cert;
@@ -141,18 +164,11 @@ static void check_ca_cert(const check_state *st, check_report *r)
         return;
     }
     EVP_PKEY *token_key = st->pool ? p11_pool_public_key(st->pool) : NULL;
-    if (X509_check_ca(x) != 1)
-        say(r, P11_CHECK_FAIL, "ca.cert", "%s is not a CA certificate", path);
-    else if (!X509_get0_subject_key_id(x))
-        say(r, P11_CHECK_FAIL, "ca.cert", "%s has no subjectKeyIdentifier", path);
-    else if (X509_cmp_time(X509_get0_notAfter(x), NULL) <= 0)
-        say(r, P11_CHECK_FAIL, "ca.cert", "%s has expired", path);
-    else if (!st->pool)
+    if (signer_ca_cert_check(x, path, token_key, &e) != HSMCA_OK)
+        say(r, P11_CHECK_FAIL, "ca.cert", "%s", e.msg);
+    else if (!token_key)
         say(r, P11_CHECK_INFO, "ca.cert", "%s not compared with the CA key, which did not open",
             path);
-    else if (!token_key || EVP_PKEY_eq(token_key, X509_get0_pubkey(x)) != 1)
-        say(r, P11_CHECK_FAIL, "ca.cert",
-            "the key in %s is not the token's CA key (pkcs11.ca_key)", path);
     else
         say(r, P11_CHECK_OK, "ca.cert", "%s certifies the token's CA key", path);
     EVP_PKEY_free(token_key);
@@ -232,8 +248,11 @@ static void check_token(check_state *st, check_report *r)
     }
     say(r, P11_CHECK_OK, "pkcs11.module", "%s loaded", cfg->module_path);
     p11_token_list(st->m, report, r);
-    check_keys(st, pin, r);
+    check_ca_key(st, pin, r);
     OPENSSL_cleanse(pin, sizeof(pin));
+    /* A PIN the token refused is never tried again; an audit key with its own PIN is. */
+    if (!st->pin_refused || st->cfg.audit_pin_file[0])
+        check_audit_key(st, r);
     check_ca_cert(st, r);
     check_sandbox(st, r);
 }
@@ -307,6 +326,7 @@ int signer_check_main(int argc, char **argv)
     check_token(st, &r);
     code = verdict(&r);
     p11_signkey_close(st->audit);
+    p11_module_unload(st->audit_m);
     p11_pool_close(st->pool);
     p11_module_unload(st->m);
     free(st);

@@ -36,6 +36,7 @@
 #include "signer_audit.h"
 #include "signer_limits.h"
 #include "signer_tbs.h"
+#include "signer_tokens.h"
 #include "util.h"
 
 p11_signkey *signer_audit_key(signer_ctx *s)
@@ -60,12 +61,6 @@ static int pin_file_changed(const char *path, const struct stat *then)
            now.st_mtim.tv_nsec != then->st_mtim.tv_nsec;
 }
 
-/* The audit key's PIN file: pkcs11.audit_pin_file, unset the CA key's. */
-static const char *audit_pin_path(const hsmca_config *cfg)
-{
-    return cfg->audit_pin_file[0] ? cfg->audit_pin_file : cfg->pin_file;
-}
-
 /* The PIN file of a key whose token refused its PIN, when that file changed; else NULL. */
 static const char *refused_pin_changed(const signer_ctx *s)
 {
@@ -73,8 +68,8 @@ static const char *refused_pin_changed(const signer_ctx *s)
         pin_file_changed(s->cfg.pin_file, &s->pin_stat))
         return s->cfg.pin_file;
     if (s->audit_key && p11_signkey_get_state(s->audit_key) == P11_POOL_PIN_REFUSED &&
-        pin_file_changed(audit_pin_path(&s->cfg), &s->audit_pin_stat))
-        return audit_pin_path(&s->cfg);
+        pin_file_changed(signer_audit_pin_path(&s->cfg), &s->audit_pin_stat))
+        return signer_audit_pin_path(&s->cfg);
     return NULL;
 }
 
@@ -106,18 +101,12 @@ int signer_tick(signer_ctx *s)
  * it) and certify exactly the key in the token. */
 static HSMCA_MUSTCHECK hsmca_code check_ca(signer_ctx *s, const char *path, hsmca_err *e)
 {
-    if (X509_check_ca(s->ca_cert) != 1)
-        return hsmca_fail(e, HSMCA_EINVAL, "CA check: %s is not a CA certificate", path);
-    if (!X509_get0_subject_key_id(s->ca_cert))
-        return hsmca_fail(e, HSMCA_EINVAL, "CA check: %s has no subjectKeyIdentifier", path);
     EVP_PKEY *token_key = p11_pool_public_key(s->pool);
-    int same = token_key && EVP_PKEY_eq(token_key, X509_get0_pubkey(s->ca_cert)) == 1;
+    if (!token_key)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "CA check: no public key for pkcs11.ca_key");
+    hsmca_code rc = signer_ca_cert_check(s->ca_cert, path, token_key, e);
     EVP_PKEY_free(token_key);
-    if (!same)
-        return hsmca_fail(e, HSMCA_EINVAL, "CA check: the key in %s is not the token's CA key",
-                          path);
-    if (X509_cmp_time(X509_get0_notAfter(s->ca_cert), NULL) <= 0)
-        return hsmca_fail(e, HSMCA_EINVAL, "CA check: %s has expired", path);
+    HSMCA_GUARD(rc);
     s->alg = p11_pool_sigalg(s->pool);
     return HSMCA_OK;
 }
@@ -145,33 +134,6 @@ static void build_policy(signer_ctx *s)
     config_serving_names(cfg, p->serving_dns, &p->n_serving_dns, p->serving_ips, &p->n_serving_ips);
 }
 
-/* 1 when the module files a and b are one (a symlink or another path to it too: dlopen
- * returns the one handle, and a second C_Initialize in one process fails). */
-static int same_module(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (stat(a, &sa) != 0 || stat(b, &sb) != 0)
-        return strcmp(a, b) == 0;
-    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-/* The module of the audit key: pkcs11.audit_module loaded (before the sandbox, as the
- * CA key's), or the CA key's module when that is unset or the same file. */
-static HSMCA_MUSTCHECK hsmca_code audit_module(signer_ctx *s, const hsmca_config *cfg,
-                                               p11_module **m, hsmca_err *e)
-{
-    *m = s->module;
-    if (!cfg->audit_module[0] || same_module(cfg->audit_module, cfg->module_path))
-        return HSMCA_OK;
-    hsmca_err why;
-    hsmca_err_clear(&why);
-    hsmca_code rc = p11_module_load(cfg->audit_module, &s->audit_module, &why);
-    if (rc != HSMCA_OK)
-        return hsmca_fail(e, rc, "audit key (pkcs11.audit_module): %s", why.msg);
-    *m = s->audit_module;
-    return HSMCA_OK;
-}
-
 /* The audit key (DESIGN.md §6), checked like the CA key: opened before the
  * sandbox, in its own module and with its own PIN file when configured, refused
  * naming the check, and its module and public key's fingerprint logged so an
@@ -183,7 +145,7 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_key(signer_ctx *s, const hsmca_conf
         log_info("no audit key configured (pkcs11.audit_key is empty)");
         return HSMCA_OK;
     }
-    const char *pin_path = audit_pin_path(cfg);
+    const char *pin_path = signer_audit_pin_path(cfg);
     p11_module *m;
     char pin[256];
     if (stat(pin_path, &s->audit_pin_stat) != 0)
@@ -191,13 +153,12 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_key(signer_ctx *s, const hsmca_conf
     HSMCA_GUARD(util_read_secret(pin_path, pin, sizeof(pin), e));
     hsmca_err why;
     hsmca_err_clear(&why);
-    hsmca_code rc = audit_module(s, cfg, &m, e);
+    hsmca_code rc = signer_audit_module_load(cfg, s->module, &s->audit_module, &m, e);
     if (rc == HSMCA_OK) {
         rc = p11_signkey_open(m, cfg->audit_key_uri, pin, &s->audit_key, &why);
         if (rc == HSMCA_EAUTH)
             hsmca_fail(e, rc, "audit key (pkcs11.audit_key): %s (the PIN of %s, %s)", why.msg,
-                       pin_path,
-                       cfg->audit_pin_file[0] ? "pkcs11.audit_pin_file" : "pkcs11.pin_file");
+                       pin_path, signer_audit_pin_key(cfg));
         else if (rc != HSMCA_OK)
             hsmca_fail(e, rc, "audit key (pkcs11.audit_key): %s", why.msg);
     }

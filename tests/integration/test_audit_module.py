@@ -117,6 +117,18 @@ class AuditModuleTests(unittest.TestCase):
         if self.server:
             self.server.stop()
 
+    def token_check(self):
+        """`hsmca token check` on the running server's config: serve would start, and
+        the audit key was opened where the config puts it. Returns the report."""
+        config = os.path.join(self.server.dir, "hsmca.yaml")
+        r = subprocess.run([BIN, "token", "check", "--config", config], capture_output=True,
+                           text=True, timeout=120, env=self.server.env,
+                           stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("verdict: serve would start", r.stdout)
+        self.assertRegex(r.stdout, r"ok +pkcs11\.audit_key: opened as serve opens it: ecdsa-p256")
+        return r.stdout
+
     def check_published(self, n):
         """Issues n certificates, waits for a checkpoint covering them, and checks it and
         the directory against the second token's key."""
@@ -157,6 +169,7 @@ class AuditModuleTests(unittest.TestCase):
         self.assertEqual(ready["type"], "ECDSA P-256")
         self.assertEqual(self.server.log_event("CA key ready")["module"], SOFTHSM)
         self.check_published(3)
+        self.assertNotIn("pkcs11.audit_module", self.token_check())
 
     def test_same_module_by_another_path_is_loaded_once(self):
         # A symlink to the CA key's module is that module: loaded once (a second
@@ -204,6 +217,7 @@ class AuditModuleTests(unittest.TestCase):
         self.assertEqual(ready["module_shared"], "false")
         self.assertEqual(self.server.log_event("CA key ready")["module"], SOFTHSM)
         first = self.check_published(2)
+        self.assertIn("ok   pkcs11.audit_module: %s loaded" % SHIM, self.token_check())
 
         def count(fn):
             with open(counts) as f:

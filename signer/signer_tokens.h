@@ -1,0 +1,34 @@
+/* signer_tokens.h - where the signer's keys live and what the CA certificate must be:
+ * one set of rules for serve's start-up (signer_core.c) and for `hsmca-signer --check`
+ * (signer_check.c), so that the check refuses exactly what serve refuses. */
+#ifndef HSMCA_SIGNER_TOKENS_H
+#define HSMCA_SIGNER_TOKENS_H
+
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
+#include "config.h"
+#include "hsmca_err.h"
+#include "p11.h"
+
+/* The audit key's PIN file (pkcs11.audit_pin_file, else pkcs11.pin_file) and the
+ * config key that names it, for messages. */
+const char *signer_audit_pin_path(const hsmca_config *cfg);
+const char *signer_audit_pin_key(const hsmca_config *cfg);
+
+/* The module to open the audit key in: ca_module when pkcs11.audit_module is unset or
+ * names the same file (a symlink or another path to it: dlopen returns the one handle,
+ * and a second C_Initialize in one process fails); else pkcs11.audit_module loaded into
+ * *own, which the caller unloads after closing the key. *own is NULL when nothing was
+ * loaded. A load failure names pkcs11.audit_module. */
+HSMCA_MUSTCHECK hsmca_code signer_audit_module_load(const hsmca_config *cfg, p11_module *ca_module,
+                                                    p11_module **own, p11_module **use,
+                                                    hsmca_err *e);
+
+/* ca.cert (at path) as the signer takes it: a CA certificate, with a
+ * subjectKeyIdentifier, not expired, and, when token_key is not NULL, certifying
+ * token_key (the token's CA key). HSMCA_EINVAL with "CA check: ..." naming the rule. */
+HSMCA_MUSTCHECK hsmca_code signer_ca_cert_check(X509 *cert, const char *path,
+                                                EVP_PKEY *token_key, hsmca_err *e);
+
+#endif
