@@ -10,13 +10,12 @@
 /* What both children read: log.c's level, the time zone glibc's localtime reads, and
  * the sanitizer runtimes' settings (an ASan build's CI sets them for the whole server). */
 static const char *const passed_both[] = {
-    "HSMCA_LOG_LEVEL", "TZ",           "ASAN_OPTIONS", "UBSAN_OPTIONS",       "LSAN_OPTIONS",
-    "MSAN_OPTIONS",    "TSAN_OPTIONS", "ASAN_SYMBOLIZER_PATH",
+    "HSMCA_LOG_LEVEL", "TZ",           "ASAN_OPTIONS", "UBSAN_OPTIONS",
+    "LSAN_OPTIONS",    "MSAN_OPTIONS", "TSAN_OPTIONS", "ASAN_SYMBOLIZER_PATH",
 };
 
 /* What only the front end reads (frontend/fe_kubeconfig.c: the in-cluster config). */
-static const char *const passed_frontend[] = {"KUBERNETES_SERVICE_HOST",
-                                              "KUBERNETES_SERVICE_PORT"};
+static const char *const passed_frontend[] = {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"};
 
 _Static_assert(sizeof(passed_both) / sizeof(passed_both[0]) +
                        sizeof(passed_frontend) / sizeof(passed_frontend[0]) <=
@@ -28,8 +27,7 @@ static HSMCA_MUSTCHECK hsmca_code env_add(sup_env *env, const char *name, const 
                                           hsmca_err *e)
 {
     if (env->n >= SUP_ENV_MAX)
-        return hsmca_fail(e, HSMCA_EINTERNAL, "environment: more than %d variables",
-                          SUP_ENV_MAX);
+        return hsmca_fail(e, HSMCA_EINTERNAL, "environment: more than %d variables", SUP_ENV_MAX);
     size_t len = strlen(name) + 1 + strlen(value) + 1;
     char *s = malloc(len);
     if (!s)
@@ -52,13 +50,13 @@ static HSMCA_MUSTCHECK hsmca_code env_pass(sup_env *env, const char *const *name
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code env_fill(const hsmca_config *cfg, sup_env_role role,
-                                           sup_env *env, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code env_fill(const hsmca_config *cfg, sup_env_role role, sup_env *env,
+                                           hsmca_err *e)
 {
     HSMCA_GUARD(env_pass(env, passed_both, sizeof(passed_both) / sizeof(passed_both[0]), e));
     if (role == SUP_ENV_FRONTEND)
-        return env_pass(env, passed_frontend,
-                        sizeof(passed_frontend) / sizeof(passed_frontend[0]), e);
+        return env_pass(env, passed_frontend, sizeof(passed_frontend) / sizeof(passed_frontend[0]),
+                        e);
     /* config_validate refuses SOFTHSM2_CONF in pkcs11.env beside pkcs11.softhsm2_conf. */
     if (cfg->softhsm2_conf[0])
         HSMCA_GUARD(env_add(env, "SOFTHSM2_CONF", cfg->softhsm2_conf, e));

@@ -34,8 +34,8 @@ typedef struct {
  * pkcs11.softhsm2_conf, for the signer) and the calling process's environment (getenv).
  * The strings are the caller's, released with sup_env_free, also after an error (only
  * HSMCA_ENOMEM). Build before fork: the child then only passes env->envp to execve. */
-HSMCA_MUSTCHECK hsmca_code sup_env_build(const hsmca_config *cfg, sup_env_role role,
-                                         sup_env *env, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code sup_env_build(const hsmca_config *cfg, sup_env_role role, sup_env *env,
+                                         hsmca_err *e);
 
 /* Frees what sup_env_build allocated and empties *env; harmless on an empty one. */
 void sup_env_free(sup_env *env);

@@ -47,9 +47,7 @@ hsmca_code sandbox_group_lookup(const char *key, const char *name, gid_t *gid, h
 {
     uint32_t n;
     if (name[0] && config_parse_u32(name, strlen(name), 0, &n) == 0) {
-        *gid = (gid_t)n;
-    } else if (name[0] == '0' && !name[1]) {
-        *gid = 0;
+        *gid = (gid_t)n; /* a numeric gid need not be in the group database */
     } else {
         errno = 0;
         struct group *gr = getgrnam(name);
