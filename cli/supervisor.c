@@ -19,6 +19,8 @@
 #include "ipc_frame.h"
 #include "log.h"
 #include "policy_file.h"
+#include "sandbox.h"
+#include "sup_env.h"
 #include "sup_exec.h"
 #include "sup_keys.h"
 #include "util.h"
@@ -35,6 +37,7 @@ typedef struct {
     double started, restart_at, backoff;
     uint64_t keys_sent[SUP_CLUSTERS]; /* per cluster, the issuer keys' generation it has
                                          (0: none) */
+    char *const *envp; /* its whole environment (sup_env.h), built once before any fork */
 } sup_child;
 
 /* The key fetchers, one per cluster with a jwt authenticator (config_cluster_index: 0
@@ -76,7 +79,8 @@ static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
         int a = lift_fd(ipc_fd), b = lift_fd(ctl[1]);
         if (dup2(a, 3) != 3 || dup2(b, 4) != 4)
             _exit(127);
-        execl(exe, exe, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4", (char *)NULL);
+        execle(exe, exe, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4", (char *)NULL,
+               c->envp);
         _exit(127);
     }
     close(ctl[1]);
@@ -290,6 +294,17 @@ static int check_config(const char *config_path, hsmca_config *cfg)
         return EXIT_CONFIG;
     }
     policy_set_free(pf);
+    /* An unknown group stops the start here rather than a signer restarted in a loop. */
+    for (int i = 0; i < cfg->signer_groups.n; i++) {
+        gid_t gid;
+        if (sandbox_group_lookup("signer.groups", cfg->signer_groups.items[i], &gid, &e) !=
+            HSMCA_OK) {
+            log_error("%s", e.msg);
+            return EXIT_CONFIG;
+        }
+    }
+    if (cfg->signer_groups.n && geteuid() != 0)
+        log_warn("signer.groups is not used: not started as root, the signer keeps our groups");
     /* At every start, as the signer does: the operator chose it, and must keep hearing it. */
     if (cfg->audit_disabled)
         log_warn("the audit log is off (audit.disabled: true): certificates are signed without "
@@ -385,7 +400,20 @@ int supervisor_run(const char *config_path)
         log_error("%s", e.msg);
         return EXIT_CONFIG;
     }
-    sup_child kids[2] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}},
-                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}}};
-    return run_children(sfd, kids, &ring);
+    /* Each child's environment: nothing inherited but what it reads (sup_env.h). */
+    static sup_env env_signer, env_frontend;
+    if (sup_env_build(&cfg, SUP_ENV_SIGNER, &env_signer, &e) != HSMCA_OK ||
+        sup_env_build(&cfg, SUP_ENV_FRONTEND, &env_frontend, &e) != HSMCA_OK) {
+        log_error("%s", e.msg);
+        keyring_stop(&ring);
+        sup_env_free(&env_signer);
+        return EXIT_CONFIG;
+    }
+    sup_env_log_signer(&cfg);
+    sup_child kids[2] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_signer.envp},
+                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_frontend.envp}};
+    rc = run_children(sfd, kids, &ring);
+    sup_env_free(&env_signer);
+    sup_env_free(&env_frontend);
+    return rc;
 }

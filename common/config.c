@@ -20,6 +20,7 @@
 #include <openssl/sha.h>
 #include <yaml.h>
 
+#include "config_env.h"
 #include "util.h"
 #include "yaml_strict.h"
 
@@ -34,7 +35,8 @@ typedef enum {
     CT_DUR,     /* seconds, or a number with s/m/h/d, 1..UINT32_MAX */
     CT_LIST,    /* a sequence of non-empty scalars */
     CT_BOOL,    /* true or false, into an int */
-    CT_CLUSTERS /* auth.clusters: a sequence of mappings, each a config_cluster */
+    CT_CLUSTERS, /* auth.clusters: a sequence of mappings, each a config_cluster */
+    CT_ENV       /* pkcs11.env: a mapping of NAME: value (config_env.c) */
 } config_type;
 
 #define CF_ZERO_OK 1u /* the integer may be 0 (clock skew) */
@@ -154,6 +156,8 @@ static const config_field fields[] = {
     FC(CLUSTER_SEC ".jwt", "fetch_token_file", CT_PATH, jwt_fetch_token_file, 0),
     S(CLUSTER_SEC, "tokenreview"),
     FC(CLUSTER_SEC ".tokenreview", "kubeconfig", CT_PATH, tr_kubeconfig, 0),
+    F("pkcs11", "env", CT_ENV, pkcs11_env, 0),
+    F("signer", "groups", CT_LIST, signer_groups, 0),
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 _Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int) &&
@@ -422,6 +426,7 @@ static HSMCA_MUSTCHECK hsmca_code parse_value(cfg_parser *cp, const config_field
     case CT_LIST: return set_list(cp, f, ev);
     case CT_BOOL: return set_bool(cp, f, ev);
     case CT_CLUSTERS: return set_clusters(cp, f, ev);
+    case CT_ENV: return config_env_parse(&cp->p, cp->name, f->key, ev, &cp->c->pkcs11_env, cp->e);
     }
     return hsmca_fail(cp->e, HSMCA_EINTERNAL, "config: bad field type");
 }
@@ -458,14 +463,12 @@ static HSMCA_MUSTCHECK hsmca_code parse_mapping(cfg_parser *cp, const char *sect
 {
     for (;;) {
         yaml_event_t ev;
-        hsmca_code rc = next_event(cp, &ev);
-        if (rc != HSMCA_OK)
-            return rc;
+        HSMCA_GUARD(next_event(cp, &ev));
         if (ev.type == YAML_MAPPING_END_EVENT) {
             yaml_event_delete(&ev);
             return HSMCA_OK;
         }
-        rc = parse_entry(cp, section, &ev);
+        hsmca_code rc = parse_entry(cp, section, &ev);
         yaml_event_delete(&ev);
         if (rc != HSMCA_OK)
             return rc;
@@ -500,9 +503,8 @@ static HSMCA_MUSTCHECK hsmca_code check_network_synonym(cfg_parser *cp)
 static HSMCA_MUSTCHECK hsmca_code expect(cfg_parser *cp, yaml_event_type_t type, const char *what)
 {
     yaml_event_t ev;
-    hsmca_code rc = next_event(cp, &ev);
-    if (rc != HSMCA_OK)
-        return rc;
+    HSMCA_GUARD(next_event(cp, &ev));
+    hsmca_code rc = HSMCA_OK;
     if (ev.type != type)
         rc = perr(cp, yaml_strict_line(&ev), "%s", what);
     yaml_event_delete(&ev);

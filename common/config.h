@@ -24,6 +24,22 @@ typedef struct {
     int n;
 } config_list;
 
+/* pkcs11.env: at most CONFIG_MAX_ENV variables for the signer (and its PKCS#11 module)
+ * alone. A name is 1-CONFIG_MAX_ENV_NAME - 1 bytes of [A-Za-z_][A-Za-z0-9_]* and not one
+ * config_env_name_problem refuses; a value is a string of fewer than CONFIG_MAX_STR bytes
+ * without NUL. */
+#define CONFIG_MAX_ENV 32
+#define CONFIG_MAX_ENV_NAME 64
+typedef struct {
+    char name[CONFIG_MAX_ENV_NAME];
+    char value[CONFIG_MAX_STR];
+} config_env_var;
+
+typedef struct {
+    config_env_var vars[CONFIG_MAX_ENV];
+    int n;
+} config_env;
+
 /* auth.clusters: at most CONFIG_MAX_CLUSTERS remote clusters (Istio multicluster). A
  * cluster id is 1-CONFIG_MAX_CLUSTER_ID bytes of [A-Za-z0-9._-]. */
 #define CONFIG_MAX_CLUSTERS 8
@@ -166,6 +182,12 @@ typedef struct {
     /* Not a key: SHA-256 of the file config_load read (the bytes in force), for the
      * signing log's config entry; zero after config_parse alone. */
     uint8_t source_sha256[32];
+
+    /* pkcs11.env and signer.groups (at the end to ease merges): the variables the signer
+     * gets besides the supervisor's few (cli/sup_env.h), and the groups (names or numeric
+     * gids) it keeps as supplementary groups after switching to signer.user. */
+    config_env pkcs11_env;
+    config_list signer_groups;
 } hsmca_config;
 
 /* The authenticator names auth.chain accepts (the front end maps each to its code). */
@@ -235,6 +257,20 @@ const char *config_net_name(config_net n);
 /* The mode in force: signer.sandbox.network when written, else inet when the deprecated
  * signer.seccomp_allow_network is true, else none. */
 config_net config_signer_network(const hsmca_config *c);
+
+/* Why name may not be a pkcs11.env variable, or NULL when it may. Refused: names not of
+ * [A-Za-z_][A-Za-z0-9_]* or of CONFIG_MAX_ENV_NAME bytes or more; what changes the code
+ * the signer runs or the files its libraries open behind the module's back (every LD_*,
+ * MALLOC_* and OPENSSL_* name, and glibc's list of variables unsafe for a privileged
+ * process: GCONV_PATH, GETCONF_DIR, GLIBC_TUNABLES, HOSTALIASES, LOCALDOMAIN, LOCPATH,
+ * NIS_PATH, NLSPATH, RESOLV_HOST_CONF, RES_OPTIONS, TMPDIR, TZDIR); and what hsmca sets
+ * itself (HSMCA_*, TZ and the sanitizers' *SAN_OPTIONS, passed from the supervisor's
+ * environment). SOFTHSM2_CONF is refused by config_validate when pkcs11.softhsm2_conf
+ * is set too. */
+const char *config_env_name_problem(const char *name, size_t len);
+
+/* The value pkcs11.env gives name, or NULL when it names none. */
+const char *config_env_get(const config_env *env, const char *name);
 
 /* Fills *c with the defaults above. */
 void config_defaults(hsmca_config *c);

@@ -230,6 +230,27 @@ static HSMCA_MUSTCHECK hsmca_code validate_audit(const hsmca_config *c, hsmca_er
     return HSMCA_OK;
 }
 
+/* pkcs11.softhsm2_conf is the signer's SOFTHSM2_CONF (a path resolved against the
+ * config's directory): one source for it, so pkcs11.env may not name it too. Group names
+ * are looked up at start (sandbox_user_groups); here only their shape. */
+static HSMCA_MUSTCHECK hsmca_code validate_signer_env(const hsmca_config *c, hsmca_err *e)
+{
+    if (c->softhsm2_conf[0] && config_env_get(&c->pkcs11_env, "SOFTHSM2_CONF"))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: pkcs11.env names SOFTHSM2_CONF and pkcs11.softhsm2_conf is "
+                          "set too: keep one (pkcs11.softhsm2_conf sets SOFTHSM2_CONF)");
+    for (int i = 0; i < c->signer_groups.n; i++) {
+        const char *g = c->signer_groups.items[i];
+        if (strlen(g) > 32 || strchr(g, ':') || strchr(g, '/'))
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "config: signer.groups item '%.40s' is not a group name or gid", g);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(g, c->signer_groups.items[j]))
+                return hsmca_fail(e, HSMCA_EINVAL, "config: signer.groups names '%s' twice", g);
+    }
+    return HSMCA_OK;
+}
+
 hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
 {
     hsmca_code rc = validate_required(c, e);
@@ -269,6 +290,8 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
     if ((rc = validate_trusted_nodes(c, e)) != HSMCA_OK)
         return rc;
     if ((rc = validate_clusters(c, e)) != HSMCA_OK)
+        return rc;
+    if ((rc = validate_signer_env(c, e)) != HSMCA_OK)
         return rc;
     if (c->signer_sandbox_network[0] && config_net_parse(c->signer_sandbox_network) < 0)
         return hsmca_fail(e, HSMCA_EINVAL,

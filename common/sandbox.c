@@ -43,7 +43,85 @@ hsmca_code sandbox_user_lookup(const char *key, const char *user, sandbox_user *
     return HSMCA_OK;
 }
 
-/* After the switch: every id is the target's, no supplementary group is left,
+hsmca_code sandbox_group_lookup(const char *key, const char *name, gid_t *gid, hsmca_err *e)
+{
+    uint32_t n;
+    if (name[0] && config_parse_u32(name, strlen(name), 0, &n) == 0) {
+        *gid = (gid_t)n; /* a numeric gid need not be in the group database */
+    } else {
+        errno = 0;
+        struct group *gr = getgrnam(name);
+        if (!gr && errno != 0 && errno != ENOENT && errno != ESRCH)
+            return hsmca_fail(e, HSMCA_EIO, "%s: cannot look group '%.64s' up: %s", key, name,
+                              strerror(errno));
+        if (!gr)
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "%s: group '%.64s' does not exist: create it with groupadd "
+                              "--system %.64s, or remove it from %s",
+                              key, name, name, key);
+        *gid = gr->gr_gid;
+    }
+    if (*gid == 0)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "%s: group '%.64s' is gid 0: a confined process must not keep root's "
+                          "group",
+                          key, name);
+    return HSMCA_OK;
+}
+
+hsmca_code sandbox_user_groups(sandbox_user *u, const char *key, const config_list *groups,
+                               hsmca_err *e)
+{
+    u->n_groups = 0;
+    if (!u->active)
+        return HSMCA_OK;
+    for (int i = 0; i < groups->n && i < SANDBOX_MAX_GROUPS; i++) {
+        HSMCA_GUARD(sandbox_group_lookup(key, groups->items[i], &u->groups[i], e));
+        snprintf(u->group_names[i], sizeof(u->group_names[i]), "%s", groups->items[i]);
+        u->n_groups = i + 1;
+    }
+    return HSMCA_OK;
+}
+
+/* The supplementary groups are exactly u's (in any order), none of them 0. */
+static int groups_are(const sandbox_user *u)
+{
+    gid_t have[SANDBOX_MAX_GROUPS + 1];
+    int n = getgroups(SANDBOX_MAX_GROUPS + 1, have);
+    if (n < 0 || n > SANDBOX_MAX_GROUPS)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        int wanted = 0;
+        for (int j = 0; j < u->n_groups; j++)
+            wanted |= have[i] == u->groups[j];
+        if (!wanted || have[i] == 0)
+            return 0;
+    }
+    for (int j = 0; j < u->n_groups; j++) {
+        int got = 0;
+        for (int i = 0; i < n; i++)
+            got |= have[i] == u->groups[j];
+        if (!got)
+            return 0;
+    }
+    return 1;
+}
+
+/* "tss (gid 106), 998 (gid 998)" or "none", for the log. */
+static void groups_text(const sandbox_user *u, char *out, size_t outsz)
+{
+    size_t used = 0;
+    snprintf(out, outsz, "none");
+    for (int i = 0; i < u->n_groups && used < outsz; i++) {
+        int n = snprintf(out + used, outsz - used, "%s%s (gid %d)", i ? ", " : "",
+                         u->group_names[i], (int)u->groups[i]);
+        if (n < 0)
+            return;
+        used += (size_t)n;
+    }
+}
+
+/* After the switch: every id is the target's, the supplementary groups are u's,
  * and getting uid 0 or gid 0 back fails. */
 static int switch_is_final(const sandbox_user *u)
 {
@@ -53,7 +131,7 @@ static int switch_is_final(const sandbox_user *u)
         return 0;
     if (getresgid(&gr, &gef, &gs) != 0 || gr != u->gid || gef != u->gid || gs != u->gid)
         return 0;
-    if (getgroups(0, NULL) != 0)
+    if (!groups_are(u))
         return 0;
     return setuid(0) != 0 && seteuid(0) != 0 && setgid(0) != 0 && setegid(0) != 0;
 }
@@ -86,7 +164,7 @@ hsmca_code sandbox_drop_user(const sandbox_user *u, const char *chroot_dir, hsmc
     if (chdir("/") != 0)
         return hsmca_fail(e, HSMCA_EIO, "sandbox: chdir /: %s", strerror(errno));
     /* glibc applies each of these to every thread of the process. */
-    if (setgroups(0, NULL) != 0 || setresgid(u->gid, u->gid, u->gid) != 0 ||
+    if (setgroups((size_t)u->n_groups, u->groups) != 0 || setresgid(u->gid, u->gid, u->gid) != 0 ||
         setresuid(u->uid, u->uid, u->uid) != 0)
         return hsmca_fail(e, HSMCA_EIO, "sandbox: cannot switch to %s '%s': %s", u->key, u->name,
                           strerror(errno));
@@ -100,11 +178,14 @@ hsmca_code sandbox_drop_user(const sandbox_user *u, const char *chroot_dir, hsmc
         if (getppid() != parent)
             return hsmca_fail(e, HSMCA_EIO, "sandbox: the supervisor went away");
     }
+    char groups[SANDBOX_MAX_GROUPS * (SANDBOX_GROUP_NAME + 24)];
+    groups_text(u, groups, sizeof(groups));
     if (chroot_dir)
-        log_info("sandbox: chroot %s, running as %s (uid %d)", chroot_dir, u->name, (int)u->uid);
+        log_info("sandbox: chroot %s, running as %s (uid %d), supplementary groups: %s",
+                 chroot_dir, u->name, (int)u->uid, groups);
     else
-        log_info("sandbox: running as %s (uid %d, gid %d), no chroot", u->name, (int)u->uid,
-                 (int)u->gid);
+        log_info("sandbox: running as %s (uid %d, gid %d), no chroot, supplementary groups: %s",
+                 u->name, (int)u->uid, (int)u->gid, groups);
     return HSMCA_OK;
 }
 

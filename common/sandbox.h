@@ -13,7 +13,12 @@
 
 #include <seccomp.h>
 
+#include "config.h"
 #include "hsmca_err.h"
+
+/* Supplementary groups a process may keep (signer.groups): a config list's bound. */
+#define SANDBOX_MAX_GROUPS CONFIG_MAX_LIST
+#define SANDBOX_GROUP_NAME 33 /* a group name as useradd allows it, and its NUL */
 
 /* The user a process switches to, resolved while /etc/passwd is still readable. */
 typedef struct {
@@ -22,6 +27,11 @@ typedef struct {
     gid_t gid;
     char name[64];
     const char *key;  /* the config key that named it ("signer.user"), for messages */
+    /* The supplementary groups kept after the switch (sandbox_user_groups); none by
+     * default: the front end keeps none, the signer those of signer.groups. */
+    gid_t groups[SANDBOX_MAX_GROUPS];
+    char group_names[SANDBOX_MAX_GROUPS][SANDBOX_GROUP_NAME];
+    int n_groups;
 } sandbox_user;
 
 /* Resolves `user` (named by config key `key`, a literal) when running as root.
@@ -30,11 +40,26 @@ typedef struct {
  * uid or primary gid is 0. As any other user: u->active = 0 and HSMCA_OK. */
 HSMCA_MUSTCHECK hsmca_code sandbox_user_lookup(const char *key, const char *user, sandbox_user *u, hsmca_err *e);
 
+/* The gid of group `name` (named by config key `key`, a literal): a numeric gid, or a
+ * name looked up in the group database (getgrnam). Refuses, with EINVAL and a message
+ * naming the key and the group, a group that does not exist (the message gives the
+ * groupadd command) and gid 0. Works as any user: the supervisor checks at start. */
+HSMCA_MUSTCHECK hsmca_code sandbox_group_lookup(const char *key, const char *name, gid_t *gid,
+                                                hsmca_err *e);
+
+/* When u->active, resolves groups (config key `key`) with sandbox_group_lookup into u,
+ * to be kept by sandbox_drop_user; call it before any chroot, while /etc/group is still
+ * readable. Otherwise HSMCA_OK and nothing kept (a process not started as root keeps
+ * the groups it has). */
+HSMCA_MUSTCHECK hsmca_code sandbox_user_groups(sandbox_user *u, const char *key,
+                                               const config_list *groups, hsmca_err *e);
+
 /* When u->active: chroot into chroot_dir (created 0755 if missing) unless it is
- * NULL, chdir("/"), drop supplementary groups, setresgid, setresuid; then
- * verifies that neither root nor group 0 can be regained, and re-arms the
- * parent-death signal the credential change cleared. Otherwise only chdir("/")
- * and a log line saying the process keeps its uid. */
+ * NULL, chdir("/"), set the supplementary groups to u's (none unless
+ * sandbox_user_groups named some), setresgid, setresuid; then verifies that neither
+ * root nor group 0 can be regained, that the groups are exactly u's, and re-arms the
+ * parent-death signal the credential change cleared; logs the groups kept. Otherwise
+ * only chdir("/") and a log line saying the process keeps its uid. */
 HSMCA_MUSTCHECK hsmca_code sandbox_drop_user(const sandbox_user *u, const char *chroot_dir, hsmca_err *e);
 
 /* A named set of syscalls one process needs for one reason. `calls` are allowed

@@ -151,6 +151,8 @@ hsmca_code signer_sandbox_prepare(const hsmca_config *cfg, signer_sandbox *sb, h
     hsmca_code rc = no_dumps(e);
     if (rc == HSMCA_OK)
         rc = sandbox_user_lookup("signer.user", cfg->signer_user, &sb->user, e);
+    if (rc == HSMCA_OK) /* the module's groups (a TPM's tss, p11-kit's socket) */
+        rc = sandbox_user_groups(&sb->user, "signer.groups", &cfg->signer_groups, e);
     if (rc != HSMCA_OK || !sb->user.active)
         return rc;
     /* config_validate compares the names; two names for one uid are caught here. */

@@ -42,10 +42,11 @@ fi
 printf 'delay C_Sign %s\n' "$delay" >"$work/control"
 : >"$work/counts"
 chmod 666 "$work/counts" "$work/control"
+# The shim's files reach it through pkcs11.env: the signer inherits nothing else.
 sed -i -e "s|^  module: .*|  module: $shim|" -e "s/^  sessions: [0-9]*$/  sessions: $sessions/" \
+    -e "s|^pkcs11:\$|pkcs11:\n  env:\n    P11SHIM_CONTROL: \"$work/control\"\n    P11SHIM_COUNTS: \"$work/counts\"|" \
     -e 's/^issuance:$/issuance:\n  rate_per_second: 1000000\n  rate_burst: 1000000/' "$d/hsmca.yaml"
-P11SHIM_CONTROL=$work/control P11SHIM_COUNTS=$work/counts \
-    "$bin" serve --config "$d/hsmca.yaml" >"$d/server.log" 2>&1 &
+"$bin" serve --config "$d/hsmca.yaml" >"$d/server.log" 2>&1 &
 server=$!
 wait_for "$d/server.log" "over TLS on" || exit 1
 

@@ -63,8 +63,10 @@ if [ -n "$shim" ]; then
     printf 'delay C_Sign %s\n' "$shim_ms" >"$work/control"
     : >"$work/counts"
     chmod 666 "$work/counts" "$work/control"
-    sed -i -e "s|^  module: .*|  module: $shim|" -e "s/^  sessions: [0-9]*$/  sessions: $sessions/" "$d/hsmca.yaml"
-    export P11SHIM_CONTROL="$work/control" P11SHIM_COUNTS="$work/counts"
+    # The shim's files reach it through pkcs11.env: the signer inherits nothing else.
+    sed -i -e "s|^  module: .*|  module: $shim|" -e "s/^  sessions: [0-9]*$/  sessions: $sessions/" \
+        -e "s|^pkcs11:\$|pkcs11:\n  env:\n    P11SHIM_CONTROL: \"$work/control\"\n    P11SHIM_COUNTS: \"$work/counts\"|" \
+        "$d/hsmca.yaml"
 fi
 if [ -n "$sets" ]; then
     if grep -q '^server:$' "$d/hsmca.yaml"; then

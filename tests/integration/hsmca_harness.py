@@ -44,6 +44,14 @@ def free_port():
     return port
 
 
+def with_pkcs11_env(text, variables):
+    """The config text with `pkcs11.env` set to variables (a dict of NAME: value), the
+    only way a variable reaches the signer and its PKCS#11 module (cli/sup_env.h)."""
+    lines = "".join("    %s: %s\n" % (k, json.dumps(v)) for k, v in variables.items())
+    assert "\npkcs11:\n" in text
+    return text.replace("\npkcs11:\n", "\npkcs11:\n  env:\n" + lines, 1)
+
+
 def audit_entries(audit_dir):
     """The entries of audit_dir/log, parsed, after checking each line is whole,
     canonical JSON (sorted keys, no spaces) and numbered by its index."""
@@ -64,12 +72,14 @@ class DevServer:
     """`hsmca dev --dir D --listen 127.0.0.1:PORT --ca-key KEY` as a subprocess."""
 
     def __init__(self, ca_key="ec-p256", name="integ", server_settings=None, edit_config=None,
-                 env_extra=None, audit_key=None):
+                 env_extra=None, audit_key=None, pkcs11_env=None):
         """server_settings: lines added under `server:` in the config; edit_config: a
         function from the config's text to the text to run with. When either is
         given, the CA is made with `hsmca dev init` and run with `hsmca serve --config`.
-        env_extra: variables added to the server's environment. audit_key: `--audit-key`
-        (ed25519, ec-p256), else the default."""
+        env_extra: variables added to the supervisor's environment (the children get only
+        the few they read, cli/sup_env.h). pkcs11_env: a dict written as `pkcs11.env` (the
+        signer's and its module's variables; implies `dev init` and `serve`).
+        audit_key: `--audit-key` (ed25519, ec-p256), else the default."""
         os.makedirs(TMP, exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix=name + ".", dir=TMP)
         self.port = free_port()
@@ -81,7 +91,7 @@ class DevServer:
         env.update(env_extra or {})
         self.log = open(self.log_path, "wb")
         listen = "127.0.0.1:%d" % self.port
-        if server_settings or edit_config:
+        if server_settings or edit_config or pkcs11_env:
             subprocess.check_call([BIN, "dev", "init", "--dir", self.dir, "--ca-key", ca_key]
                                   + (["--audit-key", audit_key] if audit_key else []),
                                   stdout=self.log, stderr=subprocess.STDOUT, env=env)
@@ -93,6 +103,8 @@ class DevServer:
             text = text.replace('listen: "127.0.0.1:15012"', 'listen: "%s"' % listen)
             if edit_config:
                 text = edit_config(text)
+            if pkcs11_env:
+                text = with_pkcs11_env(text, pkcs11_env)
             with open(config, "w") as f:
                 f.write(text)
             argv = [BIN, "serve", "--config", config]
@@ -235,7 +247,7 @@ class ShimServer(DevServer):
 
         super().__init__("ec-p256", name=name, edit_config=shim_config,
                          server_settings=server_settings,
-                         env_extra={"P11SHIM_CONTROL": self.ctl, "P11SHIM_COUNTS": self.counts})
+                         pkcs11_env={"P11SHIM_CONTROL": self.ctl, "P11SHIM_COUNTS": self.counts})
 
     def control(self, text):
         with open(self.ctl, "r+") as f:  # in place: the shim keeps its fd

@@ -363,7 +363,7 @@ class SandboxModeTests(unittest.TestCase):
     def serves(self, edit, need, try_=""):
         """Serves and signs under the filter; returns the log after confinement."""
         server = DevServer("ec-p256", name="sbmode", edit_config=edit,
-                           env_extra={"NETPROBE_NEED": need, "NETPROBE_TRY": try_})
+                           pkcs11_env={"NETPROBE_NEED": need, "NETPROBE_TRY": try_})
         try:
             server.wait_ready()
             kids = server.wait_children()
@@ -381,7 +381,7 @@ class SandboxModeTests(unittest.TestCase):
     def stops(self, edit, need):
         """Stops at start with exit status 78; returns the whole log."""
         server = DevServer("ec-p256", name="sbstop", edit_config=edit,
-                           env_extra={"NETPROBE_NEED": need, "NETPROBE_TRY": ""})
+                           pkcs11_env={"NETPROBE_NEED": need, "NETPROBE_TRY": ""})
         try:
             rc = server.proc.wait(90)
             log = full_log(server)

@@ -1,0 +1,98 @@
+/* sup_env.c - see sup_env.h. */
+#include "sup_env.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* What both children read: log.c's level, the time zone glibc's localtime reads, and
+ * the sanitizer runtimes' settings (an ASan build's CI sets them for the whole server). */
+static const char *const passed_both[] = {
+    "HSMCA_LOG_LEVEL", "TZ",           "ASAN_OPTIONS", "UBSAN_OPTIONS",
+    "LSAN_OPTIONS",    "MSAN_OPTIONS", "TSAN_OPTIONS", "ASAN_SYMBOLIZER_PATH",
+};
+
+/* What only the front end reads (frontend/fe_kubeconfig.c: the in-cluster config). */
+static const char *const passed_frontend[] = {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"};
+
+_Static_assert(sizeof(passed_both) / sizeof(passed_both[0]) +
+                       sizeof(passed_frontend) / sizeof(passed_frontend[0]) <=
+                   16,
+               "SUP_ENV_MAX counts 16 passed-on variables");
+
+/* Appends "name=value" to env. */
+static HSMCA_MUSTCHECK hsmca_code env_add(sup_env *env, const char *name, const char *value,
+                                          hsmca_err *e)
+{
+    if (env->n >= SUP_ENV_MAX)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "environment: more than %d variables", SUP_ENV_MAX);
+    size_t len = strlen(name) + 1 + strlen(value) + 1;
+    char *s = malloc(len);
+    if (!s)
+        return hsmca_fail(e, HSMCA_ENOMEM, "environment: out of memory");
+    snprintf(s, len, "%s=%s", name, value);
+    env->envp[env->n++] = s;
+    env->envp[env->n] = NULL;
+    return HSMCA_OK;
+}
+
+/* Copies the variables names[0..n) that are set in our own environment. */
+static HSMCA_MUSTCHECK hsmca_code env_pass(sup_env *env, const char *const *names, size_t n,
+                                           hsmca_err *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *v = getenv(names[i]);
+        if (v)
+            HSMCA_GUARD(env_add(env, names[i], v, e));
+    }
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code env_fill(const hsmca_config *cfg, sup_env_role role, sup_env *env,
+                                           hsmca_err *e)
+{
+    HSMCA_GUARD(env_pass(env, passed_both, sizeof(passed_both) / sizeof(passed_both[0]), e));
+    if (role == SUP_ENV_FRONTEND)
+        return env_pass(env, passed_frontend, sizeof(passed_frontend) / sizeof(passed_frontend[0]),
+                        e);
+    /* config_validate refuses SOFTHSM2_CONF in pkcs11.env beside pkcs11.softhsm2_conf. */
+    if (cfg->softhsm2_conf[0])
+        HSMCA_GUARD(env_add(env, "SOFTHSM2_CONF", cfg->softhsm2_conf, e));
+    for (int i = 0; i < cfg->pkcs11_env.n && i < CONFIG_MAX_ENV; i++)
+        HSMCA_GUARD(env_add(env, cfg->pkcs11_env.vars[i].name, cfg->pkcs11_env.vars[i].value, e));
+    return HSMCA_OK;
+}
+
+hsmca_code sup_env_build(const hsmca_config *cfg, sup_env_role role, sup_env *env, hsmca_err *e)
+{
+    memset(env, 0, sizeof(*env));
+    hsmca_code rc = env_fill(cfg, role, env, e);
+    if (rc != HSMCA_OK)
+        sup_env_free(env);
+    return rc;
+}
+
+void sup_env_free(sup_env *env)
+{
+    for (int i = 0; i < env->n && i < SUP_ENV_MAX; i++)
+        free(env->envp[i]);
+    memset(env, 0, sizeof(*env));
+}
+
+void sup_env_log_signer(const hsmca_config *cfg)
+{
+    char names[CONFIG_MAX_ENV * (CONFIG_MAX_ENV_NAME + 2) + 64];
+    size_t used = 0;
+    names[0] = '\0';
+    for (int i = 0; i < cfg->pkcs11_env.n && i < CONFIG_MAX_ENV && used < sizeof(names); i++) {
+        int n = snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
+                         cfg->pkcs11_env.vars[i].name);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    log_info("signer environment: pkcs11.env gives %s%s%s", cfg->pkcs11_env.n ? "" : "nothing",
+             names, cfg->softhsm2_conf[0] ? "; pkcs11.softhsm2_conf gives SOFTHSM2_CONF" : "");
+}
