@@ -23,6 +23,7 @@
 #include "config.h"
 #include "log.h"
 #include "p11.h"
+#include "sup_env.h"
 #include "sup_exec.h"
 #include "util.h"
 
@@ -85,11 +86,9 @@ static const char keygen_help[] =
 
 /* ---- check ----------------------------------------------------------------------------- */
 
-/* Runs `SIGNER --check --config CONFIG` and waits for it; its report goes straight to
- * our stdout. Returns its exit status (1 when it died of a signal).
- * The child inherits this process's environment: it must get the signer's own
- * environment, as serve builds it for the signer. */
-static int run_check_child(const char *signer, const char *config)
+/* Runs `SIGNER --check --config CONFIG` with envp and waits for it; its report goes
+ * straight to our stdout. Returns its exit status (1 when it died of a signal). */
+static int run_check_child(const char *signer, const char *config, char *const envp[])
 {
     fflush(stdout);
     pid_t pid = fork();
@@ -99,7 +98,7 @@ static int run_check_child(const char *signer, const char *config)
     }
     if (pid == 0) {
         char *argv[] = {(char *)signer, "--check", "--config", (char *)config, NULL};
-        execv(signer, argv);
+        execve(signer, argv, envp);
         fprintf(stderr, "hsmca token check: exec %s: %s\n", signer, strerror(errno));
         _exit(127);
     }
@@ -114,6 +113,30 @@ static int run_check_child(const char *signer, const char *config)
         return WEXITSTATUS(status);
     fprintf(stderr, "hsmca token check: %s died of signal %d\n", signer, WTERMSIG(status));
     return 1;
+}
+
+/* The check child gets the environment serve gives the signer (sup_env.h): the module
+ * must see the same variables. A config that does not load leaves the config's part
+ * out; the child then reports why it does not load. */
+static int check_with_signer_env(const char *signer, const char *config)
+{
+    hsmca_config *cfg = calloc(1, sizeof(*cfg));
+    sup_env env = {0};
+    hsmca_err e;
+    if (!cfg) {
+        fputs("hsmca token check: out of memory\n", stderr);
+        return 1;
+    }
+    if (config_load(config, cfg, &e) != HSMCA_OK)
+        memset(cfg, 0, sizeof(*cfg));
+    int code = 1;
+    if (sup_env_build(cfg, SUP_ENV_SIGNER, &env, &e) != HSMCA_OK)
+        fprintf(stderr, "hsmca token check: %s\n", e.msg);
+    else
+        code = run_check_child(signer, config, env.envp);
+    sup_env_free(&env);
+    free(cfg);
+    return code;
 }
 
 static const struct option config_flags[] = {{"config", required_argument, 0, 'c'},
@@ -153,7 +176,7 @@ static int token_check(int argc, char **argv)
         fprintf(stderr, "hsmca token check: config %s: %s\n", config, strerror(errno));
         return EXIT_CONFIG;
     }
-    return run_check_child(signer, config_abs);
+    return check_with_signer_env(signer, config_abs);
 }
 
 /* ---- keygen ---------------------------------------------------------------------------- */

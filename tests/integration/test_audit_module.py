@@ -69,7 +69,7 @@ class TwoTokenServer(DevServer):
     """A dev CA whose config points the audit key at token "audit" (made before the
     start), with audit_pin_file unless pin_file is False, and audit_module when given."""
 
-    def __init__(self, name, audit_module=None, pin_file=True, env_extra=None):
+    def __init__(self, name, audit_module=None, pin_file=True, pkcs11_env=None):
         self.spki = None
 
         def edit(text):
@@ -83,7 +83,7 @@ class TwoTokenServer(DevServer):
                 new += "  audit_module: %s\n" % audit_module
             return text.replace(old, new)
 
-        super().__init__("ec-p256", name=name, edit_config=edit, env_extra=env_extra)
+        super().__init__("ec-p256", name=name, edit_config=edit, pkcs11_env=pkcs11_env)
 
     def log_event(self, msg):
         """The last JSON log line with this msg."""
@@ -209,7 +209,7 @@ class AuditModuleTests(unittest.TestCase):
         open(counts, "w").close()
         os.chmod(counts, 0o666)  # the signer may run as its own user
         os.chmod(d, 0o755)
-        self.server = TwoTokenServer("auditmod3", audit_module=SHIM, env_extra={
+        self.server = TwoTokenServer("auditmod3", audit_module=SHIM, pkcs11_env={
             "P11SHIM_MODULE": copy, "P11SHIM_CONTROL": ctl, "P11SHIM_COUNTS": counts})
         self.server.wait_ready()
         ready = self.server.log_event("audit key ready")

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, utils
 from cryptography.x509.oid import NameOID
 
-from hsmca_harness import BIN, TMP
+from hsmca_harness import BIN, TMP, with_pkcs11_env
 from test_sandbox import NETPROBE, Daemons, use_sandbox
 
 SOFTHSM = "/usr/lib/softhsm/libsofthsm2.so"
@@ -158,9 +158,11 @@ class TokenCheckTests(unittest.TestCase):
         with open(bad, "w") as f:
             f.write("not-the-pin\n")
         os.chmod(bad, 0o600)
-        cfg = self.dev.config(lambda t: re.sub(r"(?m)^  module: .*$", "  module: " + SHIM, t)
-                              .replace("pin_file: pin", "pin_file: wrong-pin"), "pin.yaml")
-        rc, out, err = check(cfg, {"P11SHIM_CONTROL": control, "P11SHIM_COUNTS": counts})
+        shim_env = {"P11SHIM_CONTROL": control, "P11SHIM_COUNTS": counts}
+        cfg = self.dev.config(lambda t: with_pkcs11_env(
+            re.sub(r"(?m)^  module: .*$", "  module: " + SHIM, t)
+            .replace("pin_file: pin", "pin_file: wrong-pin"), shim_env), "pin.yaml")
+        rc, out, err = check(cfg)
         self.assertEqual(rc, 1, out + err)
         self.assertIn("FAIL pkcs11.pin_file: login refused", out)
         self.assertIn("CKR_PIN_INCORRECT", out)
@@ -170,10 +172,10 @@ class TokenCheckTests(unittest.TestCase):
             logins = [line.split() for line in f if line.startswith("C_Login ")]
         self.assertEqual(logins, [["C_Login", "1", "0"]], "the PIN is tried once")
         # Control: the same shim counts a good check's logins (inspection, then the opens).
-        good = self.dev.config(lambda t: re.sub(r"(?m)^  module: .*$", "  module: " + SHIM, t),
-                               "pinok.yaml")
+        good = self.dev.config(lambda t: with_pkcs11_env(
+            re.sub(r"(?m)^  module: .*$", "  module: " + SHIM, t), shim_env), "pinok.yaml")
         open(counts, "w").close()
-        rc, out, err = check(good, {"P11SHIM_CONTROL": control, "P11SHIM_COUNTS": counts})
+        rc, out, err = check(good)
         self.assertEqual(rc, 0, out + err)
         with open(counts) as f:
             self.assertTrue(any(line.startswith("C_Login ") and int(line.split()[1]) > 1
@@ -230,8 +232,9 @@ class SandboxCheckTests(unittest.TestCase):
         cls.dev.cleanup()
 
     def test_network_none_names_the_setting(self):
-        cfg = self.dev.config(use_sandbox(network="none"), "none.yaml")
-        rc, out, err = check(cfg, self.need)
+        cfg = self.dev.config(lambda t: with_pkcs11_env(use_sandbox(network="none")(t),
+                                                        self.need), "none.yaml")
+        rc, out, err = check(cfg)
         self.assertEqual(rc, 1, out + err)
         # Before the filter the keys open and sign: only the sandbox stops it.
         self.assertIn("ok   pkcs11.ca_key: opened as serve opens it", out)
@@ -244,8 +247,9 @@ class SandboxCheckTests(unittest.TestCase):
         self.assertIn("netprobe: connect(AF_UNIX) in C_Sign: Operation not permitted", err)
 
     def test_network_unix_would_start(self):
-        cfg = self.dev.config(use_sandbox(network="unix"), "unix.yaml")
-        rc, out, err = check(cfg, self.need)
+        cfg = self.dev.config(lambda t: with_pkcs11_env(use_sandbox(network="unix")(t),
+                                                        self.need), "unix.yaml")
+        rc, out, err = check(cfg)
         self.assertEqual(rc, 0, out + err)
         self.assertIn("signer.sandbox.network: unix", out)
         self.assertIn("verdict: serve would start", out)
