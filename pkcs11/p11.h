@@ -35,7 +35,9 @@ typedef enum {
     P11_KEY_EC_P256 = 1,
     P11_KEY_RSA_2048 = 2,
     P11_KEY_ED25519 = 3,
-    P11_KEY_EC_P384 = 4
+    P11_KEY_EC_P384 = 4,
+    P11_KEY_RSA_3072 = 5,
+    P11_KEY_RSA_4096 = 6
 } p11_key_type;
 
 typedef struct p11_module p11_module; /* a loaded, initialized module */
