@@ -102,9 +102,10 @@ static HSMCA_MUSTCHECK hsmca_code check_key(const import_args *a, EVP_PKEY *toke
         return HSMCA_OK;
     }
     ca_spki_sha256(X509_get0_pubkey(a->ca), have);
-    return hsmca_fail(e, HSMCA_EINVAL, "%s does not certify the token's CA key "
+    /* Both fingerprints in full: with a path the message would be cut at its size. */
+    return hsmca_fail(e, HSMCA_EINVAL, "--cert does not certify the token's CA key "
                       "(pkcs11.ca_key): its public key sha256 is %s, the token key's is %s",
-                      a->cert, have, want);
+                      have, want);
 }
 
 /* A CA certificate by serve's rule, and explicitly one: CA:TRUE and keyCertSign. */

@@ -157,6 +157,11 @@ static HSMCA_MUSTCHECK hsmca_code make_key(ca_session *s, const init_args *a, p1
     if (rc != HSMCA_OK)
         return hsmca_fail(e, rc, "refused, nothing made: %s", why.msg);
     printf("made the CA key %s: %s\n", s->cfg->ca_key_uri, k->what);
+    /* SoftHSM keeps each object in a file of the user that made it. */
+    if (geteuid() == 0 && strstr(s->cfg->module_path, "softhsm"))
+        printf("note: SoftHSM wrote the key's files as root: give the token directory to "
+               "signer.user (%s), e.g. chown -R %s TOKENDIR, or the signer cannot use the key "
+               "once it has switched to that user\n", s->cfg->signer_user, s->cfg->signer_user);
     if ((rc = ca_session_open_key(s, pool, &why)) != HSMCA_OK)
         return hsmca_fail(e, rc, "the new key does not pass serve's checks, do not use it: %s",
                           why.msg);
