@@ -66,9 +66,10 @@ class Ceremony:
     def ca(self, *args):
         return run([BIN, "ca"] + list(args))
 
-    def openssl(self, *args):
-        """openssl with the engine configured; the PIN from the PIN file (-passin)."""
-        rc, out, err = run(["openssl"] + list(args), self.env)
+    def openssl(self, *args, engine=True):
+        """openssl with the engine configured (engine=False: OpenSSL's own defaults, for
+        keys in files); the PIN from the PIN file (-passin)."""
+        rc, out, err = run(["openssl"] + list(args), self.env if engine else None)
         if rc != 0:
             raise AssertionError("openssl %s: %s%s" % (args, out, err))
         return out, err
@@ -127,6 +128,14 @@ def spki_of(pem_path):
                                                 serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
+def pipeline_sha256(first, env=None):
+    """`FIRST | openssl pkey -pubin -outform DER | sha256sum`, as docs/CEREMONY.md has it."""
+    p1 = subprocess.run(first, capture_output=True, check=True, timeout=60)
+    p2 = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "DER"], input=p1.stdout,
+                        capture_output=True, check=True, timeout=60)
+    return hashlib.sha256(p2.stdout).hexdigest()
+
+
 def read(path):
     with open(path, "rb") as f:
         return f.read()
@@ -154,6 +163,8 @@ class SelfSignedTests(unittest.TestCase):
         self.assertEqual(spki, c.engine_spki("fresh", "ca-key"))
         self.assertEqual(spki, c.tool_spki("fresh", "ca-key"))
         self.assertIn("public key sha256: %s\n" % hashlib.sha256(spki).hexdigest(), out)
+        self.assertEqual(pipeline_sha256(["openssl", "x509", "-in", c.cert, "-noout",
+                                          "-pubkey"]), hashlib.sha256(spki).hexdigest())
         self.assertIn("certificate sha256: %s\n" % hashlib.sha256(
             cert.public_bytes(serialization.Encoding.DER)).hexdigest(), out)
         # The profile: a root CA, named as asked, valid 30 days.
@@ -232,7 +243,7 @@ class SelfSignedTests(unittest.TestCase):
         self.assertEqual(read(c.roots), first)
         # --existing-key with no key there.
         c.token("empty")
-        cfg = c.dev.config(lambda t: open(c.cfg).read().replace("token=fresh", "token=empty"),
+        cfg = c.dev.config(lambda t: read(c.cfg).decode().replace("token=fresh", "token=empty"),
                            "empty.yaml")
         rc, out, err = c.ca("init", "--config", cfg, "--csr", c.path("e.csr"), "--subject",
                             "/CN=E", "--existing-key")
@@ -282,6 +293,8 @@ class CsrImportTests(unittest.TestCase):
                                              serialization.PublicFormat.SubjectPublicKeyInfo)
         self.assertEqual(spki, c.tool_spki("fresh", "ca-key"))
         self.assertIn("public key sha256: %s" % hashlib.sha256(spki).hexdigest(), out)
+        self.assertEqual(pipeline_sha256(["openssl", "req", "-in", csr, "-noout", "-pubkey"]),
+                         hashlib.sha256(spki).hexdigest())
         self.assertTrue(req.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
         # The offline root, in its own token, signs it through libp11's engine.
         root, key = c.offline_root()
@@ -313,6 +326,44 @@ class CsrImportTests(unittest.TestCase):
         self.assertIn("certifies the token's CA key", out)
         self.assertIn("verdict: serve would start", out)
 
+    def test_import_through_a_chain(self):
+        """offline root (engine) -> issuing CA (a file key) -> the token's CA: --chain."""
+        c = self.c
+        csr, _ = self.csr("ec-p256")
+        root, key = c.offline_root()
+        mid_csr, mid = c.path("mid.csr"), c.path("mid.pem")
+        c.openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-384",
+                  "-nodes", "-keyout", c.path("mid.key"), "-subj", "/CN=Issuing CA",
+                  "-out", mid_csr, engine=False)
+        c.engine_sign(mid_csr, root, key, mid, EXT_CA.replace("pathlen:0", "pathlen:1"))
+        ca_pem = c.path("ca.pem")
+        with open(c.path("ext.cnf"), "w") as f:
+            f.write(EXT_CA)
+        c.openssl("x509", "-req", "-in", csr, "-CA", mid, "-CAkey", c.path("mid.key"),
+                  "-days", "30", "-extfile", c.path("ext.cnf"), "-set_serial", "7",
+                  "-out", ca_pem, engine=False)
+        # Without the chain it does not verify; ca.chain must be set for --chain.
+        rc, out, err = c.ca("import", "--config", c.cfg, "--cert", ca_pem, "--root", root)
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("unable to get local issuer certificate", err)
+        rc, out, err = c.ca("import", "--config", c.cfg, "--cert", ca_pem, "--root", root,
+                            "--chain", mid)
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("--chain: ca.chain is not set", err)
+        cfg = c.dev.config(lambda t: read(c.cfg).decode().replace(
+            "  root_bundle: fresh-roots.pem\n",
+            "  root_bundle: fresh-roots.pem\n  chain: fresh-chain.pem\n"), "chain.yaml")
+        rc, out, err = c.ca("import", "--config", cfg, "--cert", ca_pem, "--root", root,
+                            "--chain", mid)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("ok   chain: 3 certificates up to the root /O=Test/CN=Offline Root", out)
+        self.assertIn("installed %s (ca.chain)" % c.path("fresh-chain.pem"), out)
+        c.openssl("verify", "-CAfile", c.roots, "-untrusted", c.path("fresh-chain.pem"), c.cert)
+        rc, out, err = c.ca("show", "--config", cfg, "--json")
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual([x["subject"] for x in json.loads(out)["chain"]],
+                         ["CN=Issuing CA", "O=Test, CN=Offline Root"])
+
     def test_import_refusals(self):
         c = self.c
         csr, _ = self.csr("ec-p256")
@@ -339,7 +390,7 @@ class CsrImportTests(unittest.TestCase):
         other_root = c.path("other-root.pem")
         c.openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
                   "-nodes", "-keyout", c.path("other.key"), "-subj", "/CN=Other Root",
-                  "-days", "30", "-out", other_root)
+                  "-days", "30", "-out", other_root, engine=False)
         rc, out, err = c.ca("import", "--config", c.cfg, "--cert", good, "--root", other_root)
         self.assertEqual(rc, 1, out + err)
         self.assertIn("does not chain to %s: unable to get local issuer certificate" % other_root,
