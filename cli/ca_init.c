@@ -180,9 +180,12 @@ static HSMCA_MUSTCHECK hsmca_code init_key(ca_session *s, const init_args *a, p1
         rc = make_key(s, a, pool, e);
     } else if (rc == HSMCA_ENOTFOUND) {
         return hsmca_fail(e, rc, "pkcs11.ca_key: --existing-key, but %s", why.msg);
-    } else if (rc != HSMCA_OK) {
+    } else if (rc == HSMCA_EPERM) {
         return hsmca_fail(e, rc, "pkcs11.ca_key: the key is there and fails serve's checks: %s",
                           why.msg);
+    } else if (rc != HSMCA_OK) {
+        return hsmca_fail(e, rc, "pkcs11.ca_key: %s%s; nothing done", why.msg,
+                          rc == HSMCA_EAUTH ? " (the PIN in pkcs11.pin_file)" : "");
     } else if (!a->existing_key) {
         p11_pool_close(*pool);
         *pool = NULL;

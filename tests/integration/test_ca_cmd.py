@@ -250,6 +250,22 @@ class SelfSignedTests(unittest.TestCase):
         self.assertEqual(rc, 1, out + err)
         self.assertIn("pkcs11.ca_key: --existing-key, but", err)
         self.assertFalse(os.path.exists(c.path("e.csr")))
+        # A PIN the token refuses, a token that is not there: named, nothing made.
+        with open(c.path("wrong-pin"), "w") as f:
+            f.write("not-the-pin\n")
+        cfg = c.dev.config(lambda t: read(c.cfg).decode().replace(
+            "pin_file: pin", "pin_file: wrong-pin"), "wrongpin.yaml")
+        rc, out, err = c.ca("init", "--config", cfg, "--csr", c.path("e.csr"), "--subject",
+                            "/CN=E")
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("CKR_PIN_INCORRECT (the PIN in pkcs11.pin_file); nothing done", err)
+        cfg = c.dev.config(lambda t: read(c.cfg).decode().replace("token=fresh", "token=nosuch"),
+                           "nosuch.yaml")
+        rc, out, err = c.ca("init", "--config", cfg, "--csr", c.path("e.csr"), "--subject",
+                            "/CN=E")
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("pkcs11.ca_key: token 'nosuch' not found; nothing done", err)
+        self.assertFalse(os.path.exists(c.path("e.csr")))
 
     def test_rsa_4096(self):
         c = self.c
