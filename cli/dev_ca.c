@@ -15,6 +15,7 @@
 #include <openssl/sha.h>
 #include <openssl/x509v3.h>
 
+#include "cert_build.h"
 #include "certasm.h"
 #include "config.h"
 #include "dev_jwt.h"
@@ -76,69 +77,37 @@ static HSMCA_MUSTCHECK hsmca_code make_softhsm_conf(const char *dir, hsmca_err *
     return HSMCA_OK;
 }
 
-/* Self-signed root: the TBS is built here, the signature comes from the token. */
+/* Self-signed root (cert_build.h): the TBS is built here, the signature comes from
+ * the token. */
 static HSMCA_MUSTCHECK hsmca_code make_root(const char *dir, p11_pool *pool, hsmca_err *e)
 {
-    EVP_PKEY *key = p11_pool_public_key(pool);
-    X509 *x = X509_new();
-    uint8_t serial[16], *tbs = NULL, *der = NULL;
-    size_t tbs_len = 0, der_len = 0;
-    hsmca_code rc = HSMCA_EINTERNAL;
-    if (!key || !x)
-        goto out;
-    util_random(serial, sizeof(serial));
-    serial[0] = (serial[0] & 0x7f) | 0x01;
+    uint8_t rnd[4];
     char cn[64], hex[9];
-    util_hex(serial, 4, hex);
+    util_random(rnd, sizeof(rnd));
+    util_hex(rnd, sizeof(rnd), hex);
     snprintf(cn, sizeof(cn), "hsmca dev root CA %s", hex);
-    BIGNUM *bn = BN_bin2bn(serial, sizeof(serial), NULL);
     X509_NAME *name = X509_NAME_new();
-    X509V3_CTX ctx;
-    X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
-    int ok = bn && name && X509_set_version(x, 2) && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
-             X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, (const unsigned char *)"hsmca development", -1, -1, 0) &&
-             X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0) &&
-             X509_set_subject_name(x, name) && X509_set_issuer_name(x, name) &&
-             X509_time_adj_ex(X509_getm_notBefore(x), 0, -300, NULL) &&
-             X509_time_adj_ex(X509_getm_notAfter(x), 0, ROOT_VALIDITY, NULL) && X509_set_pubkey(x, key);
-    BN_free(bn);
+    X509 *root = NULL;
+    if (!name ||
+        !X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
+                                    (const unsigned char *)"hsmca development", -1, -1, 0) ||
+        !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1,
+                                    -1, 0)) {
+        X509_NAME_free(name);
+        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot build the root certificate's name");
+    }
+    hsmca_code rc = cert_build_root(pool, name, ROOT_VALIDITY, &root, e);
     X509_NAME_free(name);
-    static const char *exts[][2] = {{"basicConstraints", "critical,CA:TRUE"},
-                                    {"keyUsage", "critical,keyCertSign,cRLSign"},
-                                    {"subjectKeyIdentifier", "hash"}};
-    for (size_t i = 0; ok && i < 3; i++) {
-        X509_EXTENSION *ext = X509V3_EXT_conf(NULL, &ctx, exts[i][0], exts[i][1]);
-        ok = ext && X509_add_ext(x, ext, -1);
-        X509_EXTENSION_free(ext);
-    }
-    if (!ok) {
-        rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot build the root certificate");
-        goto out;
-    }
-    const sigalg *alg = p11_pool_sigalg(pool);
-    uint8_t digest[64], sig[IPC_SIG_MAX];
-    size_t sig_len = sizeof(sig);
-    if ((rc = certasm_tbs_der(x, alg->nid, &tbs, &tbs_len, e)) != HSMCA_OK)
-        goto out;
-    if (!sigalg_digest(alg, tbs, tbs_len, digest)) {
-        rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot hash the root TBS");
-        goto out;
-    }
-    if ((rc = p11_pool_sign_digest(pool, digest, alg->digest_len, sig, &sig_len, e)) != HSMCA_OK ||
-        (rc = certasm_assemble(tbs, tbs_len, alg->nid, sig, sig_len, &der, &der_len, e)) != HSMCA_OK)
-        goto out;
-    char *pem = certasm_der_to_pem(der, der_len);
-    if (!pem) {
-        rc = hsmca_fail(e, HSMCA_EINTERNAL, "root certificate does not parse");
-        goto out;
-    }
+    if (rc != HSMCA_OK)
+        return rc;
+    BIO *b = BIO_new(BIO_s_mem());
+    char *pem = b && PEM_write_bio_X509(b, root) ? certasm_bio_string(b) : NULL;
+    BIO_free(b);
+    X509_free(root);
+    if (!pem)
+        return hsmca_fail(e, HSMCA_EINTERNAL, "cannot encode the root certificate");
     rc = write_in(dir, "root-cert.pem", pem, 0644, e);
     free(pem);
-out:
-    OPENSSL_free(tbs);
-    OPENSSL_free(der);
-    X509_free(x);
-    EVP_PKEY_free(key);
     return rc;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "audit_cmd.h"
+#include "ca_cmd.h"
 #include "dev.h"
 #include "log.h"
 #include "request.h"
@@ -20,6 +21,10 @@ static void usage(FILE *f)
           "\n"
           "Commands:\n"
           "  audit      check the signing log offline: verify, prove, consistency, show, vkey\n"
+          "  ca init    make the CA key in the token, then a self-signed root or a CSR\n"
+          "             signed by it there\n"
+          "  ca import  check a CA certificate against the token key and its root, install it\n"
+          "  ca show    the CA certificate, its chain, expiry, and whether the token key matches\n"
           "  dev        run a development CA on a SoftHSM2 token (creates it on first start)\n"
           "  dev token  print a JWT the dev CA accepts\n"
           "  request    ask a running CA for a certificate (a test client)\n"
@@ -87,6 +92,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "audit"))
         return audit_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "ca"))
+        return ca_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "dev"))
         return dev_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "token"))

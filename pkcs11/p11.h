@@ -27,7 +27,8 @@ typedef struct {
 /* Parses a "pkcs11:" URI (percent-decoding values). */
 HSMCA_MUSTCHECK hsmca_code p11_uri_parse(const char *s, p11_uri *u, hsmca_err *e);
 
-/* Key types p11_generate_key makes: the CA key's (EC P-256, P-384, RSA-2048) and
+/* Key types p11_generate_key makes: the CA key's (EC P-256, P-384, RSA-2048, 3072,
+ * 4096: CKM_RSA_PKCS_KEY_PAIR_GEN with that CKA_MODULUS_BITS, exponent 65537) and
  * the audit key's (Ed25519: CKK_EC_EDWARDS, CKA_EC_PARAMS the RFC 8410 OID; or EC
  * P-256 / P-384 on a token without EdDSA). */
 typedef enum {
@@ -35,7 +36,9 @@ typedef enum {
     P11_KEY_EC_P256 = 1,
     P11_KEY_RSA_2048 = 2,
     P11_KEY_ED25519 = 3,
-    P11_KEY_EC_P384 = 4
+    P11_KEY_EC_P384 = 4,
+    P11_KEY_RSA_3072 = 5,
+    P11_KEY_RSA_4096 = 6
 } p11_key_type;
 
 typedef struct p11_module p11_module; /* a loaded, initialized module */

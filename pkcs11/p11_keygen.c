@@ -93,7 +93,7 @@ static CK_RV generate_pair(p11_module *m, CK_SESSION_HANDLE s, const char *label
                            const uint8_t *id, size_t id_len, p11_key_type type)
 {
     CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
-    CK_ULONG bits = 2048;
+    CK_ULONG bits = type == P11_KEY_RSA_4096 ? 4096 : type == P11_KEY_RSA_3072 ? 3072 : 2048;
     static const uint8_t f4[] = {0x01, 0x00, 0x01};
     CK_ULONG llen = strlen(label);
 
@@ -153,7 +153,9 @@ static CK_MECHANISM_TYPE gen_mechanism(p11_key_type type)
     case P11_KEY_EC_P256:
     case P11_KEY_EC_P384: return CKM_EC_KEY_PAIR_GEN;
     case P11_KEY_ED25519: return CKM_EC_EDWARDS_KEY_PAIR_GEN;
-    case P11_KEY_RSA_2048: return CKM_RSA_PKCS_KEY_PAIR_GEN;
+    case P11_KEY_RSA_2048:
+    case P11_KEY_RSA_3072:
+    case P11_KEY_RSA_4096: return CKM_RSA_PKCS_KEY_PAIR_GEN;
     default: return CKM_VENDOR_DEFINED;
     }
 }

@@ -151,7 +151,7 @@ static void check_audit_key(check_state *st, check_report *r)
     OPENSSL_cleanse(pin, sizeof(pin));
 }
 
-/* ca.cert by serve's rules (signer_ca_cert_check), against the CA key when it opened. */
+/* ca.cert by serve's rules (ca_cert_check), against the CA key when it opened. */
 static void check_ca_cert(const check_state *st, check_report *r)
 {
     const char *path = st->cfg.ca_cert;
@@ -164,7 +164,7 @@ static void check_ca_cert(const check_state *st, check_report *r)
         return;
     }
     EVP_PKEY *token_key = st->pool ? p11_pool_public_key(st->pool) : NULL;
-    if (signer_ca_cert_check(x, path, token_key, &e) != HSMCA_OK)
+    if (ca_cert_check(x, path, token_key, &e) != HSMCA_OK)
         say(r, P11_CHECK_FAIL, "ca.cert", "%s", e.msg);
     else if (!token_key)
         say(r, P11_CHECK_INFO, "ca.cert", "%s not compared with the CA key, which did not open",

@@ -104,7 +104,7 @@ static HSMCA_MUSTCHECK hsmca_code check_ca(signer_ctx *s, const char *path, hsmc
     EVP_PKEY *token_key = p11_pool_public_key(s->pool);
     if (!token_key)
         return hsmca_fail(e, HSMCA_EINTERNAL, "CA check: no public key for pkcs11.ca_key");
-    hsmca_code rc = signer_ca_cert_check(s->ca_cert, path, token_key, e);
+    hsmca_code rc = ca_cert_check(s->ca_cert, path, token_key, e);
     EVP_PKEY_free(token_key);
     HSMCA_GUARD(rc);
     s->alg = p11_pool_sigalg(s->pool);

@@ -1,12 +1,14 @@
 /* signer_tokens.h - where the signer's keys live and what the CA certificate must be:
  * one set of rules for serve's start-up (signer_core.c) and for `hsmca-signer --check`
- * (signer_check.c), so that the check refuses exactly what serve refuses. */
+ * (signer_check.c), so that the check refuses exactly what serve refuses; the CA
+ * certificate's rule is common/ca_cert_rules.h (ca_cert_check). */
 #ifndef HSMCA_SIGNER_TOKENS_H
 #define HSMCA_SIGNER_TOKENS_H
 
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
+#include "ca_cert_rules.h"
 #include "config.h"
 #include "hsmca_err.h"
 #include "p11.h"
@@ -24,11 +26,5 @@ const char *signer_audit_pin_key(const hsmca_config *cfg);
 HSMCA_MUSTCHECK hsmca_code signer_audit_module_load(const hsmca_config *cfg, p11_module *ca_module,
                                                     p11_module **own, p11_module **use,
                                                     hsmca_err *e);
-
-/* ca.cert (at path) as the signer takes it: a CA certificate, with a
- * subjectKeyIdentifier, not expired, and, when token_key is not NULL, certifying
- * token_key (the token's CA key). HSMCA_EINVAL with "CA check: ..." naming the rule. */
-HSMCA_MUSTCHECK hsmca_code signer_ca_cert_check(X509 *cert, const char *path,
-                                                EVP_PKEY *token_key, hsmca_err *e);
 
 #endif

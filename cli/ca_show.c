@@ -1,0 +1,238 @@
+/* ca_show.c - `hsmca ca show`: the CA certificate, its chain up to the root bundle
+ * (verified now), the key URI and whether the token's key is the certificate's. One
+ * JSON document is built and printed as is (--json) or as text. */
+#include "ca_cmd.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <openssl/x509v3.h>
+
+#include "ca_util.h"
+#include "cli_opts.h"
+
+static void put_time(json_t *o, const char *key, const ASN1_TIME *t)
+{
+    struct tm tm;
+    char buf[32] = "?";
+    if (ASN1_TIME_to_tm(t, &tm))
+        strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_object_set_new(o, key, json_string(buf));
+}
+
+static void put_name(json_t *o, const char *key, const X509_NAME *n)
+{
+    char buf[1024] = "";
+    BIO *b = BIO_new(BIO_s_mem());
+    if (b && X509_NAME_print_ex(b, n, 0, XN_FLAG_ONELINE & ~XN_FLAG_SPC_EQ & ~ASN1_STRFLGS_ESC_MSB) >= 0) {
+        int len = BIO_read(b, buf, sizeof(buf) - 1);
+        buf[len > 0 ? len : 0] = '\0';
+    }
+    BIO_free(b);
+    json_object_set_new(o, key, json_string(buf));
+}
+
+/* One certificate's facts. */
+static json_t *cert_json(X509 *x)
+{
+    json_t *o = json_object();
+    char hex[CA_HEX_LEN] = "", desc[64];
+    put_name(o, "subject", X509_get_subject_name(x));
+    put_name(o, "issuer", X509_get_issuer_name(x));
+    BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(x), NULL);
+    char *serial = bn ? BN_bn2hex(bn) : NULL;
+    json_object_set_new(o, "serial", json_string(serial ? serial : "?"));
+    OPENSSL_free(serial);
+    BN_free(bn);
+    put_time(o, "not_before", X509_get0_notBefore(x));
+    put_time(o, "not_after", X509_get0_notAfter(x));
+    json_object_set_new(o, "days_left", json_integer(ca_days_left(X509_get0_notAfter(x))));
+    json_object_set_new(o, "key_type", json_string(ca_key_desc(X509_get0_pubkey(x), desc,
+                                                                sizeof(desc))));
+    json_object_set_new(o, "is_ca", json_boolean(X509_check_ca(x) == 1));
+    ca_cert_sha256(x, hex);
+    json_object_set_new(o, "sha256", json_string(hex));
+    ca_spki_sha256(X509_get0_pubkey(x), hex);
+    json_object_set_new(o, "spki_sha256", json_string(hex));
+    return o;
+}
+
+static json_t *certs_json(STACK_OF(X509) *certs, int from)
+{
+    json_t *a = json_array();
+    for (int i = from; i < sk_X509_num(certs); i++)
+        json_array_append_new(a, cert_json(sk_X509_value(certs, i)));
+    return a;
+}
+
+/* "chain": the verified path above the CA certificate, up to its root, or "chain_error". */
+static void put_chain(json_t *o, X509 *ca, STACK_OF(X509) *chain, STACK_OF(X509) *roots)
+{
+    X509_STORE *st = X509_STORE_new();
+    X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+    int ok = st && ctx && roots;
+    for (int i = 0; ok && i < sk_X509_num(roots); i++)
+        ok = X509_STORE_add_cert(st, sk_X509_value(roots, i));
+    if (ok && X509_STORE_CTX_init(ctx, st, ca, chain) && X509_verify_cert(ctx) == 1) {
+        json_object_set_new(o, "chain", certs_json(X509_STORE_CTX_get0_chain(ctx), 1));
+    } else {
+        int err = ctx ? X509_STORE_CTX_get_error(ctx) : 0;
+        json_object_set_new(o, "chain_error",
+                            json_string(!roots ? "no root bundle"
+                                        : err  ? X509_verify_cert_error_string(err)
+                                               : "cannot verify"));
+    }
+    X509_STORE_CTX_free(ctx);
+    X509_STORE_free(st);
+}
+
+/* "token_key": "match", "mismatch" (with the token key's fingerprint) or "error". */
+static void put_token(json_t *o, ca_session *s, X509 *ca)
+{
+    p11_pool *pool = NULL;
+    hsmca_err e;
+    char hex[CA_HEX_LEN] = "";
+    if (ca_session_token(s) != 0) {
+        json_object_set_new(o, "token_key", json_string("error"));
+        json_object_set_new(o, "token_error", json_string("the token's module does not load, "
+                                                          "or the PIN file does not read"));
+        return;
+    }
+    if (ca_session_open_key(s, &pool, &e) != HSMCA_OK) {
+        json_object_set_new(o, "token_key", json_string("error"));
+        json_object_set_new(o, "token_error", json_string(e.msg));
+        return;
+    }
+    EVP_PKEY *key = p11_pool_public_key(pool);
+    int match = key && EVP_PKEY_eq(key, X509_get0_pubkey(ca)) == 1;
+    ca_spki_sha256(key, hex);
+    json_object_set_new(o, "token_key", json_string(match ? "match" : "mismatch"));
+    json_object_set_new(o, "token_spki_sha256", json_string(hex));
+    EVP_PKEY_free(key);
+    p11_pool_close(pool);
+}
+
+static const char *str(json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
+static void print_cert(json_t *c, const char *indent)
+{
+    printf("%ssubject      %s\n%sissuer       %s\n%sserial       %s\n", indent,
+           str(c, "subject"), indent, str(c, "issuer"), indent, str(c, "serial"));
+    printf("%snot before   %s\n%snot after    %s (%lld days left)\n", indent,
+           str(c, "not_before"), indent, str(c, "not_after"),
+           (long long)json_integer_value(json_object_get(c, "days_left")));
+    printf("%skey          %s\n%ssha256       %s\n%sspki sha256  %s\n", indent,
+           str(c, "key_type"), indent, str(c, "sha256"), indent, str(c, "spki_sha256"));
+}
+
+static void print_text(json_t *o)
+{
+    size_t i;
+    json_t *c;
+    printf("CA certificate %s (ca.cert)\n", str(o, "ca_cert"));
+    print_cert(json_object_get(o, "cert"), "  ");
+    if (json_object_get(o, "chain")) {
+        printf("chain to the root (verified now, %s):\n",
+               str(o, "chain_file")[0] ? str(o, "chain_file") : "no ca.chain");
+        json_array_foreach(json_object_get(o, "chain"), i, c) {
+            printf("  [%zu]\n", i + 1);
+            print_cert(c, "    ");
+        }
+    } else {
+        printf("chain to the root: DOES NOT VERIFY: %s\n", str(o, "chain_error"));
+    }
+    printf("root bundle %s (ca.root_bundle): %zu root%s\n", str(o, "root_bundle"),
+           json_array_size(json_object_get(o, "roots")),
+           json_array_size(json_object_get(o, "roots")) == 1 ? "" : "s");
+    json_array_foreach(json_object_get(o, "roots"), i, c)
+        printf("  %s, not after %s, sha256 %s\n", str(c, "subject"), str(c, "not_after"),
+               str(c, "sha256"));
+    printf("key %s (pkcs11.ca_key)\n", str(o, "key_uri"));
+    const char *tk = str(o, "token_key");
+    if (!strcmp(tk, "match"))
+        puts("token key: matches the certificate");
+    else if (!strcmp(tk, "mismatch"))
+        printf("token key: DOES NOT MATCH the certificate: the token key's spki sha256 is %s\n",
+               str(o, "token_spki_sha256"));
+    else
+        printf("token key: cannot open: %s\n", str(o, "token_error"));
+}
+
+/* Everything but the token into o; 0, else 1 after saying why. */
+static int show_files(json_t *o, const hsmca_config *c, X509 **ca)
+{
+    hsmca_err e;
+    STACK_OF(X509) *certs = ca_load_certs(c->ca_cert, "ca.cert", &e), *chain = NULL, *roots;
+    if (!certs) {
+        fprintf(stderr, "hsmca ca show: %s\n", e.msg);
+        return 1;
+    }
+    *ca = sk_X509_shift(certs);
+    sk_X509_pop_free(certs, X509_free);
+    if (c->chain[0] && !(chain = ca_load_certs(c->chain, "ca.chain", &e))) {
+        fprintf(stderr, "hsmca ca show: %s\n", e.msg);
+        return 1;
+    }
+    roots = ca_load_certs(c->root_bundle, "ca.root_bundle", &e);
+    json_object_set_new(o, "ca_cert", json_string(c->ca_cert));
+    json_object_set_new(o, "chain_file", json_string(c->chain));
+    json_object_set_new(o, "root_bundle", json_string(c->root_bundle));
+    json_object_set_new(o, "key_uri", json_string(c->ca_key_uri));
+    json_object_set_new(o, "cert", cert_json(*ca));
+    put_chain(o, *ca, chain, roots);
+    json_object_set_new(o, "roots", roots ? certs_json(roots, 0) : json_array());
+    if (!roots)
+        json_object_set_new(o, "roots_error", json_string(e.msg));
+    sk_X509_pop_free(chain, X509_free);
+    sk_X509_pop_free(roots, X509_free);
+    return 0;
+}
+
+int ca_show(int argc, char **argv)
+{
+    static const struct option flags[] = {{"config", required_argument, 0, 'c'},
+                                          {"json", no_argument, 0, 'j'},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
+    const char *config = NULL;
+    int as_json = 0, rc;
+    cli_opts o;
+    cli_opts_init(&o, "hsmca ca show", flags, NULL, 0);
+    for (int c; (c = cli_opts_next(&o, argc, argv)) != -1;) {
+        switch (c) {
+        case 'h': puts(ca_show_help); return 0;
+        case 'c': config = optarg; break;
+        case 'j': as_json = 1; break;
+        default: return 2;
+        }
+    }
+    if (!config) {
+        fputs("hsmca ca show: --config FILE is required\n", stderr);
+        return 2;
+    }
+    ca_session s = {0};
+    X509 *ca = NULL;
+    json_t *doc = json_object();
+    if ((rc = ca_session_config(&s, "hsmca ca show", config)) == 0 && !doc)
+        rc = 1;
+    if (rc == 0 && (rc = show_files(doc, s.cfg, &ca)) == 0) {
+        put_token(doc, &s, ca);
+        if (as_json) {
+            json_dumpf(doc, stdout, JSON_INDENT(2));
+            putchar('\n');
+        } else {
+            print_text(doc);
+        }
+        rc = strcmp(str(doc, "token_key"), "match") || json_object_get(doc, "chain_error");
+    }
+    json_decref(doc);
+    X509_free(ca);
+    ca_session_end(&s);
+    return rc;
+}

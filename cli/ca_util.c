@@ -1,0 +1,225 @@
+/* ca_util.c - see ca_util.h. */
+#include "ca_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+
+#include "certasm.h"
+#include "log.h"
+#include "util.h"
+
+#define CERT_FILE_MAX (1024 * 1024)
+
+int ca_session_config(ca_session *s, const char *cmd, const char *config)
+{
+    hsmca_err e;
+    s->cmd = cmd;
+    s->config = config;
+    if (!(s->cfg = calloc(1, sizeof(*s->cfg)))) {
+        fprintf(stderr, "%s: out of memory\n", cmd);
+        return EXIT_CONFIG;
+    }
+    const char *uri = s->cfg->ca_key_uri;
+    if (config_load(config, s->cfg, &e) != HSMCA_OK || config_validate(s->cfg, &e) != HSMCA_OK)
+        fprintf(stderr, "%s: %s\n", cmd, e.msg);
+    else if (!uri[0])
+        fprintf(stderr, "%s: pkcs11.ca_key is not set: write the CA key's URI there\n", cmd);
+    else if (p11_uri_parse(uri, &s->uri, &e) != HSMCA_OK)
+        fprintf(stderr, "%s: pkcs11.ca_key: %s\n", cmd, e.msg);
+    else if (!s->uri.object[0] || (s->uri.type[0] && strcmp(s->uri.type, "private") != 0))
+        fprintf(stderr, "%s: pkcs11.ca_key must name the key's label (object=) and no type "
+                        "but private\n", cmd);
+    else
+        return 0;
+    return EXIT_CONFIG;
+}
+
+void ca_module_env(const hsmca_config *cfg)
+{
+    if (cfg->softhsm2_conf[0]) /* as the signer does (signer_core.c) */
+        setenv("SOFTHSM2_CONF", cfg->softhsm2_conf, 1);
+}
+
+int ca_session_token(ca_session *s)
+{
+    hsmca_err e;
+    if (util_read_secret(s->cfg->pin_file, s->pin, sizeof(s->pin), &e) != HSMCA_OK) {
+        fprintf(stderr, "%s: pkcs11.pin_file: %s\n", s->cmd, e.msg);
+        return 1;
+    }
+    s->have_pin = 1;
+    ca_module_env(s->cfg);
+    if (p11_module_load(s->cfg->module_path, &s->m, &e) != HSMCA_OK) {
+        fprintf(stderr, "%s: pkcs11.module: %s\n", s->cmd, e.msg);
+        return 1;
+    }
+    return 0;
+}
+
+hsmca_code ca_session_open_key(ca_session *s, p11_pool **pool, hsmca_err *e)
+{
+    return p11_pool_open(s->m, s->cfg->ca_key_uri, s->pin, 1, pool, e);
+}
+
+void ca_session_end(ca_session *s)
+{
+    p11_module_unload(s->m);
+    s->m = NULL;
+    OPENSSL_cleanse(s->pin, sizeof(s->pin));
+    free(s->cfg);
+    s->cfg = NULL;
+}
+
+static int sha256_hex(const unsigned char *der, int n, char hex[CA_HEX_LEN])
+{
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    if (n <= 0)
+        return 0;
+    SHA256(der, (size_t)n, md);
+    util_hex(md, sizeof(md), hex);
+    return 1;
+}
+
+int ca_spki_sha256(EVP_PKEY *key, char hex[CA_HEX_LEN])
+{
+    unsigned char *der = NULL;
+    int ok = key && sha256_hex(der, i2d_PUBKEY(key, &der), hex);
+    OPENSSL_free(der);
+    return ok;
+}
+
+int ca_cert_sha256(X509 *x, char hex[CA_HEX_LEN])
+{
+    unsigned char *der = NULL;
+    int ok = x && sha256_hex(der, i2d_X509(x, &der), hex);
+    OPENSSL_free(der);
+    return ok;
+}
+
+const char *ca_key_desc(EVP_PKEY *key, char *buf, size_t size)
+{
+    char group[64] = "";
+    size_t glen = 0;
+    if (!key)
+        snprintf(buf, size, "none");
+    else if (EVP_PKEY_get_base_id(key) == EVP_PKEY_RSA)
+        snprintf(buf, size, "RSA-%d", EVP_PKEY_get_bits(key));
+    else if (EVP_PKEY_get_base_id(key) == EVP_PKEY_EC &&
+             EVP_PKEY_get_group_name(key, group, sizeof(group), &glen))
+        snprintf(buf, size, "EC %s", !strcmp(group, "prime256v1")  ? "P-256"
+                                     : !strcmp(group, "secp384r1") ? "P-384"
+                                                                   : group);
+    else
+        snprintf(buf, size, "%s", OBJ_nid2sn(EVP_PKEY_get_base_id(key)));
+    return buf;
+}
+
+/* The certificates in buf: every PEM block must be a CERTIFICATE. */
+static STACK_OF(X509) *parse_certs(const char *buf, size_t len, const char *path,
+                                   const char *what, hsmca_err *e)
+{
+    STACK_OF(X509) *certs = sk_X509_new_null();
+    BIO *b = BIO_new_mem_buf(buf, (int)len);
+    char *name = NULL, *header = NULL;
+    unsigned char *der = NULL;
+    long n;
+    while (certs && b && PEM_read_bio(b, &name, &header, &der, &n)) {
+        const unsigned char *p = der;
+        X509 *x = strcmp(name, "CERTIFICATE") == 0 ? d2i_X509(NULL, &p, n) : NULL;
+        int ok = x && p == der + n && sk_X509_push(certs, x);
+        if (!ok)
+            X509_free(x);
+        OPENSSL_free(name);
+        OPENSSL_free(header);
+        OPENSSL_free(der);
+        if (!ok) {
+            sk_X509_pop_free(certs, X509_free);
+            certs = NULL;
+            hsmca_fail(e, HSMCA_EINVAL, "%s %s: a PEM block that is not a certificate, or one "
+                                        "that does not parse", what, path);
+        }
+    }
+    ERR_clear_error();
+    BIO_free(b);
+    if (certs && sk_X509_num(certs) == 0) {
+        sk_X509_free(certs);
+        certs = NULL;
+        hsmca_fail(e, HSMCA_EINVAL, "%s %s: no PEM certificate in it", what, path);
+    } else if (!b && certs) {
+        sk_X509_pop_free(certs, X509_free);
+        certs = NULL;
+        hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    }
+    return certs;
+}
+
+STACK_OF(X509) *ca_load_certs(const char *path, const char *what, hsmca_err *e)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    hsmca_err why;
+    if (util_read_file(path, CERT_FILE_MAX, &buf, &len, &why) != HSMCA_OK) {
+        hsmca_fail(e, HSMCA_EIO, "%s: %s", what, why.msg);
+        return NULL;
+    }
+    STACK_OF(X509) *certs = parse_certs(buf, len, path, what, e);
+    free(buf);
+    return certs;
+}
+
+char *ca_certs_pem(STACK_OF(X509) *certs)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    int ok = b != NULL;
+    for (int i = 0; ok && i < sk_X509_num(certs); i++)
+        ok = PEM_write_bio_X509(b, sk_X509_value(certs, i));
+    char *pem = ok ? certasm_bio_string(b) : NULL;
+    BIO_free(b);
+    return pem;
+}
+
+int ca_file_differs(const char *path, const char *data, size_t len)
+{
+    if (access(path, F_OK) != 0)
+        return 0;
+    char *old = NULL;
+    size_t old_len = 0;
+    hsmca_err ignored;
+    if (util_read_file(path, CERT_FILE_MAX, &old, &old_len, &ignored) != HSMCA_OK)
+        return 1;
+    int differs = old_len != len || memcmp(old, data, len) != 0;
+    free(old);
+    return differs;
+}
+
+hsmca_code ca_install(const char *path, const char *key, const char *data, int force,
+                      int *changed, hsmca_err *e)
+{
+    size_t len = strlen(data);
+    if (changed)
+        *changed = 1;
+    if (access(path, F_OK) == 0 && !ca_file_differs(path, data, len)) {
+        if (changed)
+            *changed = 0;
+        return HSMCA_OK;
+    }
+    if (access(path, F_OK) == 0 && !force)
+        return hsmca_fail(e, HSMCA_EINVAL, "%s: %s exists and holds something else: pass "
+                                           "--force to replace it, or point %s elsewhere",
+                          key, path, key);
+    return util_write_file_atomic(path, data, len, 0644, e);
+}
+
+long ca_days_left(const ASN1_TIME *t)
+{
+    int days = 0, secs = 0;
+    if (!ASN1_TIME_diff(&days, &secs, NULL, t))
+        return 0;
+    return days - (secs < 0 ? 1 : 0);
+}

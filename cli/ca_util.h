@@ -1,0 +1,73 @@
+/* ca_util.h - what the `hsmca ca` commands share: the config and its CA key URI, the
+ * token opened in this process with the config's module (and the module's environment,
+ * set in one place), fingerprints, certificate files read and installed. */
+#ifndef HSMCA_CA_UTIL_H
+#define HSMCA_CA_UTIL_H
+
+#include <openssl/sha.h>
+#include <openssl/x509.h>
+
+#include "config.h"
+#include "hsmca_err.h"
+#include "p11.h"
+
+#define CA_HEX_LEN (2 * SHA256_DIGEST_LENGTH + 1)
+
+typedef struct {
+    const char *cmd;    /* "hsmca ca init": the start of every message */
+    const char *config; /* --config */
+    hsmca_config *cfg;
+    p11_uri uri;        /* pkcs11.ca_key */
+    p11_module *m;      /* loaded by ca_session_token */
+    char pin[256];      /* from pkcs11.pin_file, wiped by ca_session_end */
+    int have_pin;
+} ca_session;
+
+/* Loads and validates the config and parses pkcs11.ca_key (it must name the key's
+ * label: object=). 0, else EXIT_CONFIG after saying why on stderr. */
+int ca_session_config(ca_session *s, const char *cmd, const char *config);
+
+/* Reads pkcs11.pin_file, sets the module's environment (ca_module_env) and loads
+ * pkcs11.module in this process. 0, else 1 after saying why. */
+int ca_session_token(ca_session *s);
+
+/* Opens the CA key as serve's signer does (p11_pool_open: CKA_SENSITIVE,
+ * !CKA_EXTRACTABLE, CKA_SIGN, the key's type and size, a signature verified). */
+HSMCA_MUSTCHECK hsmca_code ca_session_open_key(ca_session *s, p11_pool **pool, hsmca_err *e);
+
+/* Unloads the module, wipes the PIN, frees the config. Safe on a zeroed session. */
+void ca_session_end(ca_session *s);
+
+/* The environment the config's PKCS#11 module runs with in this process: the one place
+ * it is set (today pkcs11.softhsm2_conf as SOFTHSM2_CONF, as the signer sets it). */
+void ca_module_env(const hsmca_config *cfg);
+
+/* SHA-256 of the key's DER SubjectPublicKeyInfo / of the certificate's DER, in hex. */
+int ca_spki_sha256(EVP_PKEY *key, char hex[CA_HEX_LEN]);
+int ca_cert_sha256(X509 *x, char hex[CA_HEX_LEN]);
+
+/* "EC P-256", "EC P-384", "RSA-3072", ... (into buf). */
+const char *ca_key_desc(EVP_PKEY *key, char *buf, size_t size);
+
+/* Every certificate in the PEM file at path (at most 1 MiB; anything else in it, or no
+ * certificate at all, is refused naming what). NULL with e. */
+STACK_OF(X509) *ca_load_certs(const char *path, const char *what, hsmca_err *e);
+
+/* The PEM of certs[0..) (new string, caller frees); NULL when out of memory. */
+char *ca_certs_pem(STACK_OF(X509) *certs);
+
+/* 1 when path exists and holds other bytes than data[0..len), 0 when it does not
+ * exist or holds these bytes. A file that cannot be read counts as different. */
+int ca_file_differs(const char *path, const char *data, size_t len);
+
+/* Writes data to path (mode 0644) atomically: a temporary file in its directory,
+ * fsync, rename. A file already there with other content is replaced only with
+ * force, else HSMCA_EINVAL naming key (the config key) and --force. *changed (may
+ * be NULL) is 0 when the file already held these bytes (nothing written). */
+HSMCA_MUSTCHECK hsmca_code ca_install(const char *path, const char *key, const char *data,
+                                      int force, int *changed, hsmca_err *e);
+
+/* Days (rounded down; negative once past) from now until t. */
+long ca_days_left(const ASN1_TIME *t);
+
+#endif
