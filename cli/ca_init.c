@@ -15,21 +15,10 @@
 #include "cert_build.h"
 #include "certasm.h"
 #include "cli_opts.h"
+#include "key_kinds.h"
 #include "util.h"
 
 #define TTL_MAX_DAYS (100LL * 365)
-
-typedef struct {
-    const char *name;
-    p11_key_type type;
-    const char *what; /* as ca_key_desc prints it */
-} key_kind;
-
-static const key_kind kinds[] = {
-    {"ec-p256", P11_KEY_EC_P256, "EC P-256"},   {"ec-p384", P11_KEY_EC_P384, "EC P-384"},
-    {"rsa-2048", P11_KEY_RSA_2048, "RSA-2048"}, {"rsa-3072", P11_KEY_RSA_3072, "RSA-3072"},
-    {"rsa-4096", P11_KEY_RSA_4096, "RSA-4096"},
-};
 
 typedef struct {
     const char *config, *csr, *subject, *ttl;
@@ -101,12 +90,9 @@ static int init_parse(int argc, char **argv, init_args *a)
               "--csr FILE are required\n", stderr);
         return 2;
     }
-    for (size_t i = 0; type && i < sizeof(kinds) / sizeof(kinds[0]); i++)
-        if (!strcmp(type, kinds[i].name))
-            a->kind = &kinds[i];
-    if (type && !a->kind) {
-        fputs("hsmca ca init: --type must be ec-p256, ec-p384, rsa-2048, rsa-3072 or "
-              "rsa-4096\n", stderr);
+    a->kind = key_kind_find(type);
+    if (type && (!a->kind || !a->kind->ca)) {
+        fprintf(stderr, "hsmca ca init: --type must be %s\n", key_kind_names(0));
         return 2;
     }
     if (a->ttl && !a->self_signed) {
@@ -142,7 +128,7 @@ static int init_targets_free(const ca_session *s, const init_args *a)
 static HSMCA_MUSTCHECK hsmca_code make_key(ca_session *s, const init_args *a, p11_pool **pool,
                                            hsmca_err *e)
 {
-    const key_kind *k = a->kind ? a->kind : &kinds[0];
+    const key_kind *k = a->kind ? a->kind : key_kind_of(P11_KEY_EC_P256);
     uint8_t id[16];
     util_random(id, sizeof(id));
     hsmca_err why;

@@ -1,5 +1,6 @@
 /* ca_util.c - see ca_util.h. */
 #include "ca_util.h"
+#include "sup_env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,12 +41,6 @@ int ca_session_config(ca_session *s, const char *cmd, const char *config)
     return EXIT_CONFIG;
 }
 
-void ca_module_env(const hsmca_config *cfg)
-{
-    if (cfg->softhsm2_conf[0]) /* as the signer does (signer_core.c) */
-        setenv("SOFTHSM2_CONF", cfg->softhsm2_conf, 1);
-}
-
 int ca_session_token(ca_session *s)
 {
     hsmca_err e;
@@ -54,7 +49,7 @@ int ca_session_token(ca_session *s)
         return 1;
     }
     s->have_pin = 1;
-    ca_module_env(s->cfg);
+    sup_env_apply_module(s->cfg);
     if (p11_module_load(s->cfg->module_path, &s->m, &e) != HSMCA_OK) {
         fprintf(stderr, "%s: pkcs11.module: %s\n", s->cmd, e.msg);
         return 1;

@@ -27,7 +27,7 @@ typedef struct {
  * label: object=). 0, else EXIT_CONFIG after saying why on stderr. */
 int ca_session_config(ca_session *s, const char *cmd, const char *config);
 
-/* Reads pkcs11.pin_file, sets the module's environment (ca_module_env) and loads
+/* Reads pkcs11.pin_file, sets the module's environment (sup_env_apply_module) and loads
  * pkcs11.module in this process. 0, else 1 after saying why. */
 int ca_session_token(ca_session *s);
 
@@ -37,10 +37,6 @@ HSMCA_MUSTCHECK hsmca_code ca_session_open_key(ca_session *s, p11_pool **pool, h
 
 /* Unloads the module, wipes the PIN, frees the config. Safe on a zeroed session. */
 void ca_session_end(ca_session *s);
-
-/* The environment the config's PKCS#11 module runs with in this process: the one place
- * it is set (today pkcs11.softhsm2_conf as SOFTHSM2_CONF, as the signer sets it). */
-void ca_module_env(const hsmca_config *cfg);
 
 /* SHA-256 of the key's DER SubjectPublicKeyInfo / of the certificate's DER, in hex. */
 int ca_spki_sha256(EVP_PKEY *key, char hex[CA_HEX_LEN]);

@@ -1,5 +1,6 @@
 /* dev.c - `hsmca dev`: a development CA on a SoftHSM token, in one command. */
 #include "dev.h"
+#include "key_kinds.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -21,9 +22,9 @@
 
 static void usage(FILE *f)
 {
-    fputs("usage: hsmca dev [--dir DIR] [--listen ADDR] [--ca-key ec-p256|rsa-2048]\n"
+    fputs("usage: hsmca dev [--dir DIR] [--listen ADDR] [--ca-key TYPE]\n"
           "                 [--audit-key ed25519|ec-p256|ec-p384]\n"
-          "       hsmca dev init [--dir DIR] [--ca-key ec-p256|rsa-2048]\n"
+          "       hsmca dev init [--dir DIR] [--ca-key TYPE]\n"
           "                 [--audit-key ed25519|ec-p256|ec-p384]\n"
           "       hsmca dev token [--dir DIR] --ns NS --sa SA [--aud A] [--ttl SECONDS]\n"
           "\n"
@@ -47,7 +48,8 @@ static void usage(FILE *f)
           "Flags:\n"
           "  --dir DIR        state directory (created 0700)\n"
           "  --listen ADDR    host:port to serve on\n"
-          "  --ca-key TYPE    CA key type on first start: ec-p256 (default) or rsa-2048\n"
+          "  --ca-key TYPE    CA key type on first start: ec-p256 (default), ec-p384,\n"
+          "                   rsa-2048, rsa-3072 or rsa-4096\n"
           "  --audit-key TYPE audit key type on first start: ed25519 (default), ec-p256\n"
           "                   or ec-p384\n"
           "                   (ECDSA checkpoints, for tokens without EdDSA); without\n"
@@ -59,22 +61,14 @@ static void usage(FILE *f)
 /* --ca-key / --audit-key: the type named by arg, among those the flag takes. */
 static int parse_key(int flag, const char *arg, p11_key_type *ca, p11_key_type *audit)
 {
-    if (flag == 'k' && !strcmp(arg, "ec-p256"))
-        *ca = P11_KEY_EC_P256;
-    else if (flag == 'k' && !strcmp(arg, "rsa-2048"))
-        *ca = P11_KEY_RSA_2048;
-    else if (flag == 'a' && !strcmp(arg, "ed25519"))
-        *audit = P11_KEY_ED25519;
-    else if (flag == 'a' && !strcmp(arg, "ec-p256"))
-        *audit = P11_KEY_EC_P256;
-    else if (flag == 'a' && !strcmp(arg, "ec-p384"))
-        *audit = P11_KEY_EC_P384;
-    else {
-        fprintf(stderr, flag == 'k' ? "hsmca dev: --ca-key must be ec-p256 or rsa-2048\n"
-                                    : "hsmca dev: --audit-key must be ed25519, ec-p256 or "
-                                      "ec-p384\n");
+    const key_kind *k = key_kind_find(arg);
+    int audit_flag = flag == 'a';
+    if (!k || !(audit_flag ? k->audit : k->ca)) {
+        fprintf(stderr, "hsmca dev: --%s must be %s\n", audit_flag ? "audit-key" : "ca-key",
+                key_kind_names(audit_flag));
         return -1;
     }
+    *(audit_flag ? audit : ca) = k->type;
     return 0;
 }
 

@@ -1,5 +1,6 @@
 /* dev_ca.c - see dev_ca.h. */
 #include "dev_ca.h"
+#include "key_kinds.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -15,6 +16,7 @@
 #include <openssl/sha.h>
 #include <openssl/x509v3.h>
 
+#include "ca_util.h"
 #include "cert_build.h"
 #include "certasm.h"
 #include "config.h"
@@ -111,13 +113,6 @@ static HSMCA_MUSTCHECK hsmca_code make_root(const char *dir, p11_pool *pool, hsm
     return rc;
 }
 
-static const char *key_type_name(int t) { return t == P11_KEY_RSA_2048 ? "rsa-2048" : "ec-p256"; }
-
-static const char *audit_type_name(p11_key_type t)
-{
-    return t == P11_KEY_EC_P256 ? "ec-p256" : t == P11_KEY_EC_P384 ? "ec-p384" : "ed25519";
-}
-
 /* The audit key (Ed25519 unless type says EC P-256 or P-384): made with a new CA, and in a
  * directory made before hsmca had one (said in the log); an existing key must
  * pass the signer's checks, and be of type when one was asked for. */
@@ -134,23 +129,18 @@ static HSMCA_MUSTCHECK hsmca_code ensure_audit_key(p11_module *m, const char *pi
     if (rc == HSMCA_ENOTFOUND) {
         log_info("%sgenerating the %s audit key '%s' in the token",
                  new_ca ? "" : "this dev directory has no audit key yet: ",
-                 make == P11_KEY_EC_P256   ? "ECDSA P-256"
-                 : make == P11_KEY_EC_P384 ? "ECDSA P-384"
-                                           : "Ed25519",
+                 key_kind_of(make)->what,
                  DEV_AUDIT_KEY_LABEL);
         rc = p11_generate_key(m, DEV_TOKEN_LABEL, pin, DEV_AUDIT_KEY_LABEL, make, &why);
         if (rc == HSMCA_OK)
             rc = p11_signkey_open(m, uri, pin, &k, &why);
     } else if (rc == HSMCA_OK && type != P11_KEY_UNSET) {
-        const char *alg = p11_signkey_alg(k);
-        const char *have = !strcmp(alg, "ed25519")      ? "ed25519"
-                           : !strcmp(alg, "ecdsa-p384") ? "ec-p384"
-                                                        : "ec-p256";
-        if (strcmp(have, audit_type_name(type)) != 0) {
+        const key_kind *have = key_kind_of_alg(p11_signkey_alg(k));
+        if (!have || have->type != type) {
             p11_signkey_close(k);
             return hsmca_fail(e, HSMCA_EINVAL,
                               "the token's audit key is %s, not %s: use another --dir",
-                              have, audit_type_name(type));
+                              have ? have->name : p11_signkey_alg(k), key_kind_of(type)->name);
         }
     }
     p11_signkey_close(k);
@@ -182,17 +172,18 @@ static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_typ
     if (open_rc != HSMCA_OK && open_rc != HSMCA_ENOTFOUND) {
         rc = open_rc; /* wrong PIN, unsafe key...: never paper over with a new key */
     } else if (open_rc == HSMCA_ENOTFOUND) {
-        log_info("generating the %s CA key in the token", key_type_name(type));
+        log_info("generating the %s CA key in the token", key_kind_of(type)->what);
         rc = p11_generate_key(m, DEV_TOKEN_LABEL, pin, DEV_CA_KEY_LABEL, type, e);
         if (rc == HSMCA_OK)
             rc = p11_pool_open(m, uri, pin, 1, &pool, e);
     } else {
         EVP_PKEY *k = p11_pool_public_key(pool);
-        int have = k && EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA ? P11_KEY_RSA_2048 : P11_KEY_EC_P256;
+        char have[64];
+        ca_key_desc(k, have, sizeof(have));
         EVP_PKEY_free(k);
-        if (have != (int)type)
+        if (strcmp(have, key_kind_of(type)->what) != 0)
             rc = hsmca_fail(e, HSMCA_EINVAL, "%s already holds a %s CA key, not %s: use another --dir",
-                            dir, key_type_name(have), key_type_name(type));
+                            dir, have, key_kind_of(type)->what);
     }
     if (rc == HSMCA_OK)
         rc = ensure_audit_key(m, pin, open_rc == HSMCA_ENOTFOUND, audit_type, e);

@@ -65,6 +65,14 @@ static HSMCA_MUSTCHECK hsmca_code env_fill(const hsmca_config *cfg, sup_env_role
     return HSMCA_OK;
 }
 
+void sup_env_apply_module(const hsmca_config *cfg)
+{
+    if (cfg->softhsm2_conf[0])
+        setenv("SOFTHSM2_CONF", cfg->softhsm2_conf, 1);
+    for (int i = 0; i < cfg->pkcs11_env.n && i < CONFIG_MAX_ENV; i++)
+        setenv(cfg->pkcs11_env.vars[i].name, cfg->pkcs11_env.vars[i].value, 1);
+}
+
 hsmca_code sup_env_build(const hsmca_config *cfg, sup_env_role role, sup_env *env, hsmca_err *e)
 {
     memset(env, 0, sizeof(*env));

@@ -21,6 +21,7 @@
 
 #include "cli_opts.h"
 #include "config.h"
+#include "key_kinds.h"
 #include "log.h"
 #include "p11.h"
 #include "sup_env.h"
@@ -182,20 +183,6 @@ static int token_check(int argc, char **argv)
 /* ---- keygen ---------------------------------------------------------------------------- */
 
 typedef struct {
-    const char *name;
-    p11_key_type type;
-    int ca, audit; /* the roles serve takes it for */
-    const char *what;
-} key_kind;
-
-static const key_kind kinds[] = {
-    {"ec-p256", P11_KEY_EC_P256, 1, 1, "EC P-256"},
-    {"ec-p384", P11_KEY_EC_P384, 1, 1, "EC P-384"},
-    {"rsa-2048", P11_KEY_RSA_2048, 1, 0, "RSA-2048"},
-    {"ed25519", P11_KEY_ED25519, 0, 1, "Ed25519"},
-};
-
-typedef struct {
     const char *config;
     int audit;              /* --key audit */
     const key_kind *kind;   /* --type, or the role's default */
@@ -228,13 +215,10 @@ static int keygen_parse(int argc, char **argv, keygen_args *a)
     a->audit = !strcmp(key, "audit");
     if (!type)
         type = a->audit ? "ed25519" : "ec-p256";
-    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-        if (!strcmp(type, kinds[i].name))
-            a->kind = &kinds[i];
+    a->kind = key_kind_find(type);
     if (!a->kind || !(a->audit ? a->kind->audit : a->kind->ca)) {
         fprintf(stderr, "hsmca token keygen: --type for the %s key must be %s\n",
-                a->audit ? "audit" : "CA",
-                a->audit ? "ed25519, ec-p256 or ec-p384" : "ec-p256, ec-p384 or rsa-2048");
+                a->audit ? "audit" : "CA", key_kind_names(a->audit));
         return 2;
     }
     return 0;
@@ -360,8 +344,7 @@ static int token_keygen(int argc, char **argv)
         fprintf(stderr, "hsmca token keygen: pkcs11.pin_file: %s\n", e.msg);
         rc = 1;
     } else if (rc == 0) {
-        if (cfg->softhsm2_conf[0]) /* as the signer does (signer_core.c) */
-            setenv("SOFTHSM2_CONF", cfg->softhsm2_conf, 1);
+        sup_env_apply_module(cfg);
         rc = keygen_make(cfg, &a, uri, &u, pin);
         OPENSSL_cleanse(pin, sizeof(pin));
     }

@@ -5,7 +5,7 @@ set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libssl-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 libjansson-dev libyaml-dev libcurl4-openssl-dev libseccomp-dev libcmocka-dev libp11-dev libp11-kit-dev
-softhsm2 opensc openssl
+softhsm2 opensc openssl libengine-pkcs11-openssl
 python3-grpcio python3-cryptography python3-jwt python3-h2
 golang-go golang-golang-x-mod-dev"
 missing=""
