@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from audit_tree import leaf, log_lines, mth
+from audit_tree import leaf, log_lines, mth, note_signatures
 from hsmca_harness import BIN, DevServer
 
 
@@ -54,18 +54,11 @@ def parse_ec_vkey(text, curve="ec-p256"):
 def open_checkpoint(note, vkey):
     """(origin, size, root) of a signed note whose ECDSA signature by vkey verifies."""
     name, keyid, pub, _ = vkey
-    i = note.rindex(b"\n\n")
-    text, sigs = note[:i + 1], note[i + 2:]
-    ok = False
-    for line in sigs.decode().splitlines():
-        assert line.startswith("\u2014 "), line
-        sname, b64 = line[2:].split(" ")
-        blob = base64.b64decode(b64, validate=True)
-        if sname == name and blob[:4] == keyid:
-            decode_dss_signature(blob[4:])  # DER ECDSA-Sig-Value, not r||s
-            pub.verify(blob[4:], text, ec.ECDSA(hashes.SHA256()))  # raises InvalidSignature
-            ok = True
-    assert ok, "no signature by the vkey"
+    text, sigs = note_signatures(note, name, keyid)
+    assert sigs, "no signature by the vkey"
+    for sig in sigs:
+        decode_dss_signature(sig)  # DER ECDSA-Sig-Value, not r||s
+        pub.verify(sig, text, ec.ECDSA(hashes.SHA256()))  # raises InvalidSignature
     origin, size, root = text.decode().split("\n")[:3]
     return origin, int(size), base64.b64decode(root)
 
@@ -75,15 +68,9 @@ def openssl_verify(note, vkey, tmp):
     refuses it: the SPKI made PEM here (base64 in 64-column lines), no code of ours or of
     Python's verifier between."""
     name, keyid, _, spki = vkey
-    i = note.rindex(b"\n\n")
-    text = note[:i + 1]
-    sig = None
-    for line in note[i + 2:].decode().splitlines():
-        sname, b64 = line[2:].split(" ")
-        blob = base64.b64decode(b64, validate=True)
-        if sname == name and blob[:4] == keyid:
-            sig = blob[4:]
-    assert sig is not None, "no signature line by the vkey"
+    text, sigs = note_signatures(note, name, keyid)
+    assert sigs, "no signature line by the vkey"
+    sig = sigs[-1]
     b64 = base64.b64encode(spki).decode()
     pem = "-----BEGIN PUBLIC KEY-----\n%s\n-----END PUBLIC KEY-----\n" % "\n".join(
         b64[j:j + 64] for j in range(0, len(b64), 64))

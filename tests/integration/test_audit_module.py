@@ -28,7 +28,7 @@ import unittest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from audit_tree import leaf, log_lines, mth
+from audit_tree import leaf, log_lines, mth, note_signatures
 from hsmca_harness import BIN, SHIM, DevServer
 
 SOFTHSM = "/usr/lib/softhsm/libsofthsm2.so"
@@ -95,16 +95,10 @@ class TwoTokenServer(DevServer):
 
 def open_note(note, name, keyid, pub):
     """(size, root) of a checkpoint note whose ECDSA signature by the key verifies."""
-    i = note.rindex(b"\n\n")
-    text = note[:i + 1]
-    ok = False
-    for line in note[i + 2:].decode().splitlines():
-        sname, b64 = line[2:].split(" ")
-        blob = base64.b64decode(b64, validate=True)
-        if sname == name and blob[:4] == keyid:
-            pub.verify(blob[4:], text, ec.ECDSA(hashes.SHA256()))
-            ok = True
-    assert ok, "no signature by the vkey"
+    text, sigs = note_signatures(note, name, keyid)
+    assert sigs, "no signature by the vkey"
+    for sig in sigs:
+        pub.verify(sig, text, ec.ECDSA(hashes.SHA256()))
     origin, size, root = text.decode().split("\n")[:3]
     assert origin == name
     return int(size), base64.b64decode(root)
