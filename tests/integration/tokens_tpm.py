@@ -34,10 +34,11 @@ def free_port_pair():
     raise RuntimeError("no two consecutive free ports")
 
 
-# A private bus for tpm2-abrmd. A session bus admits only the uid that started it: the
-# signer, which drops to signer.user, connects again as that user when it re-initializes
-# the module, so this bus admits every local user (EXTERNAL authentication still names
-# them).
+# A private bus for tpm2-abrmd. A session bus admits only the uid that started it; the
+# signer connects as root, before it switches to signer.user, and GLib keeps that
+# connection across C_Finalize, but after a restart of the bus it would connect as
+# signer.user: this bus admits every local user, as the system bus does (EXTERNAL
+# authentication still names them).
 BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
