@@ -52,62 +52,60 @@ def pid_alive(pid):
         return False
 
 
+def children_of(pid):
+    """The processes whose parent is pid, from /proc."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
 class Procs:
     """The daemons a fixture started, by pid, each killed by stop() (SIGTERM, then
-    SIGKILL after a deadline); stop_all() in teardown, also after a failure."""
+    SIGKILL after a deadline) with the children it forked (a server with a process per
+    client); stop_all() in teardown, also after a failure. None is a daemon of its own
+    (no --daemon, no new session): they stay in the test's process group."""
 
     def __init__(self):
         self.pids = {}
         self.popens = {}
-        self.groups = set()
 
-    def add(self, name, pid, popen=None, group=False):
-        """group: pid leads a process group of its own (start_new_session), which
-        stop() kills whole: a daemon that forks a child per client."""
+    def add(self, name, pid, popen=None):
         self.pids[name] = pid
         if popen:
             self.popens[pid] = popen
-        if group:
-            self.groups.add(pid)
-
-    def _kill(self, pid, sig):
-        try:
-            if pid in self.groups:
-                os.killpg(pid, sig)
-            else:
-                os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
     def stop(self, name, sig=signal.SIGTERM, timeout=10):
         pid = self.pids.pop(name, None)
         if pid is None:
             return
         popen = self.popens.pop(pid, None)
-        self._kill(pid, sig)
+        victims = [pid] + children_of(pid)
+        for v in victims:
+            try:
+                os.kill(v, sig)
+            except ProcessLookupError:
+                pass
         deadline = time.time() + timeout
-        while pid_alive(pid) and time.time() < deadline:
+        while any(pid_alive(v) for v in victims) and time.time() < deadline:
             if popen:
                 popen.poll()  # our child: reap it
             time.sleep(0.05)
-        self._kill(pid, signal.SIGKILL)  # what is left, the group's children too
-        self.groups.discard(pid)
+        for v in victims:
+            if pid_alive(v):
+                os.kill(v, signal.SIGKILL)
         if popen:
             popen.wait()
 
     def stop_all(self):
         for name in list(self.pids)[::-1]:
             self.stop(name)
-
-
-def read_pid(path, timeout=20):
-    def pid():
-        try:
-            with open(path) as f:
-                return f.read().strip()
-        except FileNotFoundError:
-            return None
-    return int(wait_for("pid file " + path, pid, timeout))
 
 
 def token_public_key(module, env, label, pin, token="hsmca"):

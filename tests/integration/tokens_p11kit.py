@@ -44,9 +44,8 @@ class P11KitServer:
         env = dict(os.environ, SOFTHSM2_CONF=self.softhsm2_conf)
         p = subprocess.Popen(["p11-kit", "server", "--provider", SOFTHSM, "-n", self.sock,
                               "-f", "pkcs11:token=hsmca"], env=env, stdout=self.log,
-                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True)  # its per-client children die with it
-        self.procs.add("server", p.pid, p, group=True)
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.procs.add("server", p.pid, p)
         wait_for("p11-kit server's socket",
                  lambda: p.poll() is not None or os.path.exists(self.sock), 20)
         if p.poll() is not None:

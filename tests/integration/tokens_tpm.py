@@ -10,7 +10,7 @@ import socket
 import subprocess
 import tempfile
 
-from tokens_common import SIGNER_USER, Procs, read_pid, wait_for
+from tokens_common import SIGNER_USER, Procs, wait_for
 
 TPM_MODULE = "/usr/lib/x86_64-linux-gnu/pkcs11/libtpm2_pkcs11.so"
 USER_PIN = "1234"
@@ -93,17 +93,28 @@ class TpmToken:
             raise
 
     def _start_swtpm(self):
+        """swtpm in the foreground, our child in our process group (not --daemon, which
+        would leave it behind if this test were killed), ready once it accepts a
+        connection on its command port."""
         state = os.path.join(self.dir, "state")
         os.mkdir(state)
-        pidf = os.path.join(self.dir, "swtpm.pid")
-        # Absolute paths: swtpm --daemon changes directory to /.
-        subprocess.check_call(
+        p = subprocess.Popen(
             ["swtpm", "socket", "--tpmstate", "dir=" + state, "--tpm2",
              "--server", "type=tcp,port=%d" % self.tpm_port,
              "--ctrl", "type=tcp,port=%d" % self.ctrl_port,
-             "--flags", "not-need-init,startup-clear", "--daemon", "--pid", "file=" + pidf],
-            stdout=self.log, stderr=subprocess.STDOUT, timeout=30)
-        self.procs.add("swtpm", read_pid(pidf))
+             "--flags", "not-need-init,startup-clear"],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.procs.add("swtpm", p.pid, p)
+
+        def listening():
+            if p.poll() is not None:
+                raise RuntimeError("swtpm exited %d:\n%s" % (p.returncode, self.logtext()))
+            try:
+                socket.create_connection(("127.0.0.1", self.ctrl_port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        wait_for("swtpm listening", listening, 30)
 
     def _start_bus(self):
         conf = os.path.join(self.dir, "bus.conf")
