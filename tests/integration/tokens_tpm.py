@@ -95,7 +95,7 @@ class TpmToken:
     def _start_swtpm(self):
         """swtpm in the foreground, our child in our process group (not --daemon, which
         would leave it behind if this test were killed), ready once it accepts a
-        connection on its command port."""
+        connection on its control port."""
         state = os.path.join(self.dir, "state")
         os.mkdir(state)
         p = subprocess.Popen(
