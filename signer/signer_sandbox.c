@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -233,10 +234,15 @@ static const char *sandbox_hint(const signer_sandbox *sb)
     return "hsmca serve under strace -f shows the calls the module is refused (EPERM)";
 }
 
+/* The check re-initializes the module (p11_pool_reinit_module) as signer.user: a
+ * module whose files or daemon's socket that user may not open fails it too, and the
+ * sandbox's settings would not cure that. */
 void signer_sandbox_refuse(const signer_sandbox *sb, const char *why)
 {
     fatal_config("the PKCS#11 module failed its first signature inside the sandbox "
-                 "(signer.sandbox.network: %s, sysv_ipc: %s): %s; %s",
+                 "(signer.sandbox.network: %s, sysv_ipc: %s): %s; %s; the check "
+                 "re-initializes the module as uid %d (signer.user), which must be able to "
+                 "open the module's files and its daemon's socket",
                  config_net_name(sb->network), sb->sysv_ipc ? "true" : "false", why,
-                 sandbox_hint(sb));
+                 sandbox_hint(sb), (int)getuid());
 }

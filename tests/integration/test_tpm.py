@@ -59,6 +59,20 @@ class TpmTests(TokenChecks, unittest.TestCase):
         codes = self.check_recovers(self.tpm.kill_abrmd, self.tpm.start_abrmd)
         print("tpm2-abrmd outage: %d requests answered %s" % (len(codes), sorted(set(codes))))
 
+    def test_store_signer_user_cannot_write_stops_at_start(self):
+        """tpm2-pkcs11 opens its store's lock file again at every C_Initialize: a store
+        signer.user cannot write would serve until the first fault and never recover;
+        the signer's re-initialization inside the sandbox stops the start instead."""
+        self.tpm.chown_store("root")
+        server = self.start_server()
+        rc = server.proc.wait(120)
+        log = full_log(server)
+        self.assertEqual(rc, 78, log)
+        self.assertIn("tpm2_pkcs11.sqlite3.lock\", error: Permission denied", log)
+        self.assertIn("reconnect failed: pool: re-initialize module: CKR_GENERAL_ERROR", log)
+        self.assertRegex(log, r"the check re-initializes the module as uid \d+ \(signer.user\), "
+                         r"which must be able to open the module's files")
+
     def test_network_none_stops_at_start(self):
         server = self.start_server(network="none")
         rc = server.proc.wait(120)

@@ -167,6 +167,9 @@ class TpmToken:
             self.run(["pkcs11-tool", "--module", TPM_MODULE, "--token-label", "hsmca",
                       "--login", "--pin", USER_PIN, "--keypairgen", "--key-type",
                       "EC:prime256v1", "--label", label, "--id", kid, "--usage-sign"])
+        self.chown_store(owner)
+
+    def chown_store(self, owner):
         pw = pwd.getpwnam(owner)
         for root, dirs, files in os.walk(self.store):
             for n in [root] + [os.path.join(root, x) for x in dirs + files]:
