@@ -13,23 +13,26 @@ import os
 import unittest
 
 from hsmca_harness import DevServer
-from tokens_common import TokenChecks, full_log, splice_fragment
+from tokens_common import (TokenChecks, full_log, module_env_config, module_env_process,
+                           splice_fragment)
 from tokens_p11kit import P11KitServer
 
 
 class RemoteServer(DevServer):
     """`hsmca serve` through p11-kit: the dev directory's token served by p11kit, and
-    hsm-config/p11-kit-remote.yaml's sections in place of the config's own."""
+    hsm-config/p11-kit-remote.yaml's sections in place of the config's own; the client
+    module's environment is p11kit.env (tokens_common.MODULE_ENV_IN_CONFIG)."""
 
     def __init__(self, p11kit, network="unix"):
         self.p11kit, self.network = p11kit, network
         super().__init__("ec-p256", name="p11kit", edit_config=self.remote_config,
-                         audit_key="ec-p256", env_extra=p11kit.env)
+                         audit_key="ec-p256", env_extra=module_env_process(p11kit.env))
 
     def remote_config(self, text):
         self.p11kit.start(os.path.join(self.dir, "softhsm2.conf"))
         text = splice_fragment(text, "p11-kit-remote.yaml",
                                {"/etc/hsmca/secret/pin": os.path.join(self.dir, "pin")})
+        text = module_env_config(text, self.p11kit.env)
         if self.network != "unix":
             text = text.replace("network: unix", "network: " + self.network)
         return text

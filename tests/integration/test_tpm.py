@@ -12,7 +12,8 @@ import os
 import unittest
 
 from hsmca_harness import DevServer
-from tokens_common import TokenChecks, full_log, make_root, splice_fragment
+from tokens_common import (TokenChecks, full_log, make_root, module_env_config,
+                           module_env_process, splice_fragment)
 from tokens_tpm import TPM_MODULE, USER_PIN, TpmToken
 
 
@@ -20,12 +21,12 @@ class TpmServer(DevServer):
     """`hsmca serve` on the TPM token: the config `hsmca dev init` wrote with
     hsm-config/tpm2-abrmd.yaml's sections in place of its own (with this test's PIN
     file), and the dev root replaced by one the TPM's CA key signed. The module's
-    environment is tpm.env."""
+    environment is tpm.env (tokens_common.MODULE_ENV_IN_CONFIG says where it goes)."""
 
     def __init__(self, tpm, network="unix"):
         self.tpm, self.network = tpm, network
         super().__init__("ec-p256", name="tpm", edit_config=self.tpm_config,
-                         audit_key="ec-p256", env_extra=tpm.env)
+                         audit_key="ec-p256", env_extra=module_env_process(tpm.env))
 
     def tpm_config(self, text):
         pin = os.path.join(self.dir, "tpm-pin")
@@ -35,6 +36,7 @@ class TpmServer(DevServer):
         make_root(TPM_MODULE, self.tpm.tool_env, os.path.join(self.dir, "root-cert.pem"),
                   USER_PIN)
         text = splice_fragment(text, "tpm2-abrmd.yaml", {"/etc/hsmca/secret/tpm-pin": pin})
+        text = module_env_config(text, self.tpm.env)
         if self.network != "unix":
             text = text.replace("network: unix", "network: " + self.network)
         return text

@@ -167,6 +167,27 @@ def make_root(module, env, path, pin, label="ca-key", token="hsmca"):
     return cert
 
 
+# Where the module's variables (TpmToken.env, P11KitServer.env) go. This branch predates
+# pkcs11.env: they reach the signer through hsmca serve's own environment, which its
+# children inherit. Where pkcs11.env exists and the children's environments are
+# explicit, set this to True: module_env_config writes them as pkcs11.env and
+# module_env_process gives hsmca serve none of them.
+MODULE_ENV_IN_CONFIG = False
+
+
+def module_env_config(text, env):
+    """text with env as pkcs11.env, when MODULE_ENV_IN_CONFIG."""
+    if not MODULE_ENV_IN_CONFIG:
+        return text
+    lines = "".join('    %s: "%s"\n' % kv for kv in sorted(env.items()))
+    return text.replace("\npkcs11:\n", "\npkcs11:\n  env:\n" + lines, 1)
+
+
+def module_env_process(env):
+    """What hsmca serve's environment gets of env."""
+    return {} if MODULE_ENV_IN_CONFIG else dict(env)
+
+
 def _sections(text):
     """{top-level key: its block of lines} and the order of the keys."""
     blocks, order, cur = {}, [], None
