@@ -28,15 +28,17 @@ HSM_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."
 SIGNER_USER = "hsmca-signer"  # signer.user in the config hsmca dev init writes
 
 
-def wait_for(what, cond, timeout, step=0.1):
-    """cond()'s first true value, polled until timeout seconds; raises naming what."""
+def wait_for(what, cond, timeout, step=0.1, detail=None):
+    """cond()'s first true value, polled until timeout seconds; raises naming what, with
+    detail() (a log's end, say) when given."""
     deadline = time.time() + timeout
     while True:
         v = cond()
         if v:
             return v
         if time.time() > deadline:
-            raise AssertionError("timed out after %gs waiting for %s" % (timeout, what))
+            raise AssertionError("timed out after %gs waiting for %s%s" % (
+                timeout, what, "\n" + detail() if detail else ""))
         time.sleep(step)
 
 
@@ -243,6 +245,9 @@ class TokenChecks:
 
     RECOVER_S = 60  # a loaded two-core machine: the token's daemon starts slowly
 
+    def log_end(self):
+        return full_log(self.server)[-5000:]
+
     def root_pem(self):
         return read(self.server.dir, "root-cert.pem")
 
@@ -269,7 +274,8 @@ class TokenChecks:
         def covering():
             cp = open_checkpoint(read(audit_dir, "checkpoint"), vkey)
             return cp if cp[1] >= count else None
-        cp = wait_for("a checkpoint covering the log's %d entries" % count, covering, 30)
+        cp = wait_for("a checkpoint covering the log's %d entries" % count, covering, 30,
+                      detail=self.log_end)
         self.assertEqual(cp[2], mth([leaf(line) for line in log_lines(audit_dir)[:cp[1]]]))
         r = audit("verify", audit_dir)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -308,17 +314,18 @@ class TokenChecks:
                 return server.issue(timeout=10)
             except grpc.RpcError as e:
                 codes.append(e.code().name)
-                self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE, e.details())
+                self.assertEqual(e.code(), grpc.StatusCode.UNAVAILABLE,
+                                 "%s\n%s" % (e.details(), self.log_end()))
                 return None
 
         def outage_seen():
             self.assertIsNone(attempt(), "a certificate while the token's daemon is down")
             return full_log(server).count(failed) >= before + 2
         wait_for("failed re-initializations during the outage", outage_seen, self.RECOVER_S,
-                 step=0.2)
+                 step=0.2, detail=self.log_end)
         start()
         self.verify_chain(wait_for("a certificate after the restart", attempt,
-                                   self.RECOVER_S, step=0.2))
+                                   self.RECOVER_S, step=0.2, detail=self.log_end))
         self.assertEqual(server.wait_children()["signer"], signer, "the signer kept its pid")
         self.assertGreater(full_log(server).count(back), back_before, "the pool reconnected")
         self.check_checkpoints()
