@@ -155,10 +155,9 @@ class TpmToken:
                                                             r.stderr, self.logtext()))
         return r.stdout
 
-    def make_token(self, owner=SIGNER_USER):
-        """Token "hsmca" with keys ca-key (id 01) and audit-key (id 02); the store then
-        belongs to owner, who must write it (tpm2-pkcs11 keeps a SQLite database and
-        its lock there, opened again at every C_Initialize)."""
+    def make_token(self):
+        """Token "hsmca" with keys ca-key (id 01) and audit-key (id 02), in a store of
+        ours; chown_store hands it to the signer's user."""
         os.mkdir(self.store)
         self.run(["tpm2_ptool", "init"])
         self.run(["tpm2_ptool", "addtoken", "--pid=1", "--sopin=sopin",
@@ -167,9 +166,11 @@ class TpmToken:
             self.run(["pkcs11-tool", "--module", TPM_MODULE, "--token-label", "hsmca",
                       "--login", "--pin", USER_PIN, "--keypairgen", "--key-type",
                       "EC:prime256v1", "--label", label, "--id", kid, "--usage-sign"])
-        self.chown_store(owner)
 
-    def chown_store(self, owner):
+    def chown_store(self, owner=SIGNER_USER):
+        """The store to owner, who must write it: tpm2-pkcs11 keeps a SQLite database
+        and its lock there, opened again at every C_Initialize. Run as root, after
+        `hsmca dev init` has made the user."""
         pw = pwd.getpwnam(owner)
         for root, dirs, files in os.walk(self.store):
             for n in [root] + [os.path.join(root, x) for x in dirs + files]:
