@@ -143,6 +143,16 @@ HSMCA_MUSTCHECK hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *dige
  * the signature does not verify; else what p11_pool_sign_digest returned. */
 HSMCA_MUSTCHECK hsmca_code p11_pool_self_test(p11_pool *p, hsmca_err *e);
 
+/* Does at once what a fault of the module makes the pool do (its sessions closed,
+ * C_Finalize, C_Initialize, a login, the key found again), so that the signer proves
+ * inside its sandbox, as signer.user, the recovery it will need when the token's
+ * daemon restarts: a client library that can no longer reach its daemon (a socket
+ * the filter refuses, a store or socket signer.user may not open) fails here, at
+ * start, instead of at the first fault. Other pools on the module reconnect at their
+ * next use. HSMCA_EUNAVAIL when the module does not come back (the pool then retries
+ * once a second, as after a fault). */
+HSMCA_MUSTCHECK hsmca_code p11_pool_reinit_module(p11_pool *p, hsmca_err *e);
+
 /* The signature algorithm of the pool's key (common/sigalg.h); never NULL for
  * an open pool. */
 const sigalg *p11_pool_sigalg(p11_pool *p);

@@ -234,6 +234,19 @@ static HSMCA_MUSTCHECK hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
     return HSMCA_OK;
 }
 
+hsmca_code p11_pool_reinit_module(p11_pool *p, hsmca_err *e)
+{
+    pthread_mutex_lock(&p->mu);
+    log_info("pkcs11: re-initializing the module once, as after a token fault (key '%s')",
+             pool_key_name(p));
+    p->healthy = 0;
+    p->last_rv = CKR_GENERAL_ERROR; /* a module fault: recover_locked re-initializes */
+    p->last_attempt = -1e9;
+    hsmca_code c = recover_locked(p, e);
+    pthread_mutex_unlock(&p->mu);
+    return c;
+}
+
 static HSMCA_MUSTCHECK hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OBJECT_HANDLE *key,
                                                int *has_signed, hsmca_err *e)
 {

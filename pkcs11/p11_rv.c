@@ -139,10 +139,14 @@ p11_rv_class p11_rv_classify(CK_RV rv)
 
 p11_rv_class p11_rv_classify_op(CK_RV rv, int key_has_signed)
 {
-    /* A client library's answer when its daemon or link went away (tpm2-pkcs11 without
-     * tpm2-abrmd, p11-kit's remote client without its server): a device fault once the
-     * key has signed in this process; before that, a setup the module refuses, which
-     * no reconnect cures. Never a PIN refusal: those have codes of their own. */
+    /* A client library's answer when its daemon or link went away: a device fault once
+     * the key has signed in this process; before that, a setup the module refuses, which
+     * no reconnect cures. Never a PIN refusal: those have codes of their own.
+     * tpm2-pkcs11 answers CKR_GENERAL_ERROR from C_Sign once tpm2-abrmd has gone, and
+     * from C_Initialize until it is back (integration.test_tpm). p11-kit-client.so
+     * answers CKR_DEVICE_ERROR from C_Sign once its server has gone (a device fault
+     * whatever has signed), and while the server is away it initializes without any
+     * slot, so the reconnect finds no token and is tried again (test_p11kit). */
     if (key_has_signed && p11_rv_module_fault(rv))
         return P11_RV_DEVICE;
     return p11_rv_classify(rv);

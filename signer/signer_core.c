@@ -317,7 +317,11 @@ static HSMCA_MUSTCHECK hsmca_code self_test_once(signer_ctx *s, hsmca_err *e)
 hsmca_code signer_self_test(signer_ctx *s, hsmca_err *e)
 {
     hsmca_err again;
-    hsmca_code rc = self_test_once(s, e); /* the first answer is the one reported */
+    /* The recovery from a token fault first (p11_pool_reinit_module), then a signature
+     * with each key; the first answer is the one reported. */
+    hsmca_code rc = p11_pool_reinit_module(s->pool, e);
+    if (rc == HSMCA_OK)
+        rc = self_test_once(s, e);
     double end = util_mono_now() + SIGNER_SELF_TEST_S;
     while (rc == HSMCA_EUNAVAIL && util_mono_now() < end) {
         struct timespec pause = {0, 100 * 1000 * 1000};

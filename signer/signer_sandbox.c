@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -64,20 +65,36 @@ static const int audit_publish_calls[] = {SCMP_SYS(mkdirat), SCMP_SYS(renameat),
 static const int pin_page_calls[] = {SCMP_SYS(mlock), SCMP_SYS(munlock)};
 
 /* signer.sandbox.network: unix or inet. A PKCS#11 client library reaches its daemon or
- * appliance: a unix socket to a local daemon (tpm2-abrmd over D-Bus, p11-kit's remote
- * client, nCipher's hardserver), TCP to a network HSM, name resolution (glibc's
- * getaddrinfo: /etc files, a netlink socket for AI_ADDRCONFIG, UDP to the resolver,
- * uname), and its own event loop. Never accept or listen: the signer serves no one
- * over a socket. bind only with inet (a UDP client's source address): on a unix socket
- * it would create a file, and a client that only connects never names one. */
+ * appliance over a socket and runs its own event loop. Never accept or listen: the
+ * signer serves no one over a socket. What the two daemon clients the tests run
+ * (integration.test_tpm, test_p11kit) do once the filter is in, signing and
+ * re-initializing after their daemon restarted (strace -f of the signer):
+ * - tpm2-pkcs11 through tpm2-abrmd (libtss2-tcti-tabrmd, GLib's GDBus): the D-Bus
+ *   messages are sendmsg/recvmsg/poll (the shared "ipc" group) on GLib's bus
+ *   connection, made before the filter and kept across C_Finalize; each C_Initialize
+ *   gets a new connection to tpm2-abrmd as a descriptor passed over D-Bus, and talks
+ *   TPM commands on it with sendto and recvfrom; GLib reads its credentials and
+ *   addresses (getsockopt, getsockname, getpeername) and wakes its
+ *   threads with eventfd2. Without sendto its first C_Sign under the filter fails.
+ * - p11-kit-client.so: socket(AF_UNIX) and connect to the server at every
+ *   C_Initialize (only there: until the server restarts it needs nothing but read and
+ *   write), then read and write.
+ * The rest is what other daemons' clients use for the same job (an HSM's local
+ * daemon such as nCipher's hardserver): socket options, select/epoll event loops,
+ * self-pipes. */
 static const int network_calls[] = {
-    SCMP_SYS(connect),    SCMP_SYS(getsockname), SCMP_SYS(getpeername), SCMP_SYS(getsockopt),
-    SCMP_SYS(setsockopt), SCMP_SYS(sendto),      SCMP_SYS(recvfrom),    SCMP_SYS(sendmmsg),
-    SCMP_SYS(recvmmsg),   SCMP_SYS(select),      SCMP_SYS(pselect6),    SCMP_SYS(epoll_create1),
-    SCMP_SYS(epoll_ctl),  SCMP_SYS(epoll_wait),  SCMP_SYS(epoll_pwait), SCMP_SYS(pipe2),
-    SCMP_SYS(eventfd2),   SCMP_SYS(uname),
+    SCMP_SYS(connect),     SCMP_SYS(getsockname),   SCMP_SYS(getpeername), SCMP_SYS(getsockopt),
+    SCMP_SYS(setsockopt),  SCMP_SYS(sendto),        SCMP_SYS(recvfrom),    SCMP_SYS(select),
+    SCMP_SYS(pselect6),    SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl),   SCMP_SYS(epoll_wait),
+    SCMP_SYS(epoll_pwait), SCMP_SYS(pipe2),         SCMP_SYS(eventfd2),
 };
-static const int inet_calls[] = {SCMP_SYS(bind)};
+/* inet only: a network HSM's client resolves its appliance's name (glibc's getaddrinfo:
+ * /etc files, a netlink socket for AI_ADDRCONFIG, UDP to the resolver with
+ * sendmmsg/recvmmsg, uname) and may bind a UDP client's source address. bind is never
+ * allowed with unix: on a unix socket it would create a file, and a client that only
+ * connects never names one. */
+static const int inet_calls[] = {SCMP_SYS(bind), SCMP_SYS(sendmmsg), SCMP_SYS(recvmmsg),
+                                 SCMP_SYS(uname)};
 
 /* signer.sandbox.sysv_ipc: modules that share state between their processes in SysV
  * shared memory and semaphores (opencryptoki's pkcsslotd). */
@@ -122,7 +139,7 @@ static const sandbox_group net_unix = {"network-unix", SANDBOX_CALLS(network_cal
                                        add_unix_rules};
 static const sandbox_group net_inet = {"network-inet", SANDBOX_CALLS(network_calls),
                                        add_inet_rules};
-static const sandbox_group inet_bind = {"inet-bind", SANDBOX_CALLS(inet_calls), NULL};
+static const sandbox_group inet_only = {"inet-resolve-bind", SANDBOX_CALLS(inet_calls), NULL};
 static const sandbox_group sysv_ipc = {"sysv-ipc", SANDBOX_CALLS(sysv_ipc_calls), NULL};
 
 /* Not dumpable: ptrace and /proc/PID/{mem,maps,environ} need CAP_SYS_PTRACE
@@ -182,7 +199,7 @@ hsmca_code signer_sandbox_enter(const signer_sandbox *sb, hsmca_err *e)
         own[n++] = &net_unix;
     if (sb->network == CONFIG_NET_INET) {
         own[n++] = &net_inet;
-        own[n++] = &inet_bind;
+        own[n++] = &inet_only;
     }
     if (sb->sysv_ipc)
         own[n++] = &sysv_ipc;
@@ -219,10 +236,15 @@ static const char *sandbox_hint(const signer_sandbox *sb)
     return "hsmca serve under strace -f shows the calls the module is refused (EPERM)";
 }
 
+/* The check re-initializes the module (p11_pool_reinit_module) as signer.user: a
+ * module whose files or daemon's socket that user may not open fails it too, and the
+ * sandbox's settings would not cure that. */
 void signer_sandbox_refuse(const signer_sandbox *sb, const char *why)
 {
     fatal_config("the PKCS#11 module failed its first signature inside the sandbox "
-                 "(signer.sandbox.network: %s, sysv_ipc: %s): %s; %s",
+                 "(signer.sandbox.network: %s, sysv_ipc: %s): %s; %s; the check "
+                 "re-initializes the module as uid %d (signer.user), which must be able to "
+                 "open the module's files and its daemon's socket",
                  config_net_name(sb->network), sb->sysv_ipc ? "true" : "false", why,
-                 sandbox_hint(sb));
+                 sandbox_hint(sb), (int)getuid());
 }
