@@ -208,6 +208,10 @@ HSMCA_MUSTCHECK hsmca_code p11_signkey_sign_message(p11_signkey *k, const uint8_
                                                     size_t len, uint8_t *sig, size_t *siglen,
                                                     hsmca_err *e);
 
+/* p11_pool_reinit_module for the audit key's module: the signer rehearses its recovery
+ * when that module is not the CA key's. */
+HSMCA_MUSTCHECK hsmca_code p11_signkey_reinit_module(p11_signkey *k, hsmca_err *e);
+
 /* Signs a random message and verifies it, as p11_signkey_open does: the signer repeats
  * it once its sandbox is in. HSMCA_EPERM when the signature does not verify. */
 HSMCA_MUSTCHECK hsmca_code p11_signkey_self_test(p11_signkey *k, hsmca_err *e);

@@ -242,6 +242,11 @@ const char *p11_signkey_fingerprint(const p11_signkey *k)
     return k->fingerprint;
 }
 
+hsmca_code p11_signkey_reinit_module(p11_signkey *k, hsmca_err *e)
+{
+    return p11_pool_reinit_module(k->pool, e);
+}
+
 p11_pool_state p11_signkey_get_state(p11_signkey *k)
 {
     return p11_pool_get_state(k->pool);

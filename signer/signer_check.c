@@ -202,8 +202,14 @@ static void check_sandbox(check_state *st, check_report *r)
         say(r, P11_CHECK_FAIL, sb->user.active ? "signer.user" : "signer.sandbox", "%s", e.msg);
         return;
     }
-    const char *which = "";
-    hsmca_code rc = self_test_once(st, &which, &e);
+    const char *which = "PKCS#11 module", *what = "failed its re-initialization (as after a "
+                                                  "token fault)";
+    /* As serve: the recovery from a token fault first, then a signature with each key. */
+    hsmca_code rc = signer_rehearse_recovery(st->pool, st->audit, st->audit_m != NULL, &e);
+    if (rc == HSMCA_OK) {
+        what = "failed its signature";
+        rc = self_test_once(st, &which, &e);
+    }
     double end = util_mono_now() + CHECK_SELF_TEST_S;
     while (rc == HSMCA_EUNAVAIL && util_mono_now() < end) {
         struct timespec pause = {0, 100 * 1000 * 1000};
@@ -218,10 +224,8 @@ static void check_sandbox(check_state *st, check_report *r)
                      "token's files (SoftHSM's token directory must belong to that user)",
                      sb->user.name);
         say(r, P11_CHECK_FAIL, "signer.sandbox.network",
-            "the %s failed its signature inside the signer's sandbox (%s): %s; a module that "
-            "talks to a local daemon needs signer.sandbox.network: unix, a network HSM's client "
-            "inet, one that uses SysV shared memory signer.sandbox.sysv_ipc: true%s",
-            which, mode, e.msg, user);
+            "the %s %s inside the signer's sandbox (%s): %s; %s%s", which, what, mode, e.msg,
+            signer_sandbox_hint(sb), user);
         return;
     }
     say(r, P11_CHECK_OK, "signer.sandbox", "as %s (%s): the CA key%s signed and verified inside "

@@ -319,7 +319,7 @@ hsmca_code signer_self_test(signer_ctx *s, hsmca_err *e)
     hsmca_err again;
     /* The recovery from a token fault first (p11_pool_reinit_module), then a signature
      * with each key; the first answer is the one reported. */
-    hsmca_code rc = p11_pool_reinit_module(s->pool, e);
+    hsmca_code rc = signer_rehearse_recovery(s->pool, s->audit_key, s->audit_module != NULL, e);
     if (rc == HSMCA_OK)
         rc = self_test_once(s, e);
     double end = util_mono_now() + SIGNER_SELF_TEST_S;

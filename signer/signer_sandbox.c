@@ -220,7 +220,7 @@ hsmca_code signer_sandbox_enter(const signer_sandbox *sb, hsmca_err *e)
 }
 
 /* What to change, for a module that failed under this sandbox. */
-static const char *sandbox_hint(const signer_sandbox *sb)
+const char *signer_sandbox_hint(const signer_sandbox *sb)
 {
     if (sb->network == CONFIG_NET_NONE)
         return "a module that talks to a daemon needs signer.sandbox.network: unix (a network "
@@ -241,10 +241,11 @@ static const char *sandbox_hint(const signer_sandbox *sb)
  * sandbox's settings would not cure that. */
 void signer_sandbox_refuse(const signer_sandbox *sb, const char *why)
 {
-    fatal_config("the PKCS#11 module failed its first signature inside the sandbox "
+    fatal_config("the PKCS#11 module failed its check inside the sandbox "
                  "(signer.sandbox.network: %s, sysv_ipc: %s): %s; %s; the check "
-                 "re-initializes the module as uid %d (signer.user), which must be able to "
-                 "open the module's files and its daemon's socket",
+                 "re-initializes the module as uid %d (signer.user), as after a token fault, "
+                 "then signs with each key: that user must be able to open the module's "
+                 "files and its daemon's socket",
                  config_net_name(sb->network), sb->sysv_ipc ? "true" : "false", why,
-                 sandbox_hint(sb), (int)getuid());
+                 signer_sandbox_hint(sb), (int)getuid());
 }

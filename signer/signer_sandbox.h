@@ -36,6 +36,10 @@ HSMCA_MUSTCHECK hsmca_code signer_sandbox_enter(const signer_sandbox *sb, hsmca_
 
 /* For a module that cannot sign once the filter is in: exits EXIT_CONFIG with a message
  * naming the sandbox's settings, why (the token's answer), and the setting to change. */
+/* What to change when a module fails inside the sandbox, for the sandbox's mode: the
+ * setting that opens what it may lack (a static string). */
+const char *signer_sandbox_hint(const signer_sandbox *sb);
+
 noreturn void signer_sandbox_refuse(const signer_sandbox *sb, const char *why);
 
 #endif

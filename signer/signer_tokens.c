@@ -37,3 +37,15 @@ hsmca_code signer_audit_module_load(const hsmca_config *cfg, p11_module *ca_modu
     *use = *own;
     return HSMCA_OK;
 }
+
+hsmca_code signer_rehearse_recovery(p11_pool *pool, p11_signkey *audit, int audit_own_module,
+                                   hsmca_err *e)
+{
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    if (p11_pool_reinit_module(pool, &why) != HSMCA_OK)
+        return hsmca_fail(e, why.code, "CA key (pkcs11.ca_key): %s", why.msg);
+    if (audit && audit_own_module && p11_signkey_reinit_module(audit, &why) != HSMCA_OK)
+        return hsmca_fail(e, why.code, "audit key (pkcs11.audit_module): %s", why.msg);
+    return HSMCA_OK;
+}

@@ -27,4 +27,12 @@ HSMCA_MUSTCHECK hsmca_code signer_audit_module_load(const hsmca_config *cfg, p11
                                                     p11_module **own, p11_module **use,
                                                     hsmca_err *e);
 
+/* Inside the sandbox, before serving: the recovery from a token fault once for the CA
+ * key's module (p11_pool_reinit_module), and for the audit key's when it has its own
+ * (audit_own_module), so that a module which could not come back as signer.user under
+ * the filter fails at start rather than at its first fault. The first failure is
+ * returned, naming the key; the caller's self-test signatures follow. */
+HSMCA_MUSTCHECK hsmca_code signer_rehearse_recovery(p11_pool *pool, p11_signkey *audit,
+                                                    int audit_own_module, hsmca_err *e);
+
 #endif

@@ -13,7 +13,7 @@ import os
 import unittest
 
 from hsmca_harness import DevServer
-from tokens_common import (TokenChecks, full_log, module_env_config, module_env_process,
+from tokens_common import (TokenChecks, full_log, module_env_config,
                            splice_fragment)
 from tokens_p11kit import P11KitServer
 
@@ -21,12 +21,12 @@ from tokens_p11kit import P11KitServer
 class RemoteServer(DevServer):
     """`hsmca serve` through p11-kit: the dev directory's token served by p11kit, and
     hsm-config/p11-kit-remote.yaml's sections in place of the config's own; the client
-    module's environment is p11kit.env (tokens_common.MODULE_ENV_IN_CONFIG)."""
+    module's environment is p11kit.env, written as the fragment's pkcs11.env."""
 
     def __init__(self, p11kit, network="unix"):
         self.p11kit, self.network = p11kit, network
         super().__init__("ec-p256", name="p11kit", edit_config=self.remote_config,
-                         audit_key="ec-p256", env_extra=module_env_process(p11kit.env))
+                         audit_key="ec-p256")
 
     def remote_config(self, text):
         self.p11kit.start(os.path.join(self.dir, "softhsm2.conf"))
@@ -66,9 +66,9 @@ class P11KitTests(TokenChecks, unittest.TestCase):
         log = full_log(server)
         self.assertEqual(rc, 78, log)
         self.assertIn("pkcs11: re-initializing the module once, as after a token fault", log)
-        self.assertIn("the PKCS#11 module failed its first signature inside the sandbox "
-                      "(signer.sandbox.network: none, sysv_ipc: false): token unavailable: "
-                      "reconnect failed: pool: re-initialize module: ", log)
+        self.assertIn("the PKCS#11 module failed its check inside the sandbox "
+                      "(signer.sandbox.network: none, sysv_ipc: false): CA key (pkcs11.ca_key): "
+                      "token unavailable: reconnect failed: pool: re-initialize module: ", log)
         self.assertIn("a module that talks to a daemon needs signer.sandbox.network: unix", log)
 
 

@@ -389,10 +389,10 @@ class SandboxModeTests(unittest.TestCase):
             server.stop()
         self.assertEqual(rc, 78, log[-3000:])
         # The signer's own message names the sandbox, not a configuration or PIN error.
-        self.assertIn("the PKCS#11 module failed its first signature inside the sandbox", log)
+        self.assertIn("the PKCS#11 module failed its check inside the sandbox", log)
         self.assertIn("CKR_GENERAL_ERROR", log)
         self.assertNotIn("refusing to serve", log)
-        self.assertEqual(log.count("failed its first signature"), 1, log[-3000:])
+        self.assertEqual(log.count("failed its check inside the sandbox"), 1, log[-3000:])
         return log
 
     def test_unix_daemon_refused_with_network_none(self):

@@ -13,7 +13,7 @@ import unittest
 
 from hsmca_harness import DevServer
 from tokens_common import (TokenChecks, full_log, make_root, module_env_config,
-                           module_env_process, splice_fragment)
+                           splice_fragment)
 from tokens_tpm import TPM_MODULE, USER_PIN, TpmToken
 
 
@@ -21,12 +21,12 @@ class TpmServer(DevServer):
     """`hsmca serve` on the TPM token: the config `hsmca dev init` wrote with
     hsm-config/tpm2-abrmd.yaml's sections in place of its own (with this test's PIN
     file), and the dev root replaced by one the TPM's CA key signed. The module's
-    environment is tpm.env (tokens_common.MODULE_ENV_IN_CONFIG says where it goes)."""
+    environment is tpm.env, written as the fragment's pkcs11.env."""
 
     def __init__(self, tpm, network="unix", give_store=True):
         self.tpm, self.network, self.give_store = tpm, network, give_store
         super().__init__("ec-p256", name="tpm", edit_config=self.tpm_config,
-                         audit_key="ec-p256", env_extra=module_env_process(tpm.env))
+                         audit_key="ec-p256")
 
     def tpm_config(self, text):
         if self.give_store and os.geteuid() == 0:  # the signer drops to signer.user
@@ -76,14 +76,15 @@ class TpmTests(TokenChecks, unittest.TestCase):
         self.assertIn("tpm2_pkcs11.sqlite3.lock\", error: Permission denied", log)
         self.assertIn("reconnect failed: pool: re-initialize module: CKR_GENERAL_ERROR", log)
         self.assertRegex(log, r"the check re-initializes the module as uid \d+ \(signer.user\), "
-                         r"which must be able to open the module's files")
+                         r"as after a token fault, then signs with each key: that user must "
+                         r"be able to open the module's files")
 
     def test_network_none_stops_at_start(self):
         server = self.start_server(network="none")
         rc = server.proc.wait(120)
         log = full_log(server)
         self.assertEqual(rc, 78, log)
-        self.assertIn("the PKCS#11 module failed its first signature inside the sandbox "
+        self.assertIn("the PKCS#11 module failed its check inside the sandbox "
                       "(signer.sandbox.network: none, sysv_ipc: false)", log)
         self.assertIn("a module that talks to a daemon needs signer.sandbox.network: unix", log)
         self.assertNotIn("refusing to serve", log)

@@ -6,6 +6,7 @@ each token passes: certificates that verify, checkpoints that verify, and recove
 an outage of the token's daemon without a restart of the signer (TokenChecks)."""
 import datetime
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -169,25 +170,17 @@ def make_root(module, env, path, pin, label="ca-key", token="hsmca"):
     return cert
 
 
-# Where the module's variables (TpmToken.env, P11KitServer.env) go. This branch predates
-# pkcs11.env: they reach the signer through hsmca serve's own environment, which its
-# children inherit. Where pkcs11.env exists and the children's environments are
-# explicit, set this to True: module_env_config writes them as pkcs11.env and
-# module_env_process gives hsmca serve none of them.
-MODULE_ENV_IN_CONFIG = False
-
-
 def module_env_config(text, env):
-    """text with env as pkcs11.env, when MODULE_ENV_IN_CONFIG."""
-    if not MODULE_ENV_IN_CONFIG:
-        return text
+    """text (a config with a fragment spliced in) with the fragment's pkcs11.env block,
+    its example values, replaced by env (TpmToken.env, P11KitServer.env): the only way
+    a variable reaches the module (cli/sup_env.h). Every name the fragment writes must be
+    in env, so the worked example names only variables the module is run with here."""
+    m = re.search(r"(?m)^  env:\n((?:    .*\n)+)", text)
+    assert m, "the fragment writes pkcs11.env"
+    names = set(re.findall(r"(?m)^    ([A-Za-z_][A-Za-z0-9_]*):", m.group(1)))
+    assert names and names <= set(env), (names, sorted(env))
     lines = "".join('    %s: "%s"\n' % kv for kv in sorted(env.items()))
-    return text.replace("\npkcs11:\n", "\npkcs11:\n  env:\n" + lines, 1)
-
-
-def module_env_process(env):
-    """What hsmca serve's environment gets of env."""
-    return {} if MODULE_ENV_IN_CONFIG else dict(env)
+    return text[:m.start(1)] + lines + text[m.end(1):]
 
 
 def _sections(text):
@@ -286,8 +279,11 @@ class TokenChecks:
         log = full_log(self.server)
         self.assertIn("signer network access unix sockets only (signer.sandbox.network: unix)",
                       log)
-        self.assertRegex(log, r'"msg":"audit key ready","key":"pkcs11:token=hsmca;'
-                         r'object=audit-key;type=private","type":"ECDSA P-256"')
+        ready = [json.loads(line) for line in log.splitlines()
+                 if '"msg":"audit key ready"' in line]
+        self.assertTrue(ready, "no \"audit key ready\" line")
+        self.assertEqual(ready[-1]["key"], "pkcs11:token=hsmca;object=audit-key;type=private")
+        self.assertEqual(ready[-1]["type"], "ECDSA P-256")
         # The recovery, rehearsed inside the sandbox before serving (p11_pool_reinit_module).
         self.assertIn("pkcs11: re-initializing the module once, as after a token fault", log)
         self.assertIn("pkcs11: reconnected to token 'hsmca' (key 'ca-key')", log)
