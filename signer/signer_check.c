@@ -204,7 +204,8 @@ static void check_sandbox(check_state *st, check_report *r)
     }
     const char *which = "PKCS#11 module", *what = "failed its re-initialization (as after a "
                                                   "token fault)";
-    /* As serve: the recovery from a token fault first, then a signature with each key. */
+    /* As serve (signer_self_test): the recovery from a token fault first, then a signature
+     * with each key, retried while the pool reconnects; the first failure is reported. */
     hsmca_code rc = signer_rehearse_recovery(st->pool, st->audit, st->audit_m != NULL, &e);
     if (rc == HSMCA_OK) {
         what = "failed its signature";
@@ -214,7 +215,9 @@ static void check_sandbox(check_state *st, check_report *r)
     while (rc == HSMCA_EUNAVAIL && util_mono_now() < end) {
         struct timespec pause = {0, 100 * 1000 * 1000};
         nanosleep(&pause, NULL);
-        rc = self_test_once(st, &which, &e);
+        const char *again_which;
+        hsmca_err again;
+        rc = self_test_once(st, &again_which, &again);
     }
     if (rc != HSMCA_OK) {
         /* The switch of user came with the filter: either may be what the module lacks. */

@@ -52,6 +52,8 @@ class P11KitTests(TokenChecks, unittest.TestCase):
     def test_serves_audits_and_recovers(self):
         self.start_server().wait_ready(timeout=120)
         self.check_serves()
+        report = self.token_check(would_start=True)
+        self.assertIn("ok   pkcs11.audit_key: opened as serve opens it: ecdsa-p256", report)
         codes = self.check_recovers(self.p11kit.kill, self.p11kit.start)
         print("p11-kit server outage: %d requests answered %s" % (len(codes), sorted(set(codes))))
 
@@ -70,6 +72,10 @@ class P11KitTests(TokenChecks, unittest.TestCase):
                       "(signer.sandbox.network: none, sysv_ipc: false): CA key (pkcs11.ca_key): "
                       "token unavailable: reconnect failed: pool: re-initialize module: ", log)
         self.assertIn("a module that talks to a daemon needs signer.sandbox.network: unix", log)
+        report = self.token_check(would_start=False)
+        self.assertIn("FAIL signer.sandbox.network: the PKCS#11 module failed its "
+                      "re-initialization (as after a token fault) inside the signer's sandbox "
+                      "(signer.sandbox.network: none", report)
 
 
 if __name__ == "__main__":

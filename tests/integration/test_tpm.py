@@ -60,6 +60,9 @@ class TpmTests(TokenChecks, unittest.TestCase):
     def test_serves_audits_and_recovers(self):
         self.start_server().wait_ready(timeout=120)
         self.check_serves()
+        report = self.token_check(would_start=True)
+        self.assertIn("ok   pkcs11.audit_key: opened as serve opens it: ecdsa-p256", report)
+        self.assertIn("signer.sandbox.network: unix", report)
         codes = self.check_recovers(self.tpm.kill_abrmd, self.tpm.start_abrmd)
         print("tpm2-abrmd outage: %d requests answered %s" % (len(codes), sorted(set(codes))))
 
@@ -88,6 +91,11 @@ class TpmTests(TokenChecks, unittest.TestCase):
                       "(signer.sandbox.network: none, sysv_ipc: false)", log)
         self.assertIn("a module that talks to a daemon needs signer.sandbox.network: unix", log)
         self.assertNotIn("refusing to serve", log)
+        report = self.token_check(would_start=False)
+        self.assertIn("FAIL signer.sandbox.network: the PKCS#11 module failed its "
+                      "re-initialization (as after a token fault) inside the signer's sandbox "
+                      "(signer.sandbox.network: none", report)
+        self.assertIn("ok   pkcs11.ca_key: opened as serve opens it", report)
 
 
 if __name__ == "__main__":

@@ -275,6 +275,19 @@ class TokenChecks:
         self.assertRegex(r.stdout, r"^OK: \d+ entries")
         return cp
 
+    def token_check(self, would_start):
+        """`hsmca token check` on the server's config (it may run beside serve): exit 0 and
+        "serve would start", or 1 and "would not start". Returns its report."""
+        config = os.path.join(self.server.dir, "hsmca.yaml")
+        r = subprocess.run([BIN, "token", "check", "--config", config], capture_output=True,
+                           text=True, timeout=120, env=self.server.env,
+                           stdin=subprocess.DEVNULL)
+        report = r.stdout + r.stderr
+        self.assertEqual(r.returncode, 0 if would_start else 1, report)
+        self.assertIn("verdict: serve would start" if would_start
+                      else "verdict: serve would not start", r.stdout)
+        return r.stdout
+
     def check_serves(self, n=3):
         log = full_log(self.server)
         self.assertIn("signer network access unix sockets only (signer.sandbox.network: unix)",
