@@ -23,7 +23,7 @@ from cryptography.x509.oid import NameOID
 
 from audit_tree import leaf, log_lines, mth
 from hsmca_harness import BIN
-from test_audit_ecdsa import open_checkpoint, parse_ec_vkey
+from test_audit_ecdsa import open_checkpoint, openssl_verify, parse_ec_vkey
 
 HSM_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "hsm-config")
 SIGNER_USER = "hsmca-signer"  # signer.user in the config hsmca dev init writes
@@ -259,7 +259,8 @@ class TokenChecks:
 
     def check_checkpoints(self):
         """A checkpoint covering the whole log appears, signed by the audit key (checked
-        by `cryptography`, its root recomputed here), and `hsmca audit verify` passes."""
+        by `cryptography` and by the openssl command from the published vkey, its root
+        recomputed here), and `hsmca audit verify` passes."""
         audit_dir = os.path.join(self.server.dir, "audit")
         vkey = parse_ec_vkey(read(audit_dir, "vkey").decode())
         count = len(log_lines(audit_dir))
@@ -270,6 +271,7 @@ class TokenChecks:
         cp = wait_for("a checkpoint covering the log's %d entries" % count, covering, 30,
                       detail=self.log_end)
         self.assertEqual(cp[2], mth([leaf(line) for line in log_lines(audit_dir)[:cp[1]]]))
+        self.assertEqual(openssl_verify(read(audit_dir, "checkpoint"), vkey, self.server.dir), 1)
         r = audit("verify", audit_dir)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertRegex(r.stdout, r"^OK: \d+ entries")
