@@ -84,7 +84,9 @@ static int sha256_hex(const unsigned char *der, int n, char hex[CA_HEX_LEN])
 int ca_spki_sha256(EVP_PKEY *key, char hex[CA_HEX_LEN])
 {
     unsigned char *der = NULL;
-    int ok = key && sha256_hex(der, i2d_PUBKEY(key, &der), hex);
+    /* i2d_ first: the order of a call's arguments is unspecified. */
+    int n = key ? i2d_PUBKEY(key, &der) : -1;
+    int ok = sha256_hex(der, n, hex);
     OPENSSL_free(der);
     return ok;
 }
@@ -92,7 +94,8 @@ int ca_spki_sha256(EVP_PKEY *key, char hex[CA_HEX_LEN])
 int ca_cert_sha256(X509 *x, char hex[CA_HEX_LEN])
 {
     unsigned char *der = NULL;
-    int ok = x && sha256_hex(der, i2d_X509(x, &der), hex);
+    int n = x ? i2d_X509(x, &der) : -1;
+    int ok = sha256_hex(der, n, hex);
     OPENSSL_free(der);
     return ok;
 }

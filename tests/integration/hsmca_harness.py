@@ -196,10 +196,12 @@ class DevServer:
                                      stdin=subprocess.DEVNULL, env=self.env)
         return self.proc
 
-    def logtext(self):
+    def logtext(self, tail=6000):
+        """The server's log: its last `tail` characters, or all of it (tail None)."""
         self.log.flush()
         with open(self.log_path, "rb") as f:
-            return f.read().decode(errors="replace")[-6000:]
+            text = f.read().decode(errors="replace")
+        return text if tail is None else text[-tail:]
 
     def stop(self):
         """Stops the server; raises if a sanitizer reported anything in any process

@@ -23,7 +23,7 @@ class CliTests(unittest.TestCase):
         cls.server.stop()
 
     def test_banner_commands_work_when_pasted(self):
-        log = self.server.logtext()
+        log = self.server.logtext(tail=None)  # the banner comes first
         for what in ("127.0.0.1:%d" % self.server.port, self.server.dir + "/root-cert.pem",
                      self.server.dir + "/pin"):
             self.assertIn(what, log)
