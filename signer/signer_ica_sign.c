@@ -303,6 +303,9 @@ hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r, const char *u
     uint8_t serial[ICA_SERIAL_LEN], *tbs = NULL, *cert = NULL;
     size_t tbs_len = 0, cert_len = 0;
     uint64_t intent = 0, id = r->id;
+    /* Signed on the main loop: a token that is reconnecting is not waited for. */
+    HSMCA_ENSURE(p11_pool_healthy(s->pool), e, HSMCA_EUNAVAIL,
+                 "the CA key's token is reconnecting: not signed now (fetch tries again)");
     HSMCA_GUARD(facts_of(s, r, (int64_t)time(NULL), &f, e));
     HSMCA_GUARD(new_serial(s, f.not_after, serial, e));
     X509_REQ *csr = csr_of(r, e);
