@@ -37,6 +37,7 @@ static const char *const kind_names[] = {
     [AUDIT_ICA_APPROVE] = "intermediate-approve",
     [AUDIT_ICA_DENY] = "intermediate-deny",
     [AUDIT_ICA_CERT] = "intermediate-cert",
+    [AUDIT_ICA_FETCH] = "intermediate-fetch",
 };
 
 const char *audit_kind_name(audit_kind k)
@@ -271,8 +272,8 @@ static void encode_head(jw *w, const audit_entry *ent)
     int fdeny = k == AUDIT_FRONTEND_DENY, key = k == AUDIT_KEY, supp = k == AUDIT_SUPPRESSED;
     int ok_result = result && ent->cert_sha256[0];
     int ireq = k == AUDIT_ICA_REQUEST, iappr = k == AUDIT_ICA_APPROVE, ideny = k == AUDIT_ICA_DENY;
-    int icert = k == AUDIT_ICA_CERT;
-    (void)iappr, (void)ideny, (void)supp;
+    int icert = k == AUDIT_ICA_CERT, ifetch = k == AUDIT_ICA_FETCH;
+    (void)iappr, (void)ideny, (void)supp, (void)ifetch;
     if (key)
         jw_audit_key(w, ent);
     /* An intent's authenticator is optional: logs from before the front end named it
@@ -319,7 +320,7 @@ static void encode_tail(jw *w, const audit_entry *ent)
     int fdeny = k == AUDIT_FRONTEND_DENY, key = k == AUDIT_KEY, supp = k == AUDIT_SUPPRESSED;
     int ok_result = result && ent->cert_sha256[0];
     int ireq = k == AUDIT_ICA_REQUEST, iappr = k == AUDIT_ICA_APPROVE, ideny = k == AUDIT_ICA_DENY;
-    int icert = k == AUDIT_ICA_CERT;
+    int icert = k == AUDIT_ICA_CERT, ifetch = k == AUDIT_ICA_FETCH;
     (void)icert, (void)key, (void)ok_result;
     if (supp)
         jw_u64(w, "limit", ent->limit);
@@ -337,9 +338,9 @@ static void encode_tail(jw *w, const audit_entry *ent)
         jw_str(w, "reason", &ent->reason, AUDIT_STR_MAX);
     if (ireq)
         jw_u64(w, "required", ent->required);
-    if (intent || result || deny || fdeny || iappr || ideny || icert)
+    if (intent || result || deny || fdeny || iappr || ideny || icert || ifetch)
         jw_u64(w, "request_id", ent->request_id);
-    if (intent || deny || fdeny || ireq || iappr || ideny)
+    if (intent || deny || fdeny || ireq || iappr || ideny || ifetch)
         jw_str(w, "requester", &ent->requester, AUDIT_STR_MAX);
     if (intent)
         jw_str(w, "sans", &ent->sans, AUDIT_SANS_MAX);

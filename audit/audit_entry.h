@@ -38,8 +38,9 @@ typedef enum {
     AUDIT_ICA_APPROVE,
     AUDIT_ICA_DENY,
     AUDIT_ICA_CERT,
+    AUDIT_ICA_FETCH,
 } audit_kind;
-#define AUDIT_KIND_LAST AUDIT_ICA_CERT
+#define AUDIT_KIND_LAST AUDIT_ICA_FETCH
 
 /* A string field: len bytes at p (any bytes); full is the length before the cap (0 means
  * len). The caller owns p. */
@@ -78,6 +79,7 @@ typedef struct {
  *   intermediate-approve: request_id (the request's seq), requester (the approver)
  *   intermediate-deny: request_id, requester (who denied), reason
  *   intermediate-cert: request_id, cert (base64 DER of the signed certificate), cert_sha256
+ *   intermediate-fetch: request_id, requester (who took the cacerts files)
  * Hex fields are lowercase; sha256 fields 64 characters, serial 2..40. */
 typedef struct {
     audit_kind kind;

@@ -232,6 +232,11 @@ static HSMCA_MUSTCHECK hsmca_code apply_step(audit_ica *t, const audit_entry *en
                  ent->reason.p ? ent->reason.p : "");
         return HSMCA_OK;
     case AUDIT_ICA_CERT: return add_cert(r, ent, e);
+    case AUDIT_ICA_FETCH:
+        HSMCA_ENSURE(r && r->cert_b64, e, HSMCA_EPERM,
+                     "a fetch of intermediate request %llu, which is not signed",
+                     (unsigned long long)ent->request_id);
+        return HSMCA_OK;
     case AUDIT_ISSUE_INTENT:
         if (strcmp(ent->profile, AUDIT_ICA_PROFILE) != 0)
             return HSMCA_OK;

@@ -13,7 +13,8 @@
  *   approvals and no denial and no certificate yet: no CA certificate is signed without
  *   its M approvals before it;
  * - an intermediate-cert names such a request after its intent, once, and its
- *   cert_sha256 is the SHA-256 of its certificate.
+ *   cert_sha256 is the SHA-256 of its certificate;
+ * - an intermediate-fetch names a signed request.
  * Memory: every request (its CSR and certificate) up to AUDIT_ICA_MAX. */
 #ifndef HSMCA_AUDIT_ICA_H
 #define HSMCA_AUDIT_ICA_H

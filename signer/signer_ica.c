@@ -276,6 +276,12 @@ json_t *signer_ica_fetch(signer_ctx *s, const char *user, json_t *req, hsmca_err
                    (unsigned long long)id, audit_ica_state_name(st));
         return NULL;
     }
+    /* Who took the files, on the record before they are handed out. */
+    audit_entry fe = {.kind = AUDIT_ICA_FETCH, .request_id = id};
+    fe.requester = (audit_str){user, strlen(user), 0};
+    if (signer_ica_log(s, &fe, e) != HSMCA_OK)
+        return NULL;
+    r = audit_ica_find(s->ica, id);
     size_t n;
     uint8_t *der = audit_ica_unbase64(r->cert_b64, strlen(r->cert_b64), &n);
     char *pem = der ? certasm_der_to_pem(der, n) : NULL;

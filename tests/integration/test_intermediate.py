@@ -214,8 +214,10 @@ class Intermediates(unittest.TestCase):
         self.assertIn(user("carol"), out)
         rc, out = sh(BIN, "audit", "show", audit_dir)
         for kind in ("intermediate-request", "intermediate-approve", "issue-intent",
-                     "intermediate-cert"):
+                     "intermediate-cert", "intermediate-fetch"):
             self.assertIn(kind, out)
+        rc, out = sh(BIN, "audit", "show", audit_dir, "--kind", "intermediate-fetch")
+        self.assertIn("root", out)
         # A tampered approval: carol's replaced by alice's (the requester's) fails verify.
         bad = tempfile.mkdtemp(prefix="ica-tampered.", dir=TMP)
         with open(os.path.join(audit_dir, "log")) as f:

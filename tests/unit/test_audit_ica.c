@@ -86,6 +86,9 @@ static void test_lines(void **state)
     a.reason = (audit_str){"no", 2, 0};
     round_trip(&a, "{\"kind\":\"intermediate-deny\",\"reason\":\"no\",\"request_id\":3,"
                    "\"requester\":\"carol\",\"seq\":5,\"time\":1002}\n");
+    a = step(AUDIT_ICA_FETCH, 7, 3, "root", 1003);
+    round_trip(&a, "{\"kind\":\"intermediate-fetch\",\"request_id\":3,\"requester\":\"root\","
+                   "\"seq\":7,\"time\":1003}\n");
     a = cert_entry(6, 3);
     size_t n;
     assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_OK);
@@ -154,6 +157,7 @@ static void test_rules(void **state)
     apply(t, cert_entry(7, 3), HSMCA_OK, NULL);
     assert_int_equal(audit_ica_state_of(audit_ica_find(t, 3), 1003), ICA_ISSUED);
     apply(t, cert_entry(8, 3), HSMCA_EPERM, "signed already");
+    apply(t, step(AUDIT_ICA_FETCH, 8, 3, "root", 1004), HSMCA_OK, NULL);
     apply(t, step(AUDIT_ICA_DENY, 8, 3, "dave", 1004), HSMCA_EPERM, "revoke it instead");
     /* A denied one: no approval, no second denial, no certificate. */
     apply(t, request(10, "alice", 1, 5000), HSMCA_OK, NULL);
@@ -161,6 +165,7 @@ static void test_rules(void **state)
     apply(t, step(AUDIT_ICA_APPROVE, 12, 10, "carol", 1004), HSMCA_EPERM, "was denied by bob");
     apply(t, step(AUDIT_ICA_DENY, 12, 10, "carol", 1004), HSMCA_EPERM, "denied already");
     apply(t, intent(12, 10), HSMCA_EPERM, "and was denied");
+    apply(t, step(AUDIT_ICA_FETCH, 12, 10, "root", 1004), HSMCA_EPERM, "which is not signed");
     /* Workload intents are none of its business. */
     audit_entry w = intent(12, 77);
     strcpy(w.profile, "workload");
