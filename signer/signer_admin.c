@@ -267,8 +267,10 @@ static void admin_request(signer_ctx *s, admin_conn *c, const char *buf, size_t 
                                                 : NULL;
     admin_op_fn fn = NULL;
     for (size_t i = 0; op && i < sizeof(admin_ops) / sizeof(admin_ops[0]); i++)
-        if (strcmp(op, admin_ops[i].op) == 0)
+        if (strcmp(op, admin_ops[i].op) == 0) {
             fn = admin_ops[i].fn;
+            op = admin_ops[i].op; /* ours: it outlives the request */
+        }
     if (!fn) {
         reply_error(c, !req ? "not a JSON object" : !op ? "no op" : "unknown op");
         json_decref(req);
