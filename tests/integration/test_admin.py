@@ -9,18 +9,21 @@
     by hand, by the signer's own check (SO_PEERCRED/SO_PEERGROUPS);
 (c) a client that sends nothing, garbage or an oversized packet neither blocks the
     signer nor gets anything but an error; idle connections are closed after their
-    timeout, and workload certificates are issued meanwhile."""
+    timeout, and workload certificates are issued meanwhile;
+(d) `hsmca dev` run by a plain user: its admin.sock (mode 0600, no group) answers that
+    user, and nobody else."""
 import grp
 import json
 import os
 import pwd
+import shutil
 import socket
 import stat
 import subprocess
 import time
 import unittest
 
-from hsmca_harness import BIN, DevServer
+from hsmca_harness import BIN, TMP, DevServer, free_port
 
 SUFFIX = "%d" % (os.getpid() % 100000)
 GROUP = "hta-adm" + SUFFIX
@@ -160,6 +163,44 @@ class AdminSocket(unittest.TestCase):
             self.assertEqual(s.recv(100), b"")
             s.close()
         self.assertIn("admin connection timed out", self.srv.logtext())
+
+
+class DevAsUser(unittest.TestCase):
+    def test_d_dev_as_plain_user(self):
+        pw = pwd.getpwnam(user("alice"))
+        d = os.path.join(TMP, "admin-dev.%d" % os.getpid())
+        os.makedirs(d)
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+        os.chmod(TMP, 0o755)
+        home = os.path.join(d, "dev")
+        log = open(os.path.join(d, "dev.log"), "wb")
+        env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+        proc = subprocess.Popen([BIN, "dev", "--dir", home, "--listen",
+                                 "127.0.0.1:%d" % free_port()], stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                user=pw.pw_uid, group=pw.pw_gid, extra_groups=[], cwd=d)
+        try:
+            sock = os.path.join(home, "admin.sock")
+            deadline, rc = time.time() + 90, 1
+            while time.time() < deadline and proc.poll() is None:
+                rc, out, err = hsmca_as("alice", ["admin", "status", "--socket", sock,
+                                                  "--json"], check=False)
+                if rc == 0:
+                    break
+                time.sleep(0.3)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(json.loads(out)["caller"], user("alice"))
+            st = os.stat(sock)
+            self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (pw.pw_uid, 0o600))
+            os.chmod(home, 0o755)  # only the socket's mode and the check keep bob out now
+            rc, out, err = hsmca_as("bob", ["admin", "status", "--socket", sock], check=False)
+            self.assertNotEqual(rc, 0)
+            self.assertIn("Permission denied", err)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            log.close()
+            shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":
