@@ -127,6 +127,8 @@ static int cmd_list(const ica_args *a)
                json_array_size(json_object_get(it, "approvers")), num(it, "required"),
                str(it, "key_sha256"));
     }
+    if ((long long)json_array_size(reqs) < num(r, "total"))
+        printf("(the newest %zu of %lld requests)\n", json_array_size(reqs), num(r, "total"));
     json_decref(r);
     return 0;
 }

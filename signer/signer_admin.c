@@ -201,7 +201,11 @@ static void conn_end(admin_conn *c)
 static void reply(admin_conn *c, json_t *r)
 {
     char *text = r ? json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    if (text && strlen(text) <= ADMIN_MAX_MSG) {
+    if (text && strlen(text) > ADMIN_MAX_MSG) {
+        free(text);
+        text = strdup("{\"error\":\"the reply would be longer than 65536 bytes\",\"ok\":false}");
+    }
+    if (text) {
         /* sendmsg and recvmsg: the sandbox's socket calls (send and recv are not). */
         struct iovec iov = {text, strlen(text)};
         struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};

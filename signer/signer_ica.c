@@ -93,10 +93,19 @@ json_t *signer_ica_list(signer_ctx *s, const char *user, json_t *req, hsmca_err 
 {
     if (need_log(s, e) != HSMCA_OK)
         return NULL;
+    /* Newest first, as many as fit one reply. */
     json_t *list = json_array();
-    for (size_t i = 0; list && i < audit_ica_count(s->ica); i++)
-        json_array_append_new(list, req_json(audit_ica_at(s->ica, i)));
-    return json_pack("{s:b, s:o}", "ok", 1, "requests", list);
+    size_t total = audit_ica_count(s->ica), bytes = 0;
+    for (size_t i = total; list && i > 0 && bytes < ADMIN_MAX_MSG - 8192; i--) {
+        json_t *one = req_json(audit_ica_at(s->ica, i - 1));
+        char *text = one ? json_dumps(one, JSON_COMPACT) : NULL;
+        bytes += text ? strlen(text) + 1 : 0;
+        free(text);
+        if (bytes < ADMIN_MAX_MSG - 8192)
+            json_array_append(list, one);
+        json_decref(one);
+    }
+    return json_pack("{s:b, s:o, s:I}", "ok", 1, "requests", list, "total", (json_int_t)total);
 }
 
 json_t *signer_ica_show(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
