@@ -76,9 +76,11 @@ class Intermediates(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.srv.stop()
-        shutil.rmtree(cls.work, ignore_errors=True)
-        remove_users()
+        try:
+            cls.srv.stop()  # raises on a sanitizer report: the users go anyway
+        finally:
+            shutil.rmtree(cls.work, ignore_errors=True)
+            remove_users()
 
     def ica(self, who, *args, check=True):
         return hsmca_as(who, ["intermediate"] + list(args) + ["--config", self.srv.config],
@@ -287,9 +289,11 @@ class Expiry(unittest.TestCase):
             self.assertIn("expired (approval.pending_ttl)", err)
             sh(BIN, "audit", "verify", os.path.join(srv.dir, "audit"))
         finally:
-            srv.stop()
-            shutil.rmtree(work, ignore_errors=True)
-            remove_users()
+            try:
+                srv.stop()
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+                remove_users()
 
 
 if __name__ == "__main__":
