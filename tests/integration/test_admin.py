@@ -43,7 +43,11 @@ def make_users():
 
 def remove_users():
     for name in USERS:
-        subprocess.call(["userdel", user(name)], stderr=subprocess.DEVNULL)
+        # userdel refuses (8) while a process of the user still runs (a dev CA stopping).
+        deadline = time.time() + 15
+        while (subprocess.call(["userdel", user(name)], stderr=subprocess.DEVNULL) == 8
+               and time.time() < deadline):
+            time.sleep(0.2)
     subprocess.call(["groupdel", GROUP], stderr=subprocess.DEVNULL)
 
 
