@@ -19,6 +19,8 @@ static_assert(6 * (AUDIT_STR_MAX + AUDIT_NAME_STR_MAX + AUDIT_SANS_MAX) + 2048 <
 static_assert(6 * (2 * AUDIT_STR_MAX) + 2048 < AUDIT_LINE_MAX, "a deny fits");
 static_assert(6 * (2 * AUDIT_STR_MAX + AUDIT_NAME_STR_MAX) + 2048 < AUDIT_LINE_MAX,
               "a frontend-deny and a key entry fit");
+static_assert(6 * AUDIT_STR_MAX + AUDIT_BLOB_MAX + 2048 < AUDIT_LINE_MAX,
+              "an intermediate request or certificate fits");
 
 static const char *const kind_names[] = {
     [AUDIT_START] = "start",
@@ -31,6 +33,11 @@ static const char *const kind_names[] = {
     [AUDIT_KEY] = "key",
     [AUDIT_FRONTEND_DENY] = "frontend-deny",
     [AUDIT_SUPPRESSED] = "suppressed",
+    [AUDIT_ICA_REQUEST] = "intermediate-request",
+    [AUDIT_ICA_APPROVE] = "intermediate-approve",
+    [AUDIT_ICA_DENY] = "intermediate-deny",
+    [AUDIT_ICA_CERT] = "intermediate-cert",
+    [AUDIT_ICA_FETCH] = "intermediate-fetch",
 };
 
 const char *audit_kind_name(audit_kind k)
@@ -133,6 +140,54 @@ static int is_name(const char *s, size_t min)
     return 1;
 }
 
+/* Base64 (RFC 4648, with padding) of min..AUDIT_BLOB_MAX characters: written as is. */
+static int is_b64(const audit_str *b)
+{
+    if (!b->p || b->len == 0 || b->len > AUDIT_BLOB_MAX || b->len % 4 != 0)
+        return 0;
+    for (size_t i = 0; i < b->len; i++) {
+        char c = b->p[i];
+        int pad = c == '=' && i + 2 >= b->len && (i + 1 == b->len || b->p[i + 1] == '=');
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '+' || c == '/' || pad))
+            return 0;
+    }
+    return 1;
+}
+
+static void jw_blob(jw *w, const char *key, const audit_str *b)
+{
+    jw_key(w, key);
+    jw_put(w, "\"", 1);
+    jw_put(w, b->p, b->len);
+    jw_put(w, "\"", 1);
+}
+
+/* The intermediate-* kinds' own fields. */
+static HSMCA_MUSTCHECK hsmca_code check_ica(const audit_entry *ent, hsmca_err *e)
+{
+    if (ent->kind == AUDIT_ICA_REQUEST) {
+        HSMCA_ENSURE(is_b64(&ent->csr), e, HSMCA_EINVAL,
+                     "audit entry: an intermediate request needs its CSR in base64");
+        HSMCA_ENSURE(is_hex(ent->key_sha256, 64, 64), e, HSMCA_EINVAL,
+                     "audit entry: key_sha256 must be 64 lowercase hex digits");
+        HSMCA_ENSURE(config_cluster_id_ok(ent->cluster, strlen(ent->cluster)), e, HSMCA_EINVAL,
+                     "audit entry: an intermediate request needs a cluster name");
+        HSMCA_ENSURE(ent->required >= 1 && ent->required <= 16 && ent->ttl_s <= INT64_MAX, e,
+                     HSMCA_EINVAL, "audit entry: required must be 1..16");
+    }
+    if (ent->kind == AUDIT_ICA_CERT) {
+        HSMCA_ENSURE(is_b64(&ent->cert), e, HSMCA_EINVAL,
+                     "audit entry: an intermediate certificate needs its DER in base64");
+        HSMCA_ENSURE(is_hex(ent->cert_sha256, 64, 64), e, HSMCA_EINVAL,
+                     "audit entry: cert_sha256 must be 64 lowercase hex digits");
+    }
+    if (ent->kind >= AUDIT_ICA_REQUEST && ent->kind != AUDIT_ICA_CERT)
+        HSMCA_ENSURE(ent->requester.len > 0, e, HSMCA_EINVAL,
+                     "audit entry: an intermediate step needs the user who took it");
+    return HSMCA_OK;
+}
+
 /* The fixed fields of each kind are well formed (the strings are escaped, not checked). */
 static HSMCA_MUSTCHECK hsmca_code check_fixed(const audit_entry *ent, hsmca_err *e)
 {
@@ -183,6 +238,7 @@ static HSMCA_MUSTCHECK hsmca_code check_fixed(const audit_entry *ent, hsmca_err 
                      e, HSMCA_EINVAL,
                      "audit entry: suppressed needs of deny or frontend-deny, a count and a "
                      "window");
+    HSMCA_GUARD(check_ica(ent, e));
     HSMCA_ENSURE(ent->seq <= INT64_MAX && ent->request_id <= INT64_MAX &&
                      ent->intent_seq <= INT64_MAX && ent->count <= INT64_MAX &&
                      ent->limit <= INT64_MAX && ent->interval_s <= INT64_MAX,
@@ -208,76 +264,109 @@ static void jw_ca_key(jw *w, const audit_entry *ent)
     jw_plain(w, "ca_spki_sha256", ent->ca_spki_sha256);
 }
 
-hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hsmca_err *e)
+/* The keys before "kind", in byte order. */
+static void encode_head(jw *w, const audit_entry *ent)
 {
     audit_kind k = ent->kind;
-    const char *kname = audit_kind_name(k);
-    HSMCA_ENSURE(kname, e, HSMCA_EINVAL, "audit entry: unknown kind %d", (int)k);
-    HSMCA_GUARD(check_fixed(ent, e));
     int intent = k == AUDIT_ISSUE_INTENT, result = k == AUDIT_ISSUE_RESULT, deny = k == AUDIT_DENY;
     int fdeny = k == AUDIT_FRONTEND_DENY, key = k == AUDIT_KEY, supp = k == AUDIT_SUPPRESSED;
     int ok_result = result && ent->cert_sha256[0];
-
-    /* Keys in byte order; the order below is that order. */
-    jw w = {out, 0, AUDIT_LINE_MAX - 2, 1};
-    jw_put(&w, "{", 1);
+    int ireq = k == AUDIT_ICA_REQUEST, iappr = k == AUDIT_ICA_APPROVE, ideny = k == AUDIT_ICA_DENY;
+    int icert = k == AUDIT_ICA_CERT, ifetch = k == AUDIT_ICA_FETCH;
+    (void)iappr, (void)ideny, (void)supp, (void)ifetch;
     if (key)
-        jw_audit_key(&w, ent);
+        jw_audit_key(w, ent);
     /* An intent's authenticator is optional: logs from before the front end named it
      * have none (and an empty one is not written). */
     if (fdeny || (intent && ent->authenticator.len))
-        jw_str(&w, "authenticator", &ent->authenticator, AUDIT_NAME_STR_MAX);
+        jw_str(w, "authenticator", &ent->authenticator, AUDIT_NAME_STR_MAX);
     if (intent && ent->bound[0]) /* optional: a log from before identity binding has none */
-        jw_plain(&w, "bound", ent->bound);
+        jw_plain(w, "bound", ent->bound);
     if (key)
-        jw_ca_key(&w, ent);
-    if (ok_result)
-        jw_plain(&w, "cert_sha256", ent->cert_sha256);
-    if (intent && ent->cluster[0]) /* optional: bound by a remote cluster's keys */
-        jw_plain(&w, "cluster", ent->cluster);
+        jw_ca_key(w, ent);
+    if (icert)
+        jw_blob(w, "cert", &ent->cert);
+    if (ok_result || icert)
+        jw_plain(w, "cert_sha256", ent->cert_sha256);
+    if ((intent && ent->cluster[0]) || ireq) /* an intent's: bound by a remote cluster's keys */
+        jw_plain(w, "cluster", ent->cluster);
     if ((result && !ok_result) || deny || fdeny)
-        jw_plain(&w, "code", ent->code);
+        jw_plain(w, "code", ent->code);
     if (k == AUDIT_CONFIG)
-        jw_plain(&w, "config_sha256", ent->config_sha256);
+        jw_plain(w, "config_sha256", ent->config_sha256);
     if (supp)
-        jw_u64(&w, "count", ent->count);
+        jw_u64(w, "count", ent->count);
+    if (ireq)
+        jw_blob(w, "csr", &ent->csr);
     if (intent)
-        jw_plain(&w, "csr_sha256", ent->csr_sha256);
+        jw_plain(w, "csr_sha256", ent->csr_sha256);
     if (result && !ok_result)
-        jw_str(&w, "error", &ent->error, AUDIT_STR_MAX);
+        jw_str(w, "error", &ent->error, AUDIT_STR_MAX);
+    if (ireq)
+        jw_i64(w, "expires", ent->expires);
     if (result)
-        jw_u64(&w, "intent_seq", ent->intent_seq);
+        jw_u64(w, "intent_seq", ent->intent_seq);
     if (supp)
-        jw_u64(&w, "interval_s", ent->interval_s);
-    jw_plain(&w, "kind", kname);
+        jw_u64(w, "interval_s", ent->interval_s);
+    if (ireq)
+        jw_plain(w, "key_sha256", ent->key_sha256);
+}
+
+/* The keys after "kind", in byte order. */
+static void encode_tail(jw *w, const audit_entry *ent)
+{
+    audit_kind k = ent->kind;
+    int intent = k == AUDIT_ISSUE_INTENT, result = k == AUDIT_ISSUE_RESULT, deny = k == AUDIT_DENY;
+    int fdeny = k == AUDIT_FRONTEND_DENY, key = k == AUDIT_KEY, supp = k == AUDIT_SUPPRESSED;
+    int ok_result = result && ent->cert_sha256[0];
+    int ireq = k == AUDIT_ICA_REQUEST, iappr = k == AUDIT_ICA_APPROVE, ideny = k == AUDIT_ICA_DENY;
+    int icert = k == AUDIT_ICA_CERT, ifetch = k == AUDIT_ICA_FETCH;
+    (void)icert, (void)key, (void)ok_result;
     if (supp)
-        jw_u64(&w, "limit", ent->limit);
+        jw_u64(w, "limit", ent->limit);
     if (intent) {
-        jw_i64(&w, "not_after", ent->not_after);
-        jw_i64(&w, "not_before", ent->not_before);
+        jw_i64(w, "not_after", ent->not_after);
+        jw_i64(w, "not_before", ent->not_before);
     }
     if (supp)
-        jw_plain(&w, "of", ent->of);
+        jw_plain(w, "of", ent->of);
     if (k == AUDIT_CONFIG)
-        jw_plain(&w, "policy_sha256", ent->policy_sha256);
+        jw_plain(w, "policy_sha256", ent->policy_sha256);
     if (intent)
-        jw_plain(&w, "profile", ent->profile);
-    if (deny || fdeny || k == AUDIT_RECOVERY)
-        jw_str(&w, "reason", &ent->reason, AUDIT_STR_MAX);
-    if (intent || result || deny || fdeny)
-        jw_u64(&w, "request_id", ent->request_id);
-    if (intent || deny || fdeny)
-        jw_str(&w, "requester", &ent->requester, AUDIT_STR_MAX);
+        jw_plain(w, "profile", ent->profile);
+    if (deny || fdeny || k == AUDIT_RECOVERY || ideny)
+        jw_str(w, "reason", &ent->reason, AUDIT_STR_MAX);
+    if (ireq)
+        jw_u64(w, "required", ent->required);
+    if (intent || result || deny || fdeny || iappr || ideny || icert || ifetch)
+        jw_u64(w, "request_id", ent->request_id);
+    if (intent || deny || fdeny || ireq || iappr || ideny || ifetch)
+        jw_str(w, "requester", &ent->requester, AUDIT_STR_MAX);
     if (intent)
-        jw_str(&w, "sans", &ent->sans, AUDIT_SANS_MAX);
-    jw_u64(&w, "seq", ent->seq);
+        jw_str(w, "sans", &ent->sans, AUDIT_SANS_MAX);
+    jw_u64(w, "seq", ent->seq);
     if (intent)
-        jw_plain(&w, "serial", ent->serial);
+        jw_plain(w, "serial", ent->serial);
     if (fdeny) /* the front end's word, never the signer's: an auditor weighs it so */
-        jw_plain(&w, "source", "frontend");
+        jw_plain(w, "source", "frontend");
     if (intent)
-        jw_plain(&w, "tbs_sha256", ent->tbs_sha256);
-    jw_i64(&w, "time", ent->time);
+        jw_plain(w, "tbs_sha256", ent->tbs_sha256);
+    jw_i64(w, "time", ent->time);
+    if (ireq)
+        jw_u64(w, "ttl_s", ent->ttl_s);
+}
+
+hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hsmca_err *e)
+{
+    const char *kname = audit_kind_name(ent->kind);
+    HSMCA_ENSURE(kname, e, HSMCA_EINVAL, "audit entry: unknown kind %d", (int)ent->kind);
+    HSMCA_GUARD(check_fixed(ent, e));
+    /* Keys in byte order; the order below is that order. */
+    jw w = {out, 0, AUDIT_LINE_MAX - 2, 1};
+    jw_put(&w, "{", 1);
+    encode_head(&w, ent);
+    jw_plain(&w, "kind", kname);
+    encode_tail(&w, ent);
     w.cap += 2;
     jw_put(&w, "}\n", 2);
     *len = w.len;
@@ -362,6 +451,35 @@ static HSMCA_MUSTCHECK hsmca_code get_int(json_t *obj, const char *key, int64_t 
     return HSMCA_OK;
 }
 
+/* A base64 field, copied as is (the encoder checks its characters). */
+static HSMCA_MUSTCHECK hsmca_code get_blob(json_t *obj, const char *key, audit_str *s, char *buf,
+                                           hsmca_err *e)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return HSMCA_OK;
+    HSMCA_ENSURE(json_is_string(v) && json_string_length(v) <= AUDIT_BLOB_MAX, e, HSMCA_EINVAL,
+                 "audit line: %s must be a string of at most %u characters", key, AUDIT_BLOB_MAX);
+    memcpy(buf, json_string_value(v), json_string_length(v) + 1);
+    s->p = buf;
+    s->len = json_string_length(v);
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code fields_ica(json_t *o, audit_entry *ent, audit_entry_buf *buf,
+                                             hsmca_err *e)
+{
+    int64_t req = 0, ttl = 0;
+    HSMCA_GUARD(get_int(o, "expires", INT64_MIN, &ent->expires, e));
+    HSMCA_GUARD(get_int(o, "required", 0, &req, e));
+    HSMCA_GUARD(get_int(o, "ttl_s", 0, &ttl, e));
+    ent->required = (uint64_t)req;
+    ent->ttl_s = (uint64_t)ttl;
+    HSMCA_GUARD(get_blob(o, "csr", &ent->csr, buf->csr, e));
+    HSMCA_GUARD(get_blob(o, "cert", &ent->cert, buf->cert, e));
+    return get_plain(o, "key_sha256", ent->key_sha256, sizeof(ent->key_sha256), e);
+}
+
 static HSMCA_MUSTCHECK hsmca_code fields(json_t *o, audit_entry *ent, audit_entry_buf *buf,
                                          hsmca_err *e)
 {
@@ -382,6 +500,7 @@ static HSMCA_MUSTCHECK hsmca_code fields(json_t *o, audit_entry *ent, audit_entr
     HSMCA_GUARD(get_int(o, "count", 0, &count, e));
     HSMCA_GUARD(get_int(o, "limit", 0, &limit, e));
     HSMCA_GUARD(get_int(o, "interval_s", 0, &interval, e));
+    HSMCA_GUARD(fields_ica(o, ent, buf, e));
     ent->count = (uint64_t)count;
     ent->limit = (uint64_t)limit;
     ent->interval_s = (uint64_t)interval;

@@ -21,6 +21,7 @@
 #define AUDIT_PROFILE_MAX 32u
 #define AUDIT_NAME_STR_MAX 64u /* input bytes kept of an authenticator name */
 #define AUDIT_CLUSTER_MAX 63u  /* a cluster id (config.h CONFIG_MAX_CLUSTER_ID) */
+#define AUDIT_BLOB_MAX 12288u  /* base64 characters of a CSR or certificate (DER) */
 
 typedef enum {
     AUDIT_START = 1,
@@ -33,8 +34,13 @@ typedef enum {
     AUDIT_KEY,
     AUDIT_FRONTEND_DENY,
     AUDIT_SUPPRESSED,
+    AUDIT_ICA_REQUEST,
+    AUDIT_ICA_APPROVE,
+    AUDIT_ICA_DENY,
+    AUDIT_ICA_CERT,
+    AUDIT_ICA_FETCH,
 } audit_kind;
-#define AUDIT_KIND_LAST AUDIT_SUPPRESSED
+#define AUDIT_KIND_LAST AUDIT_ICA_FETCH
 
 /* A string field: len bytes at p (any bytes); full is the length before the cap (0 means
  * len). The caller owns p. */
@@ -65,6 +71,15 @@ typedef struct {
  *                 source "frontend" (written by the encoder): the front end's word only
  *   suppressed:   of (the kind whose entries were dropped: "deny" or "frontend-deny"),
  *                 count, limit (entries allowed per window), interval_s (the window)
+ *   intermediate-request: an istiod intermediate CA asked for through the admin socket
+ *                 (its id is this entry's seq): requester (the unix user), cluster, csr
+ *                 (base64 of the CSR's DER), key_sha256 (SHA-256 of the CSR's
+ *                 SubjectPublicKeyInfo DER: what both sides compare), required (approvals it
+ *                 needs), expires (unix seconds: no approval after), ttl_s (asked; 0: the max)
+ *   intermediate-approve: request_id (the request's seq), requester (the approver)
+ *   intermediate-deny: request_id, requester (who denied), reason
+ *   intermediate-cert: request_id, cert (base64 DER of the signed certificate), cert_sha256
+ *   intermediate-fetch: request_id, requester (who took the cacerts files)
  * Hex fields are lowercase; sha256 fields 64 characters, serial 2..40. */
 typedef struct {
     audit_kind kind;
@@ -94,6 +109,11 @@ typedef struct {
     /* suppressed */
     char of[AUDIT_PROFILE_MAX + 1];
     uint64_t count, limit, interval_s;
+    /* intermediate-* (cluster, requester, reason, request_id and cert_sha256 as above) */
+    audit_str csr, cert; /* base64 text, never cut: longer than AUDIT_BLOB_MAX is refused */
+    char key_sha256[65];
+    int64_t expires;
+    uint64_t required, ttl_s;
 } audit_entry;
 
 /* The name of a kind ("issue-intent"), or NULL. */
@@ -111,6 +131,7 @@ typedef struct {
     char sans[AUDIT_SANS_MAX];
     char ca_key_uri[AUDIT_STR_MAX], audit_key_uri[AUDIT_STR_MAX];
     char authenticator[AUDIT_NAME_STR_MAX];
+    char csr[AUDIT_BLOB_MAX + 1], cert[AUDIT_BLOB_MAX + 1];
 } audit_entry_buf;
 
 /* Parses one line (len bytes, without its '\n') into *ent, whose strings point into *buf.

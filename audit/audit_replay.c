@@ -9,6 +9,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "audit_ica.h"
 #include "siphash.h"
 #include "util.h"
 
@@ -39,6 +40,7 @@ struct audit_replay {
     uint64_t tag;  /* the CA key of the latest key entry */
     int64_t clock; /* the latest time of any entry */
     uint64_t intents;
+    audit_ica *ica; /* the intermediate CA requests (audit_ica.h) */
 };
 
 hsmca_code audit_replay_new(audit_replay **out, hsmca_err *e)
@@ -48,7 +50,8 @@ hsmca_code audit_replay_new(audit_replay **out, hsmca_err *e)
     r->cap = MIN_CAP;
     r->slots = calloc(r->cap, sizeof(rslot));
     r->clock = INT64_MIN;
-    if (!r->slots) {
+    if (!r->slots || audit_ica_new(&r->ica, e) != HSMCA_OK) {
+        free(r->slots);
         free(r);
         return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     }
@@ -68,6 +71,7 @@ void audit_replay_free(audit_replay *r)
         return;
     free(r->slots);
     free(r->open);
+    audit_ica_free(r->ica);
     OPENSSL_cleanse(r->hkey, sizeof(r->hkey));
     free(r);
 }
@@ -274,7 +278,24 @@ uint64_t audit_replay_open_first(const audit_replay *r)
 
 /* ---- the rules ------------------------------------------------------------------------ */
 
+audit_ica *audit_replay_take_ica(audit_replay *r)
+{
+    audit_ica *t = r->ica;
+    r->ica = NULL;
+    return t;
+}
+
+static HSMCA_MUSTCHECK hsmca_code replay_serials(audit_replay *r, const audit_entry *ent,
+                                                 uint64_t off, hsmca_err *e);
+
 hsmca_code audit_replay_entry(audit_replay *r, const audit_entry *ent, uint64_t off, hsmca_err *e)
+{
+    HSMCA_GUARD(replay_serials(r, ent, off, e));
+    return r->ica ? audit_ica_apply(r->ica, ent, off, e) : HSMCA_OK;
+}
+
+static hsmca_code replay_serials(audit_replay *r, const audit_entry *ent, uint64_t off,
+                                 hsmca_err *e)
 {
     if (ent->time > r->clock)
         r->clock = ent->time;

@@ -51,6 +51,12 @@ void audit_replay_free(audit_replay *r);
 HSMCA_MUSTCHECK hsmca_code audit_replay_entry(audit_replay *r, const audit_entry *ent, uint64_t off,
                                               hsmca_err *e);
 
+/* The intermediate CA requests the entries built (audit_ica.h, its rules applied to
+ * every entry), handed to the caller, who frees them with audit_ica_free; the replay
+ * stops tracking them. */
+struct audit_ica;
+struct audit_ica *audit_replay_take_ica(audit_replay *r);
+
 /* The issue-intents fed so far. */
 uint64_t audit_replay_intents(const audit_replay *r);
 

@@ -208,7 +208,7 @@ static HSMCA_MUSTCHECK hsmca_code one_entry(vrun *v, uint64_t seq, uint64_t off,
                  (unsigned long long)seq, (unsigned long long)off, (unsigned long long)ent.seq);
     const char *kind = audit_kind_name(ent.kind);
     size_t klen = kind ? strlen(kind) : 0;
-    if (klen >= 4 && strcmp(kind + klen - 4, "deny") == 0)
+    if (klen >= 4 && strcmp(kind + klen - 4, "deny") == 0 && ent.kind != AUDIT_ICA_DENY)
         v->r->denies++;
     HSMCA_GUARD(audit_replay_entry(v->replay, &ent, off, e));
     if (ent.kind == AUDIT_ISSUE_INTENT)

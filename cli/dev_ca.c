@@ -233,7 +233,10 @@ static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *list
              "# The signing log: an intent entry is durable here before every signature.\n"
              "audit:\n  dir: audit\n"
              "  # The checkpoints' origin line and the audit key's name: unique per replica.\n"
-             "  origin: \"%s\"\n",
+             "  origin: \"%s\"\n"
+             "# The signer's admin socket (hsmca admin, hsmca intermediate): root, this\n"
+             "# directory's user when not root, and members of admin.group may use it.\n"
+             "admin:\n  socket: admin.sock\n  # group: hsmca-admin\n",
              dir, listen, DEV_SOFTHSM_MODULE, DEV_TOKEN_LABEL, DEV_CA_KEY_LABEL, DEV_TOKEN_LABEL,
              DEV_AUDIT_KEY_LABEL, DEV_JWT_ISSUER, DEV_SIGNER_USER, origin);
     return write_in(dir, "hsmca.yaml", conf, 0644, e);

@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "admin_cmd.h"
 #include "audit_cmd.h"
 #include "ca_cmd.h"
 #include "dev.h"
+#include "intermediate_cmd.h"
 #include "log.h"
 #include "request.h"
 #include "supervisor.h"
@@ -20,6 +22,7 @@ static void usage(FILE *f)
           "A certificate authority for Istio whose key never leaves the PKCS#11 token.\n"
           "\n"
           "Commands:\n"
+          "  admin status  the running signer's state, over its admin socket\n"
           "  audit      check the signing log offline: verify, prove, consistency, show, vkey\n"
           "  ca init    make the CA key in the token, then a self-signed root or a CSR\n"
           "             signed by it there\n"
@@ -27,6 +30,8 @@ static void usage(FILE *f)
           "  ca show    the CA certificate, its chain, expiry, and whether the token key matches\n"
           "  dev        run a development CA on a SoftHSM2 token (creates it on first start)\n"
           "  dev token  print a JWT the dev CA accepts\n"
+          "  intermediate  istiod intermediate CAs: request, list, show, approve (M of N),\n"
+          "                deny, fetch (the cacerts directory)\n"
           "  request    ask a running CA for a certificate (a test client)\n"
           "  serve      run the CA from a YAML config: supervisor, signer, front end\n"
           "  token check   open the token as serve's signer would (same program, user,\n"
@@ -90,6 +95,10 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "admin"))
+        return admin_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "intermediate"))
+        return intermediate_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "audit"))
         return audit_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "ca"))

@@ -188,7 +188,21 @@ typedef struct {
      * gids) it keeps as supplementary groups after switching to signer.user. */
     config_env pkcs11_env;
     config_list signer_groups;
+
+    /* admin: the signer's admin socket (signer/signer_admin.h); "" (default): none. */
+    char admin_socket[CONFIG_MAX_STR];
+    char admin_group[CONFIG_MAX_STR]; /* may use it besides root; "": root only */
+    /* approval: istiod intermediates (signer/signer_ica.h) */
+    uint32_t approval_required;    /* distinct approvers, default 2 (1..CONFIG_MAX_APPROVALS) */
+    uint32_t approval_pending_ttl; /* seconds a request waits for them, default 86400 */
+    /* intermediate: the CA profile of an istiod intermediate */
+    char ica_subject_prefix[CONFIG_MAX_STR]; /* "O=Example,OU=Mesh"; CN is the cluster name */
+    config_list ica_dns_suffixes;            /* DNS name constraints; default none */
+    uint32_t ica_max_ttl;                    /* seconds, default 365d */
 } hsmca_config;
+
+/* The most approvals an intermediate may need (approval.required). */
+#define CONFIG_MAX_APPROVALS 16
 
 /* The authenticator names auth.chain accepts (the front end maps each to its code). */
 #define CONFIG_AUTHENTICATORS                                                                      \

@@ -142,6 +142,9 @@ void config_defaults(hsmca_config *c)
     c->jwt_min_refresh = 30;
     c->jwt_fetch_timeout = 10;
     c->jwt_bind = 1;
+    c->approval_required = 2;
+    c->approval_pending_ttl = 86400;
+    c->ica_max_ttl = 365 * 86400;
     c->jwt_bind_required = 0;
     set_str(c->tr_audiences.items[0], "istio-ca");
     c->tr_audiences.n = 1;

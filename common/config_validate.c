@@ -216,6 +216,51 @@ static HSMCA_MUSTCHECK hsmca_code validate_clusters(const hsmca_config *c, hsmca
     return HSMCA_OK;
 }
 
+/* intermediate.subject_prefix: ATTR=value parts joined by commas, ATTR one of C, ST, L, O,
+ * OU (the CN is the cluster's name), each value non-empty and without '=' or ','. */
+static int subject_prefix_ok(const char *p)
+{
+    static const char *const attrs[] = {"C=", "ST=", "L=", "O=", "OU="};
+    while (*p) {
+        size_t a = 0, n = sizeof(attrs) / sizeof(attrs[0]);
+        while (a < n && strncmp(p, attrs[a], strlen(attrs[a])) != 0)
+            a++;
+        if (a == n)
+            return 0;
+        p += strlen(attrs[a]);
+        size_t v = strcspn(p, ",=");
+        if (v == 0 || p[v] == '=')
+            return 0;
+        p += v + (p[v] == ',');
+        if (p[-1] == ',' && !*p)
+            return 0;
+    }
+    return 1;
+}
+
+/* admin.*, approval.*, intermediate.* (signer/signer_admin.h, signer_ica.h). */
+static HSMCA_MUSTCHECK hsmca_code validate_admin(const hsmca_config *c, hsmca_err *e)
+{
+    HSMCA_ENSURE(strlen(c->admin_socket) < 100, e, HSMCA_EINVAL,
+                 "config: admin.socket must be a path of fewer than 100 bytes (a unix socket's)");
+    HSMCA_ENSURE(c->admin_socket[0] || !c->admin_group[0], e, HSMCA_EINVAL,
+                 "config: admin.group needs admin.socket (the socket it may use)");
+    HSMCA_ENSURE(c->ica_max_ttl >= 3600, e, HSMCA_EINVAL,
+                 "config: intermediate.max_ttl must be at least 1h");
+    HSMCA_ENSURE(subject_prefix_ok(c->ica_subject_prefix), e, HSMCA_EINVAL,
+                 "config: intermediate.subject_prefix must be ATTR=value parts joined by commas, "
+                 "ATTR one of C, ST, L, O, OU (e.g. \"O=Example,OU=Mesh\")");
+    for (int i = 0; i < c->ica_dns_suffixes.n; i++) {
+        const char *d = c->ica_dns_suffixes.items[i];
+        HSMCA_ENSURE(d[0] && strspn(d, "abcdefghijklmnopqrstuvwxyz0123456789.-") == strlen(d), e,
+                     HSMCA_EINVAL,
+                     "config: intermediate.dns_suffixes item '%.64s' must be a lower-case DNS "
+                     "name or suffix",
+                     d);
+    }
+    return HSMCA_OK;
+}
+
 /* The signing log is on unless the config says otherwise in so many words: a config
  * that merely leaves audit.dir out (an old one, a typo) does not sign unlogged. */
 static HSMCA_MUSTCHECK hsmca_code validate_audit(const hsmca_config *c, hsmca_err *e)
@@ -227,7 +272,7 @@ static HSMCA_MUSTCHECK hsmca_code validate_audit(const hsmca_config *c, hsmca_er
     if (c->audit_dir[0] && c->audit_disabled)
         return hsmca_fail(e, HSMCA_EINVAL,
                           "config: audit.dir and audit.disabled: true together: remove one");
-    return HSMCA_OK;
+    return validate_admin(c, e);
 }
 
 /* pkcs11.softhsm2_conf is the signer's SOFTHSM2_CONF (a path resolved against the

@@ -27,6 +27,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "audit_ica.h"
 #include "audit_log.h"
 #include "certasm.h"
 #include "ipc_frame.h"
@@ -272,6 +273,7 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
         return rc;
     }
     signer_replay_restore(&r);
+    s->ica = audit_replay_take_ica(r.replay); /* the intermediates' state (signer_ica.h) */
     /* A repeated serial refuses the log (audit_replay.h): serials_duplicate stays 0, in
      * the stable set of keys; serials_expired are those not restored (expired, or
      * another CA key's). */
@@ -518,6 +520,10 @@ void signer_stop_all(signer_ctx *s)
     if (!close_audit(s))
         return;
     signer_stages_free(s);
+    audit_ica_free(s->ica);
+    free(s->ica_ca_pem);
+    free(s->ica_chain_pem);
+    free(s->ica_roots_pem);
     p11_signkey_close(s->audit_key);
     p11_module_unload(s->audit_module);
     p11_pool_close(s->pool);

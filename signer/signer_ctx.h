@@ -122,6 +122,10 @@ struct signer_ctx {
     int has_syncer, syncer_stop;
     /* What each worker is signing, for the watchdog (guarded by lock). */
     signer_job *busy[SIGNER_MAX_WORKERS]; /* the job each worker holds; NULL when idle */
+    /* Intermediate CA requests (signer_ica.h): rebuilt from the log at start (NULL without
+     * one), then the main thread's alone; the PEM text fetch hands out. */
+    struct audit_ica *ica;
+    char *ica_ca_pem, *ica_chain_pem, *ica_roots_pem;
 };
 
 #endif

@@ -23,7 +23,9 @@
 #include "ipc_frame.h"
 #include "log.h"
 #include "signer.pb-c.h"
+#include "signer_admin.h"
 #include "signer_audit.h"
+#include "signer_ica.h"
 #include "signer_sandbox.h"
 #include "signer_work.h"
 
@@ -173,18 +175,20 @@ static int signer_control(signer_ctx *s, int ctl_fd)
     return 0;
 }
 
-static int signer_loop(signer_ctx *s, int ctl_fd)
+static int signer_loop(signer_ctx *s, int ctl_fd, signer_admin *adm)
 {
     while (!signer_stop) {
         int fd = signer_conn_fd(s);
-        struct pollfd pfd[2] = {{ctl_fd, POLLIN, 0}, {fd, POLLIN, 0}};
-        int r = poll(pfd, fd >= 0 ? 2 : 1, 200);
+        struct pollfd pfd[2 + SIGNER_ADMIN_POLLFDS] = {{ctl_fd, POLLIN, 0}, {fd, POLLIN, 0}};
+        int na = signer_admin_pollfds(adm, pfd + 2);
+        int r = poll(pfd, (nfds_t)(2 + na), 200); /* a negative fd (no front end) is skipped */
         if (signer_tick(s))
             return EXIT_RESTART;
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
             fatal("poll: %s", strerror(errno));
+        signer_admin_serve(adm, s, pfd + 2, na);
         if (pfd[0].revents) {
             if (signer_control(s, ctl_fd) != 0)
                 return 0;
@@ -258,6 +262,13 @@ int signer_main(int argc, char **argv)
         fatal("cannot serve yet (token or audit log), will retry: %s", e.msg);
     if (!s)
         fatal_config("refusing to serve: %s", e.msg);
+    /* The admin socket is bound, and what fetch hands out read, before the switch of user. */
+    signer_admin *adm = NULL;
+    if (signer_admin_open(&cfg, &sb, &adm, &e) != HSMCA_OK ||
+        (adm && signer_ica_load(s, &e) != HSMCA_OK))
+        fatal_config("refusing to serve: %s", e.msg);
+    if (adm)
+        signer_sandbox_allow_admin(signer_admin_listen_fd(adm));
     if (signer_sandbox_enter(&sb, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
     /* The first signature under the filter: a module that needs what the sandbox
@@ -268,7 +279,8 @@ int signer_main(int argc, char **argv)
         fatal("%s", e.msg);
     signer_set_ctl_fd(s, ctl_fd);
     signer_conn_set(s, ipc_fd);
-    int rc = signer_loop(s, ctl_fd);
+    int rc = signer_loop(s, ctl_fd, adm);
+    signer_admin_close(adm);
     signer_stop_all(s);
     return rc;
 }

@@ -142,6 +142,37 @@ static const sandbox_group net_inet = {"network-inet", SANDBOX_CALLS(network_cal
 static const sandbox_group inet_only = {"inet-resolve-bind", SANDBOX_CALLS(inet_calls), NULL};
 static const sandbox_group sysv_ipc = {"sysv-ipc", SANDBOX_CALLS(sysv_ipc_calls), NULL};
 
+/* The admin socket (signer/signer_admin.h), bound and listening before the filter: accept4
+ * on that one descriptor, and the peer's credentials (SO_PEERCRED, SO_PEERGROUPS) of what
+ * it accepted; nothing else of the network. -1: no admin socket. */
+static int admin_listen_fd = -1;
+
+void signer_sandbox_allow_admin(int listen_fd)
+{
+    admin_listen_fd = listen_fd;
+}
+
+static int add_admin_rules(scmp_filter_ctx ctx)
+{
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(accept4), 1,
+                              SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)admin_listen_fd, 0));
+    static const int opts[] = {SO_PEERCRED, SO_PEERGROUPS};
+    for (size_t i = 0; rc == 0 && i < sizeof(opts) / sizeof(opts[0]); i++)
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(getsockopt), 2,
+                              SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)SOL_SOCKET, 0),
+                              SCMP_A2(SCMP_CMP_EQ, (scmp_datum_t)opts[i], 0));
+    return rc;
+}
+
+static int add_admin_accept(scmp_filter_ctx ctx)
+{
+    return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(accept4), 1,
+                            SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)admin_listen_fd, 0));
+}
+
+static const sandbox_group admin_socket = {"admin-socket", NULL, 0, add_admin_rules};
+static const sandbox_group admin_accept = {"admin-socket", NULL, 0, add_admin_accept};
+
 /* Not dumpable: ptrace and /proc/PID/{mem,maps,environ} need CAP_SYS_PTRACE
  * even for our own uid, and no core file is written. */
 static HSMCA_MUSTCHECK hsmca_code no_dumps(hsmca_err *e)
@@ -193,8 +224,12 @@ hsmca_code signer_sandbox_enter(const signer_sandbox *sb, hsmca_err *e)
         rc = no_dumps(e);
     if (rc != HSMCA_OK)
         return rc;
-    const sandbox_group *own[6] = {&pkcs11_files, &pin_page, &audit_publish};
+    const sandbox_group *own[7] = {&pkcs11_files, &pin_page, &audit_publish};
     size_t n = 3;
+    if (admin_listen_fd >= 0 && sb->network == CONFIG_NET_NONE)
+        own[n++] = &admin_socket;
+    else if (admin_listen_fd >= 0) /* the network groups allow getsockopt already */
+        own[n++] = &admin_accept;
     if (sb->network == CONFIG_NET_UNIX)
         own[n++] = &net_unix;
     if (sb->network == CONFIG_NET_INET) {

@@ -34,6 +34,10 @@ HSMCA_MUSTCHECK hsmca_code signer_sandbox_prepare(const hsmca_config *cfg, signe
  * signer's seccomp allowlist on every thread. */
 HSMCA_MUSTCHECK hsmca_code signer_sandbox_enter(const signer_sandbox *sb, hsmca_err *e);
 
+/* Call before signer_sandbox_enter when the admin socket is on: the filter then allows
+ * accept4 on listen_fd alone, and reading an accepted caller's credentials. */
+void signer_sandbox_allow_admin(int listen_fd);
+
 /* For a module that cannot sign once the filter is in: exits EXIT_CONFIG with a message
  * naming the sandbox's settings, why (the token's answer), and the setting to change. */
 /* What to change when a module fails inside the sandbox, for the sandbox's mode: the

@@ -332,7 +332,30 @@ static void test_refuses_unknown_profiles(void **state)
     }
 }
 
+/* No message the front end can send produces a CA certificate: the profile number an
+ * intermediate would take does not exist on this IPC (intermediates are signed only
+ * for approved requests of the admin socket), and a TBS with an intermediate's
+ * extensions (CA:TRUE pathlen 0, keyCertSign|cRLSign) is refused by both profiles. */
+static void test_refuses_ca_certificates(void **state)
+{
+    tbs_spec ca = {.bc = BC_CA_TRUE, .ku = KU_SET | KU_DS | KU_CERT_SIGN | KU_CRL_SIGN};
+    size_t len;
+    uint8_t *tbs = hf_build_tbs(&ca, &len);
+    assert_non_null(tbs);
+    hf_assert_refused(3, tbs, len, HSMCA_EPERM, "invariant 0: unknown profile 3");
+    hf_assert_refused(PROFILE_WORKLOAD, tbs, len, HSMCA_EPERM, "invariant 3: ");
+    hf_assert_refused(PROFILE_SERVING, tbs, len, HSMCA_EPERM, "invariant 3: ");
+    OPENSSL_free(tbs);
+    tbs_spec pathlen = {.bc = BC_CA_TRUE}; /* CA:TRUE alone, workload key usage */
+    tbs = hf_build_tbs(&pathlen, &len);
+    assert_non_null(tbs);
+    hf_assert_refused(PROFILE_WORKLOAD, tbs, len, HSMCA_EPERM,
+                      "invariant 3: basicConstraints must be CA:FALSE");
+    OPENSSL_free(tbs);
+}
+
 static const struct CMUnitTest profile_specials[] = {
+    cmocka_unit_test(test_refuses_ca_certificates),
     cmocka_unit_test(test_ready_and_signs_valid),
     cmocka_unit_test(test_signs_fe_tbs_build),
     cmocka_unit_test(test_refuses_repeated_serial),

@@ -1,0 +1,89 @@
+/* audit_ica.h - the state of istiod intermediate CA requests, rebuilt from the signing log
+ * (DESIGN.md §2, §6): the signer's replay at start, its admin socket as it goes, and the
+ * offline verifier apply the same rules to the same entries, so they cannot disagree
+ * about who approved what.
+ *
+ * The rules (a violation is HSMCA_EPERM naming the log seq and the rule):
+ * - a request's id is the seq of its intermediate-request entry;
+ * - intermediate-approve and -deny name an earlier request; an approval comes before the
+ *   request's `expires`, from a user who is not its requester and has not approved it
+ *   already, and never after a denial or the certificate; a denial never after the
+ *   certificate or another denial;
+ * - an issue-intent of profile "intermediate" names a request with its `required`
+ *   approvals and no denial and no certificate yet: no CA certificate is signed without
+ *   its M approvals before it;
+ * - an intermediate-cert names such a request after its intent, once, and its
+ *   cert_sha256 is the SHA-256 of its certificate;
+ * - an intermediate-fetch names a signed request.
+ * Memory: every request (its CSR and certificate) up to AUDIT_ICA_MAX. */
+#ifndef HSMCA_AUDIT_ICA_H
+#define HSMCA_AUDIT_ICA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "audit_entry.h"
+#include "hsmca_err.h"
+
+#define AUDIT_ICA_MAX 4096u         /* requests in one log */
+#define AUDIT_ICA_APPROVERS_MAX 16u /* approvals of one request: required is 1..16 */
+#define AUDIT_ICA_USER_MAX 64u      /* bytes of a user name kept */
+#define AUDIT_ICA_PROFILE "intermediate"
+
+typedef enum {
+    ICA_PENDING,  /* fewer approvals than required, not expired */
+    ICA_APPROVED, /* enough approvals, not signed yet */
+    ICA_ISSUED,
+    ICA_DENIED,
+    ICA_EXPIRED, /* pending past its expires */
+} audit_ica_state;
+
+typedef struct {
+    uint64_t id;
+    int64_t time, expires;
+    uint64_t required, ttl_s;
+    char requester[AUDIT_ICA_USER_MAX + 1];
+    char cluster[AUDIT_CLUSTER_MAX + 1];
+    char key_sha256[65];
+    char *csr_b64; /* base64 of the CSR's DER (NUL-terminated) */
+    char approvers[AUDIT_ICA_APPROVERS_MAX][AUDIT_ICA_USER_MAX + 1];
+    unsigned n_approvers;
+    int denied;
+    char denied_by[AUDIT_ICA_USER_MAX + 1], reason[256];
+    uint64_t intent_seq; /* the issue-intent of its signature; 0: none yet */
+    char *cert_b64;      /* NULL until issued */
+    char cert_sha256[65];
+} audit_ica_req;
+
+typedef struct audit_ica audit_ica;
+
+HSMCA_MUSTCHECK hsmca_code audit_ica_new(audit_ica **out, hsmca_err *e);
+void audit_ica_free(audit_ica *t);
+
+/* Applies one entry of the log (any kind; those not about intermediates are ignored)
+ * at byte off: the rules above. */
+HSMCA_MUSTCHECK hsmca_code audit_ica_apply(audit_ica *t, const audit_entry *ent, uint64_t off,
+                                           hsmca_err *e);
+
+/* The request id, or NULL. Owned by t, valid until the next apply. */
+const audit_ica_req *audit_ica_find(const audit_ica *t, uint64_t id);
+size_t audit_ica_count(const audit_ica *t);
+const audit_ica_req *audit_ica_at(const audit_ica *t, size_t i);
+
+/* Its state at wall time now. */
+audit_ica_state audit_ica_state_of(const audit_ica_req *r, int64_t now);
+const char *audit_ica_state_name(audit_ica_state s);
+
+/* Whether user may approve request id at time now (the rules above, the same text the
+ * verifier gives): HSMCA_OK, HSMCA_ENOTFOUND for no such request, HSMCA_EPERM naming
+ * the rule. */
+HSMCA_MUSTCHECK hsmca_code audit_ica_may_approve(const audit_ica *t, uint64_t id, const char *user,
+                                                 int64_t now, hsmca_err *e);
+/* Whether request id may be denied (not issued, not denied already). */
+HSMCA_MUSTCHECK hsmca_code audit_ica_may_deny(const audit_ica *t, uint64_t id, hsmca_err *e);
+
+/* Decodes base64 text (b64, len characters) into a new buffer (caller frees): NULL when it
+ * is not base64 or out of memory. */
+uint8_t *audit_ica_unbase64(const char *b64, size_t len, size_t *out_len);
+
+#endif

@@ -1,0 +1,284 @@
+/* intermediate_cmd.c - see intermediate_cmd.h. The signer decides; this only asks and
+ * prints (and fetch writes the cacerts directory). */
+#include "intermediate_cmd.h"
+#include "admin_cmd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "admin_contract.h"
+#include "cli_opts.h"
+#include "config.h"
+#include "util.h"
+
+static void usage(FILE *f)
+{
+    fputs("usage: hsmca intermediate request --config F --csr FILE --cluster NAME [--ttl D]\n"
+          "       hsmca intermediate list --config F [--json]\n"
+          "       hsmca intermediate show ID --config F [--json]\n"
+          "       hsmca intermediate approve ID --config F\n"
+          "       hsmca intermediate deny ID --config F --reason TEXT\n"
+          "       hsmca intermediate fetch ID --config F --out DIR\n"
+          "  (--socket PATH instead of --config F: the signer's admin.socket)\n"
+          "\n"
+          "An intermediate CA for istiod, signed by the CA key in the token once\n"
+          "approval.required users of admin.group (not the requester; each user once)\n"
+          "have approved it, within approval.pending_ttl. request prints the request's id\n"
+          "and the SHA-256 of the CSR's public key: compare it with istiod's key out of\n"
+          "band before you approve. show prints exactly what would be signed: the signer\n"
+          "takes only the public key from the CSR; subject (intermediate.subject_prefix\n"
+          "and the cluster), CA:TRUE pathlen 0, key usage, name constraints (the trust\n"
+          "domain's SPIFFE URIs, intermediate.dns_suffixes) and validity\n"
+          "(intermediate.max_ttl, never past the CA's) are its own. deny is final.\n"
+          "fetch writes DIR/ca-cert.pem, cert-chain.pem and root-cert.pem (no key: it\n"
+          "stays with istiod) and prints the kubectl command for the cacerts secret.\n"
+          "Every step is an entry in the audit log, with the user who took it.\n",
+          f);
+}
+
+typedef struct {
+    const char *config, *sock, *csr, *cluster, *ttl, *reason, *out;
+    int json;
+} ica_args;
+
+static json_t *call(const ica_args *a, const char *cmd, json_t *req)
+{
+    json_t *reply = NULL;
+    hsmca_err e;
+    hsmca_code rc = req ? admin_call(a->config, a->sock, req, &reply, &e)
+                        : hsmca_fail(&e, HSMCA_ENOMEM, "out of memory");
+    json_decref(req);
+    if (rc != HSMCA_OK)
+        fprintf(stderr, "hsmca intermediate %s: %s\n", cmd, e.msg);
+    return reply;
+}
+
+static int print_json(json_t *r)
+{
+    json_dumpf(r, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+    fputc('\n', stdout);
+    json_decref(r);
+    return 0;
+}
+
+static const char *str(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static long long num(json_t *o, const char *k)
+{
+    return (long long)json_integer_value(json_object_get(o, k));
+}
+
+static int cmd_request(const ica_args *a)
+{
+    char *pem = NULL;
+    size_t len;
+    hsmca_err e;
+    uint32_t ttl = 0;
+    if (!a->csr || !a->cluster) {
+        fputs("hsmca intermediate request: --csr FILE and --cluster NAME are required\n", stderr);
+        return 2;
+    }
+    if (a->ttl && config_parse_u32(a->ttl, strlen(a->ttl), 1, &ttl) != 0) {
+        fprintf(stderr, "hsmca intermediate request: --ttl '%s': a duration (90d, 8760h)\n",
+                a->ttl);
+        return 2;
+    }
+    if (util_read_file(a->csr, ADMIN_MAX_CSR, &pem, &len, &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca intermediate request: %s\n", e.msg);
+        return 2;
+    }
+    json_t *r = call(a, "request", json_pack("{s:s, s:s, s:s, s:I}", "op", "ica-request", "csr",
+                                             pem, "cluster", a->cluster, "ttl_s",
+                                             (json_int_t)ttl));
+    free(pem);
+    if (!r)
+        return 1;
+    if (a->json)
+        return print_json(r);
+    printf("request %lld: pending, %lld approvals needed (not the requester's)\n"
+           "public key SHA-256: %s\n(compare it with istiod's key before you approve)\n",
+           num(r, "id"), num(r, "required"), str(r, "key_sha256"));
+    json_decref(r);
+    return 0;
+}
+
+static int cmd_list(const ica_args *a)
+{
+    json_t *r = call(a, "list", json_pack("{s:s}", "op", "ica-list"));
+    if (!r)
+        return 1;
+    if (a->json)
+        return print_json(r);
+    json_t *reqs = json_object_get(r, "requests"), *it;
+    size_t i;
+    printf("%-6s %-9s %-20s %-16s %-9s %s\n", "ID", "STATE", "CLUSTER", "REQUESTER", "APPROVALS",
+           "KEY SHA-256");
+    json_array_foreach(reqs, i, it)
+    {
+        printf("%-6lld %-9s %-20s %-16s %zu/%-7lld %s\n", num(it, "id"), str(it, "state"),
+               str(it, "cluster"), str(it, "requester"),
+               json_array_size(json_object_get(it, "approvers")), num(it, "required"),
+               str(it, "key_sha256"));
+    }
+    if ((long long)json_array_size(reqs) < num(r, "total"))
+        printf("(the newest %zu of %lld requests)\n", json_array_size(reqs), num(r, "total"));
+    json_decref(r);
+    return 0;
+}
+
+static json_t *id_req(const char *op, long long id)
+{
+    return json_pack("{s:s, s:I}", "op", op, "id", (json_int_t)id);
+}
+
+static int cmd_show(const ica_args *a, long long id)
+{
+    json_t *r = call(a, "show", id_req("ica-show", id));
+    if (!r)
+        return 1;
+    if (a->json)
+        return print_json(r);
+    json_t *q = json_object_get(r, "request"), *p = json_object_get(r, "profile");
+    printf("request %lld: %s, cluster %s, asked by %s, %zu of %lld approvals\n", num(q, "id"),
+           str(q, "state"), str(q, "cluster"), str(q, "requester"),
+           json_array_size(json_object_get(q, "approvers")), num(q, "required"));
+    printf("would be signed as:\n  subject            %s\n  public key         %s, SHA-256 %s\n"
+           "  basicConstraints   %s\n  keyUsage           %s\n  nameConstraints    %s %s\n"
+           "  validity           %lld s (not after %lld)\n  from the CSR       %s\n",
+           str(p, "subject"), str(p, "key"), str(p, "key_sha256"), str(p, "basic_constraints"),
+           str(p, "key_usage"), str(p, "name_constraints"), str(p, "permitted"),
+           num(p, "ttl_s"), num(p, "not_after"), str(p, "from_csr"));
+    json_decref(r);
+    return 0;
+}
+
+static int cmd_approve(const ica_args *a, long long id)
+{
+    json_t *r = call(a, "approve", id_req("ica-approve", id));
+    if (!r)
+        return 1;
+    if (a->json)
+        return print_json(r);
+    printf("request %lld: %lld of %lld approvals; %s\n", id, num(r, "approvals"),
+           num(r, "required"), str(r, "state"));
+    if (str(r, "sign_error")[0])
+        printf("not signed yet (fetch tries again): %s\n", str(r, "sign_error"));
+    json_decref(r);
+    return 0;
+}
+
+static int cmd_deny(const ica_args *a, long long id)
+{
+    if (!a->reason) {
+        fputs("hsmca intermediate deny: --reason TEXT is required\n", stderr);
+        return 2;
+    }
+    json_t *r = call(a, "deny",
+                     json_pack("{s:s, s:I, s:s}", "op", "ica-deny", "id", (json_int_t)id,
+                               "reason", a->reason));
+    if (!r)
+        return 1;
+    printf("request %lld: denied\n", id);
+    json_decref(r);
+    return 0;
+}
+
+static int write_one(const char *dir, const char *name, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(text, f) >= 0;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok)
+        fprintf(stderr, "hsmca intermediate fetch: %s: %s\n", path, strerror(errno));
+    return ok;
+}
+
+static int cmd_fetch(const ica_args *a, long long id)
+{
+    if (!a->out) {
+        fputs("hsmca intermediate fetch: --out DIR is required\n", stderr);
+        return 2;
+    }
+    json_t *r = call(a, "fetch", id_req("ica-fetch", id));
+    if (!r)
+        return 1;
+    int ok = (mkdir(a->out, 0755) == 0 || errno == EEXIST) &&
+             write_one(a->out, "ca-cert.pem", str(r, "ca_cert")) &&
+             write_one(a->out, "cert-chain.pem", str(r, "cert_chain")) &&
+             write_one(a->out, "root-cert.pem", str(r, "root_cert"));
+    if (ok)
+        printf("wrote %s/ca-cert.pem, cert-chain.pem, root-cert.pem (cluster %s)\n"
+               "add istiod's key as ca-key.pem (it never left istiod's side), then:\n"
+               "  kubectl create secret generic cacerts -n istio-system \\\n"
+               "    --from-file=%s/ca-cert.pem --from-file=ca-key.pem \\\n"
+               "    --from-file=%s/root-cert.pem --from-file=%s/cert-chain.pem\n"
+               "(ca-crl.pem is not written: CRLs are not built yet)\n",
+               a->out, str(r, "cluster"), a->out, a->out, a->out);
+    json_decref(r);
+    return ok ? 0 : 1;
+}
+
+/* The request id operand: a decimal number. */
+static int parse_id(const char *s, long long *id)
+{
+    char *end;
+    errno = 0;
+    *id = s ? strtoll(s, &end, 10) : -1;
+    return s && *s && !*end && errno == 0 && *id >= 0;
+}
+
+int intermediate_main(int argc, char **argv)
+{
+    static const struct option flags[] = {
+        {"config", required_argument, 0, 'c'}, {"socket", required_argument, 0, 's'},
+        {"csr", required_argument, 0, 'r'},    {"cluster", required_argument, 0, 'k'},
+        {"ttl", required_argument, 0, 't'},    {"reason", required_argument, 0, 'w'},
+        {"out", required_argument, 0, 'o'},    {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    const char *operands[2] = {NULL, NULL};
+    ica_args a = {0};
+    cli_opts o;
+    int c;
+    cli_opts_init(&o, "hsmca intermediate", flags, operands, 2);
+    while ((c = cli_opts_next(&o, argc, argv)) != -1) {
+        switch (c) {
+        case 'c': a.config = optarg; break;
+        case 's': a.sock = optarg; break;
+        case 'r': a.csr = optarg; break;
+        case 'k': a.cluster = optarg; break;
+        case 't': a.ttl = optarg; break;
+        case 'w': a.reason = optarg; break;
+        case 'o': a.out = optarg; break;
+        case 'j': a.json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: return 2;
+        }
+    }
+    const char *sub = operands[0] ? operands[0] : "";
+    long long id = -1;
+    if (!strcmp(sub, "request") && !operands[1])
+        return cmd_request(&a);
+    if (!strcmp(sub, "list") && !operands[1])
+        return cmd_list(&a);
+    int has_id = parse_id(operands[1], &id);
+    if (has_id && !strcmp(sub, "show"))
+        return cmd_show(&a, id);
+    if (has_id && !strcmp(sub, "approve"))
+        return cmd_approve(&a, id);
+    if (has_id && !strcmp(sub, "deny"))
+        return cmd_deny(&a, id);
+    if (has_id && !strcmp(sub, "fetch"))
+        return cmd_fetch(&a, id);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,335 @@
+/* signer_admin.c - see signer_admin.h. The socket and its connections; the ops are a
+ * table (status here, the intermediates' in signer_ica.c). */
+#include "signer_admin.h"
+#include "signer_ctx.h"
+#include "signer_ica.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "log.h"
+#include "util.h"
+
+typedef struct {
+    int fd; /* -1: a free slot */
+    double deadline;
+    char user[AUDIT_ICA_USER_MAX + 1];
+    int allowed;
+    char why[200]; /* why not, when not allowed */
+} admin_conn;
+
+struct signer_admin {
+    int lfd;
+    int has_group;
+    gid_t gid;
+    uid_t own_uid; /* the signer's user, allowed when it was not started as root */
+    int own_allowed;
+    char group[CONFIG_MAX_STR];
+    admin_conn conns[ADMIN_MAX_CONNS];
+};
+
+static HSMCA_MUSTCHECK hsmca_code admin_bind(signer_admin *a, const hsmca_config *cfg,
+                                             const signer_sandbox *sb, hsmca_err *e)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    HSMCA_ENSURE(strlen(cfg->admin_socket) < sizeof(sa.sun_path), e, HSMCA_EINVAL,
+                 "admin.socket: a path of fewer than %zu bytes", sizeof(sa.sun_path));
+    memcpy(sa.sun_path, cfg->admin_socket, strlen(cfg->admin_socket) + 1);
+    struct stat st;
+    if (lstat(sa.sun_path, &st) == 0) {
+        HSMCA_ENSURE(S_ISSOCK(st.st_mode), e, HSMCA_EINVAL,
+                     "admin.socket %s exists and is not a socket: not replaced", sa.sun_path);
+        unlink(sa.sun_path); /* a stale socket of an earlier signer */
+    }
+    a->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    HSMCA_ENSURE(a->lfd >= 0, e, HSMCA_EINTERNAL, "admin socket: %s", strerror(errno));
+    /* Created 0600 and opened to the group only once its owner is right. */
+    mode_t old = umask(0177);
+    int rc = bind(a->lfd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    HSMCA_ENSURE(rc == 0, e, HSMCA_EINVAL, "admin.socket %s: bind: %s", sa.sun_path,
+                 strerror(errno));
+    uid_t owner = sb->user.active ? sb->user.uid : (uid_t)-1;
+    gid_t group = a->has_group ? a->gid : (gid_t)-1;
+    HSMCA_ENSURE(chown(sa.sun_path, owner, group) == 0, e, HSMCA_EINVAL,
+                 "admin.socket %s: chown to signer.user and admin.group: %s", sa.sun_path,
+                 strerror(errno));
+    HSMCA_ENSURE(chmod(sa.sun_path, a->has_group ? 0660 : 0600) == 0, e, HSMCA_EINVAL,
+                 "admin.socket %s: chmod: %s", sa.sun_path, strerror(errno));
+    HSMCA_ENSURE(listen(a->lfd, 16) == 0, e, HSMCA_EINTERNAL, "admin socket: listen: %s",
+                 strerror(errno));
+    return HSMCA_OK;
+}
+
+hsmca_code signer_admin_open(const hsmca_config *cfg, const signer_sandbox *sb, signer_admin **out,
+                             hsmca_err *e)
+{
+    *out = NULL;
+    if (!cfg->admin_socket[0])
+        return HSMCA_OK;
+    signer_admin *a = calloc(1, sizeof(*a));
+    HSMCA_ENSURE(a, e, HSMCA_ENOMEM, "out of memory");
+    a->lfd = -1;
+    for (int i = 0; i < ADMIN_MAX_CONNS; i++)
+        a->conns[i].fd = -1;
+    a->own_uid = sb->user.active ? sb->user.uid : getuid();
+    a->own_allowed = geteuid() != 0;
+    snprintf(a->group, sizeof(a->group), "%s", cfg->admin_group);
+    hsmca_code rc = HSMCA_OK;
+    if (cfg->admin_group[0]) {
+        struct group *g = getgrnam(cfg->admin_group);
+        if (!g)
+            rc = hsmca_fail(e, HSMCA_EINVAL,
+                            "admin.group '%.64s' does not exist (groupadd %.64s, and add the "
+                            "approvers to it)",
+                            cfg->admin_group, cfg->admin_group);
+        else {
+            a->has_group = 1;
+            a->gid = g->gr_gid;
+        }
+    }
+    if (rc == HSMCA_OK)
+        rc = admin_bind(a, cfg, sb, e);
+    if (rc != HSMCA_OK) {
+        signer_admin_close(a);
+        return rc;
+    }
+    LOG_EVENT(LOG_LVL_INFO, "admin socket", LOG_STR("path", cfg->admin_socket),
+              LOG_STR("group", a->has_group ? a->group : ""),
+              LOG_STR("mode", a->has_group ? "0660" : "0600"));
+    *out = a;
+    return HSMCA_OK;
+}
+
+int signer_admin_listen_fd(const signer_admin *a)
+{
+    return a ? a->lfd : -1;
+}
+
+void signer_admin_close(signer_admin *a)
+{
+    if (!a)
+        return;
+    for (int i = 0; i < ADMIN_MAX_CONNS; i++)
+        if (a->conns[i].fd >= 0)
+            close(a->conns[i].fd);
+    if (a->lfd >= 0)
+        close(a->lfd);
+    free(a);
+}
+
+int signer_admin_pollfds(signer_admin *a, struct pollfd *p)
+{
+    if (!a)
+        return 0;
+    int n = 0, free_slot = 0;
+    for (int i = 0; i < ADMIN_MAX_CONNS; i++) {
+        p[n++] = (struct pollfd){a->conns[i].fd, POLLIN, 0};
+        free_slot |= a->conns[i].fd < 0;
+    }
+    /* At the cap, callers wait in the backlog until a connection ends. */
+    p[n++] = (struct pollfd){free_slot ? a->lfd : -1, POLLIN, 0};
+    return n;
+}
+
+/* Who the caller is, and whether it may use the socket (defence in depth: the socket's
+ * mode already keeps others out). */
+static void identify(signer_admin *a, admin_conn *c)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    c->allowed = 0;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        snprintf(c->why, sizeof(c->why), "SO_PEERCRED: %s", strerror(errno));
+        snprintf(c->user, sizeof(c->user), "unknown");
+        return;
+    }
+    char buf[4096];
+    struct passwd pw, *res = NULL;
+    if (getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &res) == 0 && res)
+        snprintf(c->user, sizeof(c->user), "%s", res->pw_name);
+    else
+        snprintf(c->user, sizeof(c->user), "uid:%u", (unsigned)cred.uid);
+    int in_group = a->has_group && cred.gid == a->gid;
+    gid_t groups[256];
+    len = sizeof(groups);
+    if (a->has_group && !in_group &&
+        getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == 0)
+        for (size_t i = 0; i < len / sizeof(gid_t); i++)
+            in_group |= groups[i] == a->gid;
+    c->allowed = cred.uid == 0 || in_group || (a->own_allowed && cred.uid == a->own_uid);
+    if (!c->allowed)
+        snprintf(c->why, sizeof(c->why), "user %s (uid %u) is neither root nor in admin.group '%.32s'",
+                 c->user, (unsigned)cred.uid, a->has_group ? a->group : "(none set)");
+}
+
+static void admin_accept(signer_admin *a)
+{
+    for (int i = 0; i < ADMIN_MAX_CONNS; i++) {
+        admin_conn *c = &a->conns[i];
+        if (c->fd >= 0)
+            continue;
+        c->fd = accept4(a->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c->fd < 0)
+            return;
+        c->deadline = util_mono_now() + ADMIN_TIMEOUT_S;
+        identify(a, c);
+        if (!c->allowed)
+            LOG_EVENT(LOG_LVL_WARN, "admin caller refused", LOG_STR("user", c->user),
+                      LOG_STR("reason", c->why));
+    }
+}
+
+static void conn_end(admin_conn *c)
+{
+    close(c->fd);
+    c->fd = -1;
+}
+
+/* The reply, without waiting: a caller that does not read loses it (the step it asked
+ * for is in the log either way). */
+static void reply(admin_conn *c, json_t *r)
+{
+    char *text = r ? json_dumps(r, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (text && strlen(text) > ADMIN_MAX_MSG) {
+        free(text);
+        text = strdup("{\"error\":\"the reply would be longer than 65536 bytes\",\"ok\":false}");
+    }
+    if (text) {
+        /* sendmsg and recvmsg: the sandbox's socket calls (send and recv are not). */
+        struct iovec iov = {text, strlen(text)};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+        (void)!sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    free(text);
+    json_decref(r);
+    conn_end(c);
+}
+
+static void reply_error(admin_conn *c, const char *msg)
+{
+    reply(c, json_pack("{s:b, s:s}", "ok", 0, "error", msg));
+}
+
+static const char *pool_state_name(p11_pool_state st)
+{
+    return st == P11_POOL_READY ? "ready" : st == P11_POOL_RECONNECTING ? "reconnecting"
+                                                                        : "pin-refused";
+}
+
+/* The signer's state: its keys and their tokens, the audit log, the intermediates. */
+static json_t *op_status(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
+{
+    uint64_t lines = 0, bytes = 0;
+    if (s->audit)
+        audit_log_durable(s->audit, &lines, &bytes);
+    json_t *r = json_pack("{s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "ok", 1,
+                          "caller", user, "ca_key", s->cfg.ca_key_uri, "ca_token",
+                          pool_state_name(p11_pool_get_state(s->pool)), "audit_key",
+                          s->cfg.audit_key_uri, "audit_token",
+                          s->audit_key ? pool_state_name(p11_signkey_get_state(s->audit_key)) : "",
+                          "audit_dir", s->cfg.audit_dir, "audit_entries", (json_int_t)lines,
+                          "audit_bytes", (json_int_t)bytes, "approval_required",
+                          (json_int_t)s->cfg.approval_required, "intermediates_pending",
+                          (json_int_t)signer_ica_pending(s), "trust_domain", s->cfg.trust_domain);
+    if (!r)
+        hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    return r;
+}
+
+typedef json_t *(*admin_op_fn)(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+
+/* The allow-table: every op a caller may ask for. */
+static const struct {
+    const char *op;
+    admin_op_fn fn;
+} admin_ops[] = {
+    {"status", op_status},
+    {"ica-request", signer_ica_request},
+    {"ica-list", signer_ica_list},
+    {"ica-show", signer_ica_show},
+    {"ica-approve", signer_ica_approve},
+    {"ica-deny", signer_ica_deny},
+    {"ica-fetch", signer_ica_fetch},
+};
+
+static void admin_request(signer_ctx *s, admin_conn *c, const char *buf, size_t n)
+{
+    json_error_t je;
+    json_t *req = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
+    const char *op = req && json_is_object(req) ? json_string_value(json_object_get(req, "op"))
+                                                : NULL;
+    admin_op_fn fn = NULL;
+    for (size_t i = 0; op && i < sizeof(admin_ops) / sizeof(admin_ops[0]); i++)
+        if (strcmp(op, admin_ops[i].op) == 0) {
+            fn = admin_ops[i].fn;
+            op = admin_ops[i].op; /* ours: it outlives the request */
+        }
+    if (!fn) {
+        reply_error(c, !req ? "not a JSON object" : !op ? "no op" : "unknown op");
+        json_decref(req);
+        return;
+    }
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    json_t *r = fn(s, c->user, req, &e);
+    json_decref(req);
+    if (!r) {
+        LOG_EVENT(LOG_LVL_WARN, "admin request refused", LOG_STR("user", c->user),
+                  LOG_STR("op", op), LOG_STR("reason", e.msg));
+        reply_error(c, e.msg);
+        return;
+    }
+    reply(c, r);
+}
+
+static void admin_read(signer_ctx *s, admin_conn *c)
+{
+    static char buf[ADMIN_MAX_MSG + 1];
+    struct iovec iov = {buf, ADMIN_MAX_MSG + 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+    ssize_t n = recvmsg(c->fd, &m, MSG_DONTWAIT | MSG_TRUNC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        conn_end(c);
+        return;
+    }
+    if (!c->allowed) {
+        reply_error(c, c->why);
+        return;
+    }
+    if (n > ADMIN_MAX_MSG) {
+        reply_error(c, "request longer than 65536 bytes");
+        return;
+    }
+    admin_request(s, c, buf, (size_t)n);
+}
+
+void signer_admin_serve(signer_admin *a, signer_ctx *s, const struct pollfd *p, int n)
+{
+    if (!a)
+        return;
+    double now = util_mono_now();
+    for (int i = 0; i < ADMIN_MAX_CONNS && i < n; i++) {
+        admin_conn *c = &a->conns[i];
+        if (c->fd >= 0 && p[i].fd == c->fd && p[i].revents)
+            admin_read(s, c);
+        if (c->fd >= 0 && now > c->deadline) {
+            LOG_EVENT(LOG_LVL_WARN, "admin connection timed out", LOG_STR("user", c->user));
+            conn_end(c);
+        }
+    }
+    if (n > ADMIN_MAX_CONNS && p[ADMIN_MAX_CONNS].fd >= 0 && p[ADMIN_MAX_CONNS].revents)
+        admin_accept(a);
+}

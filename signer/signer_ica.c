@@ -1,0 +1,308 @@
+/* signer_ica.c - see signer_ica.h: the admin ops on intermediate requests. */
+#include "signer_ica.h"
+#include "signer_ctx.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/pem.h>
+#include <openssl/sha.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include "admin_contract.h"
+#include "certasm.h"
+#include "config.h"
+#include "log.h"
+#include "util.h"
+
+hsmca_code signer_ica_load(signer_ctx *s, hsmca_err *e)
+{
+    size_t len;
+    BIO *b = BIO_new(BIO_s_mem());
+    HSMCA_ENSURE(b && PEM_write_bio_X509(b, s->ca_cert), e, HSMCA_ENOMEM, "out of memory");
+    s->ica_ca_pem = certasm_bio_string(b);
+    BIO_free(b);
+    HSMCA_ENSURE(s->ica_ca_pem, e, HSMCA_ENOMEM, "out of memory");
+    if (s->cfg.chain[0])
+        HSMCA_GUARD(util_read_file(s->cfg.chain, 1 << 20, &s->ica_chain_pem, &len, e));
+    return util_read_file(s->cfg.root_bundle, 1 << 20, &s->ica_roots_pem, &len, e);
+}
+
+/* Intermediates need the log: their state lives in it. */
+static HSMCA_MUSTCHECK hsmca_code need_log(signer_ctx *s, hsmca_err *e)
+{
+    HSMCA_ENSURE(s->ica && s->audit, e, HSMCA_EUNAVAIL,
+                 "intermediate requests need the audit log (audit.dir): their approvals are "
+                 "its entries");
+    return HSMCA_OK;
+}
+
+hsmca_code signer_ica_log(signer_ctx *s, audit_entry *ent, hsmca_err *e)
+{
+    uint64_t seq;
+    HSMCA_GUARD(audit_log_append(s->audit, ent, &seq, e));
+    HSMCA_GUARD(audit_log_sync_through(s->audit, seq, e));
+    return audit_ica_apply(s->ica, ent, 0, e);
+}
+
+size_t signer_ica_pending(signer_ctx *s)
+{
+    size_t n = 0;
+    int64_t now = time(NULL);
+    for (size_t i = 0; i < audit_ica_count(s->ica); i++)
+        n += audit_ica_state_of(audit_ica_at(s->ica, i), now) == ICA_PENDING;
+    return n;
+}
+
+/* The request's id ("id", a positive integer) and its entry, or NULL with e. */
+static const audit_ica_req *req_of(signer_ctx *s, json_t *req, hsmca_err *e)
+{
+    json_t *id = json_object_get(req, "id");
+    if (need_log(s, e) != HSMCA_OK)
+        return NULL;
+    if (!json_is_integer(id) || json_integer_value(id) < 0) {
+        hsmca_fail(e, HSMCA_EINVAL, "id must be a request id (hsmca intermediate list)");
+        return NULL;
+    }
+    const audit_ica_req *r = audit_ica_find(s->ica, (uint64_t)json_integer_value(id));
+    if (!r)
+        hsmca_fail(e, HSMCA_ENOTFOUND, "intermediate request %lld does not exist",
+                   (long long)json_integer_value(id));
+    return r;
+}
+
+static json_t *req_json(const audit_ica_req *r)
+{
+    json_t *approvers = json_array();
+    for (unsigned i = 0; approvers && i < r->n_approvers; i++)
+        json_array_append_new(approvers, json_string(r->approvers[i]));
+    return json_pack("{s:I, s:s, s:s, s:s, s:o, s:I, s:s, s:I, s:I, s:I, s:s, s:s, s:s}", "id",
+                     (json_int_t)r->id, "state",
+                     audit_ica_state_name(audit_ica_state_of(r, time(NULL))), "cluster",
+                     r->cluster, "requester", r->requester, "approvers", approvers, "required",
+                     (json_int_t)r->required, "key_sha256", r->key_sha256, "requested",
+                     (json_int_t)r->time, "expires", (json_int_t)r->expires, "ttl_s",
+                     (json_int_t)r->ttl_s, "denied_by", r->denied_by, "reason", r->reason,
+                     "cert_sha256", r->cert_b64 ? r->cert_sha256 : "");
+}
+
+json_t *signer_ica_list(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
+{
+    if (need_log(s, e) != HSMCA_OK)
+        return NULL;
+    /* Newest first, as many as fit one reply. */
+    json_t *list = json_array();
+    size_t total = audit_ica_count(s->ica), bytes = 0;
+    for (size_t i = total; list && i > 0 && bytes < ADMIN_MAX_MSG - 8192; i--) {
+        json_t *one = req_json(audit_ica_at(s->ica, i - 1));
+        char *text = one ? json_dumps(one, JSON_COMPACT) : NULL;
+        bytes += text ? strlen(text) + 1 : 0;
+        free(text);
+        if (bytes < ADMIN_MAX_MSG - 8192)
+            json_array_append(list, one);
+        json_decref(one);
+    }
+    return json_pack("{s:b, s:o, s:I}", "ok", 1, "requests", list, "total", (json_int_t)total);
+}
+
+json_t *signer_ica_show(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
+{
+    const audit_ica_req *r = req_of(s, req, e);
+    if (!r)
+        return NULL;
+    json_t *profile = signer_ica_profile(s, r, e);
+    if (!profile)
+        return NULL;
+    return json_pack("{s:b, s:o, s:o}", "ok", 1, "request", req_json(r), "profile", profile);
+}
+
+/* The CSR of a request: PEM, proof of possession, key type; its DER in base64 and the
+ * SHA-256 of its SubjectPublicKeyInfo into ent (b64 has AUDIT_BLOB_MAX + 1 bytes). */
+static HSMCA_MUSTCHECK hsmca_code take_csr(const char *pem, audit_entry *ent, char *b64,
+                                           hsmca_err *e)
+{
+    HSMCA_ENSURE(pem && strlen(pem) <= ADMIN_MAX_CSR, e, HSMCA_EINVAL,
+                 "csr must be a PEM certificate request of at most %d bytes", ADMIN_MAX_CSR);
+    BIO *b = BIO_new_mem_buf(pem, (int)strlen(pem));
+    X509_REQ *csr = b ? PEM_read_bio_X509_REQ(b, NULL, NULL, NULL) : NULL;
+    BIO_free(b);
+    HSMCA_ENSURE(csr, e, HSMCA_EINVAL, "csr: not a PEM certificate request");
+    EVP_PKEY *key = X509_REQ_get0_pubkey(csr);
+    const char *why = key ? signer_ica_key_problem(key) : "no public key";
+    hsmca_code rc = HSMCA_OK;
+    unsigned char *der = NULL, *spki = NULL;
+    int n = 0, m = 0;
+    if (why[0])
+        rc = hsmca_fail(e, HSMCA_EINVAL, "csr: %s", why);
+    else if (X509_REQ_verify(csr, key) != 1)
+        rc = hsmca_fail(e, HSMCA_EINVAL,
+                        "csr: its signature does not verify with its own key (no proof of "
+                        "possession)");
+    else if ((n = i2d_X509_REQ(csr, &der)) <= 0 || (m = i2d_PUBKEY(key, &spki)) <= 0 ||
+             (size_t)n > AUDIT_BLOB_MAX / 4 * 3)
+        rc = hsmca_fail(e, HSMCA_EINVAL, "csr: cannot be encoded, or too large");
+    if (rc == HSMCA_OK) {
+        uint8_t md[32];
+        SHA256(spki, (size_t)m, md);
+        util_hex(md, 32, ent->key_sha256);
+        ent->csr.len = (size_t)EVP_EncodeBlock((unsigned char *)b64, der, n);
+        ent->csr.p = b64;
+    }
+    OPENSSL_free(der);
+    OPENSSL_free(spki);
+    X509_REQ_free(csr);
+    return rc;
+}
+
+json_t *signer_ica_request(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
+{
+    static char b64[AUDIT_BLOB_MAX + 1];
+    const char *cluster = json_string_value(json_object_get(req, "cluster"));
+    json_t *ttl = json_object_get(req, "ttl_s");
+    audit_entry ent = {.kind = AUDIT_ICA_REQUEST};
+    if (need_log(s, e) != HSMCA_OK)
+        return NULL;
+    if (!cluster || !config_cluster_id_ok(cluster, strlen(cluster))) {
+        hsmca_fail(e, HSMCA_EINVAL, "cluster must be 1-63 characters of [A-Za-z0-9._-]");
+        return NULL;
+    }
+    if (ttl && (!json_is_integer(ttl) || json_integer_value(ttl) < 0 ||
+                json_integer_value(ttl) > s->cfg.ica_max_ttl)) {
+        hsmca_fail(e, HSMCA_EINVAL, "ttl: at most intermediate.max_ttl (%us)", s->cfg.ica_max_ttl);
+        return NULL;
+    }
+    if (audit_ica_count(s->ica) >= AUDIT_ICA_MAX) {
+        hsmca_fail(e, HSMCA_EUNAVAIL, "%u intermediate requests in this log: no more",
+                   AUDIT_ICA_MAX);
+        return NULL;
+    }
+    if (take_csr(json_string_value(json_object_get(req, "csr")), &ent, b64, e) != HSMCA_OK)
+        return NULL;
+    snprintf(ent.cluster, sizeof(ent.cluster), "%s", cluster);
+    ent.requester = (audit_str){user, strlen(user), 0};
+    ent.required = s->cfg.approval_required;
+    ent.expires = (int64_t)time(NULL) + s->cfg.approval_pending_ttl;
+    ent.ttl_s = ttl ? (uint64_t)json_integer_value(ttl) : 0;
+    if (signer_ica_log(s, &ent, e) != HSMCA_OK)
+        return NULL;
+    LOG_EVENT(LOG_LVL_INFO, "intermediate requested", LOG_STR("user", user),
+              LOG_STR("cluster", cluster), LOG_STR("key_sha256", ent.key_sha256));
+    return json_pack("{s:b, s:I, s:s, s:I, s:I}", "ok", 1, "id", (json_int_t)ent.seq,
+                     "key_sha256", ent.key_sha256, "required", (json_int_t)ent.required,
+                     "expires", (json_int_t)ent.expires);
+}
+
+json_t *signer_ica_approve(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
+{
+    const audit_ica_req *r = req_of(s, req, e);
+    /* Two seconds' margin: the entry's own time, set as it is written, stays before
+     * expires (what the verifier checks). */
+    if (!r || audit_ica_may_approve(s->ica, r->id, user, (int64_t)time(NULL) + 2, e) != HSMCA_OK)
+        return NULL;
+    uint64_t id = r->id;
+    audit_entry ent = {.kind = AUDIT_ICA_APPROVE, .request_id = id};
+    ent.requester = (audit_str){user, strlen(user), 0};
+    if (signer_ica_log(s, &ent, e) != HSMCA_OK)
+        return NULL;
+    r = audit_ica_find(s->ica, id);
+    LOG_EVENT(LOG_LVL_INFO, "intermediate approved", LOG_STR("user", user),
+              LOG_STR("cluster", r->cluster));
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    if (audit_ica_state_of(r, time(NULL)) == ICA_APPROVED &&
+        signer_ica_issue(s, r, user, &why) != HSMCA_OK)
+        LOG_EVENT(LOG_LVL_WARN, "intermediate not signed (fetch tries again)",
+                  LOG_STR("cluster", r->cluster), LOG_STR("reason", why.msg));
+    r = audit_ica_find(s->ica, id);
+    return json_pack("{s:b, s:I, s:I, s:I, s:s, s:s}", "ok", 1, "id", (json_int_t)id, "approvals",
+                     (json_int_t)r->n_approvers, "required", (json_int_t)r->required, "state",
+                     audit_ica_state_name(audit_ica_state_of(r, time(NULL))), "sign_error",
+                     why.msg);
+}
+
+json_t *signer_ica_deny(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
+{
+    const audit_ica_req *r = req_of(s, req, e);
+    const char *reason = json_string_value(json_object_get(req, "reason"));
+    if (!r)
+        return NULL;
+    if (!reason || !reason[0] || strlen(reason) > ADMIN_MAX_REASON) {
+        hsmca_fail(e, HSMCA_EINVAL, "a denial needs a reason (--reason, at most %d bytes)",
+                   ADMIN_MAX_REASON);
+        return NULL;
+    }
+    if (audit_ica_may_deny(s->ica, r->id, e) != HSMCA_OK)
+        return NULL;
+    audit_entry ent = {.kind = AUDIT_ICA_DENY, .request_id = r->id};
+    ent.requester = (audit_str){user, strlen(user), 0};
+    ent.reason = (audit_str){reason, strlen(reason), 0};
+    if (signer_ica_log(s, &ent, e) != HSMCA_OK)
+        return NULL;
+    LOG_EVENT(LOG_LVL_INFO, "intermediate denied", LOG_STR("user", user),
+              LOG_STR("cluster", r->cluster));
+    return json_pack("{s:b, s:I, s:s}", "ok", 1, "id", (json_int_t)ent.request_id, "state",
+                     "denied");
+}
+
+/* cert-chain.pem: the intermediate, then up to the root (the CA certificate, ca.chain, and
+ * the roots when the CA certificate is not one itself). */
+static char *chain_text(signer_ctx *s, const char *ica_pem)
+{
+    int self = X509_check_issued(s->ca_cert, s->ca_cert) == X509_V_OK;
+    const char *parts[] = {ica_pem, s->ica_ca_pem, s->ica_chain_pem ? s->ica_chain_pem : "",
+                           self ? "" : s->ica_roots_pem};
+    size_t n = 1;
+    for (size_t i = 0; i < 4; i++)
+        n += strlen(parts[i]) + 1;
+    char *out = malloc(n), *p = out;
+    for (size_t i = 0; out && i < 4; i++) {
+        size_t l = strlen(parts[i]);
+        memcpy(p, parts[i], l);
+        p += l;
+        if (l && p[-1] != '\n')
+            *p++ = '\n';
+    }
+    if (out)
+        *p = '\0';
+    return out;
+}
+
+json_t *signer_ica_fetch(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
+{
+    const audit_ica_req *r = req_of(s, req, e);
+    if (!r)
+        return NULL;
+    uint64_t id = r->id;
+    audit_ica_state st = audit_ica_state_of(r, time(NULL));
+    if (st == ICA_APPROVED && signer_ica_issue(s, r, user, e) != HSMCA_OK)
+        return NULL; /* signed once approved; a token fault then is retried here */
+    r = audit_ica_find(s->ica, id);
+    if (!r->cert_b64) {
+        hsmca_fail(e, HSMCA_EPERM, "intermediate request %llu is %s, not signed",
+                   (unsigned long long)id, audit_ica_state_name(st));
+        return NULL;
+    }
+    /* Who took the files, on the record before they are handed out. */
+    audit_entry fe = {.kind = AUDIT_ICA_FETCH, .request_id = id};
+    fe.requester = (audit_str){user, strlen(user), 0};
+    if (signer_ica_log(s, &fe, e) != HSMCA_OK)
+        return NULL;
+    r = audit_ica_find(s->ica, id);
+    size_t n;
+    uint8_t *der = audit_ica_unbase64(r->cert_b64, strlen(r->cert_b64), &n);
+    char *pem = der ? certasm_der_to_pem(der, n) : NULL;
+    char *chain = pem ? chain_text(s, pem) : NULL;
+    json_t *out = chain ? json_pack("{s:b, s:I, s:s, s:s, s:s, s:s}", "ok", 1, "id",
+                                    (json_int_t)id, "ca_cert", pem, "cert_chain", chain,
+                                    "root_cert", s->ica_roots_pem, "cluster", r->cluster)
+                        : NULL;
+    free(der);
+    free(pem);
+    free(chain);
+    if (!out)
+        hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    return out;
+}

@@ -1,0 +1,54 @@
+/* signer_ica.h - istiod intermediate CA requests through the admin socket (DESIGN.md §2):
+ * request, list, show, approve, deny, fetch. Every step is an audit-log entry, durable
+ * before the reply, and the state is rebuilt from the log at start (audit/audit_ica.h,
+ * whose rules the signer checks before it writes a step). Once a request has its
+ * approval.required approvals from distinct users (not its requester), the signer signs
+ * it from the CA profile it builds itself (signer_ica_sign.c): nothing of the CSR but its
+ * public key goes into the certificate. Private to signer/; the ops are
+ * signer_admin.c's table entries: each returns the reply object, or NULL with e. */
+#ifndef HSMCA_SIGNER_ICA_H
+#define HSMCA_SIGNER_ICA_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include <openssl/evp.h>
+
+#include "audit_ica.h"
+#include "hsmca_err.h"
+
+typedef struct signer_ctx signer_ctx;
+
+/* Reads what fetch hands out (ca.cert, ca.chain and ca.root_bundle as PEM text): called at
+ * start, before the signer drops privileges (the files may be root's). */
+HSMCA_MUSTCHECK hsmca_code signer_ica_load(signer_ctx *s, hsmca_err *e);
+
+/* Requests waiting for approvals (pending, not expired). */
+size_t signer_ica_pending(signer_ctx *s);
+
+json_t *signer_ica_request(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+json_t *signer_ica_list(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+json_t *signer_ica_show(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+json_t *signer_ica_approve(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+json_t *signer_ica_deny(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+json_t *signer_ica_fetch(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+
+/* ---- signer_ica_sign.c ---- */
+
+/* The profile request r would be signed with, for show: subject, key, name constraints,
+ * path length, validity (not_after as it would be now). */
+json_t *signer_ica_profile(signer_ctx *s, const audit_ica_req *r, hsmca_err *e);
+
+/* Signs approved request r (intent entry durable before C_Sign, then the result and the
+ * certificate entries), user being who completed the approvals. */
+HSMCA_MUSTCHECK hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r,
+                                            const char *user, hsmca_err *e);
+
+/* Checks a CSR's key (RSA 2048..8192 or EC P-256/P-384) and its signature (proof of
+ * possession); "" on success, else why not (a static string). */
+const char *signer_ica_key_problem(EVP_PKEY *key);
+
+/* One step into the log: appended, durable, then applied to the state. */
+HSMCA_MUSTCHECK hsmca_code signer_ica_log(signer_ctx *s, audit_entry *ent, hsmca_err *e);
+
+#endif

@@ -1,0 +1,344 @@
+/* signer_ica_sign.c - the CA profile of an istiod intermediate and its signature (see
+ * signer_ica.h). The signer builds every field itself: of the CSR only the public key
+ * (checked, with the CSR's signature) goes in; the subject is intermediate.subject_prefix
+ * and the cluster name; CA:TRUE with pathLenConstraint 0, keyUsage keyCertSign, cRLSign and
+ * digitalSignature, and name constraints permitting the SPIFFE URIs of the trust domain
+ * and its policy aliases and intermediate.dns_suffixes, all critical; SKI and AKI; a
+ * validity of at most intermediate.max_ttl, never past the CA certificate's. */
+#include "signer_ica.h"
+#include "signer_ctx.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+#include <openssl/ec.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <openssl/x509v3.h>
+
+#include "certasm.h"
+#include "ipc_contract.h"
+#include "log.h"
+#include "util.h"
+
+#define ICA_SERIAL_LEN 16
+#define ICA_KEY_USAGE "critical,digitalSignature,keyCertSign,cRLSign"
+
+const char *signer_ica_key_problem(EVP_PKEY *key)
+{
+    if (EVP_PKEY_get_base_id(key) == EVP_PKEY_RSA) {
+        int bits = EVP_PKEY_get_bits(key);
+        return bits >= 2048 && bits <= 8192 ? "" : "an RSA key must have 2048 to 8192 bits";
+    }
+    if (EVP_PKEY_get_base_id(key) == EVP_PKEY_EC) {
+        char curve[32] = "";
+        size_t n;
+        EVP_PKEY_get_utf8_string_param(key, "group", curve, sizeof(curve), &n);
+        return strcmp(curve, "prime256v1") == 0 || strcmp(curve, "secp384r1") == 0
+                   ? ""
+                   : "an EC key must be on P-256 or P-384";
+    }
+    return "the key must be RSA (2048 bits or more) or EC P-256/P-384";
+}
+
+/* Validity and subject of r as it would be signed at now. */
+typedef struct {
+    int64_t not_before, not_after;
+    uint64_t ttl;
+    char subject[CONFIG_MAX_STR + 80];
+} ica_facts;
+
+static HSMCA_MUSTCHECK hsmca_code facts_of(signer_ctx *s, const audit_ica_req *r, int64_t now,
+                                           ica_facts *f, hsmca_err *e)
+{
+    struct tm tm;
+    HSMCA_ENSURE(ASN1_TIME_to_tm(X509_get0_notAfter(s->ca_cert), &tm) == 1, e, HSMCA_EINTERNAL,
+                 "the CA certificate's notAfter cannot be read");
+    int64_t ca_end = (int64_t)timegm(&tm);
+    f->ttl = r->ttl_s && r->ttl_s < s->cfg.ica_max_ttl ? r->ttl_s : s->cfg.ica_max_ttl;
+    f->not_before = now;
+    f->not_after = now + (int64_t)f->ttl < ca_end ? now + (int64_t)f->ttl : ca_end;
+    HSMCA_ENSURE(f->not_after > now + 3600, e, HSMCA_EPERM,
+                 "the CA certificate expires within the hour: nothing to sign under it");
+    snprintf(f->subject, sizeof(f->subject), "%s%sCN=%s", s->cfg.ica_subject_prefix,
+             s->cfg.ica_subject_prefix[0] ? "," : "", r->cluster);
+    return HSMCA_OK;
+}
+
+/* The subject: each ATTR=value of the prefix (checked by config_validate), then CN. */
+static X509_NAME *subject_of(const char *text)
+{
+    X509_NAME *n = X509_NAME_new();
+    char buf[CONFIG_MAX_STR + 80];
+    snprintf(buf, sizeof(buf), "%s", text);
+    for (char *save = NULL, *part = strtok_r(buf, ",", &save); n && part;
+         part = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(part, '=');
+        if (!eq)
+            break;
+        *eq = '\0';
+        if (!X509_NAME_add_entry_by_txt(n, part, MBSTRING_UTF8, (unsigned char *)eq + 1, -1, -1,
+                                        0)) {
+            X509_NAME_free(n);
+            return NULL;
+        }
+    }
+    return n;
+}
+
+static int add_subtree(STACK_OF(GENERAL_SUBTREE) * sk, int type, const char *name)
+{
+    GENERAL_SUBTREE *st = GENERAL_SUBTREE_new();
+    ASN1_IA5STRING *v = ASN1_IA5STRING_new();
+    if (!st || !v || !ASN1_STRING_set(v, name, (int)strlen(name)) ||
+        !sk_GENERAL_SUBTREE_push(sk, st)) {
+        GENERAL_SUBTREE_free(st);
+        ASN1_IA5STRING_free(v);
+        return 0;
+    }
+    GENERAL_NAME_set0_value(st->base, type, v);
+    return 1;
+}
+
+/* Permitted: URI on each trust domain's host, DNS on each configured suffix. */
+static int add_name_constraints(signer_ctx *s, X509 *x)
+{
+    NAME_CONSTRAINTS *nc = NAME_CONSTRAINTS_new();
+    int ok = nc && (nc->permittedSubtrees = sk_GENERAL_SUBTREE_new_null()) != NULL;
+    for (int i = 0; ok && i < s->policy.n_trust_domains; i++)
+        ok = add_subtree(nc->permittedSubtrees, GEN_URI, s->policy.trust_domains[i]);
+    for (int i = 0; ok && i < s->cfg.ica_dns_suffixes.n; i++)
+        ok = add_subtree(nc->permittedSubtrees, GEN_DNS, s->cfg.ica_dns_suffixes.items[i]);
+    ok = ok && X509_add1_ext_i2d(x, NID_name_constraints, nc, 1, X509V3_ADD_DEFAULT) == 1;
+    NAME_CONSTRAINTS_free(nc);
+    return ok;
+}
+
+static int add_ext(X509 *x, X509V3_CTX *ctx, int nid, const char *value)
+{
+    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, ctx, nid, value);
+    int ok = ext && X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+    return ok;
+}
+
+/* The certificate to sign (unsigned), or NULL. */
+static X509 *build_cert(signer_ctx *s, EVP_PKEY *key, const ica_facts *f,
+                        const uint8_t serial[ICA_SERIAL_LEN])
+{
+    X509 *x = X509_new();
+    X509_NAME *subj = subject_of(f->subject);
+    BIGNUM *bn = BN_bin2bn(serial, ICA_SERIAL_LEN, NULL);
+    X509V3_CTX ctx;
+    int ok = x && subj && bn && X509_set_version(x, X509_VERSION_3) &&
+             BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
+             X509_set_issuer_name(x, X509_get_subject_name(s->ca_cert)) &&
+             X509_set_subject_name(x, subj) &&
+             ASN1_TIME_set(X509_getm_notBefore(x), (time_t)f->not_before) &&
+             ASN1_TIME_set(X509_getm_notAfter(x), (time_t)f->not_after) && X509_set_pubkey(x, key);
+    if (ok) {
+        X509V3_set_ctx(&ctx, s->ca_cert, x, NULL, NULL, 0);
+        ok = add_ext(x, &ctx, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") &&
+             add_ext(x, &ctx, NID_key_usage, ICA_KEY_USAGE) &&
+             add_ext(x, &ctx, NID_subject_key_identifier, "hash") &&
+             add_ext(x, &ctx, NID_authority_key_identifier, "keyid:always") &&
+             add_name_constraints(s, x);
+    }
+    X509_NAME_free(subj);
+    BN_free(bn);
+    if (!ok) {
+        X509_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* The permitted names as text ("URI:cluster.local DNS:mesh.example"), for show and the
+ * intent entry's sans. */
+static void constraints_text(signer_ctx *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < s->policy.n_trust_domains && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%sURI:%s", n ? " " : "",
+                              s->policy.trust_domains[i]);
+    for (int i = 0; i < s->cfg.ica_dns_suffixes.n && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%sDNS:%s", n ? " " : "",
+                              s->cfg.ica_dns_suffixes.items[i]);
+}
+
+static X509_REQ *csr_of(const audit_ica_req *r, hsmca_err *e)
+{
+    size_t n;
+    uint8_t *der = audit_ica_unbase64(r->csr_b64, strlen(r->csr_b64), &n);
+    const unsigned char *p = der;
+    X509_REQ *csr = der ? d2i_X509_REQ(NULL, &p, (long)n) : NULL;
+    free(der);
+    if (!csr)
+        hsmca_fail(e, HSMCA_EINTERNAL, "intermediate request %llu: its CSR does not parse",
+                   (unsigned long long)r->id);
+    return csr;
+}
+
+json_t *signer_ica_profile(signer_ctx *s, const audit_ica_req *r, hsmca_err *e)
+{
+    ica_facts f;
+    char nc[2048], key[64];
+    if (facts_of(s, r, (int64_t)time(NULL), &f, e) != HSMCA_OK)
+        return NULL;
+    X509_REQ *csr = csr_of(r, e);
+    if (!csr)
+        return NULL;
+    EVP_PKEY *pk = X509_REQ_get0_pubkey(csr);
+    snprintf(key, sizeof(key), "%s %d bits",
+             pk && EVP_PKEY_get_base_id(pk) == EVP_PKEY_EC ? "EC" : "RSA",
+             pk ? EVP_PKEY_get_bits(pk) : 0);
+    X509_REQ_free(csr);
+    constraints_text(s, nc, sizeof(nc));
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "subject", f.subject,
+                     "key", key, "key_sha256", r->key_sha256, "basic_constraints",
+                     "critical, CA:TRUE, pathlen:0", "key_usage",
+                     "critical, digitalSignature, keyCertSign, cRLSign", "name_constraints",
+                     "critical, permitted:", "permitted", nc, "ttl_s", (json_int_t)f.ttl,
+                     "not_after", (json_int_t)f.not_after, "from_csr",
+                     "the public key only: the CSR's subject, extensions and attributes are "
+                     "ignored");
+}
+
+/* The intent entry, durable before the signature: *intent gets its seq. */
+static HSMCA_MUSTCHECK hsmca_code log_intent(signer_ctx *s, const audit_ica_req *r,
+                                             const char *user, const ica_facts *f,
+                                             const uint8_t *tbs, size_t tbs_len,
+                                             const uint8_t serial[ICA_SERIAL_LEN],
+                                             uint64_t *intent, hsmca_err *e)
+{
+    static char nc[AUDIT_SANS_MAX];
+    uint8_t md[32];
+    audit_entry ent = {.kind = AUDIT_ISSUE_INTENT, .request_id = r->id};
+    size_t der_len;
+    uint8_t *der = audit_ica_unbase64(r->csr_b64, strlen(r->csr_b64), &der_len);
+    HSMCA_ENSURE(der, e, HSMCA_ENOMEM, "out of memory");
+    SHA256(der, der_len, md);
+    free(der);
+    util_hex(md, 32, ent.csr_sha256);
+    SHA256(tbs, tbs_len, md);
+    util_hex(md, 32, ent.tbs_sha256);
+    util_hex(serial, ICA_SERIAL_LEN, ent.serial);
+    snprintf(ent.profile, sizeof(ent.profile), "%s", AUDIT_ICA_PROFILE);
+    constraints_text(s, nc, sizeof(nc));
+    ent.sans = (audit_str){nc, strlen(nc), 0};
+    ent.requester = (audit_str){user, strlen(user), 0};
+    ent.not_before = f->not_before;
+    ent.not_after = f->not_after;
+    HSMCA_GUARD(signer_ica_log(s, &ent, e));
+    *intent = ent.seq;
+    return HSMCA_OK;
+}
+
+/* The result after the signature (and with a certificate its intermediate-cert entry),
+ * durable before the caller's reply. */
+static HSMCA_MUSTCHECK hsmca_code log_result(signer_ctx *s, const audit_ica_req *r,
+                                             uint64_t intent, const uint8_t *cert, size_t len,
+                                             const hsmca_err *why, hsmca_err *e)
+{
+    static char b64[AUDIT_BLOB_MAX + 1];
+    audit_entry res = {.kind = AUDIT_ISSUE_RESULT, .request_id = r->id, .intent_seq = intent};
+    uint8_t md[32];
+    if (cert) {
+        SHA256(cert, len, md);
+        util_hex(md, 32, res.cert_sha256);
+    } else {
+        snprintf(res.code, sizeof(res.code), "%s", hsmca_code_name(why->code));
+        res.error = (audit_str){why->msg, strlen(why->msg), 0};
+    }
+    uint64_t seq;
+    if (!cert || len > AUDIT_BLOB_MAX / 4 * 3)
+        return signer_ica_log(s, &res, e);
+    HSMCA_GUARD(audit_log_append(s->audit, &res, &seq, e));
+    audit_entry ce = {.kind = AUDIT_ICA_CERT, .request_id = r->id};
+    memcpy(ce.cert_sha256, res.cert_sha256, sizeof(ce.cert_sha256));
+    ce.cert = (audit_str){b64, (size_t)EVP_EncodeBlock((unsigned char *)b64, cert, (int)len), 0};
+    return signer_ica_log(s, &ce, e);
+}
+
+/* Sign the TBS's digest with the CA key and verify it; the certificate, or NULL. */
+static uint8_t *sign_tbs(signer_ctx *s, const uint8_t *tbs, size_t tbs_len, size_t *len,
+                         hsmca_err *e)
+{
+    uint8_t md[64], sig[IPC_SIG_MAX], *cert = NULL;
+    size_t sig_len = sizeof(sig);
+    if (!sigalg_digest(s->alg, tbs, tbs_len, md)) {
+        hsmca_fail(e, HSMCA_EINTERNAL, "digest failed");
+        return NULL;
+    }
+    if (p11_pool_sign_digest(s->pool, md, s->alg->digest_len, sig, &sig_len, e) != HSMCA_OK)
+        return NULL;
+    if (!sigalg_verify_digest(s->alg, X509_get0_pubkey(s->ca_cert), md, sig, sig_len)) {
+        hsmca_fail(e, HSMCA_EINTERNAL, "token signature failed verification");
+        return NULL;
+    }
+    if (certasm_assemble(tbs, tbs_len, s->alg->nid, sig, sig_len, &cert, len, e) != HSMCA_OK)
+        return NULL;
+    return cert;
+}
+
+/* A fresh serial of ICA_SERIAL_LEN octets, positive, its first octet non-zero (so its DER
+ * keeps that length), marked used in the serial set until not_after. */
+static HSMCA_MUSTCHECK hsmca_code new_serial(signer_ctx *s, int64_t not_after,
+                                             uint8_t serial[ICA_SERIAL_LEN], hsmca_err *e)
+{
+    HSMCA_ENSURE(RAND_bytes(serial, ICA_SERIAL_LEN) == 1, e, HSMCA_EINTERNAL, "no randomness");
+    serial[0] = (uint8_t)((serial[0] & 0x7f) | 0x40);
+    return serial_set_insert(s->serials, serial, ICA_SERIAL_LEN, not_after, (int64_t)time(NULL),
+                             e);
+}
+
+hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r, const char *user,
+                            hsmca_err *e)
+{
+    ica_facts f;
+    uint8_t serial[ICA_SERIAL_LEN], *tbs = NULL, *cert = NULL;
+    size_t tbs_len = 0, cert_len = 0;
+    uint64_t intent = 0, id = r->id;
+    /* Signed on the main loop: a token that is reconnecting is not waited for. */
+    HSMCA_ENSURE(p11_pool_healthy(s->pool), e, HSMCA_EUNAVAIL,
+                 "the CA key's token is reconnecting: not signed now (fetch tries again)");
+    HSMCA_GUARD(facts_of(s, r, (int64_t)time(NULL), &f, e));
+    HSMCA_GUARD(new_serial(s, f.not_after, serial, e));
+    X509_REQ *csr = csr_of(r, e);
+    if (!csr)
+        return e->code;
+    /* Checked when it was asked for; again here, before the CA key signs for it. */
+    EVP_PKEY *key = X509_REQ_get0_pubkey(csr);
+    hsmca_code rc = HSMCA_OK;
+    if (!key || signer_ica_key_problem(key)[0] || X509_REQ_verify(csr, key) != 1)
+        rc = hsmca_fail(e, HSMCA_EPERM, "intermediate request %llu: its CSR fails its checks",
+                        (unsigned long long)id);
+    X509 *x = rc == HSMCA_OK ? build_cert(s, key, &f, serial) : NULL;
+    if (rc == HSMCA_OK && !x)
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "intermediate certificate: cannot be built");
+    if (rc == HSMCA_OK)
+        rc = certasm_tbs_der(x, s->alg->nid, &tbs, &tbs_len, e);
+    if (rc == HSMCA_OK)
+        rc = log_intent(s, r, user, &f, tbs, tbs_len, serial, &intent, e);
+    if (rc == HSMCA_OK) {
+        hsmca_err why;
+        hsmca_err_clear(&why);
+        cert = sign_tbs(s, tbs, tbs_len, &cert_len, &why);
+        rc = log_result(s, audit_ica_find(s->ica, id), intent, cert, cert_len, &why, e);
+        if (rc == HSMCA_OK && !cert)
+            rc = hsmca_fail(e, why.code, "intermediate request %llu not signed: %s",
+                            (unsigned long long)id, why.msg);
+    }
+    if (rc == HSMCA_OK)
+        LOG_EVENT(LOG_LVL_INFO, "intermediate signed", LOG_STR("cluster", f.subject),
+                  LOG_STR("user", user));
+    OPENSSL_free(cert);
+    OPENSSL_free(tbs);
+    X509_free(x);
+    X509_REQ_free(csr);
+    return rc;
+}
