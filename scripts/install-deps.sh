@@ -9,7 +9,7 @@ set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libssl-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 libjansson-dev libyaml-dev libcurl4-openssl-dev libseccomp-dev libcmocka-dev libp11-dev libp11-kit-dev
-softhsm2 opensc openssl libengine-pkcs11-openssl
+softhsm2 opensc openssl libengine-pkcs11-openssl gnutls-bin
 python3-grpcio python3-cryptography python3-jwt python3-h2
 golang-go golang-golang-x-mod-dev
 swtpm tpm2-abrmd libtss2-tcti-tabrmd0 libtpm2-pkcs11-1 libtpm2-pkcs11-tools tpm2-tools
