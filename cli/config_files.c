@@ -41,7 +41,8 @@ static int check_regular(cc_report *r, const char *key, const char *path)
 }
 
 /* ca.cert as the signer takes it (ca_cert_check, without the token's key: that is hsmca
- * token check's part). NULL when it does not load. */
+ * token check's part). NULL when it does not load or serve would refuse it (its chain
+ * is not looked at then: the same fault again). */
 static X509 *check_ca_cert(const hsmca_config *c, cc_report *r)
 {
     hsmca_err e;
@@ -52,8 +53,11 @@ static X509 *check_ca_cert(const hsmca_config *c, cc_report *r)
         cc_problem(r, "ca.cert", "%s", e.msg);
         return NULL;
     }
-    if (ca_cert_check(x, c->ca_cert, NULL, &e) != HSMCA_OK)
+    if (ca_cert_check(x, c->ca_cert, NULL, &e) != HSMCA_OK) {
         cc_problem(r, "ca.cert", "%s", e.msg);
+        X509_free(x);
+        return NULL;
+    }
     return x;
 }
 
