@@ -145,6 +145,21 @@ class ConfigCheckTests(unittest.TestCase):
         p = self.edited("jwks.yaml", ("jwks_file: dev-jwks.json", "jwks_file: oct.json"))
         self.refused(p, "jwks_file:", "auth.jwt.jwks_file: ", "no usable")
 
+    def test_kubeconfig_and_a_clusters_files(self):
+        self.write("kc.yaml", "apiVersion: v1\nclusters: []\n")
+        p = self.edited("kc-cfg.yaml", (
+            "auth:\n  jwt:\n",
+            "auth:\n  chain: [jwt, tokenreview]\n  tokenreview:\n    kubeconfig: kc.yaml\n"
+            "  clusters:\n    - id: west\n      jwt:\n        issuer: https://west.example\n"
+            "        jwks_file: west-missing.json\n  jwt:\n"))
+        out = self.check(p, 1)
+        self.assertIn("%s:%d: auth.tokenreview.kubeconfig: " % (p, self.line_of(p, "kubeconfig:")),
+                      out)
+        self.assertIn("current-context", out)
+        self.assertIn("%s:%d: auth.clusters[0].jwt.jwks_file: " % (p, self.line_of(p, "west-missing")),
+                      out)
+        self.assertTrue(out.rstrip().endswith("config check: 2 problems"), out)
+
     def test_unknown_signer_group(self):
         p = self.edited("groups.yaml", ("  # groups: [tss]\n", "  groups: [hsmca-no-such-group]\n"))
         self.refused(p, "groups:", "signer.groups: ", "'hsmca-no-such-group' does not exist")
