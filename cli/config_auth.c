@@ -5,6 +5,7 @@
  * kubeconfig (fe_kubeconfig_load, the front end's reader, built into hsmca for this). */
 #include "config_check.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,7 @@ static void check_exists(cc_report *r, const char *key, const char *path)
 {
     struct stat st;
     if (stat(path, &st) != 0)
-        cc_problem(r, key, "%s: %m", path);
+        cc_problem(r, key, "%s: %s", path, strerror(errno));
 }
 
 /* The jwt sources of cluster idx (v: its view), keys under prefix ("auth.jwt",

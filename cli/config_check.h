@@ -8,7 +8,7 @@
 #include "config_lines.h"
 
 typedef struct {
-    const char *file;         /* the config's path as given: the start of every line */
+    const char *file; /* the config's path as given: the start of every line */
     const config_lines *lines;
     int problems, warnings;
 } cc_report;

@@ -146,8 +146,8 @@ int config_main(int argc, char **argv)
     static const struct option opts[] = {
         {"config", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     if (argc < 2 || strcmp(argv[1], "check") != 0) {
-        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-                          !strcmp(argv[1], "help"))) {
+        if (argc >= 2 &&
+            (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))) {
             usage(stdout);
             return 0;
         }

@@ -62,7 +62,7 @@ static X509 *check_ca_cert(const hsmca_config *c, cc_report *r)
 }
 
 /* ca.cert links to a root of ca.root_bundle through ca.chain, verified now. */
-static void check_links(X509 *ca, STACK_OF(X509) *roots, STACK_OF(X509) *chain,
+static void check_links(X509 *ca, STACK_OF(X509) * roots, STACK_OF(X509) * chain,
                         const hsmca_config *c, cc_report *r)
 {
     X509_STORE *st = X509_STORE_new();
@@ -108,8 +108,9 @@ void cc_check_ca(const hsmca_config *c, cc_report *r)
 static void check_module(cc_report *r, const char *key, const char *path)
 {
     if (!strchr(path, '/')) {
-        cc_warn(r, key, "'%s' is not a path: the dynamic loader searches for it when serve "
-                        "starts; not checked",
+        cc_warn(r, key,
+                "'%s' is not a path: the dynamic loader searches for it when serve "
+                "starts; not checked",
                 path);
         return;
     }
@@ -162,8 +163,8 @@ static void check_user(cc_report *r, const char *key, const char *user)
     if (sandbox_user_lookup(key, user, &u, &e) != HSMCA_OK)
         cc_problem(r, key, "%s", e.msg);
     else if (geteuid() != 0 && !getpwnam(user))
-        cc_problem(r, key, "%s '%s' does not exist (serve started as root would refuse it)",
-                   key, user);
+        cc_problem(r, key, "%s '%s' does not exist (serve started as root would refuse it)", key,
+                   user);
 }
 
 static void check_groups(const hsmca_config *c, cc_report *r)
@@ -173,7 +174,8 @@ static void check_groups(const hsmca_config *c, cc_report *r)
     for (int i = 0; i < c->signer_groups.n; i++)
         if (sandbox_group_lookup("signer.groups", c->signer_groups.items[i], &gid, &e) != HSMCA_OK)
             cc_problem(r, "signer.groups", "%s", e.msg);
-    if (c->admin_group[0] && sandbox_group_lookup("admin.group", c->admin_group, &gid, &e) != HSMCA_OK)
+    if (c->admin_group[0] &&
+        sandbox_group_lookup("admin.group", c->admin_group, &gid, &e) != HSMCA_OK)
         cc_problem(r, "admin.group", "%s", e.msg);
 }
 
@@ -189,8 +191,9 @@ static void check_audit_dir(const hsmca_config *c, cc_report *r)
         if (!S_ISDIR(st.st_mode))
             cc_problem(r, "audit.dir", "%s is not a directory", c->audit_dir);
         else if (st.st_uid == 0 && pw && pw->pw_uid != 0)
-            cc_warn(r, "audit.dir", "%s is owned by root and the signer runs as signer.user "
-                                    "'%s' when started as root: chown -R %s %s",
+            cc_warn(r, "audit.dir",
+                    "%s is owned by root and the signer runs as signer.user "
+                    "'%s' when started as root: chown -R %s %s",
                     c->audit_dir, c->signer_user, c->signer_user, c->audit_dir);
         return;
     }

@@ -17,8 +17,7 @@ static void add(config_lines *l, const char *path, int line)
     l->e[l->n++].line = line;
 }
 
-static void walk(yaml_document_t *d, yaml_node_t *n, const char *prefix, int depth,
-                 config_lines *l)
+static void walk(yaml_document_t *d, yaml_node_t *n, const char *prefix, int depth, config_lines *l)
 {
     char sub[CONFIG_LINES_PATH];
     if (!n || depth > LINES_MAX_DEPTH)
