@@ -204,7 +204,11 @@ static void check_audit_dir(const hsmca_config *c, cc_report *r)
     char copy[PATH_MAX];
     snprintf(copy, sizeof(copy), "%s", c->audit_dir);
     const char *parent = dirname(copy);
-    if (access(parent, W_OK | X_OK) != 0)
+    /* Not root, the check cannot tell what a serve started as root could make. */
+    if (access(parent, W_OK | X_OK) != 0 && errno == EACCES && geteuid() != 0)
+        cc_warn(r, "audit.dir", "%s does not exist and this user cannot make it in %s: %s",
+                c->audit_dir, parent, strerror(EACCES));
+    else if (access(parent, W_OK | X_OK) != 0)
         cc_problem(r, "audit.dir", "%s does not exist and cannot be made in %s: %s", c->audit_dir,
                    parent, strerror(errno));
 }

@@ -190,9 +190,14 @@ class ConfigCheckTests(unittest.TestCase):
     def test_warnings_do_not_fail(self):
         self.write("open-pin", "1234\n")
         os.chmod(os.path.join(self.dir, "open-pin"), 0o644)
-        p = self.edited("warn.yaml", ("pin_file: pin\n", "pin_file: open-pin\n"))
+        os.makedirs(os.path.join(self.dir, "audit-of-root"), exist_ok=True)
+        p = self.edited("warn.yaml", ("pin_file: pin\n", "pin_file: open-pin\n"),
+                        ("  dir: audit\n", "  dir: audit-of-root\n"))
         out = self.check(p, 0)
         self.assertRegex(out, r"warn\.yaml:\d+: pkcs11\.pin_file: warning: .*readable by every user")
+        if os.geteuid() == 0:  # the directory is root's: the signer, switched, cannot write it
+            self.assertRegex(out, r"warn\.yaml:%d: audit\.dir: warning: .*owned by root"
+                             % self.line_of(p, "audit-of-root"))
         self.assertEqual(out.strip().splitlines()[-1], "config check: OK (with warnings)")
 
     def test_no_port_no_socket_no_module_loaded(self):
