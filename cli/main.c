@@ -8,12 +8,14 @@
 #include "admin_cmd.h"
 #include "audit_cmd.h"
 #include "ca_cmd.h"
+#include "config_cmd.h"
 #include "dev.h"
 #include "intermediate_cmd.h"
 #include "log.h"
 #include "request.h"
 #include "supervisor.h"
 #include "token_cmd.h"
+#include "version.h"
 
 static void usage(FILE *f)
 {
@@ -28,7 +30,11 @@ static void usage(FILE *f)
           "             signed by it there\n"
           "  ca import  check a CA certificate against the token key and its root, install it\n"
           "  ca show    the CA certificate, its chain, expiry, and whether the token key matches\n"
+          "  config check  what serve would refuse about a config (the YAML, ca.cert and its\n"
+          "                chain, the policy file, JWKS, PIN files, users, audit.dir), with\n"
+          "                no token, PIN or port; each problem by file, line and key\n"
           "  dev        run a development CA on a SoftHSM2 token (creates it on first start)\n"
+          "  dev init   create the dev CA's token, keys and config without starting it\n"
           "  dev token  print a JWT the dev CA accepts\n"
           "  intermediate  istiod intermediate CAs: request, list, show, approve (M of N),\n"
           "                deny, fetch (the cacerts directory)\n"
@@ -39,7 +45,7 @@ static void usage(FILE *f)
           "                start and what to fix: run it first on a new HSM\n"
           "  token keygen  make the CA or audit key in the token (sensitive, never\n"
           "                extractable, sign only); prints its fingerprint\n"
-          "  version    print the version\n"
+          "  version    the version, the commit and the libraries' versions\n"
           "\n"
           "serve and dev start two programs installed beside hsmca (or in\n"
           "../libexec/hsmca/): hsmca-signer, the privileged process that holds the\n"
@@ -111,10 +117,10 @@ int main(int argc, char **argv)
         return serve_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "request"))
         return request_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        printf("hsmca %s\n", HSMCA_VERSION);
-        return 0;
-    }
+    if (!strcmp(cmd, "config"))
+        return config_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
+        return version_main();
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
         return 0;

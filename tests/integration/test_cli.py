@@ -126,5 +126,49 @@ class CliTests(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
 
 
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+class HelpVersionTests(unittest.TestCase):
+    def test_help_lists_every_command(self):
+        """Every command main.c dispatches, and each subcommand a user runs, is in
+        `hsmca --help`'s list."""
+        with open(os.path.join(SRC, "cli", "main.c")) as f:
+            dispatched = set(re.findall(r'!strcmp\(cmd, "([a-z][a-z-]*)"\)', f.read()))
+        dispatched -= {"help"}
+        self.assertGreaterEqual(len(dispatched), 10, dispatched)
+        r = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=10)
+        self.assertEqual(r.returncode, 0)
+        listed = set(re.findall(r"^  ([a-z]+)\b", r.stdout, re.M))
+        self.assertEqual(dispatched - listed, set(), r.stdout)
+        for sub in ("admin status", "ca init", "ca import", "ca show", "config check", "dev init",
+                    "dev token", "token check", "token keygen"):
+            self.assertRegex(r.stdout, r"(?m)^  %s\b" % sub)
+
+    def test_version_names_commit_and_libraries(self):
+        r = subprocess.run([BIN, "version"], capture_output=True, text=True, timeout=10)
+        self.assertEqual(r.returncode, 0)
+        lines = r.stdout.splitlines()
+        m = re.fullmatch(r"hsmca (\d+\.\d+\.\d+) \(commit ([0-9a-f]{12}|unknown)\)", lines[0])
+        self.assertIsNotNone(m, r.stdout)
+        if m.group(2) != "unknown":
+            g = subprocess.run(["git", "-C", SRC, "cat-file", "-e", m.group(2) + "^{commit}"],
+                               capture_output=True)
+            self.assertEqual(g.returncode, 0, "commit %s is not in %s" % (m.group(2), SRC))
+        libs = {}
+        for line in lines[1:]:
+            lm = re.fullmatch(r"(.+) (\d+\.\d+(?:\.\d+)?) \(built with (\d+\.\d+(?:\.\d+)?)\)",
+                              line)
+            self.assertIsNotNone(lm, line)
+            libs[lm.group(1)] = lm.group(2)
+        self.assertEqual(sorted(libs), ["grpc core", "jansson", "libseccomp", "libyaml", "openssl",
+                                        "protobuf-c"])
+        # What runs is what the system has: the same libcrypto as Python's ssl module.
+        import ssl
+        self.assertIn("OpenSSL %s " % libs["openssl"], ssl.OPENSSL_VERSION + " ")
+        self.assertEqual(
+            subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout, r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
