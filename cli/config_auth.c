@@ -2,7 +2,7 @@
  * read at start (config_check.h): the SAN policy file (policy_file_load, the loader of
  * the front end and the signer), each cluster's issuer keys (tok_jwks_parse, as the
  * supervisor and the children parse them), its CA bundle and fetch token, and its
- * kubeconfig (fe_kubeconfig_load, the front end's reader, built into hsmca for this). */
+ * kubeconfig (kubeconfig_load, the front end's reader, built into hsmca for this). */
 #include "config_check.h"
 
 #include <errno.h>
@@ -13,8 +13,8 @@
 
 #include <openssl/x509.h>
 
-#include "../frontend/fe_kubeconfig.h"
 #include "ca_util.h"
+#include "kubeconfig.h"
 #include "policy_file.h"
 #include "tok_jwks.h"
 #include "util.h"
@@ -76,12 +76,12 @@ static void check_jwt(const hsmca_config *v, const char *prefix, cc_report *r)
 
 static void check_kubeconfig(cc_report *r, const char *key, const char *path)
 {
-    fe_k8s_target t;
+    k8s_target t;
     hsmca_err e;
-    if (fe_kubeconfig_load(path, &t, &e) != HSMCA_OK)
+    if (kubeconfig_load(path, &t, &e) != HSMCA_OK)
         cc_problem(r, key, "%s: %s", path, e.msg);
     else
-        fe_k8s_target_clear(&t);
+        k8s_target_clear(&t);
 }
 
 void cc_check_auth(const hsmca_config *c, cc_report *r)

@@ -14,7 +14,7 @@ static const char *const passed_both[] = {
     "LSAN_OPTIONS",    "MSAN_OPTIONS", "TSAN_OPTIONS", "ASAN_SYMBOLIZER_PATH",
 };
 
-/* What only the front end reads (frontend/fe_kubeconfig.c: the in-cluster config). */
+/* What only the front end reads (common/kubeconfig.c: the in-cluster config). */
 static const char *const passed_frontend[] = {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"};
 
 _Static_assert(sizeof(passed_both) / sizeof(passed_both[0]) +

@@ -27,7 +27,7 @@
 
 #include "config.h"
 #include "fe_https.h"
-#include "fe_kubeconfig.h"
+#include "kubeconfig.h"
 #include "policy.h"
 #include "util.h"
 
@@ -36,7 +36,7 @@
 #define SA_PREFIX "system:serviceaccount:"
 
 struct fe_tokenreview {
-    fe_k8s_target t;
+    k8s_target t;
     fe_https *https; /* the API server, resolved and its CA loaded before the sandbox */
     char *auds[CONFIG_MAX_LIST];
     int n_auds;
@@ -212,8 +212,8 @@ hsmca_code fe_tokenreview_new(const fe_tokenreview_options *o, fe_tokenreview **
     fe_tokenreview *tr = calloc(1, sizeof(*tr));
     if (!tr)
         return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
-    hsmca_code rc = o->kubeconfig && o->kubeconfig[0] ? fe_kubeconfig_load(o->kubeconfig, &tr->t, e)
-                                                      : fe_k8s_incluster(o->sa_dir, &tr->t, e);
+    hsmca_code rc = o->kubeconfig && o->kubeconfig[0] ? kubeconfig_load(o->kubeconfig, &tr->t, e)
+                                                      : k8s_incluster(o->sa_dir, &tr->t, e);
     /* The address is resolved and the CA loaded now: once confined, the front
      * end has no /etc/resolv.conf (chroot) and cannot open files. */
     if (rc == HSMCA_OK)
@@ -239,7 +239,7 @@ void fe_tokenreview_free(fe_tokenreview *tr)
 {
     if (!tr)
         return;
-    fe_k8s_target_clear(&tr->t);
+    k8s_target_clear(&tr->t);
     fe_https_free(tr->https);
     for (int i = 0; i < tr->n_auds; i++)
         free(tr->auds[i]);

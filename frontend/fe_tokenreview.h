@@ -29,7 +29,7 @@
 
 typedef struct {
     const char *kubeconfig;       /* a kubeconfig file; NULL or "": in-cluster */
-    const char *sa_dir;           /* in-cluster token and ca.crt (NULL: FE_K8S_SA_DIR) */
+    const char *sa_dir;           /* in-cluster token and ca.crt (NULL: K8S_SA_DIR) */
     const char *const *audiences; /* spec.audiences (n_audiences >= 1) */
     int n_audiences;
     uint32_t timeout_ms;    /* whole request: connect, TLS, answer */

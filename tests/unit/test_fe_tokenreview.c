@@ -1,5 +1,5 @@
 /* test_fe_tokenreview.c - the TokenReview authenticator's parts that need no API
- * server (frontend/fe_tokenreview.h, fe_kubeconfig.h): the response parser on the
+ * server (frontend/fe_tokenreview.h, kubeconfig.h): the response parser on the
  * API reference's shapes (one accepted review, each refusal differing from it in
  * exactly the way the test names), the request body, the token's exp, the
  * kubeconfig and in-cluster set-up. The network path is in
@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "fe_kubeconfig.h"
+#include "kubeconfig.h"
 #include "fe_tokenreview.h"
 #include "testutil.h"
 #include "util.h"
@@ -275,16 +275,16 @@ static void test_kubeconfig(void **state)
              "users:\n- name: u\n  user:\n    tokenFile: tok\n",
              KC_HEAD);
     char *path = write_file(dir, "kc", text);
-    fe_k8s_target t;
+    k8s_target t;
     hsmca_err e;
     hsmca_err_clear(&e);
-    if (fe_kubeconfig_load(path, &t, &e) != HSMCA_OK)
+    if (kubeconfig_load(path, &t, &e) != HSMCA_OK)
         fail_msg("%s", e.msg);
     assert_string_equal(t.server, "https://api.example:6443");
     assert_string_equal(t.ca_pem, "-----BEGIN CERTIFICATE-----\n");
     assert_string_equal(t.token, "file-token");
     assert_null(t.cert_pem);
-    fe_k8s_target_clear(&t);
+    k8s_target_clear(&t);
     free(path);
 
     static const struct {
@@ -311,7 +311,7 @@ static void test_kubeconfig(void **state)
                  bad[i].cluster, bad[i].user);
         path = write_file(dir, "kc", text);
         hsmca_err_clear(&e);
-        hsmca_code rc = fe_kubeconfig_load(path, &t, &e);
+        hsmca_code rc = kubeconfig_load(path, &t, &e);
         if (rc == HSMCA_OK || !strstr(e.msg, bad[i].want))
             fail_msg("case %zu: want \"%s\", got %s \"%s\"", i, bad[i].want, hsmca_code_name(rc),
                      e.msg);
@@ -319,7 +319,7 @@ static void test_kubeconfig(void **state)
         free(path);
     }
     path = write_file(dir, "kc", "apiVersion: v1\ncurrent-context: nope\ncontexts: []\n");
-    assert_int_equal(fe_kubeconfig_load(path, &t, &e), HSMCA_EINVAL);
+    assert_int_equal(kubeconfig_load(path, &t, &e), HSMCA_EINVAL);
     assert_non_null(strstr(e.msg, "no context"));
     free(path);
     tu_system("rm -rf '%s'", dir);
@@ -336,19 +336,19 @@ static void test_incluster(void **state)
                                dir, dir),
                      0);
     free(write_file(dir, "token", "sa-token\n"));
-    fe_k8s_target t;
+    k8s_target t;
     hsmca_err e;
     unsetenv("KUBERNETES_SERVICE_HOST");
-    assert_int_equal(fe_k8s_incluster(dir, &t, &e), HSMCA_EINVAL);
+    assert_int_equal(k8s_incluster(dir, &t, &e), HSMCA_EINVAL);
     assert_non_null(strstr(e.msg, "kubeconfig"));
     setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
     setenv("KUBERNETES_SERVICE_PORT", "443", 1);
-    if (fe_k8s_incluster(dir, &t, &e) != HSMCA_OK)
+    if (k8s_incluster(dir, &t, &e) != HSMCA_OK)
         fail_msg("%s", e.msg);
     assert_string_equal(t.server, "https://[fd00::1]:443");
     assert_string_equal(t.token, "sa-token");
     assert_memory_equal(t.ca_pem, "-----BEGIN CERTIFICATE-----", 27);
-    fe_k8s_target_clear(&t);
+    k8s_target_clear(&t);
     /* fe_tokenreview_new with an address literal: no resolution, no network. */
     fe_tokenreview_options o = {.sa_dir = dir,
                                 .audiences = AUDS,

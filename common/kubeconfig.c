@@ -1,9 +1,9 @@
-/* fe_kubeconfig.c - see fe_kubeconfig.h.
+/* kubeconfig.c - see kubeconfig.h.
  *
  * A kubeconfig (https://kubernetes.io/docs/reference/config-api/kubeconfig.v1/)
  * is read with libyaml's document API: it is a local file the operator wrote,
  * capped in size; only the keys named below are looked at. */
-#include "fe_kubeconfig.h"
+#include "kubeconfig.h"
 
 #include <libgen.h>
 #include <stdio.h>
@@ -77,7 +77,7 @@ static HSMCA_MUSTCHECK hsmca_code data_or_file(const char *dir, const char *data
         snprintf(full, sizeof(full), "%s", path);
     else
         snprintf(full, sizeof(full), "%s/%s", dir, path);
-    hsmca_code rc = util_read_file(full, FE_K8S_MAX_FILE, out, len, e);
+    hsmca_code rc = util_read_file(full, K8S_MAX_FILE, out, len, e);
     if (rc != HSMCA_OK)
         return hsmca_fail(e, rc, "kubeconfig: %s: %s", key, e->msg);
     return HSMCA_OK;
@@ -86,7 +86,7 @@ static HSMCA_MUSTCHECK hsmca_code data_or_file(const char *dir, const char *data
 static HSMCA_MUSTCHECK hsmca_code read_token(const char *path, char **out, hsmca_err *e)
 {
     size_t len;
-    HSMCA_GUARD(util_read_file(path, FE_K8S_MAX_FILE, out, &len, e));
+    HSMCA_GUARD(util_read_file(path, K8S_MAX_FILE, out, &len, e));
     while (len && ((*out)[len - 1] == '\n' || (*out)[len - 1] == '\r'))
         (*out)[--len] = 0;
     HSMCA_ENSURE(len > 0, e, HSMCA_EINVAL, "kubernetes token file %s is empty", path);
@@ -94,7 +94,7 @@ static HSMCA_MUSTCHECK hsmca_code read_token(const char *path, char **out, hsmca
 }
 
 static HSMCA_MUSTCHECK hsmca_code load_cluster(yaml_document_t *d, yaml_node_t *cl, const char *dir,
-                                               fe_k8s_target *t, hsmca_err *e)
+                                               k8s_target *t, hsmca_err *e)
 {
     const char *server = map_str(d, cl, "server");
     HSMCA_ENSURE(server && !strncmp(server, "https://", 8), e, HSMCA_EINVAL,
@@ -117,7 +117,7 @@ static HSMCA_MUSTCHECK hsmca_code load_cluster(yaml_document_t *d, yaml_node_t *
 }
 
 static HSMCA_MUSTCHECK hsmca_code load_user(yaml_document_t *d, yaml_node_t *u, const char *dir,
-                                            fe_k8s_target *t, hsmca_err *e)
+                                            k8s_target *t, hsmca_err *e)
 {
     HSMCA_ENSURE(!map_get(d, u, "exec") && !map_get(d, u, "auth-provider"), e, HSMCA_EINVAL,
                  "kubeconfig: user.exec and user.auth-provider are not supported (use a token, "
@@ -146,7 +146,7 @@ static HSMCA_MUSTCHECK hsmca_code load_user(yaml_document_t *d, yaml_node_t *u, 
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code load_doc(yaml_document_t *d, const char *dir, fe_k8s_target *t,
+static HSMCA_MUSTCHECK hsmca_code load_doc(yaml_document_t *d, const char *dir, k8s_target *t,
                                            hsmca_err *e)
 {
     yaml_node_t *root = yaml_document_get_root_node(d);
@@ -168,12 +168,12 @@ static HSMCA_MUSTCHECK hsmca_code load_doc(yaml_document_t *d, const char *dir, 
     return load_user(d, u, dir, t, e);
 }
 
-hsmca_code fe_kubeconfig_load(const char *path, fe_k8s_target *t, hsmca_err *e)
+hsmca_code kubeconfig_load(const char *path, k8s_target *t, hsmca_err *e)
 {
     memset(t, 0, sizeof(*t));
     char *buf = NULL;
     size_t len;
-    HSMCA_GUARD(util_read_file(path, FE_K8S_MAX_FILE, &buf, &len, e));
+    HSMCA_GUARD(util_read_file(path, K8S_MAX_FILE, &buf, &len, e));
     char pathcopy[1024];
     snprintf(pathcopy, sizeof(pathcopy), "%s", path);
     const char *dir = dirname(pathcopy);
@@ -194,11 +194,11 @@ hsmca_code fe_kubeconfig_load(const char *path, fe_k8s_target *t, hsmca_err *e)
     OPENSSL_cleanse(buf, len); /* it may hold a token or a key */
     free(buf);
     if (rc != HSMCA_OK)
-        fe_k8s_target_clear(t);
+        k8s_target_clear(t);
     return rc;
 }
 
-hsmca_code fe_k8s_incluster(const char *sa_dir, fe_k8s_target *t, hsmca_err *e)
+hsmca_code k8s_incluster(const char *sa_dir, k8s_target *t, hsmca_err *e)
 {
     memset(t, 0, sizeof(*t));
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
@@ -211,15 +211,15 @@ hsmca_code fe_k8s_incluster(const char *sa_dir, fe_k8s_target *t, hsmca_err *e)
                  v6 ? "]" : "", port) >= (int)sizeof(t->server))
         return hsmca_fail(e, HSMCA_EINVAL, "KUBERNETES_SERVICE_HOST is too long");
     char path[1024];
-    const char *dir = sa_dir ? sa_dir : FE_K8S_SA_DIR;
+    const char *dir = sa_dir ? sa_dir : K8S_SA_DIR;
     snprintf(path, sizeof(path), "%s/ca.crt", dir);
-    hsmca_code rc = util_read_file(path, FE_K8S_MAX_FILE, &t->ca_pem, &t->ca_len, e);
+    hsmca_code rc = util_read_file(path, K8S_MAX_FILE, &t->ca_pem, &t->ca_len, e);
     if (rc == HSMCA_OK) {
         snprintf(path, sizeof(path), "%s/token", dir);
         rc = read_token(path, &t->token, e);
     }
     if (rc != HSMCA_OK)
-        fe_k8s_target_clear(t);
+        k8s_target_clear(t);
     return rc;
 }
 
@@ -231,7 +231,7 @@ static void wipe(char **p, size_t len)
     *p = NULL;
 }
 
-void fe_k8s_target_clear(fe_k8s_target *t)
+void k8s_target_clear(k8s_target *t)
 {
     wipe(&t->ca_pem, t->ca_len);
     wipe(&t->token, t->token ? strlen(t->token) : 0);
