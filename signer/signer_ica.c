@@ -1,5 +1,6 @@
 /* signer_ica.c - see signer_ica.h: the admin ops on intermediate requests. */
 #include "signer_ica.h"
+#include "signer_ica_sign.h"
 #include "signer_ctx.h"
 
 #include <stdio.h>
@@ -38,14 +39,6 @@ static HSMCA_MUSTCHECK hsmca_code need_log(signer_ctx *s, hsmca_err *e)
                  "intermediate requests need the audit log (audit.dir): their approvals are "
                  "its entries");
     return HSMCA_OK;
-}
-
-hsmca_code signer_ica_log(signer_ctx *s, audit_entry *ent, hsmca_err *e)
-{
-    uint64_t seq;
-    HSMCA_GUARD(audit_log_append(s->audit, ent, &seq, e));
-    HSMCA_GUARD(audit_log_sync_through(s->audit, seq, e));
-    return audit_ica_apply(s->ica, ent, 0, e);
 }
 
 size_t signer_ica_pending(signer_ctx *s)

@@ -33,22 +33,4 @@ json_t *signer_ica_approve(signer_ctx *s, const char *user, json_t *req, hsmca_e
 json_t *signer_ica_deny(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
 json_t *signer_ica_fetch(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
 
-/* ---- signer_ica_sign.c ---- */
-
-/* The profile request r would be signed with, for show: subject, key, name constraints,
- * path length, validity (not_after as it would be now). */
-json_t *signer_ica_profile(signer_ctx *s, const audit_ica_req *r, hsmca_err *e);
-
-/* Signs approved request r (intent entry durable before C_Sign, then the result and the
- * certificate entries), user being who completed the approvals. */
-HSMCA_MUSTCHECK hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r,
-                                            const char *user, hsmca_err *e);
-
-/* Checks a CSR's key (RSA 2048..8192 or EC P-256/P-384) and its signature (proof of
- * possession); "" on success, else why not (a static string). */
-const char *signer_ica_key_problem(EVP_PKEY *key);
-
-/* One step into the log: appended, durable, then applied to the state. */
-HSMCA_MUSTCHECK hsmca_code signer_ica_log(signer_ctx *s, audit_entry *ent, hsmca_err *e);
-
 #endif

@@ -1,11 +1,11 @@
 /* signer_ica_sign.c - the CA profile of an istiod intermediate and its signature (see
- * signer_ica.h). The signer builds every field itself: of the CSR only the public key
+ * signer_ica_sign.h). The signer builds every field itself: of the CSR only the public key
  * (checked, with the CSR's signature) goes in; the subject is intermediate.subject_prefix
  * and the cluster name; CA:TRUE with pathLenConstraint 0, keyUsage keyCertSign, cRLSign and
  * digitalSignature, and name constraints permitting the SPIFFE URIs of the trust domain
  * and its policy aliases and intermediate.dns_suffixes, all critical; SKI and AKI; a
  * validity of at most intermediate.max_ttl, never past the CA certificate's. */
-#include "signer_ica.h"
+#include "signer_ica_sign.h"
 #include "signer_ctx.h"
 
 #include <stdio.h>
@@ -26,6 +26,14 @@
 
 #define ICA_SERIAL_LEN 16
 #define ICA_KEY_USAGE "critical,digitalSignature,keyCertSign,cRLSign"
+
+hsmca_code signer_ica_log(signer_ctx *s, audit_entry *ent, hsmca_err *e)
+{
+    uint64_t seq;
+    HSMCA_GUARD(audit_log_append(s->audit, ent, &seq, e));
+    HSMCA_GUARD(audit_log_sync_through(s->audit, seq, e));
+    return audit_ica_apply(s->ica, ent, 0, e);
+}
 
 const char *signer_ica_key_problem(EVP_PKEY *key)
 {
