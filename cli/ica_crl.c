@@ -198,7 +198,7 @@ int ica_crl_fetch(const char *config, const char *sock, json_t *reply, const cha
     ok = ok && (!ca || check_one("the CA's CRL", ca, up)) &&
          (!mine || check_one("--intermediate-crl", mine, own));
     if (ok && !ca && !mine)
-        printf("no CRL available: ca-crl.pem not written\n");
+        printf("no CRL available: ca-crl.pem is not written\n");
     if (ok && (ca || mine)) {
         all = malloc((ca ? strlen(ca) : 0) + (mine ? strlen(mine) : 0) + 2);
         ok = all != NULL;
