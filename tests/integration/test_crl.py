@@ -253,6 +253,46 @@ class Crl(unittest.TestCase):
         revs = [json.loads(l) for l in out.splitlines() if l.strip()]
         self.assertEqual([(r["reason"], r["profile"]) for r in revs],
                          [("keyCompromise", "intermediate"), ("cessationOfOperation", "unknown")])
+        self.assertEqual(revs[0]["requester"], user("alice"))
+        # Tampered copies: a CRL number that does not grow, a serial revoked twice.
+        with open(os.path.join(audit_dir, "log")) as f:
+            lines = f.read().splitlines(True)
+        for kind, edit, why in (("crl", lambda e: e.update(crl_number=1), "cRLNumber only grows"),
+                                ("revoke", lambda e: e.update(serial=revs[0]["serial"]),
+                                 "is revoked already")):
+            bad = tempfile.mkdtemp(prefix="crl-tampered.", dir=TMP)
+            out_lines = list(lines)
+            last = max(i for i, l in enumerate(lines) if json.loads(l)["kind"] == kind)
+            e = json.loads(lines[last])
+            edit(e)
+            out_lines[last] = json.dumps(e, sort_keys=True, separators=(",", ":")) + "\n"
+            with open(os.path.join(bad, "log"), "w") as f:
+                f.writelines(out_lines)
+            rc, out = sh(BIN, "audit", "verify", bad, check=False)
+            shutil.rmtree(bad, ignore_errors=True)
+            self.assertNotEqual(rc, 0, out)
+            self.assertIn(why, out)
+
+
+class CrlRsa(unittest.TestCase):
+    """An RSA CA key: the CRL's signature algorithm is the CA's (sha256WithRSAEncryption)."""
+
+    def test_rsa_crl(self):
+        srv = DevServer(name="crl-rsa", ca_key="rsa-2048", edit_config=crl_config)
+        try:
+            srv.wait_ready()
+            path = os.path.join(CRL_DIRS[-1], "ca-crl.pem")
+            deadline = time.time() + 60
+            while not os.path.exists(path) and time.time() < deadline:
+                time.sleep(0.2)
+            root = os.path.join(srv.dir, "root-cert.pem")
+            self.assertIn("verify OK", sh("openssl", "crl", "-in", path, "-CAfile", root,
+                                          "-noout")[1])
+            self.assertIn("Signature Algorithm: sha256WithRSAEncryption",
+                          sh("openssl", "crl", "-in", path, "-noout", "-text")[1])
+        finally:
+            srv.stop()
+            shutil.rmtree(CRL_DIRS[-1], ignore_errors=True)
 
 
 if __name__ == "__main__":
