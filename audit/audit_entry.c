@@ -188,8 +188,8 @@ static HSMCA_MUSTCHECK hsmca_code check_ica(const audit_entry *ent, hsmca_err *e
         HSMCA_ENSURE(ent->requester.len > 0, e, HSMCA_EINVAL,
                      "audit entry: an intermediate step or a revocation needs its user");
     if (ent->kind == AUDIT_REVOKE)
-        HSMCA_ENSURE(is_hex(ent->serial, 2, AUDIT_SERIAL_HEX_MAX) && is_name(ent->profile, 1) &&
-                         ent->reason.len > 0,
+        HSMCA_ENSURE(is_hex(ent->serial, 2, AUDIT_SERIAL_HEX_MAX) && strlen(ent->serial) % 2 == 0 &&
+                         is_name(ent->profile, 1) && ent->reason.len > 0,
                      e, HSMCA_EINVAL, "audit entry: a revocation needs a serial, kind and reason");
     if (ent->kind == AUDIT_CRL)
         HSMCA_ENSURE(is_hex(ent->crl_sha256, 64, 64) && ent->crl_number >= 1 &&

@@ -277,6 +277,8 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
     signer_replay_restore(&r);
     s->ica = audit_replay_take_ica(r.replay); /* the intermediates' state (signer_ica.h) */
     s->crl = audit_replay_take_crl(r.replay); /* revocations and CRLs (signer_crl.h) */
+    if (s->crl)
+        signer_crl_restore(s);
     /* A repeated serial refuses the log (audit_replay.h): serials_duplicate stays 0, in
      * the stable set of keys; serials_expired are those not restored (expired, or
      * another CA key's). */

@@ -33,12 +33,30 @@ void signer_crl_free(signer_ctx *s)
     s->crl_pem = NULL;
 }
 
-static int add_revoked(X509_CRL *c, const audit_crl_rev *rv)
+/* The octets of a revoked serial (lowercase hex of whole octets: the entry's rule). */
+static size_t octets(const audit_crl_rev *rv, uint8_t bin[AUDIT_SERIAL_HEX_MAX / 2])
 {
-    uint8_t bin[AUDIT_SERIAL_HEX_MAX / 2];
     size_t n = strlen(rv->serial) / 2;
     for (size_t i = 0; i < n; i++)
         sscanf(rv->serial + 2 * i, "%2hhx", &bin[i]);
+    return n;
+}
+
+void signer_crl_restore(signer_ctx *s)
+{
+    int64_t now = (int64_t)time(NULL);
+    for (size_t i = 0; i < audit_crl_count(s->crl); i++) {
+        uint8_t bin[AUDIT_SERIAL_HEX_MAX / 2];
+        size_t n = octets(audit_crl_at(s->crl, i), bin);
+        hsmca_err e; /* a serial in the set already (a live certificate's) stays there */
+        (void)!serial_set_restore(s->serials, bin, n, now + SIGNER_CRL_SERIAL_HOLD_S, now, &e);
+    }
+}
+
+static int add_revoked(X509_CRL *c, const audit_crl_rev *rv)
+{
+    uint8_t bin[AUDIT_SERIAL_HEX_MAX / 2];
+    size_t n = octets(rv, bin);
     X509_REVOKED *r = X509_REVOKED_new();
     BIGNUM *bn = BN_bin2bn(bin, (int)n, NULL);
     ASN1_INTEGER *serial = bn ? BN_to_ASN1_INTEGER(bn, NULL) : NULL;

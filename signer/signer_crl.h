@@ -37,4 +37,9 @@ HSMCA_MUSTCHECK hsmca_code signer_crl_publish(signer_ctx *s, hsmca_err *e);
 
 void signer_crl_free(signer_ctx *s);
 
+/* At start, after the log's replay: every revoked serial into the serial set, so the
+ * signer never signs a revoked serial again (for SIGNER_CRL_SERIAL_HOLD_S). */
+#define SIGNER_CRL_SERIAL_HOLD_S (100LL * 365 * 86400)
+void signer_crl_restore(signer_ctx *s);
+
 #endif

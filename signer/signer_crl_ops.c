@@ -53,8 +53,8 @@ static size_t serial_octets(const char *hex, uint8_t *out)
 
 /* "intermediate" or "workload" for a serial the log knows (the serial set holds every
  * serial this CA key signed whose certificate has not expired: a probe that finds it
- * taken), "unknown" otherwise. The probe of an unknown serial takes it until the CA's
- * end of time: a revoked serial is never signed again. */
+ * taken), "unknown" otherwise. The probe of an unknown serial takes it for a second, or
+ * with force for SIGNER_CRL_SERIAL_HOLD_S: a revoked serial is never signed again. */
 static const char *kind_of(signer_ctx *s, const uint8_t *bin, size_t n, const char *serial,
                            int force, hsmca_err *e)
 {
@@ -62,7 +62,7 @@ static const char *kind_of(signer_ctx *s, const uint8_t *bin, size_t n, const ch
         return "intermediate";
     int64_t now = (int64_t)time(NULL);
     hsmca_err why;
-    int64_t until = force ? now + 100LL * 365 * 86400 : now + 1;
+    int64_t until = force ? now + SIGNER_CRL_SERIAL_HOLD_S : now + 1;
     hsmca_code rc = serial_set_insert(s->serials, bin, n, until, now, &why);
     if (rc == HSMCA_EPERM)
         return "workload";
