@@ -127,6 +127,21 @@ class Crl(unittest.TestCase):
            "-CAcreateserial", "-days", "1", "-extfile", ext, "-out", crt)
         return crt
 
+    def test_config_refused(self):
+        with open(self.srv.config) as f:
+            text = f.read()
+        bad = os.path.join(self.srv.dir, "bad.yaml")
+        for edit, why in ((lambda t: t.replace("validity: 2d", "validity: 10m"),
+                           "crl.validity must be at least 1h"),
+                          (lambda t: re.sub(r"audit:\n  dir: audit\n", "audit:\n  disabled: true\n",
+                                            t), "crl.path needs audit.dir")):
+            with open(bad, "w") as f:
+                f.write(edit(text))
+            rc, out, err = hsmca_as(None, ["ca", "show", "--config", bad], check=False)
+            self.assertEqual(rc, 78, out + err)
+            self.assertIn(why, err)
+        os.unlink(bad)
+
     def test_crl_lifecycle(self):
         # (a) the start's CRL, verified under the root.
         n0 = self.wait_crl(0)
