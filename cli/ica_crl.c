@@ -13,6 +13,7 @@
 #include <openssl/x509v3.h>
 
 #include "certasm.h"
+#include "config.h"
 #include "util.h"
 
 /* The digest for key (NULL: the key's own, Ed25519). */
@@ -154,11 +155,21 @@ static const char *crl_problem(const char *pem, STACK_OF(X509) *issuers)
     return why;
 }
 
-/* The CA's CRL from the signer, NULL (said why) when there is none. */
+/* The CA's CRL from crl.path when this user may read it (a CRL of any size), else from
+ * the signer (crl-get: at most a reply's 64 KiB); NULL (said why) when there is none. */
 static char *ca_crl_of(const char *config, const char *sock)
 {
-    json_t *req = json_pack("{s:s}", "op", "crl-get"), *r = NULL;
+    hsmca_config *cfg = config ? calloc(1, sizeof(*cfg)) : NULL;
+    char *text = NULL;
+    size_t len;
     hsmca_err e;
+    if (cfg && config_load(config, cfg, &e) == HSMCA_OK && cfg->crl_path[0] &&
+        util_read_file(cfg->crl_path, 1 << 26, &text, &len, &e) != HSMCA_OK)
+        text = NULL;
+    free(cfg);
+    if (text)
+        return text;
+    json_t *req = json_pack("{s:s}", "op", "crl-get"), *r = NULL;
     hsmca_code rc = req ? admin_call(config, sock, req, &r, &e)
                         : hsmca_fail(&e, HSMCA_ENOMEM, "out of memory");
     json_decref(req);

@@ -14,8 +14,8 @@
  * with cRLSign), 2 bad usage. */
 int ica_crl_make(const char *cert, const char *key, const char *out);
 
-/* fetch's ca-crl.pem in dir: the CA's current CRL (crl-get over the admin socket of
- * config or sock), verified under a certificate of the fetched chain or roots, then the
+/* fetch's ca-crl.pem in dir: the CA's current CRL (crl.path of config when readable,
+ * else crl-get over the admin socket of config or sock), verified under a certificate of the fetched chain or roots, then the
  * CRL at ica_crl (may be NULL), verified under the fetched intermediate (reply's
  * ca_cert). Nothing is written when no CRL is available (said on stdout). 0 written or
  * nothing to write, 1 a CRL failed its check or the file could not be written. */

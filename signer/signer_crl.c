@@ -25,8 +25,13 @@
 #define CRL_RETRY_S 30.0 /* after a failure, the tick's next try */
 #define CRL_LOOK_S 10.0  /* the tick's look at crl.path and the CRL's age */
 
+/* The throwaway key of tbs_of, made once per life (an RSA one takes tens of ms). */
+static EVP_PKEY *g_alg_key;
+
 void signer_crl_free(signer_ctx *s)
 {
+    EVP_PKEY_free(g_alg_key);
+    g_alg_key = NULL;
     audit_crl_free(s->crl);
     s->crl = NULL;
     free(s->crl_pem);
@@ -112,10 +117,10 @@ static X509_CRL *build(signer_ctx *s, uint64_t number, int64_t now)
 static HSMCA_MUSTCHECK hsmca_code tbs_of(signer_ctx *s, X509_CRL *c, uint8_t **tbs, size_t *len,
                                          hsmca_err *e)
 {
-    EVP_PKEY *tmp = s->alg->key_type == EVP_PKEY_EC ? EVP_EC_gen("P-256") : EVP_RSA_gen(1024);
+    if (!g_alg_key)
+        g_alg_key = s->alg->key_type == EVP_PKEY_EC ? EVP_EC_gen("P-256") : EVP_RSA_gen(1024);
     const EVP_MD *md = EVP_get_digestbyname(s->alg->digest);
-    int ok = tmp && md && X509_CRL_sign(c, tmp, md) > 0;
-    EVP_PKEY_free(tmp);
+    int ok = g_alg_key && md && X509_CRL_sign(c, g_alg_key, md) > 0;
     HSMCA_ENSURE(ok, e, HSMCA_EINTERNAL, "CRL: cannot set its signature algorithm");
     unsigned char *buf = NULL;
     int n = i2d_re_X509_CRL_tbs(c, &buf);

@@ -110,8 +110,12 @@ class Crl(unittest.TestCase):
         self.run_as("bob", "intermediate", "approve", rid)
         self.run_as("carol", "intermediate", "approve", rid)
         out_dir = os.path.join(self.work, "cacerts")
-        rc, out, err = self.run_as(None, "intermediate", "fetch", rid, "--out", out_dir)
-        self.assertIn("ca-crl.pem", out)
+        # --socket, no config: the CA's CRL comes over the admin socket (crl-get).
+        rc, out, err = hsmca_as(None, ["intermediate", "fetch", rid, "--out", out_dir,
+                                       "--socket", os.path.join(self.srv.dir, "admin.sock")])
+        self.assertIn("wrote %s/ca-crl.pem: the CA's CRL\n" % out_dir, out)
+        with open(os.path.join(out_dir, "ca-crl.pem")) as f, open(self.crl) as g:
+            self.assertEqual(f.read(), g.read())
         self.assertIn("Istio ignores the CA's CRL unless the intermediate's own", out)
         return rid, istiod, out_dir
 
