@@ -273,6 +273,11 @@ class Crl(unittest.TestCase):
         self.assertEqual([(r["reason"], r["profile"]) for r in revs],
                          [("keyCompromise", "intermediate"), ("cessationOfOperation", "unknown")])
         self.assertEqual(revs[0]["requester"], user("alice"))
+        rc, out = sh(BIN, "audit", "show", audit_dir, "--serial", revs[0]["serial"])
+        self.assertRegex(out, r"revoke +%s +%s .*keyCompromise, intermediate" %
+                         (revs[0]["serial"], user("alice")))
+        rc, out = sh(BIN, "audit", "show", audit_dir, "--kind", "crl")
+        self.assertRegex(out, r"crl_number %d, 2 revoked" % nums[-1])
         # Tampered copies: a CRL number that does not grow, a serial revoked twice.
         with open(os.path.join(audit_dir, "log")) as f:
             lines = f.read().splitlines(True)
