@@ -38,6 +38,8 @@ static const char *const kind_names[] = {
     [AUDIT_ICA_DENY] = "intermediate-deny",
     [AUDIT_ICA_CERT] = "intermediate-cert",
     [AUDIT_ICA_FETCH] = "intermediate-fetch",
+    [AUDIT_REVOKE] = "revoke",
+    [AUDIT_CRL] = "crl",
 };
 
 const char *audit_kind_name(audit_kind k)
@@ -182,9 +184,17 @@ static HSMCA_MUSTCHECK hsmca_code check_ica(const audit_entry *ent, hsmca_err *e
         HSMCA_ENSURE(is_hex(ent->cert_sha256, 64, 64), e, HSMCA_EINVAL,
                      "audit entry: cert_sha256 must be 64 lowercase hex digits");
     }
-    if (ent->kind >= AUDIT_ICA_REQUEST && ent->kind != AUDIT_ICA_CERT)
+    if (ent->kind >= AUDIT_ICA_REQUEST && ent->kind != AUDIT_ICA_CERT && ent->kind != AUDIT_CRL)
         HSMCA_ENSURE(ent->requester.len > 0, e, HSMCA_EINVAL,
-                     "audit entry: an intermediate step needs the user who took it");
+                     "audit entry: an intermediate step or a revocation needs its user");
+    if (ent->kind == AUDIT_REVOKE)
+        HSMCA_ENSURE(is_hex(ent->serial, 2, AUDIT_SERIAL_HEX_MAX) && strlen(ent->serial) % 2 == 0 &&
+                         is_name(ent->profile, 1) && ent->reason.len > 0,
+                     e, HSMCA_EINVAL, "audit entry: a revocation needs a serial, kind and reason");
+    if (ent->kind == AUDIT_CRL)
+        HSMCA_ENSURE(is_hex(ent->crl_sha256, 64, 64) && ent->crl_number >= 1 &&
+                         ent->crl_number <= INT64_MAX,
+                     e, HSMCA_EINVAL, "audit entry: a CRL needs its number and SHA-256");
     return HSMCA_OK;
 }
 
@@ -294,8 +304,12 @@ static void encode_head(jw *w, const audit_entry *ent)
         jw_plain(w, "code", ent->code);
     if (k == AUDIT_CONFIG)
         jw_plain(w, "config_sha256", ent->config_sha256);
-    if (supp)
+    if (supp || k == AUDIT_CRL)
         jw_u64(w, "count", ent->count);
+    if (k == AUDIT_CRL) {
+        jw_u64(w, "crl_number", ent->crl_number);
+        jw_plain(w, "crl_sha256", ent->crl_sha256);
+    }
     if (ireq)
         jw_blob(w, "csr", &ent->csr);
     if (intent)
@@ -324,7 +338,7 @@ static void encode_tail(jw *w, const audit_entry *ent)
     (void)icert, (void)key, (void)ok_result;
     if (supp)
         jw_u64(w, "limit", ent->limit);
-    if (intent) {
+    if (intent || k == AUDIT_CRL) {
         jw_i64(w, "not_after", ent->not_after);
         jw_i64(w, "not_before", ent->not_before);
     }
@@ -332,20 +346,20 @@ static void encode_tail(jw *w, const audit_entry *ent)
         jw_plain(w, "of", ent->of);
     if (k == AUDIT_CONFIG)
         jw_plain(w, "policy_sha256", ent->policy_sha256);
-    if (intent)
+    if (intent || k == AUDIT_REVOKE)
         jw_plain(w, "profile", ent->profile);
-    if (deny || fdeny || k == AUDIT_RECOVERY || ideny)
+    if (deny || fdeny || k == AUDIT_RECOVERY || ideny || k == AUDIT_REVOKE)
         jw_str(w, "reason", &ent->reason, AUDIT_STR_MAX);
     if (ireq)
         jw_u64(w, "required", ent->required);
     if (intent || result || deny || fdeny || iappr || ideny || icert || ifetch)
         jw_u64(w, "request_id", ent->request_id);
-    if (intent || deny || fdeny || ireq || iappr || ideny || ifetch)
+    if (intent || deny || fdeny || ireq || iappr || ideny || ifetch || k == AUDIT_REVOKE)
         jw_str(w, "requester", &ent->requester, AUDIT_STR_MAX);
     if (intent)
         jw_str(w, "sans", &ent->sans, AUDIT_SANS_MAX);
     jw_u64(w, "seq", ent->seq);
-    if (intent)
+    if (intent || k == AUDIT_REVOKE)
         jw_plain(w, "serial", ent->serial);
     if (fdeny) /* the front end's word, never the signer's: an auditor weighs it so */
         jw_plain(w, "source", "frontend");
@@ -477,6 +491,10 @@ static HSMCA_MUSTCHECK hsmca_code fields_ica(json_t *o, audit_entry *ent, audit_
     ent->ttl_s = (uint64_t)ttl;
     HSMCA_GUARD(get_blob(o, "csr", &ent->csr, buf->csr, e));
     HSMCA_GUARD(get_blob(o, "cert", &ent->cert, buf->cert, e));
+    int64_t crl_number = 0;
+    HSMCA_GUARD(get_int(o, "crl_number", 0, &crl_number, e));
+    ent->crl_number = (uint64_t)crl_number;
+    HSMCA_GUARD(get_plain(o, "crl_sha256", ent->crl_sha256, sizeof(ent->crl_sha256), e));
     return get_plain(o, "key_sha256", ent->key_sha256, sizeof(ent->key_sha256), e);
 }
 

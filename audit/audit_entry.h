@@ -39,8 +39,10 @@ typedef enum {
     AUDIT_ICA_DENY,
     AUDIT_ICA_CERT,
     AUDIT_ICA_FETCH,
+    AUDIT_REVOKE,
+    AUDIT_CRL,
 } audit_kind;
-#define AUDIT_KIND_LAST AUDIT_ICA_FETCH
+#define AUDIT_KIND_LAST AUDIT_CRL
 
 /* A string field: len bytes at p (any bytes); full is the length before the cap (0 means
  * len). The caller owns p. */
@@ -80,6 +82,11 @@ typedef struct {
  *   intermediate-deny: request_id, requester (who denied), reason
  *   intermediate-cert: request_id, cert (base64 DER of the signed certificate), cert_sha256
  *   intermediate-fetch: request_id, requester (who took the cacerts files)
+ *   revoke:       serial (the revoked certificate's), reason (an RFC 5280 reason name,
+ *                 audit/audit_crl.h), requester (the unix user), profile ("intermediate",
+ *                 "workload": a serial the log knows; "unknown": revoked with force)
+ *   crl:          crl_number, crl_sha256 (SHA-256 of the CRL's DER), count (revoked
+ *                 entries in it), not_before (thisUpdate), not_after (nextUpdate)
  * Hex fields are lowercase; sha256 fields 64 characters, serial 2..40. */
 typedef struct {
     audit_kind kind;
@@ -114,6 +121,9 @@ typedef struct {
     char key_sha256[65];
     int64_t expires;
     uint64_t required, ttl_s;
+    /* crl (count, not_before, not_after as above) */
+    uint64_t crl_number;
+    char crl_sha256[65];
 } audit_entry;
 
 /* The name of a kind ("issue-intent"), or NULL. */

@@ -9,6 +9,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "audit_crl.h"
 #include "audit_ica.h"
 #include "siphash.h"
 #include "util.h"
@@ -41,6 +42,7 @@ struct audit_replay {
     int64_t clock; /* the latest time of any entry */
     uint64_t intents;
     audit_ica *ica; /* the intermediate CA requests (audit_ica.h) */
+    audit_crl *crl; /* the revocations and CRLs (audit_crl.h) */
 };
 
 hsmca_code audit_replay_new(audit_replay **out, hsmca_err *e)
@@ -50,7 +52,9 @@ hsmca_code audit_replay_new(audit_replay **out, hsmca_err *e)
     r->cap = MIN_CAP;
     r->slots = calloc(r->cap, sizeof(rslot));
     r->clock = INT64_MIN;
-    if (!r->slots || audit_ica_new(&r->ica, e) != HSMCA_OK) {
+    if (!r->slots || audit_ica_new(&r->ica, e) != HSMCA_OK ||
+        audit_crl_new(&r->crl, e) != HSMCA_OK) {
+        audit_ica_free(r->ica);
         free(r->slots);
         free(r);
         return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
@@ -72,6 +76,7 @@ void audit_replay_free(audit_replay *r)
     free(r->slots);
     free(r->open);
     audit_ica_free(r->ica);
+    audit_crl_free(r->crl);
     OPENSSL_cleanse(r->hkey, sizeof(r->hkey));
     free(r);
 }
@@ -278,6 +283,13 @@ uint64_t audit_replay_open_first(const audit_replay *r)
 
 /* ---- the rules ------------------------------------------------------------------------ */
 
+audit_crl *audit_replay_take_crl(audit_replay *r)
+{
+    audit_crl *t = r->crl;
+    r->crl = NULL;
+    return t;
+}
+
 audit_ica *audit_replay_take_ica(audit_replay *r)
 {
     audit_ica *t = r->ica;
@@ -291,6 +303,8 @@ static HSMCA_MUSTCHECK hsmca_code replay_serials(audit_replay *r, const audit_en
 hsmca_code audit_replay_entry(audit_replay *r, const audit_entry *ent, uint64_t off, hsmca_err *e)
 {
     HSMCA_GUARD(replay_serials(r, ent, off, e));
+    if (r->crl)
+        HSMCA_GUARD(audit_crl_apply(r->crl, ent, off, e));
     return r->ica ? audit_ica_apply(r->ica, ent, off, e) : HSMCA_OK;
 }
 

@@ -57,6 +57,11 @@ HSMCA_MUSTCHECK hsmca_code audit_replay_entry(audit_replay *r, const audit_entry
 struct audit_ica;
 struct audit_ica *audit_replay_take_ica(audit_replay *r);
 
+/* The revocations and CRLs the entries built (audit_crl.h), handed over the same way
+ * (the caller frees them with audit_crl_free). */
+struct audit_crl;
+struct audit_crl *audit_replay_take_crl(audit_replay *r);
+
 /* The issue-intents fed so far. */
 uint64_t audit_replay_intents(const audit_replay *r);
 

@@ -128,6 +128,12 @@ static void result_text(const audit_entry *ent, char *out, size_t cap)
         snprintf(out, cap, "profile %s", ent->profile);
     else if (ent->kind == AUDIT_ISSUE_RESULT && ent->cert_sha256[0])
         snprintf(out, cap, "issued cert_sha256 %.16s...", ent->cert_sha256);
+    else if (ent->kind == AUDIT_REVOKE)
+        snprintf(out, cap, "%s, %s", b, ent->profile);
+    else if (ent->kind == AUDIT_CRL)
+        snprintf(out, cap, "crl_number %llu, %llu revoked, next update %lld",
+                 (unsigned long long)ent->crl_number, (unsigned long long)ent->count,
+                 (long long)ent->not_after);
     else if (ent->code[0])
         snprintf(out, cap, "%s %s", util_printable(ent->code, strlen(ent->code), a, sizeof(a)), b);
     else
@@ -178,6 +184,9 @@ static int row(const show_opts *o, show_intents *open, const audit_entry *ent, c
             memcpy(requester, it->requester, sizeof(requester));
             drop_intent(open, it);
         }
+    } else if (ent->kind == AUDIT_REVOKE) {
+        snprintf(serial, sizeof(serial), "%s", ent->serial);
+        memcpy(identity, requester, sizeof(identity));
     } else if (ent->requester.len) {
         /* a deny names no certificate: the requester is the identity it asked as */
         memcpy(identity, requester, sizeof(identity));

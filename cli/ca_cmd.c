@@ -18,9 +18,12 @@ static void usage(FILE *f)
           "          chain to the root) and install it where the config points\n"
           "  show    the CA certificate, its chain, the key URI and whether the token's\n"
           "          key matches (--json for scripts)\n"
+          "  revoke  revoke a certificate (an intermediate or a workload's) through the\n"
+          "          signer's admin socket: an audit-log entry, then a new CRL signed in\n"
+          "          the token and written to crl.path\n"
           "\n"
-          "The PIN is read from pkcs11.pin_file only. These steps are not recorded in\n"
-          "the signing log yet.\n",
+          "init, import and show read the PIN from pkcs11.pin_file only and are not\n"
+          "recorded in the signing log yet; revoke is.\n",
           f);
 }
 
@@ -94,6 +97,8 @@ int ca_main(int argc, char **argv)
         return ca_import(argc - 1, argv + 1);
     if (!strcmp(cmd, "show"))
         return ca_show(argc - 1, argv + 1);
+    if (!strcmp(cmd, "revoke"))
+        return ca_revoke(argc - 1, argv + 1);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;

@@ -12,6 +12,7 @@ int ca_main(int argc, char **argv);
 int ca_init(int argc, char **argv);
 int ca_import(int argc, char **argv);
 int ca_show(int argc, char **argv);
-extern const char ca_init_help[], ca_import_help[], ca_show_help[];
+int ca_revoke(int argc, char **argv); /* ca_revoke.c: through the admin socket */
+extern const char ca_init_help[], ca_import_help[], ca_show_help[], ca_revoke_help[];
 
 #endif

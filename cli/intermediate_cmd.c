@@ -2,6 +2,7 @@
  * prints (and fetch writes the cacerts directory). */
 #include "intermediate_cmd.h"
 #include "admin_cmd.h"
+#include "ica_crl.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +22,8 @@ static void usage(FILE *f)
           "       hsmca intermediate show ID --config F [--json]\n"
           "       hsmca intermediate approve ID --config F\n"
           "       hsmca intermediate deny ID --config F --reason TEXT\n"
-          "       hsmca intermediate fetch ID --config F --out DIR\n"
+          "       hsmca intermediate fetch ID --config F --out DIR [--intermediate-crl F]\n"
+          "       hsmca intermediate crl --cert ca-cert.pem --key ca-key.pem --out F\n"
           "  (--socket PATH instead of --config F: the signer's admin.socket)\n"
           "\n"
           "An intermediate CA for istiod, signed by the CA key in the token once\n"
@@ -34,13 +36,19 @@ static void usage(FILE *f)
           "domain's SPIFFE URIs, intermediate.dns_suffixes) and validity\n"
           "(intermediate.max_ttl, never past the CA's) are its own. deny is final.\n"
           "fetch writes DIR/ca-cert.pem, cert-chain.pem and root-cert.pem (no key: it\n"
-          "stays with istiod) and prints the kubectl command for the cacerts secret.\n"
+          "stays with istiod) and prints the kubectl command for the cacerts secret; and\n"
+          "ca-crl.pem: the CA's current CRL (from the signer) and, with\n"
+          "--intermediate-crl, the intermediate's own, each verified against its issuer\n"
+          "(no CRL available: no ca-crl.pem). crl makes that own CRL, empty, signed by\n"
+          "the intermediate's key file where istiod's key lives (Istio ignores the CA's\n"
+          "CRL without it); it refuses a key that is not the certificate's and a\n"
+          "certificate that is not a CA with cRLSign.\n"
           "Every step is an entry in the audit log, with the user who took it.\n",
           f);
 }
 
 typedef struct {
-    const char *config, *sock, *csr, *cluster, *ttl, *reason, *out;
+    const char *config, *sock, *csr, *cluster, *ttl, *reason, *out, *cert, *key, *ica_crl;
     int json;
 } ica_args;
 
@@ -222,8 +230,10 @@ static int cmd_fetch(const ica_args *a, long long id)
                "  kubectl create secret generic cacerts -n istio-system \\\n"
                "    --from-file=%s/ca-cert.pem --from-file=ca-key.pem \\\n"
                "    --from-file=%s/root-cert.pem --from-file=%s/cert-chain.pem\n"
-               "(ca-crl.pem is not written: CRLs are not built yet)\n",
-               a->out, str(r, "cluster"), a->out, a->out, a->out);
+               "    (and --from-file=%s/ca-crl.pem when it is written below)\n",
+               a->out, str(r, "cluster"), a->out, a->out, a->out, a->out);
+    if (ok)
+        ok = ica_crl_fetch(a->config, a->sock, r, a->ica_crl, a->out) == 0;
     json_decref(r);
     return ok ? 0 : 1;
 }
@@ -244,6 +254,8 @@ int intermediate_main(int argc, char **argv)
         {"csr", required_argument, 0, 'r'},    {"cluster", required_argument, 0, 'k'},
         {"ttl", required_argument, 0, 't'},    {"reason", required_argument, 0, 'w'},
         {"out", required_argument, 0, 'o'},    {"json", no_argument, 0, 'j'},
+        {"cert", required_argument, 0, 'C'},   {"key", required_argument, 0, 'K'},
+        {"intermediate-crl", required_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     const char *operands[2] = {NULL, NULL};
     ica_args a = {0};
@@ -260,6 +272,9 @@ int intermediate_main(int argc, char **argv)
         case 'w': a.reason = optarg; break;
         case 'o': a.out = optarg; break;
         case 'j': a.json = 1; break;
+        case 'C': a.cert = optarg; break;
+        case 'K': a.key = optarg; break;
+        case 'I': a.ica_crl = optarg; break;
         case 'h': usage(stdout); return 0;
         default: return 2;
         }
@@ -270,6 +285,8 @@ int intermediate_main(int argc, char **argv)
         return cmd_request(&a);
     if (!strcmp(sub, "list") && !operands[1])
         return cmd_list(&a);
+    if (!strcmp(sub, "crl") && !operands[1])
+        return ica_crl_make(a.cert, a.key, a.out);
     int has_id = parse_id(operands[1], &id);
     if (has_id && !strcmp(sub, "show"))
         return cmd_show(&a, id);

@@ -199,6 +199,9 @@ typedef struct {
     char ica_subject_prefix[CONFIG_MAX_STR]; /* "O=Example,OU=Mesh"; CN is the cluster name */
     config_list ica_dns_suffixes;            /* DNS name constraints; default none */
     uint32_t ica_max_ttl;                    /* seconds, default 365d */
+    /* crl: the CA's CRL, signed in the token (signer/signer_crl.h) */
+    char crl_path[CONFIG_MAX_STR]; /* where the signer writes it (PEM); "" (default): off */
+    uint32_t crl_validity;         /* seconds from thisUpdate to nextUpdate, default 7d */
 } hsmca_config;
 
 /* The most approvals an intermediate may need (approval.required). */

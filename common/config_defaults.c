@@ -145,6 +145,7 @@ void config_defaults(hsmca_config *c)
     c->approval_required = 2;
     c->approval_pending_ttl = 86400;
     c->ica_max_ttl = 365 * 86400;
+    c->crl_validity = 7 * 86400;
     c->jwt_bind_required = 0;
     set_str(c->tr_audiences.items[0], "istio-ca");
     c->tr_audiences.n = 1;

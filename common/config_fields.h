@@ -150,6 +150,9 @@ static const config_field fields[] = {
     F("intermediate", "subject_prefix", CT_STR, ica_subject_prefix, 0),
     F("intermediate", "dns_suffixes", CT_LIST, ica_dns_suffixes, 0),
     F("intermediate", "max_ttl", CT_DUR, ica_max_ttl, 0),
+    S("", "crl"),
+    F("crl", "path", CT_PATH, crl_path, 0),
+    F("crl", "validity", CT_DUR, crl_validity, 0),
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 _Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int) &&

@@ -238,7 +238,8 @@ static int subject_prefix_ok(const char *p)
     return 1;
 }
 
-/* admin.*, approval.*, intermediate.* (signer/signer_admin.h, signer_ica.h). */
+/* admin.*, approval.*, intermediate.*, crl.* (signer/signer_admin.h, signer_ica.h,
+ * signer_crl.h). */
 static HSMCA_MUSTCHECK hsmca_code validate_admin(const hsmca_config *c, hsmca_err *e)
 {
     HSMCA_ENSURE(strlen(c->admin_socket) < 100, e, HSMCA_EINVAL,
@@ -258,6 +259,13 @@ static HSMCA_MUSTCHECK hsmca_code validate_admin(const hsmca_config *c, hsmca_er
                      "name or suffix",
                      d);
     }
+    /* crl.* (signer/signer_crl.h): the CRL's number and revocations live in the log. */
+    HSMCA_ENSURE(c->crl_validity >= 3600, e, HSMCA_EINVAL, "config: crl.validity must be at least 1h");
+    HSMCA_ENSURE(!c->crl_path[0] || c->audit_dir[0], e, HSMCA_EINVAL,
+                 "config: crl.path needs audit.dir (the revocations and the CRL's number are "
+                 "its entries)");
+    HSMCA_ENSURE(strlen(c->crl_path) + 5 < CONFIG_MAX_STR, e, HSMCA_EINVAL,
+                 "config: crl.path is too long (its PATH.tmp must fit)");
     return HSMCA_OK;
 }
 

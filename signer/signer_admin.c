@@ -2,6 +2,7 @@
  * table (status here, the intermediates' in signer_ica.c). */
 #include "signer_admin.h"
 #include "signer_ctx.h"
+#include "signer_crl.h"
 #include "signer_ica.h"
 
 #include <errno.h>
@@ -261,6 +262,8 @@ static const struct {
     {"ica-approve", signer_ica_approve},
     {"ica-deny", signer_ica_deny},
     {"ica-fetch", signer_ica_fetch},
+    {"ca-revoke", signer_crl_revoke},
+    {"crl-get", signer_crl_get},
 };
 
 static void admin_request(signer_ctx *s, admin_conn *c, const char *buf, size_t n)

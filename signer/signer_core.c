@@ -28,6 +28,7 @@
 #include <openssl/x509v3.h>
 
 #include "audit_ica.h"
+#include "signer_crl.h"
 #include "audit_log.h"
 #include "certasm.h"
 #include "ipc_frame.h"
@@ -90,6 +91,7 @@ int signer_tick(signer_ctx *s)
     signer_answer_overdue(s);
     log_limiter_flush(s->refusals, util_mono_now());
     signer_audit_flush_summaries(s, util_mono_now());
+    signer_crl_tick(s);
     const char *changed = refused_pin_changed(s);
     if (changed) {
         log_warn("the PIN file %s changed: restarting the signer to try it once", changed);
@@ -274,6 +276,9 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
     }
     signer_replay_restore(&r);
     s->ica = audit_replay_take_ica(r.replay); /* the intermediates' state (signer_ica.h) */
+    s->crl = audit_replay_take_crl(r.replay); /* revocations and CRLs (signer_crl.h) */
+    if (s->crl)
+        signer_crl_restore(s);
     /* A repeated serial refuses the log (audit_replay.h): serials_duplicate stays 0, in
      * the stable set of keys; serials_expired are those not restored (expired, or
      * another CA key's). */
@@ -521,6 +526,7 @@ void signer_stop_all(signer_ctx *s)
         return;
     signer_stages_free(s);
     audit_ica_free(s->ica);
+    signer_crl_free(s);
     free(s->ica_ca_pem);
     free(s->ica_chain_pem);
     free(s->ica_roots_pem);

@@ -126,6 +126,11 @@ struct signer_ctx {
      * one), then the main thread's alone; the PEM text fetch hands out. */
     struct audit_ica *ica;
     char *ica_ca_pem, *ica_chain_pem, *ica_roots_pem;
+    /* Revocations and the CA's CRL (signer_crl.h): rebuilt from the log at start, then the
+     * main thread's alone; the PEM of the CRL this life signed last (NULL: none yet). */
+    struct audit_crl *crl;
+    char *crl_pem;
+    double crl_next_try; /* monotonic: the tick's next look at the CRL */
 };
 
 #endif

@@ -1,0 +1,45 @@
+/* signer_crl.h - revocations and the CA's CRL (DESIGN.md §2). `hsmca ca revoke` asks
+ * through the admin socket (ca-revoke); each revocation is a durable `revoke` entry of the
+ * log before the reply, and the list is rebuilt from the log at start (audit/audit_crl.h).
+ *
+ * The CRL is built and checked by the signer alone (no caller sends a TBS): v2, issuer the
+ * CA certificate's subject, AKI, a cRLNumber one above the log's last (so it grows across
+ * restarts), thisUpdate now, nextUpdate now + crl.validity, every revoked serial with its
+ * revocationDate and reasonCode. It is signed in the token by the CA key on the main loop
+ * (like an intermediate: a few ms, and never while the CA key's token is reconnecting),
+ * verified against the CA certificate, recorded as a durable `crl` entry, then written to
+ * crl.path atomically (PATH.tmp, fsync, rename): a CRL that is published has its entry.
+ * The signer signs one at the first tick when the list changed since the last `crl`
+ * entry, when crl.path is missing, or when half of the last one's validity has passed;
+ * after each revoke; and whenever the last one is past half its validity (the tick).
+ * crl.path's directory must be writable by signer.user (the signer writes there from
+ * inside its sandbox). Private to signer/. */
+#ifndef HSMCA_SIGNER_CRL_H
+#define HSMCA_SIGNER_CRL_H
+
+#include <jansson.h>
+
+#include "hsmca_err.h"
+
+typedef struct signer_ctx signer_ctx;
+
+/* The admin ops (signer_admin.c's table): ca-revoke (serial: lowercase hex of its octets,
+ * reason: an RFC 5280 name, force_unknown: a serial the log does not know) and crl-get
+ * (the current CRL's PEM). */
+json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+json_t *signer_crl_get(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+
+/* The tick's look: signs and writes a CRL when one is due (see above). */
+void signer_crl_tick(signer_ctx *s);
+
+/* Signs, records and writes a CRL now. */
+HSMCA_MUSTCHECK hsmca_code signer_crl_publish(signer_ctx *s, hsmca_err *e);
+
+void signer_crl_free(signer_ctx *s);
+
+/* At start, after the log's replay: every revoked serial into the serial set, so the
+ * signer never signs a revoked serial again (for SIGNER_CRL_SERIAL_HOLD_S). */
+#define SIGNER_CRL_SERIAL_HOLD_S (100LL * 365 * 86400)
+void signer_crl_restore(signer_ctx *s);
+
+#endif
