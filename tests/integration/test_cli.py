@@ -58,7 +58,7 @@ class CliTests(unittest.TestCase):
         self.assertIn("PERMISSION_DENIED: SAN policy", r.stderr)
 
     def test_token_inspectable_and_keys_sign_only(self):
-        """What the README promises an operator sees with pkcs11-tool: the CA key and the
+        """What docs/OPERATIONS.md ("Looking into the token") promises an operator sees with pkcs11-tool: the CA key and the
         Ed25519 audit key, both sign-only, sensitive and never extractable; and the
         signer's log names the audit key's fingerprint."""
         with open(os.path.join(self.server.dir, "pin")) as f:
