@@ -35,6 +35,33 @@ class CliTests(unittest.TestCase):
         self.assertEqual(r.stdout.count("-----BEGIN CERTIFICATE-----"), 2)
         self.assertIn("issued: serial", r.stderr)
 
+    def test_readme_quickstart_commands_work(self):
+        """The README's first-certificate commands, as written: every fenced sh block after
+        a `<!-- quickstart` comment, run in order in one directory with only the dev CA's
+        directory, address and binary put in (a README command that does not work as
+        written fails here)."""
+        with open(os.path.join(SRC, "README.md")) as f:
+            readme = f.read()
+        blocks = re.findall(r"^<!-- quickstart[^\n]*-->\n```sh\n(.*?)^```$", readme, re.M | re.S)
+        self.assertGreaterEqual(len(blocks), 2, "README.md: no marked quickstart blocks")
+        for needed in ("./build/hsmca ", "hsmca-dev/", "localhost:15012"):
+            self.assertIn(needed, blocks[0], "README quickstart no longer says %r: update this "
+                          "test's substitutions" % needed)
+        work = os.path.join(self.server.dir, "quickstart")
+        os.makedirs(work, exist_ok=True)
+        for block in blocks:
+            script = (block.replace("./build/hsmca ", BIN + " ")
+                      .replace("hsmca-dev/", self.server.dir + "/")
+                      .replace("--dir hsmca-dev ", "--dir %s " % self.server.dir)
+                      .replace("localhost:15012", self.server.addr))
+            self.assertNotIn("hsmca-dev", script)
+            r = subprocess.run(["bash", "-e", "-c", script], cwd=work, capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, block + r.stderr)
+            self.assertEqual(r.stdout.count("-----BEGIN CERTIFICATE-----"), 2, r.stdout)
+            self.assertIn("issued: serial", r.stderr)
+        self.assertTrue(os.path.exists(os.path.join(work, "w-chain.pem")))
+
     def test_request_writes_key_and_chain(self):
         prefix = os.path.join(self.server.dir, "out")
         r = subprocess.run([BIN, "request", "--addr", self.server.addr, "--root",
