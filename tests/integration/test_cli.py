@@ -172,6 +172,25 @@ class HelpVersionTests(unittest.TestCase):
                     "dev token", "token check", "token keygen"):
             self.assertRegex(r.stdout, r"(?m)^  %s\b" % sub)
 
+    def test_readme_lists_every_command_of_help(self):
+        """README.md's command list names every command `hsmca --help` lists, and each
+        command it names is one main.c dispatches."""
+        r = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=10)
+        self.assertEqual(r.returncode, 0)
+        listed = re.findall(r"^  ([a-z]+(?: [a-z]+)?)  ", r.stdout, re.M)
+        self.assertGreaterEqual(len(listed), 10, r.stdout)
+        with open(os.path.join(SRC, "README.md")) as f:
+            readme = f.read()
+        in_readme = re.findall(r"^    hsmca ([a-z]+(?: [a-z|]+)?)", readme, re.M)
+        self.assertGreaterEqual(len(in_readme), 10, "README.md: no command list")
+        for cmd in listed:
+            self.assertTrue(any(c == cmd or c.startswith(cmd + " ") for c in in_readme),
+                            "README.md's command list lacks `hsmca %s`" % cmd)
+        with open(os.path.join(SRC, "cli", "main.c")) as f:
+            dispatched = set(re.findall(r'!strcmp\(cmd, "([a-z][a-z-]*)"\)', f.read()))
+        for c in in_readme:
+            self.assertIn(c.split()[0], dispatched, "README.md lists `hsmca %s`" % c)
+
     def test_version_names_commit_and_libraries(self):
         r = subprocess.run([BIN, "version"], capture_output=True, text=True, timeout=10)
         self.assertEqual(r.returncode, 0)
