@@ -1,5 +1,5 @@
 /* audit_verify.h - the offline verifier of a signing-log directory (DESIGN.md §6, the
- * layout in README "Audit log"): DIR/log, DIR/vkey, DIR/checkpoint, DIR/checkpoints/<size>,
+ * layout in docs/AUDIT.md): DIR/log, DIR/vkey, DIR/checkpoint, DIR/checkpoints/<size>,
  * DIR/tile/... . No HSM, no server: what an auditor runs on a copy of the directory.
  *
  * audit_verify replays the log once, streaming (memory bounded but for the unexpired

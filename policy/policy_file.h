@@ -4,7 +4,7 @@
  * parses the file itself: the signer never takes the front end's word for what
  * the policy grants (DESIGN.md §2 invariant 4).
  *
- * The format (YAML, every key optional; README "SAN policy file"):
+ * The format (YAML, every key optional; docs/AUTH.md "SAN policy file"):
  *
  *   trust_domain_aliases: [old.example]        # Istio's TrustDomainAliases
  *   denied_namespaces: [kube-system]           # never get a certificate

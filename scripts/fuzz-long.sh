@@ -11,7 +11,7 @@
 #
 # Defaults: 600 s per target, every target, fuzz-out/ for the corpora and logs (kept
 # between runs, so a second run starts from what the first found), build-fuzz/ built
-# with clang as README "Fuzzing" says. Runs one target at a time on one core.
+# with clang as docs/DEVELOPMENT.md "Fuzzing" says. Runs one target at a time on one core.
 set -eu
 cd "$(dirname "$0")/.."
 

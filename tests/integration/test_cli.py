@@ -35,6 +35,33 @@ class CliTests(unittest.TestCase):
         self.assertEqual(r.stdout.count("-----BEGIN CERTIFICATE-----"), 2)
         self.assertIn("issued: serial", r.stderr)
 
+    def test_readme_quickstart_commands_work(self):
+        """The README's first-certificate commands, as written: every fenced sh block after
+        a `<!-- quickstart` comment, run in order in one directory with only the dev CA's
+        directory, address and binary put in (a README command that does not work as
+        written fails here)."""
+        with open(os.path.join(SRC, "README.md")) as f:
+            readme = f.read()
+        blocks = re.findall(r"^<!-- quickstart[^\n]*-->\n```sh\n(.*?)^```$", readme, re.M | re.S)
+        self.assertGreaterEqual(len(blocks), 2, "README.md: no marked quickstart blocks")
+        for needed in ("./build/hsmca ", "hsmca-dev/", "localhost:15012"):
+            self.assertIn(needed, blocks[0], "README quickstart no longer says %r: update this "
+                          "test's substitutions" % needed)
+        work = os.path.join(self.server.dir, "quickstart")
+        os.makedirs(work, exist_ok=True)
+        for block in blocks:
+            script = (block.replace("./build/hsmca ", BIN + " ")
+                      .replace("hsmca-dev/", self.server.dir + "/")
+                      .replace("--dir hsmca-dev ", "--dir %s " % self.server.dir)
+                      .replace("localhost:15012", self.server.addr))
+            self.assertNotIn("hsmca-dev", script)
+            r = subprocess.run(["bash", "-e", "-c", script], cwd=work, capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, block + r.stderr)
+            self.assertEqual(r.stdout.count("-----BEGIN CERTIFICATE-----"), 2, r.stdout)
+            self.assertIn("issued: serial", r.stderr)
+        self.assertTrue(os.path.exists(os.path.join(work, "w-chain.pem")))
+
     def test_request_writes_key_and_chain(self):
         prefix = os.path.join(self.server.dir, "out")
         r = subprocess.run([BIN, "request", "--addr", self.server.addr, "--root",
@@ -58,7 +85,7 @@ class CliTests(unittest.TestCase):
         self.assertIn("PERMISSION_DENIED: SAN policy", r.stderr)
 
     def test_token_inspectable_and_keys_sign_only(self):
-        """What the README promises an operator sees with pkcs11-tool: the CA key and the
+        """What docs/OPERATIONS.md ("Looking into the token") promises an operator sees with pkcs11-tool: the CA key and the
         Ed25519 audit key, both sign-only, sensitive and never extractable; and the
         signer's log names the audit key's fingerprint."""
         with open(os.path.join(self.server.dir, "pin")) as f:
@@ -144,6 +171,25 @@ class HelpVersionTests(unittest.TestCase):
         for sub in ("admin status", "ca init", "ca import", "ca show", "config check", "dev init",
                     "dev token", "token check", "token keygen"):
             self.assertRegex(r.stdout, r"(?m)^  %s\b" % sub)
+
+    def test_readme_lists_every_command_of_help(self):
+        """README.md's command list names every command `hsmca --help` lists, and each
+        command it names is one main.c dispatches."""
+        r = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=10)
+        self.assertEqual(r.returncode, 0)
+        listed = re.findall(r"^  ([a-z]+(?: [a-z]+)?)  ", r.stdout, re.M)
+        self.assertGreaterEqual(len(listed), 10, r.stdout)
+        with open(os.path.join(SRC, "README.md")) as f:
+            readme = f.read()
+        in_readme = re.findall(r"^    hsmca ([a-z]+(?: [a-z|]+)?)", readme, re.M)
+        self.assertGreaterEqual(len(in_readme), 10, "README.md: no command list")
+        for cmd in listed:
+            self.assertTrue(any(c == cmd or c.startswith(cmd + " ") for c in in_readme),
+                            "README.md's command list lacks `hsmca %s`" % cmd)
+        with open(os.path.join(SRC, "cli", "main.c")) as f:
+            dispatched = set(re.findall(r'!strcmp\(cmd, "([a-z][a-z-]*)"\)', f.read()))
+        for c in in_readme:
+            self.assertIn(c.split()[0], dispatched, "README.md lists `hsmca %s`" % c)
 
     def test_version_names_commit_and_libraries(self):
         r = subprocess.run([BIN, "version"], capture_output=True, text=True, timeout=10)
