@@ -17,7 +17,13 @@
 (d) a denied request cannot be approved; an expired one cannot either; a user outside
     admin.group is refused;
 (e) `hsmca audit verify` passes on the log with every step, and `hsmca audit show` lists
-    them with the users; a tampered approval makes verify fail."""
+    them with the users; a tampered approval makes verify fail;
+(f) a C_Sign that hangs (the p11shim's hang control) while the CA key signs an
+    intermediate, at the approval and again at a fetch, does not stall the signer:
+    workload certificates are issued meanwhile, the approver and the fetcher are told
+    within pkcs11.sign_timeout that the token did not answer, a fetch while the hung
+    call is still out is refused, a fetch after it signs; the log verifies and the
+    signer replays it."""
 import hashlib
 import json
 import os
@@ -26,11 +32,13 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
-from hsmca_harness import BIN, TMP
-from test_admin import hsmca_as, make_users, remove_users, start_server, user
+import hsmca_client as hc
+from hsmca_harness import BIN, SHIM, TMP, DevServer, ShimServer
+from test_admin import admin_config, hsmca_as, make_users, remove_users, start_server, user
 
 MAX_TTL = 30 * 86400
 EXTRA = ("intermediate:\n  subject_prefix: \"O=Hsmca Test,OU=Mesh\"\n"
@@ -294,6 +302,141 @@ class Expiry(unittest.TestCase):
             finally:
                 shutil.rmtree(work, ignore_errors=True)
                 remove_users()
+
+
+SIGN_TIMEOUT = 2
+
+
+class ShimAdminServer(ShimServer):
+    """ShimServer's token faults (control, count) on a server with the admin socket."""
+
+    def __init__(self, name):
+        d = tempfile.mkdtemp(prefix=name + "ctl.", dir=TMP)
+        self.ctl, self.counts = os.path.join(d, "control"), os.path.join(d, "counts")
+        open(self.ctl, "w").close()
+        open(self.counts, "w").close()
+        os.chmod(self.counts, 0o666)
+        admin = admin_config(required=1, extra=EXTRA)
+
+        def edit(text):
+            text = re.sub(r"(?m)^  module: .*$", "  module: %s" % SHIM, admin(text))
+            return text.replace("  sessions: 2\n",
+                                "  sessions: 2\n  sign_timeout: %ds\n" % SIGN_TIMEOUT)
+
+        DevServer.__init__(self, "ec-p256", name=name, edit_config=edit,
+                           pkcs11_env={"P11SHIM_CONTROL": self.ctl, "P11SHIM_COUNTS": self.counts})
+        self.wait_ready()
+        os.chmod(self.dir, 0o711)
+        self.config = os.path.join(self.dir, "hsmca.yaml")
+
+
+class HungCaSignature(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        remove_users()
+        make_users()
+        cls.srv = ShimAdminServer("ica-hang")
+        cls.work = tempfile.mkdtemp(prefix="ica-hang.", dir=TMP)
+        cls.csr = hc.make_csr(hc.make_key("ec-p256"),
+                              uris=["spiffe://cluster.local/ns/default/sa/sleep"])
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.srv.stop()
+        finally:
+            shutil.rmtree(cls.work, ignore_errors=True)
+            remove_users()
+
+    def ica(self, who, *args):
+        return hsmca_as(who, ["intermediate"] + list(args) + ["--config", self.srv.config],
+                        check=False)
+
+    def workload(self):
+        try:
+            self.srv.client.create(self.csr, self.srv.token(), timeout=30)
+            return "OK"
+        except Exception as e:  # grpc.RpcError: its status name
+            return e.code().name if hasattr(e, "code") else repr(e)
+
+    def wait_hanging(self, n):
+        deadline = time.monotonic() + 15
+        while self.srv.count("hanging")[0] != n:
+            self.assertLess(time.monotonic(), deadline, "hanging never became %d" % n)
+            time.sleep(0.02)
+
+    def while_hung(self, who, *args):
+        """ica ARGS run by who while the shim holds the CA signature's C_Sign: (rc, out,
+        err, seconds, the workload calls' statuses meanwhile)."""
+        res, statuses = [], []
+        t0 = time.monotonic()
+        th = threading.Thread(target=lambda: res.append(self.ica(who, *args)))
+        th.start()
+        self.wait_hanging(1)
+        while th.is_alive():
+            statuses.append(self.workload())
+        th.join()
+        rc, out, err = res[0]
+        return rc, out, err, time.monotonic() - t0, statuses
+
+    def test_hung_ca_signature(self):
+        istiod = Istiod(self.work)
+        rc, out, err = self.ica("alice", "request", "--csr", istiod.csr, "--cluster", "hang")
+        rid = re.search(r"request (\d+): pending", out).group(1)
+        # The approval's signature hangs: the approver hears so; workloads go on.
+        self.srv.control("hang C_Sign once\n")
+        rc, out, err, secs, during = self.while_hung("bob", "approve", rid)
+        print("approve: rc %d after %.2f s, %d workload calls meanwhile: %s"
+              % (rc, secs, len(during), sorted(set(during))))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("not signed yet (fetch tries again)", out)
+        self.assertIn("did not answer within pkcs11.sign_timeout", out)
+        self.assertLess(secs, SIGN_TIMEOUT + 10)
+        self.assertTrue(during)
+        self.assertEqual([s for s in during if s != "OK"], [])
+        # Still hung: a fetch is refused up front, nothing waits on the token.
+        rc, out, err = self.ica(None, "fetch", rid, "--out", os.path.join(self.work, "no"))
+        self.assertEqual(rc, 1)
+        self.assertIn("has not returned", err)
+        self.srv.control("release\n")
+        self.wait_hanging(0)
+        # A fetch whose signature hangs: told to fetch again.
+        out_dir = os.path.join(self.work, "cacerts")
+        self.srv.control("hang C_Sign once\n# 2\n")
+        rc, out, err, secs, during = self.while_hung(None, "fetch", rid, "--out", out_dir)
+        print("fetch: rc %d after %.2f s (%s), %d workload calls meanwhile"
+              % (rc, secs, err.strip(), len(during)))
+        self.assertEqual(rc, 1)
+        self.assertIn("did not answer within pkcs11.sign_timeout", err)
+        self.assertIn("fetch again", err)
+        self.assertLess(secs, SIGN_TIMEOUT + 10)
+        self.assertEqual([s for s in during if s != "OK"], [])
+        self.srv.control("release\n# 3\n")
+        self.wait_hanging(0)
+        # Once the late signature is back (and discarded), a fetch signs.
+        deadline = time.monotonic() + 15
+        while True:
+            rc, out, err = self.ica(None, "fetch", rid, "--out", out_dir)
+            if rc == 0 or "has not returned" not in err or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(os.path.exists(os.path.join(out_dir, "ca-cert.pem")))
+        audit_dir = os.path.join(self.srv.dir, "audit")
+        with open(os.path.join(audit_dir, "log")) as f:
+            text = f.read()
+        self.assertEqual(text.count("pkcs11.sign_timeout"), 2, "two results, not signed")
+        sh(BIN, "audit", "verify", audit_dir)
+        # The signer replays the log at its start: a new one answers.
+        old = self.srv.children()["signer"]
+        os.kill(old, signal.SIGKILL)
+        self.srv.wait_children(exclude=[old])
+        deadline = time.monotonic() + 60
+        while hsmca_as(None, ["admin", "status", "--config", self.srv.config],
+                       check=False)[0] != 0:
+            self.assertLess(time.monotonic(), deadline, "no new signer on the admin socket")
+            time.sleep(0.2)
+        self.assertEqual(self.workload(), "OK")
 
 
 if __name__ == "__main__":
