@@ -244,8 +244,7 @@ static json_t *crl_done(signer_ctx *s, void *arg, const uint8_t *sig, size_t sig
     if (j->reply && rc == HSMCA_OK)
         json_object_set_new(j->reply, "crl_number", json_integer((json_int_t)j->number));
     else if (j->reply)
-        json_object_set_new(j->reply, "crl_error",
-                            json_sprintf("%s (the signer's tick tries again)", e.msg));
+        json_object_set_new(j->reply, "crl_error", json_string(e.msg));
     json_t *r = j->reply;
     OPENSSL_free(der);
     OPENSSL_free(j->tbs);

@@ -27,6 +27,7 @@
 import hashlib
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -307,6 +308,17 @@ class Expiry(unittest.TestCase):
 SIGN_TIMEOUT = 2
 
 
+def crl_config(text, dirs):
+    """crl.path (test_crl.py's) in a directory owned by signer.user, appended to dirs."""
+    signer = re.search(r"signer:\n  user: (\S+)\n", text).group(1)
+    d = tempfile.mkdtemp(prefix="crl-out.", dir=TMP)
+    os.chmod(d, 0o755)
+    pw = pwd.getpwnam(signer)
+    os.chown(d, pw.pw_uid, pw.pw_gid)
+    dirs.append(d)
+    return text + "crl:\n  path: %s/ca-crl.pem\n  validity: 2d\n" % d
+
+
 class ShimAdminServer(ShimServer):
     """ShimServer's token faults (control, count) on a server with the admin socket."""
 
@@ -317,9 +329,11 @@ class ShimAdminServer(ShimServer):
         open(self.counts, "w").close()
         os.chmod(self.counts, 0o666)
         admin = admin_config(required=1, extra=EXTRA)
+        dirs = []
 
         def edit(text):
-            text = re.sub(r"(?m)^  module: .*$", "  module: %s" % SHIM, admin(text))
+            text = crl_config(admin(text), dirs)
+            text = re.sub(r"(?m)^  module: .*$", "  module: %s" % SHIM, text)
             return text.replace("  sessions: 2\n",
                                 "  sessions: 2\n  sign_timeout: %ds\n" % SIGN_TIMEOUT)
 
@@ -328,6 +342,7 @@ class ShimAdminServer(ShimServer):
         self.wait_ready()
         os.chmod(self.dir, 0o711)
         self.config = os.path.join(self.dir, "hsmca.yaml")
+        self.crl = os.path.join(dirs[0], "ca-crl.pem")
 
 
 class HungCaSignature(unittest.TestCase):
@@ -346,11 +361,14 @@ class HungCaSignature(unittest.TestCase):
             cls.srv.stop()
         finally:
             shutil.rmtree(cls.work, ignore_errors=True)
+            shutil.rmtree(os.path.dirname(cls.srv.crl), ignore_errors=True)
             remove_users()
 
+    def run_as(self, who, *args):
+        return hsmca_as(who, list(args) + ["--config", self.srv.config], check=False)
+
     def ica(self, who, *args):
-        return hsmca_as(who, ["intermediate"] + list(args) + ["--config", self.srv.config],
-                        check=False)
+        return self.run_as(who, "intermediate", *args)
 
     def workload(self):
         try:
@@ -366,11 +384,11 @@ class HungCaSignature(unittest.TestCase):
             time.sleep(0.02)
 
     def while_hung(self, who, *args):
-        """ica ARGS run by who while the shim holds the CA signature's C_Sign: (rc, out,
+        """hsmca ARGS run by who while the shim holds the CA signature's C_Sign: (rc, out,
         err, seconds, the workload calls' statuses meanwhile)."""
         res, statuses = [], []
         t0 = time.monotonic()
-        th = threading.Thread(target=lambda: res.append(self.ica(who, *args)))
+        th = threading.Thread(target=lambda: res.append(self.run_as(who, *args)))
         th.start()
         self.wait_hanging(1)
         while th.is_alive():
@@ -379,13 +397,49 @@ class HungCaSignature(unittest.TestCase):
         rc, out, err = res[0]
         return rc, out, err, time.monotonic() - t0, statuses
 
+    def revoke(self, serial):
+        """ca revoke SERIAL, tried again while a CA signature is still out."""
+        deadline = time.monotonic() + 40  # the tick may be retrying the CRL
+        while True:
+            rc, out, err = self.run_as(None, "ca", "revoke", serial, "--reason", "superseded",
+                                       "--force-unknown")
+            if rc == 0 or "has not returned" not in err or time.monotonic() > deadline:
+                return rc, out, err
+            time.sleep(0.1)
+
+    def hung_crl(self):
+        """A revoke whose CRL's signature hangs: revoked, the CRL not new yet; workloads go
+        on; the next revoke's CRL lists both."""
+        deadline = time.monotonic() + 15
+        while not os.path.exists(self.srv.crl):  # the start's CRL, signed at the first tick
+            self.assertLess(time.monotonic(), deadline, "no CRL at start")
+            time.sleep(0.1)
+        self.srv.control("hang C_Sign once\n# 4\n")
+        rc, out, err, secs, during = self.while_hung(None, "ca", "revoke", "0badc0de",
+                                                     "--reason", "superseded", "--force-unknown")
+        print("revoke: rc %d after %.2f s (%s), %d workload calls meanwhile"
+              % (rc, secs, out.strip(), len(during)))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("no new CRL yet", out)
+        self.assertIn("did not answer within pkcs11.sign_timeout", out)
+        self.assertLess(secs, SIGN_TIMEOUT + 10)
+        self.assertEqual([s for s in during if s != "OK"], [])
+        self.srv.control("release\n# 5\n")
+        self.wait_hanging(0)
+        rc, out, err = self.revoke("0badc0df")
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("no new CRL yet", out)
+        text = sh("openssl", "crl", "-in", self.srv.crl, "-noout", "-text")[1]
+        self.assertIn("0BADC0DE", text)
+        self.assertIn("0BADC0DF", text)
+
     def test_hung_ca_signature(self):
         istiod = Istiod(self.work)
         rc, out, err = self.ica("alice", "request", "--csr", istiod.csr, "--cluster", "hang")
         rid = re.search(r"request (\d+): pending", out).group(1)
         # The approval's signature hangs: the approver hears so; workloads go on.
         self.srv.control("hang C_Sign once\n")
-        rc, out, err, secs, during = self.while_hung("bob", "approve", rid)
+        rc, out, err, secs, during = self.while_hung("bob", "intermediate", "approve", rid)
         print("approve: rc %d after %.2f s, %d workload calls meanwhile: %s"
               % (rc, secs, len(during), sorted(set(during))))
         self.assertEqual(rc, 0, err)
@@ -403,7 +457,8 @@ class HungCaSignature(unittest.TestCase):
         # A fetch whose signature hangs: told to fetch again.
         out_dir = os.path.join(self.work, "cacerts")
         self.srv.control("hang C_Sign once\n# 2\n")
-        rc, out, err, secs, during = self.while_hung(None, "fetch", rid, "--out", out_dir)
+        rc, out, err, secs, during = self.while_hung(None, "intermediate", "fetch", rid,
+                                                     "--out", out_dir)
         print("fetch: rc %d after %.2f s (%s), %d workload calls meanwhile"
               % (rc, secs, err.strip(), len(during)))
         self.assertEqual(rc, 1)
@@ -422,6 +477,7 @@ class HungCaSignature(unittest.TestCase):
             time.sleep(0.1)
         self.assertEqual(rc, 0, err)
         self.assertTrue(os.path.exists(os.path.join(out_dir, "ca-cert.pem")))
+        self.hung_crl()
         audit_dir = os.path.join(self.srv.dir, "audit")
         with open(os.path.join(audit_dir, "log")) as f:
             text = f.read()
