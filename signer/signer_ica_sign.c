@@ -323,16 +323,18 @@ static json_t *approve_reply(signer_ctx *s, uint64_t id, const char *sign_error)
 /* The waiting caller's reply once request j is signed (rc HSMCA_OK) or not (e). */
 static json_t *caller_reply(signer_ctx *s, ica_job *j, hsmca_code rc, hsmca_err *e)
 {
+    json_t *r = NULL;
     if (!j->then)
-        return approve_reply(s, j->id, rc == HSMCA_OK ? "" : e->msg);
-    /* Signed: the op finds the certificate and answers (it signs nothing again). */
-    json_t *r = rc == HSMCA_OK && audit_ica_find(s->ica, j->id)->cert_b64
-                    ? j->then(s, j->user, j->req, e)
-                    : NULL;
+        r = approve_reply(s, j->id, rc == HSMCA_OK ? "" : e->msg);
+    else if (rc == HSMCA_OK && audit_ica_find(s->ica, j->id)->cert_b64)
+        r = j->then(s, j->user, j->req, e); /* finds the certificate: signs nothing again */
+    else if (rc == HSMCA_OK)
+        hsmca_fail(e, HSMCA_EINTERNAL, "intermediate request %llu: no certificate after signing",
+                   (unsigned long long)j->id);
     if (r)
         return r;
     LOG_EVENT(LOG_LVL_WARN, "admin request refused", LOG_STR("user", j->user),
-              LOG_STR("op", "ica (signed late)"), LOG_STR("reason", e->msg));
+              LOG_STR("op", j->then ? "ica-fetch" : "ica-approve"), LOG_STR("reason", e->msg));
     return json_pack("{s:b, s:s}", "ok", 0, "error", e->msg);
 }
 
