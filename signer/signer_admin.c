@@ -1,6 +1,10 @@
 /* signer_admin.c - see signer_admin.h. The socket and its connections; the ops are a
- * table (status here, the intermediates' in signer_ica.c). */
+ * table (status here, the intermediates' in signer_ica.c). An op that needs a CA signature
+ * answers SIGNER_REPLY_LATER: its connection then waits, unread and past ADMIN_TIMEOUT_S by
+ * pkcs11.sign_timeout, for the reply signer_casign.c leaves in s->ca_reply (the main loop
+ * never waits for the token). */
 #include "signer_admin.h"
+#include "signer_casign.h"
 #include "signer_ctx.h"
 #include "signer_crl.h"
 #include "signer_ica.h"
@@ -26,6 +30,7 @@ typedef struct {
     double deadline;
     char user[AUDIT_ICA_USER_MAX + 1];
     int allowed;
+    int waiting;   /* its op's reply comes once a CA signature completes (s->ca_reply) */
     char why[200]; /* why not, when not allowed */
 } admin_conn;
 
@@ -135,7 +140,8 @@ int signer_admin_pollfds(signer_admin *a, struct pollfd *p)
         return 0;
     int n = 0, free_slot = 0;
     for (int i = 0; i < ADMIN_MAX_CONNS; i++) {
-        p[n++] = (struct pollfd){a->conns[i].fd, POLLIN, 0};
+        /* A waiting connection is not read: its reply comes from s->ca_reply. */
+        p[n++] = (struct pollfd){a->conns[i].waiting ? -1 : a->conns[i].fd, POLLIN, 0};
         free_slot |= a->conns[i].fd < 0;
     }
     /* At the cap, callers wait in the backlog until a connection ends. */
@@ -195,6 +201,7 @@ static void conn_end(admin_conn *c)
 {
     close(c->fd);
     c->fd = -1;
+    c->waiting = 0;
 }
 
 /* The reply, without waiting: a caller that does not read loses it (the step it asked
@@ -287,6 +294,11 @@ static void admin_request(signer_ctx *s, admin_conn *c, const char *buf, size_t 
     hsmca_err_clear(&e);
     json_t *r = fn(s, c->user, req, &e);
     json_decref(req);
+    if (r == SIGNER_REPLY_LATER) {
+        c->waiting = 1;
+        c->deadline = util_mono_now() + s->cfg.sign_timeout + ADMIN_TIMEOUT_S;
+        return;
+    }
     if (!r) {
         LOG_EVENT(LOG_LVL_WARN, "admin request refused", LOG_STR("user", c->user),
                   LOG_STR("op", op), LOG_STR("reason", e.msg));
@@ -323,6 +335,17 @@ void signer_admin_serve(signer_admin *a, signer_ctx *s, const struct pollfd *p, 
 {
     if (!a)
         return;
+    if (s->ca_reply) { /* a CA signature completed: its caller's reply */
+        admin_conn *w = NULL;
+        for (int i = 0; i < ADMIN_MAX_CONNS; i++)
+            if (a->conns[i].fd >= 0 && a->conns[i].waiting)
+                w = &a->conns[i];
+        if (w)
+            reply(w, s->ca_reply);
+        else
+            json_decref(s->ca_reply);
+        s->ca_reply = NULL;
+    }
     double now = util_mono_now();
     for (int i = 0; i < ADMIN_MAX_CONNS && i < n; i++) {
         admin_conn *c = &a->conns[i];

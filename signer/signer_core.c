@@ -4,6 +4,7 @@
  * tick and the stop. The connections are in signer_conn.c, the queue and the
  * workers in signer_work.c, staged requests and the syncer in signer_stage.c. */
 #include "signer_core.h"
+#include "signer_casign.h"
 #include "signer_ctx.h"
 #include "signer_stage.h"
 #include "signer_work.h"
@@ -80,6 +81,7 @@ int signer_tick(signer_ctx *s)
     /* The main loop calls this after every poll, so once per request under load: the
      * work below (a flush that may fdatasync on this thread, a lock per worker) is
      * for a few times a second. */
+    signer_casign_poll(s); /* every pass: a waiting admin caller is answered at once */
     double now = util_mono_now();
     if (now - s->last_tick < SIGNER_TICK_S)
         return 0;
@@ -423,6 +425,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
         if (pthread_create(&s->workers[i], NULL, i == 0 ? signer_checker : signer_worker, wa) != 0)
             fatal("cannot start worker thread");
     }
+    signer_casign_init(s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     log_info("signer ready: CA key %s, %u sessions (a signing thread each), max TTL %us, trust "
              "domain %s",
@@ -512,7 +515,7 @@ void signer_stop_all(signer_ctx *s)
 {
     if (!s)
         return;
-    if (!join_threads(s))
+    if (!join_threads(s) || !signer_casign_stop(s))
         return;
     while (s->head) {
         signer_job *j = s->head;
@@ -522,6 +525,7 @@ void signer_stop_all(signer_ctx *s)
         free(j);
     }
     signer_conn_unref_locked(s->conn);
+    signer_casign_free(s); /* a pending intermediate's result goes into the log */
     if (!close_audit(s))
         return;
     signer_stages_free(s);

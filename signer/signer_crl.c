@@ -1,6 +1,7 @@
 /* signer_crl.c - the CA's CRL: built, signed in the token, checked, recorded and written
  * (see signer_crl.h). */
 #include "signer_crl.h"
+#include "signer_casign.h"
 #include "signer_ctx.h"
 
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include "audit_crl.h"
 #include "certasm.h"
 #include "ipc_contract.h"
+#include "log.h"
 #include "util.h"
 
 #define CRL_RETRY_S 30.0 /* after a failure, the tick's next try */
@@ -137,14 +139,12 @@ static HSMCA_MUSTCHECK hsmca_code tbs_of(signer_ctx *s, X509_CRL *c, uint8_t **t
     return HSMCA_OK;
 }
 
-/* The signed CRL's DER, signed in the token and checked against the CA certificate. */
-static HSMCA_MUSTCHECK hsmca_code sign_crl(signer_ctx *s, const uint8_t *tbs, size_t tbs_len,
-                                           uint8_t **der, size_t *len, hsmca_err *e)
+/* The signed CRL's DER: the TBS with the token's signature, checked against the CA
+ * certificate. */
+static HSMCA_MUSTCHECK hsmca_code assemble_crl(signer_ctx *s, const uint8_t *tbs, size_t tbs_len,
+                                               const uint8_t *sig, size_t sig_len, uint8_t **der,
+                                               size_t *len, hsmca_err *e)
 {
-    uint8_t md[64], sig[IPC_SIG_MAX];
-    size_t sig_len = sizeof(sig);
-    HSMCA_ENSURE(sigalg_digest(s->alg, tbs, tbs_len, md), e, HSMCA_EINTERNAL, "digest failed");
-    HSMCA_GUARD(p11_pool_sign_digest(s->pool, md, s->alg->digest_len, sig, &sig_len, e));
     HSMCA_GUARD(certasm_assemble(tbs, tbs_len, s->alg->nid, sig, sig_len, der, len, e));
     const unsigned char *p = *der;
     X509_CRL *c = d2i_X509_CRL(NULL, &p, (long)*len);
@@ -216,29 +216,69 @@ static HSMCA_MUSTCHECK hsmca_code record(signer_ctx *s, const uint8_t *der, size
     return write_file(s->cfg.crl_path, pem, e);
 }
 
-hsmca_code signer_crl_publish(signer_ctx *s, hsmca_err *e)
+/* A CRL out for its signature (signer_casign.h). */
+typedef struct {
+    uint8_t *tbs;
+    size_t tbs_len;
+    uint64_t number;
+    int64_t now;
+    json_t *reply; /* the waiting revoke's reply, completed with crl_number or crl_error */
+} crl_job;
+
+/* signer_casign_done: the CRL assembled, checked, recorded and written; the reply. */
+static json_t *crl_done(signer_ctx *s, void *arg, const uint8_t *sig, size_t sig_len,
+                        const hsmca_err *why)
+{
+    crl_job *j = arg;
+    hsmca_err e = *why;
+    uint8_t *der = NULL;
+    size_t len = 0;
+    hsmca_code rc = sig ? assemble_crl(s, j->tbs, j->tbs_len, sig, sig_len, &der, &len, &e)
+                        : why->code;
+    if (rc == HSMCA_OK)
+        rc = record(s, der, len, j->number, j->now, &e);
+    if (rc != HSMCA_OK) {
+        log_warn("CRL not published (tried again in %.0f s): %s", CRL_RETRY_S, e.msg);
+        s->crl_next_try = util_mono_now() + CRL_RETRY_S;
+    }
+    if (j->reply && rc == HSMCA_OK)
+        json_object_set_new(j->reply, "crl_number", json_integer((json_int_t)j->number));
+    else if (j->reply)
+        json_object_set_new(j->reply, "crl_error", json_string(e.msg));
+    json_t *r = j->reply;
+    OPENSSL_free(der);
+    OPENSSL_free(j->tbs);
+    free(j);
+    return r;
+}
+
+hsmca_code signer_crl_publish(signer_ctx *s, json_t *reply, hsmca_err *e)
 {
     HSMCA_ENSURE(s->cfg.crl_path[0] && s->crl && s->audit, e, HSMCA_EUNAVAIL,
                  "CRLs are off: set crl.path (and audit.dir: the CRL's number comes from the "
                  "log)");
     HSMCA_ENSURE(s->cfg.crl_validity >= 3600, e, HSMCA_EINVAL,
                  "config: crl.validity must be at least 1h");
-    HSMCA_ENSURE(p11_pool_healthy(s->pool), e, HSMCA_EUNAVAIL,
-                 "the CA key's token is reconnecting: the CRL is signed once it is back");
+    HSMCA_GUARD(signer_casign_ready(s, e));
     int64_t now = (int64_t)time(NULL);
     uint64_t number = audit_crl_last_number(s->crl) + 1;
     X509_CRL *c = build(s, number, now);
     HSMCA_ENSURE(c, e, HSMCA_ENOMEM, "CRL: cannot be built (out of memory)");
-    uint8_t *tbs = NULL, *der = NULL;
-    size_t tbs_len = 0, len = 0;
-    hsmca_code rc = tbs_of(s, c, &tbs, &tbs_len, e);
+    crl_job *j = calloc(1, sizeof(*j));
+    uint8_t md[64];
+    hsmca_code rc = j ? tbs_of(s, c, &j->tbs, &j->tbs_len, e)
+                      : hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     X509_CRL_free(c);
-    if (rc == HSMCA_OK)
-        rc = sign_crl(s, tbs, tbs_len, &der, &len, e);
-    if (rc == HSMCA_OK)
-        rc = record(s, der, len, number, now, e);
-    OPENSSL_free(tbs);
-    OPENSSL_free(der);
+    if (rc == HSMCA_OK && !sigalg_digest(s->alg, j->tbs, j->tbs_len, md))
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "digest failed");
+    if (rc == HSMCA_OK) {
+        *j = (crl_job){j->tbs, j->tbs_len, number, now, reply};
+        rc = signer_casign_start(s, md, s->alg->digest_len, crl_done, j, e);
+    }
+    if (rc != HSMCA_OK && j) {
+        OPENSSL_free(j->tbs);
+        free(j);
+    }
     return rc;
 }
 
@@ -283,11 +323,11 @@ void signer_crl_tick(signer_ctx *s)
     if (!s->cfg.crl_path[0] || !s->crl || !s->audit || mono < s->crl_next_try)
         return;
     s->crl_next_try = mono + CRL_LOOK_S;
-    if (!due(s, (int64_t)time(NULL)) || !p11_pool_healthy(s->pool))
-        return;
     hsmca_err e;
     hsmca_err_clear(&e);
-    if (signer_crl_publish(s, &e) != HSMCA_OK) {
+    if (!due(s, (int64_t)time(NULL)) || signer_casign_ready(s, &e) != HSMCA_OK)
+        return; /* a reconnecting token, or a CA signature still out: the next look */
+    if (signer_crl_publish(s, NULL, &e) != HSMCA_OK) {
         log_warn("CRL not published (tried again in %.0f s): %s", CRL_RETRY_S, e.msg);
         s->crl_next_try = mono + CRL_RETRY_S;
     }

@@ -5,8 +5,10 @@
  * The CRL is built and checked by the signer alone (no caller sends a TBS): v2, issuer the
  * CA certificate's subject, AKI, a cRLNumber one above the log's last (so it grows across
  * restarts), thisUpdate now, nextUpdate now + crl.validity, every revoked serial with its
- * revocationDate and reasonCode. It is signed in the token by the CA key on the main loop
- * (like an intermediate: a few ms, and never while the CA key's token is reconnecting),
+ * revocationDate and reasonCode. It is signed in the token by the CA key on the CA signing
+ * thread, never on the main loop (signer_casign.c: like an intermediate, never while the CA
+ * key's token is reconnecting, and past pkcs11.sign_timeout not waited for: the tick tries
+ * again),
  * verified against the CA certificate, recorded as a durable `crl` entry, then written to
  * crl.path atomically (PATH.tmp, fsync, rename): a CRL that is published has its entry.
  * The signer signs one at the first tick when the list changed since the last `crl`
@@ -32,8 +34,11 @@ json_t *signer_crl_get(signer_ctx *s, const char *user, json_t *req, hsmca_err *
 /* The tick's look: signs and writes a CRL when one is due (see above). */
 void signer_crl_tick(signer_ctx *s);
 
-/* Signs, records and writes a CRL now. */
-HSMCA_MUSTCHECK hsmca_code signer_crl_publish(signer_ctx *s, hsmca_err *e);
+/* Builds a CRL now and hands it to the CA signing thread (signer_casign.h); once signed
+ * it is recorded and written on the main loop, and reply (the waiting revoke's, or NULL)
+ * gets crl_number or crl_error and goes to its caller. HSMCA_OK: handed over (reply is
+ * taken); otherwise e says why, reply stays the caller's. */
+HSMCA_MUSTCHECK hsmca_code signer_crl_publish(signer_ctx *s, json_t *reply, hsmca_err *e);
 
 void signer_crl_free(signer_ctx *s);
 

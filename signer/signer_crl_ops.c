@@ -1,5 +1,6 @@
 /* signer_crl_ops.c - the admin ops on revocations (see signer_crl.h): ca-revoke, crl-get. */
 #include "signer_crl.h"
+#include "signer_casign.h"
 #include "signer_ctx.h"
 
 #include <stdio.h>
@@ -78,14 +79,12 @@ static const char *kind_of(signer_ctx *s, const uint8_t *bin, size_t n, const ch
     return force ? "unknown" : NULL;
 }
 
-static json_t *revoke_reply(signer_ctx *s, audit_entry *ent, const char *serial, const char *why)
+static json_t *revoke_reply(audit_entry *ent, const char *serial, const char *why)
 {
     json_t *r = json_pack("{s:b, s:s, s:s, s:s, s:I}", "ok", 1, "serial", serial, "reason",
                           ent->reason.p, "kind", ent->profile, "seq", (json_int_t)ent->seq);
     if (r && why)
         json_object_set_new(r, "crl_error", json_string(why));
-    else if (r)
-        json_object_set_new(r, "crl_number", json_integer((json_int_t)audit_crl_last_number(s->crl)));
     return r;
 }
 
@@ -113,6 +112,13 @@ json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_er
     const char *kind = kind_of(s, bin, n, serial, force, e);
     if (!kind)
         return NULL;
+    /* Refused before its entry while a CA signature is out (a CRL's count is the list's
+     * length as that CRL was built): the revocation and its CRL stay one step. */
+    if (s->cfg.crl_path[0] && signer_casign_busy(s)) {
+        hsmca_fail(e, HSMCA_EUNAVAIL, "a CA signature is out (a token call hangs?): nothing "
+                                      "revoked now (try again)");
+        return NULL;
+    }
     audit_entry ent = {.kind = AUDIT_REVOKE};
     snprintf(ent.serial, sizeof(ent.serial), "%s", serial);
     snprintf(ent.profile, sizeof(ent.profile), "%s", kind);
@@ -129,9 +135,15 @@ json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_er
     hsmca_err why;
     hsmca_err_clear(&why);
     if (!s->cfg.crl_path[0])
-        return revoke_reply(s, &ent, serial, "crl.path is not set: no CRL is written");
-    hsmca_code rc = signer_crl_publish(s, &why);
-    return revoke_reply(s, &ent, serial, rc == HSMCA_OK ? NULL : why.msg);
+        return revoke_reply(&ent, serial, "crl.path is not set: no CRL is written");
+    json_t *r = revoke_reply(&ent, serial, NULL);
+    if (r && signer_crl_publish(s, r, &why) == HSMCA_OK)
+        return SIGNER_REPLY_LATER; /* once the CRL is signed, or not (signer_casign.h) */
+    if (r)
+        json_object_set_new(r, "crl_error", json_string(why.msg));
+    else
+        hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    return r;
 }
 
 json_t *signer_crl_get(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)

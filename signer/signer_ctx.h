@@ -131,6 +131,10 @@ struct signer_ctx {
     struct audit_crl *crl;
     char *crl_pem;
     double crl_next_try; /* monotonic: the tick's next look at the CRL */
+    /* The CA profile's signatures off the main loop (signer_casign.h); the reply for the
+     * admin caller waiting for one, once it completed (the admin socket sends it). */
+    struct signer_casign *casign;
+    struct json_t *ca_reply;
 };
 
 #endif

@@ -1,6 +1,7 @@
 /* signer_ica.c - see signer_ica.h: the admin ops on intermediate requests. */
 #include "signer_ica.h"
 #include "signer_ica_sign.h"
+#include "signer_casign.h"
 #include "signer_ctx.h"
 
 #include <stdio.h>
@@ -205,10 +206,12 @@ json_t *signer_ica_approve(signer_ctx *s, const char *user, json_t *req, hsmca_e
               LOG_STR("cluster", r->cluster));
     hsmca_err why;
     hsmca_err_clear(&why);
-    if (audit_ica_state_of(r, time(NULL)) == ICA_APPROVED &&
-        signer_ica_issue(s, r, user, &why) != HSMCA_OK)
+    if (audit_ica_state_of(r, time(NULL)) == ICA_APPROVED) {
+        if (signer_ica_issue(s, r, user, req, NULL, &why) == HSMCA_OK)
+            return SIGNER_REPLY_LATER; /* once signed, or not (signer_casign.h) */
         LOG_EVENT(LOG_LVL_WARN, "intermediate not signed (fetch tries again)",
                   LOG_STR("cluster", r->cluster), LOG_STR("reason", why.msg));
+    }
     r = audit_ica_find(s->ica, id);
     return json_pack("{s:b, s:I, s:I, s:I, s:s, s:s}", "ok", 1, "id", (json_int_t)id, "approvals",
                      (json_int_t)r->n_approvers, "required", (json_int_t)r->required, "state",
@@ -270,8 +273,12 @@ json_t *signer_ica_fetch(signer_ctx *s, const char *user, json_t *req, hsmca_err
         return NULL;
     uint64_t id = r->id;
     audit_ica_state st = audit_ica_state_of(r, time(NULL));
-    if (st == ICA_APPROVED && signer_ica_issue(s, r, user, e) != HSMCA_OK)
-        return NULL; /* signed once approved; a token fault then is retried here */
+    /* Signed once approved; a token fault then is retried here. The signature is the CA
+     * signing thread's: the reply waits for it (signer_casign.h). */
+    if (st == ICA_APPROVED)
+        return signer_ica_issue(s, r, user, req, signer_ica_fetch, e) == HSMCA_OK
+                   ? SIGNER_REPLY_LATER
+                   : NULL;
     r = audit_ica_find(s->ica, id);
     if (!r->cert_b64) {
         hsmca_fail(e, HSMCA_EPERM, "intermediate request %llu is %s, not signed",

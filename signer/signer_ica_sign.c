@@ -6,6 +6,7 @@
  * and its policy aliases and intermediate.dns_suffixes, all critical; SKI and AKI; a
  * validity of at most intermediate.max_ttl, never past the CA certificate's. */
 #include "signer_ica_sign.h"
+#include "signer_casign.h"
 #include "signer_ctx.h"
 
 #include <stdio.h>
@@ -272,18 +273,13 @@ static HSMCA_MUSTCHECK hsmca_code log_result(signer_ctx *s, const audit_ica_req 
     return signer_ica_log(s, &ce, e);
 }
 
-/* Sign the TBS's digest with the CA key and verify it; the certificate, or NULL. */
-static uint8_t *sign_tbs(signer_ctx *s, const uint8_t *tbs, size_t tbs_len, size_t *len,
-                         hsmca_err *e)
+/* The certificate: the TBS with the token's signature sig over digest md, verified
+ * against the CA certificate first; NULL when it fails (e says why). */
+static uint8_t *assemble_checked(signer_ctx *s, const uint8_t *tbs, size_t tbs_len,
+                                 const uint8_t *md, const uint8_t *sig, size_t sig_len,
+                                 size_t *len, hsmca_err *e)
 {
-    uint8_t md[64], sig[IPC_SIG_MAX], *cert = NULL;
-    size_t sig_len = sizeof(sig);
-    if (!sigalg_digest(s->alg, tbs, tbs_len, md)) {
-        hsmca_fail(e, HSMCA_EINTERNAL, "digest failed");
-        return NULL;
-    }
-    if (p11_pool_sign_digest(s->pool, md, s->alg->digest_len, sig, &sig_len, e) != HSMCA_OK)
-        return NULL;
+    uint8_t *cert = NULL;
     if (!sigalg_verify_digest(s->alg, X509_get0_pubkey(s->ca_cert), md, sig, sig_len)) {
         hsmca_fail(e, HSMCA_EINTERNAL, "token signature failed verification");
         return NULL;
@@ -304,16 +300,105 @@ static HSMCA_MUSTCHECK hsmca_code new_serial(signer_ctx *s, int64_t not_after,
                              e);
 }
 
-hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r, const char *user,
-                            hsmca_err *e)
+/* An intermediate out for its signature (signer_casign.h): its intent is durable. */
+typedef struct {
+    uint64_t id, intent;
+    uint8_t *tbs, md[64];
+    size_t tbs_len;
+    char user[AUDIT_ICA_USER_MAX + 1];
+    json_t *req;          /* the waiting caller's request */
+    signer_ica_then then; /* its op, run again once signed; NULL: ica-approve's reply */
+} ica_job;
+
+/* The approver's reply: the request's state, and why it is not signed ("" when it is). */
+static json_t *approve_reply(signer_ctx *s, uint64_t id, const char *sign_error)
+{
+    const audit_ica_req *r = audit_ica_find(s->ica, id);
+    return json_pack("{s:b, s:I, s:I, s:I, s:s, s:s}", "ok", 1, "id", (json_int_t)id, "approvals",
+                     (json_int_t)r->n_approvers, "required", (json_int_t)r->required, "state",
+                     audit_ica_state_name(audit_ica_state_of(r, time(NULL))), "sign_error",
+                     sign_error);
+}
+
+/* The waiting caller's reply once request j is signed (rc HSMCA_OK) or not (e). */
+static json_t *caller_reply(signer_ctx *s, ica_job *j, hsmca_code rc, hsmca_err *e)
+{
+    json_t *r = NULL;
+    if (!j->then)
+        r = approve_reply(s, j->id, rc == HSMCA_OK ? "" : e->msg);
+    else if (rc == HSMCA_OK && audit_ica_find(s->ica, j->id)->cert_b64)
+        r = j->then(s, j->user, j->req, e); /* finds the certificate: signs nothing again */
+    else if (rc == HSMCA_OK)
+        hsmca_fail(e, HSMCA_EINTERNAL, "intermediate request %llu: no certificate after signing",
+                   (unsigned long long)j->id);
+    if (r)
+        return r;
+    LOG_EVENT(LOG_LVL_WARN, "admin request refused", LOG_STR("user", j->user),
+              LOG_STR("op", j->then ? "ica-fetch" : "ica-approve"), LOG_STR("reason", e->msg));
+    return json_pack("{s:b, s:s}", "ok", 0, "error", e->msg);
+}
+
+/* signer_casign_done: the certificate assembled and checked, the result (and certificate)
+ * entries durable, then the caller's reply. */
+static json_t *ica_done(signer_ctx *s, void *arg, const uint8_t *sig, size_t sig_len,
+                        const hsmca_err *why)
+{
+    ica_job *j = arg;
+    hsmca_err w = *why, e;
+    hsmca_err_clear(&e);
+    size_t cert_len = 0;
+    uint8_t *cert = sig ? assemble_checked(s, j->tbs, j->tbs_len, j->md, sig, sig_len,
+                                           &cert_len, &w)
+                        : NULL;
+    if (!sig && w.code == HSMCA_EUNAVAIL && strstr(w.msg, "pkcs11.sign_timeout"))
+        snprintf(w.msg + strlen(w.msg), sizeof(w.msg) - strlen(w.msg), "; fetch again");
+    hsmca_code rc = log_result(s, audit_ica_find(s->ica, j->id), j->intent, cert, cert_len,
+                               &w, &e);
+    if (rc == HSMCA_OK && !cert)
+        rc = hsmca_fail(&e, w.code, "intermediate request %llu not signed: %s",
+                        (unsigned long long)j->id, w.msg);
+    if (rc == HSMCA_OK)
+        LOG_EVENT(LOG_LVL_INFO, "intermediate signed", LOG_STR("cluster",
+                  audit_ica_find(s->ica, j->id)->cluster), LOG_STR("user", j->user));
+    else
+        LOG_EVENT(LOG_LVL_WARN, "intermediate not signed", LOG_STR("reason", e.msg));
+    json_t *r = j->req ? caller_reply(s, j, rc, &e) : NULL;
+    OPENSSL_free(cert);
+    OPENSSL_free(j->tbs);
+    json_decref(j->req);
+    free(j);
+    return r;
+}
+
+/* Hands the logged intermediate j to the CA signing thread; when it cannot, the intent
+ * gets its result (not signed) and j is freed. */
+static HSMCA_MUSTCHECK hsmca_code hand_over(signer_ctx *s, ica_job *j, hsmca_err *e)
+{
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    if (sigalg_digest(s->alg, j->tbs, j->tbs_len, j->md) != 1)
+        hsmca_fail(&why, HSMCA_EINTERNAL, "digest failed");
+    else if (signer_casign_start(s, j->md, s->alg->digest_len, ica_done, j, &why) == HSMCA_OK)
+        return HSMCA_OK;
+    hsmca_code rc = log_result(s, audit_ica_find(s->ica, j->id), j->intent, NULL, 0, &why, e);
+    if (rc == HSMCA_OK)
+        rc = hsmca_fail(e, why.code, "intermediate request %llu not signed: %s",
+                        (unsigned long long)j->id, why.msg);
+    OPENSSL_free(j->tbs);
+    json_decref(j->req);
+    free(j);
+    return rc;
+}
+
+hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r, const char *user, json_t *req,
+                            signer_ica_then then, hsmca_err *e)
 {
     ica_facts f;
-    uint8_t serial[ICA_SERIAL_LEN], *tbs = NULL, *cert = NULL;
-    size_t tbs_len = 0, cert_len = 0;
+    uint8_t serial[ICA_SERIAL_LEN], *tbs = NULL;
+    size_t tbs_len = 0;
     uint64_t intent = 0, id = r->id;
-    /* Signed on the main loop: a token that is reconnecting is not waited for. */
-    HSMCA_ENSURE(p11_pool_healthy(s->pool), e, HSMCA_EUNAVAIL,
-                 "the CA key's token is reconnecting: not signed now (fetch tries again)");
+    /* Refused up front (nothing logged): a reconnecting token, a CA signature still out. */
+    HSMCA_GUARD(signer_casign_ready(s, e));
     HSMCA_GUARD(facts_of(s, r, (int64_t)time(NULL), &f, e));
     HSMCA_GUARD(new_serial(s, f.not_after, serial, e));
     X509_REQ *csr = csr_of(r, e);
@@ -330,21 +415,21 @@ hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r, const char *u
         rc = hsmca_fail(e, HSMCA_EINTERNAL, "intermediate certificate: cannot be built");
     if (rc == HSMCA_OK)
         rc = certasm_tbs_der(x, s->alg->nid, &tbs, &tbs_len, e);
+    ica_job *j = rc == HSMCA_OK ? calloc(1, sizeof(*j)) : NULL;
+    if (rc == HSMCA_OK && !j)
+        rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     if (rc == HSMCA_OK)
         rc = log_intent(s, r, user, &f, tbs, tbs_len, serial, &intent, e);
     if (rc == HSMCA_OK) {
-        hsmca_err why;
-        hsmca_err_clear(&why);
-        cert = sign_tbs(s, tbs, tbs_len, &cert_len, &why);
-        rc = log_result(s, audit_ica_find(s->ica, id), intent, cert, cert_len, &why, e);
-        if (rc == HSMCA_OK && !cert)
-            rc = hsmca_fail(e, why.code, "intermediate request %llu not signed: %s",
-                            (unsigned long long)id, why.msg);
+        *j = (ica_job){.id = id, .intent = intent, .tbs = tbs, .tbs_len = tbs_len,
+                       .req = json_incref(req), .then = then};
+        snprintf(j->user, sizeof(j->user), "%s", user);
+        ica_job *out = j;
+        tbs = NULL;
+        j = NULL;
+        rc = hand_over(s, out, e);
     }
-    if (rc == HSMCA_OK)
-        LOG_EVENT(LOG_LVL_INFO, "intermediate signed", LOG_STR("cluster", f.subject),
-                  LOG_STR("user", user));
-    OPENSSL_free(cert);
+    free(j);
     OPENSSL_free(tbs);
     X509_free(x);
     X509_REQ_free(csr);

@@ -17,10 +17,19 @@ typedef struct signer_ctx signer_ctx;
  * path length, validity (not_after as it would be now). */
 json_t *signer_ica_profile(signer_ctx *s, const audit_ica_req *r, hsmca_err *e);
 
-/* Signs approved request r (intent entry durable before C_Sign, then the result and the
- * certificate entries), user being who completed the approvals. */
+/* An admin op (signer_admin.c's table's shape). */
+typedef json_t *(*signer_ica_then)(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+
+/* Signs approved request r, user being who completed the approvals: the intent entry
+ * durable, then the signature on the CA signing thread (signer_casign.h), then on the main
+ * loop the result and the certificate entries and the reply to the caller that waits with
+ * request req: then(req) run again once signed (ica-fetch), or with then NULL the
+ * approver's reply (state, sign_error). HSMCA_OK: handed over
+ * (the op answers SIGNER_REPLY_LATER); otherwise not signed, e says why (a refusal up front
+ * logs nothing; a failure after the intent logs its result). */
 HSMCA_MUSTCHECK hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r,
-                                            const char *user, hsmca_err *e);
+                                            const char *user, json_t *req,
+                                            signer_ica_then then, hsmca_err *e);
 
 /* Checks a CSR's key (RSA 2048..8192 or EC P-256/P-384) and its signature (proof of
  * possession); "" on success, else why not (a static string). */

@@ -17,20 +17,29 @@
 (d) a denied request cannot be approved; an expired one cannot either; a user outside
     admin.group is refused;
 (e) `hsmca audit verify` passes on the log with every step, and `hsmca audit show` lists
-    them with the users; a tampered approval makes verify fail."""
+    them with the users; a tampered approval makes verify fail;
+(f) a C_Sign that hangs (the p11shim's hang control) while the CA key signs an
+    intermediate, at the approval and again at a fetch, does not stall the signer:
+    workload certificates are issued meanwhile, the approver and the fetcher are told
+    within pkcs11.sign_timeout that the token did not answer, a fetch while the hung
+    call is still out is refused, a fetch after it signs; the log verifies and the
+    signer replays it."""
 import hashlib
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
-from hsmca_harness import BIN, TMP
-from test_admin import hsmca_as, make_users, remove_users, start_server, user
+import hsmca_client as hc
+from hsmca_harness import BIN, SHIM, TMP, DevServer, ShimServer
+from test_admin import admin_config, hsmca_as, make_users, remove_users, start_server, user
 
 MAX_TTL = 30 * 86400
 EXTRA = ("intermediate:\n  subject_prefix: \"O=Hsmca Test,OU=Mesh\"\n"
@@ -294,6 +303,200 @@ class Expiry(unittest.TestCase):
             finally:
                 shutil.rmtree(work, ignore_errors=True)
                 remove_users()
+
+
+SIGN_TIMEOUT = 2
+
+
+def crl_config(text, dirs):
+    """crl.path (test_crl.py's) in a directory owned by signer.user, appended to dirs."""
+    signer = re.search(r"signer:\n  user: (\S+)\n", text).group(1)
+    d = tempfile.mkdtemp(prefix="crl-out.", dir=TMP)
+    os.chmod(d, 0o755)
+    pw = pwd.getpwnam(signer)
+    os.chown(d, pw.pw_uid, pw.pw_gid)
+    dirs.append(d)
+    return text + "crl:\n  path: %s/ca-crl.pem\n  validity: 2d\n" % d
+
+
+class ShimAdminServer(ShimServer):
+    """ShimServer's token faults (control, count) on a server with the admin socket."""
+
+    def __init__(self, name):
+        d = tempfile.mkdtemp(prefix=name + "ctl.", dir=TMP)
+        self.ctl, self.counts = os.path.join(d, "control"), os.path.join(d, "counts")
+        open(self.ctl, "w").close()
+        open(self.counts, "w").close()
+        os.chmod(self.counts, 0o666)
+        admin = admin_config(required=1, extra=EXTRA)
+        dirs = []
+
+        def edit(text):
+            text = crl_config(admin(text), dirs)
+            # No audit key: its checkpoints' C_Sign would race the CA's for the shim's
+            # "hang C_Sign once" (the shim tells no key from another).
+            text = re.sub(r"(?m)^  audit_key: .*\n", "", text)
+            text = re.sub(r"(?m)^  module: .*$", "  module: %s" % SHIM, text)
+            return text.replace("  sessions: 2\n",
+                                "  sessions: 2\n  sign_timeout: %ds\n" % SIGN_TIMEOUT)
+
+        DevServer.__init__(self, "ec-p256", name=name, edit_config=edit,
+                           pkcs11_env={"P11SHIM_CONTROL": self.ctl, "P11SHIM_COUNTS": self.counts})
+        self.wait_ready()
+        os.chmod(self.dir, 0o711)
+        self.config = os.path.join(self.dir, "hsmca.yaml")
+        self.crl = os.path.join(dirs[0], "ca-crl.pem")
+
+
+class HungCaSignature(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        remove_users()
+        make_users()
+        cls.srv = ShimAdminServer("ica-hang")
+        cls.work = tempfile.mkdtemp(prefix="ica-hang.", dir=TMP)
+        cls.csr = hc.make_csr(hc.make_key("ec-p256"),
+                              uris=["spiffe://cluster.local/ns/default/sa/sleep"])
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.srv.stop()
+        finally:
+            shutil.rmtree(cls.work, ignore_errors=True)
+            shutil.rmtree(os.path.dirname(cls.srv.crl), ignore_errors=True)
+            remove_users()
+
+    def run_as(self, who, *args):
+        return hsmca_as(who, list(args) + ["--config", self.srv.config], check=False)
+
+    def ica(self, who, *args):
+        return self.run_as(who, "intermediate", *args)
+
+    def workload(self):
+        try:
+            self.srv.client.create(self.csr, self.srv.token(), timeout=30)
+            return "OK"
+        except Exception as e:  # grpc.RpcError: its status name
+            return e.code().name if hasattr(e, "code") else repr(e)
+
+    def wait_hanging(self, n):
+        deadline = time.monotonic() + 15
+        while self.srv.count("hanging")[0] != n:
+            self.assertLess(time.monotonic(), deadline, "hanging never became %d" % n)
+            time.sleep(0.02)
+
+    def while_hung(self, who, *args):
+        """hsmca ARGS run by who while the shim holds the CA signature's C_Sign: (rc, out,
+        err, seconds, the workload calls' statuses meanwhile)."""
+        res, statuses = [], []
+        t0 = time.monotonic()
+        th = threading.Thread(target=lambda: res.append(self.run_as(who, *args)))
+        th.start()
+        self.wait_hanging(1)
+        while th.is_alive():
+            statuses.append(self.workload())
+        th.join()
+        rc, out, err = res[0]
+        return rc, out, err, time.monotonic() - t0, statuses
+
+    def revoke(self, serial):
+        """ca revoke SERIAL, tried again while a CA signature is still out."""
+        deadline = time.monotonic() + 40  # the tick may be retrying the CRL
+        while True:
+            rc, out, err = self.run_as(None, "ca", "revoke", serial, "--reason", "superseded",
+                                       "--force-unknown")
+            if rc == 0 or "has not returned" not in err or time.monotonic() > deadline:
+                return rc, out, err
+            time.sleep(0.1)
+
+    def hung_crl(self):
+        """A revoke whose CRL's signature hangs: revoked, the CRL not new yet; workloads go
+        on; the next revoke's CRL lists both."""
+        self.srv.control("hang C_Sign once\n# 4\n")
+        rc, out, err, secs, during = self.while_hung(None, "ca", "revoke", "0badc0de",
+                                                     "--reason", "superseded", "--force-unknown")
+        print("revoke: rc %d after %.2f s (%s), %d workload calls meanwhile"
+              % (rc, secs, out.strip(), len(during)))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("no new CRL yet", out)
+        self.assertIn("did not answer within pkcs11.sign_timeout", out)
+        self.assertLess(secs, SIGN_TIMEOUT + 10)
+        self.assertEqual([s for s in during if s != "OK"], [])
+        self.srv.control("release\n# 5\n")
+        self.wait_hanging(0)
+        rc, out, err = self.revoke("0badc0df")
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("no new CRL yet", out)
+        text = sh("openssl", "crl", "-in", self.srv.crl, "-noout", "-text")[1]
+        self.assertIn("0BADC0DE", text)
+        self.assertIn("0BADC0DF", text)
+
+    def test_hung_ca_signature(self):
+        # The start's CRL (the first tick's) signed first: the hangs below hold ours.
+        deadline = time.monotonic() + 15
+        while not os.path.exists(self.srv.crl):
+            self.assertLess(time.monotonic(), deadline, "no CRL at start")
+            time.sleep(0.1)
+        istiod = Istiod(self.work)
+        rc, out, err = self.ica("alice", "request", "--csr", istiod.csr, "--cluster", "hang")
+        rid = re.search(r"request (\d+): pending", out).group(1)
+        # The approval's signature hangs: the approver hears so; workloads go on.
+        self.srv.control("hang C_Sign once\n")
+        rc, out, err, secs, during = self.while_hung("bob", "intermediate", "approve", rid)
+        print("approve: rc %d after %.2f s, %d workload calls meanwhile: %s"
+              % (rc, secs, len(during), sorted(set(during))))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("not signed yet (fetch tries again)", out)
+        self.assertIn("did not answer within pkcs11.sign_timeout", out)
+        self.assertLess(secs, SIGN_TIMEOUT + 10)
+        self.assertTrue(during)
+        self.assertEqual([s for s in during if s != "OK"], [])
+        # Still hung: a fetch is refused up front, nothing waits on the token.
+        rc, out, err = self.ica(None, "fetch", rid, "--out", os.path.join(self.work, "no"))
+        self.assertEqual(rc, 1)
+        self.assertIn("has not returned", err)
+        self.srv.control("release\n")
+        self.wait_hanging(0)
+        # A fetch whose signature hangs: told to fetch again.
+        out_dir = os.path.join(self.work, "cacerts")
+        self.srv.control("hang C_Sign once\n# 2\n")
+        rc, out, err, secs, during = self.while_hung(None, "intermediate", "fetch", rid,
+                                                     "--out", out_dir)
+        print("fetch: rc %d after %.2f s (%s), %d workload calls meanwhile"
+              % (rc, secs, err.strip(), len(during)))
+        self.assertEqual(rc, 1)
+        self.assertIn("did not answer within pkcs11.sign_timeout", err)
+        self.assertIn("fetch again", err)
+        self.assertLess(secs, SIGN_TIMEOUT + 10)
+        self.assertEqual([s for s in during if s != "OK"], [])
+        self.srv.control("release\n# 3\n")
+        self.wait_hanging(0)
+        # Once the late signature is back (and discarded), a fetch signs.
+        deadline = time.monotonic() + 15
+        while True:
+            rc, out, err = self.ica(None, "fetch", rid, "--out", out_dir)
+            if rc == 0 or "has not returned" not in err or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(os.path.exists(os.path.join(out_dir, "ca-cert.pem")))
+        self.hung_crl()
+        audit_dir = os.path.join(self.srv.dir, "audit")
+        with open(os.path.join(audit_dir, "log")) as f:
+            text = f.read()
+        self.assertEqual(text.count("pkcs11.sign_timeout"), 2, "two results, not signed")
+        sh(BIN, "audit", "verify", audit_dir)
+        # The signer replays the log at its start: a new one answers.
+        old = self.srv.children()["signer"]
+        os.kill(old, signal.SIGKILL)
+        self.srv.wait_children(exclude=[old])
+        deadline = time.monotonic() + 60
+        while hsmca_as(None, ["admin", "status", "--config", self.srv.config],
+                       check=False)[0] != 0:
+            self.assertLess(time.monotonic(), deadline, "no new signer on the admin socket")
+            time.sleep(0.2)
+        self.assertEqual(self.workload(), "OK")
 
 
 if __name__ == "__main__":
