@@ -17,6 +17,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -80,6 +81,21 @@ def hsmca_as(who, args, check=True):
     if check and p.returncode != 0:
         raise AssertionError("hsmca %s as %s: rc %d\n%s%s" % (args, who, p.returncode, out, err))
     return p.returncode, out, err
+
+
+def signer_kill9(srv):
+    """kill -9 of srv's signer; returns once the supervisor's new signer answers on the
+    admin socket (it has replayed the log), or raises after 60 s."""
+    old = srv.children()["signer"]
+    os.kill(old, signal.SIGKILL)
+    srv.wait_children(exclude=[old])
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        rc, _, _ = hsmca_as(None, ["admin", "status", "--config", srv.config], check=False)
+        if rc == 0:
+            return
+        time.sleep(0.2)
+    raise AssertionError("the new signer did not answer on the admin socket")
 
 
 def raw(sock_path, payload, timeout=10):

@@ -28,7 +28,8 @@ import time
 import unittest
 
 from hsmca_harness import BIN, TMP, DevServer
-from test_admin import admin_config, hsmca_as, make_users, remove_users, user
+from test_admin import (admin_config, hsmca_as, make_users, remove_users, signer_kill9,
+                        user)
 from test_intermediate import EXTRA, Istiod, sh
 
 CRL_DIRS = []
@@ -232,7 +233,7 @@ class Crl(unittest.TestCase):
         self.assertEqual(rc, 1, out + err)
         self.assertFalse(os.path.exists(os.path.join(self.work, "bad", "ca-crl.pem")))
         # (d) cRLNumber across kill -9.
-        self.signer_kill9()
+        signer_kill9(self.srv)
         rc, out, err = self.run_as("bob", "ca", "revoke", "0x0b:ad:c0:de", "--reason",
                                    "cessationOfOperation", "--force-unknown")
         self.assertIn("(unknown)", out)
@@ -243,19 +244,6 @@ class Crl(unittest.TestCase):
         self.assertIn(serial.upper(), text)
         self.assertIn("Cessation Of Operation", text)
         self.check_audit()
-
-    def signer_kill9(self):
-        old = self.srv.children()["signer"]
-        os.kill(old, signal.SIGKILL)
-        self.srv.wait_children(exclude=[old])
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            rc, out, err = hsmca_as(None, ["admin", "status", "--config", self.srv.config],
-                                    check=False)
-            if rc == 0:
-                return
-            time.sleep(0.2)
-        self.fail("the new signer did not answer on the admin socket")
 
     def check_audit(self):
         audit_dir = os.path.join(self.srv.dir, "audit")

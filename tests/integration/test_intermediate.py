@@ -39,7 +39,8 @@ import unittest
 
 import hsmca_client as hc
 from hsmca_harness import BIN, SHIM, TMP, DevServer, ShimServer
-from test_admin import admin_config, hsmca_as, make_users, remove_users, start_server, user
+from test_admin import (admin_config, hsmca_as, make_users, remove_users, signer_kill9,
+                        start_server, user)
 
 MAX_TTL = 30 * 86400
 EXTRA = ("intermediate:\n  subject_prefix: \"O=Hsmca Test,OU=Mesh\"\n"
@@ -111,19 +112,6 @@ class Intermediates(unittest.TestCase):
         self.assertEqual(rc, 1, out + err)
         self.assertIn(why, err)
 
-    def signer_kill9(self):
-        old = self.srv.children()["signer"]
-        os.kill(old, signal.SIGKILL)
-        self.srv.wait_children(exclude=[old])
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            rc, out, err = hsmca_as(None, ["admin", "status", "--config", self.srv.config],
-                                    check=False)
-            if rc == 0:
-                return
-            time.sleep(0.2)
-        self.fail("the new signer did not answer on the admin socket")
-
     def test_a_approvals_sign_and_verify(self):
         istiod = Istiod(self.work)
         self.refused("alice", "at most intermediate.max_ttl", "request",
@@ -142,7 +130,7 @@ class Intermediates(unittest.TestCase):
                      os.path.join(self.work, "nothing"))
         # M-1 approvals: nothing signed, nothing CA-like in the log.
         self.assertNotIn('"profile":"intermediate"', self.audit_text())
-        self.signer_kill9()
+        signer_kill9(self.srv)
         q = self.show(rid)
         self.assertEqual((q["request"]["state"], q["request"]["approvers"]),
                          ("pending", [user("bob")]), "the approval survives kill -9")
