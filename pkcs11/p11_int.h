@@ -13,7 +13,11 @@ struct p11_module {
     void *dl;
     CK_FUNCTION_LIST *fl;
     int owns_init;             /* we called C_Initialize: C_Finalize on unload */
-    pthread_mutex_t init_lock; /* serializes re-initialization by pools */
+    /* Token calls hold it shared (p11_module_enter), a re-initialization exclusively:
+     * C_Finalize while another thread is inside the module is undefined (tpm2-pkcs11 frees
+     * state a C_Sign in flight then writes to). Writers first, so a re-initialization
+     * is not starved by a stream of signatures. */
+    pthread_rwlock_t use_lock;
     atomic_ulong generation;   /* re-initializations so far: each ends every session and
                                   object handle of every pool on the module */
 };
@@ -51,6 +55,12 @@ HSMCA_MUSTCHECK hsmca_code p11_fail_rv(hsmca_err *e, hsmca_code code, const char
 /* C_Finalize (result ignored) then C_Initialize, under the module's lock; counts one
  * more generation. */
 CK_RV p11_module_reinit(p11_module *m);
+
+/* Around every token call a pool makes while other threads may use the module: no
+ * re-initialization runs until p11_module_leave. Never held across p11_module_reinit
+ * (the lock is not recursive). */
+void p11_module_enter(p11_module *m);
+void p11_module_leave(p11_module *m);
 
 /* How many times the module was re-initialized: a pool whose handles are of an older
  * generation must reconnect. */

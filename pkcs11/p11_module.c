@@ -26,7 +26,11 @@ hsmca_code p11_module_load(const char *path, p11_module **out, hsmca_err *e)
     p11_module *m = calloc(1, sizeof(*m));
     if (!m)
         return hsmca_fail(e, HSMCA_ENOMEM, "pkcs11 module: out of memory");
-    pthread_mutex_init(&m->init_lock, NULL);
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&m->use_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
     m->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!m->dl) {
         const char *why = dlerror();
@@ -59,7 +63,7 @@ hsmca_code p11_module_load(const char *path, p11_module **out, hsmca_err *e)
 fail:
     if (m->dl)
         dlclose(m->dl);
-    pthread_mutex_destroy(&m->init_lock);
+    pthread_rwlock_destroy(&m->use_lock);
     free(m);
     return c;
 }
@@ -72,7 +76,7 @@ void p11_module_unload(p11_module *m)
         m->fl->C_Finalize(NULL);
     if (m->dl)
         dlclose(m->dl);
-    pthread_mutex_destroy(&m->init_lock);
+    pthread_rwlock_destroy(&m->use_lock);
     free(m);
 }
 
@@ -83,7 +87,7 @@ unsigned long p11_module_generation(p11_module *m)
 
 CK_RV p11_module_reinit(p11_module *m)
 {
-    pthread_mutex_lock(&m->init_lock);
+    pthread_rwlock_wrlock(&m->use_lock);
     m->fl->C_Finalize(NULL);
     atomic_fetch_add(&m->generation, 1);
     CK_RV rv = module_initialize(m->fl);
@@ -91,8 +95,18 @@ CK_RV p11_module_reinit(p11_module *m)
         m->owns_init = 1;
     else if (rv == CKR_CRYPTOKI_ALREADY_INITIALIZED)
         rv = CKR_OK;
-    pthread_mutex_unlock(&m->init_lock);
+    pthread_rwlock_unlock(&m->use_lock);
     return rv;
+}
+
+void p11_module_enter(p11_module *m)
+{
+    pthread_rwlock_rdlock(&m->use_lock);
+}
+
+void p11_module_leave(p11_module *m)
+{
+    pthread_rwlock_unlock(&m->use_lock);
 }
 
 int p11_pad_label(const char *label, unsigned char out[P11_LABEL_MAX])

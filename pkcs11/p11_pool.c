@@ -144,18 +144,29 @@ static HSMCA_MUSTCHECK hsmca_code pool_reconnect(p11_pool *p, int reinit, CK_RV 
                                                  hsmca_err *e)
 {
     EVP_PKEY *pub = NULL;
+    /* Another key's pool re-initialized the module since we connected: it is fresh
+     * already, and a second re-initialization would only end that pool's new sessions
+     * (and wait for its calls in flight). Connect; a failure still re-initializes. */
+    if (reinit && pool_stale(p))
+        reinit = 0;
+    p11_module_enter(p->m);
     sessions_close(p);
     hsmca_code c = reinit ? HSMCA_EUNAVAIL : pool_connect(p, &pub, login_rv, e);
+    p11_module_leave(p->m);
     if (c == HSMCA_EUNAVAIL) {
         CK_RV rv = p11_module_reinit(p->m);
         if (rv != CKR_OK)
             return p11_fail_rv(e, HSMCA_EUNAVAIL, "pool: re-initialize module", rv);
+        p11_module_enter(p->m);
         c = pool_connect(p, &pub, login_rv, e);
+        p11_module_leave(p->m);
     }
     if (c != HSMCA_OK)
         return c;
     if (EVP_PKEY_eq(pub, p->pub) != 1) {
+        p11_module_enter(p->m);
         sessions_close(p);
+        p11_module_leave(p->m);
         c = hsmca_fail(e, HSMCA_EPERM, "pool: key '%s' changed while reconnecting",
                        pool_key_name(p));
     }
@@ -329,6 +340,7 @@ static int session_sees_key(p11_pool *p, unsigned idx)
 static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, p11_rv_class cls, int may_retry)
 {
     CK_RV fix = rv;
+    p11_module_enter(p->m);
     if (cls == P11_RV_SESSION || cls == P11_RV_OTHER || cls == P11_RV_LOGIN) {
         /* A dead session, or one that may hold a half-done operation. */
         fix = session_replace(p, idx);
@@ -355,6 +367,7 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, p11_rv_class cls, i
     } else if (cls == P11_RV_LOGIN && fix == CKR_OK) {
         fix = rv; /* a second lost login in one request: rebuild the pool */
     }
+    p11_module_leave(p->m);
     pthread_mutex_lock(&p->mu);
     int ok = fix == CKR_OK;
     p->has_signed |= rv == CKR_OK;
@@ -388,7 +401,9 @@ hsmca_code p11_pool_run(p11_pool *p, p11_pool_op op, void *arg, const char *what
     for (int attempt = 0;; attempt++) {
         int has_signed = 0;
         HSMCA_GUARD(pool_acquire(p, &idx, &key, &has_signed, e));
+        p11_module_enter(p->m);
         CK_RV rv = op(p->m, p->all[idx], key, arg);
+        p11_module_leave(p->m);
         p11_rv_class cls = p11_rv_classify_op(rv, has_signed);
         if (pool_release(p, idx, rv, cls, attempt == 0))
             continue;
