@@ -16,9 +16,9 @@
 
 #include <openssl/crypto.h>
 #include <openssl/pem.h>
-#include <openssl/sha.h>
 #include <openssl/x509.h>
 
+#include "ca_util.h"
 #include "cli_opts.h"
 #include "config.h"
 #include "key_kinds.h"
@@ -140,9 +140,8 @@ static int check_with_signer_env(const char *signer, const char *config)
     return code;
 }
 
-static const struct option config_flags[] = {{"config", required_argument, 0, 'c'},
-                                             {"help", no_argument, 0, 'h'},
-                                             {0, 0, 0, 0}};
+static const struct option config_flags[] = {
+    {"config", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
 
 static int token_check(int argc, char **argv)
 {
@@ -163,8 +162,7 @@ static int token_check(int argc, char **argv)
     char self[PATH_MAX], signer[PATH_MAX], config_abs[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0) {
-        fprintf(stderr, "hsmca token check: cannot find our own executable: %s\n",
-                strerror(errno));
+        fprintf(stderr, "hsmca token check: cannot find our own executable: %s\n", strerror(errno));
         return EXIT_CONFIG;
     }
     self[n] = '\0';
@@ -184,8 +182,8 @@ static int token_check(int argc, char **argv)
 
 typedef struct {
     const char *config;
-    int audit;              /* --key audit */
-    const key_kind *kind;   /* --type, or the role's default */
+    int audit;            /* --key audit */
+    const key_kind *kind; /* --type, or the role's default */
 } keygen_args;
 
 /* 0 to go on, else the exit status (after usage or a message). */
@@ -224,19 +222,6 @@ static int keygen_parse(int argc, char **argv, keygen_args *a)
     return 0;
 }
 
-/* The public key's SHA-256 over its DER SubjectPublicKeyInfo, in hex. */
-static int fingerprint(EVP_PKEY *k, char hex[2 * SHA256_DIGEST_LENGTH + 1])
-{
-    unsigned char *der = NULL, md[SHA256_DIGEST_LENGTH];
-    int n = k ? i2d_PUBKEY(k, &der) : -1;
-    if (n <= 0)
-        return 0;
-    SHA256(der, (size_t)n, md);
-    OPENSSL_free(der);
-    util_hex(md, sizeof(md), hex);
-    return 1;
-}
-
 /* Opens the new key as serve does (its checks, a signature verified) and prints its
  * public key; 0 on success, else 1 after saying why. */
 static int keygen_report(p11_module *m, const hsmca_config *cfg, const keygen_args *a,
@@ -245,16 +230,16 @@ static int keygen_report(p11_module *m, const hsmca_config *cfg, const keygen_ar
     hsmca_err e;
     p11_pool *pool = NULL;
     p11_signkey *k = NULL;
-    hsmca_code rc = a->audit ? p11_signkey_open(m, uri, pin, &k, &e)
-                             : p11_pool_open(m, uri, pin, 1, &pool, &e);
+    hsmca_code rc =
+        a->audit ? p11_signkey_open(m, uri, pin, &k, &e) : p11_pool_open(m, uri, pin, 1, &pool, &e);
     if (rc != HSMCA_OK) {
         fprintf(stderr, "hsmca token keygen: the new key does not open as serve opens it: %s\n",
                 e.msg);
         return 1;
     }
     EVP_PKEY *pub = a->audit ? p11_signkey_public_key(k) : p11_pool_public_key(pool);
-    char hex[2 * SHA256_DIGEST_LENGTH + 1];
-    int ok = fingerprint(pub, hex);
+    char hex[CA_HEX_LEN];
+    int ok = ca_spki_sha256(pub, hex);
     if (ok) {
         printf("made the %s key %s: %s, sensitive, never extractable, sign only\n",
                a->audit ? "audit" : "CA", uri, a->kind->what);
@@ -292,9 +277,11 @@ static int keygen_make(const hsmca_config *cfg, const keygen_args *a, const char
     uint8_t id[16];
     util_random(id, sizeof(id));
     if (!p11_token_can_generate(m, u->token, a->kind->type)) {
-        fprintf(stderr, "hsmca token keygen: token '%s' cannot generate %s keys (no such "
-                "key-pair mechanism in its list, or no such token)%s\n", u->token,
-                a->kind->what, a->kind->type == P11_KEY_ED25519 ? ": use --type ec-p256" : "");
+        fprintf(stderr,
+                "hsmca token keygen: token '%s' cannot generate %s keys (no such "
+                "key-pair mechanism in its list, or no such token)%s\n",
+                u->token, a->kind->what,
+                a->kind->type == P11_KEY_ED25519 ? ": use --type ec-p256" : "");
     } else if (p11_generate_key_id(m, u->token, pin, u->object, u->id_len ? u->id : id,
                                    u->id_len ? u->id_len : sizeof(id), a->kind->type,
                                    &e) != HSMCA_OK) {
@@ -335,8 +322,10 @@ static int token_keygen(int argc, char **argv)
     else if (p11_uri_parse(uri, &u, &e) != HSMCA_OK)
         fprintf(stderr, "hsmca token keygen: %s: %s\n", key, e.msg);
     else if (!u.object[0] || (u.type[0] && strcmp(u.type, "private") != 0))
-        fprintf(stderr, "hsmca token keygen: %s must name the key's label (object=) and no "
-                "type but private\n", key);
+        fprintf(stderr,
+                "hsmca token keygen: %s must name the key's label (object=) and no "
+                "type but private\n",
+                key);
     else
         rc = 0;
     char pin[256];
