@@ -50,6 +50,25 @@ static HSMCA_MUSTCHECK hsmca_code env_pass(sup_env *env, const char *const *name
     return HSMCA_OK;
 }
 
+/* The variables the config gives the signer's module, in order: SOFTHSM2_CONF from
+ * pkcs11.softhsm2_conf (config_validate refuses SOFTHSM2_CONF in pkcs11.env beside it),
+ * then pkcs11.env. Returns how many were written into name and value. */
+#define MODULE_VARS_MAX (1 + CONFIG_MAX_ENV)
+static int module_vars(const hsmca_config *cfg, const char *name[MODULE_VARS_MAX],
+                       const char *value[MODULE_VARS_MAX])
+{
+    int n = 0;
+    if (cfg->softhsm2_conf[0]) {
+        name[n] = "SOFTHSM2_CONF";
+        value[n++] = cfg->softhsm2_conf;
+    }
+    for (int i = 0; i < cfg->pkcs11_env.n && i < CONFIG_MAX_ENV; i++) {
+        name[n] = cfg->pkcs11_env.vars[i].name;
+        value[n++] = cfg->pkcs11_env.vars[i].value;
+    }
+    return n;
+}
+
 static HSMCA_MUSTCHECK hsmca_code env_fill(const hsmca_config *cfg, sup_env_role role, sup_env *env,
                                            hsmca_err *e)
 {
@@ -57,20 +76,19 @@ static HSMCA_MUSTCHECK hsmca_code env_fill(const hsmca_config *cfg, sup_env_role
     if (role == SUP_ENV_FRONTEND)
         return env_pass(env, passed_frontend, sizeof(passed_frontend) / sizeof(passed_frontend[0]),
                         e);
-    /* config_validate refuses SOFTHSM2_CONF in pkcs11.env beside pkcs11.softhsm2_conf. */
-    if (cfg->softhsm2_conf[0])
-        HSMCA_GUARD(env_add(env, "SOFTHSM2_CONF", cfg->softhsm2_conf, e));
-    for (int i = 0; i < cfg->pkcs11_env.n && i < CONFIG_MAX_ENV; i++)
-        HSMCA_GUARD(env_add(env, cfg->pkcs11_env.vars[i].name, cfg->pkcs11_env.vars[i].value, e));
+    const char *name[MODULE_VARS_MAX], *value[MODULE_VARS_MAX];
+    int n = module_vars(cfg, name, value);
+    for (int i = 0; i < n; i++)
+        HSMCA_GUARD(env_add(env, name[i], value[i], e));
     return HSMCA_OK;
 }
 
 void sup_env_apply_module(const hsmca_config *cfg)
 {
-    if (cfg->softhsm2_conf[0])
-        setenv("SOFTHSM2_CONF", cfg->softhsm2_conf, 1);
-    for (int i = 0; i < cfg->pkcs11_env.n && i < CONFIG_MAX_ENV; i++)
-        setenv(cfg->pkcs11_env.vars[i].name, cfg->pkcs11_env.vars[i].value, 1);
+    const char *name[MODULE_VARS_MAX], *value[MODULE_VARS_MAX];
+    int n = module_vars(cfg, name, value);
+    for (int i = 0; i < n; i++)
+        setenv(name[i], value[i], 1);
 }
 
 hsmca_code sup_env_build(const hsmca_config *cfg, sup_env_role role, sup_env *env, hsmca_err *e)
