@@ -274,99 +274,113 @@ static void jw_ca_key(jw *w, const audit_entry *ent)
     jw_plain(w, "ca_spki_sha256", ent->ca_spki_sha256);
 }
 
-/* The keys before "kind", in byte order. */
-static void encode_head(jw *w, const audit_entry *ent)
+/* Which kind an entry is, as the two halves of its encoding ask it. */
+typedef struct {
+    audit_kind k;
+    int intent, result, ok_result, deny, fdeny, key, supp;
+    int ireq, iappr, ideny, icert, ifetch;
+} entry_kind;
+
+static entry_kind entry_kind_of(const audit_entry *ent)
 {
     audit_kind k = ent->kind;
-    int intent = k == AUDIT_ISSUE_INTENT, result = k == AUDIT_ISSUE_RESULT, deny = k == AUDIT_DENY;
-    int fdeny = k == AUDIT_FRONTEND_DENY, key = k == AUDIT_KEY, supp = k == AUDIT_SUPPRESSED;
-    int ok_result = result && ent->cert_sha256[0];
-    int ireq = k == AUDIT_ICA_REQUEST, iappr = k == AUDIT_ICA_APPROVE, ideny = k == AUDIT_ICA_DENY;
-    int icert = k == AUDIT_ICA_CERT, ifetch = k == AUDIT_ICA_FETCH;
-    (void)iappr, (void)ideny, (void)supp, (void)ifetch;
-    if (key)
+    return (entry_kind){.k = k,
+                        .intent = k == AUDIT_ISSUE_INTENT,
+                        .result = k == AUDIT_ISSUE_RESULT,
+                        .ok_result = k == AUDIT_ISSUE_RESULT && ent->cert_sha256[0],
+                        .deny = k == AUDIT_DENY,
+                        .fdeny = k == AUDIT_FRONTEND_DENY,
+                        .key = k == AUDIT_KEY,
+                        .supp = k == AUDIT_SUPPRESSED,
+                        .ireq = k == AUDIT_ICA_REQUEST,
+                        .iappr = k == AUDIT_ICA_APPROVE,
+                        .ideny = k == AUDIT_ICA_DENY,
+                        .icert = k == AUDIT_ICA_CERT,
+                        .ifetch = k == AUDIT_ICA_FETCH};
+}
+
+/* The keys before "kind", in byte order. */
+static void encode_head(jw *w, const audit_entry *ent, const entry_kind *f)
+{
+    if (f->key)
         jw_audit_key(w, ent);
     /* An intent's authenticator is optional: logs from before the front end named it
      * have none (and an empty one is not written). */
-    if (fdeny || (intent && ent->authenticator.len))
+    if (f->fdeny || (f->intent && ent->authenticator.len))
         jw_str(w, "authenticator", &ent->authenticator, AUDIT_NAME_STR_MAX);
-    if (intent && ent->bound[0]) /* optional: a log from before identity binding has none */
+    if (f->intent && ent->bound[0]) /* optional: a log from before identity binding has none */
         jw_plain(w, "bound", ent->bound);
-    if (key)
+    if (f->key)
         jw_ca_key(w, ent);
-    if (icert)
+    if (f->icert)
         jw_blob(w, "cert", &ent->cert);
-    if (ok_result || icert)
+    if (f->ok_result || f->icert)
         jw_plain(w, "cert_sha256", ent->cert_sha256);
-    if ((intent && ent->cluster[0]) || ireq) /* an intent's: bound by a remote cluster's keys */
+    if ((f->intent && ent->cluster[0]) ||
+        f->ireq) /* an intent's: bound by a remote cluster's keys */
         jw_plain(w, "cluster", ent->cluster);
-    if ((result && !ok_result) || deny || fdeny)
+    if ((f->result && !f->ok_result) || f->deny || f->fdeny)
         jw_plain(w, "code", ent->code);
-    if (k == AUDIT_CONFIG)
+    if (f->k == AUDIT_CONFIG)
         jw_plain(w, "config_sha256", ent->config_sha256);
-    if (supp || k == AUDIT_CRL)
+    if (f->supp || f->k == AUDIT_CRL)
         jw_u64(w, "count", ent->count);
-    if (k == AUDIT_CRL) {
+    if (f->k == AUDIT_CRL) {
         jw_u64(w, "crl_number", ent->crl_number);
         jw_plain(w, "crl_sha256", ent->crl_sha256);
     }
-    if (ireq)
+    if (f->ireq)
         jw_blob(w, "csr", &ent->csr);
-    if (intent)
+    if (f->intent)
         jw_plain(w, "csr_sha256", ent->csr_sha256);
-    if (result && !ok_result)
+    if (f->result && !f->ok_result)
         jw_str(w, "error", &ent->error, AUDIT_STR_MAX);
-    if (ireq)
+    if (f->ireq)
         jw_i64(w, "expires", ent->expires);
-    if (result)
+    if (f->result)
         jw_u64(w, "intent_seq", ent->intent_seq);
-    if (supp)
+    if (f->supp)
         jw_u64(w, "interval_s", ent->interval_s);
-    if (ireq)
+    if (f->ireq)
         jw_plain(w, "key_sha256", ent->key_sha256);
 }
 
 /* The keys after "kind", in byte order. */
-static void encode_tail(jw *w, const audit_entry *ent)
+static void encode_tail(jw *w, const audit_entry *ent, const entry_kind *f)
 {
-    audit_kind k = ent->kind;
-    int intent = k == AUDIT_ISSUE_INTENT, result = k == AUDIT_ISSUE_RESULT, deny = k == AUDIT_DENY;
-    int fdeny = k == AUDIT_FRONTEND_DENY, key = k == AUDIT_KEY, supp = k == AUDIT_SUPPRESSED;
-    int ok_result = result && ent->cert_sha256[0];
-    int ireq = k == AUDIT_ICA_REQUEST, iappr = k == AUDIT_ICA_APPROVE, ideny = k == AUDIT_ICA_DENY;
-    int icert = k == AUDIT_ICA_CERT, ifetch = k == AUDIT_ICA_FETCH;
-    (void)icert, (void)key, (void)ok_result;
-    if (supp)
+    if (f->supp)
         jw_u64(w, "limit", ent->limit);
-    if (intent || k == AUDIT_CRL) {
+    if (f->intent || f->k == AUDIT_CRL) {
         jw_i64(w, "not_after", ent->not_after);
         jw_i64(w, "not_before", ent->not_before);
     }
-    if (supp)
+    if (f->supp)
         jw_plain(w, "of", ent->of);
-    if (k == AUDIT_CONFIG)
+    if (f->k == AUDIT_CONFIG)
         jw_plain(w, "policy_sha256", ent->policy_sha256);
-    if (intent || k == AUDIT_REVOKE)
+    if (f->intent || f->k == AUDIT_REVOKE)
         jw_plain(w, "profile", ent->profile);
-    if (deny || fdeny || k == AUDIT_RECOVERY || ideny || k == AUDIT_REVOKE)
+    if (f->deny || f->fdeny || f->k == AUDIT_RECOVERY || f->ideny || f->k == AUDIT_REVOKE)
         jw_str(w, "reason", &ent->reason, AUDIT_STR_MAX);
-    if (ireq)
+    if (f->ireq)
         jw_u64(w, "required", ent->required);
-    if (intent || result || deny || fdeny || iappr || ideny || icert || ifetch)
+    if (f->intent || f->result || f->deny || f->fdeny || f->iappr || f->ideny || f->icert ||
+        f->ifetch)
         jw_u64(w, "request_id", ent->request_id);
-    if (intent || deny || fdeny || ireq || iappr || ideny || ifetch || k == AUDIT_REVOKE)
+    if (f->intent || f->deny || f->fdeny || f->ireq || f->iappr || f->ideny || f->ifetch ||
+        f->k == AUDIT_REVOKE)
         jw_str(w, "requester", &ent->requester, AUDIT_STR_MAX);
-    if (intent)
+    if (f->intent)
         jw_str(w, "sans", &ent->sans, AUDIT_SANS_MAX);
     jw_u64(w, "seq", ent->seq);
-    if (intent || k == AUDIT_REVOKE)
+    if (f->intent || f->k == AUDIT_REVOKE)
         jw_plain(w, "serial", ent->serial);
-    if (fdeny) /* the front end's word, never the signer's: an auditor weighs it so */
+    if (f->fdeny) /* the front end's word, never the signer's: an auditor weighs it so */
         jw_plain(w, "source", "frontend");
-    if (intent)
+    if (f->intent)
         jw_plain(w, "tbs_sha256", ent->tbs_sha256);
     jw_i64(w, "time", ent->time);
-    if (ireq)
+    if (f->ireq)
         jw_u64(w, "ttl_s", ent->ttl_s);
 }
 
@@ -378,9 +392,10 @@ hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hs
     /* Keys in byte order; the order below is that order. */
     jw w = {out, 0, AUDIT_LINE_MAX - 2, 1};
     jw_put(&w, "{", 1);
-    encode_head(&w, ent);
+    entry_kind f = entry_kind_of(ent);
+    encode_head(&w, ent, &f);
     jw_plain(&w, "kind", kname);
-    encode_tail(&w, ent);
+    encode_tail(&w, ent, &f);
     w.cap += 2;
     jw_put(&w, "}\n", 2);
     *len = w.len;
