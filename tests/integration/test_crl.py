@@ -31,19 +31,14 @@ from hsmca_harness import BIN, TMP, DevServer
 from test_admin import (admin_config, hsmca_as, make_users, remove_users, signer_kill9,
                         user)
 from test_intermediate import EXTRA, Istiod, sh
+from test_intermediate import crl_config as crl_config_into
 
 CRL_DIRS = []
 
 
 def crl_config(text):
     """crl.path in a directory owned by the config's signer.user, made before the start."""
-    signer = re.search(r"signer:\n  user: (\S+)\n", text).group(1)
-    d = tempfile.mkdtemp(prefix="crl-out.", dir=TMP)
-    os.chmod(d, 0o755)
-    pw = pwd.getpwnam(signer)
-    os.chown(d, pw.pw_uid, pw.pw_gid)
-    CRL_DIRS.append(d)
-    return text + "crl:\n  path: %s/ca-crl.pem\n  validity: 2d\n" % d
+    return crl_config_into(text, CRL_DIRS)
 
 
 def crl_numbers(path):

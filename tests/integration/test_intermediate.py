@@ -297,7 +297,8 @@ SIGN_TIMEOUT = 2
 
 
 def crl_config(text, dirs):
-    """crl.path (test_crl.py's) in a directory owned by signer.user, appended to dirs."""
+    """crl.path in a directory owned by the config's signer.user (made before the start),
+    appended to dirs; test_crl.py's servers too."""
     signer = re.search(r"signer:\n  user: (\S+)\n", text).group(1)
     d = tempfile.mkdtemp(prefix="crl-out.", dir=TMP)
     os.chmod(d, 0o755)
