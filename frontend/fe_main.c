@@ -198,6 +198,8 @@ int frontend_main(int argc, char **argv)
     if (!(app.ipc = fe_ipc_start(args.ipc_fd, args.ctl_fd, &fe_stop, &e)))
         fatal("%s", e.msg);
     fe_ipc_on_keys(app.ipc, on_keys, &app);
+    if (!(app.sigstat = fe_sigstat_start(app.ipc)))
+        log_warn("the signer's figures are not polled: out of memory");
     fe_serving *serving = fe_serving_start(&app, &fe_stop);
     if (!serving) {
         log_info("stopped while waiting for a serving certificate");
