@@ -309,5 +309,114 @@ class ConfigInPodTests(unittest.TestCase):
         self.check("network-hsm", root)
 
 
+def wait_for_line(path, proc, pattern, deadline_s=60):
+    """The first line of the log at path that matches pattern, waited for until the
+    deadline or the process's exit (then None)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        with open(path, errors="replace") as f:
+            for line in f:
+                if re.search(pattern, line):
+                    return line
+        if proc.poll() is not None:
+            return None
+        time.sleep(0.1)
+    return None
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"),
+                     "needs root and setpriv to start hsmca with a pod's privileges")
+class PodPrivilegeTests(unittest.TestCase):
+    """hsmca serve, started with exactly what each variant's container gets: the
+    capability bounding set (and nothing inheritable), no_new_privs
+    (allowPrivilegeEscalation: false), the uid and groups."""
+
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(TMP, exist_ok=True)
+        cls.root = tempfile.mkdtemp(prefix="k8spriv.", dir=TMP)
+        os.chmod(cls.root, 0o711)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def container(self, overlay):
+        docs = render(overlay)
+        pod = one(docs, "StatefulSet")["spec"]["template"]["spec"]
+        c = [c for c in pod["containers"] if c["name"] == "hsmca"][0]
+        return pod, c
+
+    def serve(self, name, setpriv, dev):
+        """Starts hsmca serve on dev's config under setpriv; returns (process, log path)."""
+        cfg = os.path.join(dev, "hsmca.yaml")
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(re.sub(r'listen: "127.0.0.1:\d+"', 'listen: "127.0.0.1:%d"' % free_port(),
+                           text))
+        log = os.path.join(self.root, name + ".log")
+        out = open(log, "w")
+        proc = subprocess.Popen(setpriv + [BIN, "serve", "--config", cfg], stdout=out,
+                                stderr=subprocess.STDOUT)
+        out.close()
+        self.addCleanup(self.stop, proc)
+        return proc, log
+
+    @staticmethod
+    def stop(proc):
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def caps_setpriv(self, caps):
+        bounding = "-all" + "".join(",+" + c.lower() for c in sorted(caps))
+        return ["setpriv", "--bounding-set", bounding, "--inh-caps", "-all", "--no-new-privs"]
+
+    def test_baseline_serves_with_its_capabilities_and_no_more(self):
+        _, c = self.container("network-hsm")
+        caps = set(c["securityContext"]["capabilities"]["add"])
+        dev = os.path.join(self.root, "baseline")
+        subprocess.run([BIN, "dev", "init", "--dir", dev], check=True, capture_output=True,
+                       timeout=120)
+        # Without CHOWN, DAC_OVERRIDE and FOWNER the signer cannot make the audit log.
+        proc, log = self.serve("too-few", self.caps_setpriv({"SETUID", "SETGID", "SYS_CHROOT"}),
+                               dev)
+        line = wait_for_line(log, proc, r"audit log.*Operation not permitted|issued by the signer")
+        self.assertIsNotNone(line, open(log).read())
+        self.assertIn("Operation not permitted", line)
+        self.stop(proc)
+        proc, log = self.serve("baseline", self.caps_setpriv(caps), dev)
+        line = wait_for_line(log, proc, r"serving certificate \w+ issued by the signer")
+        self.assertIsNotNone(line, open(log).read())
+        text = open(log).read()
+        self.assertRegex(text, r"sandbox: chroot /var/empty, running as nobody")
+        self.assertRegex(text, r"sandbox: running as hsmca-signer")
+
+    def test_restricted_serves_as_one_non_root_uid(self):
+        pod, c = self.container("restricted")
+        sc = c["securityContext"]
+        uid, gid = sc["runAsUser"], sc["runAsGroup"]
+        fs_group = pod["securityContext"]["fsGroup"]
+        self.assertEqual(c["securityContext"]["capabilities"].get("add"), None)
+        setpriv = ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid,
+                   "--groups=%d" % fs_group] + self.caps_setpriv(set())
+        dev = os.path.join(self.root, "restricted")
+        os.makedirs(dev)
+        os.chown(dev, uid, gid)
+        subprocess.run(setpriv + [BIN, "dev", "init", "--dir", dev], check=True,
+                       capture_output=True, timeout=120)
+        proc, log = self.serve("restricted", setpriv, dev)
+        line = wait_for_line(log, proc, r"serving certificate \w+ issued by the signer")
+        self.assertIsNotNone(line, open(log).read())
+        text = open(log).read()
+        self.assertIn("sandbox: not started as root: keeping uid %d without chroot" % uid, text)
+        self.assertRegex(text, r'"proc":"signer".*seccomp filter installed')
+
+
 if __name__ == "__main__":
     unittest.main()
