@@ -24,9 +24,9 @@ SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OVERLAYS = os.path.join(SRC, "deploy", "kubernetes", "overlays")
 VARIANTS = {"demo": "baseline", "network-hsm": "baseline", "restricted": "restricted"}
 # What the supervisor, started as root, needs (docs/SECURITY.md): the uid switch, the
-# front end's chroot, and the signer's audit log and admin socket, which it creates and
-# opens, still root, owned by signer.user.
-BASELINE_CAPS = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID", "SYS_CHROOT"}
+# front end's chroot, the signer's audit log and admin socket, which it creates and
+# opens, still root, owned by signer.user, and signals to its children (other users).
+BASELINE_CAPS = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID", "SYS_CHROOT"}
 # Pod Security "baseline": the capabilities a container may add.
 PSS_BASELINE_ADD = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",
                     "MKNOD", "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID",
@@ -396,6 +396,17 @@ class PodPrivilegeTests(unittest.TestCase):
         text = open(log).read()
         self.assertRegex(text, r"sandbox: chroot /var/empty, running as nobody")
         self.assertRegex(text, r"sandbox: running as hsmca-signer")
+        self.assert_stops(proc, log)
+
+    def assert_stops(self, proc, log):
+        """SIGTERM (the kubelet's) stops the supervisor and its children well within the
+        grace period: the supervisor may signal them (CAP_KILL across uids)."""
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.fail("hsmca serve still running 10 s after SIGTERM: " + open(log).read())
+        self.assertNotIn("did not stop within", open(log).read())
 
     def test_restricted_serves_as_one_non_root_uid(self):
         pod, c = self.container("restricted")
@@ -416,6 +427,7 @@ class PodPrivilegeTests(unittest.TestCase):
         text = open(log).read()
         self.assertIn("sandbox: not started as root: keeping uid %d without chroot" % uid, text)
         self.assertRegex(text, r'"proc":"signer".*seccomp filter installed')
+        self.assert_stops(proc, log)
 
 
 if __name__ == "__main__":
