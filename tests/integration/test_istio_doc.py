@@ -18,13 +18,24 @@ from hsmca_harness import BIN, TMP, DevServer
 
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NAMES = {"render", "serving-san", "istiod-csr", "approve", "fetch"}
+CONFIGS = {"multicluster-config"}
 
 
-def doc_blocks():
+def doc_blocks(lang="sh"):
     with open(os.path.join(SRC, "docs", "ISTIO.md")) as f:
         text = f.read()
-    found = re.findall(r"^<!-- istio-doc: ([a-z-]+) -->\n```sh\n(.*?)^```$", text, re.M | re.S)
+    found = re.findall(r"^<!-- istio-doc: ([a-z-]+) -->\n```%s\n(.*?)^```$" % lang, text,
+                       re.M | re.S)
     return dict(found)
+
+
+def merged(base, extra):
+    """base with extra's mappings merged in, key by key (extra's scalars and lists win)."""
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = merged(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) \
+            else v
+    return out
 
 
 def run_block(script, cwd, timeout=120):
@@ -46,6 +57,46 @@ class IstioDocTests(unittest.TestCase):
 
     def test_the_marked_blocks_are_there(self):
         self.assertEqual(set(self.blocks), NAMES)
+        self.assertEqual(set(doc_blocks("yaml")), CONFIGS)
+
+    def test_multicluster_config(self):
+        """The guide's multicluster keys over the dev CA's config pass config check, with
+        the files they name (west's JWKS and kubeconfig) in place."""
+        import base64
+        import yaml
+        block = doc_blocks("yaml")["multicluster-config"]
+        work = tempfile.mkdtemp(prefix="istiodoc.", dir=TMP)
+        self.addCleanup(shutil.rmtree, work, True)
+        subprocess.run([BIN, "dev", "init", "--dir", work], check=True, capture_output=True,
+                       timeout=120)
+        clusters = os.path.join(work, "clusters")
+        os.makedirs(clusters)
+        shutil.copy(os.path.join(work, "dev-jwks.json"), os.path.join(clusters, "west-jwks.json"))
+        with open(os.path.join(work, "root-cert.pem"), "rb") as f:
+            ca = base64.b64encode(f.read()).decode()
+        with open(os.path.join(clusters, "west.kubeconfig"), "w") as f:
+            f.write("apiVersion: v1\nkind: Config\ncurrent-context: west\n"
+                    "clusters:\n- name: west\n  cluster:\n    server: https://west.example:6443\n"
+                    "    certificate-authority-data: %s\n"
+                    "users:\n- name: hsmca\n  user:\n    token: a-token\n"
+                    "contexts:\n- name: west\n  context: {cluster: west, user: hsmca}\n" % ca)
+        with open(os.path.join(work, "hsmca.yaml")) as f:
+            base = yaml.safe_load(f)
+        extra = yaml.safe_load(block.replace("/etc/hsmca/clusters/", clusters + "/"))
+        self.assertEqual(extra["auth"]["clusters"][0]["id"], "west")
+        path = os.path.join(work, "multicluster.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(merged(base, extra), f)
+        r = subprocess.run([BIN, "config", "check", path], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # The same keys with the remote cluster's id equal to the local one are refused.
+        extra["auth"]["clusters"][0]["id"] = "east"
+        with open(path, "w") as f:
+            yaml.safe_dump(merged(base, extra), f)
+        r = subprocess.run([BIN, "config", "check", path], capture_output=True, text=True,
+                           timeout=60)
+        self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def test_render(self):
         r = run_block(self.blocks["render"], SRC)
