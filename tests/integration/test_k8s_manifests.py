@@ -408,6 +408,25 @@ class PodPrivilegeTests(unittest.TestCase):
             self.fail("hsmca serve still running 10 s after SIGTERM: " + open(log).read())
         self.assertNotIn("did not stop within", open(log).read())
 
+    def test_demo_init_container_with_its_capabilities(self):
+        """The demo's init container, as the manifest writes it and with exactly its
+        capabilities, makes the token, and again over the kept emptyDir (a restarted
+        pod); with CHOWN alone (what it once had) it fails."""
+        docs = render("demo")
+        init = one(docs, "StatefulSet")["spec"]["template"]["spec"]["initContainers"][0]
+        caps = set(init["securityContext"]["capabilities"]["add"])
+        root = os.path.join(self.root, "init")
+        os.makedirs(os.path.join(root, "var/lib/hsmca/token"))
+        argv = [BIN] + [remap(a, root) for a in init["command"][1:]]
+        for attempt in ("first start", "restart"):
+            r = subprocess.run(self.caps_setpriv(caps) + argv, capture_output=True, text=True,
+                               timeout=120)
+            self.assertEqual(r.returncode, 0, attempt + ": " + r.stdout + r.stderr)
+        shutil.rmtree(os.path.join(root, "var/lib/hsmca/token/demo"))
+        r = subprocess.run(self.caps_setpriv({"CHOWN"}) + argv, capture_output=True, text=True,
+                           timeout=120)
+        self.assertNotEqual(r.returncode, 0, r.stdout + r.stderr)
+
     def test_restricted_serves_as_one_non_root_uid(self):
         pod, c = self.container("restricted")
         sc = c["securityContext"]
