@@ -440,11 +440,24 @@ class PodPrivilegeTests(unittest.TestCase):
         os.chown(dev, uid, gid)
         subprocess.run(setpriv + [BIN, "dev", "init", "--dir", dev], check=True,
                        capture_output=True, timeout=120)
+        # The audit volume as the kubelet hands it over with fsGroup: root's, group
+        # fsGroup, 2775; the signer makes its log directory in it through the group.
+        pvc = os.path.join(self.root, "audit-volume")
+        os.makedirs(pvc)
+        os.chown(pvc, 0, fs_group)
+        os.chmod(pvc, 0o2775)
+        cfg = os.path.join(dev, "hsmca.yaml")
+        with open(cfg) as f:
+            text = f.read()
+        self.assertIn("\n  dir: audit\n", text)
+        with open(cfg, "w") as f:
+            f.write(text.replace("\n  dir: audit\n", "\n  dir: %s/log\n" % pvc))
         proc, log = self.serve("restricted", setpriv, dev)
         line = wait_for_line(log, proc, r"serving certificate \w+ issued by the signer")
         self.assertIsNotNone(line, open(log).read())
         text = open(log).read()
         self.assertIn("sandbox: not started as root: keeping uid %d without chroot" % uid, text)
+        self.assertEqual(os.stat(os.path.join(pvc, "log")).st_uid, uid)
         self.assertRegex(text, r'"proc":"signer".*seccomp filter installed')
         self.assert_stops(proc, log)
 
