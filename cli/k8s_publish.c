@@ -80,6 +80,16 @@ static int replace(char **slot, const char *v)
     return 0;
 }
 
+/* 1 when this replica may write now: a pass over many namespaces renews the Lease on
+ * the way, as a round would. */
+static int still_held(kp_state *st)
+{
+    double now = mono_now();
+    if (now - st->lease.renewed_at >= (double)st->lease.duration / 3.0)
+        kp_lease_step(st->api, &st->lease, now);
+    return kp_lease_valid(&st->lease, mono_now());
+}
+
 /* Every object, for these roots and CRL. Stops at the first failure, and before any
  * write once the Lease may have passed to another replica. */
 static HSMCA_MUSTCHECK hsmca_code publish_all(kp_state *st, const kp_roots *r, const char *crl,
@@ -90,7 +100,7 @@ static HSMCA_MUSTCHECK hsmca_code publish_all(kp_state *st, const kp_roots *r, c
     hsmca_code rc = HSMCA_OK;
     int w = 0;
     for (size_t i = 0; rc == HSMCA_OK && names[i]; i++) {
-        if (!kp_lease_valid(&st->lease, mono_now()))
+        if (!still_held(st))
             rc = hsmca_fail(e, HSMCA_EUNAVAIL, "the Lease is no longer held: writes stopped");
         if (rc == HSMCA_OK)
             rc = kp_put_configmap(st->api, names[i], KP_ROOT_CM, KP_ROOT_KEY, r->pem, &w, e);
@@ -101,7 +111,7 @@ static HSMCA_MUSTCHECK hsmca_code publish_all(kp_state *st, const kp_roots *r, c
     }
     kp_names_free(names);
     if (rc == HSMCA_OK && st->cfg->publish_ctb) {
-        if (!kp_lease_valid(&st->lease, mono_now()))
+        if (!still_held(st))
             return hsmca_fail(e, HSMCA_EUNAVAIL, "the Lease is no longer held: writes stopped");
         rc = kp_put_ctb(st->api, r, &w, e);
         *writes += rc == HSMCA_OK ? w : 0;
@@ -129,7 +139,9 @@ static hsmca_code round_once(kp_state *st, int force, hsmca_err *e)
             rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
         if (rc == HSMCA_OK) {
             st->next_full = now + st->cfg->publish_interval;
-            LOG_EVENT(LOG_LVL_INFO, "publish pass done", LOG_STR("writes", writes ? "some" : "none"),
+            char n[16];
+            snprintf(n, sizeof(n), "%d", writes);
+            LOG_EVENT(LOG_LVL_INFO, "publish pass done", LOG_STR("writes", n),
                       LOG_STR("crl", crl ? "published" : "none yet"));
         }
     }
@@ -207,6 +219,12 @@ static int setup(const kp_args *a, kp_state *st, k8s_target *t)
         log_warn("ca.root_bundle: %s: the ClusterTrustBundle will not be written", r.ctb_problem);
     kp_roots_clear(&r);
     const char *kc = a->incluster ? NULL : a->kubeconfig ? a->kubeconfig : c->publish_kubeconfig;
+    const char *host = getenv("KUBERNETES_SERVICE_HOST");
+    if (!(kc && kc[0]) && !(host && host[0])) {
+        log_error("hsmca k8s publish-roots: not in a pod (KUBERNETES_SERVICE_HOST unset): "
+                  "set publish.kubeconfig or --kubeconfig");
+        return EXIT_CONFIG;
+    }
     hsmca_code rc = kc && kc[0] ? kubeconfig_load(kc, t, &e) : k8s_incluster(NULL, t, &e);
     if (rc == HSMCA_OK)
         rc = kp_api_new(t, c->publish_timeout, &st->api, &e);

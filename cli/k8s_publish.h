@@ -73,7 +73,8 @@ typedef struct {
  * Returns held. now is monotonic seconds. */
 int kp_lease_step(kp_api *a, kp_lease *l, double now);
 
-/* 1 while writes are allowed: held, and renewed less than a lease duration ago. */
+/* 1 while writes are allowed: held, and renewed less than two thirds of the lease
+ * duration ago. */
 int kp_lease_valid(const kp_lease *l, double now);
 
 /* Gives the Lease up (holderIdentity emptied) when held: a stopping holder's successor

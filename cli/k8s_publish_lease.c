@@ -8,6 +8,7 @@
  *     taken with an update carrying the resourceVersion read (a conflict lost the race);
  *   - held by this process: renewed (renewTime) at every round; acquireTime and
  *     leaseTransitions change only when the holder does.
+ * Writes are allowed for two thirds of the duration after a renewal was sent.
  * Any failure to renew stops the writes at once: a replica that cannot prove it holds
  * the Lease must not write while another may already have taken it over. */
 #include "k8s_publish.h"
@@ -33,7 +34,11 @@ void kp_microtime(char out[32])
 
 int kp_lease_valid(const kp_lease *l, double now)
 {
-    return l->held && now - l->renewed_at < (double)l->duration;
+    /* client-go's renew deadline (two thirds of the duration): the write that follows
+     * still lands well before any other replica can count the Lease expired, since
+     * renewed_at was taken before the renewal was sent and the others count from
+     * when they saw it. */
+    return l->held && now - l->renewed_at < (double)l->duration * 2.0 / 3.0;
 }
 
 static void lease_path(const kp_lease *l, int with_name, char *out, size_t outsz)
