@@ -159,12 +159,14 @@ int kp_lease_step(kp_api *a, kp_lease *l, double now)
                  l->ns, l->name, status);
         return 0;
     }
-    const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
+    /* A copy: update() replaces the string in obj. */
+    char holder[256];
+    const char *h = json_string_value(json_object_get(spec, "holderIdentity"));
+    snprintf(holder, sizeof(holder), "%s", h ? h : "");
     const char *renew = json_string_value(json_object_get(spec, "renewTime"));
     json_int_t dur = json_integer_value(json_object_get(spec, "leaseDurationSeconds"));
-    holder = holder ? holder : "";
     char record[sizeof(l->observed)];
-    snprintf(record, sizeof(record), "%.255s|%.64s", holder, renew ? renew : "");
+    snprintf(record, sizeof(record), "%s|%.64s", holder, renew ? renew : "");
     if (strcmp(record, l->observed) != 0) {
         snprintf(l->observed, sizeof(l->observed), "%s", record);
         l->observed_at = now;
