@@ -154,14 +154,11 @@ static hsmca_code round_once(kp_state *st, int force, hsmca_err *e)
 
 static int parse_args(int argc, char **argv, kp_args *a)
 {
-    static const struct option flags[] = {{"config", required_argument, 0, 'c'},
-                                          {"kubeconfig", required_argument, 0, 'k'},
-                                          {"in-cluster", no_argument, 0, 'i'},
-                                          {"once", no_argument, 0, 'o'},
-                                          {"interval", required_argument, 0, 'n'},
-                                          {"identity", required_argument, 0, 'I'},
-                                          {"help", no_argument, 0, 'h'},
-                                          {0, 0, 0, 0}};
+    static const struct option flags[] = {
+        {"config", required_argument, 0, 'c'},   {"kubeconfig", required_argument, 0, 'k'},
+        {"in-cluster", no_argument, 0, 'i'},     {"once", no_argument, 0, 'o'},
+        {"interval", required_argument, 0, 'n'}, {"identity", required_argument, 0, 'I'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     cli_opts o;
     cli_opts_init(&o, "hsmca k8s publish-roots", flags, NULL, 0);
     for (int c; (c = cli_opts_next(&o, argc, argv)) != -1;) {
@@ -174,8 +171,7 @@ static int parse_args(int argc, char **argv, kp_args *a)
         case 'I': a->identity = optarg; break;
         case 'n':
             if (config_parse_u32(optarg, strlen(optarg), 1, &a->interval)) {
-                fprintf(stderr, "hsmca k8s publish-roots: --interval %s: not a duration\n",
-                        optarg);
+                fprintf(stderr, "hsmca k8s publish-roots: --interval %s: not a duration\n", optarg);
                 return 2;
             }
             break;

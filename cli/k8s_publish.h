@@ -61,9 +61,9 @@ int kp_query_escape(const char *s, char *out, size_t outsz);
 
 typedef struct {
     char ns[256], name[256], identity[256];
-    uint32_t duration; /* leaseDurationSeconds */
-    int held;          /* this process holds it (as of renewed_at) */
-    double renewed_at; /* monotonic seconds of the last successful acquire or renew */
+    uint32_t duration;  /* leaseDurationSeconds */
+    int held;           /* this process holds it (as of renewed_at) */
+    double renewed_at;  /* monotonic seconds of the last successful acquire or renew */
     char observed[600]; /* the other holder's record last seen (holder, renewTime) */
     double observed_at; /* monotonic seconds when it was first seen */
 } kp_lease;
@@ -87,7 +87,7 @@ void kp_microtime(char out[32]);
 /* ---- the roots and the objects (k8s_publish_objects.c) ---- */
 
 typedef struct {
-    char *pem;           /* every root, PEM, each ending in "\n" */
+    char *pem;             /* every root, PEM, each ending in "\n" */
     char ctb_problem[256]; /* why the ClusterTrustBundle must not hold them, or "" */
 } kp_roots;
 

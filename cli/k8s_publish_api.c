@@ -177,8 +177,8 @@ static void set_options(kp_api *a, const char *url, const char *method, const ch
     }
 }
 
-hsmca_code kp_api_call(kp_api *a, const char *method, const char *path, json_t *body,
-                       long *status, json_t **resp, hsmca_err *e)
+hsmca_code kp_api_call(kp_api *a, const char *method, const char *path, json_t *body, long *status,
+                       json_t **resp, hsmca_err *e)
 {
     *status = 0;
     *resp = NULL;

@@ -191,10 +191,10 @@ void kp_lease_release(kp_api *a, kp_lease *l)
     long status = 0;
     json_t *obj = NULL, *resp = NULL;
     hsmca_err e;
-    if (kp_api_call(a, "GET", path, NULL, &status, &obj, &e) == HSMCA_OK && status == 200 &&
-        !strcmp(json_string_value(json_object_get(json_object_get(obj, "spec"),
-                                                  "holderIdentity")) ?: "",
-                l->identity)) {
+    const char *holder = NULL;
+    if (kp_api_call(a, "GET", path, NULL, &status, &obj, &e) == HSMCA_OK && status == 200)
+        holder = json_string_value(json_object_get(json_object_get(obj, "spec"), "holderIdentity"));
+    if (holder && !strcmp(holder, l->identity)) {
         /* client-go's release: no holder, a one-second lease, so the next round of any
          * replica takes it. */
         json_t *spec = json_object_get(obj, "spec");

@@ -29,7 +29,7 @@ void kp_roots_clear(kp_roots *r)
 
 /* The ClusterTrustBundle rules the API server applies to spec.trustBundle: every
  * certificate a CA (basicConstraints cA true), none twice. */
-static void ctb_check(STACK_OF(X509) *certs, kp_roots *r)
+static void ctb_check(STACK_OF(X509) * certs, kp_roots *r)
 {
     for (int i = 0; i < sk_X509_num(certs); i++) {
         X509 *x = sk_X509_value(certs, i);
@@ -210,8 +210,8 @@ static HSMCA_MUSTCHECK hsmca_code put_object(kp_api *a, const kp_target *t, int 
             return HSMCA_OK;
         }
         if (status != 409)
-            return hsmca_fail(e, HSMCA_EUNAVAIL, "%s %s %s%s%s answered HTTP %ld", method,
-                              t->kind, t->ns, t->ns[0] ? "/" : "", t->name, status);
+            return hsmca_fail(e, HSMCA_EUNAVAIL, "%s %s %s%s%s answered HTTP %ld", method, t->kind,
+                              t->ns, t->ns[0] ? "/" : "", t->name, status);
         LOG_EVENT(LOG_LVL_INFO, "write conflicted: reading it again", LOG_STR("kind", t->kind),
                   LOG_STR("namespace", t->ns), LOG_STR("name", t->name));
     }
@@ -289,7 +289,8 @@ hsmca_code kp_put_ctb(kp_api *a, const kp_roots *r, int *wrote, hsmca_err *e)
                  "holds only CA certificates, each once; or set "
                  "publish.cluster_trust_bundle: false)",
                  KP_CTB_NAME, r->ctb_problem);
-    kp_target t = {"ClusterTrustBundle", "", KP_CTB_NAME, KP_CTB_PATH,
-                   KP_CTB_PATH "/" KP_CTB_NAME, r->pem, ctb_new, ctb_edit, r};
+    static const char obj[] = KP_CTB_PATH "/" KP_CTB_NAME;
+    kp_target t = {
+        "ClusterTrustBundle", "", KP_CTB_NAME, KP_CTB_PATH, obj, r->pem, ctb_new, ctb_edit, r};
     return put_object(a, &t, wrote, e);
 }
