@@ -20,7 +20,9 @@ twice (422 Invalid otherwise); signerName must match the name's prefix.
 Test hooks: callers are told apart by their bearer token (tokens maps token -> who, an
 unknown token is 401); writes lists (who, verb, kind, namespace, name) of every write
 that succeeded; conflict_next(kind, ns, name) makes the next PUT of that object
-conflict, as if someone else had written it just before (its resourceVersion bumped)."""
+conflict, as if someone else had written it just before (its resourceVersion bumped);
+lease_down holds the callers whose Lease calls are answered 503 (an API server they
+cannot renew through)."""
 import base64
 import http.server
 import json
@@ -100,6 +102,7 @@ class Standin:
         self.tokens = {}
         self.writes = []
         self.conflicts = set()
+        self.lease_down = set()  # callers whose Lease calls get 503
         self.page_size = page_size
         standin = self
 
@@ -194,6 +197,8 @@ class Standin:
         q = urllib.parse.parse_qs(u.query)
         if u.path == "/api/v1/namespaces" and verb == "GET":
             return self.list_namespaces(q)
+        if LEASE_RE.match(u.path) and who in self.lease_down:
+            return 503, status_obj(503, "ServiceUnavailable", "the server is currently unable to handle the request")
         for rx in (NS_RE, LEASE_RE):
             m = rx.match(u.path)
             if m:

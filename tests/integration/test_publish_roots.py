@@ -251,6 +251,36 @@ class PublishRootsTests(unittest.TestCase):
         after = [w for w in self.api.writes_of()[mark:] if w[2] != "Lease"]
         self.assertEqual({"replica-" + w[0] for w in after}, {alive}, after)
 
+    def test_a_holder_that_cannot_renew_stops_writing(self):
+        self.config(ctb=False)
+        self.start("a")
+        wait_for(lambda: self.cm("app") == pem_certs(self.root1[0]), 15, "first publish")
+        with self.api.lock:
+            self.api.lease_down.add("a")
+        wait_for(lambda: "lease lost: writes stopped" in self.log("a"), 10, "the lease lost")
+        mark = len(self.api.writes_of())
+        self.set_roots(self.root2[0])
+        # Two more failed rounds after the change: nothing written meanwhile.
+        fails = self.log("a").count("cannot read the Lease")
+        wait_for(lambda: self.log("a").count("cannot read the Lease") >= fails + 2, 10, "two rounds")
+        self.assertEqual(self.api.writes_of()[mark:], [])
+        self.assertEqual(self.cm("app"), pem_certs(self.root1[0]))
+        with self.api.lock:
+            self.api.lease_down.discard("a")
+        wait_for(lambda: self.cm("app") == pem_certs(self.root2[0]), 10, "published once renewed")
+
+    def test_a_stopped_holder_releases_the_lease(self):
+        self.config(ctb=False)
+        a = self.start("a")
+        wait_for(lambda: self.holder() == "replica-a", 15, "a holds the Lease")
+        self.start("b")
+        wait_for(lambda: "publish-roots started" in self.log("b"), 10, "b started")
+        a.send_signal(signal.SIGTERM)
+        self.assertEqual(a.wait(timeout=15), 0)
+        self.assertIn("lease released", self.log("a"))
+        wait_for(lambda: self.holder() == "replica-b", LEASE_S + 1 + 3, "b takes the released Lease")
+        wait_for(lambda: "lease acquired" in self.log("b"), 5, "b says so")
+
 
 if __name__ == "__main__":
     unittest.main()
