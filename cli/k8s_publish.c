@@ -110,7 +110,7 @@ static HSMCA_MUSTCHECK hsmca_code publish_all(kp_state *st, const kp_roots *r, c
         *writes += rc == HSMCA_OK && crl ? w : 0;
     }
     kp_names_free(names);
-    if (rc == HSMCA_OK && st->cfg->publish_ctb) {
+    if (rc == HSMCA_OK && st->cfg->publish_ctb && !r->ctb_problem[0]) {
         if (!still_held(st))
             return hsmca_fail(e, HSMCA_EUNAVAIL, "the Lease is no longer held: writes stopped");
         rc = kp_put_ctb(st->api, r, &w, e);
@@ -119,7 +119,9 @@ static HSMCA_MUSTCHECK hsmca_code publish_all(kp_state *st, const kp_roots *r, c
     return rc;
 }
 
-/* One round. HSMCA_OK when nothing was due or everything due was written. */
+/* One round. HSMCA_OK when nothing was due or everything due was written; a
+ * ClusterTrustBundle refused for its roots fails the round once, and is not retried
+ * until the roots change or publish.interval has passed. */
 static hsmca_code round_once(kp_state *st, int force, hsmca_err *e)
 {
     double now = mono_now();
@@ -144,9 +146,14 @@ static hsmca_code round_once(kp_state *st, int force, hsmca_err *e)
             LOG_EVENT(LOG_LVL_INFO, "publish pass done", LOG_STR("writes", n),
                       LOG_STR("crl", crl ? "published" : "none yet"));
         }
+        /* A failed pass is made again at the next round. A ClusterTrustBundle refused
+         * for its roots is said once per pass, not at every round: the next pass comes
+         * with changed roots or after publish.interval. */
+        if (rc != HSMCA_OK)
+            replace(&st->roots_done, NULL);
+        else if (st->cfg->publish_ctb && r.ctb_problem[0])
+            rc = kp_put_ctb(st->api, &r, &writes, e);
     }
-    if (rc != HSMCA_OK) /* retried at the next round */
-        replace(&st->roots_done, NULL);
     kp_roots_clear(&r);
     free(crl);
     return rc;

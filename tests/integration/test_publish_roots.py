@@ -191,6 +191,13 @@ class PublishRootsTests(unittest.TestCase):
             self.assertIn("ClusterTrustBundle %s not written" % CTB, r.stderr)
             self.assertIn(why, r.stderr)
             self.assertEqual(self.api.writes_of("ClusterTrustBundle"), [])
+        self.assertEqual(self.cm("app"), pem_certs(self.bundle), "the ConfigMaps are still written")
+        # In the loop it is said once per pass, not at every round (Lease renewal).
+        self.start("a")
+        wait_for(lambda: "not written" in self.log("a"), 15, "the refusal")
+        renewals = len(self.api.writes_of("Lease"))
+        wait_for(lambda: len(self.api.writes_of("Lease")) >= renewals + 2, 10, "two more rounds")
+        self.assertEqual(self.log("a").count("not written"), 1)
 
     def test_config_errors_exit_78(self):
         self.config()
