@@ -68,7 +68,7 @@ static void create(kp_api *a, kp_lease *l, double now)
 {
     char t[32], path[700];
     kp_microtime(t);
-    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:i,s:s,s:s,s:i}}", "apiVersion",
+    json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:I,s:s,s:s,s:I}}", "apiVersion",
                             "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name", l->name,
                             "namespace", l->ns, "spec", "holderIdentity", l->identity,
                             "leaseDurationSeconds", (json_int_t)l->duration, "acquireTime", t,
