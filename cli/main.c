@@ -11,6 +11,7 @@
 #include "config_cmd.h"
 #include "dev.h"
 #include "intermediate_cmd.h"
+#include "k8s_publish.h"
 #include "log.h"
 #include "request.h"
 #include "supervisor.h"
@@ -39,6 +40,8 @@ static void usage(FILE *f)
           "  dev token  print a JWT the dev CA accepts\n"
           "  intermediate  istiod intermediate CAs: request, list, show, approve (M of N),\n"
           "                deny, fetch (the cacerts directory), crl (istiod's own empty CRL)\n"
+          "  k8s publish-roots  keep istio-ca-root-cert (and the ClusterTrustBundle,\n"
+          "             istio-ca-crl) in the cluster's namespaces; replicas share a Lease\n"
           "  request    ask a running CA for a certificate (a test client)\n"
           "  serve      run the CA from a YAML config: supervisor, signer, front end\n"
           "  token check   open the token as serve's signer would (same program, user,\n"
@@ -120,6 +123,8 @@ int main(int argc, char **argv)
         return request_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "config"))
         return config_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "k8s"))
+        return k8s_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
         return version_main();
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {

@@ -202,6 +202,15 @@ typedef struct {
     /* crl: the CA's CRL, signed in the token (signer/signer_crl.h) */
     char crl_path[CONFIG_MAX_STR]; /* where the signer writes it (PEM); "" (default): off */
     uint32_t crl_validity;         /* seconds from thisUpdate to nextUpdate, default 7d */
+    /* publish: `hsmca k8s publish-roots` (cli/k8s_publish.h) */
+    char publish_kubeconfig[CONFIG_MAX_STR];      /* "" (default): the in-cluster config */
+    char publish_ns_selector[CONFIG_MAX_STR];     /* a label selector; "" (default): all */
+    uint32_t publish_interval;                    /* seconds between full passes, default 60 */
+    int publish_ctb;                              /* also the ClusterTrustBundle, default false */
+    char publish_lease_namespace[CONFIG_MAX_STR]; /* default "istio-system" */
+    char publish_lease_name[CONFIG_MAX_STR];      /* default "hsmca-publish-roots" */
+    uint32_t publish_lease_duration;              /* seconds, default 30 */
+    uint32_t publish_timeout;                     /* seconds per API call, default 10 */
 } hsmca_config;
 
 /* The most approvals an intermediate may need (approval.required). */

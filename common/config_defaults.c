@@ -163,4 +163,9 @@ void config_defaults(hsmca_config *c)
     c->signer_allow_network_false = 0;
     c->pkcs11_env.n = 0;    /* the signer gets only what hsmca passes on (cli/sup_env.h) */
     c->signer_groups.n = 0; /* no supplementary group after the switch */
+    c->publish_interval = 60;
+    set_str(c->publish_lease_namespace, "istio-system");
+    set_str(c->publish_lease_name, "hsmca-publish-roots");
+    c->publish_lease_duration = 30;
+    c->publish_timeout = 10;
 }

@@ -153,6 +153,15 @@ static const config_field fields[] = {
     S("", "crl"),
     F("crl", "path", CT_PATH, crl_path, 0),
     F("crl", "validity", CT_DUR, crl_validity, 0),
+    S("", "publish"),
+    F("publish", "kubeconfig", CT_PATH, publish_kubeconfig, 0),
+    F("publish", "namespace_selector", CT_STR, publish_ns_selector, 0),
+    F("publish", "interval", CT_DUR, publish_interval, 0),
+    F("publish", "cluster_trust_bundle", CT_BOOL, publish_ctb, 0),
+    F("publish", "lease_namespace", CT_STR, publish_lease_namespace, 0),
+    F("publish", "lease_name", CT_STR, publish_lease_name, 0),
+    F("publish", "lease_duration", CT_DUR, publish_lease_duration, 0),
+    F("publish", "timeout", CT_DUR, publish_timeout, 0),
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 _Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int) &&
