@@ -118,6 +118,8 @@ hsmca_code fe_ipc_submit_as(fe_ipc *c, uint32_t profile, const uint8_t *tbs, siz
     }
     if (caller && caller->cluster && caller->cluster[0])
         req.cluster = (char *)caller->cluster;
+    if (caller && caller->request_id && strlen(caller->request_id) == IPC_REQUEST_ID_LEN)
+        req.request_id = (char *)caller->request_id;
     size_t n = hsmca__ipc__sign_request__get_packed_size(&req);
     if (n > IPC_MAX_PAYLOAD)
         return hsmca_fail(e, HSMCA_EINVAL, "sign request of %zu bytes too large", n);

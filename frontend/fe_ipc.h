@@ -41,6 +41,7 @@ typedef struct {
     const char *token;         /* NULL unless authenticator is "jwt" */
     size_t token_len;
     const char *cluster; /* the ClusterID whose keys verify the token; NULL or "": local */
+    const char *request_id; /* the call's id (fe_reqlog.h), for the signer's log lines */
 } fe_ipc_caller;
 
 /* fe_ipc_submit with the caller (NULL: none, as for the front end's own serving
