@@ -36,6 +36,7 @@
 #include "sigalg.h"
 #include "signer_audit.h"
 #include "signer_limits.h"
+#include "signer_policy.h"
 #include "util.h"
 
 /* A front end that has not read a reply for this long is stalled (or hostile):
@@ -274,15 +275,9 @@ static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmc
     j->st->intent_seq = SIGNER_NO_INTENT;
     HSMCA_ENSURE(req->profile == PROFILE_WORKLOAD || req->profile == PROFILE_SERVING, e,
                  HSMCA_EPERM, "invariant 0: unknown profile %u", req->profile);
-    HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (profile_id)req->profile, &s->policy,
-                             util_wall_now(), facts, e));
-    /* Identity binding: a workload TBS names the forwarded token's identity (the serving
-     * profile is the front end's own certificate, already held to the configured names). */
+    /* Invariants 1-5 under the policy in force, and identity binding. */
     int bound = 0;
-    if (req->profile == PROFILE_WORKLOAD)
-        HSMCA_GUARD(signer_bind_check(s->bind, &s->policy, req->authenticator, req->token,
-                                      strlen(req->token), req->cluster, facts->sans,
-                                      util_wall_now(), &bound, e));
+    HSMCA_GUARD(signer_policy_check(s, req, facts, &bound, e));
     HSMCA_GUARD(rate_limiter_take(s->rate, util_mono_now(), e));
     HSMCA_GUARD(serial_set_insert(s->serials, facts->serial, facts->serial_len, facts->not_after,
                                   util_wall_now(), e));
