@@ -8,6 +8,7 @@
 #include "ipc_frame.h"
 #include "log.h"
 #include "policy_live.h"
+#include "signer_audit.h"
 #include "signer_ctx.h"
 #include "util.h"
 
@@ -74,6 +75,10 @@ hsmca_code signer_policy_check(signer_ctx *s, const Hsmca__Ipc__SignRequest *req
         memset(facts, 0, sizeof(*facts)); /* the refusal is the new policy's */
         return rc;
     }
+    /* Said once per request, only during a reload's grace: what the new policy refused. */
+    LOG_EVENT(LOG_LVL_INFO, "accepted under the replaced policy file (reload grace)",
+              LOG_STR("req", req->request_id && req->request_id[0] ? req->request_id : "-"),
+              LOG_STR("new_policy_refusal", e->msg));
     return HSMCA_OK;
 }
 
@@ -101,5 +106,12 @@ void signer_policy_on_push(signer_ctx *s, int fd)
     }
     LOG_EVENT(LOG_LVL_INFO, "policy file reloaded", LOG_STR("path", name), LOG_STR("sha256", hex),
               LOG_STR("old_accepted_s", SIGNER_POLICY_GRACE_TEXT));
+    /* The signing log names the policy its next entries were checked under. */
+    policy_version *v = policy_live_acquire(s->policies);
+    tbs_policy view;
+    view_of(s, policy_version_set(v), &view);
+    if (signer_audit_policy(s, &view, &e) != HSMCA_OK)
+        log_error("audit: the reloaded policy's config entry not written: %s", e.msg);
+    policy_live_release(v);
     answer(s, CTL_POLICY);
 }

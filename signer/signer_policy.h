@@ -5,8 +5,9 @@
  * (policy_live.h). A reload comes from the supervisor before the front end has it: for
  * SIGNER_POLICY_GRACE_S after it, a workload TBS the new policy refuses is accepted when
  * the one it replaced allows it, since the front end may have checked it under that one
- * just before its own switch. The other uses of the policy (the audit log's config
- * entry, intermediate CA name constraints) keep the file read at start until a restart. */
+ * just before its own switch. A reload writes a config entry with the new policy to the
+ * signing log. Intermediate CA name constraints keep the aliases of the file read at
+ * start until a restart (s->policy, which our reference to that version keeps valid). */
 #ifndef HSMCA_SIGNER_POLICY_H
 #define HSMCA_SIGNER_POLICY_H
 

@@ -71,6 +71,10 @@ static void test_reload_applies_with_grace(void **state)
     assert_int_equal(push_policy(RELOADED), CTL_POLICY);
     signs("sleep2.example.com"); /* the new grant */
     signs("sleep.example.com");  /* the replaced file's, within its grace */
+    char *log = hf_read_text(hf.log, 64 << 20);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "accepted under the replaced policy file (reload grace)"));
+    free(log);
     signs("web.default.svc");    /* a rule both keep */
     tbs_spec s = {.dns = "evil.example.com"};
     hf_refuse_spec(&s, HSMCA_EPERM,

@@ -87,6 +87,12 @@ class ReloadTests(unittest.TestCase):
         csr = hc.make_csr(k, uris=["spiffe://cluster.local/ns/default/sa/sleep"], dns=list(dns))
         return (client or self.server.client).create(csr, self.token, 0, timeout=20)
 
+    def config_entries(self):
+        """The signing log's config entries (its whole lines: the load appends meanwhile)."""
+        with open(os.path.join(self.server.dir, "audit", "log"), "rb") as f:
+            lines = f.read().split(b"\n")[:-1]
+        return [a for a in map(json.loads, lines) if a.get("kind") == "config"]
+
     def log_lines(self):
         return json_lines(self.server.logtext(tail=None))
 
@@ -127,6 +133,8 @@ class ReloadTests(unittest.TestCase):
         self.create(dns=["a.example.com"])
         self.assert_refused(["b.example.com"])
         pids = self.server.wait_children()
+        configs = self.config_entries()
+        self.assertEqual(len(configs), 1)
 
         load = subprocess.Popen(
             [LOADGEN, "--dir", self.server.dir, "--addr", self.server.addr, "--connections", "2",
@@ -159,6 +167,10 @@ class ReloadTests(unittest.TestCase):
             # The new rule applies: b granted, a removed.
             self.create(dns=["b.example.com"])
             self.assert_refused(["a.example.com"])
+            # The signing log names the policy its later entries were checked under.
+            after = self.config_entries()
+            self.assertEqual(len(after), 2)
+            self.assertNotEqual(after[1]["policy_sha256"], configs[0]["policy_sha256"])
 
             # A broken file is kept out, naming its line; the policy in force stays.
             line_named = re.compile(re.escape(self.policy_path) + r":3\b")
@@ -172,6 +184,7 @@ class ReloadTests(unittest.TestCase):
                           "the front end knows the reload failed")
             self.create(dns=["b.example.com"])
             self.assert_refused(["a.example.com"])
+            self.assertEqual(len(self.config_entries()), 2)
             time.sleep(1)  # more load after the last reload
         finally:
             stop.set()
