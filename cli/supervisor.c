@@ -170,7 +170,8 @@ static int reap(sup_child *kids, int n)
 }
 
 /* A control byte from a child: the signer asks for a new front end after the
- * old one broke the protocol; the front end asks for fresh issuer keys. The end of
+ * old one broke the protocol, or answers a reload (sup_reload.h); the front end asks
+ * for fresh issuer keys. The end of
  * the channel means the child is gone: it is closed here, so that neither poll nor a
  * key push spins on it until reap() collects the child. */
 static void read_ctl(sup_child *from, sup_child *frontend, sup_keyring *keys)

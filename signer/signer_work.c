@@ -88,14 +88,15 @@ static void reply_within(signer_ctx *s, signer_conn *c, uint64_t id, hsmca_code 
         log_warn("reply %llu not delivered: %s", (unsigned long long)id, e.msg);
 }
 
-/* The front end's id of the request for our lines about it (the wire check let
- * only IPC_REQUEST_ID_LEN hex digits through), "-" without one. */
+/* The frame's id in decimal (the signing log's request_id). */
 static const char *ids_of(uint64_t id, char buf[24])
 {
     snprintf(buf, 24, "%llu", (unsigned long long)id);
     return buf;
 }
 
+/* The front end's id of the request for our lines about it (the wire check let
+ * only IPC_REQUEST_ID_LEN hex digits through), "-" without one. */
 static const char *signer_req_id(const Hsmca__Ipc__SignRequest *req)
 {
     return req && req->request_id && req->request_id[0] ? req->request_id : "-";
