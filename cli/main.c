@@ -64,9 +64,9 @@ static void serve_usage(FILE *f)
           "Runs the CA described by FILE (YAML; see hsm-config/softhsm-dev.yaml):\n"
           "a supervisor that starts the signer (PKCS#11 session, PIN, TBS checks)\n"
           "and the sandboxed front end (gRPC over TLS), connects them, and restarts\n"
-          "either if it dies. Stops on SIGTERM or SIGINT. SIGHUP restarts the\n"
-          "signer, which reads the PIN file again: the way to retry a login after\n"
-          "the token refused the PIN (it is never retried on its own).\n",
+          "either if it dies. Stops on SIGTERM or SIGINT. SIGHUP reloads the policy\n"
+          "file and the issuer keys with no restart (docs/OPERATIONS.md, Reload); a\n"
+          "signer whose token refused the PIN restarts once when the PIN file changes.\n",
           f);
 }
 

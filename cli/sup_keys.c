@@ -258,10 +258,9 @@ uint64_t sup_keys_generation(sup_keys *k)
     return g;
 }
 
-/* A memfd holding doc, sealed so that the receiver reads exactly what we accepted. */
-static int sealed_memfd(const char *doc, size_t len)
+int sup_sealed_memfd(const char *name, const char *doc, size_t len)
 {
-    int fd = memfd_create("hsmca-jwks", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return -1;
     size_t off = 0;
@@ -290,7 +289,7 @@ hsmca_code sup_keys_push_type(sup_keys *k, int ctl, char type, uint64_t *sent, h
     *sent = 0;
     pthread_mutex_lock(&k->lock);
     uint64_t g = k->generation;
-    int fd = k->doc ? sealed_memfd(k->doc, k->len) : -2;
+    int fd = k->doc ? sup_sealed_memfd("hsmca-jwks", k->doc, k->len) : -2;
     pthread_mutex_unlock(&k->lock);
     if (fd == -2)
         return HSMCA_OK;

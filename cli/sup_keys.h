@@ -45,6 +45,10 @@ HSMCA_MUSTCHECK hsmca_code sup_keys_push_type(sup_keys *k, int ctl, char type, u
  * min_refresh allows. */
 void sup_keys_refresh(sup_keys *k);
 
+/* A memfd named name holding doc[0..len), sealed so that the receiver reads exactly what
+ * we accepted; -1 with errno on failure. */
+int sup_sealed_memfd(const char *name, const char *doc, size_t len);
+
 /* Stops the thread and frees everything. */
 void sup_keys_stop(sup_keys *k);
 

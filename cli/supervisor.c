@@ -23,6 +23,7 @@
 #include "sup_env.h"
 #include "sup_exec.h"
 #include "sup_keys.h"
+#include "sup_reload.h"
 #include "util.h"
 
 #define BACKOFF_MIN 0.2
@@ -169,7 +170,8 @@ static int reap(sup_child *kids, int n)
 }
 
 /* A control byte from a child: the signer asks for a new front end after the
- * old one broke the protocol; the front end asks for fresh issuer keys. The end of
+ * old one broke the protocol, or answers a reload (sup_reload.h); the front end asks
+ * for fresh issuer keys. The end of
  * the channel means the child is gone: it is closed here, so that neither poll nor a
  * key push spins on it until reap() collects the child. */
 static void read_ctl(sup_child *from, sup_child *frontend, sup_keyring *keys)
@@ -182,6 +184,8 @@ static void read_ctl(sup_child *from, sup_child *frontend, sup_keyring *keys)
     } else if (r == 1 && b == CTL_RESTART_PEER && from != frontend && frontend->pid) {
         log_warn("signer reports a protocol violation: restarting the front end");
         kill(frontend->pid, SIGKILL);
+    } else if (r == 1 && (b == CTL_POLICY || b == CTL_RELOAD_FAILED) && from != frontend) {
+        sup_reload_signer_said(b, frontend->ctl);
     } else if (r == 1 && b == CTL_KEYS_REFRESH && from == frontend) {
         /* The front end does not say which cluster's token named the kid: each fetcher
          * is asked, and each keeps to its own min_refresh. */
@@ -328,23 +332,32 @@ static int signals_fd(void)
     return sfd;
 }
 
-/* One signal from sfd: 1 when it asks us to stop. */
-static int read_signal(int sfd, sup_child *signer)
+#define SIG_STOP 1
+#define SIG_RELOAD 2
+
+/* One signal from sfd: SIG_STOP when it asks us to stop, SIG_RELOAD for SIGHUP, else 0. */
+static int read_signal(int sfd)
 {
     struct signalfd_siginfo si;
     ssize_t got = read(sfd, &si, sizeof(si));
     if (got != sizeof(si) || si.ssi_signo == SIGCHLD)
         return 0;
-    if (si.ssi_signo == SIGHUP) {
-        /* The operator's way to have a token login tried again (after the token
-         * refused the PIN): a fresh signer reads the PIN once. */
-        log_info("SIGHUP: restarting the signer");
-        if (signer->pid)
-            kill(signer->pid, SIGTERM);
-        return 0;
-    }
+    if (si.ssi_signo == SIGHUP)
+        return SIG_RELOAD;
     log_info("signal %u: stopping", si.ssi_signo);
-    return 1;
+    return SIG_STOP;
+}
+
+/* SIGHUP: the issuer keys read (a JWKS file) or fetched (an issuer) again, then the
+ * policy file (sup_reload.h). No child restarts: a signer whose token refused the PIN
+ * restarts by itself once the PIN file changes. */
+static void on_sighup(sup_child *signer, sup_child *frontend, sup_keyring *keys)
+{
+    log_info("SIGHUP: reloading the issuer keys and the policy file");
+    for (int i = 0; i < SUP_CLUSTERS; i++)
+        if (keys->k[i])
+            sup_keys_refresh(keys->k[i]);
+    sup_reload_begin(signer->pid ? signer->ctl : -1, frontend->pid ? frontend->ctl : -1);
 }
 
 /* Runs the children until a signal stops us (0) or one of them cannot start for good
@@ -359,10 +372,13 @@ static int run_children(int sfd, sup_child kids[2], sup_keyring *keys)
             {sfd, POLLIN, 0}, {signer->ctl, POLLIN, 0}, {frontend->ctl, POLLIN, 0}};
         if (poll(pfd, 3, 100) < 0 && errno != EINTR)
             fatal("poll: %s", strerror(errno));
-        if (pfd[0].revents && read_signal(sfd, signer)) {
+        int sig = pfd[0].revents ? read_signal(sfd) : 0;
+        if (sig == SIG_STOP) {
             rc = 0;
             break;
         }
+        if (sig == SIG_RELOAD)
+            on_sighup(signer, frontend, keys);
         for (int i = 1; i < 3; i++)
             if (pfd[i].fd >= 0 && (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 read_ctl(&kids[i - 1], frontend, keys);
@@ -379,6 +395,7 @@ static int run_children(int sfd, sup_child kids[2], sup_keyring *keys)
          * still has only the old set. */
         push_keys(signer, keys);
         push_keys(frontend, keys);
+        sup_reload_tick(signer->pid ? signer->ctl : -1, frontend->pid ? frontend->ctl : -1);
     }
     stop_children(kids, 2);
     keyring_stop(keys);
@@ -392,6 +409,7 @@ int supervisor_run(const char *config_path)
     if (rc != 0)
         return rc;
     int sfd = signals_fd();
+    sup_reload_init(cfg.policy_file);
     /* The issuer's keys: loaded (a file) or fetched (an issuer) here, never by a child. */
     static hsmca_config keys_cfg[SUP_CLUSTERS];
     static sup_keyring ring;

@@ -42,6 +42,9 @@
 #define IPC_TOKEN_MAX 8192
 /* SignRequest.cluster: the ClusterID, a config auth.clusters id. */
 #define IPC_CLUSTER_MAX CONFIG_MAX_CLUSTER_ID
+/* SignRequest.request_id: the front end's id of the call, this many lowercase hex digits
+ * (or empty), in both processes' log lines about it. */
+#define IPC_REQUEST_ID_LEN 16
 
 /* Key sets: the local cluster (index 0) and each of auth.clusters (index i + 1). The
  * supervisor pushes each over a child's control channel as CTL_KEYS_CLUSTER(index); the
@@ -58,7 +61,7 @@
 #define IPC_FIELD_OVERHEAD 4
 
 _Static_assert(IPC_TBS_MAX + IPC_REQUESTER_MAX + IPC_CSR_SHA256_LEN + IPC_AUTHENTICATOR_MAX +
-                       IPC_TOKEN_MAX + IPC_CLUSTER_MAX + 7 * IPC_FIELD_OVERHEAD + 6 <=
+                       IPC_TOKEN_MAX + IPC_CLUSTER_MAX + IPC_REQUEST_ID_LEN + 8 * IPC_FIELD_OVERHEAD + 6 <=
                    IPC_MAX_PAYLOAD,
                "a SignRequest at every cap fits one frame");
 _Static_assert(IPC_REQUESTER_MAX + IPC_AUTHENTICATOR_MAX + IPC_DENY_REASON_MAX +

@@ -77,6 +77,17 @@ _Static_assert(!CTL_IS_KEY_PUSH(CTL_NEW_PEER) && !CTL_IS_KEY_PUSH(CTL_KEYS_REFRE
                    !CTL_IS_KEY_PUSH(CTL_RESTART_PEER),
                "no other control byte reads as a key push");
 
+/* SIGHUP's reload of the policy file (docs/OPERATIONS.md "Reload"). Down: CTL_POLICY with
+ * a sealed memfd holding the file's bytes as the supervisor read and parsed them, to the
+ * signer first and to the front end once the signer took them; CTL_RELOAD_FAILED with a
+ * sealed memfd holding why, to the front end, when the reload kept the policy in force.
+ * Up, the signer's answer to CTL_POLICY: the same byte when it took the file,
+ * CTL_RELOAD_FAILED when it kept its own. */
+#define CTL_POLICY 'P'
+#define CTL_RELOAD_FAILED 'p'
+_Static_assert(!CTL_IS_KEY_PUSH(CTL_POLICY) && !CTL_IS_KEY_PUSH(CTL_RELOAD_FAILED),
+               "the reload's bytes do not read as a key push");
+
 /* Control channel between supervisor and a child: passes a new peer IPC fd
  * (SCM_RIGHTS) when the other child was restarted. */
 HSMCA_MUSTCHECK hsmca_code ipc_send_fd(int ctl, int fd, hsmca_err *e);

@@ -34,7 +34,7 @@
 #define LOG_LINE_MAX 4096     /* bytes in a line, '\n' included (PIPE_BUF) */
 #define LOG_FIELD_MAX 256     /* input bytes kept of a field value or event msg */
 #define LOG_FIELD_ESC_MAX 384 /* escaped bytes of a field value: controls cost 6 */
-#define LOG_FIELDS_MAX 6      /* fields per log_event; more are counted, not shown */
+#define LOG_FIELDS_MAX 7      /* fields per log_event; more are counted, not shown */
 #define LOG_KEY_MAX 32        /* bytes in a field key */
 #define LOG_MSG_MAX 1024      /* input bytes kept of a printf-formatted message */
 #define LOG_MSG_ESC_MAX 3072  /* escaped bytes of a printf-formatted message */

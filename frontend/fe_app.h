@@ -13,6 +13,7 @@
 #include "hsmca_err.h"
 #include "policy.h"
 #include "policy_file.h"
+#include "policy_live.h"
 #include <grpc/grpc_security.h>
 #include <openssl/x509.h>
 #include <stddef.h>
@@ -33,7 +34,7 @@ typedef struct fe_app {
     int n_chain;
     const char *audiences[CONFIG_MAX_LIST];
     policy_rules policy;
-    policy_set *policy_file; /* issuance.policy_file, NULL when none */
+    policy_live *policies; /* issuance.policy_file in force (a version's set NULL: none) */
     X509 *ca_cert;
     fe_clientcert *clientcert; /* verifies the client certificates of renewals */
     /* the TokenReview authenticators per cluster; [0] is NULL unless tokenreview is on */

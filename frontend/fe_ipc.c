@@ -58,6 +58,8 @@ struct fe_ipc {
     /* Key pushes (under lock): the handler, or the fd kept until there is one. */
     fe_ipc_keys_fn keys_fn;
     void *keys_arg;
+    fe_ipc_ctl_fn ctl_fn; /* the reload's messages (fe_ipc_on_ctl); NULL: none yet */
+    void *ctl_arg;
     int keys_kept[IPC_KEYSETS]; /* per cluster, -1: none */
     double keys_asked;                 /* when CTL_KEYS_REFRESH was last sent (monotonic) */
     /* The status round trip (under lock): set once by fe_ipc_on_status. */
@@ -122,6 +124,8 @@ hsmca_code fe_ipc_submit_as(fe_ipc *c, uint32_t profile, const uint8_t *tbs, siz
     }
     if (caller && caller->cluster && caller->cluster[0])
         req.cluster = (char *)caller->cluster;
+    if (caller && caller->request_id && strlen(caller->request_id) == IPC_REQUEST_ID_LEN)
+        req.request_id = (char *)caller->request_id;
     size_t n = hsmca__ipc__sign_request__get_packed_size(&req);
     if (n > IPC_MAX_PAYLOAD)
         return hsmca_fail(e, HSMCA_EINVAL, "sign request of %zu bytes too large", n);
@@ -388,6 +392,31 @@ void fe_ipc_on_keys(fe_ipc *c, fe_ipc_keys_fn fn, void *arg)
     }
 }
 
+void fe_ipc_on_ctl(fe_ipc *c, fe_ipc_ctl_fn fn, void *arg)
+{
+    pthread_mutex_lock(&c->lock);
+    c->ctl_fn = fn;
+    c->ctl_arg = arg;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* A reload message: to its handler; 1 when it was one. */
+static int take_reload(fe_ipc *c, char type, int fd)
+{
+    if ((type != CTL_POLICY && type != CTL_RELOAD_FAILED) || fd < 0)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    fe_ipc_ctl_fn fn = c->ctl_fn;
+    void *arg = c->ctl_arg;
+    pthread_mutex_unlock(&c->lock);
+    if (fn)
+        fn(arg, type, fd);
+    else /* still starting: the policy file we loaded is at most as old as this */
+        log_warn("control channel: a reload before the front end was ready: ignored");
+    close(fd);
+    return 1;
+}
+
 void fe_ipc_ask_keys(fe_ipc *c, uint32_t min_interval)
 {
     double now = util_mono_now();
@@ -444,6 +473,8 @@ static void take_new_connection(fe_ipc *c)
         take_keys(c, cluster, fd);
         return;
     }
+    if (take_reload(c, type, fd))
+        return;
     if (type != CTL_NEW_PEER || fd < 0) {
         log_warn("control channel: unexpected message '%c'%s",
                  type >= ' ' && type < 127 ? type : '?', fd >= 0 ? " with an fd" : "");

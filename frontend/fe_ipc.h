@@ -41,6 +41,7 @@ typedef struct {
     const char *token;         /* NULL unless authenticator is "jwt" */
     size_t token_len;
     const char *cluster; /* the ClusterID whose keys verify the token; NULL or "": local */
+    const char *request_id; /* the call's id (fe_reqlog.h), for the signer's log lines */
 } fe_ipc_caller;
 
 /* fe_ipc_submit with the caller (NULL: none, as for the front end's own serving
@@ -71,6 +72,12 @@ void fe_ipc_deny(fe_ipc *c, const char *requester, const char *authenticator, hs
  * latest per cluster) and handed over when it is. */
 typedef void (*fe_ipc_keys_fn)(void *arg, int cluster, int memfd);
 void fe_ipc_on_keys(fe_ipc *c, fe_ipc_keys_fn fn, void *arg);
+
+/* Called on the IPC thread with each reload message from the supervisor (CTL_POLICY,
+ * CTL_RELOAD_FAILED: common/ipc_frame.h) and its memfd (the callee must not close it).
+ * One that comes before the handler is set is dropped (logged). */
+typedef void (*fe_ipc_ctl_fn)(void *arg, char type, int memfd);
+void fe_ipc_on_ctl(fe_ipc *c, fe_ipc_ctl_fn fn, void *arg);
 
 /* Asks the supervisor to fetch the issuer's keys again (CTL_KEYS_REFRESH), at most once
  * per min_interval seconds from this process; never waits. Thread-safe. */

@@ -22,6 +22,7 @@
 #include "fe_app.h"
 #include "fe_grpcrt.h"
 #include "fe_sandbox.h"
+#include "fe_reload.h"
 #include "fe_serving.h"
 #include "fe_tlsmem.h"
 #include "log.h"
@@ -115,14 +116,17 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
                                             app->audiences, cfg->jwt_audiences.n, cfg->jwt_skew};
     app->policy = (policy_rules){cfg->trust_domain, cfg->default_ttl, cfg->max_ttl};
     /* The signer loads the same file itself: it never takes our word for it. */
+    policy_set *pf = NULL;
     if (cfg->policy_file[0]) {
-        if (policy_file_load(cfg->policy_file, &app->policy_file, e) != HSMCA_OK)
+        if (policy_file_load(cfg->policy_file, &pf, e) != HSMCA_OK)
             return e->code;
         char hex[65];
-        util_hex(policy_set_sha256(app->policy_file), 32, hex);
+        util_hex(policy_set_sha256(pf), 32, hex);
         LOG_EVENT(LOG_LVL_INFO, "policy file loaded", LOG_STR("path", cfg->policy_file),
                   LOG_STR("sha256", hex));
     }
+    if (!(app->policies = policy_live_new(pf))) /* SIGHUP replaces it (fe_reload.h) */
+        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     if (!(app->ca_cert = certasm_load_pem(cfg->ca_cert, e)))
         return e->code;
     app->sig_nid = certasm_sig_nid_for_key(X509_get0_pubkey(app->ca_cert));
@@ -200,6 +204,7 @@ int frontend_main(int argc, char **argv)
     fe_ipc_on_keys(app.ipc, on_keys, &app);
     if (!(app.sigstat = fe_sigstat_start(app.ipc)))
         log_warn("the signer's figures are not polled: out of memory");
+    fe_ipc_on_ctl(app.ipc, fe_reload_on_ctl, &app);
     fe_serving *serving = fe_serving_start(&app, &fe_stop);
     if (!serving) {
         log_info("stopped while waiting for a serving certificate");

@@ -31,11 +31,12 @@ policy_key fe_policy_key_of(EVP_PKEY *k)
 }
 
 /* The workload profile's TTL, capped by the namespace's namespace_max_ttl. */
-static HSMCA_MUSTCHECK hsmca_code policy_ttl_for(const fe_app *app, const policy_who *who,
-                                                 int64_t requested, uint32_t *ttl, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code policy_ttl_for(const fe_app *app, const policy_set *pf,
+                                                 const policy_who *who, int64_t requested,
+                                                 uint32_t *ttl, hsmca_err *e)
 {
     policy_rules rules = app->policy;
-    uint32_t cap = policy_ns_max_ttl(app->policy_file, who->ns);
+    uint32_t cap = policy_ns_max_ttl(pf, who->ns);
     if (cap && cap < rules.max_ttl) {
         HSMCA_ENSURE(requested <= (int64_t)cap, e, HSMCA_EPERM,
                      "policy rule namespace_max_ttl: requested %llds exceeds %us for namespace "
@@ -46,11 +47,12 @@ static HSMCA_MUSTCHECK hsmca_code policy_ttl_for(const fe_app *app, const policy
     return policy_ttl(&rules, requested, ttl, e);
 }
 
-hsmca_code fe_apply_policy(const fe_app *app, const char *const *ids, int n_ids, const fe_csr *csr,
-                           int64_t requested_ttl, fe_policy_grant *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code apply_under(const fe_app *app, const policy_set *pf,
+                                              const char *const *ids, int n_ids,
+                                              const fe_csr *csr, int64_t requested_ttl,
+                                              fe_policy_grant *out, hsmca_err *e)
 {
     memset(out, 0, sizeof(*out));
-    const policy_set *pf = app->policy_file;
     const char *td = app->policy.trust_domain;
     /* DNS SANs are left to the dns_names rule only when the policy can grant one. */
     int dns_by_rule = policy_set_grants_dns(pf);
@@ -65,5 +67,16 @@ hsmca_code fe_apply_policy(const fe_app *app, const char *const *ids, int n_ids,
         out->dns[out->n_dns++] = csr->dns[i];
     }
     HSMCA_GUARD(policy_check_key(pf, fe_policy_key_of(csr->pubkey), e));
-    return policy_ttl_for(app, &who, requested_ttl, &out->ttl, e);
+    return policy_ttl_for(app, pf, &who, requested_ttl, &out->ttl, e);
+}
+
+hsmca_code fe_apply_policy(const fe_app *app, const char *const *ids, int n_ids, const fe_csr *csr,
+                           int64_t requested_ttl, fe_policy_grant *out, hsmca_err *e)
+{
+    /* One version for the whole check: a reload meanwhile applies from the next request. */
+    policy_version *v = policy_live_acquire(app->policies);
+    hsmca_code rc =
+        apply_under(app, policy_version_set(v), ids, n_ids, csr, requested_ttl, out, e);
+    policy_live_release(v);
+    return rc;
 }

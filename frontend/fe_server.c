@@ -123,8 +123,7 @@ static void finish_status(fe_call *c, grpc_status_code status, const char *msg, 
 
 static void finish(fe_call *c, hsmca_code code, const char *msg, uint8_t *body, size_t len)
 {
-    if (code != HSMCA_OK && log_limiter_allow(c->srv->refuse_log, util_mono_now()))
-        log_info("refused CreateCertificate: %s: %s", hsmca_code_name(code), msg);
+    fe_reqlog_final(&c->rl, status_for(code), msg, code == HSMCA_OK ? NULL : c->srv->refuse_log);
     finish_status(c, status_for(code), msg, body, len);
 }
 
@@ -172,6 +171,7 @@ static const char *find_md(const grpc_metadata_array *md, const char *key, size_
 /* The call checked (or refused): to the signer, or the refusal to the caller. */
 static void after_check(fe_call *c, hsmca_code rc, fe_checked_request *req, hsmca_err *e)
 {
+    fe_reqlog_who(&c->rl, req->requester, req->authenticator);
     if (rc != HSMCA_OK) {
         /* The signing log records the front end's refusals too (as its word). */
         fe_ipc_deny(c->srv->app->ipc, req->requester, req->authenticator, rc, e->msg);
@@ -179,7 +179,8 @@ static void after_check(fe_call *c, hsmca_code rc, fe_checked_request *req, hsmc
         return;
     }
     c->state = CALL_SIGNING;
-    fe_ipc_caller caller = {req->authenticator, req->token, req->token_len, req->cluster};
+    fe_ipc_caller caller = {req->authenticator, req->token, req->token_len, req->cluster,
+                            c->rl.id};
     rc = fe_ipc_submit_as(c->srv->app->ipc, PROFILE_WORKLOAD, req->tbs, req->tbs_len,
                           req->requester, req->csr_sha256, &caller, on_signed, c, e);
     OPENSSL_free(req->tbs);
@@ -294,6 +295,7 @@ static int refuse_when_busy(fe_call *c)
 static void on_new_call(fe_call *c)
 {
     await_new_call(c->srv); /* keep one request_call outstanding */
+    fe_reqlog_start(&c->rl);
     if (refuse_when_busy(c))
         return;
     if (grpc_slice_str_cmp(c->details.method, FE_METHOD) != 0) {

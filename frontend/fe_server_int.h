@@ -13,6 +13,7 @@
 #include "fe_authpool.h"
 #include "fe_connlimit.h"
 #include "fe_peercalls.h"
+#include "fe_reqlog.h"
 #include "log.h"
 
 #define FE_MAX_STREAMS 100
@@ -64,6 +65,7 @@ typedef struct {
     char *peer;  /* gRPC's peer string (gpr_free), NULL until received */
     int peer_counted;
     double started;
+    fe_reqlog rl; /* its request id and what its final log line says */
 } fe_call;
 
 struct fe_listener {

@@ -6,10 +6,13 @@
  * recursion is bounded by the schema (top -> key_types -> a list). */
 #include "policy_int.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/sha.h>
 #include <yaml.h>
@@ -486,6 +489,15 @@ hsmca_code policy_file_parse(const char *name, const char *buf, size_t len, poli
     return HSMCA_OK;
 }
 
+hsmca_code policy_file_load_buf(const char *name, const char *buf, size_t len, policy_set **out,
+                                hsmca_err *e)
+{
+    hsmca_code rc = policy_file_parse(name, buf, len, out, e);
+    if (rc == HSMCA_OK)
+        SHA256((const unsigned char *)buf, len, (*out)->sha256);
+    return rc;
+}
+
 hsmca_code policy_file_load(const char *path, policy_set **out, hsmca_err *e)
 {
     char *buf = NULL;
@@ -495,9 +507,36 @@ hsmca_code policy_file_load(const char *path, policy_set **out, hsmca_err *e)
     hsmca_code rc = util_read_file(path, POLICY_FILE_MAX, &buf, &len, e);
     if (rc != HSMCA_OK)
         return rc;
-    rc = policy_file_parse(path, buf, len, out, e);
-    if (rc == HSMCA_OK)
-        SHA256((const unsigned char *)buf, len, (*out)->sha256);
+    rc = policy_file_load_buf(path, buf, len, out, e);
+    free(buf);
+    return rc;
+}
+
+hsmca_code policy_file_load_fd(const char *name, int fd, policy_set **out, hsmca_err *e)
+{
+    struct stat st;
+    if (out)
+        *out = NULL;
+    HSMCA_ENSURE(fstat(fd, &st) == 0, e, HSMCA_EIO, "%s: fstat: %s", name, strerror(errno));
+    HSMCA_ENSURE(st.st_size >= 0 && st.st_size <= POLICY_FILE_MAX, e, HSMCA_EINVAL,
+                 "%s: %lld bytes exceeds the limit of %d", name, (long long)st.st_size,
+                 POLICY_FILE_MAX);
+    size_t len = (size_t)st.st_size, off = 0;
+    char *buf = malloc(len + 1);
+    if (!buf)
+        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    while (off < len) {
+        ssize_t r = pread(fd, buf + off, len - off, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            free(buf);
+            return hsmca_fail(e, HSMCA_EIO, "%s: read: %s", name, r < 0 ? strerror(errno) : "short");
+        }
+        off += (size_t)r;
+    }
+    buf[len] = 0;
+    hsmca_code rc = policy_file_load_buf(name, buf, len, out, e);
     free(buf);
     return rc;
 }

@@ -43,6 +43,13 @@ HSMCA_MUSTCHECK hsmca_code policy_file_parse(const char *name, const char *buf, 
                                              policy_set **out, hsmca_err *e);
 /* Reads path (at most POLICY_FILE_MAX bytes) and parses it; records its SHA-256. */
 HSMCA_MUSTCHECK hsmca_code policy_file_load(const char *path, policy_set **out, hsmca_err *e);
+/* policy_file_parse, recording the SHA-256 of buf[0..len) as policy_file_load does. */
+HSMCA_MUSTCHECK hsmca_code policy_file_load_buf(const char *name, const char *buf, size_t len,
+                                                policy_set **out, hsmca_err *e);
+/* The same from the file's bytes in fd (a sealed memfd the supervisor sent on SIGHUP: a
+ * child in its sandbox cannot open the path), read from offset 0; errors name name. */
+HSMCA_MUSTCHECK hsmca_code policy_file_load_fd(const char *name, int fd, policy_set **out,
+                                               hsmca_err *e);
 void policy_set_free(policy_set *p);
 
 /* SHA-256 of the bytes loaded (zero after policy_file_parse alone). */

@@ -34,7 +34,11 @@ static int put_line(char *out, size_t cap, size_t *len, const char *key, const c
 
 size_t signer_policy_text(const signer_ctx *s, char *out, size_t cap)
 {
-    const tbs_policy *p = &s->policy;
+    return signer_policy_text_of(s, &s->policy, out, cap);
+}
+
+size_t signer_policy_text_of(const signer_ctx *s, const tbs_policy *p, char *out, size_t cap)
+{
     char num[24];
     size_t len = 0;
     int ok = put_line(out, cap, &len, "hsmca-signer-policy", "1") &&
@@ -67,7 +71,8 @@ static HSMCA_MUSTCHECK hsmca_code append(signer_ctx *s, audit_entry *a, uint64_t
     return audit_log_append(s->audit, a, last, e);
 }
 
-static HSMCA_MUSTCHECK hsmca_code config_entry(signer_ctx *s, uint64_t *last, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code config_entry(signer_ctx *s, const tbs_policy *p, uint64_t *last,
+                                               hsmca_err *e)
 {
     audit_entry a;
     memset(&a, 0, sizeof(a));
@@ -77,7 +82,7 @@ static HSMCA_MUSTCHECK hsmca_code config_entry(signer_ctx *s, uint64_t *last, hs
     size_t cap = (CONFIG_MAX_STR + 32) * (3 * PROFILE_MAX_NAMES + 8);
     char *text = malloc(cap);
     HSMCA_ENSURE(text, e, HSMCA_ENOMEM, "out of memory");
-    size_t n = signer_policy_text(s, text, cap);
+    size_t n = signer_policy_text_of(s, p, text, cap);
     uint8_t h[SHA256_DIGEST_LENGTH];
     SHA256((const uint8_t *)text, n, h);
     free(text);
@@ -145,8 +150,14 @@ static HSMCA_MUSTCHECK hsmca_code key_entry(signer_ctx *s, uint64_t *last, hsmca
 
 hsmca_code signer_audit_started(signer_ctx *s, uint64_t *last, hsmca_err *e)
 {
-    HSMCA_GUARD(config_entry(s, last, e));
+    HSMCA_GUARD(config_entry(s, &s->policy, last, e));
     return key_entry(s, last, e);
+}
+
+hsmca_code signer_audit_policy(signer_ctx *s, const tbs_policy *p, hsmca_err *e)
+{
+    uint64_t seq;
+    return s->audit ? config_entry(s, p, &seq, e) : HSMCA_OK;
 }
 
 hsmca_code signer_audit_close_open(signer_ctx *s, const audit_replay *replay, uint64_t *last,

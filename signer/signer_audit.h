@@ -13,6 +13,7 @@
 #include "hsmca_err.h"
 #include "signer.pb-c.h"
 #include "signer_limits.h"
+#include "signer_tbs.h"
 
 typedef struct signer_ctx signer_ctx;
 
@@ -50,6 +51,8 @@ void signer_replay_free(signer_replay *r);
  * "serving_dns", every "serving_ip", "rate_per_second", "rate_burst". Returns its
  * length, or 0 when it does not fit cap. */
 size_t signer_policy_text(const signer_ctx *s, char *out, size_t cap);
+/* The same for policy p (a reloaded policy file's view, signer_policy.h). */
+size_t signer_policy_text_of(const signer_ctx *s, const tbs_policy *p, char *out, size_t cap);
 
 /* Before the start entry: an issue-result with code UNKNOWN for every intent the last
  * run left open (it stopped between intent and result), so that at every start no
@@ -60,6 +63,11 @@ HSMCA_MUSTCHECK hsmca_code signer_audit_close_open(signer_ctx *s, const audit_re
 
 /* After the start entry: the config entry and the key entry; *last as above. */
 HSMCA_MUSTCHECK hsmca_code signer_audit_started(signer_ctx *s, uint64_t *last, hsmca_err *e);
+
+/* A config entry for policy p after a reload (SIGHUP): from then on the log's entries
+ * were checked under it (and, for the reload's grace, the one it replaced). Durable with
+ * the next entry synced. Nothing without the audit log. */
+HSMCA_MUSTCHECK hsmca_code signer_audit_policy(signer_ctx *s, const tbs_policy *p, hsmca_err *e);
 
 /* A refusal of the signer's own (validation, rate, serial): a deny entry under the
  * limit, not waited for. */

@@ -7,6 +7,7 @@
 #include "signer_casign.h"
 #include "signer_probe.h"
 #include "signer_ctx.h"
+#include "signer_policy.h"
 #include "signer_stage.h"
 #include "signer_work.h"
 
@@ -380,7 +381,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
     }
     s->cfg = *cfg;
     build_policy(s);
-    if (signer_bind_new(&s->cfg, &s->bind, e) != HSMCA_OK) {
+    if (signer_policy_init(s, e) != HSMCA_OK || signer_bind_new(&s->cfg, &s->bind, e) != HSMCA_OK) {
         signer_stop_all(s);
         return NULL;
     }
@@ -540,7 +541,9 @@ void signer_stop_all(signer_ctx *s)
     p11_pool_close(s->pool);
     p11_module_unload(s->module);
     X509_free(s->ca_cert);
-    policy_set_free(s->policy_file);
+    if (!s->policy_file_given)
+        policy_set_free(s->policy_file);
+    signer_policy_free(s);
     signer_bind_free(s->bind);
     serial_set_free(s->serials);
     rate_limiter_free(s->rate);

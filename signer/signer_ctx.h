@@ -83,6 +83,9 @@ struct signer_ctx {
     X509 *ca_cert;
     tbs_policy policy;
     policy_set *policy_file; /* issuance.policy_file as we loaded it; NULL: none */
+    int policy_file_given;   /* policies owns policy_file (signer_policy_init): not ours to free */
+    struct policy_live *policies;          /* the policy in force (signer_policy.h) */
+    struct policy_version *policy_start;   /* our reference to the start-time one */
     signer_bind *bind;       /* identity binding; NULL when off (signer_bind.h) */
     hsmca_config cfg;        /* our copy: the policy's strings point into it */
     const sigalg *alg;

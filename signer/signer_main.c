@@ -26,6 +26,7 @@
 #include "signer_admin.h"
 #include "signer_audit.h"
 #include "signer_ica.h"
+#include "signer_policy.h"
 #include "signer_probe.h"
 #include "signer_sandbox.h"
 #include "signer_stats.h"
@@ -180,7 +181,9 @@ static int signer_control(signer_ctx *s, int ctl_fd)
         signer_conn_set(s, fd);
         return 0;
     }
-    if (ctl_keys_cluster(type) >= 0 && fd >= 0) {
+    if (type == CTL_POLICY && fd >= 0) {
+        signer_policy_on_push(s, fd);
+    } else if (ctl_keys_cluster(type) >= 0 && fd >= 0) {
         if (signer_keys_load_fd(s, ctl_keys_cluster(type), fd, &e) != HSMCA_OK)
             log_warn("issuer keys not taken (the previous ones stay): %s", e.msg);
     } else {

@@ -12,8 +12,19 @@ typedef struct {
     int wire;
     size_t max; /* WIRE_LEN: bytes; WIRE_VARINT: value */
     const char *name;
-    int text; /* a string: no NUL byte (protobuf-c would end it there) */
+    int text; /* a string: no NUL byte (protobuf-c would end it there); WIRE_HEX:
+                 lowercase hex digits only */
 } wire_field;
+
+#define WIRE_HEX 2
+
+static int all_hex(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+            return 0;
+    return 1;
+}
 
 /* Walks payload[0..len) admitting only fields[1..n_fields), each at most once and
  * within its bound; vals[num] gets a length field's size or a varint's value, *seen_out
@@ -53,6 +64,9 @@ static HSMCA_MUSTCHECK hsmca_code wire_walk(const char *msg, const wire_field *f
          * be logged as someone else. */
         HSMCA_ENSURE(!f->text || !memchr(payload + off, 0, (size_t)v), e, HSMCA_EINVAL,
                      "%s: %s contains a NUL byte", msg, f->name);
+        /* It goes into our log lines as the key to join them on: digits only. */
+        HSMCA_ENSURE(f->text != WIRE_HEX || all_hex(payload + off, (size_t)v), e, HSMCA_EINVAL,
+                     "%s: %s is not lowercase hex", msg, f->name);
         off += (size_t)v;
         vals[num] = (size_t)v;
     }
@@ -63,7 +77,7 @@ static HSMCA_MUSTCHECK hsmca_code wire_walk(const char *msg, const wire_field *f
 hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_request_shape *shape,
                                 hsmca_err *e)
 {
-    static const wire_field fields[8] = {
+    static const wire_field fields[9] = {
         [1] = {WIRE_VARINT, UINT32_MAX, "profile", 0},
         [2] = {WIRE_LEN, IPC_TBS_MAX, "tbs", 0},
         [3] = {WIRE_LEN, IPC_REQUESTER_MAX, "requester", 1},
@@ -71,17 +85,21 @@ hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_reque
         [5] = {WIRE_LEN, IPC_AUTHENTICATOR_MAX, "authenticator", 1},
         [6] = {WIRE_LEN, IPC_TOKEN_MAX, "token", 1},
         [7] = {WIRE_LEN, IPC_CLUSTER_MAX, "cluster", 1},
+        [8] = {WIRE_LEN, IPC_REQUEST_ID_LEN, "request_id", WIRE_HEX},
     };
-    size_t vals[8] = {0};
+    size_t vals[9] = {0};
     unsigned seen;
     memset(shape, 0, sizeof(*shape));
-    HSMCA_GUARD(wire_walk("SignRequest", fields, 8, payload, len, vals, &seen, e));
+    HSMCA_GUARD(wire_walk("SignRequest", fields, 9, payload, len, vals, &seen, e));
     shape->tbs_len = vals[2];
     shape->requester_len = vals[3];
     shape->csr_sha256_len = vals[4];
     shape->authenticator_len = vals[5];
     shape->token_len = vals[6];
     shape->cluster_len = vals[7];
+    shape->request_id_len = vals[8];
+    HSMCA_ENSURE(vals[8] == 0 || vals[8] == IPC_REQUEST_ID_LEN, e, HSMCA_EINVAL,
+                 "SignRequest: request_id of %zu hex digits, not %d", vals[8], IPC_REQUEST_ID_LEN);
     HSMCA_ENSURE(shape->csr_sha256_len == 0 || shape->csr_sha256_len == IPC_CSR_SHA256_LEN, e, HSMCA_EINVAL,
                  "SignRequest: csr_sha256 of %zu bytes", shape->csr_sha256_len);
     return HSMCA_OK;

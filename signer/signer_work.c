@@ -36,6 +36,7 @@
 #include "sigalg.h"
 #include "signer_audit.h"
 #include "signer_limits.h"
+#include "signer_policy.h"
 #include "util.h"
 
 /* A front end that has not read a reply for this long is stalled (or hostile):
@@ -87,21 +88,35 @@ static void reply_within(signer_ctx *s, signer_conn *c, uint64_t id, hsmca_code 
         log_warn("reply %llu not delivered: %s", (unsigned long long)id, e.msg);
 }
 
+/* The frame's id in decimal (the signing log's request_id). */
+static const char *ids_of(uint64_t id, char buf[24])
+{
+    snprintf(buf, 24, "%llu", (unsigned long long)id);
+    return buf;
+}
+
+/* The front end's id of the request for our lines about it (the wire check let
+ * only IPC_REQUEST_ID_LEN hex digits through), "-" without one. */
+static const char *signer_req_id(const Hsmca__Ipc__SignRequest *req)
+{
+    return req && req->request_id && req->request_id[0] ? req->request_id : "-";
+}
+
 /* A refusal: the reason before the requester, so a long requester cannot push
- * it off the line; a flood of refusals is summarized per interval. requester
- * is NULL for a request refused before it was unpacked (queue full). */
+ * it off the line; a flood of refusals is summarized per interval. req is NULL
+ * for a request refused before it was unpacked (queue full). */
 static void log_refusal(signer_ctx *s, uint64_t id, hsmca_code code, const char *reason,
-                        const char *requester)
+                        const Hsmca__Ipc__SignRequest *req)
 {
     signer_stats_refused(s, code, reason);
     if (!log_limiter_allow(s->refusals, util_mono_now()))
         return;
     char ids[24];
     snprintf(ids, sizeof(ids), "%llu", (unsigned long long)id);
-    if (requester)
+    if (req)
         LOG_EVENT(LOG_LVL_WARN, "refused request", LOG_STR("reason", reason),
                   LOG_STR("code", hsmca_code_name(code)), LOG_STR("request_id", ids),
-                  LOG_STR("requester", requester));
+                  LOG_STR("req", signer_req_id(req)), LOG_STR("requester", req->requester));
     else
         LOG_EVENT(LOG_LVL_WARN, "refused request", LOG_STR("reason", reason),
                   LOG_STR("code", hsmca_code_name(code)), LOG_STR("request_id", ids));
@@ -113,7 +128,7 @@ static size_t job_cost(const signer_request_shape *shape)
      * and copies of its fields (their sizes were checked on the wire). */
     return sizeof(signer_job) + sizeof(Hsmca__Ipc__SignRequest) + shape->tbs_len +
            shape->requester_len + 1 + shape->csr_sha256_len + shape->authenticator_len + 1 +
-           shape->token_len + 1 + shape->cluster_len + 1 + 64;
+           shape->token_len + 1 + shape->cluster_len + 1 + shape->request_id_len + 1 + 64;
 }
 
 /* Refuses request id on the main thread, before it is queued (nothing was unpacked or
@@ -263,15 +278,9 @@ static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmc
     j->st->intent_seq = SIGNER_NO_INTENT;
     HSMCA_ENSURE(req->profile == PROFILE_WORKLOAD || req->profile == PROFILE_SERVING, e,
                  HSMCA_EPERM, "invariant 0: unknown profile %u", req->profile);
-    HSMCA_GUARD(tbs_validate(req->tbs.data, req->tbs.len, (profile_id)req->profile, &s->policy,
-                             util_wall_now(), facts, e));
-    /* Identity binding: a workload TBS names the forwarded token's identity (the serving
-     * profile is the front end's own certificate, already held to the configured names). */
+    /* Invariants 1-5 under the policy in force, and identity binding. */
     int bound = 0;
-    if (req->profile == PROFILE_WORKLOAD)
-        HSMCA_GUARD(signer_bind_check(s->bind, &s->policy, req->authenticator, req->token,
-                                      strlen(req->token), req->cluster, facts->sans,
-                                      util_wall_now(), &bound, e));
+    HSMCA_GUARD(signer_policy_check(s, req, facts, &bound, e));
     HSMCA_GUARD(rate_limiter_take(s->rate, util_mono_now(), e));
     HSMCA_GUARD(serial_set_insert(s->serials, facts->serial, facts->serial_len, facts->not_after,
                                   util_wall_now(), e));
@@ -324,7 +333,8 @@ static void log_signed(const Hsmca__Ipc__SignRequest *req, const tbs_facts *f)
     LOG_EVENT(LOG_LVL_INFO,
               req->profile == PROFILE_SERVING ? "signed serving certificate"
                                                   : "signed workload certificate",
-              LOG_STR("serial", serial), LOG_STR("not_after", not_after), LOG_STR("n_sans", n_sans),
+              LOG_STR("req", signer_req_id(req)), LOG_STR("serial", serial),
+              LOG_STR("not_after", not_after), LOG_STR("n_sans", n_sans),
               LOG_STR("sans", f->sans), LOG_STR("san_sha256", san_hash),
               LOG_STR("requester", req->requester));
 }
@@ -376,7 +386,7 @@ static void finish_job(signer_ctx *s, signer_job *j)
                                                                    : SIGSTAT_PROFILE_WORKLOAD);
         log_signed(j->req, &j->st->facts);
     } else
-        log_refusal(s, j->id, e->code, e->msg, j->req->requester);
+        log_refusal(s, j->id, e->code, e->msg, j->req);
     reply_within(s, j->conn, j->id, rc, rc == HSMCA_OK ? "" : e->msg, cert, cert_len,
                  SIGNER_SEND_TIMEOUT_MS, "a reply");
     OPENSSL_free(cert);
@@ -415,6 +425,8 @@ void signer_answer_overdue(signer_ctx *s)
         pthread_mutex_lock(&s->lock);
         signer_job *j = overdue_job(s, now);
         uint64_t id = j ? j->id : 0;
+        char rid[IPC_REQUEST_ID_LEN + 2];
+        snprintf(rid, sizeof(rid), "%s", signer_req_id(j ? j->req : NULL));
         signer_conn *c = j ? j->conn : NULL;
         int mine = j && claim_answer(j); /* its thread may have answered it meanwhile */
         if (mine)
@@ -424,10 +436,11 @@ void signer_answer_overdue(signer_ctx *s)
             return;
         if (!mine)
             continue;
-        char why[160];
+        char why[160], idbuf[24];
         snprintf(why, sizeof(why), "token did not answer within %u s (signing call hung)",
                  s->cfg.sign_timeout);
-        log_warn("request %llu: %s; answered UNAVAILABLE", (unsigned long long)id, why);
+        LOG_EVENT(LOG_LVL_WARN, "request answered UNAVAILABLE", LOG_STR("reason", why),
+                  LOG_STR("request_id", ids_of(id, idbuf)), LOG_STR("req", rid));
         signer_stats_refused(s, HSMCA_EUNAVAIL, why);
         reply_within(s, c, id, HSMCA_EUNAVAIL, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS,
                      "a hung call's refusal");

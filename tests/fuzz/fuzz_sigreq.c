@@ -65,7 +65,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         strlen(req->requester) != shape.requester_len ||
         strlen(req->authenticator) != shape.authenticator_len ||
         shape.authenticator_len > IPC_AUTHENTICATOR_MAX ||
-        strlen(req->token) != shape.token_len || shape.token_len > IPC_TOKEN_MAX)
+        strlen(req->token) != shape.token_len || shape.token_len > IPC_TOKEN_MAX ||
+        strlen(req->request_id) != shape.request_id_len ||
+        (shape.request_id_len != 0 && shape.request_id_len != IPC_REQUEST_ID_LEN) ||
+        strspn(req->request_id, "0123456789abcdef") != shape.request_id_len)
         abort();
     if (hsmca__ipc__sign_request__get_packed_size(req) > size)
         abort();

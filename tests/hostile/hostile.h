@@ -24,6 +24,8 @@
  *                      the signing log, with their own signer
  *   hostile_policy.c   the SAN policy file (issuance.policy_file), with its own signer:
  *                      DNS SANs only where the policy grants them, and its other rules
+ *   hostile_reload.c   a reloaded policy file (CTL_POLICY) on that signer: the new rules,
+ *                      the replaced file's grants during the grace, a broken file refused
  *   hostile_bind.c     identity binding, with its own signer: the forwarded token must
  *                      verify and name the URI SAN's identity
  *   hostile_main.c     the groups (HF_ONLY=text runs only the groups whose name holds it) */
@@ -338,6 +340,10 @@ const struct CMUnitTest *hf_deny_tests(size_t *n);
 int hf_deny_group_setup(void **state);
 const struct CMUnitTest *hf_policy_tests(size_t *n);
 int hf_policy_group_setup(void **state);
+/* hostile_reload.c: SIGHUP's reload of the policy file as the signer takes it, after
+ * hf_policy_tests on the same signer */
+extern const struct CMUnitTest hf_reload_tests[];
+extern const size_t hf_n_reload_tests;
 const struct CMUnitTest *hf_bind_tests(size_t *n);
 int hf_bind_group_setup(void **state);
 

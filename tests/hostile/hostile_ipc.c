@@ -121,14 +121,14 @@ static void assert_violation(const char *why)
 #define REQ HF_SPIFFE_ID
 #define REQ_LEN (sizeof(REQ) - 1)
 
-/* A valid request, then unknown field 8 as bytes up to the 64 KiB frame (5 and 6 are
- * identity binding's authenticator and token, 7 the token's cluster). */
+/* A valid request, then unknown field 9 as bytes up to the 64 KiB frame (5 and 6 are
+ * identity binding's authenticator and token, 7 the token's cluster, 8 the request id). */
 static void pad_one_field(pb_buf *b, const uint8_t *t, size_t n)
 {
     pb_request(b, t, n, REQ, REQ_LEN);
-    size_t pad = IPC_MAX_PAYLOAD - b->n - 1 - 3; /* key 0x42, a 3-byte length */
+    size_t pad = IPC_MAX_PAYLOAD - b->n - 1 - 3; /* key 0x4a, a 3-byte length */
     static uint8_t zeros[IPC_MAX_FRAME];
-    pb_len(b, 8, zeros, pad);
+    pb_len(b, 9, zeros, pad);
     assert_int_equal(b->n, IPC_MAX_PAYLOAD);
 }
 
@@ -310,7 +310,7 @@ typedef struct {
 
 static const wire_case wire_cases[] = {
     {"SignRequest padded with one unknown field to 64 KiB", pad_one_field,
-     "SignRequest: unknown field 8"},
+     "SignRequest: unknown field 9"},
     {"SignRequest padded with 32,000 unknown fields", pad_many_fields,
      "SignRequest: unknown field 15"},
     {"field number 0", field_zero, "SignRequest: unknown field 0"},

@@ -56,8 +56,8 @@ int main(void)
     const struct CMUnitTest *g4[] = {hf_deny_tests(&n_deny)};
     const size_t n4[] = {n_deny};
     size_t n_policy;
-    const struct CMUnitTest *g5[] = {hf_policy_tests(&n_policy)};
-    const size_t n5[] = {n_policy};
+    const struct CMUnitTest *g5[] = {hf_policy_tests(&n_policy), hf_reload_tests};
+    const size_t n5[] = {n_policy, hf_n_reload_tests};
     int failed =
         run_group("signer invariants 1-6 and the IPC", g1, n1, 6, group_setup, hf_group_teardown);
     failed += run_group("flood, stall, queue and stop", g2, n2, 4, hf_stress_group_setup,
@@ -66,7 +66,7 @@ int main(void)
                         hf_rate_group_teardown);
     failed +=
         run_group("refusals in the signing log", g4, n4, 1, hf_deny_group_setup, hf_group_teardown);
-    failed += run_group("the SAN policy file", g5, n5, 1, hf_policy_group_setup, hf_group_teardown);
+    failed += run_group("the SAN policy file", g5, n5, 2, hf_policy_group_setup, hf_group_teardown);
     size_t n_bind;
     const struct CMUnitTest *g6[] = {hf_bind_tests(&n_bind)};
     const size_t n6[] = {n_bind};

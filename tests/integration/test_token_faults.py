@@ -203,34 +203,46 @@ class TokenFaults(unittest.TestCase):
               % (pid, new_pid, time.monotonic() - t0))
         self.assertNotEqual(new_pid, pid)
 
-    def test_4b_sighup_after_pin_refusal_logs_in_once(self):
-        """The operator's other way back after a refused PIN: SIGHUP to `hsmca serve`
-        starts a fresh signer, which tries the (now accepted) PIN once."""
+    def test_4b_sighup_after_pin_refusal_keeps_the_signer(self):
+        """SIGHUP to `hsmca serve` reloads (docs/OPERATIONS.md "Reload"): it neither
+        restarts a signer whose token refused the PIN nor makes it try the PIN again (a
+        hardware token counts every try). The way back stays the PIN file's change."""
         pid = self.server.children()["signer"]
         self.server.control("fail C_Sign CKR_DEVICE_ERROR once\nfail C_Login CKR_PIN_INCORRECT always\n")
         t0 = time.monotonic()
         while "refused the PIN" not in self.call()[1]:
             self.assertLess(time.monotonic() - t0, 10, "the PIN refusal did not take")
             time.sleep(0.05)
-        self.server.control("")  # the token accepts the PIN again; nothing tries it yet
-        time.sleep(1.5)
-        st, det = self.call()
-        self.assertEqual(st, "UNAVAILABLE", det)
-        self.assertEqual(self.server.children()["signer"], pid)
+        logins = self.server.count("C_Login")[0]
+        self.server.control("")  # the token would accept the PIN again; nothing tries it
+        reloads = self.server.logtext(tail=None).count("SIGHUP: reloading")
         os.kill(self.server.proc.pid, signal.SIGHUP)
         t0 = time.monotonic()
+        while self.server.logtext(tail=None).count("SIGHUP: reloading") == reloads:
+            self.assertLess(time.monotonic() - t0, 10, "SIGHUP was not taken")
+            time.sleep(0.05)
+        time.sleep(1.5)  # what a restart would take: none comes
+        st, det = self.call()
+        self.assertEqual(st, "UNAVAILABLE", det)
+        self.assertIn("refused the PIN", det)
+        self.assertEqual(self.server.children()["signer"], pid)
+        self.assertEqual(self.server.count("C_Login")[0], logins)
+        # The PIN file changed: a fresh signer reads it and logs in, as in test_4.
+        pin_path = os.path.join(self.server.dir, "pin")
+        with open(pin_path, "rb") as f:
+            pin = f.read()
+        tmp = pin_path + ".new"
+        with open(tmp, "wb") as f:
+            f.write(pin)
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, pin_path)
+        t0 = time.monotonic()
         while self.call()[0] != "OK":
-            self.assertLess(time.monotonic() - t0, 20, "no recovery after SIGHUP")
+            self.assertLess(time.monotonic() - t0, 20, "no recovery after the PIN file changed")
             time.sleep(0.2)
         self.assertNotEqual(self.server.children()["signer"], pid)
-        # The counts file is the new signer's own (the shim starts it afresh): one
-        # C_Login for the CA key's pool and one for the audit key, each tried once, and
-        # once more each after the re-initialization the signer rehearses in its
-        # sandbox (p11_pool_reinit_module); none refused.
-        logins, failed = self.server.count("C_Login")
-        print("SIGHUP: signer replaced, serving after %.2f s, its C_Login calls: %d"
-              % (time.monotonic() - t0, logins))
-        self.assertEqual((logins, failed), (4, 0))
+        print("SIGHUP after a PIN refusal: signer %d kept, C_Login not tried; PIN file "
+              "changed: serving after %.2f s" % (pid, time.monotonic() - t0))
 
     def test_5_sigterm_stops_promptly_while_the_token_hangs(self):
         """Last: it stops the server. SIGTERM while a C_Sign hangs (and requests

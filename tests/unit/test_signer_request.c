@@ -74,9 +74,9 @@ static void test_refuses_before_unpacking(void **state)
 
     /* Unknown fields: the padding that cost ~1.75 MiB per frame once unpacked. */
     n = pack(buf, 100, "x", 0);
-    static const uint8_t unknown[] = {0x42, 0x03, 'a', 'b', 'c'}; /* field 8, LEN */
+    static const uint8_t unknown[] = {0x4a, 0x03, 'a', 'b', 'c'}; /* field 9, LEN */
     memcpy(buf + n, unknown, sizeof(unknown));
-    expect(buf, n + sizeof(unknown), HSMCA_EINVAL, "SignRequest: unknown field 8");
+    expect(buf, n + sizeof(unknown), HSMCA_EINVAL, "SignRequest: unknown field 9");
     static const uint8_t huge_field[] = {0xf8, 0xff, 0xff, 0xff, 0x0f, 0x00}; /* varint field */
     memcpy(buf + n, huge_field, sizeof(huge_field));
     expect(buf, n + sizeof(huge_field), HSMCA_EINVAL, "SignRequest: unknown field");
@@ -117,6 +117,33 @@ static void test_refuses_before_unpacking(void **state)
 }
 
 /* Identity binding's fields (5 authenticator, 6 token): bounded, NUL-free, once. */
+/* The request id: empty or exactly IPC_REQUEST_ID_LEN lowercase hex digits, since the
+ * signer logs it as the key its lines and the front end's are joined on. */
+static void test_request_id(void **state)
+{
+    (void)state;
+    static uint8_t buf[65536];
+    size_t n = pack(buf, 100, "x", 0);
+    const char *ok = "0123456789abcdef";
+    buf[n] = 0x42; /* field 8, LEN */
+    buf[n + 1] = 16;
+    memcpy(buf + n + 2, ok, 16);
+    signer_request_shape shape;
+    hsmca_err e;
+    assert_int_equal(signer_request_check(buf, n + 18, &shape, &e), HSMCA_OK);
+    assert_int_equal(shape.request_id_len, 16);
+    memcpy(buf + n + 2, "0123456789ABCDEF", 16);
+    expect(buf, n + 18, HSMCA_EINVAL, "SignRequest: request_id is not lowercase hex");
+    memcpy(buf + n + 2, "0123456789abcde\n", 16);
+    expect(buf, n + 18, HSMCA_EINVAL, "SignRequest: request_id is not lowercase hex");
+    buf[n + 1] = 15;
+    memcpy(buf + n + 2, ok, 15);
+    expect(buf, n + 17, HSMCA_EINVAL, "SignRequest: request_id of 15 hex digits, not 16");
+    buf[n + 1] = 17;
+    memcpy(buf + n + 2, "0123456789abcdef0", 17);
+    expect(buf, n + 19, HSMCA_EINVAL, "SignRequest: field request_id of 17 bytes exceeds 16");
+}
+
 static void test_binding_fields(void **state)
 {
     static uint8_t buf[65536];
@@ -232,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_accepts_what_the_front_end_sends),
         cmocka_unit_test(test_refuses_before_unpacking),
         cmocka_unit_test(test_binding_fields),
+        cmocka_unit_test(test_request_id),
         cmocka_unit_test(test_frontend_deny),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
