@@ -13,7 +13,10 @@ runs with serve stopped and serve is started again after it, as ROTATION.md says
 (c) the steps are refused out of order (switch before overlap), too early (switch
     before issuance.max_ttl without --early) and while a signer holds the log;
 (d) `hsmca audit show --kind ca-key` lists every step in order, `hsmca audit verify`
-    passes."""
+    passes;
+(e) `ca init`, `ca import` and `token keygen --key ca` are ca-key entries too, and are
+    refused, before any key is made, while another process holds audit.dir's lock."""
+import fcntl
 import json
 import os
 import re
@@ -28,7 +31,7 @@ import grpc
 
 import hsmca_client as hc
 from hsmca_harness import BIN, TMP, DevServer
-from test_token_cmd import ROOT, SIGNER_USER
+from test_token_cmd import ROOT, SIGNER_USER, DevDir
 
 PEM = re.compile(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n", re.S)
 
@@ -220,6 +223,56 @@ class Rotation(unittest.TestCase):
         self.assertEqual(steps[0]["ca_spki_sha256"], steps[2]["ca_spki_sha256"])
         self.assertNotEqual(steps[0]["ca_spki_sha256"], steps[4]["ca_spki_sha256"])
         self.assertIn("object=ca-key-2", steps[2]["ca_key_uri"])
+        rc, out = sh(BIN, "audit", "verify", audit)
+        self.assertEqual(rc, 0, out)
+
+
+class CeremonyRecord(unittest.TestCase):
+    """ca init, import and token keygen on a dev CA's token (no serve running)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dev = DevDir("ca-audit")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dev.cleanup()
+
+    def config(self, label, cert):
+        return self.dev.config(
+            lambda t: t.replace("object=ca-key;", "object=%s;" % label)
+            .replace("cert: root-cert.pem", "cert: %s" % cert), label + ".yaml")
+
+    def test_steps_recorded_and_lock_respected(self):
+        audit = os.path.join(self.dev.dir, "audit")
+        x = self.config("ca-key-x", "x-cert.pem")
+        init = [BIN, "ca", "init", "--config", x, "--subject", "/O=Test/CN=X", "--self-signed"]
+        # A signer (here: any holder) owns the log: refused, and no key is made.
+        os.makedirs(audit, exist_ok=True)
+        with open(os.path.join(audit, "lock"), "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            rc, out = sh(*init)
+            fcntl.flock(held, fcntl.LOCK_UN)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("stop hsmca serve", out)
+        self.assertNotIn("made the CA key", out)
+        rc, out = sh(*init)  # without --existing-key: the key was not made above
+        self.assertEqual(rc, 0, out)
+        self.assertIn("recorded: signing log seq 0 (ca-key, step init)", out)
+        rc, out = sh(BIN, "ca", "import", "--config", x, "--cert",
+                     os.path.join(self.dev.dir, "x-cert.pem"))
+        self.assertEqual(rc, 0, out)
+        k = self.config("ca-key-k", "root-cert.pem")
+        rc, out = sh(BIN, "token", "keygen", "--config", k, "--key", "ca")
+        self.assertEqual(rc, 0, out)
+        p = subprocess.run([BIN, "audit", "show", audit, "--kind", "ca-key", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        steps = [json.loads(line) for line in p.stdout.splitlines()]
+        self.assertEqual([(s["step"], s["ca_key_uri"].split("object=")[1].split(";")[0])
+                          for s in steps],
+                         [("init", "ca-key-x"), ("import", "ca-key-x"), ("keygen", "ca-key-k")])
+        self.assertEqual(steps[0]["ca_cert_sha256"], steps[1]["ca_cert_sha256"])
+        self.assertEqual(steps[2]["ca_cert_sha256"], "")
         rc, out = sh(BIN, "audit", "verify", audit)
         self.assertEqual(rc, 0, out)
 
