@@ -225,6 +225,22 @@ class Rotation(unittest.TestCase):
         self.assertIn("object=ca-key-2", steps[2]["ca_key_uri"])
         rc, out = sh(BIN, "audit", "verify", audit)
         self.assertEqual(rc, 0, out)
+        # A step changed after a checkpoint covered it fails the verification: the
+        # signer's stop signs a checkpoint over the whole log.
+        self.stop_server()
+        rc, out = sh(BIN, "audit", "verify", audit)
+        self.assertEqual(rc, 0, out)
+        entries = int(re.search(r"OK: (\d+) entries", out).group(1))
+        self.assertIn("latest size %d " % entries, out)
+        forged = os.path.join(self.work, "forged")
+        shutil.copytree(audit, forged)
+        with open(os.path.join(forged, "log"), "rb") as f:
+            log = f.read()
+        with open(os.path.join(forged, "log"), "wb") as f:
+            f.write(log.replace(b'"step":"rotate-switch"', b'"step":"rotate-finish"', 1))
+        rc, out = sh(BIN, "audit", "verify", forged)
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn("FAILED: log seq", out)
 
 
 class CeremonyRecord(unittest.TestCase):
