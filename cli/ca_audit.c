@@ -39,7 +39,8 @@ hsmca_code ca_audit_open(const hsmca_config *cfg, ca_audit *a, hsmca_err *e)
     hsmca_err_clear(&why);
     hsmca_code rc = audit_lock_take(cfg->audit_dir, uid, gid, 0, NULL, &a->lock_fd, &why);
     if (rc == HSMCA_EPERM)
-        return hsmca_fail(e, rc, "the step goes into the signing log, which a running signer "
+        return hsmca_fail(e, rc,
+                          "the step goes into the signing log, which a running signer "
                           "holds: stop hsmca serve, run the step, start it again (%.200s)",
                           why.msg);
     if (rc != HSMCA_OK)
@@ -94,8 +95,7 @@ hsmca_code ca_audit_record(ca_audit *a, const char *step, const char *key_uri, E
     const sigalg *alg = key ? sigalg_for_key(key) : NULL;
     if (!alg || !ca_spki_sha256(key, ent.ca_spki_sha256) ||
         (cert && !ca_cert_sha256(cert, ent.ca_cert_sha256)))
-        return hsmca_fail(e, HSMCA_EINTERNAL, "audit: cannot describe the CA key of step %s",
-                          step);
+        return hsmca_fail(e, HSMCA_EINTERNAL, "audit: cannot describe the CA key of step %s", step);
     snprintf(ent.ca_key_alg, sizeof(ent.ca_key_alg), "%s", alg->name);
     key_type(key, ent.ca_key_type, sizeof(ent.ca_key_type));
     const char *q = strchr(key_uri, '?');

@@ -19,8 +19,8 @@
 #include "hsmca_err.h"
 
 typedef struct {
-    int lock_fd;     /* -1 when not held */
-    audit_log *log;  /* NULL: audit.dir unset, nothing recorded */
+    int lock_fd;                  /* -1 when not held */
+    audit_log *log;               /* NULL: audit.dir unset, nothing recorded */
     int64_t switched, overlapped; /* time of the last rotate-switch / rotate-overlap, or 0 */
 } ca_audit;
 

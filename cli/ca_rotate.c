@@ -1,7 +1,7 @@
 /* ca_rotate.c - `hsmca ca rotate STEP`: the dispatch, its help, and what the steps share
  * (ca_rotate.h). */
-#include "ca_cmd.h"
 #include "ca_rotate.h"
+#include "ca_cmd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,8 +33,10 @@ int ca_rotate(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(int, char **);
-    } steps[] = {{"prepare", ca_rotate_prepare}, {"overlap", ca_rotate_overlap},
-                 {"switch", ca_rotate_switch},   {"cross-sign", ca_rotate_cross},
+    } steps[] = {{"prepare", ca_rotate_prepare},
+                 {"overlap", ca_rotate_overlap},
+                 {"switch", ca_rotate_switch},
+                 {"cross-sign", ca_rotate_cross},
                  {"finish", ca_rotate_finish}};
     if (argc < 2) {
         fputs(rotate_help, stderr);
@@ -60,9 +62,11 @@ int rot_begin(rot_ctx *r, const char *cmd, const char *config)
     if (rc)
         return rc;
     if (strcmp(r->s.cfg->root_bundle, r->s.cfg->ca_cert) == 0) {
-        fprintf(stderr, "%s: ca.root_bundle is ca.cert (it is not set): a rotation changes "
-                        "the roots apart from the CA certificate. Copy ca.cert to a file of "
-                        "its own and set ca.root_bundle to it\n", cmd);
+        fprintf(stderr,
+                "%s: ca.root_bundle is ca.cert (it is not set): a rotation changes "
+                "the roots apart from the CA certificate. Copy ca.cert to a file of "
+                "its own and set ca.root_bundle to it\n",
+                cmd);
         return 1;
     }
     if (ca_audit_open(r->s.cfg, &r->au, &e) != HSMCA_OK) {
@@ -80,8 +84,9 @@ void rot_end(rot_ctx *r)
 
 int rot_uri_with_label(const char *uri, const char *label, char *out, size_t cap)
 {
-    if (!label[0] || strspn(label, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                   "0123456789._-") != strlen(label) ||
+    if (!label[0] ||
+        strspn(label, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                      "0123456789._-") != strlen(label) ||
         strncmp(uri, "pkcs11:", 7) != 0)
         return 0;
     const char *q = strchr(uri, '?'), *p = uri + 7;
@@ -118,7 +123,7 @@ X509 *rot_load_one(const char *path, const char *key, hsmca_err *e)
     return x;
 }
 
-int rot_find(STACK_OF(X509) *certs, X509 *x)
+int rot_find(STACK_OF(X509) * certs, X509 *x)
 {
     for (int i = 0; i < sk_X509_num(certs); i++)
         if (X509_cmp(sk_X509_value(certs, i), x) == 0)
@@ -126,8 +131,7 @@ int rot_find(STACK_OF(X509) *certs, X509 *x)
     return -1;
 }
 
-hsmca_code rot_write_certs(const char *path, const char *key, STACK_OF(X509) *certs,
-                           hsmca_err *e)
+hsmca_code rot_write_certs(const char *path, const char *key, STACK_OF(X509) * certs, hsmca_err *e)
 {
     char *pem = ca_certs_pem(certs);
     HSMCA_ENSURE(pem, e, HSMCA_ENOMEM, "out of memory");
@@ -144,7 +148,8 @@ int rot_too_soon(const rot_ctx *r, int64_t since, const char *after, int early)
     int64_t wait = (int64_t)r->s.cfg->max_ttl, now = (int64_t)time(NULL);
     if (!r->au.log) {
         printf("note: no signing log (audit.dir): cannot tell when %s was done; make sure "
-               "issuance.max_ttl (%lld s) has passed since\n", after, (long long)wait);
+               "issuance.max_ttl (%lld s) has passed since\n",
+               after, (long long)wait);
         return 0;
     }
     if (since == 0 || now - since >= wait)
@@ -154,9 +159,10 @@ int rot_too_soon(const rot_ctx *r, int64_t since, const char *after, int early)
                (long long)(now - since), after, (long long)wait);
         return 0;
     }
-    fprintf(stderr, "%s: %s was %lld s ago (signing log); wait until issuance.max_ttl (%lld s) "
-                    "has passed since, so that every workload has renewed once in between, or "
-                    "pass --early; nothing changed\n",
+    fprintf(stderr,
+            "%s: %s was %lld s ago (signing log); wait until issuance.max_ttl (%lld s) "
+            "has passed since, so that every workload has renewed once in between, or "
+            "pass --early; nothing changed\n",
             r->step, after, (long long)(now - since), (long long)wait);
     return 1;
 }

@@ -10,8 +10,8 @@
 #include "ca_util.h"
 
 typedef struct {
-    ca_session s;  /* the config (a private copy) and, once opened, the token */
-    ca_audit au;   /* audit.dir's lock and log, held for the step */
+    ca_session s;     /* the config (a private copy) and, once opened, the token */
+    ca_audit au;      /* audit.dir's lock and log, held for the step */
     const char *step; /* "hsmca ca rotate switch": the start of every message */
 } rot_ctx;
 
@@ -28,11 +28,11 @@ int rot_uri_with_label(const char *uri, const char *label, char *out, size_t cap
 X509 *rot_load_one(const char *path, const char *key, hsmca_err *e);
 
 /* The index of x in certs, or -1. */
-int rot_find(STACK_OF(X509) *certs, X509 *x);
+int rot_find(STACK_OF(X509) * certs, X509 *x);
 
 /* Writes certs to path (atomically), saying so with key (the config key). */
 HSMCA_MUSTCHECK hsmca_code rot_write_certs(const char *path, const char *key,
-                                           STACK_OF(X509) *certs, hsmca_err *e);
+                                           STACK_OF(X509) * certs, hsmca_err *e);
 
 /* Refuses (1, after saying why) a step taken sooner than issuance.max_ttl after the
  * step at `since` (0: not in the log), unless early: certificates live at most that

@@ -17,8 +17,8 @@
 
 typedef struct {
     int found_section, found_key, flow;
-    size_t val_start, val_end;    /* the key's scalar value */
-    size_t first_key_line_start;  /* where the section's first key's line starts */
+    size_t val_start, val_end;   /* the key's scalar value */
+    size_t first_key_line_start; /* where the section's first key's line starts */
     int first_key_col;
 } locate;
 
@@ -140,11 +140,13 @@ static HSMCA_MUSTCHECK hsmca_code set_one(char **text, const rot_cfg_set *s, hsm
 {
     size_t len = strlen(*text);
     locate l = {0};
-    HSMCA_ENSURE(strlen(s->value) < CONFIG_MAX_STR && !strpbrk(s->value, "\"\\\n"), e,
-                 HSMCA_EINVAL, "%s.%s: the value has a quote, backslash or newline, or is too "
-                 "long", s->section, s->key);
+    HSMCA_ENSURE(strlen(s->value) < CONFIG_MAX_STR && !strpbrk(s->value, "\"\\\n"), e, HSMCA_EINVAL,
+                 "%s.%s: the value has a quote, backslash or newline, or is too "
+                 "long",
+                 s->section, s->key);
     if (!find(*text, len, s->section, s->key, &l))
-        return hsmca_fail(e, HSMCA_EINVAL, "the config's %s section (or its %s) is not "
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "the config's %s section (or its %s) is not "
                           "written as a block mapping of plain values: edit it by hand",
                           s->section, s->key);
     char line[CONFIG_MAX_STR + 200];
@@ -167,8 +169,8 @@ static HSMCA_MUSTCHECK hsmca_code set_one(char **text, const rot_cfg_set *s, hsm
 }
 
 /* The new text as a config: written beside path, loaded and validated there. */
-static HSMCA_MUSTCHECK hsmca_code check_and_replace(const char *path, const char *text,
-                                                    mode_t mode, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_and_replace(const char *path, const char *text, mode_t mode,
+                                                    hsmca_err *e)
 {
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.rotate", path);
@@ -184,8 +186,7 @@ static HSMCA_MUSTCHECK hsmca_code check_and_replace(const char *path, const char
         rc = hsmca_fail(&why, HSMCA_EIO, "cannot rename %s to %s", tmp, path);
     if (rc != HSMCA_OK) {
         unlink(tmp);
-        return hsmca_fail(e, rc, "the changed config would not load, left unchanged: %s",
-                          why.msg);
+        return hsmca_fail(e, rc, "the changed config would not load, left unchanged: %s", why.msg);
     }
     return HSMCA_OK;
 }

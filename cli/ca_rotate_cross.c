@@ -89,11 +89,13 @@ static HSMCA_MUSTCHECK hsmca_code cross(rot_ctx *r, const cross_args *a, hsmca_e
 {
     const char *old_key, *old_path, *new_path;
     int state = pick(r->s.cfg, &old_key, &old_path, &new_path);
-    HSMCA_ENSURE(state, e, HSMCA_EINVAL, "no rotation under way (hsmca ca rotate prepare "
+    HSMCA_ENSURE(state, e, HSMCA_EINVAL,
+                 "no rotation under way (hsmca ca rotate prepare "
                  "first)");
-    HSMCA_ENSURE(!a->offer || (state == 2 && !r->s.cfg->chain[0]), e, HSMCA_EINVAL,
-                 "--offer: %s", state != 2 ? "only after rotate switch (until then the "
-                 "certificates are the old key's)" : "ca.chain is set already");
+    HSMCA_ENSURE(!a->offer || (state == 2 && !r->s.cfg->chain[0]), e, HSMCA_EINVAL, "--offer: %s",
+                 state != 2 ? "only after rotate switch (until then the "
+                              "certificates are the old key's)"
+                            : "ca.chain is set already");
     HSMCA_ENSURE(a->force || access(a->out, F_OK) != 0, e, HSMCA_EINVAL,
                  "%s exists: pass --force to replace it", a->out);
     char key[CONFIG_MAX_STR];
@@ -116,11 +118,11 @@ static HSMCA_MUSTCHECK hsmca_code cross(rot_ctx *r, const cross_args *a, hsmca_e
     sk_X509_free(one);
     if (rc == HSMCA_OK)
         printf("wrote the new root cross-signed by the old key to %s\n"
-               "check: openssl verify -CAfile %s %s\n", a->out, old_path, a->out);
+               "check: openssl verify -CAfile %s %s\n",
+               a->out, old_path, a->out);
     rot_cfg_set set = {"ca", "chain", a->out};
     if (rc == HSMCA_OK && a->offer && (rc = rot_cfg_apply(a->config, &set, 1, e)) == HSMCA_OK)
-        printf("config %s: ca.chain is %s: restart hsmca serve to offer it\n", a->config,
-               a->out);
+        printf("config %s: ca.chain is %s: restart hsmca serve to offer it\n", a->config, a->out);
     X509_free(x);
     X509_free(old_root);
     X509_free(new_root);

@@ -33,12 +33,15 @@ typedef struct {
 
 static int prep_parse(int argc, char **argv, prep_args *a)
 {
-    static const struct option flags[] = {
-        {"config", required_argument, 0, 'c'}, {"label", required_argument, 0, 'l'},
-        {"subject", required_argument, 0, 'j'}, {"ttl", required_argument, 0, 't'},
-        {"type", required_argument, 0, 'y'},    {"out", required_argument, 0, 'o'},
-        {"force", no_argument, 0, 'f'},         {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option flags[] = {{"config", required_argument, 0, 'c'},
+                                          {"label", required_argument, 0, 'l'},
+                                          {"subject", required_argument, 0, 'j'},
+                                          {"ttl", required_argument, 0, 't'},
+                                          {"type", required_argument, 0, 'y'},
+                                          {"out", required_argument, 0, 'o'},
+                                          {"force", no_argument, 0, 'f'},
+                                          {"help", no_argument, 0, 'h'},
+                                          {0, 0, 0, 0}};
     cli_opts o;
     cli_opts_init(&o, "hsmca ca rotate prepare", flags, NULL, 0);
     for (int c; (c = cli_opts_next(&o, argc, argv)) != -1;) {
@@ -55,8 +58,10 @@ static int prep_parse(int argc, char **argv, prep_args *a)
         }
     }
     if (!a->config || !a->label || !a->subject) {
-        fprintf(stderr, "hsmca ca rotate prepare: --config, --label and --subject are "
-                        "required\n%s\n", prepare_help);
+        fprintf(stderr,
+                "hsmca ca rotate prepare: --config, --label and --subject are "
+                "required\n%s\n",
+                prepare_help);
         return 2;
     }
     return 0;
@@ -67,13 +72,16 @@ static int prep_state(const rot_ctx *r)
 {
     const hsmca_config *c = r->s.cfg;
     if (c->ca_next_key[0] || c->ca_previous_key[0]) {
-        fprintf(stderr, "%s: a rotation is under way (ca.%s_key is set): take it to rotate "
-                        "finish first\n", r->step, c->ca_next_key[0] ? "next" : "previous");
+        fprintf(stderr,
+                "%s: a rotation is under way (ca.%s_key is set): take it to rotate "
+                "finish first\n",
+                r->step, c->ca_next_key[0] ? "next" : "previous");
         return 0;
     }
     if (c->chain[0]) {
-        fprintf(stderr, "%s: ca.chain is set: ca rotate replaces a self-signed root CA; a CA "
-                        "under an offline root is renewed by ca init --csr and ca import\n",
+        fprintf(stderr,
+                "%s: ca.chain is set: ca rotate replaces a self-signed root CA; a CA "
+                "under an offline root is renewed by ca init --csr and ca import\n",
                 r->step);
         return 0;
     }
@@ -91,8 +99,10 @@ static HSMCA_MUSTCHECK hsmca_code make(rot_ctx *r, const key_kind *k, const X509
     if (rc == HSMCA_OK) {
         p11_pool_close(*pool);
         *pool = NULL;
-        return hsmca_fail(e, HSMCA_EINVAL, "--label: the token already holds %s: pick another "
-                          "label; nothing made", r->s.cfg->ca_key_uri);
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "--label: the token already holds %s: pick another "
+                          "label; nothing made",
+                          r->s.cfg->ca_key_uri);
     }
     if (rc != HSMCA_ENOTFOUND)
         return hsmca_fail(e, rc, "%s", why.msg);
@@ -102,8 +112,7 @@ static HSMCA_MUSTCHECK hsmca_code make(rot_ctx *r, const key_kind *k, const X509
 
 /* The root written, the step recorded, the config told. */
 static HSMCA_MUSTCHECK hsmca_code publish(rot_ctx *r, const prep_args *a, const char *uri,
-                                          const char *out, p11_pool *pool, X509 *root,
-                                          hsmca_err *e)
+                                          const char *out, p11_pool *pool, X509 *root, hsmca_err *e)
 {
     STACK_OF(X509) *one = sk_X509_new_null();
     char *pem = one && sk_X509_push(one, root) ? ca_certs_pem(one) : NULL;
@@ -144,8 +153,10 @@ static int prepare(rot_ctx *r, const prep_args *a, const key_kind *k, X509_NAME 
         snprintf(out, sizeof(out), "%s/%s.pem", dirname(dir), a->label);
     }
     if (!a->force && access(out, F_OK) == 0) {
-        fprintf(stderr, "%s: %s exists: pass --force to replace it, or --out elsewhere; "
-                        "nothing done\n", r->step, out);
+        fprintf(stderr,
+                "%s: %s exists: pass --force to replace it, or --out elsewhere; "
+                "nothing done\n",
+                r->step, out);
         return 1;
     }
     snprintf(r->s.cfg->ca_key_uri, sizeof(r->s.cfg->ca_key_uri), "%s", uri);

@@ -46,8 +46,10 @@ static int load_next(rot_ctx *r, X509 **next, STACK_OF(X509) **bundle)
     const hsmca_config *c = r->s.cfg;
     hsmca_err e;
     if (!c->ca_next_key[0] || !c->ca_next_cert[0] || c->ca_previous_key[0]) {
-        fprintf(stderr, "%s: no new CA prepared (ca.next_key and ca.next_cert are set by "
-                        "hsmca ca rotate prepare%s)\n", r->step,
+        fprintf(stderr,
+                "%s: no new CA prepared (ca.next_key and ca.next_cert are set by "
+                "hsmca ca rotate prepare%s)\n",
+                r->step,
                 c->ca_previous_key[0] ? "; the switch is done: rotate finish is next" : "");
         return 1;
     }
@@ -82,7 +84,8 @@ static int overlap(rot_ctx *r)
             fprintf(stderr, "%s: %s\n", r->step, e.msg);
         } else {
             printf("next: restart hsmca serve (every response then carries both roots); after "
-                   "issuance.max_ttl (%u s), hsmca ca rotate switch\n", r->s.cfg->max_ttl);
+                   "issuance.max_ttl (%u s), hsmca ca rotate switch\n",
+                   r->s.cfg->max_ttl);
         }
     }
     X509_free(next);
@@ -121,9 +124,11 @@ static int do_switch(rot_ctx *r, int early)
     hsmca_config *c = r->s.cfg;
     int rc = load_next(r, &next, &bundle);
     if (rc == 0 && rot_find(bundle, next) < 0) {
-        fprintf(stderr, "%s: the new root is not in ca.root_bundle yet: run hsmca ca rotate "
-                        "overlap first (a workload would get a certificate its peers cannot "
-                        "verify)\n", r->step);
+        fprintf(stderr,
+                "%s: the new root is not in ca.root_bundle yet: run hsmca ca rotate "
+                "overlap first (a workload would get a certificate its peers cannot "
+                "verify)\n",
+                r->step);
         rc = 1;
     }
     if (rc == 0 && rot_too_soon(r, r->au.overlapped, "rotate overlap", early))
@@ -136,8 +141,8 @@ static int do_switch(rot_ctx *r, int early)
                               {"ca", "next_key", ""},
                               {"ca", "next_cert", ""}};
         if (check_next_key(r, next, &e) != HSMCA_OK ||
-            ca_audit_record(&r->au, "rotate-switch", c->ca_next_key, X509_get0_pubkey(next),
-                            next, &e) != HSMCA_OK ||
+            ca_audit_record(&r->au, "rotate-switch", c->ca_next_key, X509_get0_pubkey(next), next,
+                            &e) != HSMCA_OK ||
             rot_cfg_apply(r->s.config, sets, 6, &e) != HSMCA_OK) {
             fprintf(stderr, "%s: %s\n", r->step, e.msg);
             rc = 1;
@@ -145,7 +150,8 @@ static int do_switch(rot_ctx *r, int early)
             printf("config %s: pkcs11.ca_key is %s, ca.cert %s; the old CA is "
                    "ca.previous_key and ca.previous_cert\n"
                    "next: restart hsmca serve; after issuance.max_ttl (%u s), hsmca ca rotate "
-                   "finish\n", r->s.config, sets[0].value, sets[1].value, c->max_ttl);
+                   "finish\n",
+                   r->s.config, sets[0].value, sets[1].value, c->max_ttl);
         }
     }
     X509_free(next);
@@ -170,8 +176,10 @@ static int finish(rot_ctx *r, int early)
     hsmca_config *c = r->s.cfg;
     hsmca_err e;
     if (!c->ca_previous_key[0] || !c->ca_previous_cert[0]) {
-        fprintf(stderr, "%s: no switch done (ca.previous_key and ca.previous_cert are set by "
-                        "hsmca ca rotate switch)\n", r->step);
+        fprintf(stderr,
+                "%s: no switch done (ca.previous_key and ca.previous_cert are set by "
+                "hsmca ca rotate switch)\n",
+                r->step);
         return 1;
     }
     if (rot_too_soon(r, r->au.switched, "rotate switch", early))
@@ -184,14 +192,14 @@ static int finish(rot_ctx *r, int early)
     while (rc == 0 && (at = rot_find(bundle, prev)) >= 0)
         X509_free(sk_X509_delete(bundle, at));
     int cross = rc == 0 && chain_is_cross(c, prev);
-    rot_cfg_set sets[] = {{"ca", "previous_key", ""}, {"ca", "previous_cert", ""},
-                          {"ca", "chain", ""}};
+    rot_cfg_set sets[] = {
+        {"ca", "previous_key", ""}, {"ca", "previous_cert", ""}, {"ca", "chain", ""}};
     if (rc == 0 && sk_X509_num(bundle) == 0) {
         fprintf(stderr, "%s: ca.root_bundle would hold no root\n", r->step);
         rc = 1;
     } else if (rc == 0 &&
-               (ca_audit_record(&r->au, "rotate-finish", c->ca_previous_key,
-                                X509_get0_pubkey(prev), prev, &e) != HSMCA_OK ||
+               (ca_audit_record(&r->au, "rotate-finish", c->ca_previous_key, X509_get0_pubkey(prev),
+                                prev, &e) != HSMCA_OK ||
                 rot_write_certs(c->root_bundle, "ca.root_bundle", bundle, &e) != HSMCA_OK ||
                 rot_cfg_apply(r->s.config, sets, cross ? 3 : 2, &e) != HSMCA_OK)) {
         fprintf(stderr, "%s: %s\n", r->step, e.msg);
@@ -200,8 +208,7 @@ static int finish(rot_ctx *r, int early)
         printf("the old root left ca.root_bundle%s; config: ca.previous_* cleared\n"
                "next: restart hsmca serve. The old key stays in the token (%s): delete it "
                "when nothing needs it (pkcs11-tool --delete-object)\n",
-               cross ? ", and the cross-signed certificate ca.chain" : "",
-               c->ca_previous_key);
+               cross ? ", and the cross-signed certificate ca.chain" : "", c->ca_previous_key);
     }
     X509_free(prev);
     sk_X509_pop_free(bundle, X509_free);
