@@ -1,10 +1,12 @@
 /* test_ca_rotate_cfg.c - rot_cfg_apply (cli/ca_rotate_cfg.h): a rotation step's keys set
  * in the config's text, everything else kept byte for byte, and nothing written unless
  * the result loads and validates. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
 
 #include <stdio.h>
 #include <stdlib.h>
