@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/x509v3.h>
+
 #include "cert_build.h"
 #include "cli_opts.h"
 #include "p11.h"
@@ -78,11 +80,16 @@ static int prep_state(const rot_ctx *r)
                 r->step, c->ca_next_key[0] ? "next" : "previous");
         return 0;
     }
-    if (c->chain[0]) {
+    hsmca_err e;
+    X509 *ca = c->chain[0] ? NULL : rot_load_one(c->ca_cert, "ca.cert", &e);
+    int root = ca && X509_check_issued(ca, ca) == X509_V_OK;
+    X509_free(ca);
+    if (!root) {
         fprintf(stderr,
-                "%s: ca.chain is set: ca rotate replaces a self-signed root CA; a CA "
-                "under an offline root is renewed by ca init --csr and ca import\n",
-                r->step);
+                "%s: ca.cert is not a self-signed root%s: ca rotate replaces a self-signed "
+                "root CA; a CA under an offline root is renewed by ca init --csr and ca "
+                "import\n",
+                r->step, c->chain[0] ? " (ca.chain is set)" : "");
         return 0;
     }
     return 1;

@@ -292,6 +292,28 @@ class CeremonyRecord(unittest.TestCase):
         rc, out = sh(BIN, "audit", "verify", audit)
         self.assertEqual(rc, 0, out)
 
+    def test_prepare_refuses_a_ca_under_an_offline_root(self):
+        d = self.dev.dir
+        key, root, ca = (os.path.join(d, n) for n in ("off.key", "off.pem", "sub.pem"))
+        for argv in (["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                      "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-subj", "/CN=Off",
+                      "-days", "30", "-out", root],
+                     ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                      "ec_paramgen_curve:P-256", "-nodes", "-keyout", key + ".sub",
+                      "-subj", "/CN=Sub", "-days", "30", "-CA", root, "-CAkey", key,
+                      "-addext", "basicConstraints=critical,CA:TRUE", "-out", ca]):
+            rc, out = sh(*argv)
+            self.assertEqual(rc, 0, out)
+        cfg = self.dev.config(
+            lambda t: t.replace("object=ca-key;", "object=ca-key-off;")
+            .replace("cert: root-cert.pem", "cert: sub.pem")
+            .replace("root_bundle: root-cert.pem", "root_bundle: off.pem"), "off.yaml")
+        rc, out = sh(BIN, "ca", "rotate", "prepare", "--config", cfg, "--label", "ca-key-o",
+                     "--subject", "/CN=New")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("ca.cert is not a self-signed root", out)
+        self.assertNotIn("made the CA key", out)
+
 
 if __name__ == "__main__":
     unittest.main()
