@@ -41,8 +41,9 @@ typedef enum {
     AUDIT_ICA_FETCH,
     AUDIT_REVOKE,
     AUDIT_CRL,
+    AUDIT_CA_KEY,
 } audit_kind;
-#define AUDIT_KIND_LAST AUDIT_CRL
+#define AUDIT_KIND_LAST AUDIT_CA_KEY
 
 /* A string field: len bytes at p (any bytes); full is the length before the cap (0 means
  * len). The caller owns p. */
@@ -87,6 +88,12 @@ typedef struct {
  *                 "workload": a serial the log knows; "unknown": revoked with force)
  *   crl:          crl_number, crl_sha256 (SHA-256 of the CRL's DER), count (revoked
  *                 entries in it), not_before (thisUpdate), not_after (nextUpdate)
+ *   ca-key:       a CA key's ceremony step, written by the `hsmca` command that did it
+ *                 (cli/ca_audit.h): step ("init", "import", "keygen", "rotate-prepare",
+ *                 "rotate-overlap", "rotate-switch", "rotate-cross-sign", "rotate-finish"),
+ *                 requester (the unix user), ca_key_uri, ca_key_alg, ca_key_type,
+ *                 ca_spki_sha256 (the key the step is about), ca_cert_sha256 (the
+ *                 certificate it made, installed or moved; "" when none, as for a CSR)
  * Hex fields are lowercase; sha256 fields 64 characters, serial 2..40. */
 typedef struct {
     audit_kind kind;
@@ -124,6 +131,8 @@ typedef struct {
     /* crl (count, not_before, not_after as above) */
     uint64_t crl_number;
     char crl_sha256[65];
+    /* ca-key (the ca_* fields and requester as above) */
+    char step[AUDIT_PROFILE_MAX + 1];
 } audit_entry;
 
 /* The name of a kind ("issue-intent"), or NULL. */

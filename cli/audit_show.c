@@ -134,6 +134,10 @@ static void result_text(const audit_entry *ent, char *out, size_t cap)
         snprintf(out, cap, "crl_number %llu, %llu revoked, next update %lld",
                  (unsigned long long)ent->crl_number, (unsigned long long)ent->count,
                  (long long)ent->not_after);
+    else if (ent->kind == AUDIT_CA_KEY)
+        snprintf(out, cap, "%s key_sha256 %.16s...%s%.16s%s", ent->step, ent->ca_spki_sha256,
+                 ent->ca_cert_sha256[0] ? " cert_sha256 " : "", ent->ca_cert_sha256,
+                 ent->ca_cert_sha256[0] ? "..." : "");
     else if (ent->code[0])
         snprintf(out, cap, "%s %s", util_printable(ent->code, strlen(ent->code), a, sizeof(a)), b);
     else
@@ -227,7 +231,8 @@ static int show_usage(FILE *f, int rc)
           "  --namespace NS  rows whose identity or requester is in .../ns/NS/...\n"
           "  --since T       rows at or after T; --until T: at or before T. T is RFC 3339\n"
           "                  (2026-11-24T04:00:00Z, +01:00 offsets, or a date) or unix seconds\n"
-          "  --kind KIND     issue-intent, issue-result, deny, start, stop, recovery, ...\n"
+          "  --kind KIND     issue-intent, issue-result, deny, start, stop, recovery,\n"
+          "                  ca-key (key generation, import, rotation), ...\n"
           "\n"
           "Which workloads got certificates between T1 and T2:\n"
           "  hsmca audit show DIR --kind issue-result --since T1 --until T2\n",

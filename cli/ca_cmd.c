@@ -21,9 +21,12 @@ static void usage(FILE *f)
           "  revoke  revoke a certificate (an intermediate or a workload's) through the\n"
           "          signer's admin socket: an audit-log entry, then a new CRL signed in\n"
           "          the token and written to crl.path\n"
+          "  rotate  replace the root: prepare, overlap, switch, cross-sign, finish\n"
+          "          (docs/ROTATION.md)\n"
           "\n"
-          "init, import and show read the PIN from pkcs11.pin_file only and are not\n"
-          "recorded in the signing log yet; revoke is.\n",
+          "init, import and show read the PIN from pkcs11.pin_file only. init, import and\n"
+          "rotate are ca-key entries of the signing log (audit.dir), which they take while\n"
+          "hsmca serve is stopped; revoke goes through the running signer.\n",
           f);
 }
 
@@ -99,6 +102,8 @@ int ca_main(int argc, char **argv)
         return ca_show(argc - 1, argv + 1);
     if (!strcmp(cmd, "revoke"))
         return ca_revoke(argc - 1, argv + 1);
+    if (!strcmp(cmd, "rotate"))
+        return ca_rotate(argc - 1, argv + 1);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage(stdout);
         return 0;

@@ -13,6 +13,7 @@ int ca_init(int argc, char **argv);
 int ca_import(int argc, char **argv);
 int ca_show(int argc, char **argv);
 int ca_revoke(int argc, char **argv); /* ca_revoke.c: through the admin socket */
+int ca_rotate(int argc, char **argv); /* ca_rotate.c: docs/ROTATION.md */
 extern const char ca_init_help[], ca_import_help[], ca_show_help[], ca_revoke_help[];
 
 #endif

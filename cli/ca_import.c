@@ -10,6 +10,7 @@
 
 #include <openssl/x509v3.h>
 
+#include "ca_audit.h"
 #include "ca_cert_rules.h"
 #include "ca_util.h"
 #include "cli_opts.h"
@@ -197,12 +198,13 @@ int ca_import(int argc, char **argv)
 {
     import_args a = {0};
     ca_session s = {0};
+    ca_audit au = {.lock_fd = -1};
     hsmca_err e;
     int rc = import_parse(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
     if ((rc = ca_session_config(&s, "hsmca ca import", a.config)) == 0 &&
-        import_load(s.cfg, &a, &e) != HSMCA_OK) {
+        (import_load(s.cfg, &a, &e) != HSMCA_OK || ca_audit_open(s.cfg, &au, &e) != HSMCA_OK)) {
         fprintf(stderr, "hsmca ca import: %s\n", e.msg);
         rc = 1;
     }
@@ -215,7 +217,9 @@ int ca_import(int argc, char **argv)
         else if (!(key = p11_pool_public_key(pool)))
             fputs("hsmca ca import: out of memory\n", stderr);
         else if (check_key(&a, key, &e) != HSMCA_OK || check_ca(&a, key, &e) != HSMCA_OK ||
-                 check_chain(&a, &e) != HSMCA_OK || install(s.cfg, &a, &e) != HSMCA_OK)
+                 check_chain(&a, &e) != HSMCA_OK ||
+                 ca_audit_record(&au, "import", s.cfg->ca_key_uri, key, a.ca, &e) != HSMCA_OK ||
+                 install(s.cfg, &a, &e) != HSMCA_OK)
             fprintf(stderr, "hsmca ca import: %s\n", e.msg);
         else
             rc = 0;
@@ -224,6 +228,7 @@ int ca_import(int argc, char **argv)
         EVP_PKEY_free(key);
         p11_pool_close(pool);
     }
+    ca_audit_close(&au);
     ca_session_end(&s);
     X509_free(a.ca);
     sk_X509_pop_free(a.untrusted, X509_free);

@@ -11,6 +11,7 @@
 
 #include <openssl/pem.h>
 
+#include "ca_audit.h"
 #include "ca_util.h"
 #include "cert_build.h"
 #include "certasm.h"
@@ -26,10 +27,10 @@ typedef struct {
     int self_signed, existing_key, force;
     long long validity; /* seconds */
     X509_NAME *name;
+    ca_audit *au; /* where the step is recorded */
 } init_args;
 
-/* "10y", "3650d" or "3650" (days): 1 day to 100 years. */
-static int parse_ttl(const char *s, long long *secs)
+int ca_parse_ttl(const char *s, long long *secs)
 {
     char *end;
     errno = 0;
@@ -100,7 +101,7 @@ static int init_parse(int argc, char **argv, init_args *a)
               "chooses the validity)\n", stderr);
         return 2;
     }
-    if (a->self_signed && !parse_ttl(a->ttl ? a->ttl : "10y", &a->validity)) {
+    if (a->self_signed && !ca_parse_ttl(a->ttl ? a->ttl : "10y", &a->validity)) {
         fputs("hsmca ca init: --ttl must be years (10y) or days (3650d, 3650), from 1 day to "
               "100 years\n", stderr);
         return 2;
@@ -124,11 +125,9 @@ static int init_targets_free(const ca_session *s, const init_args *a)
     return 0;
 }
 
-/* A new key of a->kind in the token, then opened as serve opens it. */
-static HSMCA_MUSTCHECK hsmca_code make_key(ca_session *s, const init_args *a, p11_pool **pool,
-                                           hsmca_err *e)
+hsmca_code ca_make_key(ca_session *s, const key_kind *kind, p11_pool **pool, hsmca_err *e)
 {
-    const key_kind *k = a->kind ? a->kind : key_kind_of(P11_KEY_EC_P256);
+    const key_kind *k = kind ? kind : key_kind_of(P11_KEY_EC_P256);
     uint8_t id[16];
     util_random(id, sizeof(id));
     hsmca_err why;
@@ -163,7 +162,7 @@ static HSMCA_MUSTCHECK hsmca_code init_key(ca_session *s, const init_args *a, p1
     hsmca_err_clear(&why);
     hsmca_code rc = ca_session_open_key(s, pool, &why);
     if (rc == HSMCA_ENOTFOUND && !a->existing_key) {
-        rc = make_key(s, a, pool, e);
+        rc = ca_make_key(s, a->kind, pool, e);
     } else if (rc == HSMCA_ENOTFOUND) {
         return hsmca_fail(e, rc, "pkcs11.ca_key: --existing-key, but %s", why.msg);
     } else if (rc == HSMCA_EPERM) {
@@ -219,9 +218,11 @@ static HSMCA_MUSTCHECK hsmca_code write_root(ca_session *s, const init_args *a, 
     char *pem = one && sk_X509_push(one, root) ? ca_certs_pem(one) : NULL;
     sk_X509_free(one);
     const hsmca_config *c = s->cfg;
+    EVP_PKEY *pub = p11_pool_public_key(pool);
     if (!pem)
         rc = hsmca_fail(e, HSMCA_ENOMEM, "cannot encode the root");
-    else if ((rc = ca_install(c->ca_cert, "ca.cert", pem, a->force, NULL, e)) == HSMCA_OK) {
+    else if ((rc = ca_audit_record(a->au, "init", c->ca_key_uri, pub, root, e)) == HSMCA_OK &&
+             (rc = ca_install(c->ca_cert, "ca.cert", pem, a->force, NULL, e)) == HSMCA_OK) {
         printf("wrote the self-signed root, signed in the token, to %s (ca.cert)\n", c->ca_cert);
         if (strcmp(c->root_bundle, c->ca_cert) != 0 && access(c->root_bundle, F_OK) != 0 &&
             (rc = ca_install(c->root_bundle, "ca.root_bundle", pem, 0, NULL, e)) == HSMCA_OK)
@@ -232,12 +233,14 @@ static HSMCA_MUSTCHECK hsmca_code write_root(ca_session *s, const init_args *a, 
                    c->root_bundle);
         print_fingerprints(pool, root);
     }
+    EVP_PKEY_free(pub);
     free(pem);
     X509_free(root);
     return rc;
 }
 
-static HSMCA_MUSTCHECK hsmca_code write_csr(const init_args *a, p11_pool *pool, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code write_csr(const ca_session *s, const init_args *a,
+                                            p11_pool *pool, hsmca_err *e)
 {
     X509_REQ *req = NULL;
     hsmca_code rc = cert_build_csr(pool, a->name, &req, e);
@@ -249,7 +252,10 @@ static HSMCA_MUSTCHECK hsmca_code write_csr(const init_args *a, p11_pool *pool, 
     X509_REQ_free(req);
     if (!pem)
         return hsmca_fail(e, HSMCA_ENOMEM, "cannot encode the CSR");
-    if ((rc = ca_install(a->csr, "--csr", pem, a->force, NULL, e)) == HSMCA_OK) {
+    EVP_PKEY *pub = p11_pool_public_key(pool);
+    rc = ca_audit_record(a->au, "init", s->cfg->ca_key_uri, pub, NULL, e);
+    EVP_PKEY_free(pub);
+    if (rc == HSMCA_OK && (rc = ca_install(a->csr, "--csr", pem, a->force, NULL, e)) == HSMCA_OK) {
         printf("wrote the CSR, signed in the token, to %s\n", a->csr);
         print_fingerprints(pool, NULL);
         printf("next: compare that fingerprint with what the root CA's operator sees, have the\n"
@@ -265,24 +271,32 @@ int ca_init(int argc, char **argv)
 {
     init_args a = {0};
     ca_session s = {0};
+    ca_audit au = {.lock_fd = -1};
+    hsmca_err e;
+    a.au = &au;
     int rc = init_parse(argc, argv, &a);
     if (rc) {
         X509_NAME_free(a.name);
         return rc < 0 ? 0 : rc;
     }
-    if ((rc = ca_session_config(&s, "hsmca ca init", a.config)) == 0)
+    if ((rc = ca_session_config(&s, "hsmca ca init", a.config)) == 0 &&
+        ca_audit_open(s.cfg, &au, &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca ca init: %s; nothing done\n", e.msg);
+        rc = 1;
+    }
+    if (rc == 0)
         rc = !init_targets_free(&s, &a) || ca_session_token(&s) ? 1 : 0;
     if (rc == 0) {
         p11_pool *pool = NULL;
-        hsmca_err e;
         if (init_key(&s, &a, &pool, &e) != HSMCA_OK ||
-            (a.self_signed ? write_root(&s, &a, pool, &e) : write_csr(&a, pool, &e)) !=
+            (a.self_signed ? write_root(&s, &a, pool, &e) : write_csr(&s, &a, pool, &e)) !=
                 HSMCA_OK) {
             fprintf(stderr, "hsmca ca init: %s\n", e.msg);
             rc = 1;
         }
         p11_pool_close(pool);
     }
+    ca_audit_close(&au);
     ca_session_end(&s);
     X509_NAME_free(a.name);
     return rc;

@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "hsmca_err.h"
+#include "key_kinds.h"
 #include "p11.h"
 
 #define CA_HEX_LEN (2 * SHA256_DIGEST_LENGTH + 1)
@@ -62,6 +63,15 @@ int ca_file_differs(const char *path, const char *data, size_t len);
  * be NULL) is 0 when the file already held these bytes (nothing written). */
 HSMCA_MUSTCHECK hsmca_code ca_install(const char *path, const char *key, const char *data,
                                       int force, int *changed, hsmca_err *e);
+
+/* "10y", "3650d" or "3650" (days): 1 day to 100 years, into *secs. 0 when not. */
+int ca_parse_ttl(const char *s, long long *secs);
+
+/* A new key of kind (NULL: EC P-256) in the token under s->cfg->ca_key_uri (s->uri: its
+ * label, and its id when the URI has one, else a random CKA_ID), then opened as serve
+ * opens it into *pool (ca_init.c). */
+HSMCA_MUSTCHECK hsmca_code ca_make_key(ca_session *s, const key_kind *kind, p11_pool **pool,
+                                       hsmca_err *e);
 
 /* Days (rounded down; negative once past) from now until t. */
 long ca_days_left(const ASN1_TIME *t);

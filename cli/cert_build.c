@@ -59,20 +59,15 @@ static int root_fields(X509 *x, const X509_NAME *name, long long validity, EVP_P
     return ok;
 }
 
-hsmca_code cert_build_root(p11_pool *pool, const X509_NAME *name, long long validity, X509 **out,
-                           hsmca_err *e)
+/* x (every field set) signed in the token by the pool's key, and verified with its
+ * public half before it is returned in *out. */
+static HSMCA_MUSTCHECK hsmca_code sign_cert(p11_pool *pool, X509 *x, EVP_PKEY *key,
+                                            const char *what, X509 **out, hsmca_err *e)
 {
-    EVP_PKEY *key = p11_pool_public_key(pool);
-    X509 *x = X509_new();
     uint8_t *tbs = NULL, *der = NULL, sig[IPC_SIG_MAX];
     size_t tbs_len = 0, der_len = 0, sig_len = sizeof(sig);
     const sigalg *alg = p11_pool_sigalg(pool);
-    hsmca_code rc = HSMCA_EINTERNAL;
-    *out = NULL;
-    if (!key || !x || validity <= 0 || !root_fields(x, name, validity, key)) {
-        rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot build the root certificate");
-        goto out;
-    }
+    hsmca_code rc;
     if ((rc = certasm_tbs_der(x, alg->nid, &tbs, &tbs_len, e)) != HSMCA_OK ||
         (rc = sign_in_token(pool, tbs, tbs_len, sig, &sig_len, e)) != HSMCA_OK ||
         (rc = certasm_assemble(tbs, tbs_len, alg->nid, sig, sig_len, &der, &der_len, e)) !=
@@ -82,14 +77,73 @@ hsmca_code cert_build_root(p11_pool *pool, const X509_NAME *name, long long vali
     X509 *made = d2i_X509(NULL, &p, (long)der_len);
     if (!made || p != der + der_len || X509_verify(made, key) != 1) {
         X509_free(made);
-        rc = hsmca_fail(e, HSMCA_EINTERNAL, "the root signed in the token does not verify with "
-                                            "the token key's public half");
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "the %s signed in the token does not verify with "
+                                            "the token key's public half", what);
         goto out;
     }
     *out = made;
 out:
     OPENSSL_free(tbs);
     OPENSSL_free(der);
+    return rc;
+}
+
+hsmca_code cert_build_root(p11_pool *pool, const X509_NAME *name, long long validity, X509 **out,
+                           hsmca_err *e)
+{
+    EVP_PKEY *key = p11_pool_public_key(pool);
+    X509 *x = X509_new();
+    hsmca_code rc;
+    *out = NULL;
+    if (!key || !x || validity <= 0 || !root_fields(x, name, validity, key))
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot build the root certificate");
+    else
+        rc = sign_cert(pool, x, key, "root", out, e);
+    X509_free(x);
+    EVP_PKEY_free(key);
+    return rc;
+}
+
+/* The cross certificate's fields: new_root's subject, key, SKI and CA extensions, the
+ * old root as issuer (AKI its SKI), valid from 5 minutes ago to the earlier notAfter. */
+static int cross_fields(X509 *x, X509 *old_root, X509 *new_root)
+{
+    uint8_t serial[16];
+    do
+        util_random(serial, sizeof(serial));
+    while (serial[0] == 0);
+    BIGNUM *bn = BN_bin2bn(serial, sizeof(serial), NULL);
+    const ASN1_TIME *end = X509_get0_notAfter(new_root);
+    if (ASN1_TIME_compare(X509_get0_notAfter(old_root), end) < 0)
+        end = X509_get0_notAfter(old_root);
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, old_root, x, NULL, NULL, 0);
+    int ok = bn && X509_set_version(x, 2) && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
+             X509_set_subject_name(x, X509_get_subject_name(new_root)) &&
+             X509_set_issuer_name(x, X509_get_subject_name(old_root)) &&
+             X509_time_adj_ex(X509_getm_notBefore(x), 0, -300, NULL) &&
+             X509_set1_notAfter(x, end) && X509_set_pubkey(x, X509_get0_pubkey(new_root)) &&
+             add_ext(&ctx, x, NULL, NID_basic_constraints, CA_BASIC_CONSTRAINTS) &&
+             add_ext(&ctx, x, NULL, NID_key_usage, CA_KEY_USAGE) &&
+             add_ext(&ctx, x, NULL, NID_subject_key_identifier, "hash") &&
+             add_ext(&ctx, x, NULL, NID_authority_key_identifier, "keyid:always");
+    BN_free(bn);
+    return ok;
+}
+
+hsmca_code cert_build_cross(p11_pool *old_pool, X509 *old_root, X509 *new_root, X509 **out,
+                            hsmca_err *e)
+{
+    EVP_PKEY *key = p11_pool_public_key(old_pool);
+    X509 *x = X509_new();
+    hsmca_code rc;
+    *out = NULL;
+    if (!key || EVP_PKEY_eq(key, X509_get0_pubkey(old_root)) != 1)
+        rc = hsmca_fail(e, HSMCA_EINVAL, "the old CA key is not the old root's");
+    else if (!x || !cross_fields(x, old_root, new_root))
+        rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot build the cross-signed certificate");
+    else
+        rc = sign_cert(old_pool, x, key, "cross-signed certificate", out, e);
     X509_free(x);
     EVP_PKEY_free(key);
     return rc;

@@ -19,6 +19,14 @@
 HSMCA_MUSTCHECK hsmca_code cert_build_root(p11_pool *pool, const X509_NAME *name,
                                            long long validity, X509 **out, hsmca_err *e);
 
+/* The new root cross-signed by the old CA key (old_pool, which must be old_root's key):
+ * new_root's subject, public key, subjectKeyIdentifier and CA extensions (as a root
+ * above), issuer old_root's subject, authorityKeyIdentifier old_root's key id, a random
+ * 128-bit serial, valid from 5 minutes ago until the earlier of the two roots' notAfter.
+ * A client trusting only the old root verifies the new CA's certificates through it. */
+HSMCA_MUSTCHECK hsmca_code cert_build_cross(p11_pool *old_pool, X509 *old_root, X509 *new_root,
+                                            X509 **out, hsmca_err *e);
+
 /* A PKCS#10 CSR for the pool's key with subject `name`, asking (extensionRequest)
  * for the root's basicConstraints and keyUsage above. *out is new (X509_REQ_free). */
 HSMCA_MUSTCHECK hsmca_code cert_build_csr(p11_pool *pool, const X509_NAME *name,

@@ -18,6 +18,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "ca_audit.h"
 #include "ca_util.h"
 #include "cli_opts.h"
 #include "config.h"
@@ -184,6 +185,7 @@ typedef struct {
     const char *config;
     int audit;            /* --key audit */
     const key_kind *kind; /* --type, or the role's default */
+    ca_audit *au;         /* a CA key's generation is a ca-key entry (ca_audit.h) */
 } keygen_args;
 
 /* 0 to go on, else the exit status (after usage or a message). */
@@ -240,7 +242,10 @@ static int keygen_report(p11_module *m, const hsmca_config *cfg, const keygen_ar
     EVP_PKEY *pub = a->audit ? p11_signkey_public_key(k) : p11_pool_public_key(pool);
     char hex[CA_HEX_LEN];
     int ok = ca_spki_sha256(pub, hex);
-    if (ok) {
+    if (ok && !a->audit && ca_audit_record(a->au, "keygen", uri, pub, NULL, &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca token keygen: the key is made but not recorded: %s\n", e.msg);
+        ok = 0;
+    } else if (ok) {
         printf("made the %s key %s: %s, sensitive, never extractable, sign only\n",
                a->audit ? "audit" : "CA", uri, a->kind->what);
         printf("public key sha256: %s\n", hex);
@@ -301,7 +306,8 @@ static int keygen_make(const hsmca_config *cfg, const keygen_args *a, const char
 
 static int token_keygen(int argc, char **argv)
 {
-    keygen_args a = {0};
+    ca_audit au = {.lock_fd = -1};
+    keygen_args a = {.au = &au};
     int rc = keygen_parse(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -332,11 +338,15 @@ static int token_keygen(int argc, char **argv)
     if (rc == 0 && util_read_secret(cfg->pin_file, pin, sizeof(pin), &e) != HSMCA_OK) {
         fprintf(stderr, "hsmca token keygen: pkcs11.pin_file: %s\n", e.msg);
         rc = 1;
+    } else if (rc == 0 && !a.audit && ca_audit_open(cfg, a.au, &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca token keygen: %s; nothing made\n", e.msg);
+        rc = 1;
     } else if (rc == 0) {
         sup_env_apply_module(cfg);
         rc = keygen_make(cfg, &a, uri, &u, pin);
-        OPENSSL_cleanse(pin, sizeof(pin));
     }
+    OPENSSL_cleanse(pin, sizeof(pin));
+    ca_audit_close(a.au);
     free(cfg);
     return rc;
 }

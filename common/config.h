@@ -96,6 +96,10 @@ typedef struct {
     char ca_cert[CONFIG_MAX_STR];     /* PEM: the certificate of the CA key */
     char root_bundle[CONFIG_MAX_STR]; /* PEM: roots sent last in cert_chain (default ca_cert) */
     char chain[CONFIG_MAX_STR];       /* PEM: intermediates between ca_cert and root, optional */
+    /* ca.next_* / ca.previous_*: a root rotation's other CA (docs/ROTATION.md), written by
+     * `hsmca ca rotate`; the signer serves with pkcs11.ca_key and ca.cert only */
+    char ca_next_key[CONFIG_MAX_STR], ca_next_cert[CONFIG_MAX_STR];
+    char ca_previous_key[CONFIG_MAX_STR], ca_previous_cert[CONFIG_MAX_STR];
 
     /* issuance: */
     char trust_domain[CONFIG_MAX_STR]; /* default "cluster.local" */

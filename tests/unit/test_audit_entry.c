@@ -386,6 +386,40 @@ static void test_encoder_refuses(void **state)
     assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
 }
 
+/* ca-key: a ceremony step written by the hsmca command (cli/ca_audit.h). */
+static void test_ca_key(void **state)
+{
+    static audit_entry_buf buf;
+    audit_entry a, b;
+    memset(&a, 0, sizeof(a));
+    a.kind = AUDIT_CA_KEY;
+    a.seq = 3;
+    strcpy(a.step, "rotate-switch");
+    strcpy(a.ca_key_alg, "ecdsa-with-SHA256");
+    strcpy(a.ca_key_type, "ec-prime256v1");
+    memset(a.ca_spki_sha256, 'c', 64);
+    memset(a.ca_cert_sha256, 'd', 64);
+    a.ca_key_uri = (audit_str){"pkcs11:token=t;object=k2", 24, 0};
+    a.requester = (audit_str){"alice", 5, 0};
+    size_t n = round_trip(&a, &b, &buf);
+    g_line[n] = 0;
+    assert_string_equal(b.step, "rotate-switch");
+    assert_memory_equal(b.ca_key_uri.p, "pkcs11:token=t;object=k2", 24);
+    assert_non_null(strstr(g_line, "\"requester\":\"alice\",\"seq\":3,\"step\":\"rotate-switch\""));
+    memset(a.ca_cert_sha256, 0, sizeof(a.ca_cert_sha256)); /* a key alone: no certificate */
+    round_trip(&a, &b, &buf);
+    assert_string_equal(b.ca_cert_sha256, "");
+    hsmca_err e;
+    a.step[0] = 0; /* a step is required */
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, &e), HSMCA_EINVAL);
+    strcpy(a.step, "init");
+    a.requester = (audit_str){"", 0, 0}; /* and who ran it */
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, &e), HSMCA_EINVAL);
+    a.requester = (audit_str){"alice", 5, 0};
+    a.ca_spki_sha256[0] = 0; /* and the key */
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, &e), HSMCA_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -400,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_encoder_refuses),
         cmocka_unit_test(test_new_kinds),
         cmocka_unit_test(test_new_kinds_refused),
+        cmocka_unit_test(test_ca_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

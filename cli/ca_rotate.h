@@ -1,0 +1,49 @@
+/* ca_rotate.h - what the `hsmca ca rotate` steps share (docs/ROTATION.md): the rotation's
+ * state read from the config (ca.next_* after prepare, ca.previous_* after switch), the
+ * root bundle as a list of certificates, and each step's start (config, audit lock). */
+#ifndef HSMCA_CA_ROTATE_H
+#define HSMCA_CA_ROTATE_H
+
+#include <openssl/x509.h>
+
+#include "ca_audit.h"
+#include "ca_util.h"
+
+typedef struct {
+    ca_session s;     /* the config (a private copy) and, once opened, the token */
+    ca_audit au;      /* audit.dir's lock and log, held for the step */
+    const char *step; /* "hsmca ca rotate switch": the start of every message */
+} rot_ctx;
+
+/* Loads the config and takes the audit log (refused while a signer runs). 0, else the
+ * exit status after saying why. */
+int rot_begin(rot_ctx *r, const char *cmd, const char *config);
+void rot_end(rot_ctx *r);
+
+/* The key URI uri with its label (object=) set to label and any id= dropped. 0 when
+ * the result does not fit or label is not [A-Za-z0-9._-]. */
+int rot_uri_with_label(const char *uri, const char *label, char *out, size_t cap);
+
+/* The one certificate in path (NULL with e when none or several). */
+X509 *rot_load_one(const char *path, const char *key, hsmca_err *e);
+
+/* The index of x in certs, or -1. */
+int rot_find(STACK_OF(X509) * certs, X509 *x);
+
+/* Writes certs to path (atomically), saying so with key (the config key). */
+HSMCA_MUSTCHECK hsmca_code rot_write_certs(const char *path, const char *key,
+                                           STACK_OF(X509) * certs, hsmca_err *e);
+
+/* Refuses (1, after saying why) a step taken sooner than issuance.max_ttl after the
+ * step at `since` (0: not in the log), unless early: certificates live at most that
+ * long, so by then every workload has renewed once and holds what the step before
+ * gave it. */
+int rot_too_soon(const rot_ctx *r, int64_t since, const char *after, int early);
+
+int ca_rotate_prepare(int argc, char **argv);
+int ca_rotate_overlap(int argc, char **argv);
+int ca_rotate_switch(int argc, char **argv);
+int ca_rotate_cross(int argc, char **argv);
+int ca_rotate_finish(int argc, char **argv);
+
+#endif

@@ -1,0 +1,319 @@
+#!/usr/bin/python3
+"""Root rotation (`hsmca ca rotate`, docs/ROTATION.md) on a real `hsmca serve` (SoftHSM),
+with real requests (hsmca_client.py, as istio-agent asks) between the steps; each step
+runs with serve stopped and serve is started again after it, as ROTATION.md says:
+
+(a) a client that trusts only the old root, then both (the bundle of overlap), then only
+    the new one keeps getting certificates it verifies (`openssl verify`) through the
+    rotation: before overlap, after it (old key, both roots), after switch (new key,
+    serving certificate included), after finish (the new root alone); a certificate
+    issued before the switch still verifies under the bundle after it;
+(b) the cross-signed certificate verifies with `openssl verify` under the old root, and
+    once offered (ca.chain) a peer trusting only the old root verifies a new leaf;
+(c) the steps are refused out of order (switch before overlap), too early (switch
+    before issuance.max_ttl without --early) and while a signer holds the log;
+(d) `hsmca audit show --kind ca-key` lists every step in order, `hsmca audit verify`
+    passes;
+(e) `ca init`, `ca import` and `token keygen --key ca` are ca-key entries too, and are
+    refused, before any key is made, while another process holds audit.dir's lock."""
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import grpc
+
+import hsmca_client as hc
+from hsmca_harness import BIN, TMP, DevServer
+from test_token_cmd import ROOT, SIGNER_USER, DevDir
+
+PEM = re.compile(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----\n", re.S)
+
+
+def certs(text):
+    return PEM.findall(text)
+
+
+def sh(*argv):
+    p = subprocess.run(list(argv), capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout + p.stderr
+
+
+class Rotation(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = DevServer(name="rotate", edit_config=lambda t: t)
+        cls.srv.wait_ready()
+        cls.dir = cls.srv.dir
+        cls.config = os.path.join(cls.dir, "hsmca.yaml")
+        cls.work = tempfile.mkdtemp(prefix="rotate-work.", dir=TMP)
+        with open(os.path.join(cls.dir, "root-cert.pem")) as f:
+            cls.old_root = f.read()
+        # A rotation changes the roots apart from ca.cert: a bundle file of its own.
+        cls.bundle = os.path.join(cls.dir, "roots.pem")
+        shutil.copy(os.path.join(cls.dir, "root-cert.pem"), cls.bundle)
+        cls.stop_server()
+        with open(cls.config) as f:
+            text = f.read()
+        with open(cls.config, "w") as f:
+            f.write(text.replace("root_bundle: root-cert.pem", "root_bundle: roots.pem"))
+        cls.start_server(cls.old_root)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.srv.stop()
+        finally:
+            shutil.rmtree(cls.work, ignore_errors=True)
+
+    @classmethod
+    def stop_server(cls):
+        if cls.srv.client:
+            cls.srv.client.close()
+            cls.srv.client = None
+        cls.srv.proc.send_signal(signal.SIGTERM)
+        cls.srv.proc.wait(30)
+
+    @classmethod
+    def start_server(cls, trust):
+        """Starts serve again and waits until a request succeeds with TLS trusting trust
+        (the serving certificate is the active CA's)."""
+        cls.srv.restart_supervisor()
+        deadline, last = time.time() + 90, None
+        while time.time() < deadline:
+            if cls.srv.proc.poll() is not None:
+                raise RuntimeError("serve exited:\n" + cls.srv.logtext())
+            probe = hc.Client(cls.srv.addr, trust.encode())
+            try:
+                cls.srv.issue(client=probe, timeout=3)
+                cls.srv.client = probe
+                return
+            except grpc.RpcError as e:
+                last = e
+                probe.close()
+                time.sleep(0.3)
+        raise RuntimeError("serve not ready: %s\n%s" % (last, cls.srv.logtext()))
+
+    def rotate(self, *args):
+        return sh(BIN, "ca", "rotate", args[0], "--config", self.config, *args[1:])
+
+    def step(self, *args, trust):
+        """One step, serve stopped around it (the step is refused while it runs)."""
+        rc, out = self.rotate(*args)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("stop hsmca serve", out)
+        self.stop_server()
+        rc, out = self.rotate(*args)
+        self.assertEqual(rc, 0, out)
+        if ROOT:  # the new key's SoftHSM files are root's: the signer's, as dev does
+            subprocess.check_call(["chown", "-R", SIGNER_USER, os.path.join(self.dir, "tokens")])
+        self.start_server(trust)
+        return out
+
+    def issue(self):
+        """A workload certificate: the returned cert_chain (leaf first, roots last)."""
+        chain = self.srv.issue()
+        self.assertTrue(all(e.endswith("\n") for e in chain))
+        return chain
+
+    def verifies(self, leaf, trust, untrusted=()):
+        """openssl verify of leaf trusting exactly the certificates in trust."""
+        paths = []
+        for name, pems in (("trust", trust), ("untrusted", untrusted), ("leaf", [leaf])):
+            p = os.path.join(self.work, name + ".pem")
+            with open(p, "w") as f:
+                f.write("".join(pems))
+            paths.append(p)
+        argv = ["openssl", "verify", "-CAfile", paths[0]]
+        argv += ["-untrusted", paths[1]] if untrusted else []
+        return sh(*argv, paths[2])[0] == 0
+
+    def check_client(self, chain, trusts):
+        """The chain as istio-agent and ztunnel read it: leaf, intermediates, and the
+        last element split into roots. It must verify under each of trusts."""
+        leaf, mid, roots = chain[0], chain[1:-1], certs(chain[-1])
+        self.assertTrue(roots)
+        for t in trusts:
+            self.assertTrue(self.verifies(leaf, t, mid), (t, chain))
+        return roots
+
+    def test_rotation(self):
+        old = self.old_root
+        # Before: the old key signs; the bundle is the old root.
+        chain = self.issue()
+        self.assertEqual(self.check_client(chain, [[old]]), [old])
+
+        out = self.step("prepare", "--label", "ca-key-2", "--subject", "/O=Test/CN=Root 2",
+                        "--ttl", "30d", trust=old)
+        new_path = os.path.join(self.dir, "ca-key-2.pem")
+        with open(new_path) as f:
+            new = f.read()
+        self.assertIn("ca.next_key", out)
+        self.assertNotEqual(new, old)
+        # Still the old key, the old bundle: prepare changes nothing serve uses.
+        self.assertEqual(self.check_client(self.issue(), [[old]]), [old])
+
+        # Out of order: no switch before the overlap.
+        self.stop_server()
+        rc, out = self.rotate("switch", "--early")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("overlap first", out)
+        self.start_server(old)
+
+        self.step("overlap", trust=old)
+        chain = self.issue()
+        # Overlap: both roots in the last element; the old key still signs.
+        roots = self.check_client(chain, [[old], [old, new]])
+        self.assertEqual(roots, [old, new])
+        self.assertFalse(self.verifies(chain[0], [new]))
+        before_switch = chain[0]
+
+        # Too early: the overlap must last issuance.max_ttl.
+        self.stop_server()
+        rc, out = self.rotate("switch")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("issuance.max_ttl", out)
+        self.start_server(old)
+
+        self.step("switch", "--early", trust=new)  # TLS trusting only the new root: its serving cert
+        chain = self.issue()
+        roots = self.check_client(chain, [[old, new], [new]])
+        self.assertEqual(roots, [old, new])
+        self.assertFalse(self.verifies(chain[0], [old]))  # no cross-signed path yet
+        # A certificate from before the switch verifies under the bundle it now gets.
+        self.assertTrue(self.verifies(before_switch, roots))
+
+        cross = os.path.join(self.work, "cross.pem")
+        self.step("cross-sign", "--out", cross, "--offer", trust=new)
+        rc, out = sh("openssl", "verify", "-CAfile", os.path.join(self.dir, "root-cert.pem"),
+                     cross)
+        self.assertEqual(rc, 0, out)
+        with open(cross) as f:
+            cross_pem = f.read()
+        chain = self.issue()
+        self.assertEqual(chain[1], cross_pem)
+        # A peer that trusts only the old root verifies a new leaf through it.
+        self.check_client(chain, [[old], [old, new], [new]])
+
+        self.step("finish", "--early", trust=new)
+        chain = self.issue()
+        self.assertEqual(len(chain), 2)  # the cross-signed certificate left ca.chain
+        self.assertEqual(self.check_client(chain, [[new]]), [new])
+        self.assertFalse(self.verifies(chain[0], [old]))
+
+        self.check_audit()
+
+    def check_audit(self):
+        audit = os.path.join(self.dir, "audit")
+        p = subprocess.run([BIN, "audit", "show", audit, "--kind", "ca-key", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        steps = [json.loads(line) for line in p.stdout.splitlines()]
+        self.assertEqual([s["step"] for s in steps],
+                         ["rotate-prepare", "rotate-overlap", "rotate-switch",
+                          "rotate-cross-sign", "rotate-finish"])
+        self.assertTrue(all(s["requester"] for s in steps))
+        self.assertEqual(steps[0]["ca_spki_sha256"], steps[2]["ca_spki_sha256"])
+        self.assertNotEqual(steps[0]["ca_spki_sha256"], steps[4]["ca_spki_sha256"])
+        self.assertIn("object=ca-key-2", steps[2]["ca_key_uri"])
+        rc, out = sh(BIN, "audit", "verify", audit)
+        self.assertEqual(rc, 0, out)
+        # A step changed after a checkpoint covered it fails the verification: the
+        # signer's stop signs a checkpoint over the whole log.
+        self.stop_server()
+        rc, out = sh(BIN, "audit", "verify", audit)
+        self.assertEqual(rc, 0, out)
+        entries = int(re.search(r"OK: (\d+) entries", out).group(1))
+        self.assertIn("latest size %d " % entries, out)
+        forged = os.path.join(self.work, "forged")
+        shutil.copytree(audit, forged)
+        with open(os.path.join(forged, "log"), "rb") as f:
+            log = f.read()
+        with open(os.path.join(forged, "log"), "wb") as f:
+            f.write(log.replace(b'"step":"rotate-switch"', b'"step":"rotate-finish"', 1))
+        rc, out = sh(BIN, "audit", "verify", forged)
+        self.assertNotEqual(rc, 0, out)
+        self.assertIn("FAILED: log seq", out)
+
+
+class CeremonyRecord(unittest.TestCase):
+    """ca init, import and token keygen on a dev CA's token (no serve running)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dev = DevDir("ca-audit")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dev.cleanup()
+
+    def config(self, label, cert):
+        return self.dev.config(
+            lambda t: t.replace("object=ca-key;", "object=%s;" % label)
+            .replace("cert: root-cert.pem", "cert: %s" % cert), label + ".yaml")
+
+    def test_steps_recorded_and_lock_respected(self):
+        audit = os.path.join(self.dev.dir, "audit")
+        x = self.config("ca-key-x", "x-cert.pem")
+        init = [BIN, "ca", "init", "--config", x, "--subject", "/O=Test/CN=X", "--self-signed"]
+        # A signer (here: any holder) owns the log: refused, and no key is made.
+        os.makedirs(audit, exist_ok=True)
+        with open(os.path.join(audit, "lock"), "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            rc, out = sh(*init)
+            fcntl.flock(held, fcntl.LOCK_UN)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("stop hsmca serve", out)
+        self.assertNotIn("made the CA key", out)
+        rc, out = sh(*init)  # without --existing-key: the key was not made above
+        self.assertEqual(rc, 0, out)
+        self.assertIn("recorded: signing log seq 0 (ca-key, step init)", out)
+        rc, out = sh(BIN, "ca", "import", "--config", x, "--cert",
+                     os.path.join(self.dev.dir, "x-cert.pem"))
+        self.assertEqual(rc, 0, out)
+        k = self.config("ca-key-k", "root-cert.pem")
+        rc, out = sh(BIN, "token", "keygen", "--config", k, "--key", "ca")
+        self.assertEqual(rc, 0, out)
+        p = subprocess.run([BIN, "audit", "show", audit, "--kind", "ca-key", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        steps = [json.loads(line) for line in p.stdout.splitlines()]
+        self.assertEqual([(s["step"], s["ca_key_uri"].split("object=")[1].split(";")[0])
+                          for s in steps],
+                         [("init", "ca-key-x"), ("import", "ca-key-x"), ("keygen", "ca-key-k")])
+        self.assertEqual(steps[0]["ca_cert_sha256"], steps[1]["ca_cert_sha256"])
+        self.assertEqual(steps[2]["ca_cert_sha256"], "")
+        rc, out = sh(BIN, "audit", "verify", audit)
+        self.assertEqual(rc, 0, out)
+
+    def test_prepare_refuses_a_ca_under_an_offline_root(self):
+        d = self.dev.dir
+        key, root, ca = (os.path.join(d, n) for n in ("off.key", "off.pem", "sub.pem"))
+        for argv in (["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                      "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-subj", "/CN=Off",
+                      "-days", "30", "-out", root],
+                     ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                      "ec_paramgen_curve:P-256", "-nodes", "-keyout", key + ".sub",
+                      "-subj", "/CN=Sub", "-days", "30", "-CA", root, "-CAkey", key,
+                      "-addext", "basicConstraints=critical,CA:TRUE", "-out", ca]):
+            rc, out = sh(*argv)
+            self.assertEqual(rc, 0, out)
+        cfg = self.dev.config(
+            lambda t: t.replace("object=ca-key;", "object=ca-key-off;")
+            .replace("cert: root-cert.pem", "cert: sub.pem")
+            .replace("root_bundle: root-cert.pem", "root_bundle: off.pem"), "off.yaml")
+        rc, out = sh(BIN, "ca", "rotate", "prepare", "--config", cfg, "--label", "ca-key-o",
+                     "--subject", "/CN=New")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("ca.cert is not a self-signed root", out)
+        self.assertNotIn("made the CA key", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
