@@ -9,20 +9,23 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <grpc/grpc.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
 
 #include "certasm.h"
 #include "child_args.h"
 #include "config.h"
 #include "fe_app.h"
 #include "fe_grpcrt.h"
-#include "fe_sandbox.h"
 #include "fe_reload.h"
+#include "fe_sandbox.h"
 #include "fe_serving.h"
 #include "fe_tlsmem.h"
 #include "log.h"
@@ -59,6 +62,24 @@ static char *read_pem_element(const char *path, hsmca_err *e)
         pem[len + 1] = '\0';
     }
     return pem;
+}
+
+/* Whether cert_chain must carry ca_cert itself: it is not self-issued, and the chain
+ * file (path, may be empty) does not begin with it. */
+static bool ca_cert_needs_sending(X509 *ca_cert, const char *chain_path)
+{
+    if (!X509_NAME_cmp(X509_get_subject_name(ca_cert), X509_get_issuer_name(ca_cert)))
+        return false;
+    if (!chain_path[0])
+        return true;
+    FILE *f = fopen(chain_path, "r");
+    X509 *first = f ? PEM_read_X509(f, NULL, NULL, NULL) : NULL;
+    if (f)
+        fclose(f);
+    ERR_clear_error();
+    bool needs = !first || X509_cmp(first, ca_cert) != 0;
+    X509_free(first);
+    return needs;
 }
 
 /* The Kubernetes API server's address, CA and hsmca's own credentials are read
@@ -112,8 +133,9 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
         app->audiences[i] = cfg->jwt_audiences.items[i];
     /* One issuer per cluster; the audiences and skew are auth.jwt's for all. */
     for (int cl = 0; cl <= cfg->n_clusters && cl < IPC_KEYSETS; cl++)
-        app->jwt_rules[cl] = (tok_jwt_rules){cl ? cfg->clusters[cl - 1].jwt_issuer : cfg->jwt_issuer,
-                                            app->audiences, cfg->jwt_audiences.n, cfg->jwt_skew};
+        app->jwt_rules[cl] =
+            (tok_jwt_rules){cl ? cfg->clusters[cl - 1].jwt_issuer : cfg->jwt_issuer, app->audiences,
+                            cfg->jwt_audiences.n, cfg->jwt_skew};
     app->policy = (policy_rules){cfg->trust_domain, cfg->default_ttl, cfg->max_ttl};
     /* The signer loads the same file itself: it never takes our word for it. */
     policy_set *pf = NULL;
@@ -130,18 +152,26 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
     if (!(app->ca_cert = certasm_load_pem(cfg->ca_cert, e)))
         return e->code;
     app->sig_nid = certasm_sig_nid_for_key(X509_get0_pubkey(app->ca_cert));
-    /* cert_chain = [leaf, intermediates..., root bundle]. For a root CA the chain
-     * file is empty and the root bundle follows the leaf directly. */
+    /* cert_chain = [leaf, intermediates..., root bundle]: our CA first when it is not
+     * itself a root and the chain file does not start with it (`ca import --chain`
+     * writes only the certificates above it: clients could not build the path), then
+     * the chain file. For a root CA the chain file is empty and the root bundle
+     * follows the leaf directly. */
+    if (ca_cert_needs_sending(app->ca_cert, cfg->chain)) {
+        if (!(app->chain_tail[app->n_chain_tail++] = read_pem_element(cfg->ca_cert, e)))
+            return e->code;
+    }
+    const char *chain_pem = NULL;
     if (cfg->chain[0]) {
         if (!(app->chain_tail[app->n_chain_tail++] = read_pem_element(cfg->chain, e)))
             return e->code;
+        chain_pem = app->chain_tail[app->n_chain_tail - 1];
     }
     if (!(app->chain_tail[app->n_chain_tail++] = read_pem_element(cfg->root_bundle, e)))
         return e->code;
     /* Renewals by client certificate verify to the same roots through our CA. */
-    return fe_clientcert_new(app->ca_cert, cfg->chain[0] ? app->chain_tail[0] : NULL,
-                             app->chain_tail[app->n_chain_tail - 1], cfg->trust_domain,
-                             &app->clientcert, e);
+    return fe_clientcert_new(app->ca_cert, chain_pem, app->chain_tail[app->n_chain_tail - 1],
+                             cfg->trust_domain, &app->clientcert, e);
 }
 
 /* A key push from the supervisor (IPC thread): parsed here again, since what the

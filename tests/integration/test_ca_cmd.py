@@ -16,13 +16,18 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 import unittest
+
+import grpc
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from hsmca_harness import BIN
+import hsmca_client as hc
+from hsmca_harness import BIN, free_port
 from test_token_cmd import ROOT, SOFTHSM, DevDir, check, run
 
 ENGINE = "/usr/lib/x86_64-linux-gnu/engines-3/pkcs11.so"
@@ -129,6 +134,56 @@ def spki_of(pem_path):
         cert = x509.load_pem_x509_certificate(f.read())
     return cert, cert.public_key().public_bytes(serialization.Encoding.DER,
                                                 serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def spki_of_pem(pem):
+    cert = x509.load_pem_x509_certificate(pem.encode())
+    return cert.public_key().public_bytes(serialization.Encoding.DER,
+                                          serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def serve_and_issue(dev, config):
+    """`hsmca serve --config CONFIG` on a free port, one certificate for a dev token; returns
+    the response's cert_chain. The server is stopped before it returns."""
+    with open(config) as f:
+        text = f.read()
+    port = free_port()
+    text = re.sub(r'listen: "127\.0\.0\.1:\d+"', 'listen: "127.0.0.1:%d"' % port, text, count=1)
+    text = re.sub(r'(?m)^(\s*)listen: "127\.0\.0\.1:15014"', r'\1listen: ""', text)
+    served = config + ".serve.yaml"
+    with open(served, "w") as f:
+        f.write(text)
+    env = dict(os.environ, SOFTHSM2_CONF=dev.env["SOFTHSM2_CONF"])
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    log = open(served + ".log", "wb")
+    proc = subprocess.Popen([BIN, "serve", "--config", served], stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    try:
+        token = subprocess.check_output([BIN, "dev", "token", "--dir", dev.dir, "--ns",
+                                         "default", "--sa", "sleep"]).decode().strip()
+        key = hc.make_key("ec-p256")
+        csr = hc.make_csr(key, uris=["spiffe://cluster.local/ns/default/sa/sleep"])
+        deadline, last = time.time() + 60, None
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                with open(served + ".log") as f:
+                    raise AssertionError("serve exited %d:\n%s" % (proc.returncode, f.read()))
+            # The serving certificate chains to the roots through the issuing CA: a
+            # client trusting only the roots must connect.
+            with open(os.path.join(os.path.dirname(config), "fresh-roots.pem"), "rb") as f:
+                client = hc.Client("localhost:%d" % port, f.read())
+            try:
+                return client.create(csr, token, 0, timeout=3)
+            except grpc.RpcError as e:
+                last = e
+                time.sleep(0.3)
+            finally:
+                client.close()
+        raise AssertionError("no certificate from serve: %s" % last)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        log.close()
 
 
 def pipeline_sha256(first, env=None):
@@ -346,6 +401,17 @@ class CsrImportTests(unittest.TestCase):
         self.assertEqual(rc, 0, out + err)
         self.assertIn("certifies the token's CA key", out)
         self.assertIn("verdict: serve would start", out)
+        # And serves: every response carries the issuing CA between the leaf and the
+        # roots, so a client that trusts only the offline root verifies the leaf.
+        chain = serve_and_issue(c.dev, c.cfg)
+        self.assertEqual(len(chain), 3, chain)
+        self.assertEqual(spki_of_pem(chain[1]), spki_of(ca_pem)[1])
+        with open(c.path("leaf.pem"), "w") as f:
+            f.write(chain[0])
+        with open(c.path("mid-sent.pem"), "w") as f:
+            f.write(chain[1])
+        c.openssl("verify", "-CAfile", root, "-untrusted", c.path("mid-sent.pem"),
+                  c.path("leaf.pem"), engine=False)
 
     def test_import_through_a_chain(self):
         """offline root (engine) -> issuing CA (a file key) -> the token's CA: --chain."""
