@@ -305,6 +305,8 @@ def crl_config(text, dirs):
     pw = pwd.getpwnam(signer)
     os.chown(d, pw.pw_uid, pw.pw_gid)
     dirs.append(d)
+    # In place of the dev config's own crl section (a section appears once).
+    text = text.replace("crl:\n  path: crl/ca-crl.pem\n", "")
     return text + "crl:\n  path: %s/ca-crl.pem\n  validity: 2d\n" % d
 
 
