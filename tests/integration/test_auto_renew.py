@@ -7,7 +7,8 @@ record, and the dev CA's CRL, on a real `hsmca serve` (SoftHSM), as root with te
     issued intermediate is auto-approved and signed at once (an intermediate-auto-approve
     entry, no approver); one with another key waits for approvals unless it carries a proof
     signed by the current intermediate's key (--renew-with-cert/--renew-with-key), which is
-    auto-approved; a key that is not the certificate's is refused by the CLI; `hsmca audit
+    auto-approved; a key that is not the certificate's is refused by the CLI; a revoked
+    intermediate's key renews nothing; `hsmca audit
     verify` passes, and fails once an auto-approval's proof is taken out of its entry;
 (b) with approval.auto_renew off (the default) the same-key renewal stays pending;
 (c) a caller outside admin.group (the socket's mode opened by hand) and a malformed
@@ -109,6 +110,17 @@ class AutoRenew(unittest.TestCase):
                                 check=False)
         self.assertEqual(rc, 2, out + err)
         self.assertIn("is not the private key of --renew-with-cert", err)
+        # The renewed intermediate revoked: its key renews nothing any more (the older one,
+        # of another key, is what it is compared with).
+        self.ica(None, "fetch", proved, "--out", os.path.join(self.work, "proved"))
+        serial = sh("openssl", "x509", "-in", os.path.join(self.work, "proved", "ca-cert.pem"),
+                    "-noout", "-serial")[1].strip().split("=")[1]
+        hsmca_as("alice", ["ca", "revoke", serial, "--reason", "keyCompromise", "--config",
+                           self.srv.config])
+        rc, out, err = self.ica("alice", "request", "--csr", new_csr(other, "after.csr"),
+                                "--cluster", "cluster-a")
+        self.assertIn("pending, 2 approvals needed", out)
+        self.assertIn("has another key than %s and no proof" % same, out)
         self.check_log(rid, same, proved)
 
     def check_log(self, rid, same, proved):
