@@ -41,6 +41,7 @@ static const char *const kind_names[] = {
     [AUDIT_REVOKE] = "revoke",
     [AUDIT_CRL] = "crl",
     [AUDIT_CA_KEY] = "ca-key",
+    [AUDIT_ICA_AUTO_APPROVE] = "intermediate-auto-approve",
 };
 
 const char *audit_kind_name(audit_kind k)
@@ -192,6 +193,13 @@ static HSMCA_MUSTCHECK hsmca_code check_ica(const audit_entry *ent, hsmca_err *e
         HSMCA_ENSURE(is_hex(ent->serial, 2, AUDIT_SERIAL_HEX_MAX) && strlen(ent->serial) % 2 == 0 &&
                          is_name(ent->profile, 1) && ent->reason.len > 0,
                      e, HSMCA_EINVAL, "audit entry: a revocation needs a serial, kind and reason");
+    if (ent->kind == AUDIT_ICA_AUTO_APPROVE)
+        HSMCA_ENSURE(ent->renews >= 1 && ent->renews <= INT64_MAX &&
+                         ent->proof.len <= AUDIT_RENEW_PROOF_MAX &&
+                         (ent->proof.len == 0 || is_b64(&ent->proof)),
+                     e, HSMCA_EINVAL,
+                     "audit entry: an auto-approval needs the request it renews, and its proof "
+                     "in base64");
     if (ent->kind == AUDIT_CRL)
         HSMCA_ENSURE(is_hex(ent->crl_sha256, 64, 64) && ent->crl_number >= 1 &&
                          ent->crl_number <= INT64_MAX,
@@ -286,7 +294,7 @@ static void jw_ca_key(jw *w, const audit_entry *ent)
 typedef struct {
     audit_kind k;
     int intent, result, ok_result, deny, fdeny, key, supp;
-    int ireq, iappr, ideny, icert, ifetch;
+    int ireq, iappr, ideny, icert, ifetch, iauto;
 } entry_kind;
 
 static entry_kind entry_kind_of(const audit_entry *ent)
@@ -304,7 +312,8 @@ static entry_kind entry_kind_of(const audit_entry *ent)
                         .iappr = k == AUDIT_ICA_APPROVE,
                         .ideny = k == AUDIT_ICA_DENY,
                         .icert = k == AUDIT_ICA_CERT,
-                        .ifetch = k == AUDIT_ICA_FETCH};
+                        .ifetch = k == AUDIT_ICA_FETCH,
+                        .iauto = k == AUDIT_ICA_AUTO_APPROVE};
 }
 
 /* The keys before "kind", in byte order. */
@@ -368,15 +377,19 @@ static void encode_tail(jw *w, const audit_entry *ent, const entry_kind *f)
         jw_plain(w, "policy_sha256", ent->policy_sha256);
     if (f->intent || f->k == AUDIT_REVOKE)
         jw_plain(w, "profile", ent->profile);
+    if (f->iauto && ent->proof.len) /* absent: the renewal has the renewed one's key */
+        jw_blob(w, "proof", &ent->proof);
     if (f->deny || f->fdeny || f->k == AUDIT_RECOVERY || f->ideny || f->k == AUDIT_REVOKE)
         jw_str(w, "reason", &ent->reason, AUDIT_STR_MAX);
+    if (f->iauto)
+        jw_u64(w, "renews", ent->renews);
     if (f->ireq)
         jw_u64(w, "required", ent->required);
     if (f->intent || f->result || f->deny || f->fdeny || f->iappr || f->ideny || f->icert ||
-        f->ifetch)
+        f->ifetch || f->iauto)
         jw_u64(w, "request_id", ent->request_id);
     if (f->intent || f->deny || f->fdeny || f->ireq || f->iappr || f->ideny || f->ifetch ||
-        f->k == AUDIT_REVOKE || f->k == AUDIT_CA_KEY)
+        f->k == AUDIT_REVOKE || f->k == AUDIT_CA_KEY || f->iauto)
         jw_str(w, "requester", &ent->requester, AUDIT_STR_MAX);
     if (f->intent)
         jw_str(w, "sans", &ent->sans, AUDIT_SANS_MAX);
@@ -411,4 +424,3 @@ hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hs
     *len = w.len;
     return HSMCA_OK;
 }
-

@@ -22,6 +22,7 @@
 #define AUDIT_NAME_STR_MAX 64u /* input bytes kept of an authenticator name */
 #define AUDIT_CLUSTER_MAX 63u  /* a cluster id (config.h CONFIG_MAX_CLUSTER_ID) */
 #define AUDIT_BLOB_MAX 12288u  /* base64 characters of a CSR or certificate (DER) */
+#define AUDIT_RENEW_PROOF_MAX 1024u  /* base64 characters of a renewal proof (a signature) */
 
 typedef enum {
     AUDIT_START = 1,
@@ -42,8 +43,9 @@ typedef enum {
     AUDIT_REVOKE,
     AUDIT_CRL,
     AUDIT_CA_KEY,
+    AUDIT_ICA_AUTO_APPROVE,
 } audit_kind;
-#define AUDIT_KIND_LAST AUDIT_CA_KEY
+#define AUDIT_KIND_LAST AUDIT_ICA_AUTO_APPROVE
 
 /* A string field: len bytes at p (any bytes); full is the length before the cap (0 means
  * len). The caller owns p. */
@@ -94,6 +96,10 @@ typedef struct {
  *                 requester (the unix user), ca_key_uri, ca_key_alg, ca_key_type,
  *                 ca_spki_sha256 (the key the step is about), ca_cert_sha256 (the
  *                 certificate it made, installed or moved; "" when none, as for a CSR)
+ *   intermediate-auto-approve: request_id (the renewal), requester (who asked for it),
+ *                 renews (the id of the issued request it renews), proof (base64 of the
+ *                 current intermediate key's signature, audit_ica.h; absent when the
+ *                 renewal has the same key)
  * Hex fields are lowercase; sha256 fields 64 characters, serial 2..40. */
 typedef struct {
     audit_kind kind;
@@ -133,6 +139,9 @@ typedef struct {
     char crl_sha256[65];
     /* ca-key (the ca_* fields and requester as above) */
     char step[AUDIT_PROFILE_MAX + 1];
+    /* intermediate-auto-approve */
+    uint64_t renews;
+    audit_str proof; /* base64 text, at most AUDIT_RENEW_PROOF_MAX; len 0: none */
 } audit_entry;
 
 /* The name of a kind ("issue-intent"), or NULL. */
@@ -151,6 +160,7 @@ typedef struct {
     char ca_key_uri[AUDIT_STR_MAX], audit_key_uri[AUDIT_STR_MAX];
     char authenticator[AUDIT_NAME_STR_MAX];
     char csr[AUDIT_BLOB_MAX + 1], cert[AUDIT_BLOB_MAX + 1];
+    char proof[AUDIT_RENEW_PROOF_MAX + 1];
 } audit_entry_buf;
 
 /* Parses one line (len bytes, without its '\n') into *ent, whose strings point into *buf.

@@ -116,6 +116,17 @@ static HSMCA_MUSTCHECK hsmca_code fields_ica(json_t *o, audit_entry *ent, audit_
     HSMCA_GUARD(get_int(o, "crl_number", 0, &crl_number, e));
     ent->crl_number = (uint64_t)crl_number;
     HSMCA_GUARD(get_plain(o, "crl_sha256", ent->crl_sha256, sizeof(ent->crl_sha256), e));
+    int64_t renews = 0;
+    HSMCA_GUARD(get_int(o, "renews", 0, &renews, e));
+    ent->renews = (uint64_t)renews;
+    json_t *proof = json_object_get(o, "proof");
+    HSMCA_ENSURE(!proof || (json_is_string(proof) && json_string_length(proof) <= AUDIT_RENEW_PROOF_MAX),
+                 e, HSMCA_EINVAL, "audit line: proof must be a string of at most %u characters",
+                 AUDIT_RENEW_PROOF_MAX);
+    if (proof) {
+        memcpy(buf->proof, json_string_value(proof), json_string_length(proof) + 1);
+        ent->proof = (audit_str){buf->proof, json_string_length(proof), 0};
+    }
     return get_plain(o, "key_sha256", ent->key_sha256, sizeof(ent->key_sha256), e);
 }
 

@@ -8,6 +8,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/sha.h>
+#include <openssl/x509.h>
 
 #include "util.h"
 
@@ -69,7 +70,7 @@ audit_ica_state audit_ica_state_of(const audit_ica_req *r, int64_t now)
         return ICA_DENIED;
     if (r->cert_b64)
         return ICA_ISSUED;
-    if (r->n_approvers >= r->required)
+    if (r->n_approvers >= r->required || r->auto_renews)
         return ICA_APPROVED;
     return now > r->expires ? ICA_EXPIRED : ICA_PENDING;
 }
@@ -114,8 +115,9 @@ hsmca_code audit_ica_may_approve(const audit_ica *t, uint64_t id, const char *us
     HSMCA_ENSURE(!r->denied, e, HSMCA_EPERM,
                  "intermediate request %llu was denied by %s: it cannot be approved",
                  (unsigned long long)id, r->denied_by);
-    HSMCA_ENSURE(!r->cert_b64 && r->n_approvers < r->required, e, HSMCA_EPERM,
-                 "intermediate request %llu already has its %llu approvals",
+    HSMCA_ENSURE(!r->cert_b64 && r->n_approvers < r->required && !r->auto_renews, e, HSMCA_EPERM,
+                 "intermediate request %llu already has its %llu approvals (or its "
+                 "auto-approval)",
                  (unsigned long long)id, (unsigned long long)r->required);
     HSMCA_ENSURE(now <= r->expires, e, HSMCA_EPERM,
                  "intermediate request %llu expired (approval.pending_ttl): it cannot be "
@@ -182,7 +184,8 @@ static HSMCA_MUSTCHECK hsmca_code check_signable(audit_ica_req *r, const audit_e
 {
     HSMCA_ENSURE(r, e, HSMCA_EPERM, "names intermediate request %llu, which does not exist",
                  (unsigned long long)ent->request_id);
-    HSMCA_ENSURE(!r->denied && !r->cert_b64 && r->n_approvers >= r->required, e, HSMCA_EPERM,
+    HSMCA_ENSURE(!r->denied && !r->cert_b64 && (r->n_approvers >= r->required || r->auto_renews),
+                 e, HSMCA_EPERM,
                  "a CA certificate for intermediate request %llu, which has %u of its %llu "
                  "approvals%s",
                  (unsigned long long)r->id, r->n_approvers, (unsigned long long)r->required,
@@ -211,6 +214,120 @@ static HSMCA_MUSTCHECK hsmca_code add_cert(audit_ica_req *r, const audit_entry *
     r->cert_b64[ent->cert.len] = '\0';
     memcpy(r->cert_sha256, ent->cert_sha256, sizeof(r->cert_sha256));
     return HSMCA_OK;
+}
+
+uint8_t *audit_ica_renewal_message(const char *cluster, const uint8_t *csr_der, size_t len,
+                                   size_t *out_len)
+{
+    static const char tag[] = "hsmca intermediate renewal";
+    size_t cl = strlen(cluster), n = sizeof(tag) + cl + 1 + len;
+    uint8_t *m = malloc(n);
+    if (!m)
+        return NULL;
+    memcpy(m, tag, sizeof(tag)); /* its NUL too */
+    memcpy(m + sizeof(tag), cluster, cl + 1);
+    memcpy(m + sizeof(tag) + cl + 1, csr_der, len);
+    *out_len = n;
+    return m;
+}
+
+/* Whether proof is the renewed certificate's key's signature over r's renewal message. */
+static int proof_ok(const audit_ica_req *p, const audit_ica_req *r, const uint8_t *proof,
+                    size_t plen)
+{
+    size_t cn = 0, qn = 0, mn = 0;
+    uint8_t *cder = audit_ica_unbase64(p->cert_b64, strlen(p->cert_b64), &cn);
+    uint8_t *qder = audit_ica_unbase64(r->csr_b64, strlen(r->csr_b64), &qn);
+    uint8_t *msg = qder ? audit_ica_renewal_message(r->cluster, qder, qn, &mn) : NULL;
+    const unsigned char *cp = cder;
+    X509 *x = cder ? d2i_X509(NULL, &cp, (long)cn) : NULL;
+    EVP_PKEY *key = x ? X509_get0_pubkey(x) : NULL;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    int ok = key && msg && ctx && EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, key) == 1 &&
+             EVP_DigestVerify(ctx, proof, plen, msg, mn) == 1;
+    EVP_MD_CTX_free(ctx);
+    X509_free(x);
+    free(msg);
+    free(qder);
+    free(cder);
+    return ok;
+}
+
+hsmca_code audit_ica_may_auto(const audit_ica *t, uint64_t id, uint64_t renews,
+                              const uint8_t *proof, size_t plen, int64_t now, hsmca_err *e)
+{
+    const audit_ica_req *r = find(t, id), *p = find(t, renews);
+    HSMCA_ENSURE(r, e, HSMCA_ENOTFOUND, "intermediate request %llu does not exist",
+                 (unsigned long long)id);
+    HSMCA_ENSURE(!r->denied && !r->cert_b64 && !r->auto_renews && now <= r->expires, e,
+                 HSMCA_EPERM, "an auto-approval of intermediate request %llu, which is not pending",
+                 (unsigned long long)id);
+    HSMCA_ENSURE(p && p->id < id && p->cert_b64 && strcmp(p->cluster, r->cluster) == 0, e,
+                 HSMCA_EPERM,
+                 "intermediate request %llu renews %llu, which is not an issued intermediate of "
+                 "cluster %s",
+                 (unsigned long long)id, (unsigned long long)renews, r->cluster);
+    HSMCA_ENSURE(!p->revoked && now < p->not_after, e, HSMCA_EPERM,
+                 "intermediate request %llu renews %llu, whose certificate is %s", (unsigned long long)id,
+                 (unsigned long long)renews, p->revoked ? "revoked" : "expired");
+    if (plen == 0)
+        HSMCA_ENSURE(strcmp(p->key_sha256, r->key_sha256) == 0, e, HSMCA_EPERM,
+                     "intermediate request %llu has another key than %llu and no proof signed "
+                     "by its key",
+                     (unsigned long long)id, (unsigned long long)renews);
+    else
+        HSMCA_ENSURE(proof_ok(p, r, proof, plen), e, HSMCA_EPERM,
+                     "intermediate request %llu: its renewal proof does not verify under the "
+                     "certificate of %llu",
+                     (unsigned long long)id, (unsigned long long)renews);
+    return HSMCA_OK;
+}
+
+hsmca_code audit_ica_renewal_of(const audit_ica *t, uint64_t id, const uint8_t *proof, size_t plen,
+                                int64_t now, uint64_t *renews, hsmca_err *e)
+{
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    snprintf(why.msg, sizeof(why.msg), "no valid intermediate of its cluster");
+    int told = 0;
+    for (size_t i = t ? t->n : 0; i > 0; i--) {
+        const audit_ica_req *p = &t->v[i - 1];
+        if (p->id >= id || !p->cert_b64)
+            continue;
+        hsmca_err one;
+        if (audit_ica_may_auto(t, id, p->id, proof, plen, now, &one) == HSMCA_OK) {
+            *renews = p->id;
+            return HSMCA_OK;
+        }
+        if (!told && !p->revoked && now < p->not_after) {
+            why = one; /* the newest valid one's reason is the one to tell */
+            told = 1;
+        }
+    }
+    return hsmca_fail(e, HSMCA_ENOTFOUND, "not a renewal: %s", why.msg);
+}
+
+/* A revoke entry of an intermediate: its request, found by serial, is revoked. */
+static void mark_revoked(audit_ica *t, const audit_entry *ent)
+{
+    for (size_t i = 0; strcmp(ent->profile, AUDIT_ICA_PROFILE) == 0 && i < t->n; i++)
+        if (t->v[i].cert_b64 && strcmp(t->v[i].serial, ent->serial) == 0)
+            t->v[i].revoked = 1;
+}
+
+/* An auto-approval: the rule of audit_ica_may_auto at the entry's time. */
+static HSMCA_MUSTCHECK hsmca_code apply_auto(audit_ica *t, const audit_entry *ent, hsmca_err *e)
+{
+    size_t plen = 0;
+    uint8_t *proof = ent->proof.len ? audit_ica_unbase64(ent->proof.p, ent->proof.len, &plen)
+                                    : NULL;
+    HSMCA_ENSURE(!ent->proof.len || proof, e, HSMCA_EPERM,
+                 "intermediate-auto-approve: the proof is not base64");
+    hsmca_code rc = audit_ica_may_auto(t, ent->request_id, ent->renews, proof, plen, ent->time, e);
+    free(proof);
+    if (rc == HSMCA_OK)
+        find(t, ent->request_id)->auto_renews = ent->renews;
+    return rc;
 }
 
 static HSMCA_MUSTCHECK hsmca_code apply_step(audit_ica *t, const audit_entry *ent, hsmca_err *e)
@@ -242,7 +359,11 @@ static HSMCA_MUSTCHECK hsmca_code apply_step(audit_ica *t, const audit_entry *en
             return HSMCA_OK;
         HSMCA_GUARD(check_signable(r, ent, e));
         r->intent_seq = ent->seq;
+        snprintf(r->serial, sizeof(r->serial), "%s", ent->serial);
+        r->not_after = ent->not_after;
         return HSMCA_OK;
+    case AUDIT_ICA_AUTO_APPROVE: return apply_auto(t, ent, e);
+    case AUDIT_REVOKE: mark_revoked(t, ent); return HSMCA_OK;
     default: return HSMCA_OK;
     }
 }

@@ -14,7 +14,13 @@
  *   its M approvals before it;
  * - an intermediate-cert names such a request after its intent, once, and its
  *   cert_sha256 is the SHA-256 of its certificate;
- * - an intermediate-fetch names a signed request.
+ * - an intermediate-fetch names a signed request;
+ * - an intermediate-auto-approve (approval.auto_renew) stands for all of a request's
+ *   approvals: it names a pending request (not expired, not denied, not auto-approved) and
+ *   the earlier request it renews, which is issued, for the same cluster, not revoked and
+ *   its certificate not expired at the entry's time; and either the two have the same key
+ *   (key_sha256) and the entry has no proof, or its proof verifies under the renewed
+ *   certificate's key over audit_ica_renewal_message of the renewal's cluster and CSR.
  * Memory: every request (its CSR and certificate) up to AUDIT_ICA_MAX. */
 #ifndef HSMCA_AUDIT_ICA_H
 #define HSMCA_AUDIT_ICA_H
@@ -53,6 +59,10 @@ typedef struct {
     uint64_t intent_seq; /* the issue-intent of its signature; 0: none yet */
     char *cert_b64;      /* NULL until issued */
     char cert_sha256[65];
+    char serial[AUDIT_SERIAL_HEX_MAX + 1]; /* its intent's: the certificate's serial */
+    int64_t not_after;                     /* its intent's: the certificate's notAfter */
+    int revoked;                           /* a revoke entry named its serial */
+    uint64_t auto_renews; /* auto-approved as the renewal of this request; 0: not */
 } audit_ica_req;
 
 typedef struct audit_ica audit_ica;
@@ -81,6 +91,26 @@ HSMCA_MUSTCHECK hsmca_code audit_ica_may_approve(const audit_ica *t, uint64_t id
                                                  int64_t now, hsmca_err *e);
 /* Whether request id may be denied (not issued, not denied already). */
 HSMCA_MUSTCHECK hsmca_code audit_ica_may_deny(const audit_ica *t, uint64_t id, hsmca_err *e);
+
+/* Whether request id may be auto-approved at time now as the renewal of request renews
+ * (proof: the decoded proof, plen 0 when none): the rule above, HSMCA_EPERM naming it. */
+HSMCA_MUSTCHECK hsmca_code audit_ica_may_auto(const audit_ica *t, uint64_t id, uint64_t renews,
+                                              const uint8_t *proof, size_t plen, int64_t now,
+                                              hsmca_err *e);
+
+/* The request that pending request id renews at time now (the newest for which
+ * audit_ica_may_auto holds) into *renews; HSMCA_ENOTFOUND saying why none when there is
+ * none. */
+HSMCA_MUSTCHECK hsmca_code audit_ica_renewal_of(const audit_ica *t, uint64_t id,
+                                                const uint8_t *proof, size_t plen, int64_t now,
+                                                uint64_t *renews, hsmca_err *e);
+
+/* What a renewal proof signs: "hsmca intermediate renewal\0" <cluster> "\0" <the new CSR's
+ * DER>, with SHA-256 (RSA PKCS#1 v1.5, or ECDSA), by the current intermediate's key: a
+ * message no certificate or CRL can be. A new buffer (caller frees), NULL when out of
+ * memory. */
+uint8_t *audit_ica_renewal_message(const char *cluster, const uint8_t *csr_der, size_t len,
+                                   size_t *out_len);
 
 /* Decodes base64 text (b64, len characters) into a new buffer (caller frees): NULL when it
  * is not base64 or out of memory. */

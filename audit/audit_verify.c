@@ -211,6 +211,13 @@ static HSMCA_MUSTCHECK hsmca_code one_entry(vrun *v, uint64_t seq, uint64_t off,
     if (klen >= 4 && strcmp(kind + klen - 4, "deny") == 0 && ent.kind != AUDIT_ICA_DENY)
         v->r->denies++;
     HSMCA_GUARD(audit_replay_entry(v->replay, &ent, off, e));
+    if (v->o->on_entry) {
+        hsmca_err oe;
+        hsmca_code rc = v->o->on_entry(v->o->ctx, &ent, &oe);
+        HSMCA_ENSURE(rc == HSMCA_OK, e, rc == HSMCA_ENOMEM ? rc : HSMCA_EPERM,
+                     "log seq %llu (byte %llu): %s", (unsigned long long)seq,
+                     (unsigned long long)off, oe.msg);
+    }
     if (ent.kind == AUDIT_ISSUE_INTENT)
         v->r->intents++;
     else if (ent.kind == AUDIT_ISSUE_RESULT && ent.cert_sha256[0])
@@ -364,6 +371,7 @@ hsmca_code audit_verify(const audit_verify_opts *o, audit_verify_report *r, hsmc
     if (rc == HSMCA_OK)
         rc = replay(&v, e);
     if (rc == HSMCA_OK) {
+        snprintf(r->origin, sizeof(r->origin), "%s", v.origin);
         r->open_intents = audit_replay_open_count(v.replay);
         r->first_open = audit_replay_open_first(v.replay);
     }

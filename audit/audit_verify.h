@@ -70,6 +70,11 @@ typedef struct {
     const audit_vkey *vkey; /* the audit key's verifier key; NULL: no signature is checked
                                (all else is), and the state file is checked, not advanced */
     const char *state;      /* NULL, or the auditor's state file (created when missing) */
+    /* NULL, or called with every entry (seq) once it has passed the checks: a failure it
+     * returns fails the verification, prefixed with the entry's seq (several logs at once,
+     * cli/audit_cmd_multi.c). */
+    hsmca_code (*on_entry)(void *ctx, const audit_entry *ent, hsmca_err *e);
+    void *ctx;
 } audit_verify_opts;
 
 typedef struct {
@@ -79,6 +84,7 @@ typedef struct {
     audit_hash root;
     int state_new;       /* the state file was created by this run */
     uint64_t state_size; /* the size the state file held before (when not new) */
+    char origin[AUDIT_NAME_MAX + 1]; /* the key's name, or the latest checkpoint's; "": none */
 } audit_verify_report;
 
 /* Verifies o->dir as above into *r. On success, with o->state, the state file is replaced

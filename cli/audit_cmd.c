@@ -2,6 +2,7 @@
  * `prove` (audit_prove.c) and `show` (audit_show.c); what they share is in
  * audit_cmd_util.c. Every command reads files only: an auditor runs them on a copy. */
 #include "audit_cmd.h"
+#include "audit_cmd_multi.h"
 #include "audit_cmd_util.h"
 #include "audit_prove.h"
 #include "audit_show.h"
@@ -24,6 +25,7 @@ static void usage(FILE *f)
           "\n"
           "Commands:\n"
           "  verify DIR [--vkey K] [--state F]   replay and check everything; one-line summary\n"
+          "  verify DIR1 DIR2 ...                several replicas' logs: each, then serials\n"
           "         [--require-vkey]             (no vkey: all but the signatures, said)\n"
           "  prove --cert CERT.pem DIR           inclusion proof of a certificate's result entry\n"
           "  consistency OLD NEW [--dir DIR]     consistency proof between two checkpoints\n"
@@ -45,6 +47,12 @@ static int is_help(const char *a)
 
 static const char verify_help[] =
     "usage: hsmca audit verify DIR [--vkey K] [--require-vkey] [--state F]\n"
+    "       hsmca audit verify DIR1 DIR2 ... [--vkey K1 --vkey K2 ...] [--require-vkey]\n"
+    "\n"
+    "Several DIRs (the logs of replicas of one CA, docs/HA.md): each is verified\n"
+    "as below, with its --vkey (one per DIR, in order) or its DIR/vkey, then\n"
+    "together: their origins differ, and no serial of one CA key is in the\n"
+    "issue-intents of two of them (the message names the serial and both logs).\n"
     "\n"
     "Replays the signing log in DIR and checks: every line ends in a newline and\n"
     "is at most 64 KiB; every entry is canonical JSON; seq is the line index;\n"
@@ -130,25 +138,11 @@ static void print_verified(const audit_verify_report *r, const char *state, int 
     }
 }
 
-static int verify_main(int argc, char **argv)
+/* One directory (vkey: --vkey or NULL; m: several logs together, or NULL): 0 verified,
+ * 1 not. */
+static int verify_one(const char *dir, const char *vkey, const char *state, int require,
+                      audit_multi *m)
 {
-    const char *dir = NULL, *vkey = NULL, *state = NULL;
-    int require = 0;
-    cli_opts o;
-    cli_opts_init(&o, "hsmca audit verify", verify_flags, &dir, 1);
-    for (int c; (c = cli_opts_next(&o, argc, argv)) != -1;) {
-        switch (c) {
-        case 'h': puts(verify_help); return 0;
-        case 'k': vkey = optarg; break;
-        case 'r': require = 1; break;
-        case 's': state = optarg; break;
-        default: return 2;
-        }
-    }
-    if (!dir) {
-        fputs("hsmca audit verify: DIR is required\n", stderr);
-        return 2;
-    }
     audit_vkey k;
     int have = audit_cmd_find_vkey("verify", vkey, dir, &k);
     if (have < 0)
@@ -160,15 +154,63 @@ static int verify_main(int argc, char **argv)
                 dir);
         return 1;
     }
-    audit_verify_opts vo = {dir, have ? &k : NULL, state};
+    audit_verify_opts vo = {dir, have ? &k : NULL, state, m ? audit_multi_entry : NULL, m};
     audit_verify_report r;
     hsmca_err e;
-    if (audit_verify(&vo, &r, &e) != HSMCA_OK) {
-        fprintf(stderr, "hsmca audit verify: FAILED: %s\n", e.msg);
+    if (m)
+        audit_multi_begin(m, dir);
+    /* The origin first when the key names it: two copies of one log are said so. */
+    if ((m && have && audit_multi_origin(m, k.name, &e) != HSMCA_OK) ||
+        audit_verify(&vo, &r, &e) != HSMCA_OK ||
+        (m && !have && audit_multi_origin(m, r.origin, &e) != HSMCA_OK)) {
+        fprintf(stderr, "hsmca audit verify: FAILED: %s%s%s\n", m ? dir : "", m ? ": " : "",
+                e.msg);
         return 1;
     }
+    if (m)
+        printf("%s (origin %s): ", dir, r.origin[0] ? r.origin : "none");
     print_verified(&r, state, have);
     return 0;
+}
+
+static int verify_main(int argc, char **argv)
+{
+    const char *dirs[AUDIT_MULTI_MAX] = {0}, *vkeys[AUDIT_MULTI_MAX] = {0}, *state = NULL;
+    int require = 0, nv = 0;
+    cli_opts o;
+    cli_opts_init(&o, "hsmca audit verify", verify_flags, dirs, AUDIT_MULTI_MAX);
+    for (int c; (c = cli_opts_next(&o, argc, argv)) != -1;) {
+        switch (c) {
+        case 'h': puts(verify_help); return 0;
+        case 'k':
+            if (nv < AUDIT_MULTI_MAX)
+                vkeys[nv++] = optarg;
+            break;
+        case 'r': require = 1; break;
+        case 's': state = optarg; break;
+        default: return 2;
+        }
+    }
+    int n = o.n_operands;
+    const char *bad = n == 0                         ? "DIR is required"
+                      : nv > 1 && nv != n            ? "give one --vkey per DIR, in their order"
+                      : state && n > 1               ? "--state takes one DIR"
+                                                     : NULL;
+    if (bad) {
+        fprintf(stderr, "hsmca audit verify: %s\n", bad);
+        return 2;
+    }
+    if (n == 1)
+        return verify_one(dirs[0], vkeys[0], state, require, NULL);
+    audit_multi *m = audit_multi_new();
+    int rc = m ? 0 : 1;
+    for (int i = 0; rc == 0 && i < n; i++)
+        rc = verify_one(dirs[i], vkeys[i], NULL, require, m);
+    if (rc == 0)
+        printf("OK: %d logs together: origins distinct, %llu serials, none in two logs\n", n,
+               audit_multi_serials(m));
+    audit_multi_free(m);
+    return rc;
 }
 
 /* ---- consistency ------------------------------------------------------------------------- */

@@ -236,7 +236,10 @@ static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *list
              "  origin: \"%s\"\n"
              "# The signer's admin socket (hsmca admin, hsmca intermediate): root, this\n"
              "# directory's user when not root, and members of admin.group may use it.\n"
-             "admin:\n  socket: admin.sock\n  # group: hsmca-admin\n",
+             "admin:\n  socket: admin.sock\n  # group: hsmca-admin\n"
+             "# The CA's CRL, signed in the token and rewritten before its nextUpdate (in a\n"
+             "# directory of its own that signer.user may write).\n"
+             "crl:\n  path: crl/ca-crl.pem\n",
              dir, listen, DEV_SOFTHSM_MODULE, DEV_TOKEN_LABEL, DEV_CA_KEY_LABEL, DEV_TOKEN_LABEL,
              DEV_AUDIT_KEY_LABEL, DEV_JWT_ISSUER, DEV_SIGNER_USER, origin);
     return write_in(dir, "hsmca.yaml", conf, 0644, e);
@@ -274,6 +277,8 @@ hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, p11_key_type audi
         ;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return hsmca_fail(e, HSMCA_EINTERNAL, "setting up the token and CA in %s failed (see above)", dir);
+    if ((rc = dev_signer_crl_dir(dir, e)) != HSMCA_OK)
+        return rc;
     if ((rc = dev_signer_grant(dir, e)) != HSMCA_OK)
         return rc;
     if ((rc = dev_jwt_setup(dir, e)) != HSMCA_OK)

@@ -135,3 +135,17 @@ hsmca_code dev_signer_grant(const char *dir, hsmca_err *e)
         rc = check_as_user(&who, tokens, conf, e);
     return rc;
 }
+
+hsmca_code dev_signer_crl_dir(const char *dir, hsmca_err *e)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/crl", dir);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return hsmca_fail(e, HSMCA_EIO, "mkdir %s: %s", path, strerror(errno));
+    if (geteuid() != 0)
+        return HSMCA_OK;
+    struct passwd *pw = getpwnam(DEV_SIGNER_USER);
+    if (!pw)
+        return hsmca_fail(e, HSMCA_EINVAL, "user %s does not exist", DEV_SIGNER_USER);
+    return set_owner(path, pw->pw_uid, pw->pw_gid, 0755, e);
+}

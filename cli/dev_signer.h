@@ -21,4 +21,8 @@ HSMCA_MUSTCHECK hsmca_code dev_signer_user_ensure(int *created, hsmca_err *e);
  * user: nothing. */
 HSMCA_MUSTCHECK hsmca_code dev_signer_grant(const char *dir, hsmca_err *e);
 
+/* DIR/crl (crl.path's directory in the dev config), mode 0755: the signer writes the CRL
+ * there after its switch, so as root it is DEV_SIGNER_USER's; otherwise the caller's. */
+HSMCA_MUSTCHECK hsmca_code dev_signer_crl_dir(const char *dir, hsmca_err *e);
+
 #endif

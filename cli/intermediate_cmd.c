@@ -3,6 +3,7 @@
 #include "intermediate_cmd.h"
 #include "admin_cmd.h"
 #include "ica_crl.h"
+#include "ica_renew.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 static void usage(FILE *f)
 {
     fputs("usage: hsmca intermediate request --config F --csr FILE --cluster NAME [--ttl D]\n"
+          "                [--renew-with-cert ca-cert.pem --renew-with-key ca-key.pem]\n"
           "       hsmca intermediate list --config F [--json]\n"
           "       hsmca intermediate show ID --config F [--json]\n"
           "       hsmca intermediate approve ID --config F\n"
@@ -43,12 +45,18 @@ static void usage(FILE *f)
           "the intermediate's key file where istiod's key lives (Istio ignores the CA's\n"
           "CRL without it); it refuses a key that is not the certificate's and a\n"
           "certificate that is not a CA with cRLSign.\n"
+          "With approval.auto_renew: true, a request that renews the cluster's current\n"
+          "intermediate (issued, not expired, not revoked) is approved and signed at once\n"
+          "when its CSR has that intermediate's key, or when --renew-with-key (that\n"
+          "intermediate's key file, --renew-with-cert its certificate) signs the new CSR\n"
+          "as the proof; anything else waits for approvals.\n"
           "Every step is an entry in the audit log, with the user who took it.\n",
           f);
 }
 
 typedef struct {
     const char *config, *sock, *csr, *cluster, *ttl, *reason, *out, *cert, *key, *ica_crl;
+    const char *renew_cert, *renew_key;
     int json;
 } ica_args;
 
@@ -83,6 +91,25 @@ static long long num(json_t *o, const char *k)
     return (long long)json_integer_value(json_object_get(o, k));
 }
 
+static int print_request(json_t *r)
+{
+    if (num(r, "renews"))
+        printf("request %lld: auto-approved as the renewal of %lld (approval.auto_renew); %s\n",
+               num(r, "id"), num(r, "renews"), str(r, "state"));
+    else
+        printf("request %lld: pending, %lld approvals needed (not the requester's)\n",
+               num(r, "id"), num(r, "required"));
+    printf("public key SHA-256: %s\n", str(r, "key_sha256"));
+    if (!num(r, "renews"))
+        printf("(compare it with istiod's key before you approve)\n");
+    if (str(r, "auto_renew")[0])
+        printf("not auto-approved: %s\n", str(r, "auto_renew"));
+    if (str(r, "sign_error")[0])
+        printf("not signed yet (fetch tries again): %s\n", str(r, "sign_error"));
+    json_decref(r);
+    return 0;
+}
+
 static int cmd_request(const ica_args *a)
 {
     char *pem = NULL;
@@ -102,19 +129,29 @@ static int cmd_request(const ica_args *a)
         fprintf(stderr, "hsmca intermediate request: %s\n", e.msg);
         return 2;
     }
-    json_t *r = call(a, "request", json_pack("{s:s, s:s, s:s, s:I}", "op", "ica-request", "csr",
-                                             pem, "cluster", a->cluster, "ttl_s",
-                                             (json_int_t)ttl));
+    char *proof = NULL;
+    if ((a->renew_cert || a->renew_key) &&
+        (!a->renew_cert || !a->renew_key ||
+         ica_renew_proof(pem, a->cluster, a->renew_cert, a->renew_key, &proof, &e) != HSMCA_OK)) {
+        fprintf(stderr, "hsmca intermediate request: %s\n",
+                proof || (a->renew_cert && a->renew_key)
+                    ? e.msg
+                    : "--renew-with-cert and --renew-with-key go together");
+        free(pem);
+        return 2;
+    }
+    json_t *q = json_pack("{s:s, s:s, s:s, s:I}", "op", "ica-request", "csr", pem, "cluster",
+                          a->cluster, "ttl_s", (json_int_t)ttl);
+    if (q && proof)
+        json_object_set_new(q, "renew_proof", json_string(proof));
+    free(proof);
+    json_t *r = call(a, "request", q);
     free(pem);
     if (!r)
         return 1;
     if (a->json)
         return print_json(r);
-    printf("request %lld: pending, %lld approvals needed (not the requester's)\n"
-           "public key SHA-256: %s\n(compare it with istiod's key before you approve)\n",
-           num(r, "id"), num(r, "required"), str(r, "key_sha256"));
-    json_decref(r);
-    return 0;
+    return print_request(r);
 }
 
 static int cmd_list(const ica_args *a)
@@ -256,6 +293,8 @@ int intermediate_main(int argc, char **argv)
         {"out", required_argument, 0, 'o'},    {"json", no_argument, 0, 'j'},
         {"cert", required_argument, 0, 'C'},   {"key", required_argument, 0, 'K'},
         {"intermediate-crl", required_argument, 0, 'I'},
+        {"renew-with-cert", required_argument, 0, 'R'},
+        {"renew-with-key", required_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     const char *operands[2] = {NULL, NULL};
     ica_args a = {0};
@@ -275,6 +314,8 @@ int intermediate_main(int argc, char **argv)
         case 'C': a.cert = optarg; break;
         case 'K': a.key = optarg; break;
         case 'I': a.ica_crl = optarg; break;
+        case 'R': a.renew_cert = optarg; break;
+        case 'S': a.renew_key = optarg; break;
         case 'h': usage(stdout); return 0;
         default: return 2;
         }

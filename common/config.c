@@ -429,8 +429,11 @@ hsmca_code config_parse(const char *name, const char *buf, size_t len, const cha
         /* The roots sent to workloads default to the CA certificate itself. */
         if (!tmp->root_bundle[0])
             memcpy(tmp->root_bundle, tmp->ca_cert, sizeof(tmp->root_bundle));
-        memcpy(c, tmp, sizeof(*c));
+        if (tmp->audit_replica[0])
+            rc = config_replica_origin(tmp, e);
     }
+    if (rc == HSMCA_OK)
+        memcpy(c, tmp, sizeof(*c));
     free(tmp);
     return rc;
 }

@@ -170,6 +170,8 @@ typedef struct {
     char audit_origin[CONFIG_MAX_STR]; /* checkpoint origin and audit key name; unique per
                                           replica; "": config_default_origin() */
     int audit_disabled; /* audit.disabled: true, the only way to serve without audit.dir */
+    char audit_replica[CONFIG_MAX_STR]; /* this replica's id, appended to the origin at load
+                                           (config_replica_origin); "": none */
 
     /* issuance.policy_file (at the end to ease merges): the SAN policy file
      * (policy/policy_file.h), loaded by the front end and the signer each; "" = none. */
@@ -199,6 +201,8 @@ typedef struct {
     /* approval: istiod intermediates (signer/signer_ica.h) */
     uint32_t approval_required;    /* distinct approvers, default 2 (1..CONFIG_MAX_APPROVALS) */
     uint32_t approval_pending_ttl; /* seconds a request waits for them, default 86400 */
+    int approval_auto_renew;       /* a renewal of a valid intermediate (same key, or signed by
+                                      its key) approved without approvers; default 0 */
     /* intermediate: the CA profile of an istiod intermediate */
     char ica_subject_prefix[CONFIG_MAX_STR]; /* "O=Example,OU=Mesh"; CN is the cluster name */
     config_list ica_dns_suffixes;            /* DNS name constraints; default none */
@@ -232,6 +236,13 @@ int config_chain_has(const hsmca_config *c, const char *name);
 /* The default audit.origin, "<hostname>/hsmca/<trust_domain>", into out (outsz bytes): a
  * C2SP origin (a schema-less URL) naming this host's log. */
 void config_default_origin(const char *trust_domain, char *out, size_t outsz);
+
+/* With audit.replica set (config_parse calls it): audit.origin becomes "<name>/<replica>",
+ * name being audit.origin or, unset, "hsmca/<issuance.trust_domain>", and replica the
+ * value, or this host's name for "hostname" (a StatefulSet pod's, stable across restarts).
+ * HSMCA_EINVAL naming audit.replica when it is not 1-63 characters of [A-Za-z0-9._-] or
+ * the origin would not fit. */
+HSMCA_MUSTCHECK hsmca_code config_replica_origin(hsmca_config *c, hsmca_err *e);
 
 /* The names the front end's serving certificate carries, which are also the only
  * ones the signer's serving profile allows: "localhost" and "127.0.0.1", then
@@ -330,7 +341,8 @@ void config_defaults(hsmca_config *c);
  *   empty: its user takes config_default_origin(issuance.trust_domain) then. */
 HSMCA_MUSTCHECK hsmca_code config_load(const char *path, hsmca_config *c, hsmca_err *e);
 
-/* Same, from a buffer (tests); base_dir resolves relative paths (NULL: none). */
+/* (With audit.replica, audit.origin is made its replica's: config_replica_origin.)
+ * Same, from a buffer (tests); base_dir resolves relative paths (NULL: none). */
 HSMCA_MUSTCHECK hsmca_code config_parse(const char *name, const char *buf, size_t len,
                                         const char *base_dir, hsmca_config *c, hsmca_err *e);
 

@@ -24,6 +24,15 @@
 
 #include "log.h"
 #include "util.h"
+#include "window_limiter.h"
+
+/* Refused admin attempts on the record: each is a deny entry (requester the unix user,
+ * reason "admin socket: ..."), at most ADMIN_REFUSALS_PER_WINDOW per window of
+ * ADMIN_REFUSAL_WINDOW_S seconds, the rest counted in one suppressed entry per window. A
+ * limiter of its own, apart from the workload denies': a local user looping on the socket
+ * adds at most 30 entries a minute, and cannot crowd out the front end's refusals. */
+#define ADMIN_REFUSALS_PER_WINDOW 30u
+#define ADMIN_REFUSAL_WINDOW_S 60
 
 typedef struct {
     int fd; /* -1: a free slot */
@@ -42,6 +51,7 @@ struct signer_admin {
     int own_allowed;
     char group[CONFIG_MAX_STR];
     admin_conn conns[ADMIN_MAX_CONNS];
+    window_limiter *refusals; /* the refused attempts' audit entries */
 };
 
 static HSMCA_MUSTCHECK hsmca_code admin_bind(signer_admin *a, const hsmca_config *cfg,
@@ -86,6 +96,11 @@ hsmca_code signer_admin_open(const hsmca_config *cfg, const signer_sandbox *sb, 
     signer_admin *a = calloc(1, sizeof(*a));
     HSMCA_ENSURE(a, e, HSMCA_ENOMEM, "out of memory");
     a->lfd = -1;
+    a->refusals = window_limiter_new(ADMIN_REFUSALS_PER_WINDOW, ADMIN_REFUSAL_WINDOW_S);
+    if (!a->refusals) {
+        free(a);
+        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    }
     for (int i = 0; i < ADMIN_MAX_CONNS; i++)
         a->conns[i].fd = -1;
     a->own_uid = sb->user.active ? sb->user.uid : getuid();
@@ -131,6 +146,7 @@ void signer_admin_close(signer_admin *a)
             close(a->conns[i].fd);
     if (a->lfd >= 0)
         close(a->lfd);
+    window_limiter_free(a->refusals);
     free(a);
 }
 
@@ -180,7 +196,48 @@ static void identify(signer_admin *a, admin_conn *c)
                  c->user, (unsigned)cred.uid, a->has_group ? a->group : "(none set)");
 }
 
-static void admin_accept(signer_admin *a)
+/* Appends an entry nothing waits for: a log that failed says so once (audit_log.c). */
+static void append_refusal(signer_ctx *s, audit_entry *ent)
+{
+    uint64_t seq;
+    hsmca_err e;
+    hsmca_code rc = audit_log_append(s->audit, ent, &seq, &e);
+    if (rc != HSMCA_OK && rc != HSMCA_EUNAVAIL)
+        log_error("audit: admin refusal not written: %s", e.msg);
+}
+
+static void refusal_summary(signer_ctx *s, uint64_t count)
+{
+    audit_entry ent = {.kind = AUDIT_SUPPRESSED, .count = count};
+    snprintf(ent.of, sizeof(ent.of), "deny");
+    ent.limit = ADMIN_REFUSALS_PER_WINDOW;
+    ent.interval_s = ADMIN_REFUSAL_WINDOW_S;
+    append_refusal(s, &ent);
+}
+
+/* A refused attempt (a caller outside the group, a malformed request, an op refused) as a
+ * deny entry under a->refusals. */
+static void audit_refusal(signer_admin *a, signer_ctx *s, const char *user, hsmca_code code,
+                          const char *op, const char *why)
+{
+    uint64_t report;
+    if (!s->audit)
+        return;
+    int ok = window_limiter_allow(a->refusals, util_mono_now(), &report);
+    if (report)
+        refusal_summary(s, report);
+    if (!ok)
+        return;
+    char reason[400];
+    snprintf(reason, sizeof(reason), "admin socket%s%s: %s", op ? " op " : "", op ? op : "", why);
+    audit_entry ent = {.kind = AUDIT_DENY};
+    ent.requester = (audit_str){user, strlen(user), 0};
+    snprintf(ent.code, sizeof(ent.code), "%s", hsmca_code_name(code));
+    ent.reason = (audit_str){reason, strlen(reason), 0};
+    append_refusal(s, &ent);
+}
+
+static void admin_accept(signer_admin *a, signer_ctx *s)
 {
     for (int i = 0; i < ADMIN_MAX_CONNS; i++) {
         admin_conn *c = &a->conns[i];
@@ -191,9 +248,11 @@ static void admin_accept(signer_admin *a)
             return;
         c->deadline = util_mono_now() + ADMIN_TIMEOUT_S;
         identify(a, c);
-        if (!c->allowed)
+        if (!c->allowed) {
             LOG_EVENT(LOG_LVL_WARN, "admin caller refused", LOG_STR("user", c->user),
                       LOG_STR("reason", c->why));
+            audit_refusal(a, s, c->user, HSMCA_EPERM, NULL, c->why);
+        }
     }
 }
 
@@ -273,7 +332,8 @@ static const struct {
     {"crl-get", signer_crl_get},
 };
 
-static void admin_request(signer_ctx *s, admin_conn *c, const char *buf, size_t n)
+static void admin_request(signer_admin *a, signer_ctx *s, admin_conn *c, const char *buf,
+                          size_t n)
 {
     json_error_t je;
     json_t *req = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
@@ -286,7 +346,9 @@ static void admin_request(signer_ctx *s, admin_conn *c, const char *buf, size_t 
             op = admin_ops[i].op; /* ours: it outlives the request */
         }
     if (!fn) {
-        reply_error(c, !req ? "not a JSON object" : !op ? "no op" : "unknown op");
+        const char *why = !req ? "not a JSON object" : !op ? "no op" : "unknown op";
+        audit_refusal(a, s, c->user, HSMCA_EINVAL, NULL, why);
+        reply_error(c, why);
         json_decref(req);
         return;
     }
@@ -302,13 +364,14 @@ static void admin_request(signer_ctx *s, admin_conn *c, const char *buf, size_t 
     if (!r) {
         LOG_EVENT(LOG_LVL_WARN, "admin request refused", LOG_STR("user", c->user),
                   LOG_STR("op", op), LOG_STR("reason", e.msg));
+        audit_refusal(a, s, c->user, e.code, op, e.msg);
         reply_error(c, e.msg);
         return;
     }
     reply(c, r);
 }
 
-static void admin_read(signer_ctx *s, admin_conn *c)
+static void admin_read(signer_admin *a, signer_ctx *s, admin_conn *c)
 {
     static char buf[ADMIN_MAX_MSG + 1];
     struct iovec iov = {buf, ADMIN_MAX_MSG + 1};
@@ -325,10 +388,11 @@ static void admin_read(signer_ctx *s, admin_conn *c)
         return;
     }
     if (n > ADMIN_MAX_MSG) {
+        audit_refusal(a, s, c->user, HSMCA_EINVAL, NULL, "request longer than 65536 bytes");
         reply_error(c, "request longer than 65536 bytes");
         return;
     }
-    admin_request(s, c, buf, (size_t)n);
+    admin_request(a, s, c, buf, (size_t)n);
 }
 
 void signer_admin_serve(signer_admin *a, signer_ctx *s, const struct pollfd *p, int n)
@@ -350,12 +414,15 @@ void signer_admin_serve(signer_admin *a, signer_ctx *s, const struct pollfd *p, 
     for (int i = 0; i < ADMIN_MAX_CONNS && i < n; i++) {
         admin_conn *c = &a->conns[i];
         if (c->fd >= 0 && p[i].fd == c->fd && p[i].revents)
-            admin_read(s, c);
+            admin_read(a, s, c);
         if (c->fd >= 0 && now > c->deadline) {
             LOG_EVENT(LOG_LVL_WARN, "admin connection timed out", LOG_STR("user", c->user));
             conn_end(c);
         }
     }
     if (n > ADMIN_MAX_CONNS && p[ADMIN_MAX_CONNS].fd >= 0 && p[ADMIN_MAX_CONNS].revents)
-        admin_accept(a);
+        admin_accept(a, s);
+    uint64_t dropped = s->audit ? window_limiter_flush(a->refusals, now) : 0;
+    if (dropped)
+        refusal_summary(s, dropped);
 }

@@ -127,7 +127,8 @@ json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_er
     uint64_t seq;
     if (audit_log_append(s->audit, &ent, &seq, e) != HSMCA_OK ||
         audit_log_sync_through(s->audit, seq, e) != HSMCA_OK ||
-        audit_crl_apply(s->crl, &ent, 0, e) != HSMCA_OK)
+        audit_crl_apply(s->crl, &ent, 0, e) != HSMCA_OK ||
+        (s->ica && audit_ica_apply(s->ica, &ent, 0, e) != HSMCA_OK)) /* as the replay would */
         return NULL;
     ent.seq = seq;
     LOG_EVENT(LOG_LVL_INFO, "certificate revoked", LOG_STR("serial", serial),

@@ -151,6 +151,81 @@ static HSMCA_MUSTCHECK hsmca_code take_csr(const char *pem, audit_entry *ent, ch
     return rc;
 }
 
+/* The reply to a request: its id, key, state; an auto-approved renewal's once signed (an
+ * op run again after the signature, signer_ica_sign.h: "renewal_id" names it). */
+static json_t *request_reply(signer_ctx *s, uint64_t id, const char *sign_error)
+{
+    const audit_ica_req *r = audit_ica_find(s->ica, id);
+    return json_pack("{s:b, s:I, s:s, s:I, s:I, s:s, s:I, s:s}", "ok", 1, "id", (json_int_t)id,
+                     "key_sha256", r->key_sha256, "required", (json_int_t)r->required, "expires",
+                     (json_int_t)r->expires, "state",
+                     audit_ica_state_name(audit_ica_state_of(r, time(NULL))), "renews",
+                     (json_int_t)r->auto_renews, "sign_error", sign_error);
+}
+
+static json_t *renewal_signed(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
+{
+    json_t *id = json_object_get(req, "renewal_id");
+    if (!json_is_integer(id) || !audit_ica_find(s->ica, (uint64_t)json_integer_value(id))) {
+        hsmca_fail(e, HSMCA_EINTERNAL, "renewal: no request");
+        return NULL;
+    }
+    return request_reply(s, (uint64_t)json_integer_value(id), "");
+}
+
+/* The renewal proof of a request ("renew_proof", base64, optional) into *proof (caller
+ * frees; NULL and plen 0 when none). */
+static HSMCA_MUSTCHECK hsmca_code take_proof(json_t *req, const char **b64, uint8_t **proof,
+                                             size_t *plen, hsmca_err *e)
+{
+    json_t *v = json_object_get(req, "renew_proof");
+    *b64 = NULL;
+    *proof = NULL;
+    *plen = 0;
+    if (!v)
+        return HSMCA_OK;
+    const char *t = json_string_value(v);
+    size_t n = t ? strlen(t) : 0;
+    *proof = n && n <= AUDIT_RENEW_PROOF_MAX ? audit_ica_unbase64(t, n, plen) : NULL;
+    HSMCA_ENSURE(*proof, e, HSMCA_EINVAL,
+                 "renew_proof must be base64 of a signature, at most %u characters",
+                 AUDIT_RENEW_PROOF_MAX);
+    *b64 = t;
+    return HSMCA_OK;
+}
+
+/* With approval.auto_renew: request id, when it renews its cluster's current intermediate
+ * (audit_ica_may_auto), is auto-approved (an entry) and signed; the reply comes then
+ * (SIGNER_REPLY_LATER). NULL: not a renewal, or not signed now; *why says why not. */
+static json_t *auto_renew(signer_ctx *s, const char *user, json_t *req, uint64_t id,
+                          hsmca_err *why)
+{
+    const char *b64;
+    uint8_t *proof;
+    size_t plen;
+    uint64_t renews = 0;
+    if (take_proof(req, &b64, &proof, &plen, why) != HSMCA_OK)
+        return NULL;
+    /* Two seconds' margin, as for an approval: the entry's own time is what is checked. */
+    hsmca_code rc = audit_ica_renewal_of(s->ica, id, proof, plen, (int64_t)time(NULL) + 2,
+                                         &renews, why);
+    free(proof);
+    if (rc != HSMCA_OK)
+        return NULL;
+    audit_entry ent = {.kind = AUDIT_ICA_AUTO_APPROVE, .request_id = id, .renews = renews};
+    ent.requester = (audit_str){user, strlen(user), 0};
+    ent.proof = (audit_str){b64, b64 ? strlen(b64) : 0, 0};
+    if (signer_ica_log(s, &ent, why) != HSMCA_OK)
+        return NULL;
+    const audit_ica_req *r = audit_ica_find(s->ica, id);
+    LOG_EVENT(LOG_LVL_INFO, "intermediate auto-approved", LOG_STR("user", user),
+              LOG_STR("cluster", r->cluster), LOG_STR("basis", plen ? "proof" : "same key"));
+    if (json_object_set_new(req, "renewal_id", json_integer((json_int_t)id)) == 0 &&
+        signer_ica_issue(s, r, user, req, renewal_signed, why) == HSMCA_OK)
+        return SIGNER_REPLY_LATER;
+    return request_reply(s, id, why->msg);
+}
+
 json_t *signer_ica_request(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
 {
     static char b64[AUDIT_BLOB_MAX + 1];
@@ -184,9 +259,20 @@ json_t *signer_ica_request(signer_ctx *s, const char *user, json_t *req, hsmca_e
         return NULL;
     LOG_EVENT(LOG_LVL_INFO, "intermediate requested", LOG_STR("user", user),
               LOG_STR("cluster", cluster), LOG_STR("key_sha256", ent.key_sha256));
-    return json_pack("{s:b, s:I, s:s, s:I, s:I}", "ok", 1, "id", (json_int_t)ent.seq,
-                     "key_sha256", ent.key_sha256, "required", (json_int_t)ent.required,
-                     "expires", (json_int_t)ent.expires);
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    json_t *r = s->cfg.approval_auto_renew ? auto_renew(s, user, req, ent.seq, &why) : NULL;
+    if (r)
+        return r;
+    if (!s->cfg.approval_auto_renew && json_object_get(req, "renew_proof"))
+        snprintf(why.msg, sizeof(why.msg), "approval.auto_renew is off: it waits for approvals");
+    r = request_reply(s, ent.seq, "");
+    if (!r || json_object_set_new(r, "auto_renew", json_string(why.msg)) != 0) {
+        json_decref(r);
+        hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+        return NULL;
+    }
+    return r;
 }
 
 json_t *signer_ica_approve(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)

@@ -140,13 +140,14 @@ class Intermediates(unittest.TestCase):
         out_dir = os.path.join(self.work, "cacerts")
         rc, out, err = self.ica(None, "fetch", rid, "--out", out_dir)
         self.assertIn("kubectl create secret generic cacerts -n istio-system", out)
-        self.assertIn("ca-crl.pem is not written", out)
+        # The dev config's crl.path: the CA's CRL goes into ca-crl.pem.
+        self.assertIn("ca-crl.pem: the CA's CRL", out)
         self.check_cacerts(out_dir, istiod)
         self.check_audit(rid)
 
     def check_cacerts(self, out_dir, istiod):
         self.assertEqual(sorted(os.listdir(out_dir)),
-                         ["ca-cert.pem", "cert-chain.pem", "root-cert.pem"])
+                         ["ca-cert.pem", "ca-crl.pem", "cert-chain.pem", "root-cert.pem"])
         ca, root = os.path.join(out_dir, "ca-cert.pem"), os.path.join(out_dir, "root-cert.pem")
         with open(os.path.join(out_dir, "cert-chain.pem")) as f:
             chain = f.read()
@@ -305,6 +306,8 @@ def crl_config(text, dirs):
     pw = pwd.getpwnam(signer)
     os.chown(d, pw.pw_uid, pw.pw_gid)
     dirs.append(d)
+    # In place of the dev config's own crl section (a section appears once).
+    text = text.replace("crl:\n  path: crl/ca-crl.pem\n", "")
     return text + "crl:\n  path: %s/ca-crl.pem\n  validity: 2d\n" % d
 
 

@@ -13,6 +13,7 @@ import unittest
 from hsmca_harness import BIN, TMP, DevServer, free_port
 
 SOFTHSM = "/usr/lib/softhsm/libsofthsm2.so"
+DEV_CRL = "crl:\n  path: crl/ca-crl.pem\n"  # hsmca dev's CRL (it needs audit.dir)
 
 
 def dev_init(name, ca_key="ec-p256"):
@@ -166,6 +167,7 @@ class StartupErrorTests(unittest.TestCase):
         """A config without audit.dir (and without audit.disabled) stops before any child
         starts, naming the key and the way to run without a log."""
         d = dev_init("noauditdir")
+        self.edit_config(d, DEV_CRL, "")  # crl.path needs audit.dir: its own refusal
         code, out = serve(self.edit_config(d, "  dir: audit\n", ""))
         self.assertEqual(code, 78, out)
         self.assertIn("config: audit.dir is required (the signing log's directory); to sign "
@@ -184,7 +186,8 @@ class StartupErrorTests(unittest.TestCase):
         """audit.disabled: true serves, without a log, and both the supervisor and the
         signer say so at start."""
         server = DevServer("ec-p256", name="auditoff",
-                           edit_config=lambda t: t.replace("  dir: audit\n", "  disabled: true\n"))
+                           edit_config=lambda t: t.replace("  dir: audit\n", "  disabled: true\n")
+                           .replace(DEV_CRL, ""))
         try:
             server.wait_ready()
             self.assertEqual(len(server.issue()), 2)

@@ -174,12 +174,78 @@ static void test_rules(void **state)
     audit_ica_free(t);
 }
 
+static audit_entry auto_approve(uint64_t seq, uint64_t id, uint64_t renews, int64_t t)
+{
+    audit_entry a = step(AUDIT_ICA_AUTO_APPROVE, seq, id, "alice", t);
+    a.renews = renews;
+    return a;
+}
+
+/* intermediate-auto-approve: its line, and the renewal rule (the proof's signature is
+ * test_auto_renew's, with real keys). */
+static void test_auto_rules(void **state)
+{
+    audit_entry a = auto_approve(11, 10, 3, 1005);
+    round_trip(&a, "{\"kind\":\"intermediate-auto-approve\",\"renews\":3,\"request_id\":10,"
+                   "\"requester\":\"alice\",\"seq\":11,\"time\":1005}\n");
+    a.proof = (audit_str){"AQID", 4, 0};
+    round_trip(&a, "{\"kind\":\"intermediate-auto-approve\",\"proof\":\"AQID\",\"renews\":3,"
+                   "\"request_id\":10,\"requester\":\"alice\",\"seq\":11,\"time\":1005}\n");
+    size_t n;
+    a.renews = 0;
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+    audit_ica *t;
+    assert_int_equal(audit_ica_new(&t, NULL), HSMCA_OK);
+    apply(t, request(3, "alice", 2, 5000), HSMCA_OK, NULL);
+    apply(t, auto_approve(4, 3, 3, 1001), HSMCA_EPERM, "renews 3, which is not an issued");
+    apply(t, step(AUDIT_ICA_APPROVE, 4, 3, "bob", 1001), HSMCA_OK, NULL);
+    apply(t, step(AUDIT_ICA_APPROVE, 5, 3, "carol", 1001), HSMCA_OK, NULL);
+    audit_entry in = intent(6, 3);
+    in.not_after = 9000;
+    strcpy(in.serial, "0a");
+    apply(t, in, HSMCA_OK, NULL);
+    apply(t, cert_entry(7, 3), HSMCA_OK, NULL);
+    /* The same key, the same cluster, before the renewed one expires: approved, signable. */
+    apply(t, request(10, "alice", 2, 5000), HSMCA_OK, NULL);
+    apply(t, auto_approve(11, 10, 3, 1005), HSMCA_OK, NULL);
+    assert_int_equal(audit_ica_state_of(audit_ica_find(t, 10), 1006), ICA_APPROVED);
+    apply(t, auto_approve(12, 10, 3, 1005), HSMCA_EPERM, "which is not pending");
+    apply(t, step(AUDIT_ICA_APPROVE, 12, 10, "bob", 1006), HSMCA_EPERM, "auto-approval");
+    apply(t, intent(12, 10), HSMCA_OK, NULL);
+    /* Another key without a proof, another cluster, past the renewed one's notAfter. */
+    audit_entry other = request(20, "alice", 2, 99999);
+    memset(other.key_sha256, 'c', 64);
+    apply(t, other, HSMCA_OK, NULL);
+    apply(t, auto_approve(21, 20, 3, 1006), HSMCA_EPERM, "has another key than 3 and no proof");
+    audit_entry elsewhere = request(22, "alice", 2, 99999);
+    strcpy(elsewhere.cluster, "cluster-b");
+    apply(t, elsewhere, HSMCA_OK, NULL);
+    apply(t, auto_approve(23, 22, 3, 1006), HSMCA_EPERM, "not an issued intermediate of cluster");
+    apply(t, request(24, "alice", 2, 99999), HSMCA_OK, NULL);
+    apply(t, auto_approve(25, 24, 3, 9500), HSMCA_EPERM, "whose certificate is expired");
+    uint64_t renews = 0;
+    assert_int_equal(audit_ica_renewal_of(t, 24, NULL, 0, 1007, &renews, NULL), HSMCA_OK);
+    assert_int_equal(renews, 3);
+    /* Revoked: renews nothing. */
+    audit_entry rv = step(AUDIT_REVOKE, 25, 0, "root", 1007);
+    strcpy(rv.serial, "0a");
+    strcpy(rv.profile, AUDIT_ICA_PROFILE);
+    rv.reason = (audit_str){"keyCompromise", 13, 0};
+    apply(t, rv, HSMCA_OK, NULL);
+    apply(t, auto_approve(26, 24, 3, 1008), HSMCA_EPERM, "whose certificate is revoked");
+    hsmca_err e;
+    assert_int_equal(audit_ica_renewal_of(t, 24, NULL, 0, 1008, &renews, &e), HSMCA_ENOTFOUND);
+    assert_non_null(strstr(e.msg, "not a renewal: no valid intermediate of its cluster"));
+    audit_ica_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lines),
         cmocka_unit_test(test_fields_refused),
         cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_auto_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,7 +56,7 @@ static int teardown(void **state)
 
 static hsmca_code run(fx *f, const char *statef, audit_verify_report *r, hsmca_err *e)
 {
-    audit_verify_opts o = {f->dir, &f->vk, statef};
+    audit_verify_opts o = {.dir = f->dir, .vkey = &f->vk, .state = statef};
     return audit_verify(&o, r, e);
 }
 

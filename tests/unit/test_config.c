@@ -1337,6 +1337,30 @@ static void test_validate_clusters(void **state)
     free(c);
 }
 
+/* audit.replica: the origin "<name>/<replica>" at load; a bad id refused naming the key. */
+static void test_audit_replica(void **state)
+{
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    assert_int_equal(parse("issuance:\n  trust_domain: td.example\naudit:\n  replica: hsmca-1\n",
+                           NULL, c, &e),
+                     HSMCA_OK);
+    assert_string_equal(c->audit_origin, "hsmca/td.example/hsmca-1");
+    assert_int_equal(parse("audit:\n  origin: ca1.example/hsmca\n  replica: b\n", NULL, c, &e),
+                     HSMCA_OK);
+    assert_string_equal(c->audit_origin, "ca1.example/hsmca/b");
+    char host[256] = "", want[600];
+    assert_int_equal(gethostname(host, sizeof(host)), 0);
+    snprintf(want, sizeof(want), "ca1.example/hsmca/%s", host);
+    assert_int_equal(parse("audit:\n  origin: ca1.example/hsmca\n  replica: hostname\n", NULL, c,
+                           &e),
+                     HSMCA_OK);
+    assert_string_equal(c->audit_origin, want);
+    assert_int_equal(parse("audit:\n  replica: a/b\n", NULL, c, &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "audit.replica 'a/b' must be 1-63 characters"));
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1362,6 +1386,7 @@ int main(void)
         cmocka_unit_test(test_clusters),
         cmocka_unit_test(test_cluster_refusals),
         cmocka_unit_test(test_validate_clusters),
+        cmocka_unit_test(test_audit_replica),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,7 +94,7 @@ static verdict both(fx *f)
     verdict v, s;
     memset(&v, 0, sizeof(v));
     memset(&s, 0, sizeof(s));
-    audit_verify_opts o = {f->dir, &f->vk, NULL};
+    audit_verify_opts o = {.dir = f->dir, .vkey = &f->vk};
     audit_verify_report r;
     v.rc = audit_verify(&o, &r, &v.e);
     v.open = r.open_intents;
