@@ -6,7 +6,8 @@
 # it, tpm2-pkcs11 and its set-up tool (tpm2_ptool, which runs tpm2-tools), a
 # private D-Bus bus (dbus-daemon, dbus-send), p11-kit server and p11-kit-client.so.
 # The container image (deploy/container/build.sh, integration.test_container): mmdebstrap
-# builds its root filesystem from Debian packages, podman imports and runs it on runc.
+# builds its root filesystem from Debian packages, podman imports and runs it on runc;
+# systemd-analyze checks deploy/systemd (integration.test_systemd_units).
 set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libssl-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
@@ -16,7 +17,7 @@ python3-grpcio python3-cryptography python3-jwt python3-h2
 golang-go golang-golang-x-mod-dev
 swtpm tpm2-abrmd libtss2-tcti-tabrmd0 libtpm2-pkcs11-1 libtpm2-pkcs11-tools tpm2-tools
 dbus-daemon dbus-bin p11-kit p11-kit-modules
-mmdebstrap podman runc"
+mmdebstrap podman runc systemd"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
