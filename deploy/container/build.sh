@@ -178,8 +178,10 @@ install -d -m 0755 "$STAGE/usr/libexec/hsmca" "$STAGE/etc/hsmca" "$STAGE/var/emp
 for f in $CHILDREN; do
     install -m 0755 "$f" "$STAGE/usr/libexec/hsmca/"
 done
-# The signer's state (audit log, a SoftHSM token directory): its own, 0700.
-install -d -m 0700 -o "$SIGNER_UID" -g "$SIGNER_UID" "$STAGE/var/lib/hsmca"
+# The state directory, root's and traversable as hsmca.service's StateDirectory=:
+# the signer's own directories (audit.dir, a SoftHSM token directory) go inside it.
+# A volume mounted there (tmpfs, emptyDir) starts with this mode.
+install -d -m 0711 "$STAGE/var/lib/hsmca"
 
 # Every program's libraries must resolve inside the image, not just here.
 for f in /usr/bin/hsmca $(for c in $CHILDREN; do echo "/usr/libexec/hsmca/${c##*/}"; done); do

@@ -2,9 +2,9 @@
 """The container image (deploy/container/build.sh --demo): built from Debian packages
 with no registry, `hsmca dev` inside it under podman serves a certificate to this
 host's `hsmca request` that verifies against the container's root, with only the
-capabilities the supervisor's user switch and chroot use; the image holds no
-compiler, no apt lists or caches, no private key or PIN. The container and the image
-are removed at the end. Runs in the gcc build only: the image holds release programs."""
+capabilities the supervisor's user switch and chroot use and a read-only root file
+system; the image holds no compiler, no apt lists or caches, no private key or PIN.
+The container and the image are removed at the end. Runs in the gcc build only: the image holds release programs."""
 import io
 import os
 import re
@@ -138,7 +138,10 @@ class ContainerTests(unittest.TestCase):
         port = free_port()
         name = "hsmca-citest-%d" % os.getpid()
         type(self).ctr = name
+        # A read-only root file system, the state on a volume (readOnlyRootFilesystem
+        # and an emptyDir in Kubernetes).
         subprocess.run(PODMAN_RUN + ["-d", "--name", name, "--cap-drop=all", "--cap-add=" + CAPS,
+                                     "--read-only", "--tmpfs", "/var/lib/hsmca:rw",
                                      TAG, "dev", "--dir", DEV_DIR, "--listen",
                                      "127.0.0.1:%d" % port],
                        check=True, capture_output=True, timeout=120)
