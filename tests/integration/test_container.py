@@ -55,14 +55,17 @@ class ContainerTests(unittest.TestCase):
         cls.work = tempfile.mkdtemp(prefix="container.", dir=TMP)
         cls.ctr = None
         t0 = time.time()
-        r = subprocess.run(["sh", BUILD_SH, "--demo", "--tag", TAG, "--build-dir", BUILD_DIR],
-                           capture_output=True, text=True, timeout=900)
-        cls.build_s = time.time() - t0
-        cls.build_out = r.stdout + r.stderr
-        if r.returncode != 0:
-            raise AssertionError("build.sh failed (%d):\n%s" % (r.returncode, cls.build_out[-4000:]))
-        print("image build: %.0f s; %s" % (cls.build_s,
-              re.search(r"^build.sh: image .*$", r.stdout, re.M).group(0)), flush=True)
+        try:
+            r = subprocess.run(["sh", BUILD_SH, "--demo", "--tag", TAG, "--build-dir", BUILD_DIR],
+                               capture_output=True, text=True, timeout=900)
+            size = re.search(r"^build.sh: image .*$", r.stdout, re.M)
+            if r.returncode != 0 or not size:
+                raise AssertionError("build.sh failed (%d):\n%s" % (r.returncode,
+                                     (r.stdout + r.stderr)[-4000:]))
+        except BaseException:
+            cls.tearDownClass()  # unittest does not when setUpClass fails
+            raise
+        print("image build: %.0f s; %s" % (time.time() - t0, size.group(0)), flush=True)
 
     @classmethod
     def tearDownClass(cls):
