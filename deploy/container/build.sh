@@ -185,7 +185,7 @@ install -d -m 0711 "$STAGE/var/lib/hsmca"
 
 # Every program's libraries must resolve inside the image, not just here.
 for f in /usr/bin/hsmca $(for c in $CHILDREN; do echo "/usr/libexec/hsmca/${c##*/}"; done); do
-    out=$(chroot "$STAGE" /lib64/ld-linux-x86-64.so.2 --list "$f" 2>&1) ||
+    out=$(chroot "$STAGE" /usr/bin/ldd "$f" 2>&1) ||
         die "$f does not load in the image: $out"
     case "$out" in *"not found"*) die "$f: a library is missing from the image: $out" ;; esac
 done
