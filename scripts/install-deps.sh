@@ -5,6 +5,9 @@
 # software TPM (swtpm), its resource manager (tpm2-abrmd) and the TCTI that reaches
 # it, tpm2-pkcs11 and its set-up tool (tpm2_ptool, which runs tpm2-tools), a
 # private D-Bus bus (dbus-daemon, dbus-send), p11-kit server and p11-kit-client.so.
+# The container image (deploy/container/build.sh, integration.test_container): mmdebstrap
+# builds its root filesystem from Debian packages, podman imports and runs it on runc;
+# systemd-analyze checks deploy/systemd (integration.test_systemd_units).
 set -eu
 PKGS="build-essential cmake pkg-config clang libclang-rt-14-dev
 libssl-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
@@ -14,7 +17,8 @@ python3-grpcio python3-cryptography python3-jwt python3-h2
 golang-go golang-golang-x-mod-dev
 swtpm tpm2-abrmd libtss2-tcti-tabrmd0 libtpm2-pkcs11-1 libtpm2-pkcs11-tools tpm2-tools
 dbus-daemon dbus-bin p11-kit p11-kit-modules
-python3-kubernetes python3-yaml"
+python3-kubernetes python3-yaml
+mmdebstrap podman runc systemd"
 # kubectl, for `kubectl kustomize` (integration.test_k8s_manifests): Debian's
 # kubernetes-client, unless a kubectl is installed already (another package's would
 # conflict with its /usr/bin/kubectl).
