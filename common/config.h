@@ -202,6 +202,10 @@ typedef struct {
     /* crl: the CA's CRL, signed in the token (signer/signer_crl.h) */
     char crl_path[CONFIG_MAX_STR]; /* where the signer writes it (PEM); "" (default): off */
     uint32_t crl_validity;         /* seconds from thisUpdate to nextUpdate, default 7d */
+
+    /* metrics: the metrics and health listener (metrics/mx_main.c) */
+    char metrics_listen[CONFIG_MAX_STR]; /* host:port, default "127.0.0.1:15014"; "" = off */
+    char metrics_user[CONFIG_MAX_STR];   /* its user when root; "" (default) = frontend.user */
 } hsmca_config;
 
 /* The most approvals an intermediate may need (approval.required). */

@@ -153,6 +153,9 @@ static const config_field fields[] = {
     S("", "crl"),
     F("crl", "path", CT_PATH, crl_path, 0),
     F("crl", "validity", CT_DUR, crl_validity, 0),
+    S("", "metrics"),
+    F("metrics", "listen", CT_STR, metrics_listen, 0),
+    F("metrics", "user", CT_STR, metrics_user, 0),
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 _Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int) &&

@@ -21,6 +21,8 @@
 #include "config.h"
 #include "fe_app.h"
 #include "fe_grpcrt.h"
+#include "fe_metrics.h"
+#include "fe_metrics_link.h"
 #include "fe_sandbox.h"
 #include "fe_serving.h"
 #include "fe_tlsmem.h"
@@ -152,10 +154,12 @@ static void on_keys(void *arg, int cluster, int memfd)
                  cluster);
     else if (tok_keys_load_fd(app->keys[cluster], memfd, &e) != HSMCA_OK)
         log_warn("issuer keys from the supervisor refused, keeping the current ones: %s", e.msg);
-    else
+    else {
+        fe_metrics_keys_loaded(cluster);
         log_info("issuer keys loaded (update %llu, cluster %s)",
                  (unsigned long long)tok_keys_generation(app->keys[cluster]),
                  config_cluster_name(app->cfg, cluster));
+    }
 }
 
 static void *signal_thread(void *arg)
@@ -198,6 +202,10 @@ int frontend_main(int argc, char **argv)
     if (!(app.ipc = fe_ipc_start(args.ipc_fd, args.ctl_fd, &fe_stop, &e)))
         fatal("%s", e.msg);
     fe_ipc_on_keys(app.ipc, on_keys, &app);
+    /* Before the serving certificate: /healthz and /readyz answer while we wait for it. */
+    fe_metrics_init(&app);
+    if (fe_metrics_link_start(args.metrics_fd, &app, &e) != HSMCA_OK)
+        fatal("%s", e.msg);
     fe_serving *serving = fe_serving_start(&app, &fe_stop);
     if (!serving) {
         log_info("stopped while waiting for a serving certificate");

@@ -29,6 +29,7 @@
 
 #include <openssl/crypto.h>
 
+#include "fe_metrics.h"
 #include "profile.h"
 #include "util.h"
 
@@ -123,6 +124,11 @@ static void finish_status(fe_call *c, grpc_status_code status, const char *msg, 
 
 static void finish(fe_call *c, hsmca_code code, const char *msg, uint8_t *body, size_t len)
 {
+    fe_metrics_observe(FE_HIST_REQUEST, util_mono_now() - c->started);
+    if (code == HSMCA_OK)
+        fe_metrics_issued(PROFILE_WORKLOAD);
+    else
+        fe_metrics_refused(c->stage, (int)status_for(code));
     if (code != HSMCA_OK && log_limiter_allow(c->srv->refuse_log, util_mono_now()))
         log_info("refused CreateCertificate: %s: %s", hsmca_code_name(code), msg);
     finish_status(c, status_for(code), msg, body, len);
@@ -140,6 +146,7 @@ static void on_signed(void *arg, hsmca_code code, const char *reason, const uint
                       size_t cert_len)
 {
     fe_call *c = arg;
+    c->stage = FE_STAGE_SIGNER;
     if (code != HSMCA_OK) {
         char msg[300];
         snprintf(msg, sizeof(msg), "signer refused: %s", reason);
@@ -175,6 +182,7 @@ static void after_check(fe_call *c, hsmca_code rc, fe_checked_request *req, hsmc
     if (rc != HSMCA_OK) {
         /* The signing log records the front end's refusals too (as its word). */
         fe_ipc_deny(c->srv->app->ipc, req->requester, req->authenticator, rc, e->msg);
+        c->stage = req->requester[0] ? FE_STAGE_POLICY : FE_STAGE_AUTH;
         finish(c, rc, e->msg, NULL, 0);
         return;
     }
@@ -184,6 +192,7 @@ static void after_check(fe_call *c, hsmca_code rc, fe_checked_request *req, hsmc
                           req->requester, req->csr_sha256, &caller, on_signed, c, e);
     OPENSSL_free(req->tbs);
     req->tbs = NULL;
+    c->stage = FE_STAGE_SIGNER;
     if (rc != HSMCA_OK)
         finish(c, rc, e->msg, NULL, 0);
 }
@@ -274,6 +283,7 @@ static int refuse_when_busy(fe_call *c)
 {
     fe_server *srv = c->srv;
     if (!fe_ipc_connected(srv->app->ipc)) {
+        fe_metrics_refused(FE_STAGE_LIMIT, GRPC_STATUS_UNAVAILABLE);
         finish_status(c, GRPC_STATUS_UNAVAILABLE, "signer unavailable: not connected", NULL, 0);
         return 1;
     }
@@ -287,6 +297,7 @@ static int refuse_when_busy(fe_call *c)
              active - 1, max);
     if (log_limiter_allow(srv->busy_log, util_mono_now()))
         log_warn("refused CreateCertificate: %s", msg);
+    fe_metrics_refused(FE_STAGE_LIMIT, GRPC_STATUS_RESOURCE_EXHAUSTED);
     finish_status(c, GRPC_STATUS_RESOURCE_EXHAUSTED, msg, NULL, 0);
     return 1;
 }
@@ -376,6 +387,8 @@ static void *cq_loop(void *arg)
                 break;
             }
             c->counted = 1;
+            c->started = util_mono_now();
+            c->stage = FE_STAGE_POLICY;
             atomic_fetch_add(&srv->active, 1);
             if (hold_for_peer(c)) {
                 /* its connection is closed: no answer can reach it */

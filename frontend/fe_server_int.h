@@ -63,7 +63,8 @@ typedef struct {
     int counted; /* in srv->active */
     char *peer;  /* gRPC's peer string (gpr_free), NULL until received */
     int peer_counted;
-    double started;
+    double started; /* monotonic, when the call came (its latency, fe_metrics.h) */
+    int stage;      /* fe_stage: where a refusal came from */
 } fe_call;
 
 struct fe_listener {

@@ -13,7 +13,8 @@ softhsm2 opensc openssl libengine-pkcs11-openssl gnutls-bin
 python3-grpcio python3-cryptography python3-jwt python3-h2
 golang-go golang-golang-x-mod-dev
 swtpm tpm2-abrmd libtss2-tcti-tabrmd0 libtpm2-pkcs11-1 libtpm2-pkcs11-tools tpm2-tools
-dbus-daemon dbus-bin p11-kit p11-kit-modules"
+dbus-daemon dbus-bin p11-kit p11-kit-modules
+libmicrohttpd-dev prometheus"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
