@@ -53,6 +53,7 @@ struct audit_log {
     double last_attempt; /* monotonic: the last reopen attempt */
     double retry_s;
     uint64_t syncs;
+    metrics_hist sync_hist; /* fdatasync's time (lock-free) */
     audit_tree tree;
     char line[AUDIT_LINE_MAX]; /* under mu */
 };
@@ -433,8 +434,11 @@ static void sync_locked(audit_log *l, uint32_t **woken)
     int werr = write_all(fd, out, out_len), serr = 0;
     if (!werr && hook)
         serr = hook(hook_ctx);
+    double t0 = util_mono_now();
     if (!werr && !serr && fdatasync(fd) != 0)
         serr = errno;
+    if (!werr && !serr)
+        metrics_hist_observe(&l->sync_hist, util_mono_now() - t0);
     pthread_mutex_lock(&l->mu);
     l->syncing = 0;
     l->syncs++;
@@ -521,6 +525,16 @@ void audit_log_durable(audit_log *l, uint64_t *lines, uint64_t *bytes)
     *lines = l->synced;
     *bytes = (uint64_t)l->synced_bytes;
     pthread_mutex_unlock(&l->mu);
+}
+
+void audit_log_figures_get(audit_log *l, audit_log_figures *out)
+{
+    pthread_mutex_lock(&l->mu);
+    out->failed = l->failed;
+    out->entries = l->synced;
+    out->bytes = (uint64_t)l->synced_bytes;
+    pthread_mutex_unlock(&l->mu);
+    metrics_hist_read(&l->sync_hist, &out->sync);
 }
 
 uint64_t audit_log_syncs(audit_log *l)

@@ -19,6 +19,7 @@
 
 #include "audit_entry.h"
 #include "audit_merkle.h"
+#include "metrics_hist.h"
 #include "hsmca_err.h"
 
 typedef struct audit_log audit_log;
@@ -85,6 +86,16 @@ HSMCA_MUSTCHECK hsmca_code audit_log_root(audit_log *l, uint64_t *size, audit_ha
 /* The durable prefix of the log: *lines lines, ending at byte *bytes of DIR/log (every
  * line below is complete and on stable storage). What a checkpoint may cover. */
 void audit_log_durable(audit_log *l, uint64_t *lines, uint64_t *bytes);
+
+/* The log's figures for the signer's StatusReply, read under the log's lock (which no
+ * write or sync holds): failed (fail closed until a reopen works), the durable lines and
+ * their bytes, and the fdatasync latency of the syncs that succeeded. */
+typedef struct {
+    int failed;
+    uint64_t entries, bytes;
+    metrics_hist_snap sync;
+} audit_log_figures;
+void audit_log_figures_get(audit_log *l, audit_log_figures *out);
 
 /* fdatasync calls made so far (to show that group commit shares them). */
 uint64_t audit_log_syncs(audit_log *l);

@@ -364,6 +364,7 @@ static HSMCA_MUSTCHECK hsmca_code publish(audit_publish *p, hsmca_err *e)
     p->cp_note_len = nlen;
     p->cp_size = c.size;
     p->cp_root = c.root;
+    p->cp_time = util_wall_now();
     p->have_cp = 1;
     pthread_mutex_unlock(&p->mu);
     return HSMCA_OK;
@@ -382,6 +383,14 @@ hsmca_code audit_publish_round(audit_publish *p, uint64_t *size, hsmca_err *e)
     if (size)
         *size = p->cp_size;
     return HSMCA_OK;
+}
+
+void audit_publish_latest_time(audit_publish *p, uint64_t *size, int64_t *unix_time)
+{
+    pthread_mutex_lock(&p->mu);
+    *size = p->have_cp ? p->cp_size : 0;
+    *unix_time = p->have_cp ? p->cp_time : 0;
+    pthread_mutex_unlock(&p->mu);
 }
 
 void audit_publish_latest(audit_publish *p, uint64_t *size, audit_hash *root)

@@ -84,6 +84,12 @@ int audit_publish_stop(audit_publish *p, double timeout_s);
 /* The latest checkpoint's size and root (what is on disk). */
 void audit_publish_latest(audit_publish *p, uint64_t *size, audit_hash *root);
 
+/* The latest checkpoint's size and the Unix time it was signed (0 and 0: none yet; time
+ * 0 also when it is older than this start and its file's time was unreadable). The
+ * publisher signs one only when the log grew: an idle log's checkpoint covers every
+ * durable line however old it is. */
+void audit_publish_latest_time(audit_publish *p, uint64_t *size, int64_t *unix_time);
+
 /* Frees p (after audit_publish_stop returned 0, or when no thread was started). NULL is fine. */
 void audit_publish_free(audit_publish *p);
 

@@ -30,6 +30,7 @@ struct audit_publish {
     char *cp_note; /* its bytes */
     size_t cp_note_len;
     char cp_file[32]; /* where it was read: "checkpoint" or "checkpoints/<n>" */
+    int64_t cp_time;  /* Unix seconds it was signed (its file's mtime at start); 0: unknown */
     /* At start: whether the log's root at cp_size was checked and equal; tiles within the
      * checkpoint that differ are only counted (damaged) until it was, then rewritten. */
     int root_ok;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,6 +99,8 @@ static HSMCA_MUSTCHECK hsmca_code read_latest(audit_publish *p, hsmca_err *e)
     p->have_cp = 1;
     p->cp_size = c.size;
     p->cp_root = c.root;
+    struct stat st; /* a checkpoint is written whole and renamed in: its mtime is its time */
+    p->cp_time = fstatat(p->fs.root, p->cp_file, &st, 0) == 0 ? (int64_t)st.st_mtime : 0;
     p->cp_note = (char *)note;
     p->cp_note_len = len;
     return p->cp_size == 0 ? pub_check_root(p, e) : HSMCA_OK; /* no line to wait for */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "metrics_hist.h" /* METRICS_HIST_BOUNDS: the StatusReply's histograms */
 #include "hsmca_err.h"
 #include "profile.h"
 
@@ -93,5 +94,87 @@ static inline int ctl_keys_cluster(char type)
 _Static_assert(CONFIG_MAX_CLUSTERS >= 1 && CONFIG_MAX_CLUSTERS <= 9,
                "CTL_KEYS_CLUSTER names a remote cluster by one digit, which no other control "
                "byte is");
+
+/* StatusReply (proto/signer.proto): the signer's figures for the front end's metrics and
+ * readiness. Every label value is an index into one of these fixed enums, and every
+ * repeated field has a fixed cap, so the reply is bounded whatever the signer saw. */
+enum sigstat_token {
+    SIGSTAT_TOKEN_NONE = 0,         /* no such key (the audit key is optional) */
+    SIGSTAT_TOKEN_OK = 1,           /* logged in */
+    SIGSTAT_TOKEN_RECONNECTING = 2, /* the token went away: reconnecting */
+    SIGSTAT_TOKEN_PIN_REFUSED = 3,  /* the PIN was refused: no login until the file changes */
+    SIGSTAT_TOKEN_STATES
+};
+/* Signatures by the CA key, by what they sign (StatusReply.issued's index). */
+enum sigstat_profile {
+    SIGSTAT_PROFILE_WORKLOAD = 0, /* a workload leaf (PROFILE_WORKLOAD) */
+    SIGSTAT_PROFILE_SERVING = 1,  /* the front end's serving certificate (PROFILE_SERVING) */
+    SIGSTAT_PROFILE_CA = 2,       /* an intermediate CA certificate (the admin socket) */
+    SIGSTAT_PROFILE_CRL = 3,      /* a CRL */
+    SIGSTAT_PROFILES
+};
+/* Refusals of the signer by stage (StatusReply.refused's index): the invariant that
+ * failed (signer_tbs.h, 1..8), the identity binding, the policy file, the rate limit,
+ * a full queue, the token, the signing log, anything else. */
+enum sigstat_refusal {
+    SIGSTAT_REFUSED_OTHER = 0,
+    SIGSTAT_REFUSED_INVARIANT_1 = 1, /* .. SIGSTAT_REFUSED_INVARIANT_1 + 7: invariant 8 */
+    SIGSTAT_REFUSED_RATE = 9,
+    SIGSTAT_REFUSED_QUEUE = 10,
+    SIGSTAT_REFUSED_BINDING = 11,
+    SIGSTAT_REFUSED_POLICY = 12,
+    SIGSTAT_REFUSED_TOKEN = 13, /* the token unavailable, its PIN refused, a signature failed */
+    SIGSTAT_REFUSED_AUDIT = 14, /* the signing log cannot be written */
+    SIGSTAT_REFUSALS
+};
+#define SIGSTAT_INVARIANTS 8
+/* The signing log (StatusReply.audit_state). */
+enum sigstat_audit {
+    SIGSTAT_AUDIT_DISABLED = 0, /* no audit.dir */
+    SIGSTAT_AUDIT_WRITABLE = 1,
+    SIGSTAT_AUDIT_FAILING = 2, /* the last append or sync failed: signing is refused */
+    SIGSTAT_AUDIT_STATES
+};
+#define SIGSTAT_KEY_TYPE_MAX 16 /* StatusReply.ca_key_type: "ec-p256", "rsa-8192" */
+#define SIGSTAT_ROOTS_MAX 16    /* StatusReply.roots_not_after: the first roots of the bundle */
+
+/* The label value of each enum entry (Prometheus label values, the logs); "" past the end. */
+static inline const char *sigstat_token_name(unsigned v)
+{
+    static const char *const n[SIGSTAT_TOKEN_STATES] = {"none", "ok", "reconnecting",
+                                                        "pin_refused"};
+    return v < SIGSTAT_TOKEN_STATES ? n[v] : "";
+}
+static inline const char *sigstat_profile_name(unsigned v)
+{
+    static const char *const n[SIGSTAT_PROFILES] = {"workload", "serving", "ca", "crl"};
+    return v < SIGSTAT_PROFILES ? n[v] : "";
+}
+static inline const char *sigstat_refusal_name(unsigned v)
+{
+    static const char *const n[SIGSTAT_REFUSALS] = {
+        "other", "invariant_1", "invariant_2", "invariant_3", "invariant_4", "invariant_5",
+        "invariant_6", "invariant_7", "invariant_8", "rate", "queue", "binding", "policy",
+        "token", "audit"};
+    return v < SIGSTAT_REFUSALS ? n[v] : "";
+}
+static inline const char *sigstat_audit_name(unsigned v)
+{
+    static const char *const n[SIGSTAT_AUDIT_STATES] = {"disabled", "writable", "failing"};
+    return v < SIGSTAT_AUDIT_STATES ? n[v] : "";
+}
+/* A StatusReply's bound: a varint field costs at most 11 bytes (key and ten), a double 9,
+ * a packed repeated varint 3 + 10 per entry, a histogram 3 + that of its buckets + a double
+ * and a count; the sender's buffer is this size. */
+#define SIGSTAT_HIST_COST (3 + (3 + 10 * (METRICS_HIST_BOUNDS + 1)) + 9 + 11)
+#define SIGSTAT_REPLY_MAX 2048
+_Static_assert(14 * 11 + 2 * 9 + (3 + SIGSTAT_KEY_TYPE_MAX) + 3 * SIGSTAT_HIST_COST +
+                       (3 + 10 * SIGSTAT_PROFILES) + (3 + 10 * SIGSTAT_REFUSALS) +
+                       (3 + 10 * SIGSTAT_ROOTS_MAX) <=
+                   SIGSTAT_REPLY_MAX,
+               "a StatusReply at every cap fits its buffer");
+_Static_assert(SIGSTAT_REPLY_MAX <= IPC_MAX_PAYLOAD, "a StatusReply fits one frame");
+_Static_assert(SIGSTAT_REFUSED_INVARIANT_1 + SIGSTAT_INVARIANTS - 1 < SIGSTAT_REFUSED_RATE,
+               "the invariants' refusal indexes come before the others");
 
 #endif

@@ -17,6 +17,8 @@ enum ipc_type {
     IPC_SIGN_REQ = 1,      /* front end -> signer: hsmca.ipc.SignRequest */
     IPC_SIGN_REPLY = 2,    /* signer -> front end: hsmca.ipc.SignReply   */
     IPC_FRONTEND_DENY = 3, /* front end -> signer: hsmca.ipc.FrontendDeny, no reply */
+    IPC_STATUS_REQ = 4,    /* front end -> signer: hsmca.ipc.StatusRequest (empty) */
+    IPC_STATUS_REPLY = 5,  /* signer -> front end: hsmca.ipc.StatusReply, same id */
 };
 
 /* One received frame. payload points into the packet buffer it was read from:

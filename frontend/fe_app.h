@@ -6,6 +6,7 @@
 #include "fe_auth.h"
 #include "fe_clientcert.h"
 #include "fe_ipc.h"
+#include "fe_sigstat.h"
 #include "tok_jwt.h"
 #include "tok_keys.h"
 #include "fe_tokenreview.h"
@@ -42,6 +43,7 @@ typedef struct fe_app {
      * element (it may hold several roots during rotation). Each ends in "\n". */
     char *chain_tail[FE_MAX_CHAIN];
     int n_chain_tail;
+    fe_sigstat *sigstat; /* the signer's figures (fe_sigstat.h); NULL: out of memory */
 } fe_app;
 
 /* What a CreateCertificate request becomes once checked: a TBS for the signer. */

@@ -60,6 +60,10 @@ struct fe_ipc {
     void *keys_arg;
     int keys_kept[IPC_KEYSETS]; /* per cluster, -1: none */
     double keys_asked;                 /* when CTL_KEYS_REFRESH was last sent (monotonic) */
+    /* The status round trip (under lock): set once by fe_ipc_on_status. */
+    fe_ipc_status_fn status_fn;
+    fe_ipc_tick_fn status_tick;
+    void *status_arg;
 };
 
 int fe_ipc_connected(fe_ipc *c)
@@ -313,6 +317,41 @@ static void handle_reply(fe_ipc *c, uint64_t id, const uint8_t *payload, size_t 
     hsmca__ipc__sign_reply__free_unpacked(r, NULL);
 }
 
+void fe_ipc_on_status(fe_ipc *c, fe_ipc_status_fn fn, fe_ipc_tick_fn tick, void *arg)
+{
+    pthread_mutex_lock(&c->lock);
+    c->status_fn = fn;
+    c->status_tick = tick;
+    c->status_arg = arg;
+    pthread_mutex_unlock(&c->lock);
+}
+
+hsmca_code fe_ipc_send_status(fe_ipc *c, uint64_t *id, hsmca_err *e)
+{
+    pthread_mutex_lock(&c->lock);
+    *id = ++c->next_id; /* unique with the requests': the reply matches no sign request */
+    pthread_mutex_unlock(&c->lock);
+    pthread_rwlock_rdlock(&c->conn);
+    hsmca_code rc = c->fd < 0 ? hsmca_fail(e, HSMCA_EUNAVAIL, "signer unavailable: not connected")
+                              : ipc_send_within(c->fd, IPC_STATUS_REQ, *id, NULL, 0, 0, e);
+    pthread_rwlock_unlock(&c->conn);
+    return rc;
+}
+
+/* A StatusReply, or the tick (payload NULL), to the status handler if one is set. */
+static void to_status(fe_ipc *c, uint64_t id, const uint8_t *payload, size_t len)
+{
+    pthread_mutex_lock(&c->lock);
+    fe_ipc_status_fn fn = c->status_fn;
+    fe_ipc_tick_fn tick = c->status_tick;
+    void *arg = c->status_arg;
+    pthread_mutex_unlock(&c->lock);
+    if (payload && fn)
+        fn(arg, id, payload, len);
+    else if (!payload && tick)
+        tick(arg);
+}
+
 static void read_signer(fe_ipc *c, int fd)
 {
     static uint8_t buf[IPC_MAX_FRAME];
@@ -324,6 +363,8 @@ static void read_signer(fe_ipc *c, int fd)
     }
     if (m.type == IPC_SIGN_REPLY)
         handle_reply(c, m.id, m.payload, m.len);
+    else if (m.type == IPC_STATUS_REPLY)
+        to_status(c, m.id, m.payload ? m.payload : (const uint8_t *)"", m.len);
     else
         log_warn("unexpected message type %u from the signer", m.type);
 }
@@ -445,6 +486,7 @@ static void *ipc_thread(void *arg)
             last_scan = now;
             fail_pending(c, 1, "signer unavailable: no reply in time");
             flush_dropped_denies(c);
+            to_status(c, 0, NULL, 0);
         }
     }
     return NULL;

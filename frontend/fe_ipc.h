@@ -79,4 +79,16 @@ void fe_ipc_ask_keys(fe_ipc *c, uint32_t min_interval);
 /* 1 while a signer connection is up. */
 int fe_ipc_connected(fe_ipc *c);
 
+/* The status round trip (fe_sigstat.h): each StatusReply frame goes to fn on the IPC
+ * thread with its id and payload (borrowed for the call), and tick is called on the IPC
+ * thread about twice a second. Set once, before or after frames come (a reply before
+ * it is set is dropped). */
+typedef void (*fe_ipc_status_fn)(void *arg, uint64_t id, const uint8_t *payload, size_t len);
+typedef void (*fe_ipc_tick_fn)(void *arg);
+void fe_ipc_on_status(fe_ipc *c, fe_ipc_status_fn fn, fe_ipc_tick_fn tick, void *arg);
+
+/* Sends a StatusRequest (empty payload) with a fresh id, put in *id; never waits (a full
+ * socket is HSMCA_EUNAVAIL, like no connection). Thread-safe. */
+HSMCA_MUSTCHECK hsmca_code fe_ipc_send_status(fe_ipc *c, uint64_t *id, hsmca_err *e);
+
 #endif

@@ -202,6 +202,8 @@ int frontend_main(int argc, char **argv)
     if (!(app.ipc = fe_ipc_start(args.ipc_fd, args.ctl_fd, &fe_stop, &e)))
         fatal("%s", e.msg);
     fe_ipc_on_keys(app.ipc, on_keys, &app);
+    if (!(app.sigstat = fe_sigstat_start(app.ipc)))
+        log_warn("the signer's figures are not polled: out of memory");
     /* Before the serving certificate: /healthz and /readyz answer while we wait for it. */
     fe_metrics_init(&app);
     if (fe_metrics_link_start(args.metrics_fd, &app, &e) != HSMCA_OK)

@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 #include "hsmca_err.h"
 #include "ipc_contract.h" /* IPC_SIG_MAX */
+#include "metrics_hist.h"
 #include "sigalg.h"
 
 /* An RFC 7512 URI, the subset we need: token, object, id, type (private|public|cert).
@@ -164,6 +165,17 @@ const sigalg *p11_pool_sigalg(p11_pool *p);
 typedef enum { P11_POOL_READY, P11_POOL_RECONNECTING, P11_POOL_PIN_REFUSED } p11_pool_state;
 p11_pool_state p11_pool_get_state(p11_pool *p);
 
+/* A pool's figures for the signer's StatusReply, read under the pool's lock (which no
+ * token call holds): its state, sessions open (held, whether free or signing) and
+ * signing now, reconnects that succeeded, and the C_Sign latency of its key. */
+typedef struct {
+    p11_pool_state state;
+    unsigned open, busy;
+    uint64_t reconnects;
+    metrics_hist_snap sign; /* p11_pool_sign_digest's C_Sign (and its C_SignInit) */
+} p11_pool_figures;
+void p11_pool_figures_get(p11_pool *p, p11_pool_figures *out);
+
 /* 1 while the pool is healthy, 0 while it is reconnecting. */
 int p11_pool_healthy(p11_pool *p);
 
@@ -229,6 +241,9 @@ const char *p11_signkey_alg(const p11_signkey *k);
 const char *p11_signkey_fingerprint(const p11_signkey *k);
 /* Ready, reconnecting, or the PIN refused (see p11_pool_state). */
 p11_pool_state p11_signkey_get_state(p11_signkey *k);
+
+/* The figures of the audit key's pool (p11_pool_figures_get). */
+void p11_signkey_figures_get(p11_signkey *k, p11_pool_figures *out);
 
 /* Name of a CKR_* value ("CKR_PIN_INCORRECT"), or "CKR_0x..." when unknown. */
 const char *p11_rv_name(unsigned long rv);

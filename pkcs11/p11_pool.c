@@ -49,6 +49,8 @@ struct p11_pool {
     int has_signed; /* an operation succeeded: a general failure now is the device's */
     unsigned long generation; /* the module's (p11_module_generation) at the last connect */
     CK_RV pin_rv; /* not CKR_OK: the token refused the PIN; never tried again */
+    uint64_t reconnects; /* that succeeded (under mu) */
+    metrics_hist sign_hist; /* C_Sign of sign_digest (lock-free) */
 };
 
 /* The key in log lines: a token may hold several keys with pools of their own. */
@@ -240,6 +242,7 @@ static HSMCA_MUSTCHECK hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
     for (unsigned i = 0; i < p->n; i++)
         p->free_idx[p->nfree++] = i;
     p->healthy = 1;
+    p->reconnects++;
     log_info("pkcs11: reconnected to token '%s' (key '%s')", p->uri.token, pool_key_name(p));
     pthread_cond_broadcast(&p->cv);
     return HSMCA_OK;
@@ -419,13 +422,17 @@ typedef struct {
     const uint8_t *digest;
     uint8_t raw[IPC_SIG_MAX];
     CK_ULONG rawlen;
+    metrics_hist *hist;
 } digest_sign_op;
 
 static CK_RV sign_digest_op(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, void *arg)
 {
     digest_sign_op *o = arg;
     o->rawlen = sizeof(o->raw);
-    return p11_sign_raw(m, s, key, o->alg, o->digest, o->raw, &o->rawlen);
+    double t0 = util_mono_now();
+    CK_RV rv = p11_sign_raw(m, s, key, o->alg, o->digest, o->raw, &o->rawlen);
+    metrics_hist_observe(o->hist, util_mono_now() - t0);
+    return rv;
 }
 
 hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t digest_len,
@@ -437,7 +444,7 @@ hsmca_code p11_pool_sign_digest(p11_pool *p, const uint8_t *digest, size_t diges
     if (digest_len != p->alg->digest_len)
         return hsmca_fail(e, HSMCA_EINVAL, "sign: %s signs a %zu-byte digest, not %zu",
                           p->alg->name, p->alg->digest_len, digest_len);
-    digest_sign_op o = {.alg = p->alg, .digest = digest};
+    digest_sign_op o = {.alg = p->alg, .digest = digest, .hist = &p->sign_hist};
     HSMCA_GUARD(p11_pool_run(p, sign_digest_op, &o, "sign: C_Sign", e));
     return p11_sig_encode(p->alg, o.raw, o.rawlen, sig, siglen, e);
 }
@@ -548,6 +555,21 @@ p11_pool_state p11_pool_get_state(p11_pool *p)
                                             : P11_POOL_RECONNECTING;
     pthread_mutex_unlock(&p->mu);
     return st;
+}
+
+void p11_pool_figures_get(p11_pool *p, p11_pool_figures *out)
+{
+    pthread_mutex_lock(&p->mu);
+    out->state = p->pin_rv != CKR_OK ? P11_POOL_PIN_REFUSED
+                 : p->healthy        ? P11_POOL_READY
+                                     : P11_POOL_RECONNECTING;
+    /* A healthy pool holds its sessions, free or in use (a session replaced is in use);
+     * an unhealthy one closes them all to reconnect. */
+    out->open = p->healthy ? p->nfree + p->in_use : 0;
+    out->busy = p->in_use;
+    out->reconnects = p->reconnects;
+    pthread_mutex_unlock(&p->mu);
+    metrics_hist_read(&p->sign_hist, &out->sign);
 }
 
 int p11_pool_healthy(p11_pool *p) { return p11_pool_get_state(p) == P11_POOL_READY; }

@@ -251,3 +251,8 @@ p11_pool_state p11_signkey_get_state(p11_signkey *k)
 {
     return p11_pool_get_state(k->pool);
 }
+
+void p11_signkey_figures_get(p11_signkey *k, p11_pool_figures *out)
+{
+    p11_pool_figures_get(k->pool, out);
+}

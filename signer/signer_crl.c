@@ -237,6 +237,8 @@ static json_t *crl_done(signer_ctx *s, void *arg, const uint8_t *sig, size_t sig
                         : why->code;
     if (rc == HSMCA_OK)
         rc = record(s, der, len, j->number, j->now, &e);
+    if (rc == HSMCA_OK)
+        signer_stats_issued(s, SIGSTAT_PROFILE_CRL);
     if (rc != HSMCA_OK) {
         log_warn("CRL not published (tried again in %.0f s): %s", CRL_RETRY_S, e.msg);
         s->crl_next_try = util_mono_now() + CRL_RETRY_S;

@@ -18,6 +18,7 @@
 #include "signer_bind.h"
 #include "signer_conn.h"
 #include "signer_limits.h"
+#include "signer_stats.h"
 #include "signer.pb-c.h"
 #include "signer_tbs.h"
 #include "window_limiter.h"
@@ -48,6 +49,7 @@ typedef struct signer_job {
     int answered;            /* the request got its reply (its thread or the watchdog): atomic */
     int current;             /* its front end was the current one when a worker took it; lock */
     double started;          /* monotonic: when a worker took it (the watchdog's clock); lock */
+    double received;         /* monotonic: when the main thread queued it */
     struct signer_stage *st; /* from its checks to its reply (signer_work.c) */
 } signer_job;
 
@@ -135,6 +137,7 @@ struct signer_ctx {
      * admin caller waiting for one, once it completed (the admin socket sends it). */
     struct signer_casign *casign;
     struct json_t *ca_reply;
+    signer_stats stats; /* the StatusReply's counters (signer_stats.h) */
 };
 
 #endif

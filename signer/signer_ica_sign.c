@@ -358,6 +358,8 @@ static json_t *ica_done(signer_ctx *s, void *arg, const uint8_t *sig, size_t sig
         rc = hsmca_fail(&e, w.code, "intermediate request %llu not signed: %s",
                         (unsigned long long)j->id, w.msg);
     if (rc == HSMCA_OK)
+        signer_stats_issued(s, SIGSTAT_PROFILE_CA);
+    if (rc == HSMCA_OK)
         LOG_EVENT(LOG_LVL_INFO, "intermediate signed", LOG_STR("cluster",
                   audit_ica_find(s->ica, j->id)->cluster), LOG_STR("user", j->user));
     else

@@ -27,6 +27,7 @@
 #include "signer_audit.h"
 #include "signer_ica.h"
 #include "signer_sandbox.h"
+#include "signer_stats.h"
 #include "signer_work.h"
 
 static volatile sig_atomic_t signer_stop;
@@ -96,6 +97,19 @@ static void handle_frontend_deny(signer_ctx *s, int ctl_fd, uint64_t id, const u
     hsmca__ipc__frontend_deny__free_unpacked(d, NULL);
 }
 
+/* The signer's figures (signer_stats.h): an empty payload only; answered from counters
+ * on this thread, without waiting for the token, the log or the front end. */
+static void handle_status_req(signer_ctx *s, int ctl_fd, uint64_t id, const uint8_t *p, size_t n)
+{
+    (void)p;
+    hsmca_err e;
+    if (signer_status_check(n, &e) != HSMCA_OK) {
+        drop_peer(s, ctl_fd, e.msg);
+        return;
+    }
+    signer_stats_answer(s, id);
+}
+
 /* The allow-table: every message type the front end may send, and its handler. */
 static const struct {
     uint8_t type;
@@ -103,6 +117,7 @@ static const struct {
 } signer_dispatch[] = {
     {IPC_SIGN_REQ, handle_sign_req},
     {IPC_FRONTEND_DENY, handle_frontend_deny},
+    {IPC_STATUS_REQ, handle_status_req},
 };
 
 /* Frames read per wake-up of the main loop at most: a burst is drained without a poll
@@ -262,6 +277,7 @@ int signer_main(int argc, char **argv)
         fatal("cannot serve yet (token or audit log), will retry: %s", e.msg);
     if (!s)
         fatal_config("refusing to serve: %s", e.msg);
+    signer_stats_start(s); /* reads ca.root_bundle: before the sandbox */
     /* The admin socket is bound, and what fetch hands out read, before the switch of user. */
     signer_admin *adm = NULL;
     if (signer_admin_open(&cfg, &sb, &adm, &e) != HSMCA_OK ||

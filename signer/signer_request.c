@@ -103,3 +103,10 @@ hsmca_code signer_deny_check(const uint8_t *payload, size_t len, hsmca_err *e)
                  "FrontendDeny: code must name a refusal (1..%d)", HSMCA_CODE_MAX);
     return HSMCA_OK;
 }
+
+hsmca_code signer_status_check(size_t len, hsmca_err *e)
+{
+    HSMCA_ENSURE(len == 0, e, HSMCA_EINVAL, "StatusRequest: %zu bytes of payload (it has none)",
+                 len);
+    return HSMCA_OK;
+}

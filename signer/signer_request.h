@@ -42,4 +42,8 @@ HSMCA_MUSTCHECK hsmca_code signer_request_check(const uint8_t *payload, size_t l
  * rule when the front end broke the protocol. */
 HSMCA_MUSTCHECK hsmca_code signer_deny_check(const uint8_t *payload, size_t len, hsmca_err *e);
 
+/* A StatusRequest has no field: an empty payload, or HSMCA_EINVAL (a protocol violation,
+ * as any other malformed frame). */
+HSMCA_MUSTCHECK hsmca_code signer_status_check(size_t len, hsmca_err *e);
+
 #endif

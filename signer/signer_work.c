@@ -93,6 +93,7 @@ static void reply_within(signer_ctx *s, signer_conn *c, uint64_t id, hsmca_code 
 static void log_refusal(signer_ctx *s, uint64_t id, hsmca_code code, const char *reason,
                         const char *requester)
 {
+    signer_stats_refused(s, code, reason);
     if (!log_limiter_allow(s->refusals, util_mono_now()))
         return;
     char ids[24];
@@ -166,6 +167,7 @@ void signer_submit(signer_ctx *s, uint64_t id, Hsmca__Ipc__SignRequest *req,
     j->id = id;
     j->req = req;
     j->cost = job_cost(shape);
+    j->received = util_mono_now();
     pthread_mutex_lock(&s->lock);
     if (!s->conn) {
         pthread_mutex_unlock(&s->lock);
@@ -351,8 +353,10 @@ static void finish_job(signer_ctx *s, signer_job *j)
     hsmca_err *e = &j->st->err;
     if (rc == HSMCA_OK && was_answered(j)) /* the watchdog gave up while it was staged */
         late = "answered by the watchdog before signing; not signed";
-    else if (rc == HSMCA_OK)
+    else if (rc == HSMCA_OK) {
+        signer_stats_queue_wait(s, util_mono_now() - j->received);
         rc = sign_prepared(s, j, &cert, &cert_len, e);
+    }
     int mine = claim_answer(j);
     if (s->audit && j->st->intent_seq != SIGNER_NO_INTENT)
         audit_result(s, j->id, j->st->intent_seq, cert, cert_len, mine ? rc : HSMCA_EUNAVAIL,
@@ -367,9 +371,11 @@ static void finish_job(signer_ctx *s, signer_job *j)
         OPENSSL_free(cert);
         return;
     }
-    if (rc == HSMCA_OK)
+    if (rc == HSMCA_OK) {
+        signer_stats_issued(s, j->req->profile == PROFILE_SERVING ? SIGSTAT_PROFILE_SERVING
+                                                                   : SIGSTAT_PROFILE_WORKLOAD);
         log_signed(j->req, &j->st->facts);
-    else
+    } else
         log_refusal(s, j->id, e->code, e->msg, j->req->requester);
     reply_within(s, j->conn, j->id, rc, rc == HSMCA_OK ? "" : e->msg, cert, cert_len,
                  SIGNER_SEND_TIMEOUT_MS, "a reply");
@@ -422,6 +428,7 @@ void signer_answer_overdue(signer_ctx *s)
         snprintf(why, sizeof(why), "token did not answer within %u s (signing call hung)",
                  s->cfg.sign_timeout);
         log_warn("request %llu: %s; answered UNAVAILABLE", (unsigned long long)id, why);
+        signer_stats_refused(s, HSMCA_EUNAVAIL, why);
         reply_within(s, c, id, HSMCA_EUNAVAIL, why, NULL, 0, SIGNER_MAIN_SEND_TIMEOUT_MS,
                      "a hung call's refusal");
         pthread_mutex_lock(&s->lock);

@@ -14,6 +14,7 @@
  *   hostile_profile.c  invariants 1-3, 5, 6: one case per hole and its neighbours
  *   hostile_spiffe.c   invariant 4: SANs, the SPIFFE-ID grammar, the serving profile
  *   hostile_ipc.c      protocol violations: frames and SignRequest wire format
+ *   hostile_status.c   the signer's figures (StatusRequest): counters, bounds, floods
  *   hostile_logs.c     every log line is JSON; what signed and refusal lines carry
  *   hostile_stress.c   flood, stall, SIGTERM during a stall, with their own signer
  *   hostile_queue.c    the queue's bounds with a slow token; a replaced front end
@@ -318,6 +319,8 @@ extern const struct CMUnitTest hf_log_tests[];
 extern const size_t hf_n_log_tests;
 extern const struct CMUnitTest hf_ipc_tests[];
 extern const size_t hf_n_ipc_tests;
+extern const struct CMUnitTest hf_status_tests[];
+extern const size_t hf_n_status_tests;
 extern const struct CMUnitTest hf_rate_tests[];
 extern const size_t hf_n_rate_tests;
 int hf_rate_group_setup(void **state);

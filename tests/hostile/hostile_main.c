@@ -42,8 +42,10 @@ int main(void)
     const struct CMUnitTest *profile = hf_profile_tests(&n_profile);
     const struct CMUnitTest *spiffe = hf_spiffe_tests(&n_spiffe);
     const struct CMUnitTest *wire = hf_wire_tests(&n_wire);
-    const struct CMUnitTest *g1[] = {profile, spiffe, hf_ipc_tests, wire, hf_log_tests};
-    const size_t n1[] = {n_profile, n_spiffe, hf_n_ipc_tests, n_wire, hf_n_log_tests};
+    const struct CMUnitTest *g1[] = {profile, spiffe, hf_ipc_tests, wire, hf_status_tests,
+                                     hf_log_tests};
+    const size_t n1[] = {n_profile, n_spiffe, hf_n_ipc_tests, n_wire, hf_n_status_tests,
+                         hf_n_log_tests};
     const struct CMUnitTest *g2[] = {hf_stress_tests, hf_queue_tests, hf_stress_stop_tests};
     const size_t n2[] = {hf_n_stress_tests, hf_n_queue_tests, hf_n_stress_stop_tests};
     const struct CMUnitTest *g3[] = {hf_rate_tests};
@@ -55,7 +57,7 @@ int main(void)
     const struct CMUnitTest *g5[] = {hf_policy_tests(&n_policy)};
     const size_t n5[] = {n_policy};
     int failed =
-        run_group("signer invariants 1-6 and the IPC", g1, n1, 5, group_setup, hf_group_teardown);
+        run_group("signer invariants 1-6 and the IPC", g1, n1, 6, group_setup, hf_group_teardown);
     failed += run_group("flood, stall, queue and stop", g2, n2, 3, hf_stress_group_setup,
                         hf_group_teardown);
     failed += run_group("signer invariant 7: rate", g3, n3, 1, hf_rate_group_setup,
