@@ -12,6 +12,7 @@
 #include "dev.h"
 #include "intermediate_cmd.h"
 #include "log.h"
+#include "probe.h"
 #include "request.h"
 #include "supervisor.h"
 #include "token_cmd.h"
@@ -39,6 +40,8 @@ static void usage(FILE *f)
           "  dev token  print a JWT the dev CA accepts\n"
           "  intermediate  istiod intermediate CAs: request, list, show, approve (M of N),\n"
           "                deny, fetch (the cacerts directory), crl (istiod's own empty CRL)\n"
+          "  probe      is a running CA healthy (/healthz) or, with --ready, ready\n"
+          "             (/readyz)? exit 0 or 1: for exec probes and systemd\n"
           "  request    ask a running CA for a certificate (a test client)\n"
           "  serve      run the CA from a YAML config: supervisor, signer, front end\n"
           "  token check   open the token as serve's signer would (same program, user,\n"
@@ -48,9 +51,10 @@ static void usage(FILE *f)
           "                extractable, sign only); prints its fingerprint\n"
           "  version    the version, the commit and the libraries' versions\n"
           "\n"
-          "serve and dev start two programs installed beside hsmca (or in\n"
+          "serve and dev start the programs installed beside hsmca (or in\n"
           "../libexec/hsmca/): hsmca-signer, the privileged process that holds the\n"
-          "token session, and hsmca-frontend, the sandboxed gRPC front end.\n",
+          "token session, and hsmca-frontend, the sandboxed gRPC front end; and\n"
+          "hsmca-metrics, the sandboxed metrics and health listener (metrics.listen).\n",
           f);
 }
 
@@ -116,6 +120,8 @@ int main(int argc, char **argv)
         return token_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve"))
         return serve_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "probe"))
+        return probe_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "request"))
         return request_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "config"))

@@ -4,7 +4,6 @@
  * another, never a torn one. */
 #include "fe_metrics.h"
 
-#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -16,16 +15,6 @@
 #include "profile.h"
 #include "util.h"
 
-/* From half a millisecond (a refusal before any I/O) to ten seconds (a stalled token). */
-const double fe_hist_bounds[FE_HIST_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                0.1,    0.25,  0.5,    1,     2.5,   5,    10};
-
-typedef struct {
-    atomic_uint_fast64_t bucket[FE_HIST_BUCKETS + 1];
-    atomic_uint_fast64_t count;
-    atomic_uint_fast64_t sum_ns;
-} hist;
-
 static struct {
     const fe_app *app;
     char ca_key[24];
@@ -33,7 +22,7 @@ static struct {
     _Atomic int64_t serving_not_after;
     atomic_uint_fast64_t issued[2];
     atomic_uint_fast64_t refused[FE_STAGE_N][17];
-    hist hist[FE_HIST_N];
+    metrics_hist hist[FE_HIST_N];
     atomic_uint_fast64_t ctr[FE_CTR_N];
     _Atomic int64_t keys_at_ms[IPC_KEYSETS];
     atomic_uint_fast64_t keys_pushes[IPC_KEYSETS];
@@ -99,15 +88,8 @@ void fe_metrics_refused(fe_stage stage, int grpc_code)
 
 void fe_metrics_observe(fe_hist h, double seconds)
 {
-    if ((unsigned)h >= FE_HIST_N || !(seconds >= 0))
-        return;
-    int i = 0;
-    while (i < FE_HIST_BUCKETS && seconds > fe_hist_bounds[i])
-        i++;
-    hist *x = &M.hist[h];
-    atomic_fetch_add_explicit(&x->bucket[i], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&x->sum_ns, (uint64_t)llround(seconds * 1e9), memory_order_relaxed);
-    atomic_fetch_add_explicit(&x->count, 1, memory_order_relaxed);
+    if ((unsigned)h < FE_HIST_N)
+        metrics_hist_observe(&M.hist[h], seconds);
 }
 
 void fe_metrics_count(fe_ctr c)
@@ -145,15 +127,8 @@ void fe_metrics_snapshot(fe_metrics_snap *s)
     for (int st = 0; st < FE_STAGE_N; st++)
         for (int c = 0; c < 17; c++)
             s->refused[st][c] = atomic_load(&M.refused[st][c]);
-    for (int h = 0; h < FE_HIST_N; h++) {
-        for (int b = 0; b <= FE_HIST_BUCKETS; b++)
-            s->hist[h].bucket[b] = atomic_load(&M.hist[h].bucket[b]);
-        s->hist[h].sum = (double)atomic_load(&M.hist[h].sum_ns) / 1e9;
-        uint64_t n = 0;
-        for (int b = 0; b <= FE_HIST_BUCKETS; b++)
-            n += s->hist[h].bucket[b];
-        s->hist[h].count = n; /* the buckets' total, so +Inf equals _count exactly */
-    }
+    for (int h = 0; h < FE_HIST_N; h++)
+        metrics_hist_read(&M.hist[h], &s->hist[h]);
     for (int c = 0; c < FE_CTR_N; c++)
         s->ctr[c] = atomic_load(&M.ctr[c]);
     for (int k = 0; k < IPC_KEYSETS; k++) {

@@ -10,6 +10,7 @@
 
 #include "fe_app.h"
 #include "fe_connlimit.h"
+#include "metrics_hist.h"
 
 /* Where a CreateCertificate was refused: bounded label values. */
 typedef enum {
@@ -55,22 +56,13 @@ char *fe_metrics_render(size_t *len);
 
 /* --- for fe_metrics_text.c and fe_ready.c: a snapshot of the figures --- */
 
-#define FE_HIST_BUCKETS 14
-extern const double fe_hist_bounds[FE_HIST_BUCKETS];
-
-typedef struct {
-    uint64_t bucket[FE_HIST_BUCKETS + 1]; /* per bucket (not cumulative); last: +Inf */
-    uint64_t count;
-    double sum;
-} fe_hist_snap;
-
 typedef struct {
     const fe_app *app;
     const char *ca_key; /* the CA key type label: "ecdsa-p256", "rsa-3072", ... */
     int64_t ca_not_after, root_not_after, serving_not_after;
     uint64_t issued[2]; /* [0] workload, [1] serving */
     uint64_t refused[FE_STAGE_N][17];
-    fe_hist_snap hist[FE_HIST_N];
+    metrics_hist_snap hist[FE_HIST_N];
     uint64_t ctr[FE_CTR_N];
     double keys_at[IPC_KEYSETS]; /* wall clock of the latest push per cluster; 0: none */
     uint64_t keys_pushes[IPC_KEYSETS];

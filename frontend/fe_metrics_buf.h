@@ -20,6 +20,6 @@ char *mbuf_finish(mbuf *b, size_t *len);
 /* A family's HELP and TYPE lines. */
 void mbuf_family(mbuf *b, const char *name, const char *type, const char *help);
 /* A histogram family: cumulative buckets, _sum, _count. */
-void mbuf_hist(mbuf *b, const char *name, const char *help, const fe_hist_snap *h);
+void mbuf_hist(mbuf *b, const char *name, const char *help, const metrics_hist_snap *h);
 
 #endif
