@@ -29,6 +29,7 @@
 
 #include <openssl/crypto.h>
 
+#include "fe_health.h"
 #include "fe_metrics.h"
 #include "profile.h"
 #include "util.h"
@@ -230,8 +231,24 @@ static void tokenreview_job(void *arg, double waited_s, int stopping)
     after_check(c, rc, &req, &e);
 }
 
+/* A Health/Check: answered here, on the completion-queue thread (no I/O). */
+static void on_health(fe_call *c, grpc_slice body)
+{
+    uint8_t out[2];
+    size_t n = 0;
+    const char *msg;
+    int code = fe_health_check(c->srv->app, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body),
+                               out, &n, &msg);
+    grpc_slice_unref(body);
+    finish_status(c, (grpc_status_code)code, msg, code == 0 ? out : NULL, n);
+}
+
 static void on_received(fe_call *c)
 {
+    if (!c->recv_buf && c->health) {
+        finish_status(c, GRPC_STATUS_INVALID_ARGUMENT, "health: no message received", NULL, 0);
+        return;
+    }
     if (!c->recv_buf) {
         finish(c, HSMCA_EINVAL, "request: no message received", NULL, 0);
         return;
@@ -243,6 +260,10 @@ static void on_received(fe_call *c)
     }
     grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
     grpc_byte_buffer_reader_destroy(&reader);
+    if (c->health) {
+        on_health(c, body);
+        return;
+    }
 
     fe_auth_creds creds = {.now = util_wall_now()};
     creds.authorization = find_md(&c->request_md, "authorization", &creds.authorization_len);
@@ -283,7 +304,8 @@ static int refuse_when_busy(fe_call *c)
 {
     fe_server *srv = c->srv;
     if (!fe_ipc_connected(srv->app->ipc)) {
-        fe_metrics_refused(FE_STAGE_LIMIT, GRPC_STATUS_UNAVAILABLE);
+        if (!c->health)
+            fe_metrics_refused(FE_STAGE_LIMIT, GRPC_STATUS_UNAVAILABLE);
         finish_status(c, GRPC_STATUS_UNAVAILABLE, "signer unavailable: not connected", NULL, 0);
         return 1;
     }
@@ -297,7 +319,8 @@ static int refuse_when_busy(fe_call *c)
              active - 1, max);
     if (log_limiter_allow(srv->busy_log, util_mono_now()))
         log_warn("refused CreateCertificate: %s", msg);
-    fe_metrics_refused(FE_STAGE_LIMIT, GRPC_STATUS_RESOURCE_EXHAUSTED);
+    if (!c->health)
+        fe_metrics_refused(FE_STAGE_LIMIT, GRPC_STATUS_RESOURCE_EXHAUSTED);
     finish_status(c, GRPC_STATUS_RESOURCE_EXHAUSTED, msg, NULL, 0);
     return 1;
 }
@@ -305,9 +328,10 @@ static int refuse_when_busy(fe_call *c)
 static void on_new_call(fe_call *c)
 {
     await_new_call(c->srv); /* keep one request_call outstanding */
+    c->health = grpc_slice_str_cmp(c->details.method, FE_HEALTH_METHOD) == 0;
     if (refuse_when_busy(c))
         return;
-    if (grpc_slice_str_cmp(c->details.method, FE_METHOD) != 0) {
+    if (!c->health && grpc_slice_str_cmp(c->details.method, FE_METHOD) != 0) {
         char *m = grpc_slice_to_c_string(c->details.method);
         char msg[300];
         snprintf(msg, sizeof(msg), "method %s is not served here", m);

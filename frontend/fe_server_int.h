@@ -65,6 +65,7 @@ typedef struct {
     int peer_counted;
     double started; /* monotonic, when the call came (its latency, fe_metrics.h) */
     int stage;      /* fe_stage: where a refusal came from */
+    int health;     /* a grpc.health.v1.Health/Check call (fe_health.h) */
 } fe_call;
 
 struct fe_listener {

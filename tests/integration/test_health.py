@@ -17,6 +17,15 @@ from hsmca_harness import BIN, DevServer, ShimServer
 from test_metrics import get, wait_for
 
 
+HEALTH = "/grpc.health.v1.Health/Check"
+SERVING, NOT_SERVING = b"\x08\x01", b"\x08\x02"
+
+
+def grpc_health(srv, body=b""):
+    """The HealthCheckResponse bytes of a Health/Check on the gRPC port (no credentials)."""
+    return srv.client.channel.unary_unary(HEALTH)(body, timeout=10)
+
+
 def probe(srv, *flags):
     r = subprocess.run([BIN, "probe", "--url", srv.metrics_url] + list(flags),
                        capture_output=True, timeout=30)
@@ -41,6 +50,7 @@ class TokenRemoved(unittest.TestCase):
         rc, out, _ = probe(self.srv, "--ready")
         self.assertEqual(rc, 0, out)
         self.assertIn("ok: token logged in", out)
+        self.assertEqual(grpc_health(self.srv), SERVING)
         self.srv.control("remove\n")
         try:
             self.srv.issue(timeout=10)
@@ -55,6 +65,7 @@ class TokenRemoved(unittest.TestCase):
         rc, out, _ = probe(self.srv, "--ready")
         self.assertEqual(rc, 1, out)
         self.assertIn("not logged in", out)
+        self.assertEqual(grpc_health(self.srv), NOT_SERVING)
         self.assertEqual(get(self.srv.metrics_url + "/healthz")[0], 200, "healthz followed")
         self.srv.control("# reinserted\n")
         deadline = time.monotonic() + 20
@@ -65,6 +76,18 @@ class TokenRemoved(unittest.TestCase):
             except grpc.RpcError:
                 time.sleep(0.2)
         self.assertEqual(probe(self.srv, "--ready")[0], 0)
+        self.assertEqual(grpc_health(self.srv), SERVING)
+
+    def test_grpc_health_services_and_garbage(self):
+        name = b"istio.v1.auth.IstioCertificateService"
+        wait_for(lambda: self.ready()[0] == 200, what="ready")
+        self.assertEqual(grpc_health(self.srv, b"\x0a" + bytes([len(name)]) + name), SERVING)
+        with self.assertRaises(grpc.RpcError) as cm:
+            grpc_health(self.srv, b"\x0a\x03foo")
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.NOT_FOUND)
+        with self.assertRaises(grpc.RpcError) as cm:
+            grpc_health(self.srv, b"\x08\x01")  # field 1 as a varint: not a service name
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
 
 
 class AuditDirNotWritable(unittest.TestCase):
@@ -97,12 +120,14 @@ class AuditDirNotWritable(unittest.TestCase):
             self.assertRegex(body, r"not ready: \d+ audit entries not covered by a checkpoint")
             self.assertEqual(probe(self.srv, "--ready")[0], 1)
             self.assertEqual(probe(self.srv)[0], 0, "healthz must not follow readiness")
+            self.assertEqual(grpc_health(self.srv), NOT_SERVING)
         finally:
             for d, m in modes.items():
                 os.chmod(d, m)
         wait_for(lambda: get(self.srv.metrics_url + "/readyz")[0] == 200, timeout=15,
                  what="ready again once writable")
         self.assertEqual(probe(self.srv, "--ready")[0], 0)
+        self.assertEqual(grpc_health(self.srv), SERVING)
 
 
 class FrontEndGone(unittest.TestCase):
