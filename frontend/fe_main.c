@@ -7,11 +7,13 @@
  * its first connection, so no outside input is ever handled unconfined. */
 #include "frontend.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <grpc/grpc.h>
@@ -188,8 +190,13 @@ int frontend_main(int argc, char **argv)
     if (load_app(&app, &cfg, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
     /* Drop root before any thread exists and before talking to anyone. */
+    int was_root = geteuid() == 0;
     if (fe_sandbox_drop_privileges(cfg.fe_user, cfg.fe_chroot, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
+    /* The metrics process may run as our user (metrics.user): it must not ptrace us. The
+     * credential change did this unless fs.suid_dumpable is 1; said once more here. */
+    if (was_root && prctl(PR_SET_DUMPABLE, 0) != 0)
+        fatal_config("prctl(PR_SET_DUMPABLE): %s", strerror(errno));
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);

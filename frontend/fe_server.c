@@ -188,12 +188,12 @@ static void after_check(fe_call *c, hsmca_code rc, fe_checked_request *req, hsmc
         return;
     }
     c->state = CALL_SIGNING;
+    c->stage = FE_STAGE_SIGNER; /* before the submit: the reply may free c at once */
     fe_ipc_caller caller = {req->authenticator, req->token, req->token_len, req->cluster};
     rc = fe_ipc_submit_as(c->srv->app->ipc, PROFILE_WORKLOAD, req->tbs, req->tbs_len,
                           req->requester, req->csr_sha256, &caller, on_signed, c, e);
     OPENSSL_free(req->tbs);
     req->tbs = NULL;
-    c->stage = FE_STAGE_SIGNER;
     if (rc != HSMCA_OK)
         finish(c, rc, e->msg, NULL, 0);
 }
