@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -22,6 +23,9 @@
 #include "mx_http.h"
 #include "mx_link.h"
 #include "sandbox.h"
+#include "util.h"
+
+#define MX_BIND_RETRY_S 5
 
 static void usage(FILE *f)
 {
@@ -52,7 +56,7 @@ static int listen_on(const char *addr)
     struct addrinfo *res = NULL;
     int gai = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
     if (gai != 0) {
-        log_error("metrics.listen %s: %s", addr, gai_strerror(gai));
+        errno = EADDRNOTAVAIL; /* the name did not resolve: said as "cannot assign" */
         return -1;
     }
     int fd = -1, err = 0;
@@ -68,10 +72,30 @@ static int listen_on(const char *addr)
     }
     freeaddrinfo(res);
     if (fd < 0)
-        log_error("cannot serve metrics on %s: %s (metrics.listen; \"\" turns the listener off); "
-                  "trying again later",
-                  addr, strerror(err));
+        errno = err;
     return fd;
+}
+
+/* metrics.listen bound, waiting while it cannot be (a port another process holds may be
+ * free later): the CA goes on issuing meanwhile, and one line a minute says why there are
+ * no metrics. -1 when a signal in set asks us to stop first. */
+static int listen_wait(const char *addr, const sigset_t *set)
+{
+    double next_log = 0;
+    for (;;) {
+        int fd = listen_on(addr);
+        if (fd >= 0)
+            return fd;
+        if (util_mono_now() >= next_log) {
+            log_error("cannot serve metrics on %s: %s (metrics.listen; \"\" turns the "
+                      "listener off); trying every %d s",
+                      addr, strerror(errno), MX_BIND_RETRY_S);
+            next_log = util_mono_now() + 60;
+        }
+        struct timespec ts = {MX_BIND_RETRY_S, 0};
+        if (sigtimedwait(set, NULL, &ts) > 0)
+            return -1;
+    }
 }
 
 /* libmicrohttpd's one thread: accepting, reading and answering on the socket bound before
@@ -114,9 +138,9 @@ int metrics_main(int argc, char **argv)
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    int lfd = listen_on(cfg.metrics_listen);
+    int lfd = listen_wait(cfg.metrics_listen, &set);
     if (lfd < 0)
-        return 1; /* a port in use now may be free later: not EXIT_CONFIG */
+        return 0; /* stopped while waiting */
     mx_link_set(args.ipc_fd);
     if (confine(&cfg, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import unittest
@@ -136,8 +137,12 @@ class MetricsTest(unittest.TestCase):
         wait_for(lambda: self.try_scrape_ok(), what="a scrape from the new metrics process")
 
     def try_scrape_ok(self):
+        return self.try_scrape_ok_at(self.srv.metrics_url)
+
+    @staticmethod
+    def try_scrape_ok_at(url):
         try:
-            return get(self.srv.metrics_url + "/metrics", timeout=3)[0] == 200
+            return get(url + "/metrics", timeout=3)[0] == 200
         except OSError:
             return False
 
@@ -155,6 +160,29 @@ class MetricsTest(unittest.TestCase):
             if ppid == self.srv.proc.pid and os.path.basename(argv0) == b"hsmca-metrics":
                 return int(d)
         return None
+
+
+class PortInUse(unittest.TestCase):
+    def test_port_in_use_costs_no_issuance_and_is_retried(self):
+        """metrics.listen held by another process: the CA serves regardless, says why once,
+        and the listener comes up once the port is free (no restart loop)."""
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        srv = DevServer(name="metricsport", edit_config=lambda t: re.sub(
+            r'(?m)^(metrics:\n  listen: )"[^"]*"', r'\1"127.0.0.1:%d"' % port, t))
+        self.addCleanup(srv.stop)
+        try:
+            srv.wait_ready()
+        finally:
+            holder.close()
+        url = "http://127.0.0.1:%d" % port
+        wait_for(lambda: MetricsTest.try_scrape_ok_at(url), timeout=20,
+                 what="the listener once the port is free")
+        log = srv.logtext(tail=None)
+        self.assertEqual(log.count("cannot serve metrics on 127.0.0.1:%d" % port), 1, log)
+        self.assertNotIn("restarting metrics", log)
 
 
 if __name__ == "__main__":
