@@ -89,11 +89,11 @@ static int get(const char *url, long timeout)
         return 1;
     }
     CURL *(*easy_init)(void) = (CURL * (*)(void)) dlsym(lib, "curl_easy_init");
-    CURLcode (*setopt)(CURL *, CURLoption, ...) = (CURLcode(*)(CURL *, CURLoption, ...))dlsym(
-        lib, "curl_easy_setopt");
+    CURLcode (*setopt)(CURL *, CURLoption, ...) =
+        (CURLcode(*)(CURL *, CURLoption, ...))dlsym(lib, "curl_easy_setopt");
     CURLcode (*perform)(CURL *) = (CURLcode(*)(CURL *))dlsym(lib, "curl_easy_perform");
-    CURLcode (*getinfo)(CURL *, CURLINFO, ...) = (CURLcode(*)(CURL *, CURLINFO, ...))dlsym(
-        lib, "curl_easy_getinfo");
+    CURLcode (*getinfo)(CURL *, CURLINFO, ...) =
+        (CURLcode(*)(CURL *, CURLINFO, ...))dlsym(lib, "curl_easy_getinfo");
     void (*cleanup)(CURL *) = (void (*)(CURL *))dlsym(lib, "curl_easy_cleanup");
     CURL *c = easy_init && setopt && perform && getinfo && cleanup ? easy_init() : NULL;
     if (!c) {
@@ -126,12 +126,10 @@ static int get(const char *url, long timeout)
 
 int probe_main(int argc, char **argv)
 {
-    static const struct option opts[] = {{"ready", no_argument, 0, 'r'},
-                                         {"config", required_argument, 0, 'c'},
-                                         {"url", required_argument, 0, 'u'},
-                                         {"timeout", required_argument, 0, 't'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"ready", no_argument, 0, 'r'},     {"config", required_argument, 0, 'c'},
+        {"url", required_argument, 0, 'u'}, {"timeout", required_argument, 0, 't'},
+        {"help", no_argument, 0, 'h'},      {0, 0, 0, 0}};
     const char *config = NULL, *url = NULL;
     int ready = 0, c;
     long timeout = 5;

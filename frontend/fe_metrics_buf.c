@@ -50,3 +50,21 @@ char *mbuf_finish(mbuf *b, size_t *len)
     *len = b->len;
     return b->p;
 }
+
+void mbuf_family(mbuf *b, const char *name, const char *type, const char *help)
+{
+    mbuf_put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void mbuf_hist(mbuf *b, const char *name, const char *help, const metrics_hist_snap *h)
+{
+    mbuf_family(b, name, "histogram", help);
+    uint64_t cum[METRICS_HIST_BUCKETS];
+    metrics_hist_cumulative(h, cum);
+    for (int i = 0; i < METRICS_HIST_BOUNDS; i++)
+        mbuf_put(b, "%s_bucket{le=\"%g\"} %llu\n", name, metrics_hist_bound[i],
+                 (unsigned long long)cum[i]);
+    mbuf_put(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9f\n%s_count %llu\n", name,
+             (unsigned long long)cum[METRICS_HIST_BOUNDS], name, h->sum, name,
+             (unsigned long long)cum[METRICS_HIST_BOUNDS]);
+}

@@ -64,8 +64,7 @@ static void audit(mbuf *b, const fe_sigstat_figures *f)
     mbuf_put(b, "hsmca_audit_checkpoint_size %llu\n", (unsigned long long)f->checkpoint_size);
     mbuf_family(b, "hsmca_audit_checkpoint_timestamp_seconds", "gauge",
                 "When the latest checkpoint was signed, as a Unix time (0: none yet).");
-    mbuf_put(b, "hsmca_audit_checkpoint_timestamp_seconds %lld\n",
-             (long long)f->checkpoint_time);
+    mbuf_put(b, "hsmca_audit_checkpoint_timestamp_seconds %lld\n", (long long)f->checkpoint_time);
     if (f->checkpoint_time) {
         mbuf_family(b, "hsmca_audit_checkpoint_age_seconds", "gauge",
                     "Seconds since the latest checkpoint was signed.");

@@ -4,7 +4,6 @@
  * types, cluster ids from the config): never a caller's identity. */
 #include "fe_metrics.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,37 +16,17 @@
 #define HSMCA_COMMIT "unknown"
 #endif
 
-static const char *const stage_names[FE_STAGE_N] = {"authentication", "policy", "signer",
-                                                    "limit"};
+static const char *const stage_names[FE_STAGE_N] = {"authentication", "policy", "signer", "limit"};
 static const char *const code_names[17] = {
-    "OK",        "CANCELLED",         "UNKNOWN",        "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-    "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",   "UNIMPLEMENTED",      "INTERNAL",
-    "UNAVAILABLE", "DATA_LOSS",       "UNAUTHENTICATED"};
-
-void mbuf_family(mbuf *b, const char *name, const char *type, const char *help)
-{
-    mbuf_put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-void mbuf_hist(mbuf *b, const char *name, const char *help, const metrics_hist_snap *h)
-{
-    mbuf_family(b, name, "histogram", help);
-    uint64_t cum[METRICS_HIST_BUCKETS];
-    metrics_hist_cumulative(h, cum);
-    for (int i = 0; i < METRICS_HIST_BOUNDS; i++)
-        mbuf_put(b, "%s_bucket{le=\"%g\"} %llu\n", name, metrics_hist_bound[i],
-                 (unsigned long long)cum[i]);
-    mbuf_put(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9f\n%s_count %llu\n", name,
-             (unsigned long long)cum[METRICS_HIST_BOUNDS], name, h->sum, name,
-             (unsigned long long)cum[METRICS_HIST_BOUNDS]);
-}
+    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
 
 static void issuance(mbuf *b, const fe_metrics_snap *s)
 {
     mbuf_family(b, "hsmca_build_info", "gauge", "hsmca's version and commit (always 1).");
-    mbuf_put(b, "hsmca_build_info{version=\"%s\",commit=\"%s\"} 1\n", HSMCA_VERSION,
-             HSMCA_COMMIT);
+    mbuf_put(b, "hsmca_build_info{version=\"%s\",commit=\"%s\"} 1\n", HSMCA_VERSION, HSMCA_COMMIT);
     mbuf_family(b, "hsmca_certificates_issued_total", "counter",
                 "Certificates issued, by profile and CA key type.");
     static const char *const profiles[2] = {"workload", "serving"};
@@ -69,8 +48,8 @@ static void issuance(mbuf *b, const fe_metrics_snap *s)
              (unsigned long long)s->refused[FE_STAGE_LIMIT][8]);
     mbuf_hist(b, "hsmca_request_duration_seconds",
               "CreateCertificate from its arrival to its answer.", &s->hist[FE_HIST_REQUEST]);
-    mbuf_hist(b, "hsmca_authentication_duration_seconds",
-              "The authenticator chain, per request.", &s->hist[FE_HIST_AUTH]);
+    mbuf_hist(b, "hsmca_authentication_duration_seconds", "The authenticator chain, per request.",
+              &s->hist[FE_HIST_AUTH]);
 }
 
 static void connections(mbuf *b, const fe_metrics_snap *s)

@@ -16,8 +16,9 @@ int fe_health(const fe_app *app, mbuf *b)
 {
     int up = app->ipc && fe_ipc_connected(app->ipc);
     if (b)
-        mbuf_put(b, "%s\n", up ? "ok: the front end answers and a signer is connected"
-                               : "unhealthy: the front end answers but no signer is connected");
+        mbuf_put(b, "%s\n",
+                 up ? "ok: the front end answers and a signer is connected"
+                    : "unhealthy: the front end answers but no signer is connected");
     return up;
 }
 

@@ -37,9 +37,8 @@ static enum MHD_Result fixed(struct MHD_Connection *conn, unsigned status, const
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     (void)cls;
     (void)version;
@@ -52,7 +51,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = (void *)1;
         return MHD_YES;
     }
-    char kind = !strcmp(url, "/metrics") ? MX_KIND_METRICS
+    char kind = !strcmp(url, "/metrics")   ? MX_KIND_METRICS
                 : !strcmp(url, "/healthz") ? MX_KIND_HEALTH
                 : !strcmp(url, "/readyz")  ? MX_KIND_READY
                                            : 0;

@@ -144,8 +144,7 @@ hsmca_code mx_link_watch_ctl(int ctl_fd, hsmca_err *e)
     main_thread = pthread_self();
     pthread_t th;
     int rc = pthread_create(&th, NULL, ctl_thread, (void *)(intptr_t)ctl_fd);
-    HSMCA_ENSURE(rc == 0, e, HSMCA_EINTERNAL, "cannot start the control thread: %s",
-                 strerror(rc));
+    HSMCA_ENSURE(rc == 0, e, HSMCA_EINTERNAL, "cannot start the control thread: %s", strerror(rc));
     pthread_detach(th);
     return HSMCA_OK;
 }

@@ -9,10 +9,10 @@
 #include <errno.h>
 #include <netdb.h>
 #include <signal.h>
-#include <time.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -51,8 +51,8 @@ static int listen_on(const char *addr)
         memmove(host, host + 1, hl - 2);
         host[hl - 2] = '\0';
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;
     int gai = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
     if (gai != 0) {
@@ -101,10 +101,10 @@ static int listen_wait(const char *addr, const sigset_t *set)
 /* libmicrohttpd's one thread: accepting, reading and answering on the socket bound before
  * the filter, its poll loop and the pipe that wakes it. */
 static const int http_calls[] = {
-    SCMP_SYS(accept), SCMP_SYS(accept4), SCMP_SYS(setsockopt), SCMP_SYS(getsockopt),
-    SCMP_SYS(getsockname), SCMP_SYS(getpeername), SCMP_SYS(shutdown), SCMP_SYS(recvfrom),
-    SCMP_SYS(sendto), SCMP_SYS(pipe2), SCMP_SYS(eventfd2), SCMP_SYS(select),
-    SCMP_SYS(pselect6), SCMP_SYS(ioctl),
+    SCMP_SYS(accept),      SCMP_SYS(accept4),     SCMP_SYS(setsockopt), SCMP_SYS(getsockopt),
+    SCMP_SYS(getsockname), SCMP_SYS(getpeername), SCMP_SYS(shutdown),   SCMP_SYS(recvfrom),
+    SCMP_SYS(sendto),      SCMP_SYS(pipe2),       SCMP_SYS(eventfd2),   SCMP_SYS(select),
+    SCMP_SYS(pselect6),    SCMP_SYS(ioctl),
 };
 static const sandbox_group http_group = {"http", SANDBOX_CALLS(http_calls), NULL};
 
@@ -114,8 +114,8 @@ static HSMCA_MUSTCHECK hsmca_code confine(const hsmca_config *cfg, hsmca_err *e)
 {
     sandbox_user u;
     const char *key = cfg->metrics_user[0] ? "metrics.user" : "frontend.user";
-    HSMCA_GUARD(sandbox_user_lookup(key, cfg->metrics_user[0] ? cfg->metrics_user : cfg->fe_user,
-                                    &u, e));
+    HSMCA_GUARD(
+        sandbox_user_lookup(key, cfg->metrics_user[0] ? cfg->metrics_user : cfg->fe_user, &u, e));
     HSMCA_GUARD(sandbox_drop_user(&u, u.active ? cfg->fe_chroot : NULL, e));
     static const sandbox_group *const own[] = {&http_group};
     return sandbox_seccomp_install(own, 1, e);

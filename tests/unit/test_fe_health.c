@@ -43,7 +43,10 @@ static void test_unknown_service_not_found(void **state)
     (void)state;
     uint8_t out[2];
     size_t n;
-    assert_int_equal(check("\x0a\x03" "foo", 5, out, &n), 5);
+    assert_int_equal(check("\x0a\x03"
+                           "foo",
+                           5, out, &n),
+                     5);
     static const char prefix[] = "\x0a\x05istio";
     assert_int_equal(check(prefix, sizeof(prefix) - 1, out, &n), 5);
 }
@@ -53,15 +56,18 @@ static void test_garbage_invalid(void **state)
     (void)state;
     uint8_t out[2];
     size_t n;
-    assert_int_equal(check("\x08\x01", 2, out, &n), 3);         /* field 1 as a varint */
-    assert_int_equal(check("\x12\x00", 2, out, &n), 3);         /* field 2 */
-    assert_int_equal(check("\x0a\x05" "ab", 4, out, &n), 3);    /* length past the end */
-    assert_int_equal(check("\x0a\x80\x00", 3, out, &n), 3);     /* a padded varint */
-    assert_int_equal(check("\x0a", 1, out, &n), 3);             /* no length */
+    assert_int_equal(check("\x08\x01", 2, out, &n), 3); /* field 1 as a varint */
+    assert_int_equal(check("\x12\x00", 2, out, &n), 3); /* field 2 */
+    assert_int_equal(check("\x0a\x05"
+                           "ab",
+                           4, out, &n),
+                     3);                                    /* length past the end */
+    assert_int_equal(check("\x0a\x80\x00", 3, out, &n), 3); /* a padded varint */
+    assert_int_equal(check("\x0a", 1, out, &n), 3);         /* no length */
     static uint8_t big[FE_HEALTH_MAX_REQUEST + 1];
     big[0] = 0x0a;
     big[1] = 0x7f;
-    assert_int_equal(check(big, sizeof(big), out, &n), 3);      /* over the bound */
+    assert_int_equal(check(big, sizeof(big), out, &n), 3); /* over the bound */
 }
 
 int main(void)
