@@ -12,8 +12,12 @@
 #include "mx_contract.h"
 #include "mx_link.h"
 
-#define MX_MAX_CONNECTIONS 32
-#define MX_CONNECTION_TIMEOUT_S 10
+/* Bounds on what idle connections can hold: a client (one address) that opens many and
+ * sends nothing keeps at most MX_PER_IP of them, each for MX_CONNECTION_TIMEOUT_S, so a
+ * probe from another address still gets in. */
+#define MX_MAX_CONNECTIONS 64
+#define MX_PER_IP 16
+#define MX_CONNECTION_TIMEOUT_S 5
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const char *type,
                              char *body, size_t len)
@@ -73,9 +77,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 struct MHD_Daemon *mx_http_start(int listen_fd)
 {
-    return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL,
-                            on_request, NULL, MHD_OPTION_LISTEN_SOCKET, listen_fd,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)MX_MAX_CONNECTIONS,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)MX_CONNECTION_TIMEOUT_S,
-                            MHD_OPTION_END);
+    return MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, on_request, NULL,
+        MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)MX_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)MX_PER_IP,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)MX_CONNECTION_TIMEOUT_S, MHD_OPTION_END);
 }
