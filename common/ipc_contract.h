@@ -122,7 +122,8 @@ enum sigstat_refusal {
     SIGSTAT_REFUSED_RATE = 9,
     SIGSTAT_REFUSED_QUEUE = 10,
     SIGSTAT_REFUSED_BINDING = 11,
-    SIGSTAT_REFUSED_POLICY = 12,
+    SIGSTAT_REFUSED_POLICY = 12, /* a reason starting "policy"; the policy file's own refusals
+                                    name the invariant they enforce (2, 4, 5) and count there */
     SIGSTAT_REFUSED_TOKEN = 13, /* the token unavailable, its PIN refused, a signature failed */
     SIGSTAT_REFUSED_AUDIT = 14, /* the signing log cannot be written */
     SIGSTAT_REFUSALS

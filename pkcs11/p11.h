@@ -176,6 +176,13 @@ typedef struct {
 } p11_pool_figures;
 void p11_pool_figures_get(p11_pool *p, p11_pool_figures *out);
 
+/* While the pool has a free session and none waits, or it is reconnecting with no call
+ * in flight: one C_GetSessionInfo through the pool's recovery (a removed token makes it
+ * reconnecting; a reconnect is tried at most once a second, POOL_BACKOFF_S). Otherwise
+ * nothing: it does not queue behind signatures (one that took the free session first is
+ * waited for); a hung token holds the caller, as any call does. The state after it. */
+p11_pool_state p11_pool_probe(p11_pool *p);
+
 /* 1 while the pool is healthy, 0 while it is reconnecting. */
 int p11_pool_healthy(p11_pool *p);
 
@@ -244,6 +251,8 @@ p11_pool_state p11_signkey_get_state(p11_signkey *k);
 
 /* The figures of the audit key's pool (p11_pool_figures_get). */
 void p11_signkey_figures_get(p11_signkey *k, p11_pool_figures *out);
+/* p11_pool_probe on the audit key's session. */
+p11_pool_state p11_signkey_probe(p11_signkey *k);
 
 /* Name of a CKR_* value ("CKR_PIN_INCORRECT"), or "CKR_0x..." when unknown. */
 const char *p11_rv_name(unsigned long rv);

@@ -256,3 +256,8 @@ void p11_signkey_figures_get(p11_signkey *k, p11_pool_figures *out)
 {
     p11_pool_figures_get(k->pool, out);
 }
+
+p11_pool_state p11_signkey_probe(p11_signkey *k)
+{
+    return p11_pool_probe(k->pool);
+}

@@ -5,6 +5,7 @@
  * workers in signer_work.c, staged requests and the syncer in signer_stage.c. */
 #include "signer_core.h"
 #include "signer_casign.h"
+#include "signer_probe.h"
 #include "signer_ctx.h"
 #include "signer_stage.h"
 #include "signer_work.h"
@@ -515,7 +516,7 @@ void signer_stop_all(signer_ctx *s)
 {
     if (!s)
         return;
-    if (!join_threads(s) || !signer_casign_stop(s))
+    if (!join_threads(s) || !signer_casign_stop(s) || !signer_probe_stop(s))
         return;
     while (s->head) {
         signer_job *j = s->head;

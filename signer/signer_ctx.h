@@ -137,7 +137,8 @@ struct signer_ctx {
      * admin caller waiting for one, once it completed (the admin socket sends it). */
     struct signer_casign *casign;
     struct json_t *ca_reply;
-    signer_stats stats; /* the StatusReply's counters (signer_stats.h) */
+    signer_stats stats;         /* the StatusReply's counters (signer_stats.h) */
+    struct signer_probe *probe; /* the tokens' health while idle (signer_probe.h) */
 };
 
 #endif

@@ -26,6 +26,7 @@
 #include "signer_admin.h"
 #include "signer_audit.h"
 #include "signer_ica.h"
+#include "signer_probe.h"
 #include "signer_sandbox.h"
 #include "signer_stats.h"
 #include "signer_work.h"
@@ -293,6 +294,7 @@ int signer_main(int argc, char **argv)
         signer_sandbox_refuse(&sb, e.msg);
     if (signer_publish_start(s, &e) != HSMCA_OK)
         fatal("%s", e.msg);
+    signer_probe_start(s); /* after the self-test: the probe never races the start */
     signer_set_ctl_fd(s, ctl_fd);
     signer_conn_set(s, ipc_fd);
     int rc = signer_loop(s, ctl_fd, adm);

@@ -321,6 +321,8 @@ extern const struct CMUnitTest hf_ipc_tests[];
 extern const size_t hf_n_ipc_tests;
 extern const struct CMUnitTest hf_status_tests[];
 extern const size_t hf_n_status_tests;
+extern const struct CMUnitTest hf_status_shim_tests[];
+extern const size_t hf_n_status_shim_tests;
 extern const struct CMUnitTest hf_rate_tests[];
 extern const size_t hf_n_rate_tests;
 int hf_rate_group_setup(void **state);

@@ -46,8 +46,10 @@ int main(void)
                                      hf_log_tests};
     const size_t n1[] = {n_profile, n_spiffe, hf_n_ipc_tests, n_wire, hf_n_status_tests,
                          hf_n_log_tests};
-    const struct CMUnitTest *g2[] = {hf_stress_tests, hf_queue_tests, hf_stress_stop_tests};
-    const size_t n2[] = {hf_n_stress_tests, hf_n_queue_tests, hf_n_stress_stop_tests};
+    const struct CMUnitTest *g2[] = {hf_stress_tests, hf_queue_tests, hf_status_shim_tests,
+                                     hf_stress_stop_tests};
+    const size_t n2[] = {hf_n_stress_tests, hf_n_queue_tests, hf_n_status_shim_tests,
+                         hf_n_stress_stop_tests};
     const struct CMUnitTest *g3[] = {hf_rate_tests};
     const size_t n3[] = {hf_n_rate_tests};
     size_t n_deny;
@@ -58,7 +60,7 @@ int main(void)
     const size_t n5[] = {n_policy};
     int failed =
         run_group("signer invariants 1-6 and the IPC", g1, n1, 6, group_setup, hf_group_teardown);
-    failed += run_group("flood, stall, queue and stop", g2, n2, 3, hf_stress_group_setup,
+    failed += run_group("flood, stall, queue and stop", g2, n2, 4, hf_stress_group_setup,
                         hf_group_teardown);
     failed += run_group("signer invariant 7: rate", g3, n3, 1, hf_rate_group_setup,
                         hf_rate_group_teardown);

@@ -40,16 +40,18 @@ static void next_frame(uint8_t *buf, ipc_msg *m, const char *what)
         fail_msg("ipc_recv (%s): %s", what, e.msg);
 }
 
-/* Asks for the figures and waits for the reply to this request. */
+/* Asks for the figures and waits for the reply to this request (replies to earlier
+ * requests, left by a test before, are skipped). */
 static Hsmca__Ipc__StatusReply *ask(void)
 {
     static uint8_t buf[IPC_MAX_FRAME];
     uint64_t id = hf.next_id++;
     send_status(id, NULL, 0);
     ipc_msg m;
-    next_frame(buf, &m, "a status reply");
+    do
+        next_frame(buf, &m, "a status reply");
+    while (m.id != id);
     assert_int_equal(m.type, IPC_STATUS_REPLY);
-    assert_int_equal(m.id, id);
     assert_true(m.len <= SIGSTAT_REPLY_MAX);
     Hsmca__Ipc__StatusReply *r = hsmca__ipc__status_reply__unpack(NULL, m.len, m.payload);
     assert_non_null(r);
@@ -191,6 +193,62 @@ static void test_status_flood_is_bounded(void **state)
         assert_true(util_mono_now() < end);
     }
 }
+
+/* Waits (deadline_s) until the CA key's token state is want, asking every 100 ms and
+ * sending no request; the reply that says so. */
+static Hsmca__Ipc__StatusReply *await_token(uint32_t want, double deadline_s)
+{
+    double end = util_mono_now() + deadline_s;
+    for (;;) {
+        Hsmca__Ipc__StatusReply *r = ask();
+        if (r->ca_token == want)
+            return r;
+        uint32_t got = r->ca_token;
+        hsmca__ipc__status_reply__free_unpacked(r, NULL);
+        if (util_mono_now() > end) {
+            hf_dump_log_tail();
+            fail_msg("token state %s, not %s, after %.0f s", sigstat_token_name(got),
+                     sigstat_token_name(want), deadline_s);
+        }
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The shim removes the CA key's token with no request in flight: the signer's probe
+ * finds it (reconnecting), and reconnects once it is back (ok, one reconnect more),
+ * without a request either; then it signs. */
+static void test_status_token_removed_and_back(void **state)
+{
+    (void)state;
+    hf_shim_control("");
+    hf_assert_signs_fresh();
+    Hsmca__Ipc__StatusReply *a = await_token(SIGSTAT_TOKEN_OK, 10);
+    double t0 = util_mono_now();
+    hf_shim_control("remove\n");
+    Hsmca__Ipc__StatusReply *b = await_token(SIGSTAT_TOKEN_RECONNECTING, 10);
+    fprintf(stderr, "  token removed: reconnecting after %.2f s\n", util_mono_now() - t0);
+    t0 = util_mono_now();
+    hf_shim_control("# reinserted\n");
+    Hsmca__Ipc__StatusReply *c = await_token(SIGSTAT_TOKEN_OK, 15);
+    fprintf(stderr, "  token back: ok after %.2f s, reconnects %llu -> %llu\n",
+            util_mono_now() - t0, (unsigned long long)a->reconnects,
+            (unsigned long long)c->reconnects);
+    assert_true(c->reconnects > a->reconnects);
+    assert_int_equal(c->sessions_open, hf.sessions);
+    assert_int_equal(b->sessions_open, 0);
+    hf_assert_signs_fresh();
+    hsmca__ipc__status_reply__free_unpacked(a, NULL);
+    hsmca__ipc__status_reply__free_unpacked(b, NULL);
+    hsmca__ipc__status_reply__free_unpacked(c, NULL);
+}
+
+/* With the stress group's signer, behind the shim. */
+const struct CMUnitTest hf_status_shim_tests[] = {
+    cmocka_unit_test(test_status_token_removed_and_back),
+};
+const size_t hf_n_status_shim_tests =
+    sizeof(hf_status_shim_tests) / sizeof(hf_status_shim_tests[0]);
 
 const struct CMUnitTest hf_status_tests[] = {
     cmocka_unit_test(test_status_counts_a_signature_and_a_refusal),
