@@ -258,4 +258,8 @@ void cc_check_system(const hsmca_config *c, cc_report *r)
     check_audit_dir(c, r);
     check_admin_socket(c, r);
     check_listen(r, "server.listen", c->listen);
+    if (c->metrics_user[0])
+        check_user(r, "metrics.user", c->metrics_user);
+    if (c->metrics_listen[0])
+        check_listen(r, "metrics.listen", c->metrics_listen);
 }

@@ -19,10 +19,11 @@
 
 #define DEV_DEFAULT_DIR "hsmca-dev"
 #define DEV_DEFAULT_LISTEN "127.0.0.1:15012"
+#define DEV_DEFAULT_METRICS "127.0.0.1:15014"
 
 static void usage(FILE *f)
 {
-    fputs("usage: hsmca dev [--dir DIR] [--listen ADDR] [--ca-key TYPE]\n"
+    fputs("usage: hsmca dev [--dir DIR] [--listen ADDR] [--metrics ADDR] [--ca-key TYPE]\n"
           "                 [--audit-key ed25519|ec-p256|ec-p384]\n"
           "       hsmca dev init [--dir DIR] [--ca-key TYPE]\n"
           "                 [--audit-key ed25519|ec-p256|ec-p384]\n"
@@ -41,6 +42,9 @@ static void usage(FILE *f)
           "token is open; hsmca dev creates that user (useradd --system) if it is\n"
           "missing and gives it DIR/tokens. The PIN files stay root's.\n"
           "\n"
+          "It serves /metrics, /healthz and /readyz over HTTP on the --metrics ADDR\n"
+          "(default " DEV_DEFAULT_METRICS "; \"\" for none).\n"
+          "\n"
           "  init    create (or check) DIR and exit without serving\n"
           "  token   print a JWT for service account SA in namespace NS that the dev\n"
           "          server accepts (audience A, default istio-ca; TTL default 3600)\n"
@@ -48,6 +52,7 @@ static void usage(FILE *f)
           "Flags:\n"
           "  --dir DIR        state directory (created 0700)\n"
           "  --listen ADDR    host:port to serve on\n"
+          "  --metrics ADDR   host:port of the metrics and health listener\n"
           "  --ca-key TYPE    CA key type on first start: ec-p256 (default), ec-p384,\n"
           "                   rsa-2048, rsa-3072 or rsa-4096\n"
           "  --audit-key TYPE audit key type on first start: ed25519 (default), ec-p256\n"
@@ -132,7 +137,7 @@ static const char *signer_user_note(int created)
                    : DEV_SIGNER_USER;
 }
 
-static void print_banner(const char *dir, const char *listen, int created)
+static void print_banner(const char *dir, const char *listen, const char *metrics, int created)
 {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -141,6 +146,7 @@ static void print_banner(const char *dir, const char *listen, int created)
     port = port ? port + 1 : "15012";
     printf("hsmca dev CA\n"
            "  serving     Istio CreateCertificate over TLS on %s\n"
+           "  metrics     %s%s%s\n"
            "  root CA     %s/root-cert.pem\n"
            "  token PIN   %s/pin   (SoftHSM2 config: %s/softhsm2.conf)\n"
            "  JWT issuer  %s/dev-jwks.json\n"
@@ -152,7 +158,9 @@ static void print_banner(const char *dir, const char *listen, int created)
            "  %s request --addr localhost:%s --root %s/root-cert.pem \\\n"
            "      --token \"$TOKEN\" --id spiffe://cluster.local/ns/default/sa/sleep\n"
            "\n",
-           listen, dir, dir, dir, dir, signer_user_note(created), dir, DEV_SOFTHSM_MODULE, exe,
+           listen, metrics[0] ? "http://" : "off (--metrics \"\")", metrics,
+           metrics[0] ? "/metrics, /healthz, /readyz" : "", dir, dir, dir, dir,
+           signer_user_note(created), dir, DEV_SOFTHSM_MODULE, exe,
            dir, exe, port, dir);
     fflush(stdout);
 }
@@ -170,18 +178,21 @@ int dev_main(int argc, char **argv)
     }
     static const struct option opts[] = {{"dir", required_argument, 0, 'd'},
                                          {"listen", required_argument, 0, 'l'},
+                                         {"metrics", required_argument, 0, 'm'},
                                          {"ca-key", required_argument, 0, 'k'},
                                          {"audit-key", required_argument, 0, 'a'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *dir = DEV_DEFAULT_DIR, *listen = DEV_DEFAULT_LISTEN;
+    const char *dir = DEV_DEFAULT_DIR, *listen = DEV_DEFAULT_LISTEN,
+               *metrics = DEV_DEFAULT_METRICS;
     p11_key_type type = P11_KEY_EC_P256, audit_type = P11_KEY_UNSET;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:l:k:a:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:l:m:k:a:h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': dir = optarg; break;
         case 'l': listen = optarg; break;
+        case 'm': metrics = optarg; break;
         case 'k':
         case 'a':
             if (parse_key(c, optarg, &type, &audit_type) != 0)
@@ -202,7 +213,7 @@ int dev_main(int argc, char **argv)
     hsmca_err e;
     int created = 0;
     if (dev_signer_user_ensure(&created, &e) != HSMCA_OK ||
-        dev_ca_init(abs, type, audit_type, listen, &e) != HSMCA_OK) {
+        dev_ca_init(abs, type, audit_type, listen, metrics, &e) != HSMCA_OK) {
         fprintf(stderr, "hsmca dev: %s\n", e.msg);
         return 1;
     }
@@ -211,7 +222,7 @@ int dev_main(int argc, char **argv)
                signer_user_note(created));
         return 0;
     }
-    print_banner(abs, listen, created);
+    print_banner(abs, listen, metrics, created);
     char config[PATH_MAX + 16];
     snprintf(config, sizeof(config), "%s/hsmca.yaml", abs);
     log_init("supervisor");

@@ -196,7 +196,8 @@ static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_typ
     return rc;
 }
 
-static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *listen, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *listen,
+                                               const char *metrics, hsmca_err *e)
 {
     char conf[4096], origin[CONFIG_MAX_STR], path[PATH_MAX];
     /* The origin names the log its checkpoints were signed for: a restart keeps the one
@@ -239,14 +240,16 @@ static HSMCA_MUSTCHECK hsmca_code write_config(const char *dir, const char *list
              "admin:\n  socket: admin.sock\n  # group: hsmca-admin\n"
              "# The CA's CRL, signed in the token and rewritten before its nextUpdate (in a\n"
              "# directory of its own that signer.user may write).\n"
-             "crl:\n  path: crl/ca-crl.pem\n",
+             "crl:\n  path: crl/ca-crl.pem\n"
+             "# /metrics (Prometheus), /healthz and /readyz over plain HTTP; \"\" turns it off.\n"
+             "metrics:\n  listen: \"%s\"\n",
              dir, listen, DEV_SOFTHSM_MODULE, DEV_TOKEN_LABEL, DEV_CA_KEY_LABEL, DEV_TOKEN_LABEL,
-             DEV_AUDIT_KEY_LABEL, DEV_JWT_ISSUER, DEV_SIGNER_USER, origin);
+             DEV_AUDIT_KEY_LABEL, DEV_JWT_ISSUER, DEV_SIGNER_USER, origin, metrics);
     return write_in(dir, "hsmca.yaml", conf, 0644, e);
 }
 
 hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, p11_key_type audit_type,
-                       const char *listen, hsmca_err *e)
+                       const char *listen, const char *metrics, hsmca_err *e)
 {
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         return hsmca_fail(e, HSMCA_EIO, "mkdir %s: %s", dir, strerror(errno));
@@ -283,5 +286,5 @@ hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, p11_key_type audi
         return rc;
     if ((rc = dev_jwt_setup(dir, e)) != HSMCA_OK)
         return rc;
-    return write_config(dir, listen, e);
+    return write_config(dir, listen, metrics, e);
 }

@@ -73,8 +73,16 @@ static int chown_one(const char *path, const struct stat *st, int flag, struct F
 
 static HSMCA_MUSTCHECK hsmca_code set_owner(const char *path, uid_t uid, gid_t gid, mode_t mode, hsmca_err *e)
 {
-    if (chown(path, uid, gid) != 0 || chmod(path, mode) != 0)
+    /* The mode first, while root may still own the file, and only what differs: a
+     * container granted CHOWN but not FOWNER (deploy/kubernetes demo) may not chmod a
+     * file another user owns. */
+    struct stat st;
+    if (stat(path, &st) != 0)
         return hsmca_fail(e, HSMCA_EIO, "%s: %s", path, strerror(errno));
+    if ((st.st_mode & 07777) != mode && chmod(path, mode) != 0)
+        return hsmca_fail(e, HSMCA_EIO, "chmod %s: %s", path, strerror(errno));
+    if ((st.st_uid != uid || st.st_gid != gid) && chown(path, uid, gid) != 0)
+        return hsmca_fail(e, HSMCA_EIO, "chown %s: %s", path, strerror(errno));
     return HSMCA_OK;
 }
 

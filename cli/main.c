@@ -13,6 +13,7 @@
 #include "intermediate_cmd.h"
 #include "k8s_publish.h"
 #include "log.h"
+#include "probe.h"
 #include "request.h"
 #include "supervisor.h"
 #include "token_cmd.h"
@@ -43,6 +44,8 @@ static void usage(FILE *f)
           "                deny, fetch (the cacerts directory), crl (istiod's own empty CRL)\n"
           "  k8s publish-roots  keep istio-ca-root-cert (and the ClusterTrustBundle,\n"
           "             istio-ca-crl) in the cluster's namespaces; replicas share a Lease\n"
+          "  probe      is a running CA healthy (/healthz) or, with --ready, ready\n"
+          "             (/readyz)? exit 0 or 1: for exec probes and systemd\n"
           "  request    ask a running CA for a certificate (a test client)\n"
           "  serve      run the CA from a YAML config: supervisor, signer, front end\n"
           "  token check   open the token as serve's signer would (same program, user,\n"
@@ -52,9 +55,10 @@ static void usage(FILE *f)
           "                extractable, sign only); prints its fingerprint\n"
           "  version    the version, the commit and the libraries' versions\n"
           "\n"
-          "serve and dev start two programs installed beside hsmca (or in\n"
+          "serve and dev start the programs installed beside hsmca (or in\n"
           "../libexec/hsmca/): hsmca-signer, the privileged process that holds the\n"
-          "token session, and hsmca-frontend, the sandboxed gRPC front end.\n",
+          "token session, and hsmca-frontend, the sandboxed gRPC front end; and\n"
+          "hsmca-metrics, the sandboxed metrics and health listener (metrics.listen).\n",
           f);
 }
 
@@ -120,6 +124,8 @@ int main(int argc, char **argv)
         return token_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve"))
         return serve_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "probe"))
+        return probe_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "request"))
         return request_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "config"))

@@ -39,7 +39,7 @@ hsmca_code sup_exec_find(const char *self, const char *role, char *out, size_t o
 
 hsmca_code sup_exec_check(const char *self, hsmca_err *e)
 {
-    static const char *const roles[] = {"signer", "frontend"};
+    static const char *const roles[] = {"signer", "frontend", "metrics"};
     char exe[PATH_MAX];
     for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
         HSMCA_GUARD(sup_exec_find(self, roles[i], exe, sizeof(exe), e));

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "ipc_frame.h"
 #include "log.h"
+#include "mx_contract.h"
 #include "policy_file.h"
 #include "sandbox.h"
 #include "sup_env.h"
@@ -50,6 +51,15 @@ typedef struct {
 static char sup_exe[PATH_MAX];
 static const char *sup_config;
 
+/* The metrics process (metrics.listen): its link to the front end is a socketpair made at
+ * each start of the front end; we keep the metrics end (keep) and hand it to each metrics
+ * process, so either may restart without the other (common/mx_contract.h). */
+static struct {
+    int on;          /* metrics.listen is set */
+    int keep;        /* the metrics end of the current link, -1 before the first */
+    sup_child *kid;  /* the metrics child */
+} sup_mx = {0, -1, NULL};
+
 /* Moves fd to a number above the ones we are about to assign, so that dup2
  * onto 3 and 4 never clobbers the other source. */
 static int lift_fd(int fd)
@@ -60,16 +70,44 @@ static int lift_fd(int fd)
     return n;
 }
 
+_Static_assert(MX_FE_FD == 5, "spawn() passes the front end --metrics-fd 5");
+
+/* For the front end while metrics.listen is set: a new metrics link, whose other end
+ * replaces the one we keep and goes to a running metrics process. Returns the front
+ * end's end, or -1 (another child, metrics off, or no socketpair: that front end then
+ * runs without figures until its next start, and says nothing is wrong). */
+static int mx_link_for(const sup_child *c)
+{
+    if (!sup_mx.on || strcmp(c->role, "frontend") != 0)
+        return -1;
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+        log_error("socketpair for the metrics link: %s", strerror(errno));
+        return -1;
+    }
+    if (sup_mx.keep >= 0)
+        close(sup_mx.keep);
+    sup_mx.keep = pair[1];
+    const sup_child *m = sup_mx.kid;
+    hsmca_err e;
+    if (m && m->pid && m->ctl >= 0 && ipc_send_fd(m->ctl, sup_mx.keep, &e) != HSMCA_OK)
+        log_warn("cannot hand the metrics process its link to the new front end: %s", e.msg);
+    return pair[0];
+}
+
 static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
 {
     int ctl[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) != 0)
         return hsmca_fail(e, HSMCA_EIO, "socketpair: %s", strerror(errno));
+    int mfd = mx_link_for(c); /* the front end's end of a new metrics link, or -1 */
     char exe[PATH_MAX];
     pid_t pid = sup_exec_find(sup_exe, c->role, exe, sizeof(exe), e) == HSMCA_OK ? fork() : -2;
     if (pid < 0) {
         close(ctl[0]);
         close(ctl[1]);
+        if (mfd >= 0)
+            close(mfd);
         return pid == -2 ? e->code : hsmca_fail(e, HSMCA_EIO, "fork: %s", strerror(errno));
     }
     if (pid == 0) {
@@ -77,14 +115,20 @@ static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
-        int a = lift_fd(ipc_fd), b = lift_fd(ctl[1]);
-        if (dup2(a, 3) != 3 || dup2(b, 4) != 4)
+        int a = lift_fd(ipc_fd), b = lift_fd(ctl[1]), m = mfd >= 0 ? lift_fd(mfd) : -1;
+        if (dup2(a, 3) != 3 || dup2(b, 4) != 4 || (m >= 0 && dup2(m, MX_FE_FD) != MX_FE_FD))
             _exit(127);
-        execle(exe, exe, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4", (char *)NULL,
-               c->envp);
+        if (m >= 0)
+            execle(exe, exe, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4",
+                   "--metrics-fd", "5", (char *)NULL, c->envp);
+        else
+            execle(exe, exe, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4",
+                   (char *)NULL, c->envp);
         _exit(127);
     }
     close(ctl[1]);
+    if (mfd >= 0)
+        close(mfd);
     c->pid = pid;
     c->ctl = ctl[0];
     memset(c->keys_sent, 0, sizeof(c->keys_sent));
@@ -125,6 +169,31 @@ static void restart_due(sup_child *c, sup_child *peer)
         log_error("cannot start %s: %s", c->role, e.msg);
     close(pair[0]);
     close(pair[1]);
+}
+
+/* Starts the metrics process when it is due and a front end has been started (the link
+ * exists): on its first start, and after it died. */
+static void mx_restart_due(sup_child *m)
+{
+    double now = util_mono_now();
+    if (!sup_mx.on || m->pid || sup_mx.keep < 0 || now < m->restart_at)
+        return;
+    hsmca_err e;
+    if (spawn(m, sup_mx.keep, &e) != HSMCA_OK) {
+        log_error("cannot start metrics: %s", e.msg);
+        m->restart_at = now + BACKOFF_MAX;
+    }
+}
+
+/* The metrics process sends nothing: only the end of its channel is read here. */
+static void mx_read_ctl(sup_child *m)
+{
+    char b;
+    ssize_t r = read(m->ctl, &b, 1);
+    if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+        close(m->ctl);
+        m->ctl = -1;
+    }
 }
 
 /* Reaps dead children and schedules their restart. Returns -1 when one exited
@@ -362,15 +431,17 @@ static void on_sighup(sup_child *signer, sup_child *frontend, sup_keyring *keys)
 
 /* Runs the children until a signal stops us (0) or one of them cannot start for good
  * (EXIT_CONFIG); stops them either way. */
-static int run_children(int sfd, sup_child kids[2], sup_keyring *keys)
+static int run_children(int sfd, sup_child kids[3], sup_keyring *keys)
 {
     sup_child *signer = &kids[0], *frontend = &kids[1];
     int rc;
     restart_due(signer, frontend);
     for (;;) {
-        struct pollfd pfd[3] = {
-            {sfd, POLLIN, 0}, {signer->ctl, POLLIN, 0}, {frontend->ctl, POLLIN, 0}};
-        if (poll(pfd, 3, 100) < 0 && errno != EINTR)
+        struct pollfd pfd[4] = {{sfd, POLLIN, 0},
+                                {signer->ctl, POLLIN, 0},
+                                {frontend->ctl, POLLIN, 0},
+                                {kids[2].ctl, POLLIN, 0}};
+        if (poll(pfd, 4, 100) < 0 && errno != EINTR)
             fatal("poll: %s", strerror(errno));
         int sig = pfd[0].revents ? read_signal(sfd) : 0;
         if (sig == SIG_STOP) {
@@ -382,14 +453,17 @@ static int run_children(int sfd, sup_child kids[2], sup_keyring *keys)
         for (int i = 1; i < 3; i++)
             if (pfd[i].fd >= 0 && (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 read_ctl(&kids[i - 1], frontend, keys);
+        if (pfd[3].fd >= 0 && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR)))
+            mx_read_ctl(&kids[2]);
         /* EXIT_CONFIG again, so a service manager does not start us over and try the
          * wrong PIN once more (systemd: RestartPreventExitStatus=78). */
-        if (reap(kids, 2) != 0) {
+        if (reap(kids, 3) != 0) {
             rc = EXIT_CONFIG;
             break;
         }
         restart_due(signer, frontend);
         restart_due(frontend, signer);
+        mx_restart_due(&kids[2]);
         /* The signer first: a rotated key reaches it no later than the front end, so a
          * token the front end accepts with a new key is not refused by a signer that
          * still has only the old set. */
@@ -397,7 +471,7 @@ static int run_children(int sfd, sup_child kids[2], sup_keyring *keys)
         push_keys(frontend, keys);
         sup_reload_tick(signer->pid ? signer->ctl : -1, frontend->pid ? frontend->ctl : -1);
     }
-    stop_children(kids, 2);
+    stop_children(kids, 3);
     keyring_stop(keys);
     return rc;
 }
@@ -428,8 +502,12 @@ int supervisor_run(const char *config_path)
         return EXIT_CONFIG;
     }
     sup_env_log_signer(&cfg);
-    sup_child kids[2] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_signer.envp},
-                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_frontend.envp}};
+    sup_child kids[3] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_signer.envp},
+                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_frontend.envp},
+                         {"metrics", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_frontend.envp}};
+    /* The metrics process reads what the front end reads of its environment, no more. */
+    sup_mx.on = cfg.metrics_listen[0] != '\0';
+    sup_mx.kid = &kids[2];
     rc = run_children(sfd, kids, &ring);
     sup_env_free(&env_signer);
     sup_env_free(&env_frontend);

@@ -10,6 +10,8 @@ typedef struct {
     const char *config; /* borrowed from argv */
     int ipc_fd;         /* the peer's IPC socket */
     int ctl_fd;         /* the control channel to the supervisor */
+    int metrics_fd;     /* --metrics-fd (optional, -1 when not given): the front end's link
+                           to the metrics process (common/mx_contract.h) */
 } child_args;
 
 /* Parses argv (argv[0] is the program) into *out: -1 to go on, else the exit code, after usage on

@@ -170,6 +170,8 @@ void config_defaults(hsmca_config *c)
     c->approval_pending_ttl = 86400;
     c->ica_max_ttl = 365 * 86400;
     c->crl_validity = 7 * 86400;
+    set_str(c->metrics_listen, "127.0.0.1:15014");
+    c->metrics_user[0] = '\0'; /* frontend.user */
     c->jwt_bind_required = 0;
     set_str(c->tr_audiences.items[0], "istio-ca");
     c->tr_audiences.n = 1;

@@ -168,6 +168,9 @@ static const config_field fields[] = {
     F("publish", "lease_name", CT_STR, publish_lease_name, 0),
     F("publish", "lease_duration", CT_DUR, publish_lease_duration, 0),
     F("publish", "timeout", CT_DUR, publish_timeout, 0),
+    S("", "metrics"),
+    F("metrics", "listen", CT_STR, metrics_listen, 0),
+    F("metrics", "user", CT_STR, metrics_user, 0),
 };
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 _Static_assert(sizeof(((hsmca_config *)0)->signer_allow_network) == sizeof(int) &&

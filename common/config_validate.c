@@ -283,6 +283,23 @@ static HSMCA_MUSTCHECK hsmca_code validate_audit(const hsmca_config *c, hsmca_er
     return validate_admin(c, e);
 }
 
+/* metrics.listen is host:port (or "" for none); its process is never the signer's user:
+ * it parses HTTP from the network. */
+static HSMCA_MUSTCHECK hsmca_code validate_metrics(const hsmca_config *c, hsmca_err *e)
+{
+    const char *colon = strrchr(c->metrics_listen, ':');
+    if (c->metrics_listen[0] && (!colon || colon == c->metrics_listen || !colon[1]))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: metrics.listen must be host:port or \"\" (off), not '%.64s'",
+                          c->metrics_listen);
+    const char *user = c->metrics_user[0] ? c->metrics_user : c->fe_user;
+    if (!strcmp(user, c->signer_user))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: metrics.user must differ from signer.user (both are '%.64s')",
+                          user);
+    return HSMCA_OK;
+}
+
 /* pkcs11.softhsm2_conf is the signer's SOFTHSM2_CONF (a path resolved against the
  * config's directory): one source for it, so pkcs11.env may not name it too. Group names
  * are looked up at start (sandbox_user_groups); here only their shape. */
@@ -360,5 +377,5 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
                           "config: signer.user and frontend.user must be different users "
                           "(both are '%.64s')",
                           c->signer_user);
-    return HSMCA_OK;
+    return validate_metrics(c, e);
 }

@@ -7,12 +7,14 @@
  * its first connection, so no outside input is ever handled unconfined. */
 #include "frontend.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <grpc/grpc.h>
@@ -25,6 +27,8 @@
 #include "fe_app.h"
 #include "fe_grpcrt.h"
 #include "fe_reload.h"
+#include "fe_metrics.h"
+#include "fe_metrics_link.h"
 #include "fe_sandbox.h"
 #include "fe_serving.h"
 #include "fe_tlsmem.h"
@@ -186,10 +190,12 @@ static void on_keys(void *arg, int cluster, int memfd)
                  cluster);
     else if (tok_keys_load_fd(app->keys[cluster], memfd, &e) != HSMCA_OK)
         log_warn("issuer keys from the supervisor refused, keeping the current ones: %s", e.msg);
-    else
+    else {
+        fe_metrics_keys_loaded(cluster);
         log_info("issuer keys loaded (update %llu, cluster %s)",
                  (unsigned long long)tok_keys_generation(app->keys[cluster]),
                  config_cluster_name(app->cfg, cluster));
+    }
 }
 
 static void *signal_thread(void *arg)
@@ -218,8 +224,13 @@ int frontend_main(int argc, char **argv)
     if (load_app(&app, &cfg, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
     /* Drop root before any thread exists and before talking to anyone. */
+    int was_root = geteuid() == 0;
     if (fe_sandbox_drop_privileges(cfg.fe_user, cfg.fe_chroot, &e) != HSMCA_OK)
         fatal_config("%s", e.msg);
+    /* The metrics process may run as our user (metrics.user): it must not ptrace us. The
+     * credential change did this unless fs.suid_dumpable is 1; said once more here. */
+    if (was_root && prctl(PR_SET_DUMPABLE, 0) != 0)
+        fatal_config("prctl(PR_SET_DUMPABLE): %s", strerror(errno));
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -235,6 +246,10 @@ int frontend_main(int argc, char **argv)
     if (!(app.sigstat = fe_sigstat_start(app.ipc)))
         log_warn("the signer's figures are not polled: out of memory");
     fe_ipc_on_ctl(app.ipc, fe_reload_on_ctl, &app);
+    /* Before the serving certificate: /healthz and /readyz answer while we wait for it. */
+    fe_metrics_init(&app);
+    if (fe_metrics_link_start(args.metrics_fd, &app, &e) != HSMCA_OK)
+        fatal("%s", e.msg);
     fe_serving *serving = fe_serving_start(&app, &fe_stop);
     if (!serving) {
         log_info("stopped while waiting for a serving certificate");

@@ -13,10 +13,12 @@
 #include "fe_csr.h"
 #include "fe_impersonate.h"
 #include "fe_k8spods.h"
+#include "fe_metrics.h"
 #include "fe_pbcheck.h"
 #include "fe_policy.h"
 #include "fe_tbs.h"
 #include "profile.h"
+#include "util.h"
 
 static HSMCA_MUSTCHECK hsmca_code
 check_and_build(const fe_app *app, const Istio__V1__Auth__IstioCertificateRequest *req, int64_t now,
@@ -63,7 +65,10 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
     memset(out, 0, sizeof(*out));
     int64_t now = creds->now;
     /* Authenticate before looking at the body: strangers learn nothing about it. */
+    double t0 = util_mono_now();
     hsmca_code rc = fe_auth_run(app, creds, &out->who, e);
+    if (!out->who.deferred)
+        fe_metrics_observe(FE_HIST_AUTH, util_mono_now() - t0);
     out->authenticator = out->who.authenticator;
     if (rc != HSMCA_OK) {
         out->requester[0] = 0; /* nobody was authenticated */

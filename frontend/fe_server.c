@@ -29,6 +29,8 @@
 
 #include <openssl/crypto.h>
 
+#include "fe_health.h"
+#include "fe_metrics.h"
 #include "profile.h"
 #include "util.h"
 
@@ -123,6 +125,11 @@ static void finish_status(fe_call *c, grpc_status_code status, const char *msg, 
 
 static void finish(fe_call *c, hsmca_code code, const char *msg, uint8_t *body, size_t len)
 {
+    fe_metrics_observe(FE_HIST_REQUEST, util_mono_now() - c->started);
+    if (code == HSMCA_OK)
+        fe_metrics_issued(PROFILE_WORKLOAD);
+    else
+        fe_metrics_refused(c->stage, (int)status_for(code));
     fe_reqlog_final(&c->rl, status_for(code), msg, code == HSMCA_OK ? NULL : c->srv->refuse_log);
     finish_status(c, status_for(code), msg, body, len);
 }
@@ -139,6 +146,7 @@ static void on_signed(void *arg, hsmca_code code, const char *reason, const uint
                       size_t cert_len)
 {
     fe_call *c = arg;
+    c->stage = FE_STAGE_SIGNER;
     if (code != HSMCA_OK) {
         char msg[300];
         snprintf(msg, sizeof(msg), "signer refused: %s", reason);
@@ -175,10 +183,12 @@ static void after_check(fe_call *c, hsmca_code rc, fe_checked_request *req, hsmc
     if (rc != HSMCA_OK) {
         /* The signing log records the front end's refusals too (as its word). */
         fe_ipc_deny(c->srv->app->ipc, req->requester, req->authenticator, rc, e->msg);
+        c->stage = req->requester[0] ? FE_STAGE_POLICY : FE_STAGE_AUTH;
         finish(c, rc, e->msg, NULL, 0);
         return;
     }
     c->state = CALL_SIGNING;
+    c->stage = FE_STAGE_SIGNER; /* before the submit: the reply may free c at once */
     fe_ipc_caller caller = {req->authenticator, req->token, req->token_len, req->cluster,
                             c->rl.id};
     rc = fe_ipc_submit_as(c->srv->app->ipc, PROFILE_WORKLOAD, req->tbs, req->tbs_len,
@@ -222,8 +232,24 @@ static void tokenreview_job(void *arg, double waited_s, int stopping)
     after_check(c, rc, &req, &e);
 }
 
+/* A Health/Check: answered here, on the completion-queue thread (no I/O). */
+static void on_health(fe_call *c, grpc_slice body)
+{
+    uint8_t out[2];
+    size_t n = 0;
+    const char *msg;
+    int code = fe_health_check(c->srv->app, GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body),
+                               out, &n, &msg);
+    grpc_slice_unref(body);
+    finish_status(c, (grpc_status_code)code, msg, code == 0 ? out : NULL, n);
+}
+
 static void on_received(fe_call *c)
 {
+    if (!c->recv_buf && c->health) {
+        finish_status(c, GRPC_STATUS_INVALID_ARGUMENT, "health: no message received", NULL, 0);
+        return;
+    }
     if (!c->recv_buf) {
         finish(c, HSMCA_EINVAL, "request: no message received", NULL, 0);
         return;
@@ -235,6 +261,10 @@ static void on_received(fe_call *c)
     }
     grpc_slice body = grpc_byte_buffer_reader_readall(&reader);
     grpc_byte_buffer_reader_destroy(&reader);
+    if (c->health) {
+        on_health(c, body);
+        return;
+    }
 
     fe_auth_creds creds = {.now = util_wall_now()};
     creds.authorization = find_md(&c->request_md, "authorization", &creds.authorization_len);
@@ -275,6 +305,8 @@ static int refuse_when_busy(fe_call *c)
 {
     fe_server *srv = c->srv;
     if (!fe_ipc_connected(srv->app->ipc)) {
+        if (!c->health)
+            fe_metrics_refused(FE_STAGE_LIMIT, GRPC_STATUS_UNAVAILABLE);
         finish_status(c, GRPC_STATUS_UNAVAILABLE, "signer unavailable: not connected", NULL, 0);
         return 1;
     }
@@ -288,6 +320,8 @@ static int refuse_when_busy(fe_call *c)
              active - 1, max);
     if (log_limiter_allow(srv->busy_log, util_mono_now()))
         log_warn("refused CreateCertificate: %s", msg);
+    if (!c->health)
+        fe_metrics_refused(FE_STAGE_LIMIT, GRPC_STATUS_RESOURCE_EXHAUSTED);
     finish_status(c, GRPC_STATUS_RESOURCE_EXHAUSTED, msg, NULL, 0);
     return 1;
 }
@@ -296,9 +330,10 @@ static void on_new_call(fe_call *c)
 {
     await_new_call(c->srv); /* keep one request_call outstanding */
     fe_reqlog_start(&c->rl);
+    c->health = grpc_slice_str_cmp(c->details.method, FE_HEALTH_METHOD) == 0;
     if (refuse_when_busy(c))
         return;
-    if (grpc_slice_str_cmp(c->details.method, FE_METHOD) != 0) {
+    if (!c->health && grpc_slice_str_cmp(c->details.method, FE_METHOD) != 0) {
         char *m = grpc_slice_to_c_string(c->details.method);
         char msg[300];
         snprintf(msg, sizeof(msg), "method %s is not served here", m);
@@ -378,6 +413,8 @@ static void *cq_loop(void *arg)
                 break;
             }
             c->counted = 1;
+            c->started = util_mono_now();
+            c->stage = FE_STAGE_POLICY;
             atomic_fetch_add(&srv->active, 1);
             if (hold_for_peer(c)) {
                 /* its connection is closed: no answer can reach it */

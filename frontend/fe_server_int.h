@@ -64,8 +64,10 @@ typedef struct {
     int counted; /* in srv->active */
     char *peer;  /* gRPC's peer string (gpr_free), NULL until received */
     int peer_counted;
-    double started;
-    fe_reqlog rl; /* its request id and what its final log line says */
+    double started; /* monotonic, when the call came (its latency, fe_metrics.h) */
+    fe_reqlog rl;   /* its request id and what its final log line says */
+    int stage;      /* fe_stage: where a refusal came from */
+    int health;     /* a grpc.health.v1.Health/Check call (fe_health.h) */
 } fe_call;
 
 struct fe_listener {

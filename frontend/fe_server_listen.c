@@ -4,6 +4,7 @@
  * builds the channel arguments that bound what gRPC core holds per connection and
  * per message. */
 #include "fe_server_int.h"
+#include "fe_metrics.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -90,6 +91,7 @@ static int new_bounds(fe_server *srv, unsigned max_conn, unsigned fd_limit)
         return 0;
     }
     srv->conns = conns;
+    fe_metrics_set_connlimit(conns);
     return 1;
 }
 

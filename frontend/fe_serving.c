@@ -11,6 +11,7 @@
 #include <openssl/pem.h>
 
 #include "certasm.h"
+#include "fe_metrics.h"
 #include "fe_tbs.h"
 #include "log.h"
 #include "profile.h"
@@ -158,6 +159,7 @@ static void schedule(fe_serving *s)
 {
     int64_t now = util_wall_now();
     s->renew_at = now + (s->cur.not_after - now) * 2 / 3;
+    fe_metrics_serving(s->cur.not_after);
 }
 
 /* The CAs a client certificate of ours chains to, named in the TLS

@@ -27,6 +27,7 @@
 
 #include "config.h"
 #include "fe_https.h"
+#include "fe_metrics.h"
 #include "kubeconfig.h"
 #include "policy.h"
 #include "util.h"
@@ -326,7 +327,11 @@ hsmca_code fe_tokenreview_identity(fe_tokenreview *tr, const char *token, size_t
     token_key(token, len, key);
     if (fe_trcache_get(tr->cache, key, now, id))
         return HSMCA_OK;
-    HSMCA_GUARD(review(tr, token, len, id, e));
+    hsmca_code rc = review(tr, token, len, id, e);
+    if (rc != HSMCA_OK) {
+        fe_metrics_count(rc == HSMCA_EAUTH ? FE_CTR_TR_REFUSED : FE_CTR_TR_FAILURES);
+        return rc;
+    }
     int64_t until = now + (int64_t)tr->cache_ttl, exp = fe_tokenreview_token_exp(token, len);
     if (exp && exp < until)
         until = exp;

@@ -4,6 +4,7 @@
  * scan in microseconds, far below the TokenReview round trip a hit saves, and
  * the bound on entries is then the bound on memory and on the scan. */
 #include "fe_trcache.h"
+#include "fe_metrics.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -68,6 +69,8 @@ int fe_trcache_get(fe_trcache *c, const uint8_t key[32], int64_t now, fe_tr_iden
         break;
     }
     pthread_mutex_unlock(&c->mu);
+    if (hit)
+        fe_metrics_count(FE_CTR_TR_CACHE_HITS);
     return hit;
 }
 

@@ -18,7 +18,8 @@ golang-go golang-golang-x-mod-dev
 swtpm tpm2-abrmd libtss2-tcti-tabrmd0 libtpm2-pkcs11-1 libtpm2-pkcs11-tools tpm2-tools
 dbus-daemon dbus-bin p11-kit p11-kit-modules
 python3-kubernetes python3-yaml
-mmdebstrap podman runc systemd"
+mmdebstrap podman runc systemd
+libmicrohttpd-dev prometheus"
 # kubectl, for `kubectl kustomize` (integration.test_k8s_manifests): Debian's
 # kubernetes-client, unless a kubectl is installed already (another package's would
 # conflict with its /usr/bin/kubectl).

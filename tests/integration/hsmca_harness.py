@@ -84,6 +84,10 @@ class DevServer:
         self.dir = tempfile.mkdtemp(prefix=name + ".", dir=TMP)
         self.port = free_port()
         self.addr = "localhost:%d" % self.port
+        # The metrics listener on a port of its own, never the default every test would share.
+        self.metrics_port = free_port()
+        self.metrics_url = "http://127.0.0.1:%d" % self.metrics_port
+        metrics = "127.0.0.1:%d" % self.metrics_port
         self.log_path = os.path.join(self.dir, "server.log")
         env = dict(os.environ)
         # LeakSanitizer needs ptrace and clone, which the front end's seccomp filter forbids.
@@ -101,6 +105,7 @@ class DevServer:
             extra = "".join("  %s\n" % line for line in server_settings or ())
             text = text.replace("server:\n", "server:\n" + extra, 1)
             text = text.replace('listen: "127.0.0.1:15012"', 'listen: "%s"' % listen)
+            text = text.replace('listen: "127.0.0.1:15014"', 'listen: "%s"' % metrics)
             if edit_config:
                 text = edit_config(text)
             if pkcs11_env:
@@ -109,7 +114,8 @@ class DevServer:
                 f.write(text)
             argv = [BIN, "serve", "--config", config]
         else:
-            argv = [BIN, "dev", "--dir", self.dir, "--listen", listen, "--ca-key", ca_key]
+            argv = [BIN, "dev", "--dir", self.dir, "--listen", listen, "--metrics", metrics,
+                    "--ca-key", ca_key]
             argv += ["--audit-key", audit_key] if audit_key else []
         self.argv, self.env = argv, env
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,

@@ -72,6 +72,29 @@ class ProgramTests(unittest.TestCase):
             self.assertEqual(os.path.realpath("/proc/%d/exe" % self.kids[role]),
                              os.path.realpath(path), role)
 
+    def test_metrics_program_links_no_grpc_and_loads_no_module(self):
+        """hsmca-metrics: HTTP (libmicrohttpd) and common/ only. libmicrohttpd brings GnuTLS
+        and with it libp11-kit (for HTTPS, which hsmca-metrics does not serve): no PKCS#11
+        module may be mapped for it."""
+        own = needed(os.path.join(HERE, "hsmca-metrics"))
+        self.assertIn("libmicrohttpd", own)  # control: ldd read the program
+        self.assertEqual([o for o in own if o.startswith(SIGNER_NEVER[:7])], [],
+                         "hsmca-metrics links gRPC")
+        pid = None
+        for d in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.path.basename(os.readlink("/proc/%s/exe" % d)) == "hsmca-metrics":
+                    with open("/proc/%s/stat" % d) as f:
+                        if int(f.read().rsplit(")", 1)[1].split()[1]) == self.server.proc.pid:
+                            pid = int(d)
+            except (OSError, ValueError, IndexError):
+                continue
+        self.assertIsNotNone(pid, "no hsmca-metrics child")
+        modules = [o for o in mapped_objects(pid)
+                   if any(p in o for p in ("softhsm", "opensc", "p11-kit-proxy", "p11-kit-trust",
+                                           "libtpm2", "opencryptoki", "pkcs11/"))]
+        self.assertEqual(modules, [], "hsmca-metrics maps a PKCS#11 module")
+
     def test_signer_link_line(self):
         own = needed(SIGNER_BIN)
         allowed = SIGNER_OWN | (SANITIZER_RUNTIME if sanitized(SIGNER_BIN) else set())

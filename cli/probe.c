@@ -1,0 +1,158 @@
+/* probe.c - see probe.h. A GET of /healthz or /readyz on metrics.listen with libcurl,
+ * loaded with dlopen as the supervisor's key fetcher does (sup_http.c), so that no other
+ * command maps it. Exit 0 when the answer is 200, 1 otherwise (the body, or why there is
+ * none, is printed either way), 2 on a usage error. */
+#include "probe.h"
+
+#include <dlfcn.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CURL_DISABLE_TYPECHECK
+#include <curl/curl.h>
+
+#include "config.h"
+#include "log.h"
+
+#define PROBE_MAX_BODY 65536
+
+static void usage(FILE *f)
+{
+    fputs("usage: hsmca probe [--ready] [--config FILE | --url URL] [--timeout SECONDS]\n"
+          "\n"
+          "Asks a running CA's metrics listener (metrics.listen in FILE) whether it is\n"
+          "healthy (/healthz: the front end answers and a signer is connected) or, with\n"
+          "--ready, ready (/readyz: signer connected, token logged in, audit log writable\n"
+          "with a current checkpoint, serving certificate valid, issuer keys loaded).\n"
+          "Prints the answer; exits 0 when it is, 1 when not (or no answer), 2 on a usage\n"
+          "error. For Kubernetes exec probes and systemd (ExecStartPost, watchdogs).\n"
+          "\n"
+          "  --ready          /readyz instead of /healthz\n"
+          "  --config FILE    the CA's config: the listener is its metrics.listen\n"
+          "  --url URL        the listener's base URL instead (http://127.0.0.1:15014)\n"
+          "  --timeout S      seconds to wait for the answer (default 5)\n",
+          f);
+}
+
+typedef struct {
+    char buf[PROBE_MAX_BODY + 1];
+    size_t len;
+} body;
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg)
+{
+    body *b = arg;
+    size_t add = size * n;
+    if (add > PROBE_MAX_BODY - b->len)
+        return 0;
+    memcpy(b->buf + b->len, p, add);
+    b->len += add;
+    return add;
+}
+
+/* The base URL from the config's metrics.listen: a wildcard host is asked on loopback. */
+static int url_from_config(const char *path, char *out, size_t outsz)
+{
+    static hsmca_config cfg;
+    hsmca_err e;
+    if (config_load(path, &cfg, &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca probe: %s\n", e.msg);
+        return -1;
+    }
+    if (!cfg.metrics_listen[0]) {
+        fprintf(stderr, "hsmca probe: %s: metrics.listen is \"\": no listener to ask\n", path);
+        return -1;
+    }
+    const char *colon = strrchr(cfg.metrics_listen, ':');
+    if (!colon) {
+        fprintf(stderr, "hsmca probe: metrics.listen '%s' is not host:port\n", cfg.metrics_listen);
+        return -1;
+    }
+    int hl = (int)(colon - cfg.metrics_listen);
+    const char *host = cfg.metrics_listen;
+    if (hl == 0 || !strncmp(host, "0.0.0.0", (size_t)hl))
+        host = "127.0.0.1", hl = 9;
+    else if (!strncmp(host, "[::]", (size_t)hl))
+        host = "[::1]", hl = 5;
+    snprintf(out, outsz, "http://%.*s%s", hl, host, colon);
+    return 0;
+}
+
+/* GETs url; prints the body; 0 on HTTP 200. */
+static int get(const char *url, long timeout)
+{
+    void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "hsmca probe: needs libcurl.so.4: %s\n", dlerror());
+        return 1;
+    }
+    CURL *(*easy_init)(void) = (CURL * (*)(void)) dlsym(lib, "curl_easy_init");
+    CURLcode (*setopt)(CURL *, CURLoption, ...) =
+        (CURLcode(*)(CURL *, CURLoption, ...))dlsym(lib, "curl_easy_setopt");
+    CURLcode (*perform)(CURL *) = (CURLcode(*)(CURL *))dlsym(lib, "curl_easy_perform");
+    CURLcode (*getinfo)(CURL *, CURLINFO, ...) =
+        (CURLcode(*)(CURL *, CURLINFO, ...))dlsym(lib, "curl_easy_getinfo");
+    void (*cleanup)(CURL *) = (void (*)(CURL *))dlsym(lib, "curl_easy_cleanup");
+    CURL *c = easy_init && setopt && perform && getinfo && cleanup ? easy_init() : NULL;
+    if (!c) {
+        fprintf(stderr, "hsmca probe: cannot initialise libcurl\n");
+        return 1;
+    }
+    static body b;
+    char err[CURL_ERROR_SIZE] = "";
+    setopt(c, CURLOPT_URL, url);
+    setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    setopt(c, CURLOPT_TIMEOUT, timeout);
+    setopt(c, CURLOPT_NOSIGNAL, 1L);
+    setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    setopt(c, CURLOPT_WRITEDATA, &b);
+    setopt(c, CURLOPT_ERRORBUFFER, err);
+    setopt(c, CURLOPT_USERAGENT, "hsmca-probe/" HSMCA_VERSION);
+    CURLcode cc = perform(c);
+    long status = 0;
+    getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    cleanup(c);
+    if (cc != CURLE_OK) {
+        fprintf(stderr, "hsmca probe: %s: %s\n", url, err[0] ? err : "no answer");
+        return 1;
+    }
+    fwrite(b.buf, 1, b.len, stdout);
+    if (status != 200)
+        fprintf(stderr, "hsmca probe: %s answered HTTP %ld\n", url, status);
+    return status == 200 ? 0 : 1;
+}
+
+int probe_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"ready", no_argument, 0, 'r'},     {"config", required_argument, 0, 'c'},
+        {"url", required_argument, 0, 'u'}, {"timeout", required_argument, 0, 't'},
+        {"help", no_argument, 0, 'h'},      {0, 0, 0, 0}};
+    const char *config = NULL, *url = NULL;
+    int ready = 0, c;
+    long timeout = 5;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "rc:u:t:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'r': ready = 1; break;
+        case 'c': config = optarg; break;
+        case 'u': url = optarg; break;
+        case 't': timeout = strtol(optarg, NULL, 10); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc || (!config == !url) || timeout < 1 || timeout > 600) {
+        usage(stderr);
+        return 2;
+    }
+    log_init("cli");
+    char base[600];
+    if (config && url_from_config(config, base, sizeof(base)) != 0)
+        return 1;
+    char full[700];
+    snprintf(full, sizeof(full), "%s%s", config ? base : url, ready ? "/readyz" : "/healthz");
+    return get(full, timeout);
+}

@@ -1,0 +1,147 @@
+"""Health and readiness (docs/OPERATIONS.md "Health"), on real processes: /readyz turns
+false within seconds when the token is removed (the p11shim) and when the audit directory
+stops being writable (checkpoints stop), names the condition, and turns true again when
+they return; `hsmca probe --ready` exits accordingly; /healthz stays up meanwhile, and
+both answer 503 while the front end is gone."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+import unittest
+
+import grpc
+
+from hsmca_harness import BIN, DevServer, ShimServer
+from test_metrics import get, wait_for
+
+
+HEALTH = "/grpc.health.v1.Health/Check"
+SERVING, NOT_SERVING = b"\x08\x01", b"\x08\x02"
+
+
+def grpc_health(srv, body=b""):
+    """The HealthCheckResponse bytes of a Health/Check on the gRPC port (no credentials)."""
+    return srv.client.channel.unary_unary(HEALTH)(body, timeout=10)
+
+
+def probe(srv, *flags):
+    r = subprocess.run([BIN, "probe", "--url", srv.metrics_url] + list(flags),
+                       capture_output=True, timeout=30)
+    return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+
+class TokenRemoved(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = ShimServer("health", sign_timeout=2)
+        cls.srv.wait_ready()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def ready(self):
+        return get(self.srv.metrics_url + "/readyz")
+
+    def test_token_removed_and_back(self):
+        wait_for(lambda: self.ready()[0] == 200, what="ready at start")
+        rc, out, _ = probe(self.srv, "--ready")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok: token logged in", out)
+        self.assertEqual(grpc_health(self.srv), SERVING)
+        # No request from here on: the signer's token probe finds the removal by itself.
+        self.srv.control("remove\n")
+        t0 = time.monotonic()
+        status, body = wait_for(lambda: (lambda r: r if r[0] == 503 else None)(self.ready()),
+                                timeout=10, what="readyz 503 after the token's removal")
+        print("token removed: /readyz 503 after %.2f s: %s" % (time.monotonic() - t0,
+                                                               body.strip()))
+        self.assertIn("not ready: the CA key's token is not logged in", body)
+        rc, out, _ = probe(self.srv, "--ready")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("not logged in", out)
+        self.assertEqual(grpc_health(self.srv), NOT_SERVING)
+        self.assertEqual(get(self.srv.metrics_url + "/healthz")[0], 200, "healthz followed")
+        self.srv.control("# reinserted\n")
+        t0 = time.monotonic()
+        wait_for(lambda: self.ready()[0] == 200, timeout=15, what="ready after reinsertion")
+        print("token back: /readyz 200 after %.2f s" % (time.monotonic() - t0))
+        self.assertEqual(probe(self.srv, "--ready")[0], 0)
+        self.srv.issue()
+        self.assertEqual(grpc_health(self.srv), SERVING)
+
+    def test_grpc_health_services_and_garbage(self):
+        name = b"istio.v1.auth.IstioCertificateService"
+        wait_for(lambda: self.ready()[0] == 200, what="ready")
+        self.assertEqual(grpc_health(self.srv, b"\x0a" + bytes([len(name)]) + name), SERVING)
+        with self.assertRaises(grpc.RpcError) as cm:
+            grpc_health(self.srv, b"\x0a\x03foo")
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.NOT_FOUND)
+        with self.assertRaises(grpc.RpcError) as cm:
+            grpc_health(self.srv, b"\x08\x01")  # field 1 as a varint: not a service name
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
+
+class AuditDirNotWritable(unittest.TestCase):
+    def setUp(self):
+        self.srv = DevServer(name="healthaudit")
+        self.addCleanup(self.srv.stop)
+        self.srv.wait_ready()
+        self.audit_dir = os.path.join(self.srv.dir, "audit")
+        with open("/proc/%d/status" % self.srv.wait_children()["signer"]) as f:
+            uid = int(re.search(r"(?m)^Uid:\s+\d+\s+(\d+)", f.read()).group(1))
+        if uid == 0:
+            self.skipTest("the signer runs as root here: directory modes do not bind it")
+
+    def test_checkpoints_stop_then_resume(self):
+        wait_for(lambda: get(self.srv.metrics_url + "/readyz")[0] == 200, what="ready")
+        dirs = [self.audit_dir] + [os.path.join(r, d) for r, ds, _ in os.walk(self.audit_dir)
+                                   for d in ds]
+        modes = {d: os.stat(d).st_mode & 0o7777 for d in dirs}
+        try:
+            for d in dirs:
+                os.chmod(d, 0o500)
+            self.srv.issue()  # an entry no checkpoint can cover now
+            t0 = time.monotonic()
+            status, body = wait_for(
+                lambda: (lambda r: r if r[0] == 503 else None)(
+                    get(self.srv.metrics_url + "/readyz")),
+                timeout=15, what="readyz 503 with the audit directory read-only")
+            print("audit dir read-only: /readyz 503 after %.2f s: %s" %
+                  (time.monotonic() - t0, body.strip()))
+            self.assertRegex(body, r"not ready: \d+ audit entries not covered by a checkpoint")
+            self.assertEqual(probe(self.srv, "--ready")[0], 1)
+            self.assertEqual(probe(self.srv)[0], 0, "healthz must not follow readiness")
+            self.assertEqual(grpc_health(self.srv), NOT_SERVING)
+        finally:
+            for d, m in modes.items():
+                os.chmod(d, m)
+        wait_for(lambda: get(self.srv.metrics_url + "/readyz")[0] == 200, timeout=15,
+                 what="ready again once writable")
+        self.assertEqual(probe(self.srv, "--ready")[0], 0)
+        self.assertEqual(grpc_health(self.srv), SERVING)
+
+
+class FrontEndGone(unittest.TestCase):
+    def test_503_while_the_front_end_is_stopped(self):
+        srv = DevServer(name="healthfe")
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        fe = srv.wait_children()["frontend"]
+        os.kill(fe, signal.SIGSTOP)  # alive, so not restarted, but answering nothing
+        try:
+            for path in ("/healthz", "/readyz", "/metrics"):
+                status, body = get(srv.metrics_url + path)
+                self.assertEqual(status, 503, (path, body))
+                if path != "/metrics":
+                    self.assertIn("the front end does not answer", body)
+            self.assertEqual(probe(srv)[0], 1)
+        finally:
+            os.kill(fe, signal.SIGCONT)
+        wait_for(lambda: get(srv.metrics_url + "/healthz")[0] == 200, what="healthy again")
+
+
+if __name__ == "__main__":
+    unittest.main()
