@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int valid_port(const char *p)
 {
@@ -378,4 +379,28 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
                           "(both are '%.64s')",
                           c->signer_user);
     return validate_metrics(c, e);
+}
+
+hsmca_code config_replica_origin(hsmca_config *c, hsmca_err *e)
+{
+    char host[256], name[CONFIG_MAX_STR];
+    const char *id = c->audit_replica;
+    if (strcmp(id, "hostname") == 0) {
+        if (gethostname(host, sizeof(host)) != 0)
+            host[0] = '\0';
+        host[sizeof(host) - 1] = '\0';
+        id = host;
+    }
+    HSMCA_ENSURE(config_cluster_id_ok(id, strlen(id)), e, HSMCA_EINVAL,
+                 "config: audit.replica '%.64s' must be 1-63 characters of [A-Za-z0-9._-] (or "
+                 "\"hostname\": this host's name)",
+                 id);
+    if (c->audit_origin[0])
+        snprintf(name, sizeof(name), "%s", c->audit_origin);
+    else
+        snprintf(name, sizeof(name), "hsmca/%.200s", c->trust_domain);
+    int n = snprintf(c->audit_origin, sizeof(c->audit_origin), "%s/%s", name, id);
+    HSMCA_ENSURE(n > 0 && (size_t)n < sizeof(c->audit_origin), e, HSMCA_EINVAL,
+                 "config: audit.origin with audit.replica is too long");
+    return HSMCA_OK;
 }
