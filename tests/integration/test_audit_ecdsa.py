@@ -123,6 +123,14 @@ class AuditEcdsaTests(unittest.TestCase):
         chain = None
         for _ in range(n):
             chain = self.server.issue()
+        # The issue-result entry is written after the reply is released: count the
+        # lines once the last certificate's result is among them.
+        der = base64.b64decode("".join(chain[0].strip().splitlines()[1:-1]))
+        digest = hashlib.sha256(der).hexdigest().encode()
+        deadline = time.time() + 30
+        while not any(digest in l for l in log_lines(self.audit)):
+            self.assertLess(time.time(), deadline, "the last certificate's result is logged")
+            time.sleep(0.05)
         count = len(log_lines(self.audit))
         note, cp = self.wait_checkpoint(count, 5)
         self.assertGreaterEqual(cp[1], count, "a checkpoint covers the new entries")
