@@ -1,6 +1,7 @@
 /* fe_ready_signer.c - see fe_ready_signer.h. */
 #include "fe_ready_signer.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 #include "fe_sigstat.h"
@@ -11,6 +12,31 @@
 /* The signer signs a checkpoint each second while entries come (signer_core.c); entries a
  * checkpoint has not covered for five of those intervals mean the publisher is stuck. */
 #define FE_READY_CHECKPOINT_MAX_AGE_S 5
+
+/* Since when (monotonic seconds) the front end has seen entries that no checkpoint covers,
+ * while the checkpoint's size stayed uncovered_size; 0: none seen. After an idle spell the
+ * first entries wait up to a second for the next checkpoint, the latest being old by then:
+ * uncovered entries make the CA unready only once they stay so, without progress, for
+ * FE_READY_CHECKPOINT_MAX_AGE_S (otherwise /readyz would flap after every quiet minute). */
+static pthread_mutex_t uncovered_lock = PTHREAD_MUTEX_INITIALIZER;
+static double uncovered_since;
+static uint64_t uncovered_size;
+
+static double uncovered_for(const fe_sigstat_figures *f)
+{
+    double now = util_mono_now(), d = 0;
+    pthread_mutex_lock(&uncovered_lock);
+    if (f->checkpoint_size >= f->audit_entries) {
+        uncovered_since = 0;
+    } else if (!uncovered_since || f->checkpoint_size != uncovered_size) {
+        uncovered_since = now;
+        uncovered_size = f->checkpoint_size;
+    } else {
+        d = now - uncovered_since;
+    }
+    pthread_mutex_unlock(&uncovered_lock);
+    return d;
+}
 
 static int say(mbuf *b, int ok, const char *good, const char *bad)
 {
@@ -33,8 +59,9 @@ static int audit_ok(const fe_app *app, const fe_sigstat_figures *f, mbuf *b)
              "%llu audit entries not covered by a checkpoint, the latest signed %lld s ago",
              (unsigned long long)(covered ? 0 : f->audit_entries - f->checkpoint_size),
              (long long)age);
-    return say(b, covered || (f->checkpoint_time && age <= FE_READY_CHECKPOINT_MAX_AGE_S),
-               "audit log writable, checkpoint current", bad);
+    int fresh = f->checkpoint_time && age <= FE_READY_CHECKPOINT_MAX_AGE_S;
+    int waiting = uncovered_for(f) <= FE_READY_CHECKPOINT_MAX_AGE_S;
+    return say(b, covered || fresh || waiting, "audit log writable, checkpoint current", bad);
 }
 
 int fe_ready_signer(const fe_app *app, int connected, mbuf *b)

@@ -72,6 +72,17 @@ class TokenRemoved(unittest.TestCase):
         self.srv.issue()
         self.assertEqual(grpc_health(self.srv), SERVING)
 
+    def test_ready_through_the_first_entries_after_a_quiet_spell(self):
+        """After more than five quiet seconds the latest checkpoint is old, and the next
+        request's entries wait up to a second for theirs: /readyz stays 200 meanwhile."""
+        wait_for(lambda: self.ready()[0] == 200, what="ready at start")
+        time.sleep(6)  # the quiet spell itself: longer than a checkpoint's allowed age
+        self.srv.issue()
+        for _ in range(40):
+            status, body = self.ready()
+            self.assertEqual(status, 200, body)
+            time.sleep(0.05)
+
     def test_grpc_health_services_and_garbage(self):
         name = b"istio.v1.auth.IstioCertificateService"
         wait_for(lambda: self.ready()[0] == 200, what="ready")
