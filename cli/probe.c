@@ -1,7 +1,8 @@
 /* probe.c - see probe.h. A GET of /healthz or /readyz on metrics.listen with libcurl,
  * loaded with dlopen as the supervisor's key fetcher does (sup_http.c), so that no other
  * command maps it. Exit 0 when the answer is 200, 1 otherwise (the body, or why there is
- * none, is printed either way), 2 on a usage error. */
+ * none, is printed either way), 2 on a usage error. --grpc asks the gRPC port instead
+ * (probe_grpc.c). */
 #include "probe.h"
 
 #include <dlfcn.h>
@@ -21,6 +22,8 @@
 static void usage(FILE *f)
 {
     fputs("usage: hsmca probe [--ready] [--config FILE | --url URL] [--timeout SECONDS]\n"
+          "       hsmca probe --grpc [--config FILE | --addr HOST:PORT --root FILE]\n"
+          "                   [--timeout SECONDS]\n"
           "\n"
           "Asks a running CA's metrics listener (metrics.listen in FILE) whether it is\n"
           "healthy (/healthz: the front end answers and a signer is connected) or, with\n"
@@ -28,10 +31,18 @@ static void usage(FILE *f)
           "with a current checkpoint, serving certificate valid, issuer keys loaded).\n"
           "Prints the answer; exits 0 when it is, 1 when not (or no answer), 2 on a usage\n"
           "error. For Kubernetes exec probes and systemd (ExecStartPost, watchdogs).\n"
+          "With --grpc it calls grpc.health.v1.Health/Check on the gRPC port instead,\n"
+          "over TLS as istio-agent does (the roots of ca.root_bundle, the serving\n"
+          "certificate's name checked against the address): SERVING when ready.\n"
           "\n"
           "  --ready          /readyz instead of /healthz\n"
           "  --config FILE    the CA's config: the listener is its metrics.listen\n"
           "  --url URL        the listener's base URL instead (http://127.0.0.1:15014)\n"
+          "  --grpc           the gRPC health check: the port is FILE's server.listen\n"
+          "                   (a wildcard host is asked as localhost)\n"
+          "  --addr HOST:PORT with --grpc, instead of --config: the gRPC port; HOST is the\n"
+          "                   name the serving certificate must hold\n"
+          "  --root FILE      with --addr: PEM roots to trust\n"
           "  --timeout S      seconds to wait for the answer (default 5)\n",
           f);
 }
@@ -129,13 +140,18 @@ int probe_main(int argc, char **argv)
     static const struct option opts[] = {
         {"ready", no_argument, 0, 'r'},     {"config", required_argument, 0, 'c'},
         {"url", required_argument, 0, 'u'}, {"timeout", required_argument, 0, 't'},
-        {"help", no_argument, 0, 'h'},      {0, 0, 0, 0}};
-    const char *config = NULL, *url = NULL;
-    int ready = 0, c;
+        {"grpc", no_argument, 0, 'g'},      {"addr", required_argument, 0, 'a'},
+        {"root", required_argument, 0, 'R'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *config = NULL, *url = NULL, *addr = NULL, *root = NULL;
+    int ready = 0, grpc = 0, c;
     long timeout = 5;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "rc:u:t:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "rc:u:t:ga:R:h", opts, NULL)) != -1) {
         switch (c) {
+        case 'g': grpc = 1; break;
+        case 'a': addr = optarg; break;
+        case 'R': root = optarg; break;
         case 'r': ready = 1; break;
         case 'c': config = optarg; break;
         case 'u': url = optarg; break;
@@ -144,11 +160,15 @@ int probe_main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (optind < argc || (!config == !url) || timeout < 1 || timeout > 600) {
+    int bad = grpc ? url || ready || (!config == !addr) || (addr && !root) || (config && root)
+                   : addr || root || (!config == !url);
+    if (optind < argc || bad || timeout < 1 || timeout > 600) {
         usage(stderr);
         return 2;
     }
     log_init("cli");
+    if (grpc)
+        return probe_grpc(config, addr, root, timeout);
     char base[600];
     if (config && url_from_config(config, base, sizeof(base)) != 0)
         return 1;

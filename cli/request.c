@@ -6,18 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
-#include <grpc/support/alloc.h>
-#include <grpc/support/time.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
 #include "ca.pb-c.h"
 #include "certasm.h"
+#include "grpc_unary.h"
 #include "util.h"
 
 #define METHOD "/istio.v1.auth.IstioCertificateService/CreateCertificate"
@@ -83,92 +80,6 @@ out:
     sk_X509_EXTENSION_pop_free(exts, X509_EXTENSION_free);
     X509_REQ_free(req);
     return pem;
-}
-
-static const char *status_name(grpc_status_code s)
-{
-    static const char *names[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
-                                  "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-                                  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-                                  "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-                                  "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
-    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "UNKNOWN";
-}
-
-/* One unary call, with the bearer token or else the client certificate pair
- * (NULL: neither); on success *resp holds the response bytes (caller unrefs). */
-static int call_ca(const req_opts *o, const char *root_pem, grpc_ssl_pem_key_cert_pair *pair,
-                   const uint8_t *body, size_t len, grpc_slice *resp)
-{
-    grpc_channel_credentials *creds = grpc_ssl_credentials_create(root_pem, pair, NULL, NULL);
-    grpc_channel *ch = grpc_channel_create(o->addr, creds, NULL);
-    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
-    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
-                                         gpr_time_from_seconds(20, GPR_TIMESPAN));
-    grpc_slice method = grpc_slice_from_static_string(METHOD);
-    grpc_call *call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, method, NULL,
-                                               deadline, NULL);
-    char auth[8192];
-    snprintf(auth, sizeof(auth), "Bearer %s", o->token ? o->token : "");
-    grpc_metadata md = {grpc_slice_from_static_string("authorization"),
-                        grpc_slice_from_copied_string(auth), {{NULL, NULL, NULL, NULL}}};
-    grpc_slice req_slice = grpc_slice_from_copied_buffer((const char *)body, len);
-    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&req_slice, 1), *recv = NULL;
-    grpc_metadata_array initial, trailing;
-    grpc_metadata_array_init(&initial);
-    grpc_metadata_array_init(&trailing);
-    grpc_status_code status = GRPC_STATUS_UNKNOWN;
-    grpc_slice details = grpc_empty_slice();
-    grpc_op ops[6];
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = o->token ? 1 : 0;
-    ops[0].data.send_initial_metadata.metadata = &md;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
-    ops[4].op = GRPC_OP_RECV_MESSAGE;
-    ops[4].data.recv_message.recv_message = &recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
-    ops[5].data.recv_status_on_client.status = &status;
-    ops[5].data.recv_status_on_client.status_details = &details;
-    int rc = 1;
-    if (grpc_call_start_batch(call, ops, 6, call, NULL) == GRPC_CALL_OK &&
-        grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).success) {
-        if (status == GRPC_STATUS_OK && recv) {
-            grpc_byte_buffer_reader r;
-            grpc_byte_buffer_reader_init(&r, recv);
-            *resp = grpc_byte_buffer_reader_readall(&r);
-            grpc_byte_buffer_reader_destroy(&r);
-            rc = 0;
-        } else {
-            char *d = grpc_slice_to_c_string(details);
-            fprintf(stderr, "hsmca request: %s: %s\n", status_name(status), d);
-            gpr_free(d);
-        }
-    } else {
-        fputs("hsmca request: the call did not complete\n", stderr);
-    }
-    if (recv)
-        grpc_byte_buffer_destroy(recv);
-    grpc_byte_buffer_destroy(send);
-    grpc_slice_unref(req_slice);
-    grpc_slice_unref(md.value);
-    grpc_slice_unref(details);
-    grpc_metadata_array_destroy(&initial);
-    grpc_metadata_array_destroy(&trailing);
-    grpc_call_unref(call);
-    grpc_completion_queue_shutdown(cq);
-    while (grpc_completion_queue_pluck(cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN)
-        ;
-    grpc_completion_queue_destroy(cq);
-    grpc_channel_destroy(ch);
-    grpc_channel_credentials_release(creds);
-    return rc;
 }
 
 static int write_outputs(const char *prefix, EVP_PKEY *key, const char *chain)
@@ -321,7 +232,9 @@ int request_main(int argc, char **argv)
     grpc_ssl_pem_key_cert_pair pair = {NULL, NULL};
     rc = o.renew ? read_renewal(o.renew, &pair) : 0;
     if (rc == 0)
-        rc = call_ca(&o, root, o.renew ? &pair : NULL, body, len, &resp);
+        rc = grpc_unary_call(&(grpc_unary){"hsmca request", o.addr, root, o.renew ? &pair : NULL,
+                                           o.token, METHOD, 20},
+                             body, len, &resp);
     if (rc == 0) {
         char *chain = print_chain(&resp);
         rc = !chain || (o.out && write_outputs(o.out, key, chain) != 0);

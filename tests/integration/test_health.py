@@ -1,19 +1,23 @@
 """Health and readiness (docs/OPERATIONS.md "Health"), on real processes: /readyz turns
 false within seconds when the token is removed (the p11shim) and when the audit directory
 stops being writable (checkpoints stop), names the condition, and turns true again when
-they return; `hsmca probe --ready` exits accordingly; /healthz stays up meanwhile, and
-both answer 503 while the front end is gone."""
+they return; `hsmca probe --ready` and `hsmca probe --grpc` (the gRPC health check over
+TLS, the serving certificate's name checked) exit accordingly; /healthz stays up
+meanwhile, and both answer 503 while the front end is gone."""
 
 import os
 import re
 import signal
+import socket
 import subprocess
+import threading
 import time
 import unittest
 
 import grpc
 
 from hsmca_harness import BIN, DevServer, ShimServer
+from pki_fixture import make_server_pki
 from test_metrics import get, wait_for
 
 
@@ -30,6 +34,57 @@ def probe(srv, *flags):
     r = subprocess.run([BIN, "probe", "--url", srv.metrics_url] + list(flags),
                        capture_output=True, timeout=30)
     return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+
+def probe_grpc(*args):
+    r = subprocess.run([BIN, "probe", "--grpc"] + list(args), capture_output=True, timeout=30)
+    return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+
+def config_of(srv):
+    return os.path.join(srv.dir, "hsmca.yaml")
+
+
+class Forwarder:
+    """Accepts TCP connections on host (an ephemeral port) and relays each to target, so
+    the CA's port is reached under another address."""
+
+    def __init__(self, host, target):
+        self.sock = socket.socket()
+        self.sock.bind((host, 0))
+        self.sock.listen(8)
+        self.addr = "%s:%d" % (host, self.sock.getsockname()[1])
+        self.target = target
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            u = socket.create_connection(self.target)
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pump(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.sock.close()
 
 
 class TokenRemoved(unittest.TestCase):
@@ -51,6 +106,8 @@ class TokenRemoved(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertIn("ok: token logged in", out)
         self.assertEqual(grpc_health(self.srv), SERVING)
+        rc, out, err = probe_grpc("--config", config_of(self.srv))
+        self.assertEqual((rc, out), (0, "127.0.0.1:%d: SERVING\n" % self.srv.port), err)
         # No request from here on: the signer's token probe finds the removal by itself.
         self.srv.control("remove\n")
         t0 = time.monotonic()
@@ -63,6 +120,9 @@ class TokenRemoved(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("not logged in", out)
         self.assertEqual(grpc_health(self.srv), NOT_SERVING)
+        rc, out, err = probe_grpc("--config", config_of(self.srv))
+        self.assertEqual((rc, out), (1, "127.0.0.1:%d: NOT_SERVING\n" % self.srv.port), err)
+        self.assertIn("is not ready (hsmca probe --ready names the condition)", err)
         self.assertEqual(get(self.srv.metrics_url + "/healthz")[0], 200, "healthz followed")
         self.srv.control("# reinserted\n")
         t0 = time.monotonic()
@@ -71,6 +131,45 @@ class TokenRemoved(unittest.TestCase):
         self.assertEqual(probe(self.srv, "--ready")[0], 0)
         self.srv.issue()
         self.assertEqual(grpc_health(self.srv), SERVING)
+        self.assertEqual(probe_grpc("--config", config_of(self.srv))[0], 0)
+
+    def test_grpc_probe_trusts_the_roots_and_checks_the_name(self):
+        wait_for(lambda: self.ready()[0] == 200, what="ready")
+        root = os.path.join(self.srv.dir, "root-cert.pem")
+        rc, out, err = probe_grpc("--addr", self.srv.addr, "--root", root)
+        self.assertEqual((rc, out), (0, "%s: SERVING\n" % self.srv.addr), err)
+        # The same port reached as 127.0.0.2, a name the serving certificate does not hold
+        # (it holds localhost and 127.0.0.1): refused. Through the same relay as
+        # 127.0.0.1, accepted, so the name is what failed.
+        fwd = Forwarder("127.0.0.2", ("127.0.0.1", self.srv.port))
+        self.addCleanup(fwd.close)
+        rc, out, err = probe_grpc("--addr", fwd.addr, "--root", root, "--timeout", "10")
+        self.assertEqual((rc, out), (1, ""), err)
+        self.assertIn("hsmca probe: UNAVAILABLE: ", err)
+        self.assertIn("Peer name 127.0.0.2 is not in peer certificate", err)
+        host, port = fwd.addr.split(":")
+        fwd2 = Forwarder("127.0.0.1", ("127.0.0.2", int(port)))
+        self.addCleanup(fwd2.close)
+        rc, out, err = probe_grpc("--addr", fwd2.addr, "--root", root, "--timeout", "10")
+        self.assertEqual((rc, out), (0, "%s: SERVING\n" % fwd2.addr), err)
+        # Roots that are not the CA's (another CA's certificate): refused.
+        other = make_server_pki(self.srv.dir, ["other-ca.pem", "other-srv.pem", "other-key.pem"],
+                                "another CA", "localhost")[0]
+        rc, out, err = probe_grpc("--addr", self.srv.addr, "--root", other)
+        self.assertEqual((rc, out), (1, ""), err)
+        self.assertIn("hsmca probe: UNAVAILABLE: ", err)
+        self.assertIn("certificate verify failed", err)
+        rc, out, err = probe_grpc("--addr", self.srv.addr, "--root",
+                                  os.path.join(self.srv.dir, "dev-jwks.json"))
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("hsmca probe: the roots to trust hold no PEM certificate", err)
+        rc, out, err = probe_grpc("--addr", self.srv.addr, "--root", "/nonexistent.pem")
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("the roots to trust (--root)", err)
+        # Usage: --grpc takes --config or --addr with --root, and not --url or --ready.
+        for args in ((), ("--addr", self.srv.addr), ("--config", config_of(self.srv), "--ready"),
+                     ("--url", self.srv.metrics_url)):
+            self.assertEqual(probe_grpc(*args)[0], 2, args)
 
     def test_ready_through_the_first_entries_after_a_quiet_spell(self):
         """After more than five quiet seconds the latest checkpoint is old, and the next
