@@ -10,10 +10,11 @@ import os
 import pwd
 import re
 import signal
+import subprocess
 import tempfile
 import unittest
 
-from hsmca_harness import TMP, DevServer
+from hsmca_harness import BIN, TMP, DevServer
 from k8s_api_standin import Standin
 from test_publish_roots import LEASE, pem_certs, wait_for
 
@@ -136,6 +137,12 @@ class PublishServeTests(unittest.TestCase):
         self.assertEqual(srv.proc.wait(timeout=60), 78, srv.logtext())
         self.assertIn("publish.kubeconfig %s" % path, srv.logtext())
         self.assertEqual(self.api.writes, [])
+        # config check says so too, on the key's line.
+        config = os.path.join(srv.dir, "hsmca.yaml")
+        r = subprocess.run([BIN, "config", "check", "--config", config], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stdout + r.stderr, r"hsmca\.yaml:\d+: publish\.kubeconfig: %s: " % re.escape(path))
 
     @unittest.skipUnless(ROOT, "the child switches users only when serve starts as root")
     def test_kubeconfig_the_child_cannot_read_stops_serve_with_78(self):
