@@ -22,7 +22,8 @@ static HSMCA_MUSTCHECK hsmca_code check_target(const hsmca_config *cfg, hsmca_er
     hsmca_err le;
     if (cfg->publish_kubeconfig[0]) {
         if (kubeconfig_load(cfg->publish_kubeconfig, &t, &le) != HSMCA_OK)
-            return hsmca_fail(e, HSMCA_EINVAL, "publish.kubeconfig %s: %s (publish.enabled is true)",
+            return hsmca_fail(e, HSMCA_EINVAL,
+                              "publish.kubeconfig %s: %s (publish.enabled is true)",
                               cfg->publish_kubeconfig, le.msg);
         k8s_target_clear(&t);
         return HSMCA_OK;
@@ -51,8 +52,7 @@ hsmca_code sup_publish_prepare(const hsmca_config *cfg, sup_publish *p, hsmca_er
     HSMCA_GUARD(sandbox_user_lookup(key, name, &p->user, e));
     HSMCA_GUARD(check_target(cfg, e));
     snprintf(p->failed, sizeof(p->failed),
-             "hsmca: publish-roots: cannot switch to %s '%.64s' or set no_new_privs\n", key,
-             name);
+             "hsmca: publish-roots: cannot switch to %s '%.64s' or set no_new_privs\n", key, name);
     HSMCA_GUARD(sup_env_build(cfg, SUP_ENV_PUBLISH, &p->env, e));
     p->on = 1;
     return HSMCA_OK;
