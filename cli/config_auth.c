@@ -109,4 +109,11 @@ void cc_check_auth(const hsmca_config *c, cc_report *r)
         }
     }
     free(v);
+    /* serve loads it at start when it runs publish-roots itself (cli/sup_publish.h). */
+    if (c->publish_enabled && c->publish_kubeconfig[0])
+        check_kubeconfig(r, "publish.kubeconfig", c->publish_kubeconfig);
+    else if (c->publish_enabled && !getenv("KUBERNETES_SERVICE_HOST"))
+        cc_warn(r, "publish.kubeconfig",
+                "empty: serve takes the in-cluster config, and KUBERNETES_SERVICE_HOST is not "
+                "set here (serve outside a pod refuses to start with publish.enabled)");
 }

@@ -262,4 +262,6 @@ void cc_check_system(const hsmca_config *c, cc_report *r)
         check_user(r, "metrics.user", c->metrics_user);
     if (c->metrics_listen[0])
         check_listen(r, "metrics.listen", c->metrics_listen);
+    if (c->publish_enabled && c->publish_user[0])
+        check_user(r, "publish.user", c->publish_user);
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -293,6 +294,10 @@ static int publish_roots_main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     log_init("publish-roots");
+    /* It holds the API server's credentials: no process of its user (the front end's
+     * when serve runs it as frontend.user) may read its memory or attach to it. */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        log_warn("publish-roots: cannot make this process non-dumpable");
     hsmca_config *cfg = calloc(1, sizeof(*cfg));
     if (!cfg) {
         log_error("out of memory");

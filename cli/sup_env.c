@@ -17,8 +17,13 @@ static const char *const passed_both[] = {
 /* What only the front end reads (common/kubeconfig.c: the in-cluster config). */
 static const char *const passed_frontend[] = {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"};
 
+/* What only publish-roots reads (cli/k8s_publish.c): the in-cluster config, and the
+ * Lease's holderIdentity from the pod's name. */
+static const char *const passed_publish[] = {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
+                                             "POD_NAME"};
+
 _Static_assert(sizeof(passed_both) / sizeof(passed_both[0]) +
-                       sizeof(passed_frontend) / sizeof(passed_frontend[0]) <=
+                       sizeof(passed_publish) / sizeof(passed_publish[0]) <=
                    16,
                "SUP_ENV_MAX counts 16 passed-on variables");
 
@@ -76,6 +81,8 @@ static HSMCA_MUSTCHECK hsmca_code env_fill(const hsmca_config *cfg, sup_env_role
     if (role == SUP_ENV_FRONTEND)
         return env_pass(env, passed_frontend, sizeof(passed_frontend) / sizeof(passed_frontend[0]),
                         e);
+    if (role == SUP_ENV_PUBLISH)
+        return env_pass(env, passed_publish, sizeof(passed_publish) / sizeof(passed_publish[0]), e);
     const char *name[MODULE_VARS_MAX], *value[MODULE_VARS_MAX];
     int n = module_vars(cfg, name, value);
     for (int i = 0; i < n; i++)

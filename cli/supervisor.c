@@ -24,12 +24,14 @@
 #include "sup_env.h"
 #include "sup_exec.h"
 #include "sup_keys.h"
+#include "sup_publish.h"
 #include "sup_reload.h"
 #include "util.h"
 
 #define BACKOFF_MIN 0.2
 #define BACKOFF_MAX 5.0
 #define STABLE_AFTER 10.0 /* a child that lived this long restarts without delay */
+#define SUP_KIDS 4 /* signer, frontend, metrics, publish-roots */
 #define SUP_CLUSTERS IPC_KEYSETS /* the local cluster, then auth.clusters (ipc_contract.h) */
 
 typedef struct {
@@ -59,6 +61,9 @@ static struct {
     int keep;        /* the metrics end of the current link, -1 before the first */
     sup_child *kid;  /* the metrics child */
 } sup_mx = {0, -1, NULL};
+
+/* The publish-roots child (publish.enabled, sup_publish.h): prepared before any fork. */
+static const sup_publish *sup_pub;
 
 /* Moves fd to a number above the ones we are about to assign, so that dup2
  * onto 3 and 4 never clobbers the other source. */
@@ -183,6 +188,24 @@ static void mx_restart_due(sup_child *m)
         log_error("cannot start metrics: %s", e.msg);
         m->restart_at = now + BACKOFF_MAX;
     }
+}
+
+/* Starts publish-roots when it is due: at once, and after it died. */
+static void pub_restart_due(sup_child *c)
+{
+    double now = util_mono_now();
+    if (!sup_pub || !sup_pub->on || c->pid || now < c->restart_at)
+        return;
+    hsmca_err e;
+    pid_t pid = sup_publish_spawn(sup_pub, sup_exe, sup_config, &e);
+    if (pid < 0) {
+        log_error("cannot start publish-roots: %s", e.msg);
+        c->restart_at = now + BACKOFF_MAX;
+        return;
+    }
+    c->pid = pid;
+    c->started = now;
+    log_info("started %s (pid %d)", c->role, (int)pid);
 }
 
 /* The metrics process sends nothing: only the end of its channel is read here. */
@@ -431,7 +454,7 @@ static void on_sighup(sup_child *signer, sup_child *frontend, sup_keyring *keys)
 
 /* Runs the children until a signal stops us (0) or one of them cannot start for good
  * (EXIT_CONFIG); stops them either way. */
-static int run_children(int sfd, sup_child kids[3], sup_keyring *keys)
+static int run_children(int sfd, sup_child kids[SUP_KIDS], sup_keyring *keys)
 {
     sup_child *signer = &kids[0], *frontend = &kids[1];
     int rc;
@@ -450,6 +473,8 @@ static int run_children(int sfd, sup_child kids[3], sup_keyring *keys)
         }
         if (sig == SIG_RELOAD)
             on_sighup(signer, frontend, keys);
+        if (sig == SIG_RELOAD && kids[3].pid) /* a full pass now (k8s_publish.c) */
+            kill(kids[3].pid, SIGHUP);
         for (int i = 1; i < 3; i++)
             if (pfd[i].fd >= 0 && (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 read_ctl(&kids[i - 1], frontend, keys);
@@ -457,13 +482,14 @@ static int run_children(int sfd, sup_child kids[3], sup_keyring *keys)
             mx_read_ctl(&kids[2]);
         /* EXIT_CONFIG again, so a service manager does not start us over and try the
          * wrong PIN once more (systemd: RestartPreventExitStatus=78). */
-        if (reap(kids, 3) != 0) {
+        if (reap(kids, SUP_KIDS) != 0) {
             rc = EXIT_CONFIG;
             break;
         }
         restart_due(signer, frontend);
         restart_due(frontend, signer);
         mx_restart_due(&kids[2]);
+        pub_restart_due(&kids[3]);
         /* The signer first: a rotated key reaches it no later than the front end, so a
          * token the front end accepts with a new key is not refused by a signer that
          * still has only the old set. */
@@ -471,7 +497,7 @@ static int run_children(int sfd, sup_child kids[3], sup_keyring *keys)
         push_keys(frontend, keys);
         sup_reload_tick(signer->pid ? signer->ctl : -1, frontend->pid ? frontend->ctl : -1);
     }
-    stop_children(kids, 3);
+    stop_children(kids, SUP_KIDS);
     keyring_stop(keys);
     return rc;
 }
@@ -494,22 +520,30 @@ int supervisor_run(const char *config_path)
     }
     /* Each child's environment: nothing inherited but what it reads (sup_env.h). */
     static sup_env env_signer, env_frontend;
+    static sup_publish pub;
     if (sup_env_build(&cfg, SUP_ENV_SIGNER, &env_signer, &e) != HSMCA_OK ||
-        sup_env_build(&cfg, SUP_ENV_FRONTEND, &env_frontend, &e) != HSMCA_OK) {
+        sup_env_build(&cfg, SUP_ENV_FRONTEND, &env_frontend, &e) != HSMCA_OK ||
+        sup_publish_prepare(&cfg, &pub, &e) != HSMCA_OK) {
         log_error("%s", e.msg);
         keyring_stop(&ring);
         sup_env_free(&env_signer);
+        sup_env_free(&env_frontend);
+        sup_publish_free(&pub);
         return EXIT_CONFIG;
     }
     sup_env_log_signer(&cfg);
-    sup_child kids[3] = {{"signer", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_signer.envp},
-                         {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_frontend.envp},
-                         {"metrics", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_frontend.envp}};
+    sup_child kids[SUP_KIDS] = {
+        {"signer", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_signer.envp},
+        {"frontend", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_frontend.envp},
+        {"metrics", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, env_frontend.envp},
+        {"publish-roots", 0, -1, 0, 0, BACKOFF_MIN / 2, {0}, pub.env.envp}};
     /* The metrics process reads what the front end reads of its environment, no more. */
     sup_mx.on = cfg.metrics_listen[0] != '\0';
     sup_mx.kid = &kids[2];
+    sup_pub = &pub;
     rc = run_children(sfd, kids, &ring);
     sup_env_free(&env_signer);
     sup_env_free(&env_frontend);
+    sup_publish_free(&pub);
     return rc;
 }

@@ -219,6 +219,8 @@ typedef struct {
     char publish_lease_name[CONFIG_MAX_STR];      /* default "hsmca-publish-roots" */
     uint32_t publish_lease_duration;              /* seconds, default 30 */
     uint32_t publish_timeout;                     /* seconds per API call, default 10 */
+    int publish_enabled;               /* serve runs publish-roots as a child, default false */
+    char publish_user[CONFIG_MAX_STR]; /* that child's user when root; "" = frontend.user */
 
     /* metrics: the metrics and health listener (metrics/mx_main.c) */
     char metrics_listen[CONFIG_MAX_STR]; /* host:port, default "127.0.0.1:15014"; "" = off */

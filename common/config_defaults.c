@@ -170,4 +170,6 @@ void config_defaults(hsmca_config *c)
     set_str(c->publish_lease_name, "hsmca-publish-roots");
     c->publish_lease_duration = 30;
     c->publish_timeout = 10;
+    c->publish_enabled = 0;
+    c->publish_user[0] = '\0'; /* frontend.user */
 }

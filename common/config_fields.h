@@ -168,6 +168,8 @@ static const config_field fields[] = {
     F("publish", "lease_name", CT_STR, publish_lease_name, 0),
     F("publish", "lease_duration", CT_DUR, publish_lease_duration, 0),
     F("publish", "timeout", CT_DUR, publish_timeout, 0),
+    F("publish", "enabled", CT_BOOL, publish_enabled, 0),
+    F("publish", "user", CT_STR, publish_user, 0),
     S("", "metrics"),
     F("metrics", "listen", CT_STR, metrics_listen, 0),
     F("metrics", "user", CT_STR, metrics_user, 0),

@@ -301,6 +301,18 @@ static HSMCA_MUSTCHECK hsmca_code validate_metrics(const hsmca_config *c, hsmca_
     return HSMCA_OK;
 }
 
+/* The publish-roots child serve runs (publish.enabled) holds the API server's
+ * credentials: never as the signer's user, which holds the token's session. */
+static HSMCA_MUSTCHECK hsmca_code validate_publish(const hsmca_config *c, hsmca_err *e)
+{
+    const char *user = c->publish_user[0] ? c->publish_user : c->fe_user;
+    if (c->publish_enabled && !strcmp(user, c->signer_user))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "config: publish.user must differ from signer.user (both are '%.64s')",
+                          user);
+    return HSMCA_OK;
+}
+
 /* pkcs11.softhsm2_conf is the signer's SOFTHSM2_CONF (a path resolved against the
  * config's directory): one source for it, so pkcs11.env may not name it too. Group names
  * are looked up at start (sandbox_user_groups); here only their shape. */
@@ -378,7 +390,8 @@ hsmca_code config_validate(const hsmca_config *c, hsmca_err *e)
                           "config: signer.user and frontend.user must be different users "
                           "(both are '%.64s')",
                           c->signer_user);
-    return validate_metrics(c, e);
+    HSMCA_GUARD(validate_metrics(c, e));
+    return validate_publish(c, e);
 }
 
 hsmca_code config_replica_origin(hsmca_config *c, hsmca_err *e)
