@@ -14,7 +14,8 @@ runs with serve stopped and serve is started again after it, as ROTATION.md says
     before issuance.max_ttl without --early) and while a signer holds the log;
 (d) `hsmca audit show --kind ca-key` lists every step in order, `hsmca audit verify`
     passes;
-(e) `ca init`, `ca import` and `token keygen --key ca` are ca-key entries too, and are
+(e) `ca init`, `ca import`, `token keygen --key ca` and `--key audit` (step
+    audit-keygen) are ca-key entries too, and are
     refused, before any key is made, while another process holds audit.dir's lock;
 (f) under an offline root (made here with openssl, its key outside the token): the
     self-signed CA moves under a new offline root (prepare --csr, import-next, overlap
@@ -408,12 +409,20 @@ class CeremonyRecord(unittest.TestCase):
         k = self.config("ca-key-k", "root-cert.pem")
         rc, out = sh(BIN, "token", "keygen", "--config", k, "--key", "ca")
         self.assertEqual(rc, 0, out)
+        # The audit key's generation is on the record too (an Ed25519 key).
+        a = self.dev.config(lambda t: t.replace("object=audit-key;", "object=audit-key-2;"),
+                            "audit2.yaml")
+        rc, out = sh(BIN, "token", "keygen", "--config", a, "--key", "audit")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("(ca-key, step audit-keygen)", out)
         p = subprocess.run([BIN, "audit", "show", audit, "--kind", "ca-key", "--json"],
                            capture_output=True, text=True, timeout=120)
         steps = [json.loads(line) for line in p.stdout.splitlines()]
         self.assertEqual([(s["step"], s["ca_key_uri"].split("object=")[1].split(";")[0])
                           for s in steps],
-                         [("init", "ca-key-x"), ("import", "ca-key-x"), ("keygen", "ca-key-k")])
+                         [("init", "ca-key-x"), ("import", "ca-key-x"), ("keygen", "ca-key-k"),
+                          ("audit-keygen", "audit-key-2")])
+        self.assertEqual(steps[3]["ca_key_type"], "ed25519")
         self.assertEqual(steps[0]["ca_cert_sha256"], steps[1]["ca_cert_sha256"])
         self.assertEqual(steps[2]["ca_cert_sha256"], "")
         rc, out = sh(BIN, "audit", "verify", audit)
