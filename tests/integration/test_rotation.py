@@ -47,9 +47,9 @@ def certs(text):
     return PEM.findall(text)
 
 
-def sh(*argv):
+def sh(*argv, env=None):
     p = subprocess.run(list(argv), capture_output=True, text=True, timeout=120,
-                       stdin=subprocess.DEVNULL)
+                       stdin=subprocess.DEVNULL, env=env)
     return p.returncode, p.stdout + p.stderr
 
 
@@ -412,7 +412,12 @@ class CeremonyRecord(unittest.TestCase):
         # The audit key's generation is on the record too (an Ed25519 key).
         a = self.dev.config(lambda t: t.replace("object=audit-key;", "object=audit-key-2;"),
                             "audit2.yaml")
-        rc, out = sh(BIN, "token", "keygen", "--config", a, "--key", "audit")
+        # SoftHSM 2.6.1 leaks in every Ed25519 C_SignInit (tests/lsan.supp) and keygen
+        # unloads the module before exit, so LeakSanitizer cannot tell the leak is
+        # SoftHSM's: off for this one (test_token_cmd checks keygen's leaks with EC).
+        quiet = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") +
+                     ":detect_leaks=0")
+        rc, out = sh(BIN, "token", "keygen", "--config", a, "--key", "audit", env=quiet)
         self.assertEqual(rc, 0, out)
         self.assertIn("(ca-key, step audit-keygen)", out)
         p = subprocess.run([BIN, "audit", "show", audit, "--kind", "ca-key", "--json"],
