@@ -106,9 +106,17 @@ static int overlap(rot_ctx *r)
     return rc;
 }
 
-/* The new key opened as serve opens it, and it is the new CA's: what serve will check. */
-static HSMCA_MUSTCHECK hsmca_code check_next_key(rot_ctx *r, X509 *next, hsmca_err *e)
+/* The new key opened as serve opens it, and it is the new CA's: what serve will check;
+ * and the new CA still chains, through ca.next_chain, to a root of the bundle. */
+static HSMCA_MUSTCHECK hsmca_code check_next_key(rot_ctx *r, X509 *next, STACK_OF(X509) * bundle,
+                                                 hsmca_err *e)
 {
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    X509 *top = rot_root_of(next, r->s.cfg->ca_next_chain, bundle, &why);
+    if (!top)
+        return hsmca_fail(e, why.code, "ca.next_cert: %s", why.msg);
+    X509_free(top);
     EVP_PKEY *key = NULL;
     HSMCA_GUARD(rot_open_next(r, &key, e));
     hsmca_code rc = HSMCA_OK;
@@ -148,7 +156,7 @@ static int do_switch(rot_ctx *r, int early)
                               {"ca", "previous_chain", c->chain},
                               {"ca", "next_chain", ""},
                               {"ca", "next_root", ""}};
-        if (check_next_key(r, next, &e) != HSMCA_OK ||
+        if (check_next_key(r, next, bundle, &e) != HSMCA_OK ||
             ca_audit_record(&r->au, "rotate-switch", c->ca_next_key, X509_get0_pubkey(next), next,
                             &e) != HSMCA_OK ||
             rot_cfg_apply(r->s.config, sets, 10, &e) != HSMCA_OK) {
