@@ -20,7 +20,8 @@ runs with serve stopped and serve is started again after it, as ROTATION.md says
 (f) under an offline root (made here with openssl, its key outside the token): the
     self-signed CA moves under a new offline root (prepare --csr, import-next, overlap
     adds the root, finish takes the old one out), then rotates to a new key under the
-    same offline root, the bundle never changing; a client trusting only the offline
+    same offline root through an offline intermediate (--chain), the bundle never
+    changing; a client trusting only the offline
     root verifies each response (leaf, CA, roots) before, during and after, and a leaf
     from before the switch still verifies with the chain it came with."""
 import fcntl
@@ -270,13 +271,14 @@ authorityKeyIdentifier = keyid
 class OfflineRotation(Served):
     NAME = "rotoff"
 
-    def sign_csr(self, csr, name):
-        """The offline root signs the CSR as a CA certificate (openssl, its key in a file)."""
+    def sign_csr(self, csr, name, ca=None, ca_key=None):
+        """The offline root (or ca) signs the CSR as a CA certificate (openssl, its key
+        in a file)."""
         ext, out = (os.path.join(self.work, n) for n in ("ca.ext", name + ".pem"))
         with open(ext, "w") as f:
             f.write(EXT)
-        rc, msg = sh("openssl", "x509", "-req", "-in", csr, "-CA", self.root, "-CAkey",
-                     self.root_key, "-set_serial", str(int.from_bytes(os.urandom(8), "big")),
+        rc, msg = sh("openssl", "x509", "-req", "-in", csr, "-CA", ca or self.root, "-CAkey",
+                     ca_key or self.root_key, "-set_serial", str(int.from_bytes(os.urandom(8), "big")),
                      "-days", "30", "-extfile", ext, "-extensions", "v3", "-out", out)
         self.assertEqual(rc, 0, msg)
         with open(out) as f:
@@ -327,16 +329,31 @@ class OfflineRotation(Served):
         self.assertEqual(len(chain), 3)
         self.assertEqual(self.check_client(chain, [[off]]), [off])
 
-        # A new key under the same offline root: the bundle never changes.
+        # A new key under the same offline root, now through an offline intermediate
+        # (--chain): the bundle never changes.
+        int_key, int_path = (os.path.join(self.work, n) for n in ("int.key", "int.pem"))
+        rc, out = sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                     "ec_paramgen_curve:P-256", "-nodes", "-keyout", int_key,
+                     "-subj", "/O=Test/CN=Offline Intermediate", "-days", "30",
+                     "-CA", self.root, "-CAkey", self.root_key,
+                     "-addext", "basicConstraints=critical,CA:TRUE",
+                     "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-out", int_path)
+        self.assertEqual(rc, 0, out)
+        with open(int_path) as f:
+            mid = f.read()
         bundle = self.bundle_text()
         csr2 = os.path.join(self.work, "ca2.csr")
         self.step("prepare", "--label", "ca-off-2", "--subject", "/O=Test/CN=Mesh CA 2",
                   "--csr", csr2, trust=off)
-        ca2_path, ca2 = self.sign_csr(csr2, "ca2")
+        ca2_path, ca2 = self.sign_csr(csr2, "ca2", int_path, int_key)
         # A certificate for another key than ca.next_key: refused.
         self.refused(off, "does not certify", "import-next", "--cert", ca1_path,
                      "--root", self.root)
-        out = self.step("import-next", "--cert", ca2_path, "--root", self.root, trust=off)
+        # Without its intermediate it does not chain to the root: refused.
+        self.refused(off, "does not chain to", "import-next", "--cert", ca2_path,
+                     "--root", self.root)
+        out = self.step("import-next", "--cert", ca2_path, "--chain", int_path,
+                        "--root", self.root, trust=off)
         self.assertIn("holds already", out)
         before = self.issue()
         self.assertEqual(before[1], ca1)
@@ -351,14 +368,14 @@ class OfflineRotation(Served):
                      os.path.join(self.work, "x.pem"))
         self.step("switch", "--early", trust=off)
         chain = self.issue()
-        self.assertEqual(chain[1], ca2)
+        self.assertEqual(chain[1:3], [ca2, mid])  # ca.cert, then ca.chain (next_chain)
         self.assertEqual(self.check_client(chain, [[off]]), [off])
         self.assertTrue(self.verifies(before[0], [off], [ca1]))
         out = self.step("finish", "--early", trust=off)
         self.assertIn("ca.root_bundle is unchanged", out)
         self.assertEqual(self.bundle_text(), bundle)
         chain = self.issue()
-        self.assertEqual(chain[1], ca2)
+        self.assertEqual(chain[1:3], [ca2, mid])
         self.assertEqual(self.check_client(chain, [[off]]), [off])
 
         one = ["rotate-prepare", "rotate-import", "rotate-overlap", "rotate-switch",
