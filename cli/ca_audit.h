@@ -1,6 +1,7 @@
 /* ca_audit.h - the CA key's ceremony steps on the signing log (`ca-key` entries,
  * audit/audit_entry.h): key generation (ca init, token keygen, ca rotate prepare), import
- * and each rotation step.
+ * and each rotation step; and the audit key's generation (`token keygen --key audit`,
+ * step "audit-keygen": its ca_key_* fields then describe the audit key).
  *
  * The log has one owner at a time (audit/audit_lock.h). These steps run while `hsmca
  * serve` is stopped (the steps that change the CA take effect at its next start anyway),

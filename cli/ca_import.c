@@ -18,9 +18,7 @@
 typedef struct {
     const char *config, *cert, *chain, *root;
     int force;
-    X509 *ca;                     /* --cert */
-    STACK_OF(X509) *untrusted;    /* --chain (may be NULL) */
-    STACK_OF(X509) *roots;        /* --root, or the certificate itself when self-signed */
+    ca_candidate k; /* --cert; --chain (may be NULL); --root, or the certificate itself */
     int self_signed;
 } import_args;
 
@@ -39,9 +37,9 @@ static int import_parse(int argc, char **argv, import_args *a)
         switch (c) {
         case 'h': puts(ca_import_help); return -1;
         case 'c': a->config = optarg; break;
-        case 'C': a->cert = optarg; break;
-        case 'n': a->chain = optarg; break;
-        case 'r': a->root = optarg; break;
+        case 'C': a->cert = a->k.cert = optarg; break;
+        case 'n': a->chain = a->k.chain = optarg; break;
+        case 'r': a->root = a->k.root = optarg; break;
         case 'f': a->force = 1; break;
         default: return 2;
         }
@@ -50,6 +48,7 @@ static int import_parse(int argc, char **argv, import_args *a)
         fputs("hsmca ca import: --config FILE and --cert FILE are required\n", stderr);
         return 2;
     }
+    a->k.key = "pkcs11.ca_key";
     return 0;
 }
 
@@ -66,21 +65,21 @@ static HSMCA_MUSTCHECK hsmca_code import_load(const hsmca_config *c, import_args
         return HSMCA_EINVAL;
     int n = sk_X509_num(certs);
     if (n == 1)
-        a->ca = sk_X509_shift(certs);
+        a->k.ca = sk_X509_shift(certs);
     sk_X509_pop_free(certs, X509_free);
-    if (!a->ca)
+    if (!a->k.ca)
         return hsmca_fail(e, HSMCA_EINVAL, "--cert %s holds %d certificates: put the CA "
                           "certificate alone there and its intermediates in --chain", a->cert, n);
-    a->self_signed = is_self_signed(a->ca);
-    if (a->chain && !(a->untrusted = ca_load_certs(a->chain, "--chain", e)))
+    a->self_signed = is_self_signed(a->k.ca);
+    if (a->chain && !(a->k.untrusted = ca_load_certs(a->chain, "--chain", e)))
         return HSMCA_EINVAL;
-    if (a->root && !(a->roots = ca_load_certs(a->root, "--root", e)))
+    if (a->root && !(a->k.roots = ca_load_certs(a->root, "--root", e)))
         return HSMCA_EINVAL;
     if (!a->root && !a->self_signed)
         return hsmca_fail(e, HSMCA_EINVAL, "--root ROOT.pem is required: %s is not "
                           "self-signed", a->cert);
-    if (!a->root && ((a->roots = sk_X509_new_null()) == NULL || !X509_up_ref(a->ca) ||
-                     !sk_X509_push(a->roots, a->ca)))
+    if (!a->root && ((a->k.roots = sk_X509_new_null()) == NULL || !X509_up_ref(a->k.ca) ||
+                     !sk_X509_push(a->k.roots, a->k.ca)))
         return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     if (a->chain && !c->chain[0])
         return hsmca_fail(e, HSMCA_EINVAL, "--chain: ca.chain is not set in %s: set it to "
@@ -92,7 +91,7 @@ static HSMCA_MUSTCHECK hsmca_code import_load(const hsmca_config *c, import_args
 }
 
 /* The certificate holds the token's key: else both fingerprints. */
-static HSMCA_MUSTCHECK hsmca_code check_key(const import_args *a, EVP_PKEY *token_key,
+static HSMCA_MUSTCHECK hsmca_code check_key(const ca_candidate *a, EVP_PKEY *token_key,
                                            hsmca_err *e)
 {
     char have[CA_HEX_LEN] = "?", want[CA_HEX_LEN] = "?";
@@ -105,12 +104,12 @@ static HSMCA_MUSTCHECK hsmca_code check_key(const import_args *a, EVP_PKEY *toke
     ca_spki_sha256(X509_get0_pubkey(a->ca), have);
     /* Both fingerprints in full: with a path the message would be cut at its size. */
     return hsmca_fail(e, HSMCA_EINVAL, "--cert does not certify the token's CA key "
-                      "(pkcs11.ca_key): its public key sha256 is %s, the token key's is %s",
-                      have, want);
+                      "(%s): its public key sha256 is %s, the token key's is %s",
+                      a->key, have, want);
 }
 
 /* A CA certificate by serve's rule, and explicitly one: CA:TRUE and keyCertSign. */
-static HSMCA_MUSTCHECK hsmca_code check_ca(const import_args *a, EVP_PKEY *token_key,
+static HSMCA_MUSTCHECK hsmca_code check_ca(const ca_candidate *a, EVP_PKEY *token_key,
                                            hsmca_err *e)
 {
     uint32_t f = X509_get_extension_flags(a->ca);
@@ -128,7 +127,8 @@ static HSMCA_MUSTCHECK hsmca_code check_ca(const import_args *a, EVP_PKEY *token
 }
 
 /* X509_verify_cert now, the roots the only trust anchors, the chain untrusted. */
-static HSMCA_MUSTCHECK hsmca_code check_chain(const import_args *a, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_chain(const ca_candidate *a, X509 **top_out,
+                                              hsmca_err *e)
 {
     X509_STORE *st = X509_STORE_new();
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
@@ -151,10 +151,22 @@ static HSMCA_MUSTCHECK hsmca_code check_chain(const import_args *a, hsmca_err *e
         X509_NAME_oneline(X509_get_subject_name(top), name, sizeof(name));
         printf("ok   chain: %d certificate%s up to the root %s, verified now\n",
                sk_X509_num(path), sk_X509_num(path) == 1 ? "" : "s", name);
+        if (top_out && X509_up_ref(top))
+            *top_out = top;
     }
     X509_STORE_CTX_free(ctx);
     X509_STORE_free(st);
     return rc;
+}
+
+hsmca_code ca_candidate_check(const ca_candidate *c, EVP_PKEY *token_key, X509 **top,
+                              hsmca_err *e)
+{
+    if (top)
+        *top = NULL;
+    HSMCA_GUARD(check_key(c, token_key, e));
+    HSMCA_GUARD(check_ca(c, token_key, e));
+    return check_chain(c, top, e);
 }
 
 typedef struct {
@@ -169,13 +181,13 @@ static HSMCA_MUSTCHECK hsmca_code install(const hsmca_config *c, const import_ar
     STACK_OF(X509) *one = sk_X509_new_null();
     target t[3] = {{c->ca_cert, "ca.cert", NULL}};
     int n = 1;
-    if (one && sk_X509_push(one, a->ca))
+    if (one && sk_X509_push(one, a->k.ca))
         t[0].pem = ca_certs_pem(one);
     sk_X509_free(one);
     if (a->chain)
-        t[n++] = (target){c->chain, "ca.chain", ca_certs_pem(a->untrusted)};
+        t[n++] = (target){c->chain, "ca.chain", ca_certs_pem(a->k.untrusted)};
     if (a->root && strcmp(c->root_bundle, c->ca_cert) != 0)
-        t[n++] = (target){c->root_bundle, "ca.root_bundle", ca_certs_pem(a->roots)};
+        t[n++] = (target){c->root_bundle, "ca.root_bundle", ca_certs_pem(a->k.roots)};
     hsmca_code rc = HSMCA_OK;
     for (int i = 0; rc == HSMCA_OK && i < n; i++) {
         if (!t[i].pem)
@@ -216,9 +228,8 @@ int ca_import(int argc, char **argv)
             fprintf(stderr, "hsmca ca import: pkcs11.ca_key: %s\n", e.msg);
         else if (!(key = p11_pool_public_key(pool)))
             fputs("hsmca ca import: out of memory\n", stderr);
-        else if (check_key(&a, key, &e) != HSMCA_OK || check_ca(&a, key, &e) != HSMCA_OK ||
-                 check_chain(&a, &e) != HSMCA_OK ||
-                 ca_audit_record(&au, "import", s.cfg->ca_key_uri, key, a.ca, &e) != HSMCA_OK ||
+        else if (ca_candidate_check(&a.k, key, NULL, &e) != HSMCA_OK ||
+                 ca_audit_record(&au, "import", s.cfg->ca_key_uri, key, a.k.ca, &e) != HSMCA_OK ||
                  install(s.cfg, &a, &e) != HSMCA_OK)
             fprintf(stderr, "hsmca ca import: %s\n", e.msg);
         else
@@ -230,8 +241,8 @@ int ca_import(int argc, char **argv)
     }
     ca_audit_close(&au);
     ca_session_end(&s);
-    X509_free(a.ca);
-    sk_X509_pop_free(a.untrusted, X509_free);
-    sk_X509_pop_free(a.roots, X509_free);
+    X509_free(a.k.ca);
+    sk_X509_pop_free(a.k.untrusted, X509_free);
+    sk_X509_pop_free(a.k.roots, X509_free);
     return rc;
 }

@@ -9,12 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <openssl/pem.h>
-
 #include "ca_audit.h"
 #include "ca_util.h"
 #include "cert_build.h"
-#include "certasm.h"
 #include "cli_opts.h"
 #include "key_kinds.h"
 #include "util.h"
@@ -242,16 +239,10 @@ static HSMCA_MUSTCHECK hsmca_code write_root(ca_session *s, const init_args *a, 
 static HSMCA_MUSTCHECK hsmca_code write_csr(const ca_session *s, const init_args *a,
                                             p11_pool *pool, hsmca_err *e)
 {
-    X509_REQ *req = NULL;
-    hsmca_code rc = cert_build_csr(pool, a->name, &req, e);
+    char *pem = NULL;
+    hsmca_code rc = cert_build_csr_pem(pool, a->name, &pem, e);
     if (rc != HSMCA_OK)
         return rc;
-    BIO *b = BIO_new(BIO_s_mem());
-    char *pem = b && PEM_write_bio_X509_REQ(b, req) ? certasm_bio_string(b) : NULL;
-    BIO_free(b);
-    X509_REQ_free(req);
-    if (!pem)
-        return hsmca_fail(e, HSMCA_ENOMEM, "cannot encode the CSR");
     EVP_PKEY *pub = p11_pool_public_key(pool);
     rc = ca_audit_record(a->au, "init", s->cfg->ca_key_uri, pub, NULL, e);
     EVP_PKEY_free(pub);

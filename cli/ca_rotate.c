@@ -11,22 +11,27 @@
 static const char rotate_help[] =
     "usage: hsmca ca rotate STEP --config FILE [flags]   (hsmca ca rotate STEP --help)\n"
     "\n"
-    "Replaces the CA's self-signed root with a new key and root, without a moment when a\n"
-    "workload holds a certificate its peers cannot verify (docs/ROTATION.md). Run each\n"
-    "step while hsmca serve is stopped, then start it: the signer and the front end read\n"
-    "the CA at start. Each step is a ca-key entry of the signing log (audit.dir).\n"
+    "Replaces the CA's key and certificate (a self-signed root, or a CA under an offline\n"
+    "root) with new ones, without a moment when a workload holds a certificate its\n"
+    "peers cannot verify (docs/ROTATION.md). Run each step while hsmca serve is stopped,\n"
+    "then start it: the signer and the front end read the CA at start. Each step is a ca-key entry of the signing log (audit.dir).\n"
     "\n"
     "  prepare     a new CA key in the token (--label) and its self-signed root; the\n"
     "              config gains them as ca.next_key and ca.next_cert\n"
-    "  overlap     the new root joins ca.root_bundle: every response carries both roots;\n"
+    "              (--csr: a CSR for an offline root instead, ca.next_key only)\n"
+    "  import-next the new CA certificate the offline root signed (--cert, --chain,\n"
+    "              --root) checked and installed: ca.next_cert, ca.next_chain, ca.next_root\n"
+    "  overlap     the new root joins ca.root_bundle (unless it is there: the same offline\n"
+    "              root): every response carries both roots;\n"
     "              certificates are still signed by the old key\n"
     "  switch      certificates are signed by the new key (pkcs11.ca_key, ca.cert); the\n"
     "              old ones become ca.previous_key and ca.previous_cert. Not sooner than\n"
     "              issuance.max_ttl after overlap (--early to override)\n"
     "  cross-sign  the new root signed by the old key, written to --out; --offer puts it\n"
     "              in ca.chain, so a peer that trusts only the old root still verifies\n"
-    "  finish      the old root leaves ca.root_bundle. Not sooner than issuance.max_ttl\n"
-    "              after switch (--early to override)\n";
+    "  finish      the old root leaves ca.root_bundle (unless the new CA is under it\n"
+    "              too). Not sooner than issuance.max_ttl after switch (--early to\n"
+    "              override)\n";
 
 int ca_rotate(int argc, char **argv)
 {
@@ -34,6 +39,7 @@ int ca_rotate(int argc, char **argv)
         const char *name;
         int (*fn)(int, char **);
     } steps[] = {{"prepare", ca_rotate_prepare},
+                 {"import-next", ca_rotate_import_next},
                  {"overlap", ca_rotate_overlap},
                  {"switch", ca_rotate_switch},
                  {"cross-sign", ca_rotate_cross},
@@ -165,4 +171,63 @@ int rot_too_soon(const rot_ctx *r, int64_t since, const char *after, int early)
             "pass --early; nothing changed\n",
             r->step, after, (long long)(now - since), (long long)wait);
     return 1;
+}
+
+hsmca_code rot_open_next(rot_ctx *r, EVP_PKEY **pub, hsmca_err *e)
+{
+    hsmca_config *c = r->s.cfg;
+    char old[CONFIG_MAX_STR];
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    *pub = NULL;
+    snprintf(old, sizeof(old), "%s", c->ca_key_uri);
+    snprintf(c->ca_key_uri, sizeof(c->ca_key_uri), "%s", c->ca_next_key);
+    hsmca_code rc = p11_uri_parse(c->ca_key_uri, &r->s.uri, &why);
+    if (rc == HSMCA_OK && !r->s.m && ca_session_token(&r->s))
+        rc = hsmca_fail(&why, HSMCA_EIO, "the token did not open (above)");
+    p11_pool *pool = NULL;
+    if (rc == HSMCA_OK && (rc = ca_session_open_key(&r->s, &pool, &why)) == HSMCA_OK &&
+        !(*pub = p11_pool_public_key(pool)))
+        rc = hsmca_fail(&why, HSMCA_ENOMEM, "out of memory");
+    p11_pool_close(pool);
+    snprintf(c->ca_key_uri, sizeof(c->ca_key_uri), "%s", old);
+    return rc == HSMCA_OK ? rc : hsmca_fail(e, rc, "ca.next_key: %s", why.msg);
+}
+
+X509 *rot_next_root(const hsmca_config *c, hsmca_err *e)
+{
+    return c->ca_next_root[0] ? rot_load_one(c->ca_next_root, "ca.next_root", e)
+                              : rot_load_one(c->ca_next_cert, "ca.next_cert", e);
+}
+
+X509 *rot_root_of(X509 *x, const char *chain_path, STACK_OF(X509) * roots, hsmca_err *e)
+{
+    STACK_OF(X509) *chain = NULL;
+    if (chain_path[0] && !(chain = ca_load_certs(chain_path, chain_path, e)))
+        return NULL;
+    X509_STORE *st = X509_STORE_new();
+    X509_STORE_CTX *ctx = X509_STORE_CTX_new();
+    int ok = st && ctx;
+    for (int i = 0; ok && i < sk_X509_num(roots); i++)
+        ok = X509_STORE_add_cert(st, sk_X509_value(roots, i));
+    X509 *top = NULL;
+    if (!ok || !X509_STORE_CTX_init(ctx, st, x, chain)) {
+        hsmca_fail(e, HSMCA_ENOMEM, "cannot set up the chain check");
+    } else {
+        X509_STORE_CTX_set_flags(ctx, X509_V_FLAG_NO_CHECK_TIME);
+        if (X509_verify_cert(ctx) != 1) {
+            hsmca_fail(e, HSMCA_EINVAL, "no path to a root of ca.root_bundle%s%s: %s",
+                       chain ? " through " : "", chain_path,
+                       X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
+        } else {
+            STACK_OF(X509) *path = X509_STORE_CTX_get0_chain(ctx);
+            top = sk_X509_value(path, sk_X509_num(path) - 1);
+            if (!X509_up_ref(top))
+                top = NULL;
+        }
+    }
+    X509_STORE_CTX_free(ctx);
+    X509_STORE_free(st);
+    sk_X509_pop_free(chain, X509_free);
+    return top;
 }

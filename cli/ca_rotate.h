@@ -40,7 +40,21 @@ HSMCA_MUSTCHECK hsmca_code rot_write_certs(const char *path, const char *key,
  * gave it. */
 int rot_too_soon(const rot_ctx *r, int64_t since, const char *after, int early);
 
+/* Opens ca.next_key as serve opens it (the token loaded here) and returns its public
+ * half in *pub (new); r->s.uri is then ca.next_key's. */
+HSMCA_MUSTCHECK hsmca_code rot_open_next(rot_ctx *r, EVP_PKEY **pub, hsmca_err *e);
+
+/* The root a prepared CA chains to: ca.next_root (import-next), else ca.next_cert (a
+ * self-signed root). NULL with e. */
+X509 *rot_next_root(const hsmca_config *c, hsmca_err *e);
+
+/* The root of roots that x chains to through the certificates in chain_path (may be
+ * "": none), validity times not checked (a path is looked for, not a certificate
+ * judged). A new reference, or NULL with e. */
+X509 *rot_root_of(X509 *x, const char *chain_path, STACK_OF(X509) * roots, hsmca_err *e);
+
 int ca_rotate_prepare(int argc, char **argv);
+int ca_rotate_import_next(int argc, char **argv);
 int ca_rotate_overlap(int argc, char **argv);
 int ca_rotate_switch(int argc, char **argv);
 int ca_rotate_cross(int argc, char **argv);

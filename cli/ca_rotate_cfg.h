@@ -7,7 +7,7 @@
 
 #include "hsmca_err.h"
 
-#define ROT_CFG_MAX_SETS 8
+#define ROT_CFG_MAX_SETS 12
 
 typedef struct {
     const char *section, *key, *value;

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/x509v3.h>
+
 #include "cert_build.h"
 #include "cli_opts.h"
 
@@ -104,6 +106,13 @@ static HSMCA_MUSTCHECK hsmca_code cross(rot_ctx *r, const cross_args *a, hsmca_e
     hsmca_code rc = old_root ? HSMCA_OK : HSMCA_EINVAL;
     if (rc == HSMCA_OK && !(new_root = rot_load_one(new_path, "the new root", e)))
         rc = HSMCA_EINVAL;
+    /* Under an offline root there is no old root key here: the offline root's operator
+     * cross-certifies a new root, if one is needed. */
+    if (rc == HSMCA_OK && (X509_check_issued(old_root, old_root) != X509_V_OK ||
+                           X509_check_issued(new_root, new_root) != X509_V_OK))
+        rc = hsmca_fail(e, HSMCA_EINVAL, "cross-sign is for a rotation between two "
+                        "self-signed roots: %s or %s is not one (a CA under an offline "
+                        "root needs none when the root stays)", old_path, new_path);
     if (rc == HSMCA_OK)
         rc = sign(r, key, old_root, new_root, &x, e);
     if (rc == HSMCA_OK)

@@ -1,6 +1,8 @@
 /* ca_rotate_prepare.c - `hsmca ca rotate prepare`: the new CA key made in the token the
- * current one is in (a label of its own), its self-signed root, a ca-key entry, then the
- * config's ca.next_key and ca.next_cert. Nothing the signer uses changes. */
+ * current one is in (a label of its own), its self-signed root (or, with --csr, a CSR
+ * for an offline root), a ca-key entry, then the config's ca.next_key and ca.next_cert
+ * (with --csr: ca.next_key only; rotate import-next adds the rest). Nothing the signer
+ * uses changes. */
 #include "ca_rotate.h"
 #include "ca_rotate_cfg.h"
 
@@ -20,16 +22,22 @@ static const char prepare_help[] =
     "usage: hsmca ca rotate prepare --config FILE --label LABEL --subject NAME\n"
     "                               [--ttl 10y] [--type ec-p256|...] [--out NEW.pem]\n"
     "                               [--force]\n"
+    "       hsmca ca rotate prepare --config FILE --label LABEL --subject NAME\n"
+    "                               --csr NEW.csr [--type ec-p256|...] [--force]\n"
     "\n"
     "Makes the new CA key in pkcs11.ca_key's token, labeled LABEL (a label no key there\n"
     "has), with ca init's template and checks, and a self-signed root for it (as ca init\n"
     "--self-signed: --subject, --ttl, --type). The root goes to NEW.pem (default:\n"
     "LABEL.pem beside ca.cert; an existing file only with --force); the config gains\n"
     "ca.next_key and ca.next_cert. Refused while a rotation is under way (ca.next_key or\n"
-    "ca.previous_key set) or when ca.chain is set (the CA is not a root).";
+    "ca.previous_key set) or, without --csr, when ca.cert is not a self-signed root.\n"
+    "\n"
+    "--csr: for a CA under an offline root. Writes a CSR for the new key (as ca init\n"
+    "--csr) to NEW.csr instead of a root; the config gains ca.next_key only. Have the\n"
+    "offline root sign it as a CA certificate, then hsmca ca rotate import-next.";
 
 typedef struct {
-    const char *config, *label, *subject, *ttl, *out, *type;
+    const char *config, *label, *subject, *ttl, *out, *type, *csr;
     int force;
 } prep_args;
 
@@ -42,6 +50,7 @@ static int prep_parse(int argc, char **argv, prep_args *a)
                                           {"type", required_argument, 0, 'y'},
                                           {"out", required_argument, 0, 'o'},
                                           {"force", no_argument, 0, 'f'},
+                                          {"csr", required_argument, 0, 'r'},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     cli_opts o;
@@ -56,6 +65,7 @@ static int prep_parse(int argc, char **argv, prep_args *a)
         case 'y': a->type = optarg; break;
         case 'o': a->out = optarg; break;
         case 'f': a->force = 1; break;
+        case 'r': a->csr = optarg; break;
         default: return 2;
         }
     }
@@ -66,11 +76,16 @@ static int prep_parse(int argc, char **argv, prep_args *a)
                 prepare_help);
         return 2;
     }
+    if (a->csr && (a->ttl || a->out)) {
+        fputs("hsmca ca rotate prepare: --ttl and --out go with a self-signed root; with "
+              "--csr the offline root chooses the validity\n", stderr);
+        return 2;
+    }
     return 0;
 }
 
 /* Where the rotation may start from: no rotation under way, a root CA. */
-static int prep_state(const rot_ctx *r)
+static int prep_state(const rot_ctx *r, int csr)
 {
     const hsmca_config *c = r->s.cfg;
     if (c->ca_next_key[0] || c->ca_previous_key[0]) {
@@ -80,6 +95,8 @@ static int prep_state(const rot_ctx *r)
                 r->step, c->ca_next_key[0] ? "next" : "previous");
         return 0;
     }
+    if (csr)
+        return 1; /* the new CA's issuer is the offline root's business: import-next checks */
     hsmca_err e;
     X509 *ca = c->chain[0] ? NULL : rot_load_one(c->ca_cert, "ca.cert", &e);
     int root = ca && X509_check_issued(ca, ca) == X509_V_OK;
@@ -87,8 +104,8 @@ static int prep_state(const rot_ctx *r)
     if (!root) {
         fprintf(stderr,
                 "%s: ca.cert is not a self-signed root%s: ca rotate replaces a self-signed "
-                "root CA; a CA under an offline root is renewed by ca init --csr and ca "
-                "import\n",
+                "root CA with a new self-signed root; for a CA under an offline root pass "
+                "--csr (docs/ROTATION.md)\n",
                 r->step, c->chain[0] ? " (ca.chain is set)" : "");
         return 0;
     }
@@ -114,7 +131,7 @@ static HSMCA_MUSTCHECK hsmca_code make(rot_ctx *r, const key_kind *k, const X509
     if (rc != HSMCA_ENOTFOUND)
         return hsmca_fail(e, rc, "%s", why.msg);
     HSMCA_GUARD(ca_make_key(&r->s, k, pool, e));
-    return cert_build_root(*pool, name, validity, root, e);
+    return root ? cert_build_root(*pool, name, validity, root, e) : HSMCA_OK;
 }
 
 /* The root written, the step recorded, the config told. */
@@ -141,6 +158,35 @@ static HSMCA_MUSTCHECK hsmca_code publish(rot_ctx *r, const prep_args *a, const 
     return HSMCA_OK;
 }
 
+/* --csr: the CSR written, the step recorded (no certificate yet), ca.next_key set. */
+static HSMCA_MUSTCHECK hsmca_code publish_csr(rot_ctx *r, const prep_args *a, const char *uri,
+                                              const X509_NAME *name, p11_pool *pool,
+                                              hsmca_err *e)
+{
+    char *pem = NULL;
+    HSMCA_GUARD(cert_build_csr_pem(pool, name, &pem, e));
+    EVP_PKEY *pub = p11_pool_public_key(pool);
+    char hex[CA_HEX_LEN] = "?";
+    ca_spki_sha256(pub, hex);
+    hsmca_code rc = ca_audit_record(&r->au, "rotate-prepare", uri, pub, NULL, e);
+    EVP_PKEY_free(pub);
+    if (rc == HSMCA_OK)
+        rc = ca_install(a->csr, "--csr", pem, a->force, NULL, e);
+    free(pem);
+    HSMCA_GUARD(rc);
+    printf("wrote the CSR for the new CA key, signed in the token, to %s\n"
+           "public key sha256: %s\n",
+           a->csr, hex);
+    rot_cfg_set sets[] = {{"ca", "next_key", uri}};
+    HSMCA_GUARD(rot_cfg_apply(a->config, sets, 1, e));
+    printf("config %s: ca.next_key set\n"
+           "next: compare that fingerprint with what the offline root's operator sees, have\n"
+           "  it sign the CSR as a CA certificate, then hsmca ca rotate import-next --config "
+           "%s\n  --cert NEW-CA.pem --root ROOT.pem [--chain CHAIN.pem]\n",
+           a->config, a->config);
+    return HSMCA_OK;
+}
+
 static int prepare(rot_ctx *r, const prep_args *a, const key_kind *k, X509_NAME *name,
                    long long validity)
 {
@@ -150,7 +196,9 @@ static int prepare(rot_ctx *r, const prep_args *a, const key_kind *k, X509_NAME 
         fprintf(stderr, "%s: --label must be letters, digits, '.', '_' or '-'\n", r->step);
         return 2;
     }
-    if (a->out && a->out[0] != '/' && getcwd(out, sizeof(out)))
+    if (a->csr)
+        snprintf(out, sizeof(out), "%s", a->csr);
+    else if (a->out && a->out[0] != '/' && getcwd(out, sizeof(out)))
         snprintf(out + strlen(out), sizeof(out) - strlen(out), "/%s", a->out);
     else if (a->out)
         snprintf(out, sizeof(out), "%s", a->out);
@@ -176,8 +224,9 @@ static int prepare(rot_ctx *r, const prep_args *a, const key_kind *k, X509_NAME 
     p11_pool *pool = NULL;
     X509 *root = NULL;
     int rc = 0;
-    if (make(r, k, name, validity, &pool, &root, &e) != HSMCA_OK ||
-        publish(r, a, uri, out, pool, root, &e) != HSMCA_OK) {
+    if (make(r, k, name, validity, &pool, a->csr ? NULL : &root, &e) != HSMCA_OK ||
+        (a->csr ? publish_csr(r, a, uri, name, pool, &e)
+                : publish(r, a, uri, out, pool, root, &e)) != HSMCA_OK) {
         fprintf(stderr, "%s: %s\n", r->step, e.msg);
         rc = 1;
     }
@@ -211,7 +260,7 @@ int ca_rotate_prepare(int argc, char **argv)
     rot_ctx r = {0};
     rc = rot_begin(&r, "hsmca ca rotate prepare", a.config);
     if (rc == 0)
-        rc = prep_state(&r) ? prepare(&r, &a, k, name, validity) : 1;
+        rc = prep_state(&r, a.csr != NULL) ? prepare(&r, &a, k, name, validity) : 1;
     rot_end(&r);
     X509_NAME_free(name);
     return rc;

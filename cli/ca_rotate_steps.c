@@ -40,11 +40,19 @@ static int step_parse(int argc, char **argv, const char *cmd, const char *help, 
     return 0;
 }
 
-/* The new root (ca.next_cert) and the bundle, after prepare and before switch. */
-static int load_next(rot_ctx *r, X509 **next, STACK_OF(X509) **bundle)
+/* The new CA (ca.next_cert), the root it chains to (itself, or ca.next_root) and the
+ * bundle, after prepare (and import-next) and before switch. */
+static int load_next(rot_ctx *r, X509 **next, X509 **root, STACK_OF(X509) **bundle)
 {
     const hsmca_config *c = r->s.cfg;
     hsmca_err e;
+    if (c->ca_next_key[0] && !c->ca_next_cert[0] && !c->ca_previous_key[0]) {
+        fprintf(stderr,
+                "%s: the new CA's certificate is not imported yet: have the offline root "
+                "sign the CSR of rotate prepare --csr, then hsmca ca rotate import-next\n",
+                r->step);
+        return 1;
+    }
     if (!c->ca_next_key[0] || !c->ca_next_cert[0] || c->ca_previous_key[0]) {
         fprintf(stderr,
                 "%s: no new CA prepared (ca.next_key and ca.next_cert are set by "
@@ -54,6 +62,7 @@ static int load_next(rot_ctx *r, X509 **next, STACK_OF(X509) **bundle)
         return 1;
     }
     if (!(*next = rot_load_one(c->ca_next_cert, "ca.next_cert", &e)) ||
+        !(*root = rot_next_root(c, &e)) ||
         !(*bundle = ca_load_certs(c->root_bundle, "ca.root_bundle", &e))) {
         fprintf(stderr, "%s: %s\n", r->step, e.msg);
         return 1;
@@ -61,69 +70,72 @@ static int load_next(rot_ctx *r, X509 **next, STACK_OF(X509) **bundle)
     return 0;
 }
 
+/* The new root joins the bundle (unless it is there: a new CA under the same root);
+ * either way the step is recorded, and switch waits issuance.max_ttl after it. */
 static int overlap(rot_ctx *r)
 {
-    X509 *next = NULL;
+    X509 *next = NULL, *root = NULL;
     STACK_OF(X509) *bundle = NULL;
     hsmca_err e;
-    int rc = load_next(r, &next, &bundle);
-    if (rc == 0 && rot_find(bundle, next) >= 0) {
-        printf("the new root is in %s (ca.root_bundle) already: nothing to do\n",
-               r->s.cfg->root_bundle);
-    } else if (rc == 0) {
-        X509_up_ref(next);
-        if (!sk_X509_push(bundle, next)) {
-            X509_free(next);
-            rc = 1;
+    int rc = load_next(r, &next, &root, &bundle);
+    int there = rc == 0 && rot_find(bundle, root) >= 0;
+    if (rc == 0 && !there) {
+        if (!X509_up_ref(root) || !sk_X509_push(bundle, root)) {
+            X509_free(root);
             fprintf(stderr, "%s: out of memory\n", r->step);
-        } else if (ca_audit_record(&r->au, "rotate-overlap", r->s.cfg->ca_next_key,
-                                   X509_get0_pubkey(next), next, &e) != HSMCA_OK ||
-                   rot_write_certs(r->s.cfg->root_bundle, "ca.root_bundle", bundle, &e) !=
-                       HSMCA_OK) {
             rc = 1;
-            fprintf(stderr, "%s: %s\n", r->step, e.msg);
-        } else {
-            printf("next: restart hsmca serve (every response then carries both roots); after "
-                   "issuance.max_ttl (%u s), hsmca ca rotate switch\n",
-                   r->s.cfg->max_ttl);
         }
     }
+    if (rc == 0 &&
+        (ca_audit_record(&r->au, "rotate-overlap", r->s.cfg->ca_next_key,
+                         X509_get0_pubkey(next), next, &e) != HSMCA_OK ||
+         (!there &&
+          rot_write_certs(r->s.cfg->root_bundle, "ca.root_bundle", bundle, &e) != HSMCA_OK))) {
+        fprintf(stderr, "%s: %s\n", r->step, e.msg);
+        rc = 1;
+    } else if (rc == 0) {
+        printf("%s\nnext: restart hsmca serve; after issuance.max_ttl (%u s), hsmca ca rotate "
+               "switch\n",
+               there ? "the new CA's root is in ca.root_bundle already: the bundle is unchanged"
+                     : "the new root joined ca.root_bundle: every response carries both roots",
+               r->s.cfg->max_ttl);
+    }
     X509_free(next);
+    X509_free(root);
     sk_X509_pop_free(bundle, X509_free);
     return rc;
 }
 
-/* The new key opened as serve opens it, and it is the new root's: what serve will check. */
-static HSMCA_MUSTCHECK hsmca_code check_next_key(rot_ctx *r, X509 *next, hsmca_err *e)
+/* The new key opened as serve opens it, and it is the new CA's: what serve will check;
+ * and the new CA still chains, through ca.next_chain, to a root of the bundle. */
+static HSMCA_MUSTCHECK hsmca_code check_next_key(rot_ctx *r, X509 *next, STACK_OF(X509) * bundle,
+                                                 hsmca_err *e)
 {
-    hsmca_config *c = r->s.cfg;
-    char old[CONFIG_MAX_STR];
-    snprintf(old, sizeof(old), "%s", c->ca_key_uri);
-    snprintf(c->ca_key_uri, sizeof(c->ca_key_uri), "%s", c->ca_next_key);
-    HSMCA_GUARD(p11_uri_parse(c->ca_key_uri, &r->s.uri, e));
-    if (ca_session_token(&r->s))
-        return hsmca_fail(e, HSMCA_EIO, "the token did not open (above)");
-    p11_pool *pool = NULL;
-    hsmca_code rc = ca_session_open_key(&r->s, &pool, e);
-    EVP_PKEY *key = rc == HSMCA_OK ? p11_pool_public_key(pool) : NULL;
-    if (rc == HSMCA_OK && (!key || EVP_PKEY_eq(key, X509_get0_pubkey(next)) != 1))
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    X509 *top = rot_root_of(next, r->s.cfg->ca_next_chain, bundle, &why);
+    if (!top)
+        return hsmca_fail(e, why.code, "ca.next_cert: %s", why.msg);
+    X509_free(top);
+    EVP_PKEY *key = NULL;
+    HSMCA_GUARD(rot_open_next(r, &key, e));
+    hsmca_code rc = HSMCA_OK;
+    if (EVP_PKEY_eq(key, X509_get0_pubkey(next)) != 1)
         rc = hsmca_fail(e, HSMCA_EINVAL, "ca.next_cert does not certify ca.next_key");
     if (rc == HSMCA_OK)
-        rc = ca_cert_check(next, c->ca_next_cert, key, e);
+        rc = ca_cert_check(next, r->s.cfg->ca_next_cert, key, e);
     EVP_PKEY_free(key);
-    p11_pool_close(pool);
-    snprintf(c->ca_key_uri, sizeof(c->ca_key_uri), "%s", old);
     return rc;
 }
 
 static int do_switch(rot_ctx *r, int early)
 {
-    X509 *next = NULL;
+    X509 *next = NULL, *root = NULL;
     STACK_OF(X509) *bundle = NULL;
     hsmca_err e;
     hsmca_config *c = r->s.cfg;
-    int rc = load_next(r, &next, &bundle);
-    if (rc == 0 && rot_find(bundle, next) < 0) {
+    int rc = load_next(r, &next, &root, &bundle);
+    if (rc == 0 && rot_find(bundle, root) < 0) {
         fprintf(stderr,
                 "%s: the new root is not in ca.root_bundle yet: run hsmca ca rotate "
                 "overlap first (a workload would get a certificate its peers cannot "
@@ -139,11 +151,15 @@ static int do_switch(rot_ctx *r, int early)
                               {"ca", "previous_key", c->ca_key_uri},
                               {"ca", "previous_cert", c->ca_cert},
                               {"ca", "next_key", ""},
-                              {"ca", "next_cert", ""}};
-        if (check_next_key(r, next, &e) != HSMCA_OK ||
+                              {"ca", "next_cert", ""},
+                              {"ca", "chain", c->ca_next_chain},
+                              {"ca", "previous_chain", c->chain},
+                              {"ca", "next_chain", ""},
+                              {"ca", "next_root", ""}};
+        if (check_next_key(r, next, bundle, &e) != HSMCA_OK ||
             ca_audit_record(&r->au, "rotate-switch", c->ca_next_key, X509_get0_pubkey(next), next,
                             &e) != HSMCA_OK ||
-            rot_cfg_apply(r->s.config, sets, 6, &e) != HSMCA_OK) {
+            rot_cfg_apply(r->s.config, sets, 10, &e) != HSMCA_OK) {
             fprintf(stderr, "%s: %s\n", r->step, e.msg);
             rc = 1;
         } else {
@@ -155,6 +171,7 @@ static int do_switch(rot_ctx *r, int early)
         }
     }
     X509_free(next);
+    X509_free(root);
     sk_X509_pop_free(bundle, X509_free);
     return rc;
 }
@@ -171,6 +188,34 @@ static int chain_is_cross(const hsmca_config *c, X509 *prev)
     return all;
 }
 
+/* The root to take out of the bundle: the old CA itself when it was a root; else the
+ * root it chained to (through ca.previous_chain), unless the new CA chains to that
+ * root too (a rotation under the same offline root): then none (*old NULL). */
+static int old_root(rot_ctx *r, X509 *prev, STACK_OF(X509) * bundle, X509 **old)
+{
+    const hsmca_config *c = r->s.cfg;
+    hsmca_err e;
+    *old = NULL;
+    if (X509_check_issued(prev, prev) == X509_V_OK)
+        return X509_up_ref(prev) ? (*old = prev, 0) : 1;
+    X509 *cur = rot_load_one(c->ca_cert, "ca.cert", &e), *now = NULL;
+    X509 *was = cur ? rot_root_of(prev, c->ca_previous_chain, bundle, &e) : NULL;
+    if (was)
+        now = rot_root_of(cur, c->chain, bundle, &e);
+    X509_free(cur);
+    if (!now) {
+        fprintf(stderr, "%s: %s: %s\n", r->step, was ? "ca.cert" : "ca.previous_cert", e.msg);
+        X509_free(was);
+        return 1;
+    }
+    if (X509_cmp(was, now) != 0)
+        *old = was;
+    else
+        X509_free(was);
+    X509_free(now);
+    return 0;
+}
+
 static int finish(rot_ctx *r, int early)
 {
     hsmca_config *c = r->s.cfg;
@@ -184,49 +229,60 @@ static int finish(rot_ctx *r, int early)
     }
     if (rot_too_soon(r, r->au.switched, "rotate switch", early))
         return 1;
-    X509 *prev = rot_load_one(c->ca_previous_cert, "ca.previous_cert", &e);
+    X509 *prev = rot_load_one(c->ca_previous_cert, "ca.previous_cert", &e), *old = NULL;
     STACK_OF(X509) *bundle = prev ? ca_load_certs(c->root_bundle, "ca.root_bundle", &e) : NULL;
     int rc = bundle ? 0 : 1, at;
     if (rc)
         fprintf(stderr, "%s: %s\n", r->step, e.msg);
-    while (rc == 0 && (at = rot_find(bundle, prev)) >= 0)
+    else
+        rc = old_root(r, prev, bundle, &old);
+    while (rc == 0 && old && (at = rot_find(bundle, old)) >= 0)
         X509_free(sk_X509_delete(bundle, at));
     int cross = rc == 0 && chain_is_cross(c, prev);
-    rot_cfg_set sets[] = {
-        {"ca", "previous_key", ""}, {"ca", "previous_cert", ""}, {"ca", "chain", ""}};
+    rot_cfg_set sets[] = {{"ca", "previous_key", ""},
+                          {"ca", "previous_cert", ""},
+                          {"ca", "previous_chain", ""},
+                          {"ca", "chain", ""}};
     if (rc == 0 && sk_X509_num(bundle) == 0) {
         fprintf(stderr, "%s: ca.root_bundle would hold no root\n", r->step);
         rc = 1;
     } else if (rc == 0 &&
                (ca_audit_record(&r->au, "rotate-finish", c->ca_previous_key, X509_get0_pubkey(prev),
                                 prev, &e) != HSMCA_OK ||
-                rot_write_certs(c->root_bundle, "ca.root_bundle", bundle, &e) != HSMCA_OK ||
-                rot_cfg_apply(r->s.config, sets, cross ? 3 : 2, &e) != HSMCA_OK)) {
+                (old &&
+                 rot_write_certs(c->root_bundle, "ca.root_bundle", bundle, &e) != HSMCA_OK) ||
+                rot_cfg_apply(r->s.config, sets, cross ? 4 : 3, &e) != HSMCA_OK)) {
         fprintf(stderr, "%s: %s\n", r->step, e.msg);
         rc = 1;
     } else if (rc == 0) {
-        printf("the old root left ca.root_bundle%s; config: ca.previous_* cleared\n"
+        printf("%s%s; config: ca.previous_* cleared\n"
                "next: restart hsmca serve. The old key stays in the token (%s): delete it "
                "when nothing needs it (pkcs11-tool --delete-object)\n",
+               old ? "the old root left ca.root_bundle"
+                   : "the new CA is under the old CA's root: ca.root_bundle is unchanged",
                cross ? ", and the cross-signed certificate ca.chain" : "", c->ca_previous_key);
     }
     X509_free(prev);
+    X509_free(old);
     sk_X509_pop_free(bundle, X509_free);
     return rc;
 }
 
 static const char overlap_help[] =
     "usage: hsmca ca rotate overlap --config FILE\n\n"
-    "Adds ca.next_cert to ca.root_bundle. Restart hsmca serve after it.";
+    "Adds the new CA's root (ca.next_root after import-next, else ca.next_cert) to\n"
+    "ca.root_bundle, unless it is there already (a new CA under the same offline root);\n"
+    "recorded either way: switch waits issuance.max_ttl after it. Restart hsmca serve.";
 static const char switch_help[] =
     "usage: hsmca ca rotate switch --config FILE [--early]\n\n"
-    "Makes ca.next_key and ca.next_cert the CA (pkcs11.ca_key, ca.cert) after checking the\n"
-    "key opens as serve opens it and is the certificate's; the old ones become\n"
-    "ca.previous_key and ca.previous_cert. Refused before issuance.max_ttl has passed\n"
+    "Makes ca.next_key, ca.next_cert and ca.next_chain the CA (pkcs11.ca_key, ca.cert,\n"
+    "ca.chain) after checking the key opens as serve opens it and is the certificate's;\n"
+    "the old ones become ca.previous_key, ca.previous_cert, ca.previous_chain. Refused before issuance.max_ttl has passed\n"
     "since rotate overlap (by the signing log), unless --early. Restart hsmca serve after.";
 static const char finish_help[] =
     "usage: hsmca ca rotate finish --config FILE [--early]\n\n"
-    "Takes ca.previous_cert out of ca.root_bundle (and a cross-signed ca.chain), clears\n"
+    "Takes the old root out of ca.root_bundle (ca.previous_cert, or the root it chained\n"
+    "to unless the new CA is under it too) and a cross-signed ca.chain; clears\n"
     "ca.previous_*. Refused before issuance.max_ttl has passed since rotate switch, unless\n"
     "--early. Restart hsmca serve after.";
 

@@ -73,6 +73,26 @@ int ca_parse_ttl(const char *s, long long *secs);
 HSMCA_MUSTCHECK hsmca_code ca_make_key(ca_session *s, const key_kind *kind, p11_pool **pool,
                                        hsmca_err *e);
 
+/* A CA certificate made elsewhere and what it chains through, as `ca import` and `ca
+ * rotate import-next` check it (ca_import.c). The names are for messages: the flags or
+ * files they came from, and the config key of the token key. */
+typedef struct {
+    X509 *ca;
+    const char *cert;
+    STACK_OF(X509) *untrusted; /* may be NULL */
+    const char *chain;         /* NULL when no chain */
+    STACK_OF(X509) *roots;     /* the only trust anchors */
+    const char *root;          /* NULL: the certificate is its own root */
+    const char *key;           /* "pkcs11.ca_key" */
+} ca_candidate;
+
+/* The certificate certifies token_key, is a CA by serve's rule (ca_cert_rules.h) and
+ * explicitly (CA:TRUE, keyCertSign), and chains now to one of roots through untrusted.
+ * *top (may be NULL) gets the root it chains to (a new reference). Each check passed
+ * is printed ("ok   key: ..."). */
+HSMCA_MUSTCHECK hsmca_code ca_candidate_check(const ca_candidate *c, EVP_PKEY *token_key,
+                                              X509 **top, hsmca_err *e);
+
 /* Days (rounded down; negative once past) from now until t. */
 long ca_days_left(const ASN1_TIME *t);
 

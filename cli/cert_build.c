@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
 #include "certasm.h"
@@ -249,4 +250,17 @@ bad:
     X509_NAME_free(n);
     return hsmca_fail(e, HSMCA_EINVAL, "--subject must look like \"/O=Example/CN=Example Root "
                                        "CA\" (a '/' before each ATTRIBUTE=value, none empty)");
+}
+
+hsmca_code cert_build_csr_pem(p11_pool *pool, const X509_NAME *name, char **pem, hsmca_err *e)
+{
+    X509_REQ *req = NULL;
+    *pem = NULL;
+    HSMCA_GUARD(cert_build_csr(pool, name, &req, e));
+    BIO *b = BIO_new(BIO_s_mem());
+    *pem = b && PEM_write_bio_X509_REQ(b, req) ? certasm_bio_string(b) : NULL;
+    BIO_free(b);
+    X509_REQ_free(req);
+    HSMCA_ENSURE(*pem, e, HSMCA_ENOMEM, "cannot encode the CSR");
+    return HSMCA_OK;
 }

@@ -32,6 +32,11 @@ HSMCA_MUSTCHECK hsmca_code cert_build_cross(p11_pool *old_pool, X509 *old_root, 
 HSMCA_MUSTCHECK hsmca_code cert_build_csr(p11_pool *pool, const X509_NAME *name,
                                           X509_REQ **out, hsmca_err *e);
 
+/* cert_build_csr's CSR in PEM (a new string, caller frees): what `ca init --csr` and
+ * `ca rotate prepare --csr` write. */
+HSMCA_MUSTCHECK hsmca_code cert_build_csr_pem(p11_pool *pool, const X509_NAME *name, char **pem,
+                                              hsmca_err *e);
+
 /* Parses "/O=Example/OU=Mesh/CN=Root CA" (OpenSSL's -subj form: a backslash takes
  * the next character as is) into *out (new). Attribute names are OpenSSL's short or
  * long names; values are UTF-8; at least one attribute. */

@@ -33,7 +33,7 @@ static void usage(FILE *f)
           "  ca import  check a CA certificate against the token key and its root, install it\n"
           "  ca show    the CA certificate, its chain, expiry, and whether the token key matches\n"
           "  ca revoke  revoke a certificate this CA issued (admin socket); the CRL is re-signed\n"
-          "  ca rotate  replace the root: prepare, overlap, switch, cross-sign, finish\n"
+          "  ca rotate  a new CA key: prepare, import-next, overlap, switch, cross-sign, finish\n"
           "  config check  what serve would refuse about a config (the YAML, ca.cert and its\n"
           "                chain, the policy file, JWKS, PIN files, users, audit.dir), with\n"
           "                no token, PIN or port; each problem by file, line and key\n"

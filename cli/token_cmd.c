@@ -185,7 +185,7 @@ typedef struct {
     const char *config;
     int audit;            /* --key audit */
     const key_kind *kind; /* --type, or the role's default */
-    ca_audit *au;         /* a CA key's generation is a ca-key entry (ca_audit.h) */
+    ca_audit *au;         /* a key's generation is a ca-key entry (ca_audit.h) */
 } keygen_args;
 
 /* 0 to go on, else the exit status (after usage or a message). */
@@ -242,7 +242,8 @@ static int keygen_report(p11_module *m, const hsmca_config *cfg, const keygen_ar
     EVP_PKEY *pub = a->audit ? p11_signkey_public_key(k) : p11_pool_public_key(pool);
     char hex[CA_HEX_LEN];
     int ok = ca_spki_sha256(pub, hex);
-    if (ok && !a->audit && ca_audit_record(a->au, "keygen", uri, pub, NULL, &e) != HSMCA_OK) {
+    if (ok && ca_audit_record(a->au, a->audit ? "audit-keygen" : "keygen", uri, pub, NULL, &e) !=
+                  HSMCA_OK) {
         fprintf(stderr, "hsmca token keygen: the key is made but not recorded: %s\n", e.msg);
         ok = 0;
     } else if (ok) {
@@ -338,7 +339,7 @@ static int token_keygen(int argc, char **argv)
     if (rc == 0 && util_read_secret(cfg->pin_file, pin, sizeof(pin), &e) != HSMCA_OK) {
         fprintf(stderr, "hsmca token keygen: pkcs11.pin_file: %s\n", e.msg);
         rc = 1;
-    } else if (rc == 0 && !a.audit && ca_audit_open(cfg, a.au, &e) != HSMCA_OK) {
+    } else if (rc == 0 && ca_audit_open(cfg, a.au, &e) != HSMCA_OK) {
         fprintf(stderr, "hsmca token keygen: %s; nothing made\n", e.msg);
         rc = 1;
     } else if (rc == 0) {

@@ -100,6 +100,10 @@ typedef struct {
      * `hsmca ca rotate`; the signer serves with pkcs11.ca_key and ca.cert only */
     char ca_next_key[CONFIG_MAX_STR], ca_next_cert[CONFIG_MAX_STR];
     char ca_previous_key[CONFIG_MAX_STR], ca_previous_cert[CONFIG_MAX_STR];
+    /* a rotation under an offline root (rotate import-next): the new CA's intermediates
+     * and root; ca.chain of the old CA after switch */
+    char ca_next_chain[CONFIG_MAX_STR], ca_next_root[CONFIG_MAX_STR];
+    char ca_previous_chain[CONFIG_MAX_STR];
 
     /* issuance: */
     char trust_domain[CONFIG_MAX_STR]; /* default "cluster.local" */

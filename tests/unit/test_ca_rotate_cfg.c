@@ -98,6 +98,31 @@ static void test_replace_and_insert(void **state)
     free(text);
 }
 
+/* An import-next then a switch under an offline root: ca.chain is set apart from
+ * ca.next_chain and ca.previous_chain (names that end the same), "" clears a key. */
+static void test_offline_switch(void **state)
+{
+    write_config(base);
+    hsmca_err e;
+    hsmca_err_clear(&e);
+    rot_cfg_set imp[] = {{"ca", "next_root", "/etc/r.pem"}, {"ca", "next_chain", "/etc/c2.pem"}};
+    if (rot_cfg_apply(g_path, imp, 2, &e) != HSMCA_OK)
+        fail_msg("%s", e.msg);
+    rot_cfg_set sw[] = {{"ca", "chain", "/etc/c2.pem"},
+                        {"ca", "previous_chain", ""},
+                        {"ca", "next_chain", ""},
+                        {"ca", "next_root", ""}};
+    if (rot_cfg_apply(g_path, sw, 4, &e) != HSMCA_OK)
+        fail_msg("%s", e.msg);
+    char *text = read_config();
+    assert_non_null(strstr(text, "\n    chain: \"/etc/c2.pem\"\n"));
+    assert_non_null(strstr(text, "\n    next_chain: \"\"\n"));
+    assert_non_null(strstr(text, "\n    next_root: \"\"\n"));
+    assert_non_null(strstr(text, "\n    previous_chain: \"\"\n"));
+    assert_null(strstr(text, "/etc/r.pem"));
+    free(text);
+}
+
 /* Refused, the file left as it was and no temporary file behind. */
 static void refused(const char *text, rot_cfg_set set, const char *why)
 {
@@ -130,6 +155,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replace_and_insert),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_offline_switch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
