@@ -91,8 +91,9 @@ typedef struct {
  *   crl:          crl_number, crl_sha256 (SHA-256 of the CRL's DER), count (revoked
  *                 entries in it), not_before (thisUpdate), not_after (nextUpdate)
  *   ca-key:       a CA key's ceremony step, written by the `hsmca` command that did it
- *                 (cli/ca_audit.h): step ("init", "import", "keygen", "rotate-prepare",
- *                 "rotate-overlap", "rotate-switch", "rotate-cross-sign", "rotate-finish"),
+ *                 (cli/ca_audit.h): step ("init", "import", "keygen", "audit-keygen",
+ *                 "rotate-prepare", "rotate-import", "rotate-overlap", "rotate-switch",
+ *                 "rotate-cross-sign", "rotate-finish"),
  *                 requester (the unix user), ca_key_uri, ca_key_alg, ca_key_type,
  *                 ca_spki_sha256 (the key the step is about), ca_cert_sha256 (the
  *                 certificate it made, installed or moved; "" when none, as for a CSR)
