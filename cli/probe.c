@@ -1,20 +1,16 @@
 /* probe.c - see probe.h. A GET of /healthz or /readyz on metrics.listen with libcurl,
- * loaded with dlopen as the supervisor's key fetcher does (sup_http.c), so that no other
- * command maps it. Exit 0 when the answer is 200, 1 otherwise (the body, or why there is
- * none, is printed either way), 2 on a usage error. --grpc asks the gRPC port instead
- * (probe_grpc.c). */
+ * loaded only by this command (curl_dl.h). Exit 0 when the answer is 200, 1 otherwise
+ * (the body, or why there is none, is printed either way), 2 on a usage error. --grpc
+ * asks the gRPC port instead (probe_grpc.c). */
 #include "probe.h"
 
-#include <dlfcn.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CURL_DISABLE_TYPECHECK
-#include <curl/curl.h>
-
 #include "config.h"
+#include "curl_dl.h"
 #include "log.h"
 
 #define PROBE_MAX_BODY 65536
@@ -45,22 +41,6 @@ static void usage(FILE *f)
           "  --root FILE      with --addr: PEM roots to trust\n"
           "  --timeout S      seconds to wait for the answer (default 5)\n",
           f);
-}
-
-typedef struct {
-    char buf[PROBE_MAX_BODY + 1];
-    size_t len;
-} body;
-
-static size_t on_data(char *p, size_t size, size_t n, void *arg)
-{
-    body *b = arg;
-    size_t add = size * n;
-    if (add > PROBE_MAX_BODY - b->len)
-        return 0;
-    memcpy(b->buf + b->len, p, add);
-    b->len += add;
-    return add;
 }
 
 /* The base URL from the config's metrics.listen: a wildcard host is asked on loopback. */
@@ -94,42 +74,38 @@ static int url_from_config(const char *path, char *out, size_t outsz)
 /* GETs url; prints the body; 0 on HTTP 200. */
 static int get(const char *url, long timeout)
 {
-    void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "hsmca probe: needs libcurl.so.4: %s\n", dlerror());
+    hsmca_err e;
+    if (curl_dl_load(&e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca probe: %s\n", e.msg);
         return 1;
     }
-    CURL *(*easy_init)(void) = (CURL * (*)(void)) dlsym(lib, "curl_easy_init");
-    CURLcode (*setopt)(CURL *, CURLoption, ...) =
-        (CURLcode(*)(CURL *, CURLoption, ...))dlsym(lib, "curl_easy_setopt");
-    CURLcode (*perform)(CURL *) = (CURLcode(*)(CURL *))dlsym(lib, "curl_easy_perform");
-    CURLcode (*getinfo)(CURL *, CURLINFO, ...) =
-        (CURLcode(*)(CURL *, CURLINFO, ...))dlsym(lib, "curl_easy_getinfo");
-    void (*cleanup)(CURL *) = (void (*)(CURL *))dlsym(lib, "curl_easy_cleanup");
-    CURL *c = easy_init && setopt && perform && getinfo && cleanup ? easy_init() : NULL;
+    const curl_dl_api *cu = curl_dl();
+    CURL *c = cu->easy_init();
     if (!c) {
         fprintf(stderr, "hsmca probe: cannot initialise libcurl\n");
         return 1;
     }
-    static body b;
+    curl_dl_body b = {.max = PROBE_MAX_BODY};
     char err[CURL_ERROR_SIZE] = "";
-    setopt(c, CURLOPT_URL, url);
-    setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    setopt(c, CURLOPT_TIMEOUT, timeout);
-    setopt(c, CURLOPT_NOSIGNAL, 1L);
-    setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    setopt(c, CURLOPT_WRITEDATA, &b);
-    setopt(c, CURLOPT_ERRORBUFFER, err);
-    setopt(c, CURLOPT_USERAGENT, "hsmca-probe/" HSMCA_VERSION);
-    CURLcode cc = perform(c);
+    cu->easy_setopt(c, CURLOPT_URL, url);
+    cu->easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    cu->easy_setopt(c, CURLOPT_TIMEOUT, timeout);
+    cu->easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    cu->easy_setopt(c, CURLOPT_WRITEFUNCTION, curl_dl_body_write);
+    cu->easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    cu->easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+    cu->easy_setopt(c, CURLOPT_USERAGENT, "hsmca-probe/" HSMCA_VERSION);
+    CURLcode cc = cu->easy_perform(c);
     long status = 0;
-    getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    cleanup(c);
+    cu->easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    cu->easy_cleanup(c);
     if (cc != CURLE_OK) {
         fprintf(stderr, "hsmca probe: %s: %s\n", url, err[0] ? err : "no answer");
+        free(b.buf);
         return 1;
     }
-    fwrite(b.buf, 1, b.len, stdout);
+    fwrite(b.buf ? b.buf : "", 1, b.len, stdout);
+    free(b.buf);
     if (status != 200)
         fprintf(stderr, "hsmca probe: %s answered HTTP %ld\n", url, status);
     return status == 200 ? 0 : 1;
