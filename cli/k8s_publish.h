@@ -10,7 +10,7 @@
  * publish.lease_namespace/publish.lease_name writes (k8s_publish_lease.c).
  *
  * The pieces, one job per file: k8s_publish_api.c (HTTPS to the API server, libcurl
- * loaded with dlopen as cli/sup_http.c does), k8s_publish_lease.c (the Lease),
+ * loaded with dlopen (cli/curl_dl.h)), k8s_publish_lease.c (the Lease),
  * k8s_publish_objects.c (the roots and the objects written), k8s_publish.c (the
  * command and its loop). */
 #ifndef HSMCA_K8S_PUBLISH_H
