@@ -85,8 +85,10 @@ const char ca_show_help[] =
     "through ca.chain to a root in ca.root_bundle (verified now), the roots in the\n"
     "bundle, the key URI, and whether the token's key (opened as serve opens it,\n"
     "with the PIN from pkcs11.pin_file) is the certificate's. --json prints the same\n"
-    "as one JSON object. Exit status: 0 the token key matches and the chain\n"
-    "verifies, 1 not, 2 bad usage, 78 the config does not load.";
+    "as one JSON object. While a rotation is under way (ca.next_* or ca.previous_*\n"
+    "set), a rotation section: its state and next step, the next key in the token,\n"
+    "the next and previous certificates (docs/ROTATION.md). Exit status: 0 the token\n"
+    "key matches and the chain verifies, 1 not, 2 bad usage, 78 the config does not load.";
 
 int ca_main(int argc, char **argv)
 {

@@ -175,18 +175,23 @@ int rot_too_soon(const rot_ctx *r, int64_t since, const char *after, int early)
 
 hsmca_code rot_open_next(rot_ctx *r, EVP_PKEY **pub, hsmca_err *e)
 {
-    hsmca_config *c = r->s.cfg;
+    return rot_session_next_key(&r->s, pub, e);
+}
+
+hsmca_code rot_session_next_key(ca_session *s, EVP_PKEY **pub, hsmca_err *e)
+{
+    hsmca_config *c = s->cfg;
     char old[CONFIG_MAX_STR];
     hsmca_err why;
     hsmca_err_clear(&why);
     *pub = NULL;
     snprintf(old, sizeof(old), "%s", c->ca_key_uri);
     snprintf(c->ca_key_uri, sizeof(c->ca_key_uri), "%s", c->ca_next_key);
-    hsmca_code rc = p11_uri_parse(c->ca_key_uri, &r->s.uri, &why);
-    if (rc == HSMCA_OK && !r->s.m && ca_session_token(&r->s))
+    hsmca_code rc = p11_uri_parse(c->ca_key_uri, &s->uri, &why);
+    if (rc == HSMCA_OK && !s->m && ca_session_token(s))
         rc = hsmca_fail(&why, HSMCA_EIO, "the token did not open (above)");
     p11_pool *pool = NULL;
-    if (rc == HSMCA_OK && (rc = ca_session_open_key(&r->s, &pool, &why)) == HSMCA_OK &&
+    if (rc == HSMCA_OK && (rc = ca_session_open_key(s, &pool, &why)) == HSMCA_OK &&
         !(*pub = p11_pool_public_key(pool)))
         rc = hsmca_fail(&why, HSMCA_ENOMEM, "out of memory");
     p11_pool_close(pool);

@@ -44,6 +44,21 @@ int rot_too_soon(const rot_ctx *r, int64_t since, const char *after, int early);
  * half in *pub (new); r->s.uri is then ca.next_key's. */
 HSMCA_MUSTCHECK hsmca_code rot_open_next(rot_ctx *r, EVP_PKEY **pub, hsmca_err *e);
 
+/* The same for a session of its own (hsmca ca show); s->uri is then ca.next_key's. */
+HSMCA_MUSTCHECK hsmca_code rot_session_next_key(ca_session *s, EVP_PKEY **pub, hsmca_err *e);
+
+/* Where a rotation is, read from the config and the root bundle (docs/ROTATION.md):
+ * NONE (no ca.next_* nor ca.previous_* set), PREPARED (ca.next_key; ca.next_cert too when
+ * prepare made a self-signed root), IMPORTED (import-next set ca.next_cert and
+ * ca.next_root), OVERLAP (the new CA's root is in ca.root_bundle: switch is next),
+ * SWITCHED (ca.previous_key and ca.previous_cert: finish is next), UNCLEAR (keys set that
+ * no step writes together, or a file that does not load; *why says which). */
+typedef enum { ROT_NONE, ROT_PREPARED, ROT_IMPORTED, ROT_OVERLAP, ROT_SWITCHED, ROT_UNCLEAR } rot_state;
+rot_state rot_state_of(const hsmca_config *c, STACK_OF(X509) * bundle, hsmca_err *why);
+const char *rot_state_name(rot_state st);
+/* The step to run next in st ("import-next", "overlap", ...), "" when none. */
+const char *rot_state_next(const hsmca_config *c, rot_state st);
+
 /* The root a prepared CA chains to: ca.next_root (import-next), else ca.next_cert (a
  * self-signed root). NULL with e. */
 X509 *rot_next_root(const hsmca_config *c, hsmca_err *e);

@@ -1,6 +1,7 @@
 /* ca_show.c - `hsmca ca show`: the CA certificate, its chain up to the root bundle
  * (verified now), the key URI and whether the token's key is the certificate's. One
  * JSON document is built and printed as is (--json) or as text. */
+#include "ca_show.h"
 #include "ca_cmd.h"
 
 #include <stdio.h>
@@ -26,7 +27,8 @@ static void put_name(json_t *o, const char *key, const X509_NAME *n)
 {
     char buf[1024] = "";
     BIO *b = BIO_new(BIO_s_mem());
-    if (b && X509_NAME_print_ex(b, n, 0, XN_FLAG_ONELINE & ~XN_FLAG_SPC_EQ & ~ASN1_STRFLGS_ESC_MSB) >= 0) {
+    if (b && X509_NAME_print_ex(b, n, 0,
+                                XN_FLAG_ONELINE & ~XN_FLAG_SPC_EQ & ~ASN1_STRFLGS_ESC_MSB) >= 0) {
         int len = BIO_read(b, buf, sizeof(buf) - 1);
         buf[len > 0 ? len : 0] = '\0';
     }
@@ -35,7 +37,7 @@ static void put_name(json_t *o, const char *key, const X509_NAME *n)
 }
 
 /* One certificate's facts. */
-static json_t *cert_json(X509 *x)
+json_t *ca_show_cert_json(X509 *x)
 {
     json_t *o = json_object();
     char hex[CA_HEX_LEN] = "", desc[64];
@@ -49,8 +51,8 @@ static json_t *cert_json(X509 *x)
     put_time(o, "not_before", X509_get0_notBefore(x));
     put_time(o, "not_after", X509_get0_notAfter(x));
     json_object_set_new(o, "days_left", json_integer(ca_days_left(X509_get0_notAfter(x))));
-    json_object_set_new(o, "key_type", json_string(ca_key_desc(X509_get0_pubkey(x), desc,
-                                                                sizeof(desc))));
+    json_object_set_new(o, "key_type",
+                        json_string(ca_key_desc(X509_get0_pubkey(x), desc, sizeof(desc))));
     json_object_set_new(o, "is_ca", json_boolean(X509_check_ca(x) == 1));
     ca_cert_sha256(x, hex);
     json_object_set_new(o, "sha256", json_string(hex));
@@ -59,16 +61,16 @@ static json_t *cert_json(X509 *x)
     return o;
 }
 
-static json_t *certs_json(STACK_OF(X509) *certs, int from)
+static json_t *certs_json(STACK_OF(X509) * certs, int from)
 {
     json_t *a = json_array();
     for (int i = from; i < sk_X509_num(certs); i++)
-        json_array_append_new(a, cert_json(sk_X509_value(certs, i)));
+        json_array_append_new(a, ca_show_cert_json(sk_X509_value(certs, i)));
     return a;
 }
 
 /* "chain": the verified path above the CA certificate, up to its root, or "chain_error". */
-static void put_chain(json_t *o, X509 *ca, STACK_OF(X509) *chain, STACK_OF(X509) *roots)
+static void put_chain(json_t *o, X509 *ca, STACK_OF(X509) * chain, STACK_OF(X509) * roots)
 {
     X509_STORE *st = X509_STORE_new();
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
@@ -96,8 +98,9 @@ static void put_token(json_t *o, ca_session *s, X509 *ca)
     char hex[CA_HEX_LEN] = "";
     if (ca_session_token(s) != 0) {
         json_object_set_new(o, "token_key", json_string("error"));
-        json_object_set_new(o, "token_error", json_string("the token's module does not load, "
-                                                          "or the PIN file does not read"));
+        json_object_set_new(o, "token_error",
+                            json_string("the token's module does not load, "
+                                        "or the PIN file does not read"));
         return;
     }
     if (ca_session_open_key(s, &pool, &e) != HSMCA_OK) {
@@ -114,54 +117,58 @@ static void put_token(json_t *o, ca_session *s, X509 *ca)
     p11_pool_close(pool);
 }
 
-static const char *str(json_t *o, const char *key)
+const char *ca_show_str(json_t *o, const char *key)
 {
     const char *v = json_string_value(json_object_get(o, key));
     return v ? v : "";
 }
 
-static void print_cert(json_t *c, const char *indent)
+void ca_show_print_cert(json_t *c, const char *indent)
 {
     printf("%ssubject      %s\n%sissuer       %s\n%sserial       %s\n", indent,
-           str(c, "subject"), indent, str(c, "issuer"), indent, str(c, "serial"));
+           ca_show_str(c, "subject"), indent, ca_show_str(c, "issuer"), indent,
+           ca_show_str(c, "serial"));
     printf("%snot before   %s\n%snot after    %s (%lld days left)\n", indent,
-           str(c, "not_before"), indent, str(c, "not_after"),
+           ca_show_str(c, "not_before"), indent, ca_show_str(c, "not_after"),
            (long long)json_integer_value(json_object_get(c, "days_left")));
     printf("%skey          %s\n%ssha256       %s\n%sspki sha256  %s\n", indent,
-           str(c, "key_type"), indent, str(c, "sha256"), indent, str(c, "spki_sha256"));
+           ca_show_str(c, "key_type"), indent, ca_show_str(c, "sha256"), indent,
+           ca_show_str(c, "spki_sha256"));
 }
 
 static void print_text(json_t *o)
 {
     size_t i;
     json_t *c;
-    printf("CA certificate %s (ca.cert)\n", str(o, "ca_cert"));
-    print_cert(json_object_get(o, "cert"), "  ");
+    printf("CA certificate %s (ca.cert)\n", ca_show_str(o, "ca_cert"));
+    ca_show_print_cert(json_object_get(o, "cert"), "  ");
     if (json_object_get(o, "chain")) {
         printf("chain to the root (verified now, %s):\n",
-               str(o, "chain_file")[0] ? str(o, "chain_file") : "no ca.chain");
-        json_array_foreach(json_object_get(o, "chain"), i, c) {
+               ca_show_str(o, "chain_file")[0] ? ca_show_str(o, "chain_file") : "no ca.chain");
+        json_array_foreach(json_object_get(o, "chain"), i, c)
+        {
             printf("  [%zu]\n", i + 1);
-            print_cert(c, "    ");
+            ca_show_print_cert(c, "    ");
         }
     } else {
-        printf("chain to the root: DOES NOT VERIFY: %s\n", str(o, "chain_error"));
+        printf("chain to the root: DOES NOT VERIFY: %s\n", ca_show_str(o, "chain_error"));
     }
-    printf("root bundle %s (ca.root_bundle): %zu root%s\n", str(o, "root_bundle"),
+    printf("root bundle %s (ca.root_bundle): %zu root%s\n", ca_show_str(o, "root_bundle"),
            json_array_size(json_object_get(o, "roots")),
            json_array_size(json_object_get(o, "roots")) == 1 ? "" : "s");
     json_array_foreach(json_object_get(o, "roots"), i, c)
-        printf("  %s, not after %s, sha256 %s\n", str(c, "subject"), str(c, "not_after"),
-               str(c, "sha256"));
-    printf("key %s (pkcs11.ca_key)\n", str(o, "key_uri"));
-    const char *tk = str(o, "token_key");
+        printf("  %s, not after %s, sha256 %s\n", ca_show_str(c, "subject"),
+               ca_show_str(c, "not_after"), ca_show_str(c, "sha256"));
+    printf("key %s (pkcs11.ca_key)\n", ca_show_str(o, "key_uri"));
+    const char *tk = ca_show_str(o, "token_key");
     if (!strcmp(tk, "match"))
         puts("token key: matches the certificate");
     else if (!strcmp(tk, "mismatch"))
         printf("token key: DOES NOT MATCH the certificate: the token key's spki sha256 is %s\n",
-               str(o, "token_spki_sha256"));
+               ca_show_str(o, "token_spki_sha256"));
     else
-        printf("token key: cannot open: %s\n", str(o, "token_error"));
+        printf("token key: cannot open: %s\n", ca_show_str(o, "token_error"));
+    ca_show_rotation_text(json_object_get(o, "rotation"));
 }
 
 /* Everything but the token into o; 0, else 1 after saying why. */
@@ -184,7 +191,7 @@ static int show_files(json_t *o, const hsmca_config *c, X509 **ca)
     json_object_set_new(o, "chain_file", json_string(c->chain));
     json_object_set_new(o, "root_bundle", json_string(c->root_bundle));
     json_object_set_new(o, "key_uri", json_string(c->ca_key_uri));
-    json_object_set_new(o, "cert", cert_json(*ca));
+    json_object_set_new(o, "cert", ca_show_cert_json(*ca));
     put_chain(o, *ca, chain, roots);
     json_object_set_new(o, "roots", roots ? certs_json(roots, 0) : json_array());
     if (!roots)
@@ -223,13 +230,14 @@ int ca_show(int argc, char **argv)
         rc = 1;
     if (rc == 0 && (rc = show_files(doc, s.cfg, &ca)) == 0) {
         put_token(doc, &s, ca);
+        ca_show_rotation(doc, &s);
         if (as_json) {
             json_dumpf(doc, stdout, JSON_INDENT(2));
             putchar('\n');
         } else {
             print_text(doc);
         }
-        rc = strcmp(str(doc, "token_key"), "match") || json_object_get(doc, "chain_error");
+        rc = strcmp(ca_show_str(doc, "token_key"), "match") || json_object_get(doc, "chain_error");
     }
     json_decref(doc);
     X509_free(ca);

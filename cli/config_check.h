@@ -26,5 +26,7 @@ void cc_check_ca(const hsmca_config *c, cc_report *r);
 void cc_check_pkcs11(const hsmca_config *c, cc_report *r);
 void cc_check_auth(const hsmca_config *c, cc_report *r);
 void cc_check_system(const hsmca_config *c, cc_report *r);
+/* The rotation's keys (config_rot.c): ca.next_*, ca.previous_*. */
+void cc_check_rotation(const hsmca_config *c, cc_report *r);
 
 #endif

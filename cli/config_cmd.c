@@ -98,6 +98,7 @@ static int check(const char *path)
     if (config_validate(&cfg, &e) != HSMCA_OK)
         report_rule(&r, e.msg);
     cc_check_ca(&cfg, &r);
+    cc_check_rotation(&cfg, &r);
     cc_check_pkcs11(&cfg, &r);
     cc_check_auth(&cfg, &r);
     cc_check_system(&cfg, &r);

@@ -128,6 +128,21 @@ class ConfigCheckTests(unittest.TestCase):
                             ("  root_bundle: root-cert.pem\n", ""))
             self.refused(p, "  cert:", "ca.cert: ", want)
 
+    def test_rotation_keys(self):
+        make_cert(os.path.join(self.dir, "next-leaf.pem"), ca=False)
+        nk = '  next_key: "pkcs11:token=hsmca;object=ca-key-2;type=private"\n'
+        for name, want in (("next-leaf.pem", "is not a CA certificate"),
+                           ("root-cert.pem", "certifies the key of ca.cert"),
+                           ("next-missing.pem", "next-missing.pem")):
+            p = self.edited("next-%s.yaml" % name, ("  cert: root-cert.pem\n",
+                            "  cert: root-cert.pem\n%s  next_cert: %s\n" % (nk, name)))
+            self.refused(p, "next_cert:", "ca.next_cert: ", want)
+        # ca.previous_key without ca.previous_cert: the key the file does not write.
+        p = self.edited("prev.yaml", ("  cert: root-cert.pem\n", "  cert: root-cert.pem\n"
+                        '  previous_key: "pkcs11:token=hsmca;object=ca-key-0;type=private"\n'))
+        out = self.check(p, 1)
+        self.assertIn("%s: ca.previous_cert: not set, but ca.previous_key is" % p, out)
+
     def test_root_bundle_that_does_not_link(self):
         make_cert(os.path.join(self.dir, "other-root.pem"))
         p = self.edited("nolink.yaml", ("root_bundle: root-cert.pem", "root_bundle: other-root.pem"))

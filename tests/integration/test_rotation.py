@@ -115,8 +115,9 @@ class Served(unittest.TestCase):
     def rotate(self, *args):
         return sh(BIN, "ca", "rotate", args[0], "--config", self.config, *args[1:])
 
-    def step(self, *args, trust):
-        """One step, serve stopped around it (the step is refused while it runs)."""
+    def step(self, *args, trust, state):
+        """One step, serve stopped around it (the step is refused while it runs); then
+        ca show reports the rotation at state, and the config passes config check."""
         rc, out = self.rotate(*args)
         self.assertEqual(rc, 1, out)
         self.assertIn("stop hsmca serve", out)
@@ -125,8 +126,43 @@ class Served(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         if ROOT:  # the new key's SoftHSM files are root's: the signer's, as dev does
             subprocess.check_call(["chown", "-R", SIGNER_USER, os.path.join(self.dir, "tokens")])
+        self.check_show(state)
         self.start_server(trust)
         return out
+
+    def check_show(self, state):
+        """ca show --json: the rotation section says state (None: no rotation), the
+        token holds the next key and it is ca.next_cert's; config check passes."""
+        p = subprocess.run([BIN, "ca", "show", "--config", self.config, "--json"],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        doc = json.loads(p.stdout)
+        rc, out = sh(BIN, "config", "check", self.config)
+        self.assertEqual(rc, 0, out)
+        if state is None:
+            self.assertNotIn("rotation", doc)
+            return doc
+        rot = doc["rotation"]
+        self.assertEqual(rot["state"], state, rot)
+        if state == "switched":
+            self.assertNotIn("next_key", rot)
+            prev = rot["previous_cert"]
+            self.assertNotEqual(prev["spki_sha256"], doc["cert"]["spki_sha256"])
+            self.assertEqual(doc["token_key"], "match")
+        elif "next_cert" in rot:
+            self.assertEqual(rot["next_token_key"], "match", rot)
+            self.assertEqual(rot["next_token_spki_sha256"], rot["next_cert"]["spki_sha256"])
+            self.assertNotEqual(rot["next_cert"]["spki_sha256"], doc["cert"]["spki_sha256"])
+            self.assertTrue(rot["next_cert"]["not_after"])
+        else:
+            self.assertEqual((rot["next_token_key"], rot["next_step"]),
+                             ("present", "import-next"), rot)
+        if state in ("prepared", "imported", "overlap") and "next_cert" in rot:
+            self.assertEqual(rot["next_root_in_bundle"], state == "overlap", rot)
+        p = subprocess.run([BIN, "ca", "show", "--config", self.config],
+                           capture_output=True, text=True, timeout=120)
+        self.assertIn("rotation: " + state, p.stdout)
+        return doc
 
     def issue(self):
         """A workload certificate: the returned cert_chain (leaf first, roots last)."""
@@ -171,7 +207,7 @@ class Rotation(Served):
         self.assertEqual(self.check_client(chain, [[old]]), [old])
 
         out = self.step("prepare", "--label", "ca-key-2", "--subject", "/O=Test/CN=Root 2",
-                        "--ttl", "30d", trust=old)
+                        "--ttl", "30d", trust=old, state="prepared")
         new_path = os.path.join(self.dir, "ca-key-2.pem")
         with open(new_path) as f:
             new = f.read()
@@ -187,7 +223,7 @@ class Rotation(Served):
         self.assertIn("overlap first", out)
         self.start_server(old)
 
-        self.step("overlap", trust=old)
+        self.step("overlap", trust=old, state="overlap")
         chain = self.issue()
         # Overlap: both roots in the last element; the old key still signs.
         roots = self.check_client(chain, [[old], [old, new]])
@@ -202,7 +238,8 @@ class Rotation(Served):
         self.assertIn("issuance.max_ttl", out)
         self.start_server(old)
 
-        self.step("switch", "--early", trust=new)  # TLS trusting only the new root: its serving cert
+        # TLS trusting only the new root: its serving cert
+        self.step("switch", "--early", trust=new, state="switched")
         chain = self.issue()
         roots = self.check_client(chain, [[old, new], [new]])
         self.assertEqual(roots, [old, new])
@@ -211,7 +248,7 @@ class Rotation(Served):
         self.assertTrue(self.verifies(before_switch, roots))
 
         cross = os.path.join(self.work, "cross.pem")
-        self.step("cross-sign", "--out", cross, "--offer", trust=new)
+        self.step("cross-sign", "--out", cross, "--offer", trust=new, state="switched")
         rc, out = sh("openssl", "verify", "-CAfile", os.path.join(self.dir, "root-cert.pem"),
                      cross)
         self.assertEqual(rc, 0, out)
@@ -222,7 +259,7 @@ class Rotation(Served):
         # A peer that trusts only the old root verifies a new leaf through it.
         self.check_client(chain, [[old], [old, new], [new]])
 
-        self.step("finish", "--early", trust=new)
+        self.step("finish", "--early", trust=new, state=None)
         chain = self.issue()
         self.assertEqual(len(chain), 2)  # the cross-signed certificate left ca.chain
         self.assertEqual(self.check_client(chain, [[new]]), [new])
@@ -308,23 +345,24 @@ class OfflineRotation(Served):
         # From the self-signed root to a CA under the offline root (a new root).
         csr1 = os.path.join(self.work, "ca1.csr")
         out = self.step("prepare", "--label", "ca-off-1", "--subject", "/O=Test/CN=Mesh CA 1",
-                        "--csr", csr1, trust=old)
+                        "--csr", csr1, trust=old, state="prepared")
         self.assertIn("ca.next_key set", out)
         self.refused(old, "import-next", "overlap")
         ca1_path, ca1 = self.sign_csr(csr1, "ca1")
         # The old self-signed root did not sign it: refused, nothing installed.
         self.refused(old, "does not chain to", "import-next", "--cert", ca1_path,
                      "--root", os.path.join(self.dir, "root-cert.pem"))
-        self.step("import-next", "--cert", ca1_path, "--root", self.root, trust=old)
+        self.step("import-next", "--cert", ca1_path, "--root", self.root, trust=old,
+                  state="imported")
         self.assertEqual(self.check_client(self.issue(), [[old]]), [old])
-        out = self.step("overlap", trust=old)
+        out = self.step("overlap", trust=old, state="overlap")
         self.assertIn("joined ca.root_bundle", out)
         self.assertEqual(self.check_client(self.issue(), [[old]]), [old, off])
-        self.step("switch", "--early", trust=off)
+        self.step("switch", "--early", trust=off, state="switched")
         chain = self.issue()
         self.assertEqual(chain[1], ca1)  # ca.cert is sent: it is not a root
         self.assertEqual(self.check_client(chain, [[off]]), [old, off])
-        self.step("finish", "--early", trust=off)
+        self.step("finish", "--early", trust=off, state=None)
         chain = self.issue()
         self.assertEqual(len(chain), 3)
         self.assertEqual(self.check_client(chain, [[off]]), [off])
@@ -344,7 +382,7 @@ class OfflineRotation(Served):
         bundle = self.bundle_text()
         csr2 = os.path.join(self.work, "ca2.csr")
         self.step("prepare", "--label", "ca-off-2", "--subject", "/O=Test/CN=Mesh CA 2",
-                  "--csr", csr2, trust=off)
+                  "--csr", csr2, trust=off, state="prepared")
         ca2_path, ca2 = self.sign_csr(csr2, "ca2", int_path, int_key)
         # A certificate for another key than ca.next_key: refused.
         self.refused(off, "does not certify", "import-next", "--cert", ca1_path,
@@ -353,12 +391,12 @@ class OfflineRotation(Served):
         self.refused(off, "does not chain to", "import-next", "--cert", ca2_path,
                      "--root", self.root)
         out = self.step("import-next", "--cert", ca2_path, "--chain", int_path,
-                        "--root", self.root, trust=off)
+                        "--root", self.root, trust=off, state="overlap")
         self.assertIn("holds already", out)
         before = self.issue()
         self.assertEqual(before[1], ca1)
         self.check_client(before, [[off]])
-        out = self.step("overlap", trust=off)
+        out = self.step("overlap", trust=off, state="overlap")
         self.assertIn("bundle is unchanged", out)
         self.assertEqual(self.bundle_text(), bundle)
         chain = self.issue()
@@ -366,12 +404,12 @@ class OfflineRotation(Served):
         self.assertEqual(self.check_client(chain, [[off]]), [off])
         self.refused(off, "self-signed roots", "cross-sign", "--out",
                      os.path.join(self.work, "x.pem"))
-        self.step("switch", "--early", trust=off)
+        self.step("switch", "--early", trust=off, state="switched")
         chain = self.issue()
         self.assertEqual(chain[1:3], [ca2, mid])  # ca.cert, then ca.chain (next_chain)
         self.assertEqual(self.check_client(chain, [[off]]), [off])
         self.assertTrue(self.verifies(before[0], [off], [ca1]))
-        out = self.step("finish", "--early", trust=off)
+        out = self.step("finish", "--early", trust=off, state=None)
         self.assertIn("ca.root_bundle is unchanged", out)
         self.assertEqual(self.bundle_text(), bundle)
         chain = self.issue()
