@@ -1,5 +1,5 @@
 /* ca_show.h - what `hsmca ca show` (ca_show.c) and its rotation section (ca_show_rot.c)
- * share: one certificate's facts as JSON and as text. */
+ * share: one certificate's facts as JSON and as text (ca_show_cert.c). */
 #ifndef HSMCA_CA_SHOW_H
 #define HSMCA_CA_SHOW_H
 
