@@ -54,23 +54,6 @@ hsmca_code ca_audit_open(const hsmca_config *cfg, ca_audit *a, hsmca_err *e)
     return HSMCA_OK;
 }
 
-/* "ec-prime256v1", "rsa-2048": as the signer's key entry names the CA key's type;
- * "ed25519" for an audit key. */
-static void key_type(EVP_PKEY *k, char *out, size_t cap)
-{
-    char group[24];
-    size_t glen = 0;
-    if (EVP_PKEY_get_base_id(k) == EVP_PKEY_EC &&
-        EVP_PKEY_get_group_name(k, group, sizeof(group), &glen) == 1)
-        snprintf(out, cap, "ec-%s", group);
-    else if (EVP_PKEY_get_base_id(k) == EVP_PKEY_ED25519)
-        snprintf(out, cap, "ed25519");
-    else if (EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA)
-        snprintf(out, cap, "rsa-%d", EVP_PKEY_get_bits(k));
-    else
-        snprintf(out, cap, "type-%d", EVP_PKEY_get_base_id(k));
-}
-
 /* The unix user running the command (and who became root through sudo). */
 static void who(char *out, size_t cap)
 {
@@ -104,7 +87,7 @@ hsmca_code ca_audit_record(ca_audit *a, const char *step, const char *key_uri, E
         (cert && !ca_cert_sha256(cert, ent.ca_cert_sha256)))
         return hsmca_fail(e, HSMCA_EINTERNAL, "audit: cannot describe the CA key of step %s", step);
     snprintf(ent.ca_key_alg, sizeof(ent.ca_key_alg), "%s", alg_name);
-    key_type(key, ent.ca_key_type, sizeof(ent.ca_key_type));
+    sigalg_key_type(key, ent.ca_key_type, sizeof(ent.ca_key_type));
     const char *q = strchr(key_uri, '?');
     ent.ca_key_uri = (audit_str){key_uri, q ? (size_t)(q - key_uri) : strlen(key_uri), 0};
     char user[300];

@@ -2,6 +2,7 @@
 #include "sigalg.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <openssl/ec.h>
@@ -145,4 +146,19 @@ int sigalg_verify_digest(const sigalg *alg, EVP_PKEY *pub, const uint8_t *digest
     /* ECDSA and RSA PKCS#1 verification keep no state between calls on a context. */
     EVP_PKEY_CTX *ctx = verify_ctx_for(alg, pub, md);
     return ctx && EVP_PKEY_verify(ctx, sig, sig_len, digest, alg->digest_len) == 1;
+}
+
+void sigalg_key_type(const EVP_PKEY *k, char *out, size_t cap)
+{
+    char group[24];
+    size_t glen = 0;
+    int id = EVP_PKEY_get_base_id(k);
+    if (id == EVP_PKEY_EC && EVP_PKEY_get_group_name(k, group, sizeof(group), &glen) == 1)
+        snprintf(out, cap, "ec-%s", group);
+    else if (id == EVP_PKEY_ED25519)
+        snprintf(out, cap, "ed25519");
+    else if (id == EVP_PKEY_RSA)
+        snprintf(out, cap, "rsa-%d", EVP_PKEY_get_bits(k));
+    else
+        snprintf(out, cap, "type-%d", id);
 }

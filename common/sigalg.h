@@ -33,6 +33,10 @@ typedef struct {
  * ECDSA-SHA384, RSA: SHA256-RSA PKCS#1 v1.5), or NULL for any other key. */
 const sigalg *sigalg_for_key(const EVP_PKEY *key);
 
+/* A key's type as the signing log names it: "ec-prime256v1", "rsa-2048", "ed25519"
+ * ("type-N" for any other). */
+void sigalg_key_type(const EVP_PKEY *k, char *out, size_t cap);
+
 /* The table row of an algorithm NID, or NULL when we do not sign with it. */
 const sigalg *sigalg_by_nid(int nid);
 

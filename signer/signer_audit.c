@@ -99,20 +99,6 @@ static audit_str uri_public(const char *uri)
     return (audit_str){uri, q ? (size_t)(q - uri) : strlen(uri), 0};
 }
 
-/* "ec-prime256v1", "rsa-2048": the CA key's type and size. */
-static void key_type(EVP_PKEY *k, char *out, size_t cap)
-{
-    char group[24];
-    size_t glen = 0;
-    if (EVP_PKEY_get_base_id(k) == EVP_PKEY_EC &&
-        EVP_PKEY_get_group_name(k, group, sizeof(group), &glen) == 1)
-        snprintf(out, cap, "ec-%s", group);
-    else if (EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA)
-        snprintf(out, cap, "rsa-%d", EVP_PKEY_get_bits(k));
-    else
-        snprintf(out, cap, "type-%d", EVP_PKEY_get_base_id(k));
-}
-
 /* The SHA-256 of the DER of the CA's public key (spki) or certificate, in hex. */
 static HSMCA_MUSTCHECK hsmca_code der_sha256(signer_ctx *s, int spki, char hex[65], hsmca_err *e)
 {
@@ -135,7 +121,7 @@ static HSMCA_MUSTCHECK hsmca_code key_entry(signer_ctx *s, uint64_t *last, hsmca
     snprintf(a.ca_key_alg, sizeof(a.ca_key_alg), "%s", s->alg->name);
     EVP_PKEY *pub = X509_get0_pubkey(s->ca_cert);
     HSMCA_ENSURE(pub, e, HSMCA_EINTERNAL, "audit: the CA certificate has no key");
-    key_type(pub, a.ca_key_type, sizeof(a.ca_key_type));
+    sigalg_key_type(pub, a.ca_key_type, sizeof(a.ca_key_type));
     HSMCA_GUARD(der_sha256(s, 1, a.ca_spki_sha256, e));
     HSMCA_GUARD(der_sha256(s, 0, a.ca_cert_sha256, e));
     a.ca_key_uri = uri_public(s->cfg.ca_key_uri);
