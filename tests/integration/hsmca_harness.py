@@ -165,8 +165,9 @@ class DevServer:
         csr = hc.make_csr(k, uris=["spiffe://cluster.local/ns/%s/sa/%s" % (ns, sa)])
         return (client or self.client).create(csr, self.token(ns, sa), ttl, timeout=timeout)
 
-    def children(self):
-        """{'signer': pid, 'frontend': pid} of the running children."""
+    def all_children(self):
+        """{role: pid} of every running child of the supervisor: 'signer', 'frontend',
+        'metrics' (hsmca-<role>) and 'publish' (hsmca k8s publish-roots)."""
         out = {}
         for d in os.listdir("/proc"):
             if not d.isdigit():
@@ -178,12 +179,18 @@ class DevServer:
                     continue
                 with open("/proc/%s/cmdline" % d, "rb") as f:
                     argv = f.read().split(b"\0")
-                role = os.path.basename(argv[0]).decode(errors="replace")
-                if role in ("hsmca-signer", "hsmca-frontend"):
-                    out[role[len("hsmca-"):]] = int(d)
+                name = os.path.basename(argv[0]).decode(errors="replace")
+                if name.startswith("hsmca-"):
+                    out[name[len("hsmca-"):]] = int(d)
+                elif b"publish-roots" in argv:
+                    out["publish"] = int(d)
             except (OSError, IndexError, ValueError):
                 continue
         return out
+
+    def children(self):
+        """{'signer': pid, 'frontend': pid} of the running children."""
+        return {k: v for k, v in self.all_children().items() if k in ("signer", "frontend")}
 
     def wait_children(self, timeout=30, exclude=()):
         deadline = time.time() + timeout

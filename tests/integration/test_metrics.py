@@ -147,19 +147,7 @@ class MetricsTest(unittest.TestCase):
             return False
 
     def metrics_pid(self):
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                with open("/proc/%s/cmdline" % d, "rb") as f:
-                    argv0 = f.read().split(b"\0")[0]
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == self.srv.proc.pid and os.path.basename(argv0) == b"hsmca-metrics":
-                return int(d)
-        return None
+        return self.srv.all_children().get("metrics")
 
 
 class PortInUse(unittest.TestCase):

@@ -80,15 +80,7 @@ class ProgramTests(unittest.TestCase):
         self.assertIn("libmicrohttpd", own)  # control: ldd read the program
         self.assertEqual([o for o in own if o.startswith(SIGNER_NEVER[:7])], [],
                          "hsmca-metrics links gRPC")
-        pid = None
-        for d in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                if os.path.basename(os.readlink("/proc/%s/exe" % d)) == "hsmca-metrics":
-                    with open("/proc/%s/stat" % d) as f:
-                        if int(f.read().rsplit(")", 1)[1].split()[1]) == self.server.proc.pid:
-                            pid = int(d)
-            except (OSError, ValueError, IndexError):
-                continue
+        pid = self.server.all_children().get("metrics")
         self.assertIsNotNone(pid, "no hsmca-metrics child")
         modules = [o for o in mapped_objects(pid)
                    if any(p in o for p in ("softhsm", "opensc", "p11-kit-proxy", "p11-kit-trust",

@@ -68,19 +68,7 @@ class PublishServeTests(unittest.TestCase):
 
     def publish_child(self):
         """The pid of the supervisor's publish-roots child, or None."""
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                with open("/proc/%s/cmdline" % d, "rb") as f:
-                    argv = f.read().split(b"\0")
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == self.srv.proc.pid and b"publish-roots" in argv:
-                return int(d)
-        return None
+        return self.srv.all_children().get("publish")
 
     def holder(self):
         o = self.api.get(*LEASE)
