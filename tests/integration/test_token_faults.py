@@ -186,14 +186,7 @@ class TokenFaults(unittest.TestCase):
         self.assertEqual(self.server.children()["signer"], pid)
         # The operator fixes the PIN file: a fresh signer reads it and logs in once.
         self.server.control("")
-        pin_path = os.path.join(self.server.dir, "pin")
-        with open(pin_path, "rb") as f:
-            pin = f.read()
-        tmp = pin_path + ".new"
-        with open(tmp, "wb") as f:
-            f.write(pin)
-        os.chmod(tmp, 0o600)
-        os.rename(tmp, pin_path)
+        self.replace_pin_file()
         t0 = time.monotonic()
         while self.call()[0] != "OK":
             self.assertLess(time.monotonic() - t0, 20, "no recovery after the PIN file changed")
@@ -202,6 +195,18 @@ class TokenFaults(unittest.TestCase):
         print("PIN file changed: signer %d replaced by %d, serving after %.2f s"
               % (pid, new_pid, time.monotonic() - t0))
         self.assertNotEqual(new_pid, pid)
+
+    def replace_pin_file(self):
+        """The operator's fix: the PIN file written anew (same PIN, a new file), which is
+        what makes a PIN-refused signer exit to be restarted."""
+        pin_path = os.path.join(self.server.dir, "pin")
+        with open(pin_path, "rb") as f:
+            pin = f.read()
+        tmp = pin_path + ".new"
+        with open(tmp, "wb") as f:
+            f.write(pin)
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, pin_path)
 
     def test_4b_sighup_after_pin_refusal_keeps_the_signer(self):
         """SIGHUP to `hsmca serve` reloads (docs/OPERATIONS.md "Reload"): it neither
@@ -228,14 +233,7 @@ class TokenFaults(unittest.TestCase):
         self.assertEqual(self.server.children()["signer"], pid)
         self.assertEqual(self.server.count("C_Login")[0], logins)
         # The PIN file changed: a fresh signer reads it and logs in, as in test_4.
-        pin_path = os.path.join(self.server.dir, "pin")
-        with open(pin_path, "rb") as f:
-            pin = f.read()
-        tmp = pin_path + ".new"
-        with open(tmp, "wb") as f:
-            f.write(pin)
-        os.chmod(tmp, 0o600)
-        os.rename(tmp, pin_path)
+        self.replace_pin_file()
         t0 = time.monotonic()
         while self.call()[0] != "OK":
             self.assertLess(time.monotonic() - t0, 20, "no recovery after the PIN file changed")
