@@ -8,8 +8,11 @@ runs with serve stopped and serve is started again after it, as ROTATION.md says
     rotation: before overlap, after it (old key, both roots), after switch (new key,
     serving certificate included), after finish (the new root alone); a certificate
     issued before the switch still verifies under the bundle after it;
-(b) the cross-signed certificate verifies with `openssl verify` under the old root, and
-    once offered (ca.chain) a peer trusting only the old root verifies a new leaf;
+(b) switch has the old key cross-sign the new root and offers it (ca.chain): it verifies
+    with `openssl verify` under the old root, a peer trusting only the old root verifies
+    a new leaf through it, and a TLS client trusting only the old root still connects
+    after the switch (gRPC, and `openssl s_client -verify_return_error`) and gets a
+    certificate;
 (c) the steps are refused out of order (switch before overlap), too early (switch
     before issuance.max_ttl without --early) and while a signer holds the log;
 (d) `hsmca audit show --kind ca-key` lists every step in order, `hsmca audit verify`
@@ -239,16 +242,9 @@ class Rotation(Served):
         self.start_server(old)
 
         # TLS trusting only the new root: its serving cert
-        self.step("switch", "--early", trust=new, state="switched")
-        chain = self.issue()
-        roots = self.check_client(chain, [[old, new], [new]])
-        self.assertEqual(roots, [old, new])
-        self.assertFalse(self.verifies(chain[0], [old]))  # no cross-signed path yet
-        # A certificate from before the switch verifies under the bundle it now gets.
-        self.assertTrue(self.verifies(before_switch, roots))
-
-        cross = os.path.join(self.work, "cross.pem")
-        self.step("cross-sign", "--out", cross, "--offer", trust=new, state="switched")
+        out = self.step("switch", "--early", trust=new, state="switched")
+        cross = os.path.join(self.dir, "ca-key-2-cross.pem")
+        self.assertIn("ca.chain is " + cross, out)
         rc, out = sh("openssl", "verify", "-CAfile", os.path.join(self.dir, "root-cert.pem"),
                      cross)
         self.assertEqual(rc, 0, out)
@@ -256,8 +252,23 @@ class Rotation(Served):
             cross_pem = f.read()
         chain = self.issue()
         self.assertEqual(chain[1], cross_pem)
-        # A peer that trusts only the old root verifies a new leaf through it.
-        self.check_client(chain, [[old], [old, new], [new]])
+        roots = self.check_client(chain, [[old, new], [new]])
+        self.assertEqual(roots, [old, new])
+        # A peer that trusts only the old root verifies a new leaf through the
+        # cross-signed certificate, and not without it.
+        self.check_client(chain, [[old]])
+        self.assertFalse(self.verifies(chain[0], [old]))
+        # A certificate from before the switch verifies under the bundle it now gets.
+        self.assertTrue(self.verifies(before_switch, roots))
+        # A client that trusts only the old root still connects: the serving chain
+        # carries the cross-signed certificate (TLS verified by gRPC and by openssl).
+        self.assertEqual(self.old_root_client(old), [old, new])
+        # ca.chain is the cross-signed certificate already: --offer has nothing to add.
+        self.stop_server()
+        rc, out = self.rotate("cross-sign", "--out", os.path.join(self.work, "x.pem"), "--offer")
+        self.start_server(new)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("ca.chain is set already", out)
 
         self.step("finish", "--early", trust=new, state=None)
         chain = self.issue()
@@ -267,16 +278,39 @@ class Rotation(Served):
 
         self.check_audit()
 
+    def old_root_client(self, old):
+        """A TLS client trusting only the old root: gRPC's handshake and openssl s_client
+        -verify_return_error succeed, and it gets a certificate that verifies under that
+        root through the chain's intermediates. Returns the roots of that chain."""
+        client = hc.Client(self.srv.addr, old.encode())
+        try:
+            chain = self.srv.issue(client=client)
+        finally:
+            client.close()
+        roots = self.check_client(chain, [[old]])
+        trust = os.path.join(self.work, "old-root.pem")
+        with open(trust, "w") as f:
+            f.write(old)
+        p = subprocess.run(["openssl", "s_client", "-connect", self.srv.addr, "-CAfile", trust,
+                            "-verify_return_error", "-servername", "localhost"],
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("Verify return code: 0 (ok)", p.stdout)
+        return roots
+
     def check_audit(self):
         audit = os.path.join(self.dir, "audit")
         steps = self.steps()
+        # switch cross-signs the new root (with the old key) before it switches.
         self.assertEqual([s["step"] for s in steps],
-                         ["rotate-prepare", "rotate-overlap", "rotate-switch",
-                          "rotate-cross-sign", "rotate-finish"])
+                         ["rotate-prepare", "rotate-overlap", "rotate-cross-sign",
+                          "rotate-switch", "rotate-finish"])
         self.assertTrue(all(s["requester"] for s in steps))
-        self.assertEqual(steps[0]["ca_spki_sha256"], steps[2]["ca_spki_sha256"])
+        self.assertEqual(steps[0]["ca_spki_sha256"], steps[3]["ca_spki_sha256"])
+        self.assertNotEqual(steps[0]["ca_spki_sha256"], steps[2]["ca_spki_sha256"])
         self.assertNotEqual(steps[0]["ca_spki_sha256"], steps[4]["ca_spki_sha256"])
-        self.assertIn("object=ca-key-2", steps[2]["ca_key_uri"])
+        self.assertIn("object=ca-key-2", steps[3]["ca_key_uri"])
+        self.assertNotIn("object=ca-key-2", steps[2]["ca_key_uri"])
         rc, out = sh(BIN, "audit", "verify", audit)
         self.assertEqual(rc, 0, out)
         # A step changed after a checkpoint covered it fails the verification: the
@@ -358,7 +392,10 @@ class OfflineRotation(Served):
         out = self.step("overlap", trust=old, state="overlap")
         self.assertIn("joined ca.root_bundle", out)
         self.assertEqual(self.check_client(self.issue(), [[old]]), [old, off])
-        self.step("switch", "--early", trust=off, state="switched")
+        out = self.step("switch", "--early", trust=off, state="switched")
+        # No key here can give old-root peers a path to a new offline root: said so.
+        self.assertIn("does not chain to the old CA's root", out)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "ca-off-1-cross.pem")))
         chain = self.issue()
         self.assertEqual(chain[1], ca1)  # ca.cert is sent: it is not a root
         self.assertEqual(self.check_client(chain, [[off]]), [old, off])
@@ -404,7 +441,8 @@ class OfflineRotation(Served):
         self.assertEqual(self.check_client(chain, [[off]]), [off])
         self.refused(off, "self-signed roots", "cross-sign", "--out",
                      os.path.join(self.work, "x.pem"))
-        self.step("switch", "--early", trust=off, state="switched")
+        out = self.step("switch", "--early", trust=off, state="switched")
+        self.assertNotIn("does not chain to", out)
         chain = self.issue()
         self.assertEqual(chain[1:3], [ca2, mid])  # ca.cert, then ca.chain (next_chain)
         self.assertEqual(self.check_client(chain, [[off]]), [off])
