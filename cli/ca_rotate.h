@@ -59,6 +59,11 @@ const char *rot_state_name(rot_state st);
 /* The step to run next in st ("import-next", "overlap", ...), "" when none. */
 const char *rot_state_next(const hsmca_config *c, rot_state st);
 
+/* Fails e with rc and "what: " before why's message, or with why's message alone when
+ * both would not fit in e: a reason is never cut short to make room for its context. */
+HSMCA_MUSTCHECK hsmca_code rot_fail_in(hsmca_err *e, hsmca_code rc, const char *what,
+                                       const hsmca_err *why);
+
 /* The root a prepared CA chains to: ca.next_root (import-next), else ca.next_cert (a
  * self-signed root). NULL with e. */
 X509 *rot_next_root(const hsmca_config *c, hsmca_err *e);

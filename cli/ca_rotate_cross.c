@@ -106,7 +106,7 @@ static HSMCA_MUSTCHECK hsmca_code cross(rot_ctx *r, const cross_args *a, hsmca_e
                               "certificates are the old key's)"
                             : "ca.chain is set already");
     HSMCA_ENSURE(a->force || access(a->out, F_OK) != 0, e, HSMCA_EINVAL,
-                 "%s exists: pass --force to replace it", a->out);
+                 "%.200s exists: pass --force to replace it", a->out);
     char key[CONFIG_MAX_STR];
     snprintf(key, sizeof(key), "%s", old_key);
     X509 *old_root = rot_load_one(old_path, "the old root", e), *new_root = NULL, *x = NULL;
@@ -115,11 +115,12 @@ static HSMCA_MUSTCHECK hsmca_code cross(rot_ctx *r, const cross_args *a, hsmca_e
         rc = HSMCA_EINVAL;
     /* Under an offline root there is no old root key here: the offline root's operator
      * cross-certifies a new root, if one is needed. */
-    if (rc == HSMCA_OK && (X509_check_issued(old_root, old_root) != X509_V_OK ||
-                           X509_check_issued(new_root, new_root) != X509_V_OK))
-        rc = hsmca_fail(e, HSMCA_EINVAL, "cross-sign is for a rotation between two "
-                        "self-signed roots: %s or %s is not one (a CA under an offline "
-                        "root needs none when the root stays)", old_path, new_path);
+    int old_ok = old_root && X509_check_issued(old_root, old_root) == X509_V_OK;
+    if (rc == HSMCA_OK && (!old_ok || X509_check_issued(new_root, new_root) != X509_V_OK))
+        rc = hsmca_fail(e, HSMCA_EINVAL,
+                        "cross-sign is only between two self-signed roots (a CA under an "
+                        "offline root that stays needs none): %s %.100s is not one",
+                        old_ok ? "the new CA" : "the old CA", old_ok ? new_path : old_path);
     if (rc == HSMCA_OK)
         rc = rot_cross_sign(r, key, old_root, new_root, &x, e);
     if (rc == HSMCA_OK)

@@ -115,7 +115,7 @@ static HSMCA_MUSTCHECK hsmca_code check_next_key(rot_ctx *r, X509 *next, STACK_O
     hsmca_err_clear(&why);
     X509 *top = rot_root_of(next, r->s.cfg->ca_next_chain, bundle, &why);
     if (!top)
-        return hsmca_fail(e, why.code, "ca.next_cert: %s", why.msg);
+        return rot_fail_in(e, why.code, "ca.next_cert", &why);
     X509_free(top);
     EVP_PKEY *key = NULL;
     HSMCA_GUARD(rot_open_next(r, &key, e));

@@ -549,5 +549,65 @@ class CeremonyRecord(unittest.TestCase):
         self.assertNotIn("made the CA key", out)
 
 
+class RefusalTexts(unittest.TestCase):
+    """A refusal of `ca rotate` is whole, however long the paths it names: each ends in
+    its advice (files of the rotation under a directory with a long name)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dev = DevDir("rotmsg")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dev.cleanup()
+
+    def last_line(self, out):
+        return out.strip().splitlines()[-1]
+
+    def test_refusals_are_not_cut_off(self):
+        d = self.dev.dir
+        deep = os.path.join(d, "a" * 120, "b" * 120)
+        os.makedirs(deep)
+        shutil.copy(os.path.join(d, "root-cert.pem"), os.path.join(d, "roots.pem"))
+        cfg = self.dev.config(lambda t: t.replace("root_bundle: root-cert.pem",
+                                                  "root_bundle: roots.pem"), "msg.yaml")
+        rotate = [BIN, "ca", "rotate"]
+        nxt = os.path.join(deep, "ca-key-2.pem")
+        rc, out = sh(*rotate, "prepare", "--config", cfg, "--label", "ca-key-2", "--subject",
+                     "/CN=Root 2", "--ttl", "30d", "--out", nxt)
+        self.assertEqual(rc, 0, out)
+        # --out names a file that exists.
+        taken = os.path.join(deep, "taken.pem")
+        shutil.copy(nxt, taken)
+        rc, out = sh(*rotate, "cross-sign", "--config", cfg, "--out", taken)
+        self.assertEqual(rc, 1, out)
+        self.assertTrue(self.last_line(out).endswith("exists: pass --force to replace it"),
+                        out)
+        # ca.next_cert holding two certificates.
+        with open(nxt) as f:
+            one = f.read()
+        with open(nxt, "w") as f:
+            f.write(one + one)
+        rc, out = sh(*rotate, "overlap", "--config", cfg)
+        self.assertEqual(rc, 1, out)
+        self.assertTrue(self.last_line(out).endswith("holds 2 certificates, not one"), out)
+        # ca.next_cert that is not a self-signed root: cross-sign says which, and why.
+        other_key, other = os.path.join(deep, "o.key"), os.path.join(deep, "o.pem")
+        leaf_key, leaf = os.path.join(deep, "leaf.key"), os.path.join(deep, "leaf.pem")
+        for argv in (["-keyout", other_key, "-subj", "/CN=Other", "-out", other],
+                     ["-keyout", leaf_key, "-subj", "/CN=Sub", "-CA", other, "-CAkey", other_key,
+                      "-out", leaf]):
+            rc, msg = sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                         "ec_paramgen_curve:P-256", "-nodes", "-days", "30", *argv)
+            self.assertEqual(rc, 0, msg)
+        shutil.copy(leaf, nxt)
+        rc, out = sh(*rotate, "cross-sign", "--config", cfg, "--out",
+                     os.path.join(deep, "cross.pem"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("only between two self-signed roots", out)
+        self.assertTrue(self.last_line(out).endswith("is not one"), out)
+        self.assertIn("the new CA " + nxt[:60], out)
+
+
 if __name__ == "__main__":
     unittest.main()
