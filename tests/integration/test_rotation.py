@@ -291,11 +291,14 @@ class Rotation(Served):
         trust = os.path.join(self.work, "old-root.pem")
         with open(trust, "w") as f:
             f.write(old)
+        # Its exit status is not the verdict: after the handshake the server may close
+        # first (no HTTP/2 preface came), which s_client reports as an error. With
+        # -verify_return_error a chain that does not verify ends the handshake instead.
         p = subprocess.run(["openssl", "s_client", "-connect", self.srv.addr, "-CAfile", trust,
                             "-verify_return_error", "-servername", "localhost"],
                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertIn("Verify return code: 0 (ok)", p.stdout)
+        self.assertIn("Verify return code: 0 (ok)", p.stdout, p.stdout + p.stderr)
+        self.assertNotIn("verify error", p.stdout + p.stderr)
         return roots
 
     def check_audit(self):
