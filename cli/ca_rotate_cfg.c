@@ -184,9 +184,11 @@ static HSMCA_MUSTCHECK hsmca_code check_and_replace(const char *path, const char
         rc = config_validate(c, &why);
     free(c);
     if (rc != HSMCA_OK) {
+        static const char lead[] = "the changed config would not load, left unchanged: ";
         unlink(tmp);
-        /* The loader's reason on a line of its own: it names a file and a line, and is
-         * never cut short to fit this sentence. */
+        if (sizeof(lead) + strlen(why.msg) <= sizeof(e->msg))
+            return hsmca_fail(e, rc, "%s%s", lead, why.msg);
+        /* The loader's reason is never cut short to fit this sentence: a line of its own. */
         fprintf(stderr, "%s\n", why.msg);
         return hsmca_fail(e, rc, "the changed config would not load (above): left unchanged");
     }
