@@ -25,10 +25,12 @@ static const char rotate_help[] =
     "              root): every response carries both roots;\n"
     "              certificates are still signed by the old key\n"
     "  switch      certificates are signed by the new key (pkcs11.ca_key, ca.cert); the\n"
-    "              old ones become ca.previous_key and ca.previous_cert. Not sooner than\n"
-    "              issuance.max_ttl after overlap (--early to override)\n"
+    "              old ones become ca.previous_key and ca.previous_cert; between two\n"
+    "              self-signed roots the new root cross-signed by the old key becomes\n"
+    "              ca.chain, so a peer that trusts only the old root still verifies. Not\n"
+    "              sooner than issuance.max_ttl after overlap (--early to override)\n"
     "  cross-sign  the new root signed by the old key, written to --out; --offer puts it\n"
-    "              in ca.chain, so a peer that trusts only the old root still verifies\n"
+    "              in ca.chain when switch did not (ca.chain unset after switch)\n"
     "  finish      the old root leaves ca.root_bundle (unless the new CA is under it\n"
     "              too). Not sooner than issuance.max_ttl after switch (--early to\n"
     "              override)\n";
@@ -123,7 +125,7 @@ X509 *rot_load_one(const char *path, const char *key, hsmca_err *e)
         return NULL;
     X509 *x = sk_X509_num(certs) == 1 ? sk_X509_shift(certs) : NULL;
     if (!x)
-        hsmca_fail(e, HSMCA_EINVAL, "%s %s holds %d certificates, not one", key, path,
+        hsmca_fail(e, HSMCA_EINVAL, "%s %.160s holds %d certificates, not one", key, path,
                    sk_X509_num(certs));
     sk_X509_pop_free(certs, X509_free);
     return x;
@@ -196,7 +198,14 @@ hsmca_code rot_session_next_key(ca_session *s, EVP_PKEY **pub, hsmca_err *e)
         rc = hsmca_fail(&why, HSMCA_ENOMEM, "out of memory");
     p11_pool_close(pool);
     snprintf(c->ca_key_uri, sizeof(c->ca_key_uri), "%s", old);
-    return rc == HSMCA_OK ? rc : hsmca_fail(e, rc, "ca.next_key: %s", why.msg);
+    return rc == HSMCA_OK ? rc : rot_fail_in(e, rc, "ca.next_key", &why);
+}
+
+hsmca_code rot_fail_in(hsmca_err *e, hsmca_code rc, const char *what, const hsmca_err *why)
+{
+    if (strlen(what) + 2 + strlen(why->msg) < sizeof(e->msg))
+        return hsmca_fail(e, rc, "%s: %s", what, why->msg);
+    return hsmca_fail(e, rc, "%s", why->msg);
 }
 
 X509 *rot_next_root(const hsmca_config *c, hsmca_err *e)
@@ -208,7 +217,7 @@ X509 *rot_next_root(const hsmca_config *c, hsmca_err *e)
 X509 *rot_root_of(X509 *x, const char *chain_path, STACK_OF(X509) * roots, hsmca_err *e)
 {
     STACK_OF(X509) *chain = NULL;
-    if (chain_path[0] && !(chain = ca_load_certs(chain_path, chain_path, e)))
+    if (chain_path[0] && !(chain = ca_load_certs(chain_path, "its chain file", e)))
         return NULL;
     X509_STORE *st = X509_STORE_new();
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();
@@ -221,7 +230,7 @@ X509 *rot_root_of(X509 *x, const char *chain_path, STACK_OF(X509) * roots, hsmca
     } else {
         X509_STORE_CTX_set_flags(ctx, X509_V_FLAG_NO_CHECK_TIME);
         if (X509_verify_cert(ctx) != 1) {
-            hsmca_fail(e, HSMCA_EINVAL, "no path to a root of ca.root_bundle%s%s: %s",
+            hsmca_fail(e, HSMCA_EINVAL, "no path to a root of ca.root_bundle%s%.120s: %s",
                        chain ? " through " : "", chain_path,
                        X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx)));
         } else {

@@ -59,6 +59,11 @@ const char *rot_state_name(rot_state st);
 /* The step to run next in st ("import-next", "overlap", ...), "" when none. */
 const char *rot_state_next(const hsmca_config *c, rot_state st);
 
+/* Fails e with rc and "what: " before why's message, or with why's message alone when
+ * both would not fit in e: a reason is never cut short to make room for its context. */
+HSMCA_MUSTCHECK hsmca_code rot_fail_in(hsmca_err *e, hsmca_code rc, const char *what,
+                                       const hsmca_err *why);
+
 /* The root a prepared CA chains to: ca.next_root (import-next), else ca.next_cert (a
  * self-signed root). NULL with e. */
 X509 *rot_next_root(const hsmca_config *c, hsmca_err *e);
@@ -67,6 +72,19 @@ X509 *rot_next_root(const hsmca_config *c, hsmca_err *e);
  * "": none), validity times not checked (a path is looked for, not a certificate
  * judged). A new reference, or NULL with e. */
 X509 *rot_root_of(X509 *x, const char *chain_path, STACK_OF(X509) * roots, hsmca_err *e);
+
+/* Signs, with old_key (opened as serve opens it; the token loaded here unless it is),
+ * a certificate with new_root's subject, key and SKI issued by old_root: *cross, new. */
+HSMCA_MUSTCHECK hsmca_code rot_cross_sign(rot_ctx *r, const char *old_key, X509 *old_root,
+                                          X509 *new_root, X509 **cross, hsmca_err *e);
+
+/* At switch, between two self-signed roots (ca.cert, next): next cross-signed by the
+ * old key (pkcs11.ca_key), recorded (rotate-cross-sign), written beside ca.next_cert as
+ * LABEL-cross.pem, its path in path (for ca.chain), so that a peer trusting only the old
+ * root still verifies the serving certificate and new leaves. Otherwise path is "" and,
+ * when the new CA does not chain to the old CA's root in bundle, a note says so. */
+HSMCA_MUSTCHECK hsmca_code rot_switch_cross(rot_ctx *r, X509 *next, STACK_OF(X509) * bundle,
+                                            char *path, size_t cap, hsmca_err *e);
 
 int ca_rotate_prepare(int argc, char **argv);
 int ca_rotate_import_next(int argc, char **argv);

@@ -2,6 +2,7 @@
  * range, so a value is replaced without re-emitting (and losing) the rest of the file. */
 #include "ca_rotate_cfg.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,11 +183,20 @@ static HSMCA_MUSTCHECK hsmca_code check_and_replace(const char *path, const char
     if (rc == HSMCA_OK)
         rc = config_validate(c, &why);
     free(c);
-    if (rc == HSMCA_OK && rename(tmp, path) != 0)
-        rc = hsmca_fail(&why, HSMCA_EIO, "cannot rename %s to %s", tmp, path);
     if (rc != HSMCA_OK) {
+        static const char lead[] = "the changed config would not load, left unchanged: ";
         unlink(tmp);
-        return hsmca_fail(e, rc, "the changed config would not load, left unchanged: %s", why.msg);
+        if (sizeof(lead) + strlen(why.msg) <= sizeof(e->msg))
+            return hsmca_fail(e, rc, "%s%s", lead, why.msg);
+        /* The loader's reason is never cut short to fit this sentence: a line of its own. */
+        fprintf(stderr, "%s\n", why.msg);
+        return hsmca_fail(e, rc, "the changed config would not load (above): left unchanged");
+    }
+    if (rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return hsmca_fail(e, HSMCA_EIO, "cannot rename the changed config over %.150s: %s; "
+                          "left unchanged", path, strerror(err));
     }
     return HSMCA_OK;
 }
@@ -196,7 +206,7 @@ hsmca_code rot_cfg_apply(const char *path, const rot_cfg_set *sets, int n, hsmca
     char *text = NULL;
     size_t len = 0;
     struct stat st;
-    HSMCA_ENSURE(stat(path, &st) == 0, e, HSMCA_EIO, "config %s: cannot stat it", path);
+    HSMCA_ENSURE(stat(path, &st) == 0, e, HSMCA_EIO, "config %.200s: cannot stat it", path);
     HSMCA_GUARD(util_read_file(path, CFG_FILE_MAX, &text, &len, e));
     hsmca_code rc = HSMCA_OK;
     for (int i = 0; rc == HSMCA_OK && i < n; i++)

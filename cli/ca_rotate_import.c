@@ -111,8 +111,9 @@ static HSMCA_MUSTCHECK hsmca_code imp_install(rot_ctx *r, const imp_args *a, ca_
         if (!f[i].pem)
             return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
         if (!a->force && ca_file_differs(f[i].path, f[i].pem, strlen(f[i].pem)))
-            return hsmca_fail(e, HSMCA_EINVAL, "%s: %s exists and holds something else: pass "
-                              "--force to replace it; nothing installed", f[i].key, f[i].path);
+            return hsmca_fail(e, HSMCA_EINVAL, "%s: %.150s exists and holds something else: "
+                              "pass --force to replace it; nothing installed", f[i].key,
+                              f[i].path);
     }
     for (int i = 0; i < n; i++) {
         HSMCA_GUARD(ca_install(f[i].path, f[i].key, f[i].pem, 1, NULL, e));
@@ -136,7 +137,7 @@ static HSMCA_MUSTCHECK hsmca_code imp_load(const imp_args *a, ca_candidate *k, h
     if (X509_check_issued(root, root) != X509_V_OK ||
         X509_verify(root, X509_get0_pubkey(root)) != 1) {
         X509_free(root);
-        return hsmca_fail(e, HSMCA_EINVAL, "--root %s is not a self-signed root", a->root);
+        return hsmca_fail(e, HSMCA_EINVAL, "--root %.200s is not a self-signed root", a->root);
     }
     if (!(k->roots = sk_X509_new_null()) || !sk_X509_push(k->roots, root)) {
         X509_free(root);

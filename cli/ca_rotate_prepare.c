@@ -124,7 +124,7 @@ static HSMCA_MUSTCHECK hsmca_code make(rot_ctx *r, const key_kind *k, const X509
         p11_pool_close(*pool);
         *pool = NULL;
         return hsmca_fail(e, HSMCA_EINVAL,
-                          "--label: the token already holds %s: pick another "
+                          "--label: the token already holds %.160s: pick another "
                           "label; nothing made",
                           r->s.cfg->ca_key_uri);
     }

@@ -115,7 +115,7 @@ static HSMCA_MUSTCHECK hsmca_code check_next_key(rot_ctx *r, X509 *next, STACK_O
     hsmca_err_clear(&why);
     X509 *top = rot_root_of(next, r->s.cfg->ca_next_chain, bundle, &why);
     if (!top)
-        return hsmca_fail(e, why.code, "ca.next_cert: %s", why.msg);
+        return rot_fail_in(e, why.code, "ca.next_cert", &why);
     X509_free(top);
     EVP_PKEY *key = NULL;
     HSMCA_GUARD(rot_open_next(r, &key, e));
@@ -145,6 +145,7 @@ static int do_switch(rot_ctx *r, int early)
     }
     if (rc == 0 && rot_too_soon(r, r->au.overlapped, "rotate overlap", early))
         rc = 1;
+    char cross[CONFIG_MAX_STR] = "";
     if (rc == 0) {
         rot_cfg_set sets[] = {{"pkcs11", "ca_key", c->ca_next_key},
                               {"ca", "cert", c->ca_next_cert},
@@ -156,7 +157,13 @@ static int do_switch(rot_ctx *r, int early)
                               {"ca", "previous_chain", c->chain},
                               {"ca", "next_chain", ""},
                               {"ca", "next_root", ""}};
-        if (check_next_key(r, next, bundle, &e) != HSMCA_OK ||
+        /* The old key cross-signs the new root while it is still the CA's: ca.chain
+         * then gives peers that trust only the old root a path (rot_switch_cross). */
+        hsmca_code ok = check_next_key(r, next, bundle, &e);
+        if (ok == HSMCA_OK)
+            ok = rot_switch_cross(r, next, bundle, cross, sizeof(cross), &e);
+        sets[6].value = cross[0] ? cross : c->ca_next_chain;
+        if (ok != HSMCA_OK ||
             ca_audit_record(&r->au, "rotate-switch", c->ca_next_key, X509_get0_pubkey(next), next,
                             &e) != HSMCA_OK ||
             rot_cfg_apply(r->s.config, sets, 10, &e) != HSMCA_OK) {
@@ -164,10 +171,15 @@ static int do_switch(rot_ctx *r, int early)
             rc = 1;
         } else {
             printf("config %s: pkcs11.ca_key is %s, ca.cert %s; the old CA is "
-                   "ca.previous_key and ca.previous_cert\n"
+                   "ca.previous_key and ca.previous_cert%s%s%s\n"
                    "next: restart hsmca serve; after issuance.max_ttl (%u s), hsmca ca rotate "
                    "finish\n",
-                   r->s.config, sets[0].value, sets[1].value, c->max_ttl);
+                   r->s.config, sets[0].value, sets[1].value,
+                   cross[0] ? "; ca.chain is " : "", cross,
+                   cross[0] ? " (the new root cross-signed by the old key: peers that trust "
+                              "only the old root verify through it until finish)"
+                            : "",
+                   c->max_ttl);
         }
     }
     X509_free(next);
@@ -278,7 +290,10 @@ static const char switch_help[] =
     "Makes ca.next_key, ca.next_cert and ca.next_chain the CA (pkcs11.ca_key, ca.cert,\n"
     "ca.chain) after checking the key opens as serve opens it and is the certificate's;\n"
     "the old ones become ca.previous_key, ca.previous_cert, ca.previous_chain. Refused before issuance.max_ttl has passed\n"
-    "since rotate overlap (by the signing log), unless --early. Restart hsmca serve after.";
+    "since rotate overlap (by the signing log), unless --early. Between two self-signed\n"
+    "roots the old key first cross-signs the new root (LABEL-cross.pem beside\n"
+    "ca.next_cert), which becomes ca.chain until finish: a client that trusts only the\n"
+    "old root still verifies the serving certificate and new leaves. Restart hsmca serve after.";
 static const char finish_help[] =
     "usage: hsmca ca rotate finish --config FILE [--early]\n\n"
     "Takes the old root out of ca.root_bundle (ca.previous_cert, or the root it chained\n"

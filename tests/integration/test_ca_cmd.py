@@ -100,6 +100,17 @@ class Ceremony:
         assert p.returncode == 0, p.stderr
         return p.stdout
 
+    def p11tool_spki(self, token, label):
+        """The key's DER SubjectPublicKeyInfo as GnuTLS's p11tool reads it (the check
+        docs/CEREMONY.md runs), logged in with the PIN in GNUTLS_PIN."""
+        p = subprocess.run(["p11tool", "--provider", SOFTHSM, "--export-pubkey",
+                            "pkcs11:token=%s;object=%s;type=public" % (token, label)],
+                           capture_output=True, timeout=60,
+                           env=dict(os.environ, GNUTLS_PIN=self.dev.pin, **self.dev.env))
+        assert p.returncode == 0, p.stderr
+        return serialization.load_pem_public_key(p.stdout).public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
     def offline_root(self):
         """An offline root in its own token 'offroot' (pkcs11-tool's key, sensitive), its
         certificate made by the engine: returns (root.pem, the key's engine URI)."""
@@ -221,6 +232,7 @@ class SelfSignedTests(unittest.TestCase):
         cert, spki = spki_of(c.cert)
         self.assertEqual(spki, c.engine_spki("fresh", "ca-key"))
         self.assertEqual(spki, c.tool_spki("fresh", "ca-key"))
+        self.assertEqual(spki, c.p11tool_spki("fresh", "ca-key"))
         self.assertIn("public key sha256: %s\n" % hashlib.sha256(spki).hexdigest(), out)
         self.assertEqual(pipeline_sha256(["openssl", "x509", "-in", c.cert, "-noout",
                                           "-pubkey"]), hashlib.sha256(spki).hexdigest())
@@ -295,8 +307,9 @@ class SelfSignedTests(unittest.TestCase):
         self.assertEqual(rc, 0, out + err)
         self.assertIn("using the existing CA key", out)
         self.assertNotEqual(read(c.cert), first)
-        # (pkcs11-tool 0.23 cannot read a P-384 public key back: the engine can.)
+        # (pkcs11-tool 0.23 cannot read a P-384 public key back: the engine and p11tool can.)
         self.assertEqual(spki_of(c.cert)[1], c.engine_spki("fresh", "ca-key"))
+        self.assertEqual(spki_of(c.cert)[1], c.p11tool_spki("fresh", "ca-key"))
         # ca.root_bundle existed: left alone, and said so.
         self.assertIn("fresh-roots.pem (ca.root_bundle) exists and was left as it is", out)
         self.assertEqual(read(c.roots), first)

@@ -8,8 +8,11 @@ runs with serve stopped and serve is started again after it, as ROTATION.md says
     rotation: before overlap, after it (old key, both roots), after switch (new key,
     serving certificate included), after finish (the new root alone); a certificate
     issued before the switch still verifies under the bundle after it;
-(b) the cross-signed certificate verifies with `openssl verify` under the old root, and
-    once offered (ca.chain) a peer trusting only the old root verifies a new leaf;
+(b) switch has the old key cross-sign the new root and offers it (ca.chain): it verifies
+    with `openssl verify` under the old root, a peer trusting only the old root verifies
+    a new leaf through it, and a TLS client trusting only the old root still connects
+    after the switch (gRPC, and `openssl s_client -verify_return_error`) and gets a
+    certificate;
 (c) the steps are refused out of order (switch before overlap), too early (switch
     before issuance.max_ttl without --early) and while a signer holds the log;
 (d) `hsmca audit show --kind ca-key` lists every step in order, `hsmca audit verify`
@@ -239,16 +242,9 @@ class Rotation(Served):
         self.start_server(old)
 
         # TLS trusting only the new root: its serving cert
-        self.step("switch", "--early", trust=new, state="switched")
-        chain = self.issue()
-        roots = self.check_client(chain, [[old, new], [new]])
-        self.assertEqual(roots, [old, new])
-        self.assertFalse(self.verifies(chain[0], [old]))  # no cross-signed path yet
-        # A certificate from before the switch verifies under the bundle it now gets.
-        self.assertTrue(self.verifies(before_switch, roots))
-
-        cross = os.path.join(self.work, "cross.pem")
-        self.step("cross-sign", "--out", cross, "--offer", trust=new, state="switched")
+        out = self.step("switch", "--early", trust=new, state="switched")
+        cross = os.path.join(self.dir, "ca-key-2-cross.pem")
+        self.assertIn("ca.chain is " + cross, out)
         rc, out = sh("openssl", "verify", "-CAfile", os.path.join(self.dir, "root-cert.pem"),
                      cross)
         self.assertEqual(rc, 0, out)
@@ -256,8 +252,23 @@ class Rotation(Served):
             cross_pem = f.read()
         chain = self.issue()
         self.assertEqual(chain[1], cross_pem)
-        # A peer that trusts only the old root verifies a new leaf through it.
-        self.check_client(chain, [[old], [old, new], [new]])
+        roots = self.check_client(chain, [[old, new], [new]])
+        self.assertEqual(roots, [old, new])
+        # A peer that trusts only the old root verifies a new leaf through the
+        # cross-signed certificate, and not without it.
+        self.check_client(chain, [[old]])
+        self.assertFalse(self.verifies(chain[0], [old]))
+        # A certificate from before the switch verifies under the bundle it now gets.
+        self.assertTrue(self.verifies(before_switch, roots))
+        # A client that trusts only the old root still connects: the serving chain
+        # carries the cross-signed certificate (TLS verified by gRPC and by openssl).
+        self.assertEqual(self.old_root_client(old), [old, new])
+        # ca.chain is the cross-signed certificate already: --offer has nothing to add.
+        self.stop_server()
+        rc, out = self.rotate("cross-sign", "--out", os.path.join(self.work, "x.pem"), "--offer")
+        self.start_server(new)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("ca.chain is set already", out)
 
         self.step("finish", "--early", trust=new, state=None)
         chain = self.issue()
@@ -267,16 +278,42 @@ class Rotation(Served):
 
         self.check_audit()
 
+    def old_root_client(self, old):
+        """A TLS client trusting only the old root: gRPC's handshake and openssl s_client
+        -verify_return_error succeed, and it gets a certificate that verifies under that
+        root through the chain's intermediates. Returns the roots of that chain."""
+        client = hc.Client(self.srv.addr, old.encode())
+        try:
+            chain = self.srv.issue(client=client)
+        finally:
+            client.close()
+        roots = self.check_client(chain, [[old]])
+        trust = os.path.join(self.work, "old-root.pem")
+        with open(trust, "w") as f:
+            f.write(old)
+        # Its exit status is not the verdict: after the handshake the server may close
+        # first (no HTTP/2 preface came), which s_client reports as an error. With
+        # -verify_return_error a chain that does not verify ends the handshake instead.
+        p = subprocess.run(["openssl", "s_client", "-connect", self.srv.addr, "-CAfile", trust,
+                            "-verify_return_error", "-servername", "localhost"],
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertIn("Verify return code: 0 (ok)", p.stdout, p.stdout + p.stderr)
+        self.assertNotIn("verify error", p.stdout + p.stderr)
+        return roots
+
     def check_audit(self):
         audit = os.path.join(self.dir, "audit")
         steps = self.steps()
+        # switch cross-signs the new root (with the old key) before it switches.
         self.assertEqual([s["step"] for s in steps],
-                         ["rotate-prepare", "rotate-overlap", "rotate-switch",
-                          "rotate-cross-sign", "rotate-finish"])
+                         ["rotate-prepare", "rotate-overlap", "rotate-cross-sign",
+                          "rotate-switch", "rotate-finish"])
         self.assertTrue(all(s["requester"] for s in steps))
-        self.assertEqual(steps[0]["ca_spki_sha256"], steps[2]["ca_spki_sha256"])
+        self.assertEqual(steps[0]["ca_spki_sha256"], steps[3]["ca_spki_sha256"])
+        self.assertNotEqual(steps[0]["ca_spki_sha256"], steps[2]["ca_spki_sha256"])
         self.assertNotEqual(steps[0]["ca_spki_sha256"], steps[4]["ca_spki_sha256"])
-        self.assertIn("object=ca-key-2", steps[2]["ca_key_uri"])
+        self.assertIn("object=ca-key-2", steps[3]["ca_key_uri"])
+        self.assertNotIn("object=ca-key-2", steps[2]["ca_key_uri"])
         rc, out = sh(BIN, "audit", "verify", audit)
         self.assertEqual(rc, 0, out)
         # A step changed after a checkpoint covered it fails the verification: the
@@ -358,7 +395,10 @@ class OfflineRotation(Served):
         out = self.step("overlap", trust=old, state="overlap")
         self.assertIn("joined ca.root_bundle", out)
         self.assertEqual(self.check_client(self.issue(), [[old]]), [old, off])
-        self.step("switch", "--early", trust=off, state="switched")
+        out = self.step("switch", "--early", trust=off, state="switched")
+        # No key here can give old-root peers a path to a new offline root: said so.
+        self.assertIn("does not chain to the old CA's root", out)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "ca-off-1-cross.pem")))
         chain = self.issue()
         self.assertEqual(chain[1], ca1)  # ca.cert is sent: it is not a root
         self.assertEqual(self.check_client(chain, [[off]]), [old, off])
@@ -404,7 +444,8 @@ class OfflineRotation(Served):
         self.assertEqual(self.check_client(chain, [[off]]), [off])
         self.refused(off, "self-signed roots", "cross-sign", "--out",
                      os.path.join(self.work, "x.pem"))
-        self.step("switch", "--early", trust=off, state="switched")
+        out = self.step("switch", "--early", trust=off, state="switched")
+        self.assertNotIn("does not chain to", out)
         chain = self.issue()
         self.assertEqual(chain[1:3], [ca2, mid])  # ca.cert, then ca.chain (next_chain)
         self.assertEqual(self.check_client(chain, [[off]]), [off])
@@ -509,6 +550,66 @@ class CeremonyRecord(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("ca.cert is not a self-signed root", out)
         self.assertNotIn("made the CA key", out)
+
+
+class RefusalTexts(unittest.TestCase):
+    """A refusal of `ca rotate` is whole, however long the paths it names: each ends in
+    its advice (files of the rotation under a directory with a long name)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dev = DevDir("rotmsg")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dev.cleanup()
+
+    def last_line(self, out):
+        return out.strip().splitlines()[-1]
+
+    def test_refusals_are_not_cut_off(self):
+        d = self.dev.dir
+        deep = os.path.join(d, "a" * 120, "b" * 120)
+        os.makedirs(deep)
+        shutil.copy(os.path.join(d, "root-cert.pem"), os.path.join(d, "roots.pem"))
+        cfg = self.dev.config(lambda t: t.replace("root_bundle: root-cert.pem",
+                                                  "root_bundle: roots.pem"), "msg.yaml")
+        rotate = [BIN, "ca", "rotate"]
+        nxt = os.path.join(deep, "ca-key-2.pem")
+        rc, out = sh(*rotate, "prepare", "--config", cfg, "--label", "ca-key-2", "--subject",
+                     "/CN=Root 2", "--ttl", "30d", "--out", nxt)
+        self.assertEqual(rc, 0, out)
+        # --out names a file that exists.
+        taken = os.path.join(deep, "taken.pem")
+        shutil.copy(nxt, taken)
+        rc, out = sh(*rotate, "cross-sign", "--config", cfg, "--out", taken)
+        self.assertEqual(rc, 1, out)
+        self.assertTrue(self.last_line(out).endswith("exists: pass --force to replace it"),
+                        out)
+        # ca.next_cert holding two certificates.
+        with open(nxt) as f:
+            one = f.read()
+        with open(nxt, "w") as f:
+            f.write(one + one)
+        rc, out = sh(*rotate, "overlap", "--config", cfg)
+        self.assertEqual(rc, 1, out)
+        self.assertTrue(self.last_line(out).endswith("holds 2 certificates, not one"), out)
+        # ca.next_cert that is not a self-signed root: cross-sign says which, and why.
+        other_key, other = os.path.join(deep, "o.key"), os.path.join(deep, "o.pem")
+        leaf_key, leaf = os.path.join(deep, "leaf.key"), os.path.join(deep, "leaf.pem")
+        for argv in (["-keyout", other_key, "-subj", "/CN=Other", "-out", other],
+                     ["-keyout", leaf_key, "-subj", "/CN=Sub", "-CA", other, "-CAkey", other_key,
+                      "-out", leaf]):
+            rc, msg = sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                         "ec_paramgen_curve:P-256", "-nodes", "-days", "30", *argv)
+            self.assertEqual(rc, 0, msg)
+        shutil.copy(leaf, nxt)
+        rc, out = sh(*rotate, "cross-sign", "--config", cfg, "--out",
+                     os.path.join(deep, "cross.pem"))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("only between two self-signed roots", out)
+        self.assertTrue(self.last_line(out).endswith("is not one"), out)
+        self.assertIn("the new CA " + nxt[:60], out)
 
 
 if __name__ == "__main__":
