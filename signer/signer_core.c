@@ -367,6 +367,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
         return NULL;
     }
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->rev_lock, NULL);
     pthread_cond_init(&s->more, NULL);
     pthread_cond_init(&s->check, NULL);
     util_cond_init_monotonic(&s->park); /* the syncer's timed wait */
