@@ -42,6 +42,8 @@ static const char *const kind_names[] = {
     [AUDIT_CRL] = "crl",
     [AUDIT_CA_KEY] = "ca-key",
     [AUDIT_ICA_AUTO_APPROVE] = "intermediate-auto-approve",
+    [AUDIT_BAN] = "revoke-identity",
+    [AUDIT_BAN_LIFT] = "revoke-identity-lift",
 };
 
 const char *audit_kind_name(audit_kind k)
@@ -200,6 +202,14 @@ static HSMCA_MUSTCHECK hsmca_code check_ica(const audit_entry *ent, hsmca_err *e
                      e, HSMCA_EINVAL,
                      "audit entry: an auto-approval needs the request it renews, and its proof "
                      "in base64");
+    if (ent->kind == AUDIT_BAN || ent->kind == AUDIT_BAN_LIFT)
+        HSMCA_ENSURE(ent->identity.len > 0 && ent->identity.len <= AUDIT_STR_MAX &&
+                         (strcmp(ent->profile, "identity") == 0 ||
+                          strcmp(ent->profile, "namespace") == 0) &&
+                         (ent->kind == AUDIT_BAN_LIFT || (ent->reason.len > 0 && ent->expires >= 0)),
+                     e, HSMCA_EINVAL,
+                     "audit entry: a revocation by identity needs its identity, profile "
+                     "(identity or namespace), and a reason and end (0 or later)");
     if (ent->kind == AUDIT_CRL)
         HSMCA_ENSURE(is_hex(ent->crl_sha256, 64, 64) && ent->crl_number >= 1 &&
                          ent->crl_number <= INT64_MAX,
@@ -295,6 +305,7 @@ typedef struct {
     audit_kind k;
     int intent, result, ok_result, deny, fdeny, key, supp;
     int ireq, iappr, ideny, icert, ifetch, iauto;
+    int ban, lift;
 } entry_kind;
 
 static entry_kind entry_kind_of(const audit_entry *ent)
@@ -313,7 +324,9 @@ static entry_kind entry_kind_of(const audit_entry *ent)
                         .ideny = k == AUDIT_ICA_DENY,
                         .icert = k == AUDIT_ICA_CERT,
                         .ifetch = k == AUDIT_ICA_FETCH,
-                        .iauto = k == AUDIT_ICA_AUTO_APPROVE};
+                        .iauto = k == AUDIT_ICA_AUTO_APPROVE,
+                        .ban = k == AUDIT_BAN,
+                        .lift = k == AUDIT_BAN_LIFT};
 }
 
 /* The keys before "kind", in byte order. */
@@ -352,8 +365,10 @@ static void encode_head(jw *w, const audit_entry *ent, const entry_kind *f)
         jw_plain(w, "csr_sha256", ent->csr_sha256);
     if (f->result && !f->ok_result)
         jw_str(w, "error", &ent->error, AUDIT_STR_MAX);
-    if (f->ireq)
+    if (f->ireq || f->ban)
         jw_i64(w, "expires", ent->expires);
+    if (f->ban || f->lift)
+        jw_str(w, "identity", &ent->identity, AUDIT_STR_MAX);
     if (f->result)
         jw_u64(w, "intent_seq", ent->intent_seq);
     if (f->supp)
@@ -375,11 +390,12 @@ static void encode_tail(jw *w, const audit_entry *ent, const entry_kind *f)
         jw_plain(w, "of", ent->of);
     if (f->k == AUDIT_CONFIG)
         jw_plain(w, "policy_sha256", ent->policy_sha256);
-    if (f->intent || f->k == AUDIT_REVOKE)
+    if (f->intent || f->k == AUDIT_REVOKE || f->ban || f->lift)
         jw_plain(w, "profile", ent->profile);
     if (f->iauto && ent->proof.len) /* absent: the renewal has the renewed one's key */
         jw_blob(w, "proof", &ent->proof);
-    if (f->deny || f->fdeny || f->k == AUDIT_RECOVERY || f->ideny || f->k == AUDIT_REVOKE)
+    if (f->deny || f->fdeny || f->k == AUDIT_RECOVERY || f->ideny || f->k == AUDIT_REVOKE ||
+        f->ban)
         jw_str(w, "reason", &ent->reason, AUDIT_STR_MAX);
     if (f->iauto)
         jw_u64(w, "renews", ent->renews);
@@ -389,7 +405,7 @@ static void encode_tail(jw *w, const audit_entry *ent, const entry_kind *f)
         f->ifetch || f->iauto)
         jw_u64(w, "request_id", ent->request_id);
     if (f->intent || f->deny || f->fdeny || f->ireq || f->iappr || f->ideny || f->ifetch ||
-        f->k == AUDIT_REVOKE || f->k == AUDIT_CA_KEY || f->iauto)
+        f->k == AUDIT_REVOKE || f->k == AUDIT_CA_KEY || f->iauto || f->ban || f->lift)
         jw_str(w, "requester", &ent->requester, AUDIT_STR_MAX);
     if (f->intent)
         jw_str(w, "sans", &ent->sans, AUDIT_SANS_MAX);

@@ -44,8 +44,10 @@ typedef enum {
     AUDIT_CRL,
     AUDIT_CA_KEY,
     AUDIT_ICA_AUTO_APPROVE,
+    AUDIT_BAN,
+    AUDIT_BAN_LIFT,
 } audit_kind;
-#define AUDIT_KIND_LAST AUDIT_ICA_AUTO_APPROVE
+#define AUDIT_KIND_LAST AUDIT_BAN_LIFT
 
 /* A string field: len bytes at p (any bytes); full is the length before the cap (0 means
  * len). The caller owns p. */
@@ -101,6 +103,12 @@ typedef struct {
  *                 renews (the id of the issued request it renews), proof (base64 of the
  *                 current intermediate key's signature, audit_ica.h; absent when the
  *                 renewal has the same key)
+ *   revoke-identity: a revocation by identity (audit/audit_crl.h): identity (a SPIFFE ID,
+ *                 or with profile "namespace" the ID prefix spiffe://TD/ns/NS), profile
+ *                 ("identity" or "namespace"), reason (an RFC 5280 name), requester (the
+ *                 unix user), expires (unix seconds it ends; 0: until lifted); the
+ *                 revoke entries of that identity's certificates follow it
+ *   revoke-identity-lift: identity, profile, requester: the ban in force on it ends
  * Hex fields are lowercase; sha256 fields 64 characters, serial 2..40. */
 typedef struct {
     audit_kind kind;
@@ -143,6 +151,8 @@ typedef struct {
     /* intermediate-auto-approve */
     uint64_t renews;
     audit_str proof; /* base64 text, at most AUDIT_RENEW_PROOF_MAX; len 0: none */
+    /* revoke-identity, revoke-identity-lift (profile, reason, requester, expires as above) */
+    audit_str identity;
 } audit_entry;
 
 /* The name of a kind ("issue-intent"), or NULL. */
@@ -162,6 +172,7 @@ typedef struct {
     char authenticator[AUDIT_NAME_STR_MAX];
     char csr[AUDIT_BLOB_MAX + 1], cert[AUDIT_BLOB_MAX + 1];
     char proof[AUDIT_RENEW_PROOF_MAX + 1];
+    char identity[AUDIT_STR_MAX];
 } audit_entry_buf;
 
 /* Parses one line (len bytes, without its '\n') into *ent, whose strings point into *buf.

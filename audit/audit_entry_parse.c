@@ -186,6 +186,7 @@ static HSMCA_MUSTCHECK hsmca_code fields(json_t *o, audit_entry *ent, audit_entr
     HSMCA_GUARD(get_str(o, "requester", &ent->requester, buf->requester, AUDIT_STR_MAX, e));
     HSMCA_GUARD(get_str(o, "reason", &ent->reason, buf->reason, AUDIT_STR_MAX, e));
     HSMCA_GUARD(get_str(o, "error", &ent->error, buf->error, AUDIT_STR_MAX, e));
+    HSMCA_GUARD(get_str(o, "identity", &ent->identity, buf->identity, AUDIT_STR_MAX, e));
     return get_str(o, "sans", &ent->sans, buf->sans, AUDIT_SANS_MAX, e);
 }
 

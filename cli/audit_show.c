@@ -130,6 +130,11 @@ static void result_text(const audit_entry *ent, char *out, size_t cap)
         snprintf(out, cap, "issued cert_sha256 %.16s...", ent->cert_sha256);
     else if (ent->kind == AUDIT_REVOKE)
         snprintf(out, cap, "%s, %s", b, ent->profile);
+    else if (ent->kind == AUDIT_BAN)
+        snprintf(out, cap, ent->expires ? "%s, by %s, until %lld" : "%s, by %s, until lifted",
+                 b, ent->profile, (long long)ent->expires);
+    else if (ent->kind == AUDIT_BAN_LIFT)
+        snprintf(out, cap, "lifted, by %s", ent->profile);
     else if (ent->kind == AUDIT_CRL)
         snprintf(out, cap, "crl_number %llu, %llu revoked, next update %lld",
                  (unsigned long long)ent->crl_number, (unsigned long long)ent->count,
@@ -191,6 +196,8 @@ static int row(const show_opts *o, show_intents *open, const audit_entry *ent, c
     } else if (ent->kind == AUDIT_REVOKE) {
         snprintf(serial, sizeof(serial), "%s", ent->serial);
         memcpy(identity, requester, sizeof(identity));
+    } else if (ent->kind == AUDIT_BAN || ent->kind == AUDIT_BAN_LIFT) {
+        util_printable(ent->identity.p, ent->identity.len, identity, sizeof(identity));
     } else if (ent->requester.len) {
         /* a deny names no certificate: the requester is the identity it asked as */
         memcpy(identity, requester, sizeof(identity));
@@ -232,7 +239,8 @@ static int show_usage(FILE *f, int rc)
           "  --since T       rows at or after T; --until T: at or before T. T is RFC 3339\n"
           "                  (2026-11-24T04:00:00Z, +01:00 offsets, or a date) or unix seconds\n"
           "  --kind KIND     issue-intent, issue-result, deny, start, stop, recovery,\n"
-          "                  ca-key (key generation, import, rotation), ...\n"
+          "                  ca-key (key generation, import, rotation), revoke,\n"
+          "                  revoke-identity, revoke-identity-lift, ...\n"
           "\n"
           "Which workloads got certificates between T1 and T2:\n"
           "  hsmca audit show DIR --kind issue-result --since T1 --until T2\n",

@@ -6,7 +6,9 @@
  * one reply, {"ok": true, ...} or {"ok": false, "error": TEXT}; then the signer closes the
  * connection. Ops: status, ica-request (csr: PEM, cluster, ttl_s), ica-list, ica-show
  * (id), ica-approve (id), ica-deny (id, reason), ica-fetch (id), ca-revoke (serial: lowercase
- * hex, reason: an RFC 5280 name, force_unknown: bool), crl-get (the CA's current CRL). */
+ * hex, reason: an RFC 5280 name, force_unknown: bool), ca-revoke-identity (identity: a SPIFFE
+ * ID, or namespace: one of issuance.trust_domain; reason; until: unix seconds, 0 or absent:
+ * until lifted; or lift: true), crl-get (the CA's current CRL). */
 #ifndef HSMCA_ADMIN_CONTRACT_H
 #define HSMCA_ADMIN_CONTRACT_H
 

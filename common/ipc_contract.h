@@ -45,6 +45,10 @@
 /* SignRequest.request_id: the front end's id of the call, this many lowercase hex digits
  * (or empty), in both processes' log lines about it. */
 #define IPC_REQUEST_ID_LEN 16
+/* SignRequest.client_serial and client_issuer: the presented client certificate's serial
+ * octets (1..PROFILE_SERIAL_MAX) and SHA-256 of its issuer Name's DER; both or neither. */
+#define IPC_CLIENT_SERIAL_MAX PROFILE_SERIAL_MAX
+#define IPC_CLIENT_ISSUER_LEN 32
 
 /* Key sets: the local cluster (index 0) and each of auth.clusters (index i + 1). The
  * supervisor pushes each over a child's control channel as CTL_KEYS_CLUSTER(index); the
@@ -61,7 +65,8 @@
 #define IPC_FIELD_OVERHEAD 4
 
 _Static_assert(IPC_TBS_MAX + IPC_REQUESTER_MAX + IPC_CSR_SHA256_LEN + IPC_AUTHENTICATOR_MAX +
-                       IPC_TOKEN_MAX + IPC_CLUSTER_MAX + IPC_REQUEST_ID_LEN + 8 * IPC_FIELD_OVERHEAD + 6 <=
+                       IPC_TOKEN_MAX + IPC_CLUSTER_MAX + IPC_REQUEST_ID_LEN +
+                       IPC_CLIENT_SERIAL_MAX + IPC_CLIENT_ISSUER_LEN + 10 * IPC_FIELD_OVERHEAD + 6 <=
                    IPC_MAX_PAYLOAD,
                "a SignRequest at every cap fits one frame");
 _Static_assert(IPC_REQUESTER_MAX + IPC_AUTHENTICATOR_MAX + IPC_DENY_REASON_MAX +

@@ -70,6 +70,9 @@ hsmca_code fe_auth_client_cert(const struct fe_app *app, const fe_auth_creds *c,
     HSMCA_GUARD(fe_clientcert_identity(app->clientcert, c->peer, c->now, out->ids[0],
                                        sizeof(out->ids[0]), e));
     out->n_ids = 1;
+    /* The signer refuses a renewal by a certificate it revoked: it needs which one. */
+    HSMCA_GUARD(fe_clientcert_ref(c->peer, out->cert_serial, &out->cert_serial_len,
+                                  out->cert_issuer, e));
     return HSMCA_OK;
 }
 

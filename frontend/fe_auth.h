@@ -43,6 +43,11 @@ typedef struct {
     int cluster;  /* token authenticators: the cluster that vouched (config_cluster_index),
                      0 (local) otherwise */
     int deferred; /* HSMCA_OK, no identity yet: authenticator must block, may_block was 0 */
+    /* client_cert: the presented certificate's serial octets and SHA-256 of its issuer
+     * Name's DER, for the signer's revocation check (cert_serial_len 0: none) */
+    uint8_t cert_serial[20];
+    size_t cert_serial_len;
+    uint8_t cert_issuer[32];
 } fe_auth_result;
 
 /* One authenticator. Returns:

@@ -6,7 +6,9 @@
 
 #include <grpc/grpc_security_constants.h>
 #include <openssl/err.h>
+#include <openssl/bn.h>
 #include <openssl/pem.h>
+#include <openssl/sha.h>
 #include <openssl/x509v3.h>
 
 #include "policy_spiffe.h"
@@ -217,4 +219,34 @@ hsmca_code fe_clientcert_identity(const fe_clientcert *cc, const grpc_auth_conte
     HSMCA_ENSURE(p && p->value && p->value_length > 0, e, HSMCA_EAUTH,
                  "client certificate: none presented");
     return fe_clientcert_verify_pem(cc, p->value, p->value_length, now, identity, idsz, e);
+}
+
+hsmca_code fe_clientcert_ref(const grpc_auth_context *ctx, uint8_t serial[20],
+                             size_t *serial_len, uint8_t issuer_sha256[32], hsmca_err *e)
+{
+    *serial_len = 0;
+    const grpc_auth_property *p = pem_property(ctx);
+    HSMCA_ENSURE(p && p->value && p->value_length > 0 &&
+                     p->value_length <= FE_CLIENTCERT_MAX_PEM,
+                 e, HSMCA_EAUTH, "client certificate: none presented");
+    BIO *b = BIO_new_mem_buf(p->value, (int)p->value_length);
+    HSMCA_ENSURE(b, e, HSMCA_ENOMEM, "out of memory");
+    X509 *leaf = PEM_read_bio_X509(b, NULL, NULL, NULL);
+    BIO_free(b);
+    ERR_clear_error();
+    HSMCA_ENSURE(leaf, e, HSMCA_EAUTH, "client certificate: not a PEM X.509 certificate");
+    BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(leaf), NULL);
+    const unsigned char *der = NULL;
+    size_t der_len = 0;
+    int n = bn && !BN_is_negative(bn) ? BN_num_bytes(bn) : -1;
+    hsmca_code rc = HSMCA_OK;
+    if (n < 1 || n > 20 || !X509_NAME_get0_der(X509_get_issuer_name(leaf), &der, &der_len))
+        rc = hsmca_fail(e, HSMCA_EAUTH, "client certificate: serial is not 1 to 20 octets");
+    else {
+        *serial_len = (size_t)BN_bn2bin(bn, serial);
+        SHA256(der, der_len, issuer_sha256);
+    }
+    BN_free(bn);
+    X509_free(leaf);
+    return rc;
 }

@@ -50,4 +50,12 @@ HSMCA_MUSTCHECK hsmca_code fe_clientcert_identity(const fe_clientcert *cc,
                                                   const grpc_auth_context *ctx, int64_t now,
                                                   char *identity, size_t idsz, hsmca_err *e);
 
+/* The serial octets (at most 20, *serial_len) and SHA-256 of the issuer Name's DER of
+ * the certificate the call's peer presented, once fe_clientcert_identity accepted it:
+ * what the signer's revocation check needs. HSMCA_EAUTH when none parses or its serial
+ * is longer than 20 octets. */
+HSMCA_MUSTCHECK hsmca_code fe_clientcert_ref(const grpc_auth_context *ctx, uint8_t serial[20],
+                                             size_t *serial_len, uint8_t issuer_sha256[32],
+                                             hsmca_err *e);
+
 #endif

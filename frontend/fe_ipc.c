@@ -126,6 +126,13 @@ hsmca_code fe_ipc_submit_as(fe_ipc *c, uint32_t profile, const uint8_t *tbs, siz
         req.cluster = (char *)caller->cluster;
     if (caller && caller->request_id && strlen(caller->request_id) == IPC_REQUEST_ID_LEN)
         req.request_id = (char *)caller->request_id;
+    if (caller && caller->client_serial_len && caller->client_serial_len <= IPC_CLIENT_SERIAL_MAX &&
+        caller->client_issuer) {
+        req.client_serial.data = (uint8_t *)caller->client_serial;
+        req.client_serial.len = caller->client_serial_len;
+        req.client_issuer.data = (uint8_t *)caller->client_issuer;
+        req.client_issuer.len = IPC_CLIENT_ISSUER_LEN;
+    }
     size_t n = hsmca__ipc__sign_request__get_packed_size(&req);
     if (n > IPC_MAX_PAYLOAD)
         return hsmca_fail(e, HSMCA_EINVAL, "sign request of %zu bytes too large", n);

@@ -42,6 +42,11 @@ typedef struct {
     size_t token_len;
     const char *cluster; /* the ClusterID whose keys verify the token; NULL or "": local */
     const char *request_id; /* the call's id (fe_reqlog.h), for the signer's log lines */
+    /* client_cert: the presented certificate's serial octets (client_serial_len 0: none)
+     * and SHA-256 of its issuer Name, which the signer checks against its revocations */
+    const uint8_t *client_serial;
+    size_t client_serial_len;
+    const uint8_t *client_issuer;
 } fe_ipc_caller;
 
 /* fe_ipc_submit with the caller (NULL: none, as for the front end's own serving

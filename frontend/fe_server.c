@@ -190,7 +190,8 @@ static void after_check(fe_call *c, hsmca_code rc, fe_checked_request *req, hsmc
     c->state = CALL_SIGNING;
     c->stage = FE_STAGE_SIGNER; /* before the submit: the reply may free c at once */
     fe_ipc_caller caller = {req->authenticator, req->token, req->token_len, req->cluster,
-                            c->rl.id};
+                            c->rl.id, req->who.cert_serial, req->who.cert_serial_len,
+                            req->who.cert_issuer};
     rc = fe_ipc_submit_as(c->srv->app->ipc, PROFILE_WORKLOAD, req->tbs, req->tbs_len,
                           req->requester, req->csr_sha256, &caller, on_signed, c, e);
     OPENSSL_free(req->tbs);

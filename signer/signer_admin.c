@@ -7,6 +7,7 @@
 #include "signer_casign.h"
 #include "signer_ctx.h"
 #include "signer_crl.h"
+#include "signer_revoke.h"
 #include "signer_ica.h"
 
 #include <errno.h>
@@ -329,6 +330,7 @@ static const struct {
     {"ica-deny", signer_ica_deny},
     {"ica-fetch", signer_ica_fetch},
     {"ca-revoke", signer_crl_revoke},
+    {"ca-revoke-identity", signer_revoke_identity},
     {"crl-get", signer_crl_get},
 };
 

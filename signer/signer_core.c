@@ -246,6 +246,7 @@ static HSMCA_MUSTCHECK hsmca_code open_publisher(signer_ctx *s, const hsmca_conf
 static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_config *cfg,
                                                  hsmca_err *e)
 {
+    pthread_mutex_init(&s->rev_lock, NULL); /* the revocations the log holds (signer_revoke.h) */
     if (!cfg->audit_dir[0]) {
         log_warn("the audit log is off (audit.disabled: true): certificates are signed "
                  "without a durable record, and serial uniqueness does not survive a restart");

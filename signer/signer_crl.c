@@ -69,9 +69,10 @@ static int add_revoked(X509_CRL *c, const audit_crl_rev *rv)
     ASN1_INTEGER *serial = bn ? BN_to_ASN1_INTEGER(bn, NULL) : NULL;
     ASN1_TIME *when = ASN1_TIME_set(NULL, (time_t)rv->time);
     ASN1_ENUMERATED *reason = ASN1_ENUMERATED_new();
+    /* RFC 5280 §5.3.1: reasonCode unspecified (0) SHOULD be absent, not written. */
     int ok = r && serial && when && reason && ASN1_ENUMERATED_set(reason, rv->reason) &&
              X509_REVOKED_set_serialNumber(r, serial) && X509_REVOKED_set_revocationDate(r, when) &&
-             X509_REVOKED_add1_ext_i2d(r, NID_crl_reason, reason, 0, 0) == 1 &&
+             (rv->reason == 0 || X509_REVOKED_add1_ext_i2d(r, NID_crl_reason, reason, 0, 0) == 1) &&
              X509_CRL_add0_revoked(c, r);
     if (!ok)
         X509_REVOKED_free(r);

@@ -3,6 +3,7 @@
 #include "signer_casign.h"
 #include "signer_ctx.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,10 +126,13 @@ json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_er
     ent.reason = (audit_str){reason, strlen(reason), 0};
     ent.requester = (audit_str){user, strlen(user), 0};
     uint64_t seq;
-    if (audit_log_append(s->audit, &ent, &seq, e) != HSMCA_OK ||
-        audit_log_sync_through(s->audit, seq, e) != HSMCA_OK ||
-        audit_crl_apply(s->crl, &ent, 0, e) != HSMCA_OK ||
-        (s->ica && audit_ica_apply(s->ica, &ent, 0, e) != HSMCA_OK)) /* as the replay would */
+    pthread_mutex_lock(&s->rev_lock); /* the checker reads the list (signer_revoke.h) */
+    int ok = audit_log_append(s->audit, &ent, &seq, e) == HSMCA_OK &&
+             audit_log_sync_through(s->audit, seq, e) == HSMCA_OK &&
+             audit_crl_apply(s->crl, &ent, 0, e) == HSMCA_OK &&
+             (!s->ica || audit_ica_apply(s->ica, &ent, 0, e) == HSMCA_OK); /* as the replay */
+    pthread_mutex_unlock(&s->rev_lock);
+    if (!ok)
         return NULL;
     ent.seq = seq;
     LOG_EVENT(LOG_LVL_INFO, "certificate revoked", LOG_STR("serial", serial),

@@ -134,6 +134,10 @@ struct signer_ctx {
     /* Revocations and the CA's CRL (signer_crl.h): rebuilt from the log at start, then the
      * main thread's alone; the PEM of the CRL this life signed last (NULL: none yet). */
     struct audit_crl *crl;
+    /* crl's revocations, revocations by identity and identity index: the checker reads
+     * and notes, the main thread adds (signer_revoke.h); the CRL's own fields are the main
+     * thread's alone */
+    pthread_mutex_t rev_lock;
     char *crl_pem;
     double crl_next_try; /* monotonic: the tick's next look at the CRL */
     /* The CA profile's signatures off the main loop (signer_casign.h); the reply for the

@@ -77,7 +77,7 @@ static HSMCA_MUSTCHECK hsmca_code wire_walk(const char *msg, const wire_field *f
 hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_request_shape *shape,
                                 hsmca_err *e)
 {
-    static const wire_field fields[9] = {
+    static const wire_field fields[11] = {
         [1] = {WIRE_VARINT, UINT32_MAX, "profile", 0},
         [2] = {WIRE_LEN, IPC_TBS_MAX, "tbs", 0},
         [3] = {WIRE_LEN, IPC_REQUESTER_MAX, "requester", 1},
@@ -86,11 +86,13 @@ hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_reque
         [6] = {WIRE_LEN, IPC_TOKEN_MAX, "token", 1},
         [7] = {WIRE_LEN, IPC_CLUSTER_MAX, "cluster", 1},
         [8] = {WIRE_LEN, IPC_REQUEST_ID_LEN, "request_id", WIRE_HEX},
+        [9] = {WIRE_LEN, IPC_CLIENT_SERIAL_MAX, "client_serial", 0},
+        [10] = {WIRE_LEN, IPC_CLIENT_ISSUER_LEN, "client_issuer", 0},
     };
-    size_t vals[9] = {0};
+    size_t vals[11] = {0};
     unsigned seen;
     memset(shape, 0, sizeof(*shape));
-    HSMCA_GUARD(wire_walk("SignRequest", fields, 9, payload, len, vals, &seen, e));
+    HSMCA_GUARD(wire_walk("SignRequest", fields, 11, payload, len, vals, &seen, e));
     shape->tbs_len = vals[2];
     shape->requester_len = vals[3];
     shape->csr_sha256_len = vals[4];
@@ -98,6 +100,13 @@ hsmca_code signer_request_check(const uint8_t *payload, size_t len, signer_reque
     shape->token_len = vals[6];
     shape->cluster_len = vals[7];
     shape->request_id_len = vals[8];
+    shape->client_serial_len = vals[9];
+    shape->client_issuer_len = vals[10];
+    HSMCA_ENSURE((vals[9] == 0 && vals[10] == 0) || (vals[9] > 0 && vals[10] == IPC_CLIENT_ISSUER_LEN),
+                 e, HSMCA_EINVAL,
+                 "SignRequest: client_serial (%zu bytes) and client_issuer (%zu bytes, %d "
+                 "needed) come together or not at all",
+                 vals[9], vals[10], IPC_CLIENT_ISSUER_LEN);
     HSMCA_ENSURE(vals[8] == 0 || vals[8] == IPC_REQUEST_ID_LEN, e, HSMCA_EINVAL,
                  "SignRequest: request_id of %zu hex digits, not %d", vals[8], IPC_REQUEST_ID_LEN);
     HSMCA_ENSURE(shape->csr_sha256_len == 0 || shape->csr_sha256_len == IPC_CSR_SHA256_LEN, e, HSMCA_EINVAL,

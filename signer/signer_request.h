@@ -24,13 +24,17 @@ typedef struct {
     size_t token_len;
     size_t cluster_len;
     size_t request_id_len;
+    size_t client_serial_len;
+    size_t client_issuer_len;
 } signer_request_shape;
 
 /* Walks payload[0..len): fields 1 (varint profile, at most 2^32-1), 2 (tbs, at most
  * IPC_TBS_MAX bytes), 3 (requester, at most IPC_REQUESTER_MAX), 4 (csr_sha256, 0 or
  * IPC_CSR_SHA256_LEN bytes), 5 (authenticator, at most IPC_AUTHENTICATOR_MAX), 6 (token,
  * at most IPC_TOKEN_MAX), 7 (cluster, at most IPC_CLUSTER_MAX), 8 (request_id: empty or
- * IPC_REQUEST_ID_LEN lowercase hex digits), each at most once, varints
+ * IPC_REQUEST_ID_LEN lowercase hex digits), 9 (client_serial, 1..IPC_CLIENT_SERIAL_MAX
+ * bytes) with 10 (client_issuer, IPC_CLIENT_ISSUER_LEN bytes) or neither, each at most
+ * once, varints
  * in their shortest form (common/pbwire.h), strings without NUL bytes; nothing else.
  * HSMCA_EINVAL naming the rule when the front end broke the protocol. */
 HSMCA_MUSTCHECK hsmca_code signer_request_check(const uint8_t *payload, size_t len,

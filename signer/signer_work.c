@@ -37,6 +37,7 @@
 #include "signer_audit.h"
 #include "signer_limits.h"
 #include "signer_policy.h"
+#include "signer_revoke.h"
 #include "util.h"
 
 /* A front end that has not read a reply for this long is stalled (or hostile):
@@ -128,7 +129,8 @@ static size_t job_cost(const signer_request_shape *shape)
      * and copies of its fields (their sizes were checked on the wire). */
     return sizeof(signer_job) + sizeof(Hsmca__Ipc__SignRequest) + shape->tbs_len +
            shape->requester_len + 1 + shape->csr_sha256_len + shape->authenticator_len + 1 +
-           shape->token_len + 1 + shape->cluster_len + 1 + shape->request_id_len + 1 + 64;
+           shape->token_len + 1 + shape->cluster_len + 1 + shape->request_id_len + 1 + shape->client_serial_len +
+           shape->client_issuer_len + 64;
 }
 
 /* Refuses request id on the main thread, before it is queued (nothing was unpacked or
@@ -296,7 +298,16 @@ static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmc
     const uint8_t *tbs_sha256 = j->st->digest;
     if (strcmp(s->alg->digest, "SHA256") != 0)
         tbs_sha256 = SHA256(req->tbs.data, req->tbs.len, own);
-    return audit_intent(s, j->id, req, facts, tbs_sha256, bound, &j->st->intent_seq, e);
+    /* Revocations (signer_revoke.h): checked and the intent written under one lock, so a
+     * revocation by identity either refuses this request or finds its serial. */
+    pthread_mutex_lock(&s->rev_lock);
+    hsmca_code rc = signer_revoke_check(s, req, facts, e);
+    if (rc == HSMCA_OK)
+        rc = audit_intent(s, j->id, req, facts, tbs_sha256, bound, &j->st->intent_seq, e);
+    if (rc == HSMCA_OK)
+        signer_revoke_note(s, req, facts);
+    pthread_mutex_unlock(&s->rev_lock);
+    return rc;
 }
 
 /* The second step, the intent durable: sign, self-check and assemble. Returns the

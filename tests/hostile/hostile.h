@@ -28,6 +28,8 @@
  *                      the replaced file's grants during the grace, a broken file refused
  *   hostile_bind.c     identity binding, with its own signer: the forwarded token must
  *                      verify and name the URI SAN's identity
+ *   hostile_revoke.c   what a revocation stops, with its own signer: a revoked identity
+ *                      whatever the front end says; a revoked presented certificate
  *   hostile_main.c     the groups (HF_ONLY=text runs only the groups whose name holds it) */
 #ifndef HSMCA_HOSTILE_H
 #define HSMCA_HOSTILE_H
@@ -346,6 +348,9 @@ extern const struct CMUnitTest hf_reload_tests[];
 extern const size_t hf_n_reload_tests;
 const struct CMUnitTest *hf_bind_tests(size_t *n);
 int hf_bind_group_setup(void **state);
+/* hostile_revoke.c: revocations by identity and of a presented certificate */
+const struct CMUnitTest *hf_revoke_tests(size_t *n);
+int hf_revoke_group_setup(void **state);
 
 /* ---- hostile_shim.c: the stress group's token, behind tests/p11shim ----------------- */
 

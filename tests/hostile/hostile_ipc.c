@@ -121,14 +121,15 @@ static void assert_violation(const char *why)
 #define REQ HF_SPIFFE_ID
 #define REQ_LEN (sizeof(REQ) - 1)
 
-/* A valid request, then unknown field 9 as bytes up to the 64 KiB frame (5 and 6 are
- * identity binding's authenticator and token, 7 the token's cluster, 8 the request id). */
+/* A valid request, then unknown field 11 as bytes up to the 64 KiB frame (5 and 6 are
+ * identity binding's authenticator and token, 7 the token's cluster, 8 the request id,
+ * 9 and 10 the presented client certificate's serial and issuer). */
 static void pad_one_field(pb_buf *b, const uint8_t *t, size_t n)
 {
     pb_request(b, t, n, REQ, REQ_LEN);
-    size_t pad = IPC_MAX_PAYLOAD - b->n - 1 - 3; /* key 0x4a, a 3-byte length */
+    size_t pad = IPC_MAX_PAYLOAD - b->n - 1 - 3; /* key 0x5a, a 3-byte length */
     static uint8_t zeros[IPC_MAX_FRAME];
-    pb_len(b, 9, zeros, pad);
+    pb_len(b, 11, zeros, pad);
     assert_int_equal(b->n, IPC_MAX_PAYLOAD);
 }
 
@@ -297,6 +298,30 @@ static void requester_nul(pb_buf *b, const uint8_t *t, size_t n)
     pb_request(b, t, n, r, sizeof(r) - 1); /* protobuf-c would log the first half */
 }
 
+/* The presented certificate's serial (field 9) and issuer (field 10): both or neither. */
+static void client_serial_alone(pb_buf *b, const uint8_t *t, size_t n)
+{
+    static const uint8_t serial[8] = {0x3a};
+    pb_request(b, t, n, REQ, REQ_LEN);
+    pb_len(b, 9, serial, sizeof(serial));
+}
+
+static void client_issuer_31(pb_buf *b, const uint8_t *t, size_t n)
+{
+    static const uint8_t serial[8] = {0x3a}, issuer[31];
+    pb_request(b, t, n, REQ, REQ_LEN);
+    pb_len(b, 9, serial, sizeof(serial));
+    pb_len(b, 10, issuer, sizeof(issuer));
+}
+
+static void client_serial_21(pb_buf *b, const uint8_t *t, size_t n)
+{
+    static const uint8_t serial[21] = {0x3a}, issuer[32];
+    pb_request(b, t, n, REQ, REQ_LEN);
+    pb_len(b, 9, serial, sizeof(serial));
+    pb_len(b, 10, issuer, sizeof(issuer));
+}
+
 static void requester_only_nul(pb_buf *b, const uint8_t *t, size_t n)
 {
     pb_request(b, t, n, "\0", 1);
@@ -310,7 +335,15 @@ typedef struct {
 
 static const wire_case wire_cases[] = {
     {"SignRequest padded with one unknown field to 64 KiB", pad_one_field,
-     "SignRequest: unknown field 9"},
+     "SignRequest: unknown field 11"},
+    {"client_serial without client_issuer", client_serial_alone,
+     "SignRequest: client_serial (8 bytes) and client_issuer (0 bytes, 32 needed) come "
+     "together"},
+    {"client_issuer of 31 bytes", client_issuer_31,
+     "SignRequest: client_serial (8 bytes) and client_issuer (31 bytes, 32 needed) come "
+     "together"},
+    {"client_serial of 21 bytes", client_serial_21,
+     "SignRequest: field client_serial of 21 bytes exceeds 20"},
     {"SignRequest padded with 32,000 unknown fields", pad_many_fields,
      "SignRequest: unknown field 15"},
     {"field number 0", field_zero, "SignRequest: unknown field 0"},

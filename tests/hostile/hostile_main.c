@@ -71,5 +71,9 @@ int main(void)
     const struct CMUnitTest *g6[] = {hf_bind_tests(&n_bind)};
     const size_t n6[] = {n_bind};
     failed += run_group("identity binding", g6, n6, 1, hf_bind_group_setup, hf_group_teardown);
+    size_t n_revoke;
+    const struct CMUnitTest *g7[] = {hf_revoke_tests(&n_revoke)};
+    const size_t n7[] = {n_revoke};
+    failed += run_group("revocations", g7, n7, 1, hf_revoke_group_setup, hf_group_teardown);
     return failed;
 }

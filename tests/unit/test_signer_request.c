@@ -74,9 +74,14 @@ static void test_refuses_before_unpacking(void **state)
 
     /* Unknown fields: the padding that cost ~1.75 MiB per frame once unpacked. */
     n = pack(buf, 100, "x", 0);
-    static const uint8_t unknown[] = {0x4a, 0x03, 'a', 'b', 'c'}; /* field 9, LEN */
+    static const uint8_t unknown[] = {0x5a, 0x03, 'a', 'b', 'c'}; /* field 11, LEN */
     memcpy(buf + n, unknown, sizeof(unknown));
-    expect(buf, n + sizeof(unknown), HSMCA_EINVAL, "SignRequest: unknown field 9");
+    expect(buf, n + sizeof(unknown), HSMCA_EINVAL, "SignRequest: unknown field 11");
+    /* The presented certificate's serial (9) without its issuer (10): both or neither. */
+    static const uint8_t serial_alone[] = {0x4a, 0x03, 'a', 'b', 'c'};
+    memcpy(buf + n, serial_alone, sizeof(serial_alone));
+    expect(buf, n + sizeof(serial_alone), HSMCA_EINVAL,
+           "SignRequest: client_serial (3 bytes) and client_issuer (0 bytes, 32 needed)");
     static const uint8_t huge_field[] = {0xf8, 0xff, 0xff, 0xff, 0x0f, 0x00}; /* varint field */
     memcpy(buf + n, huge_field, sizeof(huge_field));
     expect(buf, n + sizeof(huge_field), HSMCA_EINVAL, "SignRequest: unknown field");
