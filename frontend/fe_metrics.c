@@ -58,7 +58,7 @@ void fe_metrics_init(const fe_app *app)
     EVP_PKEY *k = X509_get0_pubkey(app->ca_cert);
     int id = k ? EVP_PKEY_get_base_id(k) : 0, bits = k ? EVP_PKEY_get_bits(k) : 0;
     if (id == EVP_PKEY_EC)
-        snprintf(M.ca_key, sizeof(M.ca_key), "ecdsa-p%d", bits);
+        snprintf(M.ca_key, sizeof(M.ca_key), "ec-p%d", bits); /* as the signer spells it */
     else if (id == EVP_PKEY_RSA)
         snprintf(M.ca_key, sizeof(M.ca_key), "rsa-%d", bits);
     else if (id == EVP_PKEY_ED25519)

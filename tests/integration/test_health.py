@@ -7,6 +7,7 @@ meanwhile, and both answer 503 while the front end is gone."""
 
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -232,6 +233,67 @@ class AuditDirNotWritable(unittest.TestCase):
                  what="ready again once writable")
         self.assertEqual(probe(self.srv, "--ready")[0], 0)
         self.assertEqual(grpc_health(self.srv), SERVING)
+
+
+class Trickle(unittest.TestCase):
+    SOURCES = ["127.0.0.%d" % i for i in range(1, 5)]
+
+    def test_trickling_connections_do_not_hold_healthz(self):
+        """64 connections from four addresses, each sending a header line a second, neither
+        keep /healthz from answering nor hold their connections past the request deadline
+        (docs/OPERATIONS.md "Health": 3 s a request, room always made)."""
+        srv = DevServer(name="healthtrickle")
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        stop = threading.Event()
+        self.addCleanup(stop.set)
+        lock = threading.Lock()
+        counts = {"open": 0, "cut": 0}
+
+        def trickle(src):
+            while not stop.is_set():
+                s = socket.socket()
+                try:
+                    s.bind((src, 0))
+                    s.settimeout(5)
+                    s.connect(("127.0.0.1", srv.metrics_port))
+                    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                except OSError:
+                    s.close()
+                    stop.wait(0.2)
+                    continue
+                with lock:
+                    counts["open"] += 1
+                while not stop.is_set():
+                    try:
+                        s.sendall(b"X-Slow: 1\r\n")
+                        ready = select.select([s], [], [], 1.0)[0]
+                        if ready and not s.recv(4096):
+                            raise ConnectionResetError("closed")
+                    except OSError:
+                        with lock:
+                            counts["cut"] += 1
+                        break
+                s.close()
+
+        threads = [threading.Thread(target=trickle, args=(src,), daemon=True)
+                   for src in self.SOURCES for _ in range(16)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: counts["open"] >= 64, what="64 trickling connections")
+        stop.wait(1.0)  # the server has accepted them
+        try:
+            status, body = get(srv.metrics_url + "/healthz", timeout=10)
+        except OSError as e:
+            status, body = None, repr(e)
+        self.assertEqual(status, 200, "/healthz under 64 trickling connections: %s" % body)
+        # And a trickle does not keep its connection: each one is cut, well before the
+        # trickle would have ended on its own.
+        wait_for(lambda: counts["cut"] >= 64, timeout=30,
+                 what="every trickling connection cut by the deadline")
+        stop.set()
+        for t in threads:
+            t.join(timeout=10)
 
 
 class FrontEndGone(unittest.TestCase):
