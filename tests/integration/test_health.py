@@ -296,6 +296,17 @@ class Trickle(unittest.TestCase):
             t.join(timeout=10)
 
 
+def all_threads_stopped(pid):
+    states = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            pass  # a thread that has just exited
+    return bool(states) and all(st in ("T", "t") for st in states)
+
+
 class FrontEndGone(unittest.TestCase):
     def test_503_while_the_front_end_is_stopped(self):
         srv = DevServer(name="healthfe")
@@ -303,6 +314,9 @@ class FrontEndGone(unittest.TestCase):
         srv.wait_ready()
         fe = srv.wait_children()["frontend"]
         os.kill(fe, signal.SIGSTOP)  # alive, so not restarted, but answering nothing
+        # A stop reaches a process's threads one by one (the first to take the signal stops
+        # the rest): until every one is stopped, the metrics link's thread may still answer.
+        wait_for(lambda: all_threads_stopped(fe), what="every front-end thread stopped")
         try:
             for path in ("/healthz", "/readyz", "/metrics"):
                 status, body = get(srv.metrics_url + path)
