@@ -42,12 +42,20 @@ static HSMCA_MUSTCHECK hsmca_code exchange(int fd, const char *path, const char 
                                            json_t **reply, hsmca_err *e)
 {
     static char buf[ADMIN_MAX_MSG + 1];
-    HSMCA_ENSURE(send(fd, text, strlen(text), MSG_NOSIGNAL) == (ssize_t)strlen(text), e,
-                 HSMCA_EUNAVAIL, "admin socket %s: send: %s", path, strerror(errno));
+    /* A signer that refuses a connection at once (a user's connection cap) answers and
+     * closes before our request is read: the send may fail, the first read may report the
+     * reset; its answer is queued all the same, and says why. */
+    int sent = send(fd, text, strlen(text), MSG_NOSIGNAL) == (ssize_t)strlen(text);
+    int send_errno = errno;
     struct pollfd p = {fd, POLLIN, 0};
-    HSMCA_ENSURE(poll(&p, 1, ADMIN_REPLY_TIMEOUT_MS) == 1, e, HSMCA_EUNAVAIL,
-                 "admin socket %s: no reply within %d s", path, ADMIN_REPLY_TIMEOUT_MS / 1000);
+    int ready = poll(&p, 1, sent ? ADMIN_REPLY_TIMEOUT_MS : 0) == 1;
+    HSMCA_ENSURE(ready || sent, e, HSMCA_EUNAVAIL, "admin socket %s: send: %s", path,
+                 strerror(send_errno));
+    HSMCA_ENSURE(ready, e, HSMCA_EUNAVAIL, "admin socket %s: no reply within %d s", path,
+                 ADMIN_REPLY_TIMEOUT_MS / 1000);
     ssize_t n = recv(fd, buf, ADMIN_MAX_MSG, 0);
+    if (n < 0 && errno == ECONNRESET)
+        n = recv(fd, buf, ADMIN_MAX_MSG, MSG_DONTWAIT);
     HSMCA_ENSURE(n > 0, e, HSMCA_EUNAVAIL, "admin socket %s: the signer closed the connection%s%s",
                  path, n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
     json_error_t je;

@@ -211,6 +211,10 @@ hsmca_code ca_install(const char *path, const char *key, const char *data, int f
         return hsmca_fail(e, HSMCA_EINVAL, "%s: %s exists and holds something else: pass "
                                            "--force to replace it, or point %s elsewhere",
                           key, path, key);
+    /* A path named on the command line (--out, --csr) may be in a directory others can
+     * write: a link planted there is refused, never replaced or followed. */
+    if (key[0] == '-')
+        return util_write_out(path, data, len, 0644, e);
     return util_write_file_atomic(path, data, len, 0644, e);
 }
 

@@ -65,22 +65,15 @@ static X509_CRL *empty_crl(X509 *x, EVP_PKEY *key)
     return c;
 }
 
-/* text written to path.tmp, then renamed over path. */
+/* text written to a new temp file, then renamed over path (never a link: refused). */
 static int write_atomic(const char *path, const char *text, const char *cmd)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fputs(text, f) >= 0;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (ok && rename(tmp, path) != 0)
-        ok = 0;
-    if (!ok) {
-        fprintf(stderr, "%s: %s: %s\n", cmd, path, strerror(errno));
-        remove(tmp);
+    hsmca_err e;
+    if (util_write_out(path, text, strlen(text), 0644, &e) != HSMCA_OK) {
+        fprintf(stderr, "%s: %s\n", cmd, e.msg);
+        return 0;
     }
-    return ok;
+    return 1;
 }
 
 int ica_crl_make(const char *cert, const char *keyfile, const char *out)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "admin_contract.h"
 #include "cli_opts.h"
@@ -238,14 +239,39 @@ static int cmd_deny(const ica_args *a, long long id)
 static int write_one(const char *dir, const char *name, const char *text)
 {
     char path[4096];
+    hsmca_err e;
     snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    int ok = f && fputs(text, f) >= 0;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (!ok)
-        fprintf(stderr, "hsmca intermediate fetch: %s: %s\n", path, strerror(errno));
-    return ok;
+    if (util_write_out(path, text, strlen(text), 0644, &e) != HSMCA_OK) {
+        fprintf(stderr, "hsmca intermediate fetch: %s\n", e.msg);
+        return 0;
+    }
+    return 1;
+}
+
+/* --out DIR: made now, or an existing directory (not a link) of this user that no one
+ * else may write, so no file in it can be swapped for a link under us. */
+static int out_dir(const char *dir)
+{
+    static const char cmd[] = "hsmca intermediate fetch";
+    if (mkdir(dir, 0755) == 0)
+        return 1;
+    struct stat st;
+    if (errno != EEXIST || lstat(dir, &st) != 0) {
+        fprintf(stderr, "%s: --out %s: %s\n", cmd, dir, strerror(errno));
+        return 0;
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022)) {
+        fprintf(stderr,
+                "%s: --out %s: refusing %s: name a directory of your own that no one else "
+                "may write (or a new one)\n",
+                cmd, dir,
+                S_ISLNK(st.st_mode)      ? "a symbolic link"
+                : !S_ISDIR(st.st_mode)   ? "what is not a directory"
+                : st.st_uid != geteuid() ? "a directory of another user"
+                                         : "a directory others may write");
+        return 0;
+    }
+    return 1;
 }
 
 static int cmd_fetch(const ica_args *a, long long id)
@@ -257,8 +283,7 @@ static int cmd_fetch(const ica_args *a, long long id)
     json_t *r = call(a, "fetch", id_req("ica-fetch", id));
     if (!r)
         return 1;
-    int ok = (mkdir(a->out, 0755) == 0 || errno == EEXIST) &&
-             write_one(a->out, "ca-cert.pem", str(r, "ca_cert")) &&
+    int ok = out_dir(a->out) && write_one(a->out, "ca-cert.pem", str(r, "ca_cert")) &&
              write_one(a->out, "cert-chain.pem", str(r, "cert_chain")) &&
              write_one(a->out, "root-cert.pem", str(r, "root_cert"));
     if (ok)

@@ -92,12 +92,12 @@ static int write_outputs(const char *prefix, EVP_PKEY *key, const char *chain)
         return 1;
     }
     snprintf(path, sizeof(path), "%s-key.pem", prefix);
-    hsmca_code rc = util_write_file_atomic(path, key_pem, strlen(key_pem), 0600, &e);
+    hsmca_code rc = util_write_out(path, key_pem, strlen(key_pem), 0600, &e);
     OPENSSL_cleanse(key_pem, strlen(key_pem));
     free(key_pem);
     if (rc == HSMCA_OK) {
         snprintf(path, sizeof(path), "%s-chain.pem", prefix);
-        rc = util_write_file_atomic(path, chain, strlen(chain), 0644, &e);
+        rc = util_write_out(path, chain, strlen(chain), 0644, &e);
     }
     if (rc != HSMCA_OK) {
         fprintf(stderr, "hsmca request: %s\n", e.msg);

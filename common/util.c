@@ -58,10 +58,15 @@ hsmca_code util_read_file(const char *path, size_t max, char **out, size_t *len,
 hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode,
                                   hsmca_err *e)
 {
+    /* A new temp file of an unguessable name (O_EXCL): nothing planted beside path, link
+     * or file, is ever opened; rename then replaces whatever path is without following it. */
     char tmp[4096];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+    uint64_t r;
+    util_random(&r, sizeof(r));
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%016llx", path, (int)getpid(),
+                 (unsigned long long)r) >= (int)sizeof(tmp))
         return hsmca_fail(e, HSMCA_EINVAL, "path too long: %s", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)
         return hsmca_fail(e, HSMCA_EIO, "cannot create %s: %s", tmp, strerror(errno));
     const char *p = data;
@@ -97,6 +102,18 @@ hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len
         close(dfd);
     }
     return HSMCA_OK;
+}
+
+hsmca_code util_write_out(const char *path, const void *data, size_t len, unsigned mode,
+                          hsmca_err *e)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "refusing to write %s: it is %s, not a regular file (remove it or "
+                          "choose another path)",
+                          path, S_ISLNK(st.st_mode) ? "a symbolic link" : "a special file");
+    return util_write_file_atomic(path, data, len, mode, e);
 }
 
 hsmca_code util_read_secret(const char *path, char *buf, size_t bufsz, hsmca_err *e)

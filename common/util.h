@@ -17,6 +17,11 @@ HSMCA_MUSTCHECK hsmca_code util_read_file(const char *path, size_t max, char **o
 HSMCA_MUSTCHECK hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len,
                                   unsigned mode, hsmca_err *e);
 
+/* util_write_file_atomic for a path a user named (--out): refuses a symbolic link or any
+ * non-regular file at path, which the rename would otherwise replace. */
+HSMCA_MUSTCHECK hsmca_code util_write_out(const char *path, const void *data, size_t len,
+                                          unsigned mode, hsmca_err *e);
+
 /* Reads a secret (PIN) file: first line, trailing CR/LF stripped, at most 255 bytes
  * into buf (NUL-terminated). The caller wipes buf with OPENSSL_cleanse. */
 HSMCA_MUSTCHECK hsmca_code util_read_secret(const char *path, char *buf, size_t bufsz, hsmca_err *e);

@@ -56,15 +56,24 @@ void fe_metrics_init(const fe_app *app)
 {
     M.app = app;
     EVP_PKEY *k = X509_get0_pubkey(app->ca_cert);
+    /* Spelled as the signer spells its StatusReply.ca_key_type (signer_stats.c), so both
+     * families' ca_key labels match. */
     int id = k ? EVP_PKEY_get_base_id(k) : 0, bits = k ? EVP_PKEY_get_bits(k) : 0;
+    char group[32] = "";
+    size_t glen = 0;
+    if (id == EVP_PKEY_EC && EVP_PKEY_get_group_name(k, group, sizeof(group), &glen) != 1)
+        group[0] = '\0';
     if (id == EVP_PKEY_EC)
-        snprintf(M.ca_key, sizeof(M.ca_key), "ecdsa-p%d", bits);
+        snprintf(M.ca_key, sizeof(M.ca_key), "%s",
+                 !strcmp(group, "prime256v1")  ? "ec-p256"
+                 : !strcmp(group, "secp384r1") ? "ec-p384"
+                                               : "ec-other");
     else if (id == EVP_PKEY_RSA)
         snprintf(M.ca_key, sizeof(M.ca_key), "rsa-%d", bits);
     else if (id == EVP_PKEY_ED25519)
         snprintf(M.ca_key, sizeof(M.ca_key), "ed25519");
     else
-        snprintf(M.ca_key, sizeof(M.ca_key), "other");
+        snprintf(M.ca_key, sizeof(M.ca_key), "unknown");
     M.ca_not_after = not_after_of(app->ca_cert);
     M.root_not_after =
         app->n_chain_tail ? root_not_after(app->chain_tail[app->n_chain_tail - 1]) : 0;

@@ -33,6 +33,7 @@ typedef enum {
     FE_CTR_TR_CACHE_HITS, /* TokenReview answers taken from the cache */
     FE_CTR_TR_FAILURES,   /* TokenReviews that got no usable answer (UNAVAILABLE) */
     FE_CTR_TR_REFUSED,    /* tokens the API server said are not authenticated */
+    FE_CTR_RENDERS,       /* expositions rendered for the metrics process */
     FE_CTR_N
 } fe_ctr;
 
@@ -58,7 +59,7 @@ char *fe_metrics_render(size_t *len);
 
 typedef struct {
     const fe_app *app;
-    const char *ca_key; /* the CA key type label: "ecdsa-p256", "rsa-3072", ... */
+    const char *ca_key; /* the CA key type label: "ec-p256", "rsa-3072", ... */
     int64_t ca_not_after, root_not_after, serving_not_after;
     uint64_t issued[2]; /* [0] workload, [1] serving */
     uint64_t refused[FE_STAGE_N][17];

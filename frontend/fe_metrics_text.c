@@ -116,6 +116,7 @@ char *fe_metrics_render(size_t *len)
 {
     fe_metrics_snap s;
     fe_metrics_snapshot(&s);
+    fe_metrics_count(FE_CTR_RENDERS);
     mbuf b;
     if (mbuf_init(&b, 32768) != 0)
         return NULL;
@@ -125,6 +126,10 @@ char *fe_metrics_render(size_t *len)
     times(&b, &s);
     mbuf_family(&b, "hsmca_signer_connected", "gauge", "1 while a signer is connected.");
     mbuf_put(&b, "hsmca_signer_connected %d\n", s.app->ipc && fe_ipc_connected(s.app->ipc));
+    mbuf_family(&b, "hsmca_metrics_renders_total", "counter",
+                "Expositions the front end rendered (this one included).");
+    mbuf_put(&b, "hsmca_metrics_renders_total %llu\n",
+             (unsigned long long)s.ctr[FE_CTR_RENDERS] + 1);
     fe_metrics_signer_render(&b, s.app);
     return mbuf_finish(&b, len);
 }

@@ -153,6 +153,6 @@ int metrics_main(int argc, char **argv)
     int sig = 0;
     sigwait(&set, &sig);
     log_info("signal %d: stopping", sig);
-    MHD_stop_daemon(d);
+    mx_http_stop(d);
     return 0;
 }

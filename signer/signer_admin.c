@@ -29,15 +29,23 @@
 
 /* Refused admin attempts on the record: each is a deny entry (requester the unix user,
  * reason "admin socket: ..."), at most ADMIN_REFUSALS_PER_WINDOW per window of
- * ADMIN_REFUSAL_WINDOW_S seconds, the rest counted in one suppressed entry per window. A
- * limiter of its own, apart from the workload denies': a local user looping on the socket
- * adds at most 30 entries a minute, and cannot crowd out the front end's refusals. */
+ * ADMIN_REFUSAL_WINDOW_S seconds for each uid, the rest counted in one suppressed entry per
+ * window. Limiters of their own, apart from the workload denies': a local user looping on
+ * the socket adds at most 30 entries a minute, and can crowd out neither the front end's
+ * refusals nor another user's, which stay on the record one by one. The latest
+ * ADMIN_REFUSAL_UIDS uids keep a budget; the least recently refused gives its up. */
 #define ADMIN_REFUSALS_PER_WINDOW 30u
 #define ADMIN_REFUSAL_WINDOW_S 60
+#define ADMIN_REFUSAL_UIDS 16
+
+/* Connections one uid may hold at once, of ADMIN_MAX_CONNS: one user cannot keep the
+ * others out. Another is refused at once, saying so. */
+#define ADMIN_CONNS_PER_UID 2
 
 typedef struct {
     int fd; /* -1: a free slot */
     double deadline;
+    uid_t uid; /* (uid_t)-1: not known */
     char user[AUDIT_ICA_USER_MAX + 1];
     int allowed;
     int waiting;   /* its op's reply comes once a CA signature completes (s->ca_reply) */
@@ -52,7 +60,11 @@ struct signer_admin {
     int own_allowed;
     char group[CONFIG_MAX_STR];
     admin_conn conns[ADMIN_MAX_CONNS];
-    window_limiter *refusals; /* the refused attempts' audit entries */
+    struct {
+        window_limiter *l; /* the refused attempts' audit entries of uid; NULL: free */
+        uid_t uid;
+        double last;
+    } refusals[ADMIN_REFUSAL_UIDS];
 };
 
 static HSMCA_MUSTCHECK hsmca_code admin_bind(signer_admin *a, const hsmca_config *cfg,
@@ -97,11 +109,6 @@ hsmca_code signer_admin_open(const hsmca_config *cfg, const signer_sandbox *sb, 
     signer_admin *a = calloc(1, sizeof(*a));
     HSMCA_ENSURE(a, e, HSMCA_ENOMEM, "out of memory");
     a->lfd = -1;
-    a->refusals = window_limiter_new(ADMIN_REFUSALS_PER_WINDOW, ADMIN_REFUSAL_WINDOW_S);
-    if (!a->refusals) {
-        free(a);
-        return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
-    }
     for (int i = 0; i < ADMIN_MAX_CONNS; i++)
         a->conns[i].fd = -1;
     a->own_uid = sb->user.active ? sb->user.uid : getuid();
@@ -147,7 +154,8 @@ void signer_admin_close(signer_admin *a)
             close(a->conns[i].fd);
     if (a->lfd >= 0)
         close(a->lfd);
-    window_limiter_free(a->refusals);
+    for (int i = 0; i < ADMIN_REFUSAL_UIDS; i++)
+        window_limiter_free(a->refusals[i].l);
     free(a);
 }
 
@@ -173,11 +181,13 @@ static void identify(signer_admin *a, admin_conn *c)
     struct ucred cred;
     socklen_t len = sizeof(cred);
     c->allowed = 0;
+    c->uid = (uid_t)-1;
     if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         snprintf(c->why, sizeof(c->why), "SO_PEERCRED: %s", strerror(errno));
         snprintf(c->user, sizeof(c->user), "unknown");
         return;
     }
+    c->uid = cred.uid;
     char buf[4096];
     struct passwd pw, *res = NULL;
     if (getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &res) == 0 && res)
@@ -216,15 +226,47 @@ static void refusal_summary(signer_ctx *s, uint64_t count)
     append_refusal(s, &ent);
 }
 
+/* The refusal limiter of uid: its own, else the least recently used one's (its pending
+ * count reported first), renewed. NULL when out of memory. */
+static window_limiter *refusals_of(signer_admin *a, signer_ctx *s, uid_t uid, double now)
+{
+    int pick = 0;
+    for (int i = 0; i < ADMIN_REFUSAL_UIDS; i++) {
+        if (a->refusals[i].l && a->refusals[i].uid == uid) {
+            a->refusals[i].last = now;
+            return a->refusals[i].l;
+        }
+        if (!a->refusals[i].l ||
+            (a->refusals[pick].l && a->refusals[i].last < a->refusals[pick].last))
+            pick = i;
+    }
+    if (a->refusals[pick].l) { /* a time past its window: its count, whatever is left */
+        uint64_t dropped =
+            window_limiter_flush(a->refusals[pick].l, now + 2 * ADMIN_REFUSAL_WINDOW_S);
+        if (dropped)
+            refusal_summary(s, dropped);
+        window_limiter_free(a->refusals[pick].l);
+    }
+    a->refusals[pick].l = window_limiter_new(ADMIN_REFUSALS_PER_WINDOW, ADMIN_REFUSAL_WINDOW_S);
+    a->refusals[pick].uid = uid;
+    a->refusals[pick].last = now;
+    return a->refusals[pick].l;
+}
+
 /* A refused attempt (a caller outside the group, a malformed request, an op refused) as a
- * deny entry under a->refusals. */
-static void audit_refusal(signer_admin *a, signer_ctx *s, const char *user, hsmca_code code,
-                          const char *op, const char *why)
+ * deny entry under its uid's limiter. */
+static void audit_refusal(signer_admin *a, signer_ctx *s, const admin_conn *c,
+                          hsmca_code code, const char *op, const char *why)
 {
     uint64_t report;
     if (!s->audit)
         return;
-    int ok = window_limiter_allow(a->refusals, util_mono_now(), &report);
+    const char *user = c->user;
+    double now = util_mono_now();
+    window_limiter *l = refusals_of(a, s, c->uid, now);
+    if (!l)
+        return;
+    int ok = window_limiter_allow(l, now, &report);
     if (report)
         refusal_summary(s, report);
     if (!ok)
@@ -238,6 +280,26 @@ static void audit_refusal(signer_admin *a, signer_ctx *s, const char *user, hsmc
     append_refusal(s, &ent);
 }
 
+static void reply_error(admin_conn *c, const char *msg);
+
+/* A connection of a uid that holds ADMIN_CONNS_PER_UID already: answered that at once and
+ * closed (not a deny entry: the uid's earlier connections are on the record). */
+static int over_cap(signer_admin *a, admin_conn *c)
+{
+    int held = 0;
+    for (int i = 0; i < ADMIN_MAX_CONNS; i++)
+        held += &a->conns[i] != c && a->conns[i].fd >= 0 && a->conns[i].uid == c->uid;
+    if (held < ADMIN_CONNS_PER_UID)
+        return 0;
+    char why[200];
+    snprintf(why, sizeof(why),
+             "user %s holds %d admin connections already (at most %d a user): try again "
+             "once one ends",
+             c->user, held, ADMIN_CONNS_PER_UID);
+    reply_error(c, why);
+    return 1;
+}
+
 static void admin_accept(signer_admin *a, signer_ctx *s)
 {
     for (int i = 0; i < ADMIN_MAX_CONNS; i++) {
@@ -249,10 +311,12 @@ static void admin_accept(signer_admin *a, signer_ctx *s)
             return;
         c->deadline = util_mono_now() + ADMIN_TIMEOUT_S;
         identify(a, c);
+        if (over_cap(a, c))
+            continue;
         if (!c->allowed) {
             LOG_EVENT(LOG_LVL_WARN, "admin caller refused", LOG_STR("user", c->user),
                       LOG_STR("reason", c->why));
-            audit_refusal(a, s, c->user, HSMCA_EPERM, NULL, c->why);
+            audit_refusal(a, s, c, HSMCA_EPERM, NULL, c->why);
         }
     }
 }
@@ -349,7 +413,7 @@ static void admin_request(signer_admin *a, signer_ctx *s, admin_conn *c, const c
         }
     if (!fn) {
         const char *why = !req ? "not a JSON object" : !op ? "no op" : "unknown op";
-        audit_refusal(a, s, c->user, HSMCA_EINVAL, NULL, why);
+        audit_refusal(a, s, c, HSMCA_EINVAL, NULL, why);
         reply_error(c, why);
         json_decref(req);
         return;
@@ -366,7 +430,7 @@ static void admin_request(signer_admin *a, signer_ctx *s, admin_conn *c, const c
     if (!r) {
         LOG_EVENT(LOG_LVL_WARN, "admin request refused", LOG_STR("user", c->user),
                   LOG_STR("op", op), LOG_STR("reason", e.msg));
-        audit_refusal(a, s, c->user, e.code, op, e.msg);
+        audit_refusal(a, s, c, e.code, op, e.msg);
         reply_error(c, e.msg);
         return;
     }
@@ -390,7 +454,7 @@ static void admin_read(signer_admin *a, signer_ctx *s, admin_conn *c)
         return;
     }
     if (n > ADMIN_MAX_MSG) {
-        audit_refusal(a, s, c->user, HSMCA_EINVAL, NULL, "request longer than 65536 bytes");
+        audit_refusal(a, s, c, HSMCA_EINVAL, NULL, "request longer than 65536 bytes");
         reply_error(c, "request longer than 65536 bytes");
         return;
     }
@@ -424,7 +488,9 @@ void signer_admin_serve(signer_admin *a, signer_ctx *s, const struct pollfd *p, 
     }
     if (n > ADMIN_MAX_CONNS && p[ADMIN_MAX_CONNS].fd >= 0 && p[ADMIN_MAX_CONNS].revents)
         admin_accept(a, s);
-    uint64_t dropped = s->audit ? window_limiter_flush(a->refusals, now) : 0;
-    if (dropped)
-        refusal_summary(s, dropped);
+    for (int i = 0; i < ADMIN_REFUSAL_UIDS && s->audit; i++) {
+        uint64_t dropped = a->refusals[i].l ? window_limiter_flush(a->refusals[i].l, now) : 0;
+        if (dropped)
+            refusal_summary(s, dropped);
+    }
 }

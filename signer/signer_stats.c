@@ -22,14 +22,17 @@ static int64_t unix_time(const ASN1_TIME *t)
     return (int64_t)timegm(&tm);
 }
 
-/* "ec-p256", "ec-p384", "rsa-<bits>", else the OpenSSL type's short name. */
+/* "ec-p256", "ec-p384", "ec-other", "rsa-<bits>", "ed25519", else "unknown" (the front end's
+ * ca_key label, fe_metrics.c, spells them the same). */
 static void key_type(X509 *cert, char *out, size_t sz)
 {
     EVP_PKEY *k = cert ? X509_get0_pubkey(cert) : NULL;
     snprintf(out, sz, "unknown");
     if (!k)
         return;
-    if (EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA) {
+    if (EVP_PKEY_get_base_id(k) == EVP_PKEY_ED25519) {
+        snprintf(out, sz, "ed25519");
+    } else if (EVP_PKEY_get_base_id(k) == EVP_PKEY_RSA) {
         snprintf(out, sz, "rsa-%d", EVP_PKEY_get_bits(k));
     } else if (EVP_PKEY_get_base_id(k) == EVP_PKEY_EC) {
         char group[32];

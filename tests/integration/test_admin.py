@@ -25,6 +25,7 @@ import time
 import unittest
 
 from hsmca_harness import BIN, TMP, DevServer, free_port
+from test_audit_log import read_log, wait_log
 
 SUFFIX = "%d" % (os.getpid() % 100000)
 GROUP = "hta-adm" + SUFFIX
@@ -166,16 +167,13 @@ class AdminSocket(unittest.TestCase):
 
     def test_c_hostile_clients(self):
         idle = []
-        for _ in range(3):
+        for _ in range(2):  # root's share of the connections (two a user)
             s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             s.connect(self.srv.sock)
             idle.append(s)
         t0 = time.time()
-        self.assertEqual(self.status(None)["caller"], "root")
+        self.assertEqual(self.status("alice")["caller"], user("alice"))
         self.assertLess(time.time() - t0, 5, "idle connections held the signer")
-        self.assertIn("not a JSON object", raw(self.srv.sock, b"\xff{{not json")["error"])
-        self.assertIn("unknown op", raw(self.srv.sock, b'{"op":"format-disk"}')["error"])
-        self.assertIn("longer than 65536", raw(self.srv.sock, b"x" * 66000)["error"])
         self.srv.issue()  # the signer signs meanwhile
         # The idle ones are closed by the signer after their timeout (10 s).
         for s in idle:
@@ -183,6 +181,97 @@ class AdminSocket(unittest.TestCase):
             self.assertEqual(s.recv(100), b"")
             s.close()
         self.assertIn("admin connection timed out", self.srv.logtext())
+        self.assertIn("not a JSON object", raw(self.srv.sock, b"\xff{{not json")["error"])
+        self.assertIn("unknown op", raw(self.srv.sock, b'{"op":"format-disk"}')["error"])
+        self.assertIn("longer than 65536", raw(self.srv.sock, b"x" * 66000)["error"])
+
+    def as_user(self, who, script, *args):
+        """A Python script run as test user who, talking over pipes (Popen)."""
+        return subprocess.Popen(["runuser", "-u", user(who), "--", "/usr/bin/python3", "-c",
+                                 script, self.srv.sock] + [str(a) for a in args],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def test_e_one_user_cannot_hold_every_connection(self):
+        """alice opens all eight connections and sends nothing: the signer keeps two of them
+        and refuses the rest at once, naming the cap, and bob's `admin status` is answered
+        while alice still holds her two."""
+        holder = self.as_user("alice", HOLDER, 8)
+        self.addCleanup(holder.kill)
+        first = json.loads(holder.stdout.readline())
+        self.assertEqual(first["refused"], 6, first)
+        self.assertIn("at most 2 a user", first["messages"][0])
+        rc, out, err = hsmca_as("alice", ["admin", "status", "--config", self.srv.config],
+                                check=False)
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("holds 2 admin connections already (at most 2 a user)", err)
+        self.assertEqual(self.status("bob")["caller"], user("bob"))
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        second = json.loads(holder.stdout.readline())
+        self.assertEqual(second["still_open"], 2, "bob was answered only once alice's "
+                                                  "connections had timed out")
+        holder.stdin.close()
+        holder.stdout.close()
+        holder.wait(timeout=30)
+
+    def test_f_refusals_are_budgeted_per_user(self):
+        """alice's flood of refused requests fills her own budget of deny entries, not
+        bob's: bob's refusals right after are each on the record."""
+        def bobs(entries):
+            return [e for e in entries if e.get("kind") == "deny"
+                    and e.get("requester") == user("bob")]
+        self.assertEqual(bobs(read_log(self.srv)), [])
+        flood = self.as_user("alice", FLOODER, 40, "alice-junk")
+        self.assertEqual(flood.communicate(timeout=60)[0].strip(), "40")
+        bob = self.as_user("bob", FLOODER, 3, "bob-marker")
+        self.assertEqual(bob.communicate(timeout=60)[0].strip(), "3")
+        entries = wait_log(self.srv, lambda es: len(bobs(es)) >= 3)
+        self.assertEqual(len(bobs(entries)), 3, "bob's refusals hidden behind alice's")
+        alices = [e for e in entries if e.get("kind") == "deny"
+                  and e.get("requester") == user("alice")]
+        self.assertLessEqual(len(alices), 30)
+
+
+# Run as a test user: argv[1] the socket, argv[2] how many connections to open. Prints
+# {"refused", "messages"} once each refused one has its answer (or after 3 s), then on a
+# line from stdin {"still_open"}: how many of the rest the signer has not closed.
+HOLDER = r"""
+import json, select, socket, sys, time
+path, n = sys.argv[1], int(sys.argv[2])
+socks = []
+for _ in range(n):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(path)
+    socks.append(s)
+refused, messages, deadline = set(), [], time.time() + 3
+while time.time() < deadline and len(refused) < n - 2:
+    ready = select.select([s for s in socks if s not in refused], [], [], 0.1)[0]
+    for s in ready:
+        data = s.recv(70000)
+        refused.add(s)
+        if data:
+            messages.append(json.loads(data).get("error", ""))
+print(json.dumps({"refused": len(refused), "messages": messages}), flush=True)
+sys.stdin.readline()
+held = [s for s in socks if s not in refused]
+ready = select.select(held, [], [], 0)[0]
+print(json.dumps({"still_open": len(held) - len(ready)}), flush=True)
+"""
+
+# Run as a test user: argv[1] the socket; sends argv[2] requests of an unknown op named
+# argv[3], one connection each, and prints how many were refused.
+FLOODER = r"""
+import json, socket, sys
+path, n, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+refused = 0
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(path)
+    s.send(json.dumps({"op": "%s-%d" % (name, i)}).encode())
+    refused += "unknown op" in json.loads(s.recv(70000)).get("error", "")
+    s.close()
+print(refused)
+"""
 
 
 class DevAsUser(unittest.TestCase):

@@ -76,6 +76,24 @@ class CliTests(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
 
+    def test_request_out_refuses_a_planted_link(self):
+        """A link planted at PREFIX-key.pem (to a file elsewhere) is refused, naming it; the
+        file it names is untouched and no key is written through it."""
+        prefix = os.path.join(self.server.dir, "planted")
+        victim = os.path.join(self.server.dir, "victim.txt")
+        with open(victim, "w") as f:
+            f.write("precious\n")
+        os.symlink(victim, prefix + "-key.pem")
+        r = subprocess.run([BIN, "request", "--addr", self.server.addr, "--root",
+                            os.path.join(self.server.dir, "root-cert.pem"), "--token",
+                            self.server.token(), "--id", "spiffe://cluster.local/ns/default/sa/sleep",
+                            "--out", prefix], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("planted-key.pem: it is a symbolic link", r.stderr)
+        self.assertTrue(os.path.islink(prefix + "-key.pem"))
+        with open(victim) as f:
+            self.assertEqual(f.read(), "precious\n")
+
     def test_request_refusal_is_named(self):
         r = subprocess.run([BIN, "request", "--addr", self.server.addr, "--root",
                             os.path.join(self.server.dir, "root-cert.pem"), "--token",

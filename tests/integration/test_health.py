@@ -7,6 +7,7 @@ meanwhile, and both answer 503 while the front end is gone."""
 
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -234,6 +235,78 @@ class AuditDirNotWritable(unittest.TestCase):
         self.assertEqual(grpc_health(self.srv), SERVING)
 
 
+class Trickle(unittest.TestCase):
+    SOURCES = ["127.0.0.%d" % i for i in range(1, 5)]
+
+    def test_trickling_connections_do_not_hold_healthz(self):
+        """64 connections from four addresses, each sending a header line a second, neither
+        keep /healthz from answering nor hold their connections past the request deadline
+        (docs/OPERATIONS.md "Health": 3 s a request, room always made)."""
+        srv = DevServer(name="healthtrickle")
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        stop = threading.Event()
+        self.addCleanup(stop.set)
+        lock = threading.Lock()
+        counts = {"open": 0, "cut": 0}
+
+        def trickle(src):
+            while not stop.is_set():
+                s = socket.socket()
+                try:
+                    s.bind((src, 0))
+                    s.settimeout(5)
+                    s.connect(("127.0.0.1", srv.metrics_port))
+                    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                except OSError:
+                    s.close()
+                    stop.wait(0.2)
+                    continue
+                with lock:
+                    counts["open"] += 1
+                while not stop.is_set():
+                    try:
+                        s.sendall(b"X-Slow: 1\r\n")
+                        ready = select.select([s], [], [], 1.0)[0]
+                        if ready and not s.recv(4096):
+                            raise ConnectionResetError("closed")
+                    except OSError:
+                        with lock:
+                            counts["cut"] += 1
+                        break
+                s.close()
+
+        threads = [threading.Thread(target=trickle, args=(src,), daemon=True)
+                   for src in self.SOURCES for _ in range(16)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: counts["open"] >= 64, what="64 trickling connections")
+        stop.wait(1.0)  # the server has accepted them
+        try:
+            status, body = get(srv.metrics_url + "/healthz", timeout=10)
+        except OSError as e:
+            status, body = None, repr(e)
+        self.assertEqual(status, 200, "/healthz under 64 trickling connections: %s" % body)
+        # And a trickle does not keep its connection: each one is cut, well before the
+        # trickle would have ended on its own.
+        wait_for(lambda: counts["cut"] >= 64, timeout=30,
+                 what="every trickling connection cut by the deadline")
+        stop.set()
+        for t in threads:
+            t.join(timeout=10)
+
+
+def all_threads_stopped(pid):
+    states = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            pass  # a thread that has just exited
+    return bool(states) and all(st in ("T", "t") for st in states)
+
+
 class FrontEndGone(unittest.TestCase):
     def test_503_while_the_front_end_is_stopped(self):
         srv = DevServer(name="healthfe")
@@ -241,6 +314,9 @@ class FrontEndGone(unittest.TestCase):
         srv.wait_ready()
         fe = srv.wait_children()["frontend"]
         os.kill(fe, signal.SIGSTOP)  # alive, so not restarted, but answering nothing
+        # A stop reaches a process's threads one by one (the first to take the signal stops
+        # the rest): until every one is stopped, the metrics link's thread may still answer.
+        wait_for(lambda: all_threads_stopped(fe), what="every front-end thread stopped")
         try:
             for path in ("/healthz", "/readyz", "/metrics"):
                 status, body = get(srv.metrics_url + path)

@@ -143,7 +143,44 @@ class Intermediates(unittest.TestCase):
         # The dev config's crl.path: the CA's CRL goes into ca-crl.pem.
         self.assertIn("ca-crl.pem: the CA's CRL", out)
         self.check_cacerts(out_dir, istiod)
+        self.check_planted_links(rid, out_dir, istiod)
         self.check_audit(rid)
+
+    def check_planted_links(self, rid, out_dir, istiod):
+        """--out never writes through a link planted where it writes: a link at a file it
+        writes, at the temp name beside it, or as fetch's directory is refused (or never
+        opened), and the file the link names is untouched."""
+        victim = os.path.join(self.work, "victim.txt")
+        with open(victim, "w") as f:
+            f.write("precious\n")
+        planted = os.path.join(self.work, "planted")
+        os.mkdir(planted, 0o755)
+        os.symlink(victim, os.path.join(planted, "ca-cert.pem"))
+        rc, out, err = self.ica(None, "fetch", rid, "--out", planted, check=False)
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("ca-cert.pem: it is a symbolic link", err)
+        elsewhere = os.path.join(self.work, "elsewhere")
+        os.mkdir(elsewhere, 0o755)
+        linked_dir = os.path.join(self.work, "linked-dir")
+        os.symlink(elsewhere, linked_dir)
+        rc, out, err = self.ica(None, "fetch", rid, "--out", linked_dir, check=False)
+        self.assertEqual(rc, 1, out + err)
+        self.assertIn("refusing a symbolic link", err)
+        self.assertEqual(os.listdir(elsewhere), [])
+        # `intermediate crl --out F`: a link at F is refused; one at F.tmp is never opened.
+        crl = os.path.join(self.work, "own.crl")
+        os.symlink(victim, crl + ".tmp")
+        sh(BIN, "intermediate", "crl", "--cert", os.path.join(out_dir, "ca-cert.pem"),
+           "--key", istiod.key, "--out", crl)
+        self.assertTrue(os.path.islink(crl + ".tmp"))
+        os.symlink(victim, os.path.join(self.work, "crl-link"))
+        rc, out = sh(BIN, "intermediate", "crl", "--cert", os.path.join(out_dir, "ca-cert.pem"),
+                     "--key", istiod.key, "--out", os.path.join(self.work, "crl-link"),
+                     check=False)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("crl-link: it is a symbolic link", out)
+        with open(victim) as f:
+            self.assertEqual(f.read(), "precious\n")
 
     def check_cacerts(self, out_dir, istiod):
         self.assertEqual(sorted(os.listdir(out_dir)),

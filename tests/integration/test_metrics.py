@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import unittest
 import urllib.error
@@ -88,7 +89,7 @@ class MetricsTest(unittest.TestCase):
     def test_2_counters_move_with_issued_and_refused_requests(self):
         before = self.scrape()
         issued0 = sample(before, "hsmca_certificates_issued_total", profile="workload",
-                         ca_key="ecdsa-p256")
+                         ca_key="ec-p256")
         count0 = sample(before, "hsmca_request_duration_seconds_count")
         auth0 = sample(before, "hsmca_requests_refused_total", stage="authentication",
                        code="UNAUTHENTICATED") or 0
@@ -106,9 +107,19 @@ class MetricsTest(unittest.TestCase):
         with self.assertRaises(grpc.RpcError) as cm:
             self.srv.client.create(other, self.srv.token())
         self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
-        after = self.scrape()
+        # An exposition is reused for up to a second: wait for one rendered after these.
+        def fresh():
+            text = self.scrape()
+            return text if sample(text, "hsmca_request_duration_seconds_count") == count0 + 5 \
+                else None
+        after = wait_for(fresh, what="an exposition with the five requests")
         self.assertEqual(sample(after, "hsmca_certificates_issued_total", profile="workload",
-                                ca_key="ecdsa-p256"), issued0 + 3)
+                                ca_key="ec-p256"), issued0 + 3)
+        # One spelling of the CA key's type in every label (the signer's).
+        wait_for(lambda: sample(self.scrape(), "hsmca_signer_signatures_total",
+                                profile="workload", ca_key="ec-p256"),
+                 what="hsmca_signer_signatures_total{ca_key=\"ec-p256\"}")
+        self.assertNotIn('ca_key="ecdsa', after)
         self.assertEqual(sample(after, "hsmca_requests_refused_total", stage="authentication",
                                 code="UNAUTHENTICATED"), auth0 + 1)
         self.assertEqual(sample(after, "hsmca_requests_refused_total", stage="policy",
@@ -135,6 +146,33 @@ class MetricsTest(unittest.TestCase):
         os.kill(metrics_pid, signal.SIGKILL)
         wait_for(lambda: self.metrics_pid() not in (None, metrics_pid), what="a new metrics")
         wait_for(lambda: self.try_scrape_ok(), what="a scrape from the new metrics process")
+
+    def test_5_a_scrape_flood_renders_at_most_one_exposition_a_second(self):
+        """Scrapes cost the front end one render a second however many come (an exposition
+        is reused for a second), so a flood cannot take its CPU from renewals."""
+        r0 = sample(self.scrape(), "hsmca_metrics_renders_total")
+        self.assertIsNotNone(r0, "no hsmca_metrics_renders_total")
+        errors = []
+
+        def flood():
+            for _ in range(40):
+                try:
+                    get(self.srv.metrics_url + "/metrics", timeout=10)
+                except OSError as e:
+                    errors.append(e)
+
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=flood) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - t0
+        renders = sample(self.scrape(), "hsmca_metrics_renders_total") - r0
+        self.assertEqual(errors, [])
+        # One a started second during the flood, plus the final scrape's.
+        self.assertLessEqual(renders, elapsed + 2, "%d renders for 320 scrapes in %.1f s"
+                             % (renders, elapsed))
 
     def try_scrape_ok(self):
         return self.try_scrape_ok_at(self.srv.metrics_url)

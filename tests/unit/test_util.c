@@ -1,14 +1,18 @@
 /* test_util.c - the shared helpers of common/util.h: the one base64 decoder
- * (both alphabets, canonical input only) and the message-safe string copy. */
+ * (both alphabets, canonical input only), the message-safe string copy, and writing a
+ * file a user named (util_write_out: never through a link). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "testutil.h"
 #include "util.h"
 
 /* ---- base64 ------------------------------------------------------------------ */
@@ -202,6 +206,44 @@ static void test_unhex(void **state)
     assert_memory_equal(out, "\x01\x23\xcd\xef", 4);
 }
 
+/* ---- util_write_out ----------------------------------------------------------- */
+
+static void read_back(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+static void test_write_out_refuses_a_link(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("writeout");
+    char victim[512], link[512], plain[512], got[64];
+    snprintf(victim, sizeof(victim), "%s/victim", dir);
+    snprintf(link, sizeof(link), "%s/out.pem", dir);
+    snprintf(plain, sizeof(plain), "%s/plain.pem", dir);
+    hsmca_err e;
+    assert_int_equal(util_write_file_atomic(victim, "precious\n", 9, 0644, &e), HSMCA_OK);
+    assert_int_equal(symlink(victim, link), 0);
+    assert_int_equal(util_write_out(link, "junk\n", 5, 0644, &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "it is a symbolic link"));
+    read_back(victim, got, sizeof(got));
+    assert_string_equal(got, "precious\n");
+    /* A regular file is replaced; a new one written. */
+    assert_int_equal(util_write_out(plain, "one\n", 4, 0644, &e), HSMCA_OK);
+    assert_int_equal(util_write_out(plain, "two\n", 4, 0644, &e), HSMCA_OK);
+    read_back(plain, got, sizeof(got));
+    assert_string_equal(got, "two\n");
+    unlink(link);
+    unlink(victim);
+    unlink(plain);
+    rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_printable_masks_the_rest),
         cmocka_unit_test(test_printable_cap_is_visible),
         cmocka_unit_test(test_unhex),
+        cmocka_unit_test(test_write_out_refuses_a_link),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
