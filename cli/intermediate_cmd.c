@@ -195,11 +195,14 @@ static int cmd_show(const ica_args *a, long long id)
            str(q, "state"), str(q, "cluster"), str(q, "requester"),
            json_array_size(json_object_get(q, "approvers")), num(q, "required"));
     printf("would be signed as:\n  subject            %s\n  public key         %s, SHA-256 %s\n"
-           "  basicConstraints   %s\n  keyUsage           %s\n  nameConstraints    %s %s\n"
-           "  validity           %lld s (not after %lld)\n  from the CSR       %s\n",
+           "  basicConstraints   %s\n  keyUsage           %s\n  nameConstraints    %s\n"
+           "    permitted        %s\n    excluded         %s\n"
+           "  validity           %lld s (not before %lld, not after %lld)\n"
+           "  from the CSR       %s\n",
            str(p, "subject"), str(p, "key"), str(p, "key_sha256"), str(p, "basic_constraints"),
            str(p, "key_usage"), str(p, "name_constraints"), str(p, "permitted"),
-           num(p, "ttl_s"), num(p, "not_after"), str(p, "from_csr"));
+           str(p, "excluded"), num(p, "ttl_s"), num(p, "not_before"), num(p, "not_after"),
+           str(p, "from_csr"));
     json_decref(r);
     return 0;
 }
