@@ -39,9 +39,13 @@ static HSMCA_MUSTCHECK hsmca_code add_basic_ext(X509 *x, hsmca_err *e)
     if (rc != HSMCA_OK)
         return rc;
 
+    /* keyEncipherment for an RSA key only (RFC 8813 3). */
+    ASN1_OBJECT *alg = NULL;
+    X509_PUBKEY_get0_param(&alg, NULL, NULL, NULL, X509_get_X509_PUBKEY(x));
+    int rsa = alg && OBJ_obj2nid(alg) == NID_rsaEncryption;
     ASN1_BIT_STRING *ku = ASN1_BIT_STRING_new();
-    if (ku && (!ASN1_BIT_STRING_set_bit(ku, 0, 1) ||  /* digitalSignature */
-               !ASN1_BIT_STRING_set_bit(ku, 2, 1))) { /* keyEncipherment */
+    if (ku && (!ASN1_BIT_STRING_set_bit(ku, 0, 1) ||         /* digitalSignature */
+               (rsa && !ASN1_BIT_STRING_set_bit(ku, 2, 1)))) { /* keyEncipherment */
         ASN1_BIT_STRING_free(ku);
         ku = NULL;
     }

@@ -230,14 +230,18 @@ static void check_cert(const ca *c, const fe_tbs_params *p, const uint8_t *tbs, 
         assert_int_equal(OBJ_obj2nid(X509_EXTENSION_get_object(ext)), ext_order[i]);
         assert_int_equal(X509_EXTENSION_get_critical(ext), ext_crit[i]);
     }
-    /* BC: CA:FALSE encodes as an empty SEQUENCE; KU: digitalSignature|keyEncipherment. */
+    /* BC: CA:FALSE encodes as an empty SEQUENCE; KU: digitalSignature, with
+     * keyEncipherment for an RSA key only (RFC 8813 3: never on an EC key). */
     const ASN1_OCTET_STRING *bc = X509_EXTENSION_get_data(X509_get_ext(x, 0));
     assert_int_equal(ASN1_STRING_length(bc), 2);
     assert_memory_equal(ASN1_STRING_get0_data(bc), "\x30\x00", 2);
     const ASN1_OCTET_STRING *ku = X509_EXTENSION_get_data(X509_get_ext(x, 1));
+    int rsa_key = EVP_PKEY_get_base_id(p->subject_key) == EVP_PKEY_RSA;
     assert_int_equal(ASN1_STRING_length(ku), 4);
-    assert_memory_equal(ASN1_STRING_get0_data(ku), "\x03\x02\x05\xa0", 4);
-    assert_int_equal(X509_get_key_usage(x), KU_DIGITAL_SIGNATURE | KU_KEY_ENCIPHERMENT);
+    assert_memory_equal(ASN1_STRING_get0_data(ku), rsa_key ? "\x03\x02\x05\xa0" : "\x03\x02\x07\x80",
+                        4);
+    assert_int_equal(X509_get_key_usage(x),
+                     rsa_key ? KU_DIGITAL_SIGNATURE | KU_KEY_ENCIPHERMENT : KU_DIGITAL_SIGNATURE);
     assert_int_equal(X509_check_ca(x), 0);
     EXTENDED_KEY_USAGE *eku = X509_get_ext_d2i(x, NID_ext_key_usage, NULL, NULL);
     assert_int_equal(sk_ASN1_OBJECT_num(eku), 2);
