@@ -256,9 +256,19 @@ static HSMCA_MUSTCHECK hsmca_code prepare(const fe_tbs_params *p, tbs_parts *t, 
         return hsmca_fail(e, HSMCA_EINTERNAL, "cannot set version, issuer or key of the TBS");
     /* The backdate absorbs clock skew between us and relying parties; it is part of
      * the TTL, because the signer caps notAfter - notBefore (invariant 2). */
-    int64_t not_before = p->now - FE_TBS_BACKDATE;
-    if (!format_time(not_before, &t->not_before) ||
-        !format_time(not_before + (int64_t)p->ttl, &t->not_after))
+    int64_t not_before = p->now - FE_TBS_BACKDATE, not_after = not_before + (int64_t)p->ttl;
+    /* As istiod does: a TTL that would outlive the CA certificate is cut to its notAfter
+     * (the signer refuses a notAfter past it, invariant 2). */
+    struct tm ca_tm;
+    if (!ASN1_TIME_to_tm(X509_get0_notAfter(p->ca_cert), &ca_tm))
+        return hsmca_fail(e, HSMCA_EINTERNAL, "the CA certificate's notAfter cannot be read");
+    int64_t ca_end = (int64_t)timegm(&ca_tm);
+    if (ca_end < not_after && ca_end <= p->now)
+        return hsmca_fail(e, HSMCA_EUNAVAIL, "the CA certificate has expired: nothing can be "
+                                             "issued under it");
+    if (ca_end < not_after)
+        not_after = ca_end;
+    if (!format_time(not_before, &t->not_before) || !format_time(not_after, &t->not_after))
         return hsmca_fail(e, HSMCA_EINTERNAL, "cannot set the validity");
     /* SKI = SHA-1 of the subjectPublicKey BIT STRING (RFC 5280 4.2.1.2 method 1). */
     const unsigned char *pk = NULL;

@@ -19,7 +19,8 @@ typedef struct {
     const char *const *ips;    /* serving: IP SANs as text */
     int n_ips;
     int64_t now;               /* notBefore = now - 120 s (clock skew) */
-    uint32_t ttl;              /* notAfter = notBefore + ttl */
+    uint32_t ttl;              /* notAfter = notBefore + ttl, or the CA certificate's
+                                  notAfter if that is sooner */
 } fe_tbs_params;
 
 /* Builds a v3 TBS: random 128-bit positive serial, empty subject, critical SAN,
