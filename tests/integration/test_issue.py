@@ -15,6 +15,7 @@ import grpc
 import jwt
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 import hsmca_client as hc
@@ -88,7 +89,10 @@ class IssueTests:
         self.assertTrue(bc.critical)
         self.assertFalse(bc.value.ca)
         ku = leaf.extensions.get_extension_for_class(x509.KeyUsage).value
-        self.assertTrue(ku.digital_signature and ku.key_encipherment)
+        # One usage per key type (RFC 8813 3): keyEncipherment on RSA keys only.
+        rsa_key = isinstance(leaf.public_key(), rsa.RSAPublicKey)
+        self.assertTrue(ku.digital_signature)
+        self.assertEqual(ku.key_encipherment, rsa_key)
         self.assertFalse(ku.key_cert_sign)
         eku = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
         self.assertEqual(set(eku), {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH})
