@@ -186,11 +186,12 @@ class Intermediates(unittest.TestCase):
         self.check_workloads(ca, root, istiod)
         return nb
 
-    def check_workloads(self, ca, root, istiod):
+    def check_workloads(self, ca, root, istiod, cases=None):
         """istiod's part: workload certificates signed with its key under the intermediate,
         checked by OpenSSL and, where installed, GnuTLS (certtool; Debian 12's 3.7 enforces
-        the DNS constraints but not URI ones, docs/CEREMONY.md)."""
-        cases = (("URI:spiffe://cluster.local/ns/default/sa/sleep", True, False),
+        the DNS, IP and e-mail constraints but not URI ones, docs/CEREMONY.md). cases:
+        (SANs, verifies, GnuTLS checks it), else EXTRA's."""
+        cases = cases or (("URI:spiffe://cluster.local/ns/default/sa/sleep", True, False),
                  ("URI:spiffe://other.domain/ns/default/sa/sleep", False, False),
                  ("DNS:istiod.istio-system.svc,DNS:istiod-remote.istio-system.svc,"
                   "DNS:istio-pilot.istio-system.svc", True, True),
@@ -283,6 +284,55 @@ class Intermediates(unittest.TestCase):
         rc, out, err = self.ica("eve", "list", check=False)
         self.assertNotEqual(rc, 0)
         self.assertIn("Permission denied", err)
+
+
+CONFIGURED = ("intermediate:\n  istiod_names: [istiod-canary.istio-system.svc]\n"
+              "  ip_ranges: [10.1.0.0/16]\n  email_domains: [mesh.example]\n  max_ttl: 30d\n")
+
+
+class ConfiguredNames(unittest.TestCase):
+    """intermediate.istiod_names, ip_ranges and email_domains set: the intermediate permits
+    those DNS names, that IPv4 range (IPv6 stays excluded) and that e-mail host, and
+    nothing else of each type."""
+    ica, request, show = Intermediates.ica, Intermediates.request, Intermediates.show
+    check_workloads = Intermediates.check_workloads
+
+    @classmethod
+    def setUpClass(cls):
+        remove_users()
+        make_users()
+        cls.srv = start_server("ica-names", required=2, extra=CONFIGURED)
+        cls.work = tempfile.mkdtemp(prefix="ica-names.", dir=TMP)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.srv.stop()
+        finally:
+            shutil.rmtree(cls.work, ignore_errors=True)
+            remove_users()
+
+    def test_configured_names(self):
+        istiod = Istiod(self.work)
+        rid = self.request("alice", istiod, "cluster-n")
+        q = self.show(rid)["profile"]
+        self.assertEqual(q["permitted"], "URI:cluster.local DNS:istiod-canary.istio-system.svc "
+                                         "IP:10.1.0.0/16 email:mesh.example")
+        self.assertEqual(q["excluded"], "IP:::/0")
+        self.ica("bob", "approve", rid)
+        self.ica("carol", "approve", rid)
+        out_dir = os.path.join(self.work, "cacerts")
+        self.ica(None, "fetch", rid, "--out", out_dir)
+        ca, root = os.path.join(out_dir, "ca-cert.pem"), os.path.join(out_dir, "root-cert.pem")
+        self.check_workloads(ca, root, istiod, (
+            ("DNS:istiod-canary.istio-system.svc", True, True),
+            ("DNS:istiod.istio-system.svc", False, True),
+            ("IP:10.1.2.3", True, True),
+            ("IP:10.2.0.1", False, True),
+            ("IP:fd00::1", False, True),
+            ("email:ops@mesh.example", True, True),
+            ("email:admin@example.com", False, True)))
+        sh(BIN, "audit", "verify", os.path.join(self.srv.dir, "audit"))
 
 
 class Expiry(unittest.TestCase):
