@@ -36,7 +36,8 @@ static void usage(FILE *f)
           "band before you approve. show prints exactly what would be signed: the signer\n"
           "takes only the public key from the CSR; subject (intermediate.subject_prefix\n"
           "and the cluster), CA:TRUE pathlen 0, key usage, name constraints (the trust\n"
-          "domain's SPIFFE URIs, intermediate.dns_suffixes) and validity\n"
+          "domain's SPIFFE URIs; DNS: intermediate.istiod_names and dns_suffixes; IP:\n"
+          "intermediate.ip_ranges, else none; e-mail: email_domains, else none) and validity\n"
           "(intermediate.max_ttl, never past the CA's) are its own. deny is final.\n"
           "fetch writes DIR/ca-cert.pem, cert-chain.pem and root-cert.pem (no key: it\n"
           "stays with istiod) and prints the kubectl command for the cacerts secret; and\n"
@@ -196,11 +197,14 @@ static int cmd_show(const ica_args *a, long long id)
            str(q, "state"), str(q, "cluster"), str(q, "requester"),
            json_array_size(json_object_get(q, "approvers")), num(q, "required"));
     printf("would be signed as:\n  subject            %s\n  public key         %s, SHA-256 %s\n"
-           "  basicConstraints   %s\n  keyUsage           %s\n  nameConstraints    %s %s\n"
-           "  validity           %lld s (not after %lld)\n  from the CSR       %s\n",
+           "  basicConstraints   %s\n  keyUsage           %s\n  nameConstraints    %s\n"
+           "    permitted        %s\n    excluded         %s\n"
+           "  validity           %lld s (not before %lld, not after %lld)\n"
+           "  from the CSR       %s\n",
            str(p, "subject"), str(p, "key"), str(p, "key_sha256"), str(p, "basic_constraints"),
            str(p, "key_usage"), str(p, "name_constraints"), str(p, "permitted"),
-           num(p, "ttl_s"), num(p, "not_after"), str(p, "from_csr"));
+           str(p, "excluded"), num(p, "ttl_s"), num(p, "not_before"), num(p, "not_after"),
+           str(p, "from_csr"));
     json_decref(r);
     return 0;
 }

@@ -210,6 +210,10 @@ typedef struct {
     /* intermediate: the CA profile of an istiod intermediate */
     char ica_subject_prefix[CONFIG_MAX_STR]; /* "O=Example,OU=Mesh"; CN is the cluster name */
     config_list ica_dns_suffixes;            /* DNS name constraints; default none */
+    config_list ica_istiod_names;  /* DNS names of istiod's serving certificate, permitted
+                                      besides the suffixes; default istiod's in istio-system */
+    config_list ica_ip_ranges;     /* CIDR ranges permitted; default none: every IP excluded */
+    config_list ica_email_domains; /* e-mail hosts permitted; default none: no e-mail name */
     uint32_t ica_max_ttl;                    /* seconds, default 365d */
     /* crl: the CA's CRL, signed in the token (signer/signer_crl.h) */
     char crl_path[CONFIG_MAX_STR]; /* where the signer writes it (PEM); "" (default): off */

@@ -145,6 +145,12 @@ void config_defaults(hsmca_config *c)
     c->approval_required = 2;
     c->approval_pending_ttl = 86400;
     c->ica_max_ttl = 365 * 86400;
+    /* The names istiod's own serving certificate carries (Istio's getDNSNames for the
+     * default revision in istio-system); a revision or another namespace configures its own. */
+    set_str(c->ica_istiod_names.items[0], "istiod.istio-system.svc");
+    set_str(c->ica_istiod_names.items[1], "istiod-remote.istio-system.svc");
+    set_str(c->ica_istiod_names.items[2], "istio-pilot.istio-system.svc");
+    c->ica_istiod_names.n = 3;
     c->crl_validity = 7 * 86400;
     set_str(c->metrics_listen, "127.0.0.1:15014");
     c->metrics_user[0] = '\0'; /* frontend.user */

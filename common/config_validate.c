@@ -4,6 +4,7 @@
  * the users the two processes run as. */
 #include "config.h"
 #include "profile.h"
+#include "util.h"
 
 #include <arpa/inet.h>
 #include <stddef.h>
@@ -270,6 +271,37 @@ static HSMCA_MUSTCHECK hsmca_code validate_admin(const hsmca_config *c, hsmca_er
     return HSMCA_OK;
 }
 
+/* intermediate.*'s name constraints (signer/signer_ica_sign.c): the permitted DNS names
+ * are istiod_names and dns_suffixes together, and never none (a type without a permitted
+ * subtree would be unconstrained); IP ranges are CIDRs; e-mail hosts DNS names. */
+static HSMCA_MUSTCHECK hsmca_code validate_ica_names(const hsmca_config *c, hsmca_err *e)
+{
+    static const char dns_chars[] = "abcdefghijklmnopqrstuvwxyz0123456789.-";
+    const struct {
+        const config_list *l;
+        const char *key;
+    } names[] = {{&c->ica_istiod_names, "istiod_names"}, {&c->ica_email_domains, "email_domains"}};
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+        for (int i = 0; i < names[k].l->n; i++) {
+            const char *d = names[k].l->items[i];
+            HSMCA_ENSURE(d[0] && strspn(d, dns_chars) == strlen(d), e, HSMCA_EINVAL,
+                         "config: intermediate.%s item '%.64s' must be a lower-case DNS name",
+                         names[k].key, d);
+        }
+    HSMCA_ENSURE(c->ica_istiod_names.n + c->ica_dns_suffixes.n > 0, e, HSMCA_EINVAL,
+                 "config: intermediate.istiod_names and intermediate.dns_suffixes are both "
+                 "empty: an intermediate must permit istiod's own DNS names");
+    for (int i = 0; i < c->ica_ip_ranges.n; i++) {
+        uint8_t range[32];
+        size_t n;
+        HSMCA_ENSURE(util_cidr_parse(c->ica_ip_ranges.items[i], range, &n), e, HSMCA_EINVAL,
+                     "config: intermediate.ip_ranges item '%.64s' must be an address range "
+                     "ADDR/BITS without host bits (10.1.0.0/16, fd00::/8)",
+                     c->ica_ip_ranges.items[i]);
+    }
+    return HSMCA_OK;
+}
+
 /* The signing log is on unless the config says otherwise in so many words: a config
  * that merely leaves audit.dir out (an old one, a typo) does not sign unlogged. */
 static HSMCA_MUSTCHECK hsmca_code validate_audit(const hsmca_config *c, hsmca_err *e)
@@ -281,6 +313,7 @@ static HSMCA_MUSTCHECK hsmca_code validate_audit(const hsmca_config *c, hsmca_er
     if (c->audit_dir[0] && c->audit_disabled)
         return hsmca_fail(e, HSMCA_EINVAL,
                           "config: audit.dir and audit.disabled: true together: remove one");
+    HSMCA_GUARD(validate_ica_names(c, e));
     return validate_admin(c, e);
 }
 

@@ -19,6 +19,9 @@ typedef enum {
 /* The backdate is inside the TTL (notAfter - notBefore <= max TTL), so a short
  * TTL would give a certificate that is expired or nearly so when issued. */
 #define PROFILE_MIN_TTL_S 600
+/* An istiod intermediate's notBefore is backdated this much (inside its TTL), so an
+ * istiod whose clock lags ours accepts it when it is fetched. */
+#define PROFILE_ICA_BACKDATE_S 300
 
 /* Serial numbers: positive, 8..20 octets (RFC 5280 4.1.2.2); the front end
  * draws 128 random bits. */

@@ -1,6 +1,7 @@
 /* util.c - see util.h. */
 #include "util.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -354,4 +355,28 @@ void util_hex(const uint8_t *in, size_t len, char *out)
         out[2 * i + 1] = hx[in[i] & 15];
     }
     out[2 * len] = '\0';
+}
+
+int util_cidr_parse(const char *s, uint8_t out[32], size_t *len)
+{
+    char addr[INET6_ADDRSTRLEN];
+    const char *slash = strchr(s, '/'), *p = slash ? slash + 1 : NULL;
+    if (!slash || (size_t)(slash - s) >= sizeof(addr) || !p[0] || strlen(p) > 3 ||
+        strspn(p, "0123456789") != strlen(p) || (p[0] == '0' && p[1]))
+        return 0;
+    memcpy(addr, s, (size_t)(slash - s));
+    addr[slash - s] = '\0';
+    int v6 = strchr(addr, ':') != NULL, bits = atoi(p);
+    size_t n = v6 ? 16 : 4;
+    if (bits > (int)n * 8 || inet_pton(v6 ? AF_INET6 : AF_INET, addr, out) != 1)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        int b = bits - 8 * (int)i;
+        uint8_t m = b >= 8 ? 0xff : b <= 0 ? 0 : (uint8_t)(0xff << (8 - b));
+        if (out[i] & (uint8_t)~m)
+            return 0; /* host bits set: a range has one spelling */
+        out[n + i] = m;
+    }
+    *len = 2 * n;
+    return 1;
 }

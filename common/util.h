@@ -63,5 +63,9 @@ void util_hex(const uint8_t *in, size_t len, char *out);
  * signing log requires: one spelling per value) into out. 1 with *outlen = n / 2; 0 when n
  * is odd, a character is not a lowercase hex digit, or n / 2 exceeds cap. */
 int util_unhex(const char *hex, size_t n, uint8_t *out, size_t cap, size_t *outlen);
+/* An address range as "ADDR/BITS" (IPv4 or IPv6; no host bits set, no leading zero in
+ * BITS) into out as a name constraint's iPAddress takes it: the address, then the mask
+ * (RFC 5280 4.2.1.10). 1 with *len = 8 or 32; 0 when it is not such a range. */
+int util_cidr_parse(const char *s, uint8_t out[32], size_t *len);
 
 #endif

@@ -47,9 +47,14 @@
 static const uint8_t EXT_BC[] = {/* basicConstraints, critical, CA:FALSE (empty SEQUENCE) */
                                  0x30, 0x0c, 0x06, 0x03, 0x55, 0x1d, 0x13,
                                  0x01, 0x01, 0xff, 0x04, 0x02, 0x30, 0x00};
-static const uint8_t EXT_KU[] = {/* keyUsage, critical, digitalSignature|keyEncipherment */
-                                 0x30, 0x0e, 0x06, 0x03, 0x55, 0x1d, 0x0f, 0x01,
-                                 0x01, 0xff, 0x04, 0x04, 0x03, 0x02, 0x05, 0xa0};
+/* keyUsage, critical: one fixed usage per key type (RFC 8813 3 forbids keyEncipherment
+ * on an EC key; an RSA key in TLS 1.2 RSA key exchange needs it). */
+static const uint8_t EXT_KU_RSA[] = {/* digitalSignature|keyEncipherment */
+                                     0x30, 0x0e, 0x06, 0x03, 0x55, 0x1d, 0x0f, 0x01,
+                                     0x01, 0xff, 0x04, 0x04, 0x03, 0x02, 0x05, 0xa0};
+static const uint8_t EXT_KU_EC[] = {/* digitalSignature */
+                                    0x30, 0x0e, 0x06, 0x03, 0x55, 0x1d, 0x0f, 0x01,
+                                    0x01, 0xff, 0x04, 0x04, 0x03, 0x02, 0x07, 0x80};
 static const uint8_t EXT_EKU[] = {/* extKeyUsage: serverAuth, clientAuth */
                                   0x30, 0x1d, 0x06, 0x03, 0x55, 0x1d, 0x25, 0x04, 0x16, 0x30, 0x14,
                                   0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01, 0x06,
@@ -191,6 +196,7 @@ typedef struct {
     const ASN1_OCTET_STRING *ca_ski;
     unsigned char ski[20];
     unsigned int ski_len;
+    int rsa; /* the subject key is RSA (else EC): picks the keyUsage */
 } tbs_parts;
 
 static void parts_free(tbs_parts *t)
@@ -250,16 +256,28 @@ static HSMCA_MUSTCHECK hsmca_code prepare(const fe_tbs_params *p, tbs_parts *t, 
         return hsmca_fail(e, HSMCA_EINTERNAL, "cannot set version, issuer or key of the TBS");
     /* The backdate absorbs clock skew between us and relying parties; it is part of
      * the TTL, because the signer caps notAfter - notBefore (invariant 2). */
-    int64_t not_before = p->now - FE_TBS_BACKDATE;
-    if (!format_time(not_before, &t->not_before) ||
-        !format_time(not_before + (int64_t)p->ttl, &t->not_after))
+    int64_t not_before = p->now - FE_TBS_BACKDATE, not_after = not_before + (int64_t)p->ttl;
+    /* As istiod does: a TTL that would outlive the CA certificate is cut to its notAfter
+     * (the signer refuses a notAfter past it, invariant 2). */
+    struct tm ca_tm;
+    if (!ASN1_TIME_to_tm(X509_get0_notAfter(p->ca_cert), &ca_tm))
+        return hsmca_fail(e, HSMCA_EINTERNAL, "the CA certificate's notAfter cannot be read");
+    int64_t ca_end = (int64_t)timegm(&ca_tm);
+    if (ca_end < not_after && ca_end <= p->now)
+        return hsmca_fail(e, HSMCA_EUNAVAIL, "the CA certificate has expired: nothing can be "
+                                             "issued under it");
+    if (ca_end < not_after)
+        not_after = ca_end;
+    if (!format_time(not_before, &t->not_before) || !format_time(not_after, &t->not_after))
         return hsmca_fail(e, HSMCA_EINTERNAL, "cannot set the validity");
     /* SKI = SHA-1 of the subjectPublicKey BIT STRING (RFC 5280 4.2.1.2 method 1). */
     const unsigned char *pk = NULL;
     int pklen = 0;
-    if (!X509_PUBKEY_get0_param(NULL, &pk, &pklen, NULL, t->spki) || !pk ||
+    ASN1_OBJECT *pk_alg = NULL;
+    if (!X509_PUBKEY_get0_param(&pk_alg, &pk, &pklen, NULL, t->spki) || !pk ||
         !EVP_Digest(pk, (size_t)pklen, t->ski, &t->ski_len, EVP_sha1(), NULL))
         return hsmca_fail(e, HSMCA_EINTERNAL, "cannot hash the subject public key");
+    t->rsa = OBJ_obj2nid(pk_alg) == NID_rsaEncryption;
     /* AKI = keyIdentifier only, the CA's own SKI, so chains link by key id. */
     t->ca_ski = X509_get0_subject_key_id(p->ca_cert);
     if (!t->ca_ski || ASN1_STRING_length(t->ca_ski) <= 0)
@@ -318,7 +336,7 @@ static HSMCA_MUSTCHECK hsmca_code put_tbs(der_w *w, const fe_tbs_params *p, cons
     put_prim(w, T_OCTET_STRING, t->ski, t->ski_len);
     wrap_ext(w, OID_SKI, sizeof(OID_SKI), ski);
     put(w, EXT_EKU, sizeof(EXT_EKU));
-    put(w, EXT_KU, sizeof(EXT_KU));
+    put(w, t->rsa ? EXT_KU_RSA : EXT_KU_EC, sizeof(EXT_KU_RSA));
     put(w, EXT_BC, sizeof(EXT_BC));
     wrap(w, T_SEQUENCE, mark);
     wrap(w, T_CTX3_CONS, mark);

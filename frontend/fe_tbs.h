@@ -19,11 +19,13 @@ typedef struct {
     const char *const *ips;    /* serving: IP SANs as text */
     int n_ips;
     int64_t now;               /* notBefore = now - 120 s (clock skew) */
-    uint32_t ttl;              /* notAfter = notBefore + ttl */
+    uint32_t ttl;              /* notAfter = notBefore + ttl, or the CA certificate's
+                                  notAfter if that is sooner */
 } fe_tbs_params;
 
 /* Builds a v3 TBS: random 128-bit positive serial, empty subject, critical SAN,
- * KU digitalSignature|keyEncipherment (critical), EKU serverAuth+clientAuth,
+ * KU (critical) digitalSignature for an EC key, digitalSignature|keyEncipherment for
+ * an RSA key, EKU serverAuth+clientAuth,
  * critical CA:FALSE, SKI (SHA-1 of the key), AKI (the CA's SKI). Returns a new
  * DER buffer (caller OPENSSL_free's). */
 HSMCA_MUSTCHECK hsmca_code fe_tbs_build(const fe_tbs_params *p, uint8_t **der, size_t *len, hsmca_err *e);

@@ -2,9 +2,11 @@
  * signer_ica_sign.h). The signer builds every field itself: of the CSR only the public key
  * (checked, with the CSR's signature) goes in; the subject is intermediate.subject_prefix
  * and the cluster name; CA:TRUE with pathLenConstraint 0, keyUsage keyCertSign, cRLSign and
- * digitalSignature, and name constraints permitting the SPIFFE URIs of the trust domain
- * and its policy aliases and intermediate.dns_suffixes, all critical; SKI and AKI; a
- * validity of at most intermediate.max_ttl, never past the CA certificate's. */
+ * digitalSignature, and name constraints (add_name_constraints: the SPIFFE URIs of the
+ * trust domain and its policy aliases, istiod's DNS names and intermediate.dns_suffixes,
+ * no IP address or e-mail name unless configured), all critical; SKI and AKI; a validity
+ * of at most intermediate.max_ttl from a notBefore a few minutes back, never past the CA
+ * certificate's. */
 #include "signer_ica_sign.h"
 #include "signer_casign.h"
 #include "signer_ctx.h"
@@ -23,6 +25,7 @@
 #include "certasm.h"
 #include "ipc_contract.h"
 #include "log.h"
+#include "profile.h"
 #include "util.h"
 
 #define ICA_SERIAL_LEN 16
@@ -68,8 +71,11 @@ static HSMCA_MUSTCHECK hsmca_code facts_of(signer_ctx *s, const audit_ica_req *r
                  "the CA certificate's notAfter cannot be read");
     int64_t ca_end = (int64_t)timegm(&tm);
     f->ttl = r->ttl_s && r->ttl_s < s->cfg.ica_max_ttl ? r->ttl_s : s->cfg.ica_max_ttl;
-    f->not_before = now;
-    f->not_after = now + (int64_t)f->ttl < ca_end ? now + (int64_t)f->ttl : ca_end;
+    /* Backdated, so an istiod whose clock lags the signer's accepts it at once; the
+     * backdate is inside the TTL, as a workload certificate's is. */
+    f->not_before = now - PROFILE_ICA_BACKDATE_S;
+    f->not_after = f->not_before + (int64_t)f->ttl < ca_end ? f->not_before + (int64_t)f->ttl
+                                                             : ca_end;
     HSMCA_ENSURE(f->not_after > now + 3600, e, HSMCA_EPERM,
                  "the CA certificate expires within the hour: nothing to sign under it");
     snprintf(f->subject, sizeof(f->subject), "%s%sCN=%s", s->cfg.ica_subject_prefix,
@@ -98,29 +104,72 @@ static X509_NAME *subject_of(const char *text)
     return n;
 }
 
-static int add_subtree(STACK_OF(GENERAL_SUBTREE) * sk, int type, const char *name)
+static int push_subtree(STACK_OF(GENERAL_SUBTREE) * sk, int type, ASN1_STRING *v)
 {
     GENERAL_SUBTREE *st = GENERAL_SUBTREE_new();
-    ASN1_IA5STRING *v = ASN1_IA5STRING_new();
-    if (!st || !v || !ASN1_STRING_set(v, name, (int)strlen(name)) ||
-        !sk_GENERAL_SUBTREE_push(sk, st)) {
+    if (!st || !v || !sk_GENERAL_SUBTREE_push(sk, st)) {
         GENERAL_SUBTREE_free(st);
-        ASN1_IA5STRING_free(v);
+        ASN1_STRING_free(v);
         return 0;
     }
     GENERAL_NAME_set0_value(st->base, type, v);
     return 1;
 }
 
-/* Permitted: URI on each trust domain's host, DNS on each configured suffix. */
+static int add_subtree(STACK_OF(GENERAL_SUBTREE) * sk, int type, const char *name)
+{
+    ASN1_IA5STRING *v = ASN1_IA5STRING_new();
+    if (v && !ASN1_STRING_set(v, name, (int)strlen(name))) {
+        ASN1_IA5STRING_free(v);
+        v = NULL;
+    }
+    return push_subtree(sk, type, v);
+}
+
+/* An iPAddress subtree: address and mask (util_cidr_parse's bytes). */
+static int add_ip_subtree(STACK_OF(GENERAL_SUBTREE) * sk, const uint8_t *range, size_t len)
+{
+    ASN1_OCTET_STRING *v = ASN1_OCTET_STRING_new();
+    if (v && !ASN1_OCTET_STRING_set(v, range, (int)len)) {
+        ASN1_OCTET_STRING_free(v);
+        v = NULL;
+    }
+    return push_subtree(sk, GEN_IPADD, v);
+}
+
+/* A permitted subtree constrains only names of its own type (RFC 5280 4.2.1.10), so each
+ * type a relying party checks gets one: URI on each trust domain's host; DNS on istiod's
+ * own names and each configured suffix (config_validate keeps that set non-empty); IP on
+ * each configured range, every address of a family without one excluded (0.0.0.0/0,
+ * ::/0); rfc822Name on each configured host, else only the reserved host "invalid"
+ * (RFC 6761): OpenSSL reads an empty excluded rfc822Name as matching nothing. */
 static int add_name_constraints(signer_ctx *s, X509 *x)
 {
+    static const uint8_t all_v4[8], all_v6[32];
     NAME_CONSTRAINTS *nc = NAME_CONSTRAINTS_new();
-    int ok = nc && (nc->permittedSubtrees = sk_GENERAL_SUBTREE_new_null()) != NULL;
+    int ok = nc && (nc->permittedSubtrees = sk_GENERAL_SUBTREE_new_null()) != NULL &&
+             (nc->excludedSubtrees = sk_GENERAL_SUBTREE_new_null()) != NULL;
+    STACK_OF(GENERAL_SUBTREE) *pe = ok ? nc->permittedSubtrees : NULL;
+    const hsmca_config *c = &s->cfg;
+    int v4 = 0, v6 = 0;
     for (int i = 0; ok && i < s->policy.n_trust_domains; i++)
-        ok = add_subtree(nc->permittedSubtrees, GEN_URI, s->policy.trust_domains[i]);
-    for (int i = 0; ok && i < s->cfg.ica_dns_suffixes.n; i++)
-        ok = add_subtree(nc->permittedSubtrees, GEN_DNS, s->cfg.ica_dns_suffixes.items[i]);
+        ok = add_subtree(pe, GEN_URI, s->policy.trust_domains[i]);
+    for (int i = 0; ok && i < c->ica_istiod_names.n; i++)
+        ok = add_subtree(pe, GEN_DNS, c->ica_istiod_names.items[i]);
+    for (int i = 0; ok && i < c->ica_dns_suffixes.n; i++)
+        ok = add_subtree(pe, GEN_DNS, c->ica_dns_suffixes.items[i]);
+    for (int i = 0; ok && i < c->ica_ip_ranges.n; i++) {
+        uint8_t range[32];
+        size_t n = 0;
+        ok = util_cidr_parse(c->ica_ip_ranges.items[i], range, &n) && add_ip_subtree(pe, range, n);
+        v4 |= n == 8;
+        v6 |= n == 32;
+    }
+    for (int i = 0; ok && i < c->ica_email_domains.n; i++)
+        ok = add_subtree(pe, GEN_EMAIL, c->ica_email_domains.items[i]);
+    ok = ok && (c->ica_email_domains.n || add_subtree(pe, GEN_EMAIL, "invalid"));
+    ok = ok && (v4 || add_ip_subtree(nc->excludedSubtrees, all_v4, sizeof(all_v4)));
+    ok = ok && (v6 || add_ip_subtree(nc->excludedSubtrees, all_v6, sizeof(all_v6)));
     ok = ok && X509_add1_ext_i2d(x, NID_name_constraints, nc, 1, X509V3_ADD_DEFAULT) == 1;
     NAME_CONSTRAINTS_free(nc);
     return ok;
@@ -165,18 +214,39 @@ static X509 *build_cert(signer_ctx *s, EVP_PKEY *key, const ica_facts *f,
     return x;
 }
 
-/* The permitted names as text ("URI:cluster.local DNS:mesh.example"), for show and the
- * intent entry's sans. */
-static void constraints_text(signer_ctx *s, char *out, size_t cap)
+/* The name constraints as text, in the extension's order, for show and the intent
+ * entry's sans: permitted ("URI:cluster.local DNS:istiod.istio-system.svc email:invalid")
+ * into out, excluded ("IP:0.0.0.0/0 IP:::/0") into excl. */
+static void constraints_text(signer_ctx *s, char *out, size_t cap, char *excl, size_t ecap)
 {
-    size_t n = 0;
-    out[0] = '\0';
+    const hsmca_config *c = &s->cfg;
+    const struct {
+        const char *type;
+        const config_list *l;
+    } lists[] = {{"DNS", &c->ica_istiod_names},
+                 {"DNS", &c->ica_dns_suffixes},
+                 {"IP", &c->ica_ip_ranges},
+                 {"email", &c->ica_email_domains}};
+    size_t n = 0, m = 0;
+    int v4 = 0, v6 = 0;
+    out[0] = excl[0] = '\0';
     for (int i = 0; i < s->policy.n_trust_domains && n < cap; i++)
         n += (size_t)snprintf(out + n, cap - n, "%sURI:%s", n ? " " : "",
                               s->policy.trust_domains[i]);
-    for (int i = 0; i < s->cfg.ica_dns_suffixes.n && n < cap; i++)
-        n += (size_t)snprintf(out + n, cap - n, "%sDNS:%s", n ? " " : "",
-                              s->cfg.ica_dns_suffixes.items[i]);
+    for (size_t k = 0; k < sizeof(lists) / sizeof(lists[0]); k++)
+        for (int i = 0; i < lists[k].l->n && n < cap; i++)
+            n += (size_t)snprintf(out + n, cap - n, "%s%s:%s", n ? " " : "", lists[k].type,
+                                  lists[k].l->items[i]);
+    if (!c->ica_email_domains.n && n < cap)
+        n += (size_t)snprintf(out + n, cap - n, "%semail:invalid", n ? " " : "");
+    for (int i = 0; i < c->ica_ip_ranges.n; i++) {
+        v6 |= strchr(c->ica_ip_ranges.items[i], ':') != NULL;
+        v4 |= strchr(c->ica_ip_ranges.items[i], ':') == NULL;
+    }
+    if (!v4)
+        m += (size_t)snprintf(excl + m, ecap - m, "IP:0.0.0.0/0");
+    if (!v6 && m < ecap)
+        snprintf(excl + m, ecap - m, "%sIP:::/0", m ? " " : "");
 }
 
 static X509_REQ *csr_of(const audit_ica_req *r, hsmca_err *e)
@@ -195,7 +265,7 @@ static X509_REQ *csr_of(const audit_ica_req *r, hsmca_err *e)
 json_t *signer_ica_profile(signer_ctx *s, const audit_ica_req *r, hsmca_err *e)
 {
     ica_facts f;
-    char nc[2048], key[64];
+    char nc[2048], excl[64], key[64];
     if (facts_of(s, r, (int64_t)time(NULL), &f, e) != HSMCA_OK)
         return NULL;
     X509_REQ *csr = csr_of(r, e);
@@ -206,12 +276,13 @@ json_t *signer_ica_profile(signer_ctx *s, const audit_ica_req *r, hsmca_err *e)
              pk && EVP_PKEY_get_base_id(pk) == EVP_PKEY_EC ? "EC" : "RSA",
              pk ? EVP_PKEY_get_bits(pk) : 0);
     X509_REQ_free(csr);
-    constraints_text(s, nc, sizeof(nc));
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "subject", f.subject,
-                     "key", key, "key_sha256", r->key_sha256, "basic_constraints",
+    constraints_text(s, nc, sizeof(nc), excl, sizeof(excl));
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "subject",
+                     f.subject, "key", key, "key_sha256", r->key_sha256, "basic_constraints",
                      "critical, CA:TRUE, pathlen:0", "key_usage",
                      "critical, digitalSignature, keyCertSign, cRLSign", "name_constraints",
-                     "critical, permitted:", "permitted", nc, "ttl_s", (json_int_t)f.ttl,
+                     "critical", "permitted", nc, "excluded", excl,
+                     "ttl_s", (json_int_t)f.ttl, "not_before", (json_int_t)f.not_before,
                      "not_after", (json_int_t)f.not_after, "from_csr",
                      "the public key only: the CSR's subject, extensions and attributes are "
                      "ignored");
@@ -225,6 +296,7 @@ static HSMCA_MUSTCHECK hsmca_code log_intent(signer_ctx *s, const audit_ica_req 
                                              uint64_t *intent, hsmca_err *e)
 {
     static char nc[AUDIT_SANS_MAX];
+    char excl[64];
     uint8_t md[32];
     audit_entry ent = {.kind = AUDIT_ISSUE_INTENT, .request_id = r->id};
     size_t der_len;
@@ -237,7 +309,10 @@ static HSMCA_MUSTCHECK hsmca_code log_intent(signer_ctx *s, const audit_ica_req 
     util_hex(md, 32, ent.tbs_sha256);
     util_hex(serial, ICA_SERIAL_LEN, ent.serial);
     snprintf(ent.profile, sizeof(ent.profile), "%s", AUDIT_ICA_PROFILE);
-    constraints_text(s, nc, sizeof(nc));
+    constraints_text(s, nc, sizeof(nc), excl, sizeof(excl));
+    size_t used = strlen(nc);
+    if (excl[0] && used < sizeof(nc))
+        snprintf(nc + used, sizeof(nc) - used, " excluded %s", excl);
     ent.sans = (audit_str){nc, strlen(nc), 0};
     ent.requester = (audit_str){user, strlen(user), 0};
     ent.not_before = f->not_before;

@@ -67,9 +67,10 @@ static HSMCA_MUSTCHECK hsmca_code tbs_ext_bc(tbs_ctx *c, der_cur val, hsmca_err 
     return HSMCA_OK;
 }
 
-/* keyUsage: a named BIT STRING, so DER drops trailing zero bits (X.690 11.2.2).
- * digitalSignature (bit 0, 0x80) is required; keyEncipherment (bit 2, 0x20) is
- * the only other bit allowed. */
+/* keyUsage: a named BIT STRING, so DER drops trailing zero bits (X.690 11.2.2). One
+ * fixed usage per key type (RFC 8813 3: keyEncipherment never on an EC key): EC
+ * digitalSignature (bit 0, 0x80) alone; RSA digitalSignature and keyEncipherment (bit 2,
+ * 0x20). The key (before the extensions in DER order) was checked by then. */
 static HSMCA_MUSTCHECK hsmca_code tbs_ext_ku(tbs_ctx *c, der_cur val, hsmca_err *e)
 {
     der_cur b;
@@ -82,6 +83,14 @@ static HSMCA_MUSTCHECK hsmca_code tbs_ext_ku(tbs_ctx *c, der_cur val, hsmca_err 
     HSMCA_ENSURE(b.len == 2 && (b.p[1] & ~0xa0u) == 0, e, HSMCA_EPERM,
                  "invariant 3: keyUsage allows only digitalSignature, keyEncipherment");
     HSMCA_ENSURE(b.p[1] & 0x80, e, HSMCA_EPERM, "invariant 3: keyUsage must have digitalSignature");
+    if (c->key.type == POLICY_KEY_RSA)
+        HSMCA_ENSURE(b.p[1] & 0x20, e, HSMCA_EPERM,
+                     "invariant 3: keyUsage of an RSA key must be digitalSignature, "
+                     "keyEncipherment");
+    else
+        HSMCA_ENSURE(!(b.p[1] & 0x20), e, HSMCA_EPERM,
+                     "invariant 3: keyUsage of an EC key must be digitalSignature alone "
+                     "(RFC 8813: no keyEncipherment)");
     return HSMCA_OK;
 }
 

@@ -99,7 +99,8 @@ typedef enum {
     BC_CA_FALSE_EXPLICIT, /* cA FALSE written out: DEFAULT encoded, not DER */
 } bc_kind;
 
-/* keyUsage bits (RFC 5280 4.2.1.3); ku = 0 means digitalSignature|keyEncipherment. */
+/* keyUsage bits (RFC 5280 4.2.1.3); ku = 0 means the profile's for the key's type:
+ * digitalSignature for EC, digitalSignature|keyEncipherment for RSA (RFC 8813 3). */
 #define KU_DS (1u << 0)
 #define KU_NR (1u << 1)
 #define KU_KE (1u << 2)

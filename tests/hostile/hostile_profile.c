@@ -20,6 +20,8 @@
 #define EKU_CA "1.3.6.1.5.5.7.3.2"
 #define ANY_EKU "2.5.29.37.0"
 #define KU_ONLY "invariant 3: keyUsage allows only digitalSignature, keyEncipherment"
+#define KU_EC "invariant 3: keyUsage of an EC key must be digitalSignature alone"
+#define KU_RSA "invariant 3: keyUsage of an RSA key must be digitalSignature, keyEncipherment"
 #define EKU_ONLY "invariant 3: extKeyUsage allows only serverAuth, clientAuth"
 #define EKU_BOTH "invariant 3: extKeyUsage must have both serverAuth and clientAuth"
 #define SKI_SHA1 "invariant 3: subjectKeyIdentifier must be the SHA-1 of the subject key"
@@ -101,6 +103,14 @@ static const hf_case profile_cases[] = {
     W("keyUsage + decipherOnly (second octet)", HSMCA_EPERM, KU_ONLY,
       .ku = KU_SET | KU_DS | KU_DECIPHER_ONLY),
     W("keyUsage digitalSignature alone", HSMCA_OK, NULL, .ku = KU_SET | KU_DS),
+    W("keyUsage + keyEncipherment on an EC key (RFC 8813)", HSMCA_EPERM, KU_EC,
+      .ku = KU_SET | KU_DS | KU_KE),
+    W("keyUsage + keyEncipherment on a P-384 key", HSMCA_EPERM, KU_EC, .key_kind = KEY_P384,
+      .ku = KU_SET | KU_DS | KU_KE),
+    W("keyUsage digitalSignature alone on an RSA key", HSMCA_EPERM, KU_RSA,
+      .key_kind = KEY_RSA, .ku = KU_SET | KU_DS),
+    W("keyUsage digitalSignature|keyEncipherment on an RSA key", HSMCA_OK, NULL,
+      .key_kind = KEY_RSA, .ku = KU_SET | KU_DS | KU_KE),
     W("extKeyUsage serverAuth only", HSMCA_EPERM, EKU_BOTH, .eku = EKU_SA),
     W("extKeyUsage clientAuth only", HSMCA_EPERM, EKU_BOTH, .eku = EKU_CA),
     W("extKeyUsage empty", HSMCA_EPERM, EKU_BOTH, .eku = ""),

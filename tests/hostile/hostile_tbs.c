@@ -111,7 +111,10 @@ static void add_bc(X509 *x, const tbs_spec *s)
 static void add_ku_eku(X509 *x, const tbs_spec *s)
 {
     if (s->ku_mode != EXT_OMIT) {
-        unsigned bits = s->ku ? s->ku : KU_DS | KU_KE;
+        ASN1_OBJECT *alg = NULL; /* the profile's usage for the key's type (RFC 8813 3) */
+        X509_PUBKEY_get0_param(&alg, NULL, NULL, NULL, X509_get_X509_PUBKEY(x));
+        int rsa = alg && OBJ_obj2nid(alg) == NID_rsaEncryption;
+        unsigned bits = s->ku ? s->ku : rsa ? KU_DS | KU_KE : KU_DS;
         ASN1_BIT_STRING *ku = ASN1_BIT_STRING_new(); /* i2d keeps a named bit list minimal */
         assert_non_null(ku);
         for (int i = 0; i < 9; i++)

@@ -7,13 +7,18 @@
     supervisor restarts it and it rebuilds them from the log), the M-th signs;
 (b) what is signed is the signer's profile, not the CSR's: a CSR asking for CA:TRUE
     pathlen 5, other key usages and another subject gets CA:TRUE pathlen 0 (critical),
-    keyCertSign|cRLSign|digitalSignature (critical), name constraints (critical) on the
-    trust domain's SPIFFE URIs and intermediate.dns_suffixes, the configured subject and
-    intermediate.max_ttl; a longer --ttl, a weak key and a CSR whose signature does not
-    verify are refused;
+    keyCertSign|cRLSign|digitalSignature (critical), name constraints (critical)
+    permitting the trust domain's SPIFFE URIs, istiod's own DNS names (the default
+    intermediate.istiod_names) and intermediate.dns_suffixes, no e-mail name, and excluding
+    every IP address (no intermediate.ip_ranges), the configured subject and
+    intermediate.max_ttl from a notBefore backdated 5 minutes; a longer --ttl, a weak key
+    and a CSR whose signature does not verify are refused;
 (c) fetch writes the cacerts directory; the intermediate verifies under the root with
-    openssl; a workload certificate that an istiod-like signer (openssl here) makes under
-    it verifies inside the trust domain and fails on the name constraint outside it;
+    openssl; certificates that an istiod-like signer (openssl here) makes under it verify
+    for the trust domain, istiod's serving names and the suffix, and fail on the name
+    constraints for another trust domain, www.google.com, another istio-system service,
+    an IPv4 or IPv6 address and an e-mail address, with OpenSSL and with GnuTLS for the
+    types it enforces (not URI);
 (d) a denied request cannot be approved; an expired one cannot either; a user outside
     admin.group is refused;
 (e) `hsmca audit verify` passes on the log with every step, and `hsmca audit show` lists
@@ -24,6 +29,7 @@
     within pkcs11.sign_timeout that the token did not answer, a fetch while the hung
     call is still out is refused, a fetch after it signs; the log verifies and the
     signer replays it."""
+import calendar
 import hashlib
 import json
 import os
@@ -44,7 +50,9 @@ from test_admin import (admin_config, hsmca_as, make_users, remove_users, signer
 
 MAX_TTL = 30 * 86400
 EXTRA = ("intermediate:\n  subject_prefix: \"O=Hsmca Test,OU=Mesh\"\n"
-         "  dns_suffixes: [istio-system.svc]\n  max_ttl: 30d\n")
+         "  dns_suffixes: [mesh.example]\n  max_ttl: 30d\n")
+PERMITTED = ("URI:cluster.local DNS:istiod.istio-system.svc DNS:istiod-remote.istio-system.svc "
+             "DNS:istio-pilot.istio-system.svc DNS:mesh.example email:invalid")
 
 
 def sh(*argv, check=True, **kw):
@@ -125,7 +133,8 @@ class Intermediates(unittest.TestCase):
         self.assertEqual(q["request"]["approvers"], [user("bob")])
         self.assertEqual(q["profile"]["basic_constraints"], "critical, CA:TRUE, pathlen:0")
         self.assertEqual(q["profile"]["subject"], "O=Hsmca Test,OU=Mesh,CN=cluster-a")
-        self.assertEqual(q["profile"]["permitted"], "URI:cluster.local DNS:istio-system.svc")
+        self.assertEqual(q["profile"]["permitted"], PERMITTED)
+        self.assertEqual(q["profile"]["excluded"], "IP:0.0.0.0/0 IP:::/0")
         self.refused("carol", "is pending, not signed", "fetch", rid, "--out",
                      os.path.join(self.work, "nothing"))
         # M-1 approvals: nothing signed, nothing CA-like in the log.
@@ -135,14 +144,18 @@ class Intermediates(unittest.TestCase):
         self.assertEqual((q["request"]["state"], q["request"]["approvers"]),
                          ("pending", [user("bob")]), "the approval survives kill -9")
         self.refused("bob", "approved it already", "approve", rid)
+        signed_from = int(time.time())
         rc, out, err = self.ica("carol", "approve", rid)
+        signed_by = int(time.time()) + 1
         self.assertIn("2 of 2 approvals; issued", out)
         out_dir = os.path.join(self.work, "cacerts")
         rc, out, err = self.ica(None, "fetch", rid, "--out", out_dir)
         self.assertIn("kubectl create secret generic cacerts -n istio-system", out)
         # The dev config's crl.path: the CA's CRL goes into ca-crl.pem.
         self.assertIn("ca-crl.pem: the CA's CRL", out)
-        self.check_cacerts(out_dir, istiod)
+        nb = self.check_cacerts(out_dir, istiod)
+        # notBefore backdated 5 minutes: an istiod whose clock lags accepts it at once.
+        self.assertTrue(signed_from - 300 <= nb <= signed_by - 300, (signed_from, nb, signed_by))
         self.check_planted_links(rid, out_dir, istiod)
         self.check_audit(rid)
 
@@ -196,26 +209,36 @@ class Intermediates(unittest.TestCase):
         self.assertRegex(text, r"Basic Constraints: critical\s+CA:TRUE, pathlen:0\n")
         self.assertRegex(text, r"Key Usage: critical\s+Digital Signature, Certificate Sign, "
                                r"CRL Sign\n")
-        self.assertRegex(text, r"Name Constraints: critical\s+Permitted:\s+"
-                               r"URI:cluster.local\s+DNS:istio-system.svc\n")
+        self.assertRegex(text, r"Name Constraints: critical\s+Permitted:\s+" +
+                         r"\s+".join(PERMITTED.split()) +
+                         r"\s+Excluded:\s+IP:0.0.0.0/0.0.0.0\s+IP:0:0:0:0:0:0:0:0/0:0:0:0:0:0:0:0\n")
         self.assertIn("Subject Key Identifier", text)
         self.assertIn("Authority Key Identifier", text)
         self.assertNotIn("evil", text.lower())
         _, dates = sh("openssl", "x509", "-in", ca, "-noout", "-startdate", "-enddate")
-        nb, na = [time.mktime(time.strptime(l.split("=", 1)[1].replace(" GMT", ""),
-                                            "%b %d %H:%M:%S %Y"))
+        nb, na = [calendar.timegm(time.strptime(l.split("=", 1)[1].replace(" GMT", ""),
+                                                "%b %d %H:%M:%S %Y"))
                   for l in dates.strip().splitlines()]
         self.assertEqual(na - nb, MAX_TTL)
         self.check_workloads(ca, root, istiod)
+        return nb
 
-    def check_workloads(self, ca, root, istiod):
+    def check_workloads(self, ca, root, istiod, cases=None):
         """istiod's part: workload certificates signed with its key under the intermediate,
         checked by OpenSSL and, where installed, GnuTLS (certtool; Debian 12's 3.7 enforces
-        the DNS constraints but not URI ones, docs/CEREMONY.md)."""
-        cases = (("URI:spiffe://cluster.local/ns/default/sa/sleep", True, False),
+        the DNS, IP and e-mail constraints but not URI ones, docs/CEREMONY.md). cases:
+        (SANs, verifies, GnuTLS checks it), else EXTRA's."""
+        cases = cases or (("URI:spiffe://cluster.local/ns/default/sa/sleep", True, False),
                  ("URI:spiffe://other.domain/ns/default/sa/sleep", False, False),
-                 ("DNS:istiod.istio-system.svc", True, True),
-                 ("DNS:evil.example", False, True))
+                 ("DNS:istiod.istio-system.svc,DNS:istiod-remote.istio-system.svc,"
+                  "DNS:istio-pilot.istio-system.svc", True, True),
+                 ("DNS:api.mesh.example", True, True),
+                 ("DNS:evil.example", False, True),
+                 ("DNS:www.google.com", False, True),
+                 ("DNS:kube-dns.istio-system.svc", False, True),
+                 ("IP:10.0.0.1", False, True),
+                 ("IP:fd00::1", False, True),
+                 ("email:admin@example.com", False, True))
         for i, (san, ok, gnutls) in enumerate(cases):
             key, crt, ext = [os.path.join(self.work, "w%d.%s" % (i, x))
                              for x in ("key", "pem", "ext")]
@@ -231,7 +254,7 @@ class Intermediates(unittest.TestCase):
                 self.assertEqual(rc, 0, out)
             else:
                 self.assertNotEqual(rc, 0, out)
-                self.assertIn("permitted subtree violation", out)
+                self.assertRegex(out, "(permitted|excluded) subtree violation")
             if gnutls and shutil.which("certtool"):
                 with open(crt) as f, open(ca) as g, open(crt + ".chain", "w") as h:
                     h.write(f.read() + g.read())
@@ -298,6 +321,55 @@ class Intermediates(unittest.TestCase):
         rc, out, err = self.ica("eve", "list", check=False)
         self.assertNotEqual(rc, 0)
         self.assertIn("Permission denied", err)
+
+
+CONFIGURED = ("intermediate:\n  istiod_names: [istiod-canary.istio-system.svc]\n"
+              "  ip_ranges: [10.1.0.0/16]\n  email_domains: [mesh.example]\n  max_ttl: 30d\n")
+
+
+class ConfiguredNames(unittest.TestCase):
+    """intermediate.istiod_names, ip_ranges and email_domains set: the intermediate permits
+    those DNS names, that IPv4 range (IPv6 stays excluded) and that e-mail host, and
+    nothing else of each type."""
+    ica, request, show = Intermediates.ica, Intermediates.request, Intermediates.show
+    check_workloads = Intermediates.check_workloads
+
+    @classmethod
+    def setUpClass(cls):
+        remove_users()
+        make_users()
+        cls.srv = start_server("ica-names", required=2, extra=CONFIGURED)
+        cls.work = tempfile.mkdtemp(prefix="ica-names.", dir=TMP)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls.srv.stop()
+        finally:
+            shutil.rmtree(cls.work, ignore_errors=True)
+            remove_users()
+
+    def test_configured_names(self):
+        istiod = Istiod(self.work)
+        rid = self.request("alice", istiod, "cluster-n")
+        q = self.show(rid)["profile"]
+        self.assertEqual(q["permitted"], "URI:cluster.local DNS:istiod-canary.istio-system.svc "
+                                         "IP:10.1.0.0/16 email:mesh.example")
+        self.assertEqual(q["excluded"], "IP:::/0")
+        self.ica("bob", "approve", rid)
+        self.ica("carol", "approve", rid)
+        out_dir = os.path.join(self.work, "cacerts")
+        self.ica(None, "fetch", rid, "--out", out_dir)
+        ca, root = os.path.join(out_dir, "ca-cert.pem"), os.path.join(out_dir, "root-cert.pem")
+        self.check_workloads(ca, root, istiod, (
+            ("DNS:istiod-canary.istio-system.svc", True, True),
+            ("DNS:istiod.istio-system.svc", False, True),
+            ("IP:10.1.2.3", True, True),
+            ("IP:10.2.0.1", False, True),
+            ("IP:fd00::1", False, True),
+            ("email:ops@mesh.example", True, True),
+            ("email:admin@example.com", False, True)))
+        sh(BIN, "audit", "verify", os.path.join(self.srv.dir, "audit"))
 
 
 class Expiry(unittest.TestCase):

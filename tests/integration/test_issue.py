@@ -6,6 +6,8 @@ import base64
 import datetime
 import json
 import os
+import signal
+import ssl
 import subprocess
 import tempfile
 import time
@@ -15,10 +17,11 @@ import grpc
 import jwt
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 import hsmca_client as hc
-from hsmca_harness import DevServer
+from hsmca_harness import BIN, DevServer
 
 SLEEP_ID = "spiffe://cluster.local/ns/default/sa/sleep"
 DEV_ISSUER = "https://hsmca.dev.local"
@@ -88,7 +91,10 @@ class IssueTests:
         self.assertTrue(bc.critical)
         self.assertFalse(bc.value.ca)
         ku = leaf.extensions.get_extension_for_class(x509.KeyUsage).value
-        self.assertTrue(ku.digital_signature and ku.key_encipherment)
+        # One usage per key type (RFC 8813 3): keyEncipherment on RSA keys only.
+        rsa_key = isinstance(leaf.public_key(), rsa.RSAPublicKey)
+        self.assertTrue(ku.digital_signature)
+        self.assertEqual(ku.key_encipherment, rsa_key)
         self.assertFalse(ku.key_cert_sign)
         eku = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
         self.assertEqual(set(eku), {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH})
@@ -228,6 +234,50 @@ class EcCaTests(IssueTests, unittest.TestCase):
 
 class RsaCaTests(IssueTests, unittest.TestCase):
     CA_KEY = "rsa-2048"
+
+
+class CaExpiresFirst(unittest.TestCase):
+    """A CA certificate that expires before the requested TTL runs out (a root re-made
+    with `ca init --ttl 1d` on the same key, issuance.max_ttl and server.serving_cert_ttl
+    48h): the workload leaf's notAfter and the front end's serving certificate's are the
+    CA certificate's, cut by the front end as istiod does (the signer would refuse more)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = DevServer(name="issue-ca-end", server_settings=["serving_cert_ttl: 48h"],
+                               edit_config=lambda t: t.replace("  max_ttl: 24h\n",
+                                                               "  max_ttl: 48h\n", 1))
+        try:
+            cls.server.wait_ready()
+            cls.server.proc.send_signal(signal.SIGTERM)
+            cls.server.proc.wait(15)
+            subprocess.run([BIN, "ca", "init", "--config", os.path.join(cls.server.dir, "hsmca.yaml"),
+                            "--self-signed", "--ttl", "1d", "--existing-key", "--force",
+                            "--subject", "/O=hsmca test/CN=Short-lived Root"],
+                           check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            cls.server.restart_supervisor()
+            cls.server.client.close()
+            cls.server.wait_ready()
+        except BaseException:
+            cls.server.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_not_after_is_the_cas(self):
+        ca = x509.load_pem_x509_certificate(self.server.root)
+        self.assertEqual(ca.subject.rfc4514_string(), "CN=Short-lived Root,O=hsmca test")
+        chain = self.server.issue(ttl=48 * 3600)
+        leaf = x509.load_pem_x509_certificate(chain[0].encode())
+        self.assertEqual(leaf.not_valid_after, ca.not_valid_after)
+        self.assertLess(leaf.not_valid_before, ca.not_valid_after)
+        host, port = self.server.addr.rsplit(":", 1)
+        serving = x509.load_pem_x509_certificate(
+            ssl.get_server_certificate(("127.0.0.1", int(port))).encode())
+        self.assertEqual(serving.issuer, ca.subject)
+        self.assertEqual(serving.not_valid_after, ca.not_valid_after)
 
 
 if __name__ == "__main__":

@@ -39,9 +39,13 @@ static HSMCA_MUSTCHECK hsmca_code add_basic_ext(X509 *x, hsmca_err *e)
     if (rc != HSMCA_OK)
         return rc;
 
+    /* keyEncipherment for an RSA key only (RFC 8813 3). */
+    ASN1_OBJECT *alg = NULL;
+    X509_PUBKEY_get0_param(&alg, NULL, NULL, NULL, X509_get_X509_PUBKEY(x));
+    int rsa = alg && OBJ_obj2nid(alg) == NID_rsaEncryption;
     ASN1_BIT_STRING *ku = ASN1_BIT_STRING_new();
-    if (ku && (!ASN1_BIT_STRING_set_bit(ku, 0, 1) ||  /* digitalSignature */
-               !ASN1_BIT_STRING_set_bit(ku, 2, 1))) { /* keyEncipherment */
+    if (ku && (!ASN1_BIT_STRING_set_bit(ku, 0, 1) ||         /* digitalSignature */
+               (rsa && !ASN1_BIT_STRING_set_bit(ku, 2, 1)))) { /* keyEncipherment */
         ASN1_BIT_STRING_free(ku);
         ku = NULL;
     }
@@ -182,11 +186,23 @@ static HSMCA_MUSTCHECK hsmca_code add_san(X509 *x, const fe_tbs_params *p, hsmca
 
 /* The backdate absorbs clock skew between us and relying parties; it is part of
  * the TTL, because the signer caps notAfter - notBefore (invariant 2). */
-static HSMCA_MUSTCHECK hsmca_code set_validity(X509 *x, int64_t now, uint32_t ttl, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code set_validity(X509 *x, const X509 *ca, int64_t now,
+                                               uint32_t ttl, hsmca_err *e)
 {
-    int64_t not_before = now - FE_TBS_BACKDATE;
+    int64_t not_before = now - FE_TBS_BACKDATE, not_after = not_before + (int64_t)ttl;
+    /* Never past the CA certificate's notAfter (cut to it, as istiod does). */
+    int day = 0, sec = 0;
+    ASN1_TIME *nb = ASN1_TIME_set(NULL, (time_t)not_after);
+    int cmp = nb ? ASN1_TIME_diff(&day, &sec, nb, X509_get0_notAfter(ca)) : 0;
+    ASN1_TIME_free(nb);
+    if (cmp && (day < 0 || sec < 0)) {
+        if ((int64_t)day * 86400 + sec + not_after <= now)
+            return hsmca_fail(e, HSMCA_EUNAVAIL, "the CA certificate has expired: nothing can be "
+                                                 "issued under it");
+        not_after += (int64_t)day * 86400 + sec;
+    }
     if (!ASN1_TIME_set(X509_getm_notBefore(x), (time_t)not_before) ||
-        !ASN1_TIME_set(X509_getm_notAfter(x), (time_t)(not_before + (int64_t)ttl)))
+        !ASN1_TIME_set(X509_getm_notAfter(x), (time_t)not_after))
         return hsmca_fail(e, HSMCA_EINTERNAL, "cannot set the validity");
     return HSMCA_OK;
 }
@@ -220,7 +236,7 @@ hsmca_code fe_tbs_ref_build(const fe_tbs_params *p, const uint8_t serial[16], ui
     }
     /* Extension order: BC, KU, EKU, SKI, AKI, SAN (what the signer expects to see). */
     if ((rc = set_serial(x, serial, e)) != HSMCA_OK ||
-        (rc = set_validity(x, p->now, p->ttl, e)) != HSMCA_OK ||
+        (rc = set_validity(x, p->ca_cert, p->now, p->ttl, e)) != HSMCA_OK ||
         (rc = add_basic_ext(x, e)) != HSMCA_OK ||
         (rc = add_key_ids(x, p->ca_cert, e)) != HSMCA_OK || (rc = add_san(x, p, e)) != HSMCA_OK)
         goto out;

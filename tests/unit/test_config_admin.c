@@ -46,11 +46,21 @@ static void test_defaults_and_keys(void **state)
     assert_int_equal(c->approval_pending_ttl, 86400);
     assert_int_equal(c->ica_max_ttl, 365 * 86400);
     assert_int_equal(c->ica_dns_suffixes.n, 0);
+    /* istiod's own serving names permitted, no IP range, no e-mail host. */
+    assert_int_equal(c->ica_istiod_names.n, 3);
+    assert_string_equal(c->ica_istiod_names.items[0], "istiod.istio-system.svc");
+    assert_string_equal(c->ica_istiod_names.items[1], "istiod-remote.istio-system.svc");
+    assert_string_equal(c->ica_istiod_names.items[2], "istio-pilot.istio-system.svc");
+    assert_int_equal(c->ica_ip_ranges.n, 0);
+    assert_int_equal(c->ica_email_domains.n, 0);
     free(c);
     c = parse("admin:\n  socket: admin.sock\n  group: hsmca-admin\n"
               "approval:\n  required: 3\n  pending_ttl: 2h\n"
               "intermediate:\n  subject_prefix: \"O=Example,OU=Mesh\"\n"
-              "  dns_suffixes: [istio-system.svc, .mesh.example]\n  max_ttl: 90d\n",
+              "  dns_suffixes: [istio-system.svc, .mesh.example]\n  max_ttl: 90d\n"
+              "  istiod_names: [istiod-canary.mesh.svc]\n"
+              "  ip_ranges: [10.1.0.0/16, 192.0.2.7/32, \"fd00::/8\", 0.0.0.0/0]\n"
+              "  email_domains: [mesh.example]\n",
               &e);
     assert_non_null(c);
     assert_int_equal(config_validate(c, &e), HSMCA_OK);
@@ -60,6 +70,9 @@ static void test_defaults_and_keys(void **state)
     assert_int_equal(c->approval_pending_ttl, 7200);
     assert_string_equal(c->ica_subject_prefix, "O=Example,OU=Mesh");
     assert_int_equal(c->ica_dns_suffixes.n, 2);
+    assert_int_equal(c->ica_istiod_names.n, 1);
+    assert_int_equal(c->ica_ip_ranges.n, 4);
+    assert_int_equal(c->ica_email_domains.n, 1);
     assert_int_equal(c->ica_max_ttl, 90 * 86400);
     free(c);
 }
@@ -79,6 +92,18 @@ static void test_refusals(void **state)
         {"intermediate:\n  subject_prefix: \"O=\"\n", "config: intermediate.subject_prefix"},
         {"intermediate:\n  dns_suffixes: [\"Evil,DNS:x\"]\n",
          "config: intermediate.dns_suffixes item"},
+        {"intermediate:\n  istiod_names: [\"Istiod.x\"]\n", "config: intermediate.istiod_names item"},
+        {"intermediate:\n  email_domains: [\"a@b.example\"]\n",
+         "config: intermediate.email_domains item"},
+        {"intermediate:\n  istiod_names: []\n",
+         "config: intermediate.istiod_names and intermediate.dns_suffixes are both empty"},
+        {"intermediate:\n  ip_ranges: [10.0.0.1/8]\n", "config: intermediate.ip_ranges item"},
+        {"intermediate:\n  ip_ranges: [10.0.0.0]\n", "config: intermediate.ip_ranges item"},
+        {"intermediate:\n  ip_ranges: [10.0.0.0/33]\n", "config: intermediate.ip_ranges item"},
+        {"intermediate:\n  ip_ranges: [10.0.0.0/08]\n", "config: intermediate.ip_ranges item"},
+        {"intermediate:\n  ip_ranges: [\"fd00::/129\"]\n", "config: intermediate.ip_ranges item"},
+        {"intermediate:\n  ip_ranges: [\"fd00::1/8\"]\n", "config: intermediate.ip_ranges item"},
+        {"intermediate:\n  ip_ranges: [any]\n", "config: intermediate.ip_ranges item"},
         {"admin:\n  socket: /a/very/long/path/that/does/not/fit/in/a/unix/socket/address/"
          "because/those/are/one/hundred/and/eight/bytes.sock\n",
          "config: admin.socket must be a path of fewer than 100 bytes"},

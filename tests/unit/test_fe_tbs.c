@@ -33,8 +33,9 @@ typedef struct {
 static ca ec_ca, rsa_ca;
 static EVP_PKEY *leaf_ec, *leaf_rsa;
 
-/* A self-signed CA with a subject of several attributes and an SKI. */
-static X509 *make_ca(EVP_PKEY *key, int with_ski)
+/* A self-signed CA with a subject of several attributes and an SKI, valid for secs
+ * from now (0: until 9999). */
+static X509 *make_ca_for(EVP_PKEY *key, int with_ski, long secs)
 {
     X509 *x = X509_new();
     assert_non_null(x);
@@ -47,7 +48,10 @@ static X509 *make_ca(EVP_PKEY *key, int with_ski)
                                            -1, -1, 0));
     assert_true(X509_set_issuer_name(x, n));
     assert_true(X509_gmtime_adj(X509_getm_notBefore(x), -3600));
-    assert_true(X509_gmtime_adj(X509_getm_notAfter(x), 86400L * 365));
+    if (secs)
+        assert_true(X509_gmtime_adj(X509_getm_notAfter(x), secs));
+    else /* RFC 5280 4.1.2.5's "no well-defined expiration date" */
+        assert_true(ASN1_TIME_set_string(X509_getm_notAfter(x), "99991231235959Z"));
     assert_true(X509_set_pubkey(x, key));
     X509V3_CTX ctx;
     X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
@@ -61,6 +65,12 @@ static X509 *make_ca(EVP_PKEY *key, int with_ski)
     }
     assert_true(X509_sign(x, key, EVP_sha256()) > 0);
     return x;
+}
+
+/* Valid until 9999, so no TTL the tests ask for is cut to its notAfter. */
+static X509 *make_ca(EVP_PKEY *key, int with_ski)
+{
+    return make_ca_for(key, with_ski, 0);
 }
 
 static int setup(void **state)
@@ -230,14 +240,18 @@ static void check_cert(const ca *c, const fe_tbs_params *p, const uint8_t *tbs, 
         assert_int_equal(OBJ_obj2nid(X509_EXTENSION_get_object(ext)), ext_order[i]);
         assert_int_equal(X509_EXTENSION_get_critical(ext), ext_crit[i]);
     }
-    /* BC: CA:FALSE encodes as an empty SEQUENCE; KU: digitalSignature|keyEncipherment. */
+    /* BC: CA:FALSE encodes as an empty SEQUENCE; KU: digitalSignature, with
+     * keyEncipherment for an RSA key only (RFC 8813 3: never on an EC key). */
     const ASN1_OCTET_STRING *bc = X509_EXTENSION_get_data(X509_get_ext(x, 0));
     assert_int_equal(ASN1_STRING_length(bc), 2);
     assert_memory_equal(ASN1_STRING_get0_data(bc), "\x30\x00", 2);
     const ASN1_OCTET_STRING *ku = X509_EXTENSION_get_data(X509_get_ext(x, 1));
+    int rsa_key = EVP_PKEY_get_base_id(p->subject_key) == EVP_PKEY_RSA;
     assert_int_equal(ASN1_STRING_length(ku), 4);
-    assert_memory_equal(ASN1_STRING_get0_data(ku), "\x03\x02\x05\xa0", 4);
-    assert_int_equal(X509_get_key_usage(x), KU_DIGITAL_SIGNATURE | KU_KEY_ENCIPHERMENT);
+    assert_memory_equal(ASN1_STRING_get0_data(ku), rsa_key ? "\x03\x02\x05\xa0" : "\x03\x02\x07\x80",
+                        4);
+    assert_int_equal(X509_get_key_usage(x),
+                     rsa_key ? KU_DIGITAL_SIGNATURE | KU_KEY_ENCIPHERMENT : KU_DIGITAL_SIGNATURE);
     assert_int_equal(X509_check_ca(x), 0);
     EXTENDED_KEY_USAGE *eku = X509_get_ext_d2i(x, NID_ext_key_usage, NULL, NULL);
     assert_int_equal(sk_ASN1_OBJECT_num(eku), 2);
@@ -394,6 +408,49 @@ static void test_serving_and_times(void **state)
     build_sign_check(&ec_ca, &late);
 }
 
+/* As istiod does: a TTL that would outlive the CA certificate is cut to its notAfter,
+ * on every profile (workload, serving); an expired CA certificate issues nothing. */
+static void test_not_after_clamped_to_ca(void **state)
+{
+    (void)state;
+    const char *dns[] = {"hsmca.example.com"};
+    ca soon = {ec_ca.key, make_ca_for(ec_ca.key, 1, 3600)};
+    int64_t ca_end = 0;
+    struct tm tm;
+    assert_true(ASN1_TIME_to_tm(X509_get0_notAfter(soon.cert), &tm));
+    ca_end = (int64_t)timegm(&tm);
+    fe_tbs_params w = {.ca_cert = soon.cert, .sig_nid = NID_ecdsa_with_SHA256,
+                       .subject_key = leaf_ec, .uri_san = ME, .now = (int64_t)time(NULL),
+                       .ttl = 86400};
+    fe_tbs_params sv = w;
+    sv.uri_san = NULL;
+    sv.dns = dns;
+    sv.n_dns = 1;
+    const fe_tbs_params *ps[] = {&w, &sv};
+    for (size_t i = 0; i < 2; i++) {
+        uint8_t *tbs = NULL;
+        size_t len = 0;
+        hsmca_err e;
+        assert_int_equal(fe_tbs_build(ps[i], &tbs, &len, &e), HSMCA_OK);
+        X509 *x = sign_and_parse(&soon, NID_ecdsa_with_SHA256, tbs, len);
+        assert_time(X509_get0_notAfter(x), ca_end, V_ASN1_UTCTIME);
+        assert_time(X509_get0_notBefore(x), ps[i]->now - 120, V_ASN1_UTCTIME);
+        X509_free(x);
+        OPENSSL_free(tbs);
+    }
+    /* Expired: refused, nothing built. */
+    X509_free(soon.cert);
+    soon.cert = make_ca_for(ec_ca.key, 1, -60);
+    w.ca_cert = soon.cert;
+    uint8_t *tbs = NULL;
+    size_t len = 0;
+    hsmca_err e;
+    assert_int_equal(fe_tbs_build(&w, &tbs, &len, &e), HSMCA_EUNAVAIL);
+    assert_string_equal(e.msg, "the CA certificate has expired: nothing can be issued under it");
+    assert_null(tbs);
+    X509_free(soon.cert);
+}
+
 static void test_serials_differ(void **state)
 {
     (void)state;
@@ -533,7 +590,7 @@ static X509 *make_long_ca(EVP_PKEY *key, int ski_len)
                                            -1, -1, 1));
     assert_true(X509_set_issuer_name(x, n));
     assert_true(X509_gmtime_adj(X509_getm_notBefore(x), -3600));
-    assert_true(X509_gmtime_adj(X509_getm_notAfter(x), 86400L * 365));
+    assert_true(ASN1_TIME_set_string(X509_getm_notAfter(x), "99991231235959Z"));
     assert_true(X509_set_pubkey(x, key));
     ASN1_OCTET_STRING *ski = ASN1_OCTET_STRING_new();
     uint8_t id[300];
@@ -777,14 +834,19 @@ static void test_template_refusals_match(void **state)
     EVP_PKEY_free(explicit);
     X509_free(no_ski);
 
-    /* The one difference: a notAfter past 9999 has no GeneralizedTime (four-digit
-     * years). The reference wrote OpenSSL 3.0's "100000101000000Z" (not a valid
-     * time); the template refuses. (A TTL is at most 2^32 - 1 s: from any clock
-     * before 9863, the year stays under 10000.) */
+    /* A notAfter past 9999 has no GeneralizedTime (four-digit years): it is past every
+     * CA certificate's notAfter too, so it is cut to that (here 9999-12-31T23:59:59). */
     fe_tbs_params late = base;
     late.now = 253402300800 + 120 - 3600;
     late.ttl = 3600;
-    assert_refused(&late, HSMCA_EINTERNAL, "cannot set the validity");
+    uint8_t *tbs = NULL;
+    size_t len = 0;
+    hsmca_err e;
+    assert_int_equal(fe_tbs_build(&late, &tbs, &len, &e), HSMCA_OK);
+    X509 *x = sign_and_parse(&ec_ca, NID_ecdsa_with_SHA256, tbs, len);
+    assert_int_equal(ASN1_TIME_compare(X509_get0_notAfter(x), X509_get0_notAfter(ec_ca.cert)), 0);
+    X509_free(x);
+    OPENSSL_free(tbs);
     late.ttl = 3599; /* 9999-12-31T23:59:59 */
     assert_same_as_ref(&late);
 }
@@ -795,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_workload),
         cmocka_unit_test(test_workload_from_csr_spki),
         cmocka_unit_test(test_serving_and_times),
+        cmocka_unit_test(test_not_after_clamped_to_ca),
         cmocka_unit_test(test_serials_differ),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_template_matches_reference),

@@ -28,6 +28,10 @@
 
 #define WORKLOAD_SAN "critical,URI:spiffe://cluster.local/ns/default/sa/sleep"
 #define OMIT "-"
+/* keyUsage as the profile fixes it for the subject key's type (RFC 8813 3). */
+#define KU_FOR_KEY "for-key"
+#define KU_EC "critical,digitalSignature"
+#define KU_RSA "critical,digitalSignature,keyEncipherment"
 
 static struct {
     int64_t now;
@@ -114,7 +118,7 @@ static tbs_opts tbs_opts_default(void)
         .nb = g.now - 120,
         .na = g.now + 3600,
         .bc = "critical,CA:FALSE",
-        .ku = "critical,digitalSignature,keyEncipherment",
+        .ku = KU_FOR_KEY,
         .eku = "serverAuth,clientAuth",
         .ski = "hash",
         .aki = "keyid:always",
@@ -153,7 +157,10 @@ static uint8_t *build_tbs(tbs_opts *o, size_t *len)
     X509V3_CTX ctx;
     X509V3_set_ctx(&ctx, o->aki_from ? o->aki_from : o->ca, x, NULL, NULL, 0);
     add_ext(x, &ctx, NID_basic_constraints, o->bc);
-    add_ext(x, &ctx, NID_key_usage, o->ku);
+    add_ext(x, &ctx, NID_key_usage,
+            strcmp(o->ku, KU_FOR_KEY) != 0                        ? o->ku
+            : EVP_PKEY_get_base_id(o->key) == EVP_PKEY_RSA ? KU_RSA
+                                                           : KU_EC);
     add_ext(x, &ctx, NID_ext_key_usage, o->eku);
     add_ext(x, &ctx, NID_subject_key_identifier, o->ski);
     add_ext(x, &ctx, NID_authority_key_identifier, o->aki);
@@ -589,6 +596,20 @@ static void test_inv3_usages(void **state)
     refuse_opts(&o, HSMCA_EINVAL, "invariant 3: keyUsage BIT STRING not minimal DER");
     o.extra = raw_ext("2.5.29.15", 1, (const uint8_t *)"\x03\x02\x05\xa1", 4);
     refuse_opts(&o, HSMCA_EINVAL, "invariant 3: keyUsage BIT STRING not minimal DER");
+
+    /* One usage per key type (RFC 8813 3): keyEncipherment on an EC key (P-256, P-384) is
+     * refused, and an RSA key must have it. */
+    o = tbs_opts_default();
+    o.ku = KU_RSA;
+    refuse_opts(&o, HSMCA_EPERM, "invariant 3: keyUsage of an EC key must be digitalSignature "
+                                 "alone (RFC 8813: no keyEncipherment)");
+    o.key = g.p384_key;
+    refuse_opts(&o, HSMCA_EPERM, "invariant 3: keyUsage of an EC key must be digitalSignature");
+    o = tbs_opts_default();
+    o.key = g.rsa_ca_key;
+    o.ku = KU_EC;
+    refuse_opts(&o, HSMCA_EPERM, "invariant 3: keyUsage of an RSA key must be digitalSignature, "
+                                 "keyEncipherment");
 
     o = tbs_opts_default();
     o.eku = "serverAuth,codeSigning";
