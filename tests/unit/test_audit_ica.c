@@ -17,6 +17,7 @@
 
 #include "audit_entry.h"
 #include "audit_ica.h"
+#include "audit_ica_renew.h"
 #include "util.h"
 
 static char g_line[AUDIT_LINE_MAX];
@@ -223,9 +224,6 @@ static void test_auto_rules(void **state)
     apply(t, auto_approve(23, 22, 3, 1006), HSMCA_EPERM, "not an issued intermediate of cluster");
     apply(t, request(24, "alice", 2, 99999), HSMCA_OK, NULL);
     apply(t, auto_approve(25, 24, 3, 9500), HSMCA_EPERM, "whose certificate is expired");
-    uint64_t renews = 0;
-    assert_int_equal(audit_ica_renewal_of(t, 24, NULL, 0, 1007, &renews, NULL), HSMCA_OK);
-    assert_int_equal(renews, 3);
     /* Revoked: renews nothing. */
     audit_entry rv = step(AUDIT_REVOKE, 25, 0, "root", 1007);
     strcpy(rv.serial, "0a");
@@ -233,9 +231,101 @@ static void test_auto_rules(void **state)
     rv.reason = (audit_str){"keyCompromise", 13, 0};
     apply(t, rv, HSMCA_OK, NULL);
     apply(t, auto_approve(26, 24, 3, 1008), HSMCA_EPERM, "whose certificate is revoked");
+    audit_ica_free(t);
+}
+
+/* Request id (requested at seq id) approved by bob and carol and issued with serial. */
+static void issue(audit_ica *t, uint64_t id, char key, const char *serial)
+{
+    audit_entry q = request(id, "alice", 2, 99999);
+    memset(q.key_sha256, key, 64);
+    apply(t, q, HSMCA_OK, NULL);
+    apply(t, step(AUDIT_ICA_APPROVE, id + 1, id, "bob", 1001), HSMCA_OK, NULL);
+    apply(t, step(AUDIT_ICA_APPROVE, id + 2, id, "carol", 1001), HSMCA_OK, NULL);
+    audit_entry in = intent(id + 3, id);
+    in.not_after = 9000;
+    strcpy(in.serial, serial);
+    apply(t, in, HSMCA_OK, NULL);
+    apply(t, cert_entry(id + 4, id), HSMCA_OK, NULL);
+}
+
+static void pending(audit_ica *t, uint64_t id, char key, const char *cluster)
+{
+    audit_entry q = request(id, "alice", 2, 99999);
+    memset(q.key_sha256, key, 64);
+    strcpy(q.cluster, cluster);
+    apply(t, q, HSMCA_OK, NULL);
+}
+
+/* audit_ica_may_renew at time now, refused with want. */
+static void refused(audit_ica *t, uint64_t id, int64_t now, const char *want)
+{
     hsmca_err e;
-    assert_int_equal(audit_ica_renewal_of(t, 24, NULL, 0, 1008, &renews, &e), HSMCA_ENOTFOUND);
-    assert_non_null(strstr(e.msg, "not a renewal: no valid intermediate of its cluster"));
+    uint64_t renews = 0;
+    static const uint8_t proof[] = {1, 2, 3};
+    assert_int_equal(audit_ica_may_renew(t, id, "o", proof, sizeof(proof), now, &renews, &e),
+                     HSMCA_EPERM);
+    if (!strstr(e.msg, want))
+        fail_msg("'%s' does not say '%s'", e.msg, want);
+}
+
+/* The renewal rules of audit_ica_renew.h that come before the proof's signature (which
+ * test_auto_renew checks with real keys): the current intermediate only, revoked keys
+ * renew nothing, a revoked current one stops its cluster until an approved issue. */
+static void test_renew_rules(void **state)
+{
+    audit_entry a = auto_approve(11, 10, 3, 1005);
+    a.proof = (audit_str){"AQID", 4, 0};
+    strcpy(a.origin, "host/hsmca/cluster.local");
+    round_trip(&a, "{\"kind\":\"intermediate-auto-approve\",\"origin\":"
+                   "\"host/hsmca/cluster.local\",\"proof\":\"AQID\",\"renews\":3,"
+                   "\"request_id\":10,\"requester\":\"alice\",\"seq\":11,\"time\":1005}\n");
+    size_t n;
+    strcpy(a.origin, "two words");
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+    strcpy(a.origin, "o");
+    a.proof.len = 0;
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+    audit_ica *t;
+    assert_int_equal(audit_ica_new(&t, NULL), HSMCA_OK);
+    issue(t, 3, 'b', "0a");
+    issue(t, 10, 'b', "0b"); /* the current one of cluster-a: the newest issued */
+    pending(t, 20, 'b', "cluster-a");
+    hsmca_err e;
+    uint64_t renews = 0;
+    assert_int_equal(audit_ica_may_renew(t, 20, "o", NULL, 0, 1005, &renews, &e), HSMCA_EPERM);
+    assert_non_null(strstr(e.msg, "no proof of possession"));
+    refused(t, 20, 1005, "does not verify under the key of request 10's certificate");
+    refused(t, 20, 9000, "(request 10) has expired");
+    pending(t, 21, 'b', "cluster-b");
+    refused(t, 21, 1005, "cluster cluster-b has no issued intermediate");
+    /* The current one revoked: its cluster stops, whichever key. */
+    audit_entry rv = step(AUDIT_REVOKE, 22, 0, "root", 1007);
+    strcpy(rv.serial, "0b");
+    strcpy(rv.profile, AUDIT_ICA_PROFILE);
+    rv.reason = (audit_str){"keyCompromise", 13, 0};
+    apply(t, rv, HSMCA_OK, NULL);
+    refused(t, 20, 1008, "auto-renewal of cluster cluster-a stopped when its current "
+                         "intermediate (request 10) was revoked");
+    pending(t, 23, 'c', "cluster-a");
+    refused(t, 23, 1008, "stopped");
+    audit_entry aa = auto_approve(24, 23, 10, 1008);
+    aa.proof = (audit_str){"AQID", 4, 0};
+    strcpy(aa.origin, "o");
+    apply(t, aa, HSMCA_EPERM, "stopped");
+    aa.renews = 3; /* the older one, same key, not revoked itself */
+    apply(t, aa, HSMCA_EPERM, "stopped");
+    /* Issued with approvals: the cluster renews again, but not the revoked key. */
+    issue(t, 30, 'b', "0c");
+    refused(t, 23, 1009, "the key of cluster cluster-a's current intermediate (request 30) "
+                         "is a revoked intermediate's key");
+    issue(t, 40, 'd', "0d");
+    refused(t, 20, 1009, "request 20: its key is a revoked intermediate's key");
+    refused(t, 23, 1009, "does not verify under the key of request 40's certificate");
+    aa = auto_approve(50, 23, 30, 1009);
+    aa.proof = (audit_str){"AQID", 4, 0};
+    strcpy(aa.origin, "o");
+    apply(t, aa, HSMCA_EPERM, "does not verify"); /* the proof fails before the renews check */
     audit_ica_free(t);
 }
 
@@ -246,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_fields_refused),
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_auto_rules),
+        cmocka_unit_test(test_renew_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
