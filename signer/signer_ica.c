@@ -27,12 +27,12 @@ hsmca_code signer_ica_load(signer_ctx *s, hsmca_err *e)
     BIO *b = BIO_new(BIO_s_mem());
     HSMCA_ENSURE(b && PEM_write_bio_X509(b, s->ca_cert), e, HSMCA_ENOMEM, "out of memory");
     s->ica_ca_pem = certasm_bio_string(b);
+    BIO_free(b);
+    HSMCA_ENSURE(s->ica_ca_pem, e, HSMCA_ENOMEM, "out of memory");
     /* A renewal proof names the log's origin: the checkpoints' one, also without them. */
     if (!s->cfg.audit_origin[0])
         config_default_origin(s->cfg.trust_domain, s->cfg.audit_origin,
                               sizeof(s->cfg.audit_origin));
-    BIO_free(b);
-    HSMCA_ENSURE(s->ica_ca_pem, e, HSMCA_ENOMEM, "out of memory");
     if (s->cfg.chain[0])
         HSMCA_GUARD(util_read_file(s->cfg.chain, 1 << 20, &s->ica_chain_pem, &len, e));
     return util_read_file(s->cfg.root_bundle, 1 << 20, &s->ica_roots_pem, &len, e);

@@ -252,6 +252,7 @@ class AutoRenew(unittest.TestCase):
             self.refused(out, "approval.auto_renew is off")
             self.assertNotIn("intermediate-auto-approve",
                              [e["kind"] for e in entries(srv)])
+            sh(BIN, "audit", "verify", os.path.join(srv.dir, "audit"))
         finally:
             srv.stop()
 
