@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
 #include <openssl/sha.h>
+#include <openssl/x509.h>
 
 #include "audit_entry.h"
 #include "audit_ica.h"
@@ -329,6 +331,114 @@ static void test_renew_rules(void **state)
     audit_ica_free(t);
 }
 
+/* DER as base64 into out (AUDIT_BLOB_MAX + 1 bytes), with its SHA-256 in hex. */
+static void b64_of(const uint8_t *der, int n, char *out, char hex[65])
+{
+    uint8_t md[32];
+    assert_true(n > 0 && (size_t)n <= AUDIT_BLOB_MAX / 4 * 3);
+    EVP_EncodeBlock((unsigned char *)out, der, n);
+    SHA256(der, (size_t)n, md);
+    util_hex(md, 32, hex);
+}
+
+/* A key k's self-signed certificate and CSR, as base64 DER. */
+static void real_pair(EVP_PKEY *k, char *cert, char cert_hex[65], char *csr, uint8_t **csr_der,
+                      int *csr_len)
+{
+    X509 *x = X509_new();
+    X509_REQ *q = X509_REQ_new();
+    assert_true(x && q && X509_set_version(x, X509_VERSION_3) && X509_set_pubkey(x, k) &&
+                ASN1_INTEGER_set(X509_get_serialNumber(x), 1) &&
+                X509_gmtime_adj(X509_getm_notBefore(x), 0) &&
+                X509_gmtime_adj(X509_getm_notAfter(x), 3600) && X509_sign(x, k, EVP_sha256()) &&
+                X509_REQ_set_pubkey(q, k) && X509_REQ_sign(q, k, EVP_sha256()));
+    uint8_t *der = NULL;
+    int n = i2d_X509(x, &der);
+    b64_of(der, n, cert, cert_hex);
+    OPENSSL_free(der);
+    char unused[65];
+    *csr_len = i2d_X509_REQ(q, csr_der);
+    b64_of(*csr_der, *csr_len, csr, unused);
+    X509_free(x);
+    X509_REQ_free(q);
+}
+
+/* k's signature over the renewal message of (origin, id, cluster-a, csr). */
+static size_t sign_renewal(EVP_PKEY *k, const char *origin, uint64_t id, const uint8_t *csr,
+                           int csr_len, uint8_t sig[256])
+{
+    size_t mn = 0, sl = 256;
+    uint8_t *m = audit_ica_renew_message(origin, id, "cluster-a", csr, (size_t)csr_len, &mn);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    assert_true(m && ctx && EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, k) == 1 &&
+                EVP_DigestSign(ctx, sig, &sl, m, mn) == 1);
+    EVP_MD_CTX_free(ctx);
+    free(m);
+    return sl;
+}
+
+/* The proof with real keys: it verifies for its own request of its own log only. */
+static void test_renew_proof(void **state)
+{
+    static char cert[AUDIT_BLOB_MAX + 1], csr[AUDIT_BLOB_MAX + 1];
+    char hex[65];
+    uint8_t *csr_der = NULL, sig[256];
+    int csr_len = 0;
+    EVP_PKEY *k = EVP_EC_gen("P-256");
+    assert_non_null(k);
+    real_pair(k, cert, hex, csr, &csr_der, &csr_len);
+    audit_ica *t;
+    assert_int_equal(audit_ica_new(&t, NULL), HSMCA_OK);
+    issue(t, 3, 'b', "0a"); /* an older one of the cluster */
+    audit_entry q = request(10, "alice", 2, 99999);
+    q.csr = (audit_str){csr, strlen(csr), 0};
+    memset(q.key_sha256, 'b', 64);
+    apply(t, q, HSMCA_OK, NULL);
+    audit_entry again = q;
+    again.seq = 11;
+    apply(t, again, HSMCA_OK, NULL); /* the same CSR, another request */
+    /* Issued with the real certificate: the current one. */
+    audit_entry r = request(20, "alice", 2, 99999);
+    memset(r.key_sha256, 'b', 64);
+    apply(t, r, HSMCA_OK, NULL);
+    apply(t, step(AUDIT_ICA_APPROVE, 21, 20, "bob", 1001), HSMCA_OK, NULL);
+    apply(t, step(AUDIT_ICA_APPROVE, 22, 20, "carol", 1001), HSMCA_OK, NULL);
+    audit_entry in = intent(23, 20);
+    in.not_after = 9000;
+    strcpy(in.serial, "0b");
+    apply(t, in, HSMCA_OK, NULL);
+    audit_entry ce = cert_entry(24, 20);
+    ce.cert = (audit_str){cert, strlen(cert), 0};
+    memcpy(ce.cert_sha256, hex, 65);
+    apply(t, ce, HSMCA_OK, NULL);
+    size_t sl = sign_renewal(k, "o", 10, csr_der, csr_len, sig);
+    uint64_t renews = 0;
+    hsmca_err e;
+    assert_int_equal(audit_ica_may_renew(t, 10, "o", sig, sl, 1005, &renews, &e), HSMCA_OK);
+    assert_int_equal(renews, 20);
+    assert_int_equal(audit_ica_may_renew(t, 10, "p", sig, sl, 1005, &renews, &e), HSMCA_EPERM);
+    assert_non_null(strstr(e.msg, "does not verify under the key of request 20's certificate"));
+    assert_int_equal(audit_ica_may_renew(t, 11, "o", sig, sl, 1005, &renews, &e), HSMCA_EPERM);
+    /* The entry: approved by it, once. */
+    audit_entry aa = auto_approve(25, 10, 20, 1005);
+    char b64[400];
+    EVP_EncodeBlock((unsigned char *)b64, sig, (int)sl);
+    aa.proof = (audit_str){b64, strlen(b64), 0};
+    strcpy(aa.origin, "o");
+    aa.renews = 3;
+    apply(t, aa, HSMCA_EPERM, "renews 3, but its cluster's current intermediate is 20");
+    aa.renews = 20;
+    apply(t, aa, HSMCA_OK, NULL);
+    assert_int_equal(audit_ica_state_of(audit_ica_find(t, 10), 1006), ICA_APPROVED);
+    aa.seq = 26;
+    apply(t, aa, HSMCA_EPERM, "which is approved, not pending");
+    aa.request_id = 11;
+    apply(t, aa, HSMCA_EPERM, "does not verify");
+    audit_ica_free(t);
+    OPENSSL_free(csr_der);
+    EVP_PKEY_free(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_auto_rules),
         cmocka_unit_test(test_renew_rules),
+        cmocka_unit_test(test_renew_proof),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
