@@ -146,6 +146,19 @@ static int is_name(const char *s, size_t min)
     return 1;
 }
 
+/* A log's origin as an entry keeps it (written as is): 1..AUDIT_ORIGIN_MAX bytes of
+ * printable ASCII without space, '"' or '\\'. */
+static int origin_ok(const char *s)
+{
+    size_t n = strnlen(s, AUDIT_ORIGIN_MAX + 1);
+    if (n < 1 || n > AUDIT_ORIGIN_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] <= ' ' || s[i] > '~' || s[i] == '"' || s[i] == '\\')
+            return 0;
+    return 1;
+}
+
 /* Base64 (RFC 4648, with padding) of min..AUDIT_BLOB_MAX characters: written as is. */
 static int is_b64(const audit_str *b)
 {
@@ -210,6 +223,10 @@ static HSMCA_MUSTCHECK hsmca_code check_ica(const audit_entry *ent, hsmca_err *e
                      e, HSMCA_EINVAL,
                      "audit entry: a revocation by identity needs its identity, profile "
                      "(identity or namespace), and a reason and end (0 or later)");
+    if (ent->kind == AUDIT_ICA_AUTO_APPROVE && ent->origin[0])
+        HSMCA_ENSURE(ent->proof.len > 0 && origin_ok(ent->origin), e, HSMCA_EINVAL,
+                     "audit entry: an auto-approval with an origin needs its proof, and the "
+                     "origin printable ASCII without spaces, quotes or backslashes");
     if (ent->kind == AUDIT_CRL)
         HSMCA_ENSURE(is_hex(ent->crl_sha256, 64, 64) && ent->crl_number >= 1 &&
                          ent->crl_number <= INT64_MAX,
@@ -388,6 +405,8 @@ static void encode_tail(jw *w, const audit_entry *ent, const entry_kind *f)
     }
     if (f->supp)
         jw_plain(w, "of", ent->of);
+    if (f->iauto && ent->origin[0]) /* absent from auto-approvals of older logs */
+        jw_plain(w, "origin", ent->origin);
     if (f->k == AUDIT_CONFIG)
         jw_plain(w, "policy_sha256", ent->policy_sha256);
     if (f->intent || f->k == AUDIT_REVOKE || f->ban || f->lift)

@@ -23,6 +23,7 @@
 #define AUDIT_CLUSTER_MAX 63u  /* a cluster id (config.h CONFIG_MAX_CLUSTER_ID) */
 #define AUDIT_BLOB_MAX 12288u  /* base64 characters of a CSR or certificate (DER) */
 #define AUDIT_RENEW_PROOF_MAX 1024u  /* base64 characters of a renewal proof (a signature) */
+#define AUDIT_ORIGIN_MAX 255u        /* bytes of a log's origin (audit_note.h AUDIT_NAME_MAX) */
 
 typedef enum {
     AUDIT_START = 1,
@@ -101,8 +102,10 @@ typedef struct {
  *                 certificate it made, installed or moved; "" when none, as for a CSR)
  *   intermediate-auto-approve: request_id (the renewal), requester (who asked for it),
  *                 renews (the id of the issued request it renews), proof (base64 of the
- *                 current intermediate key's signature, audit_ica.h; absent when the
- *                 renewal has the same key)
+ *                 current intermediate key's signature, audit_ica_renew.h), origin (the
+ *                 log's origin the proof was made for); entries written before the proof
+ *                 was bound to its request have no origin, and no proof when the renewal
+ *                 had the same key
  *   revoke-identity: a revocation by identity (audit/audit_crl.h): identity (a SPIFFE ID,
  *                 or with profile "namespace" the ID prefix spiffe://TD/ns/NS), profile
  *                 ("identity" or "namespace"), reason (an RFC 5280 name), requester (the
@@ -151,6 +154,7 @@ typedef struct {
     /* intermediate-auto-approve */
     uint64_t renews;
     audit_str proof; /* base64 text, at most AUDIT_RENEW_PROOF_MAX; len 0: none */
+    char origin[AUDIT_ORIGIN_MAX + 1]; /* "": none (absent from the line) */
     /* revoke-identity, revoke-identity-lift (profile, reason, requester, expires as above) */
     audit_str identity;
 } audit_entry;

@@ -177,6 +177,7 @@ static HSMCA_MUSTCHECK hsmca_code fields(json_t *o, audit_entry *ent, audit_entr
     HSMCA_GUARD(
         get_plain(o, "audit_public_key", ent->audit_public_key, sizeof(ent->audit_public_key), e));
     HSMCA_GUARD(get_plain(o, "of", ent->of, sizeof(ent->of), e));
+    HSMCA_GUARD(get_plain(o, "origin", ent->origin, sizeof(ent->origin), e));
     HSMCA_GUARD(get_plain(o, "step", ent->step, sizeof(ent->step), e));
     HSMCA_GUARD(get_str(o, "ca_key_uri", &ent->ca_key_uri, buf->ca_key_uri, AUDIT_STR_MAX, e));
     HSMCA_GUARD(

@@ -1,6 +1,7 @@
 /* audit_ica.c - see audit_ica.h. Requests are kept in seq order (ids grow), found by a
  * binary search. */
 #include "audit_ica.h"
+#include "audit_ica_renew.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,13 +16,24 @@
 struct audit_ica {
     audit_ica_req *v;
     size_t n, cap;
+    audit_ica_renew *renew; /* current intermediates, stopped clusters, revoked keys */
 };
 
 hsmca_code audit_ica_new(audit_ica **out, hsmca_err *e)
 {
     *out = calloc(1, sizeof(**out));
     HSMCA_ENSURE(*out, e, HSMCA_ENOMEM, "out of memory");
+    if (audit_ica_renew_new(&(*out)->renew, e) != HSMCA_OK) {
+        free(*out);
+        *out = NULL;
+        return HSMCA_ENOMEM;
+    }
     return HSMCA_OK;
+}
+
+audit_ica_renew *audit_ica_renewals(const audit_ica *t)
+{
+    return t ? t->renew : NULL;
 }
 
 void audit_ica_free(audit_ica *t)
@@ -33,6 +45,7 @@ void audit_ica_free(audit_ica *t)
         free(t->v[i].cert_b64);
     }
     free(t->v);
+    audit_ica_renew_free(t->renew);
     free(t);
 }
 
@@ -283,48 +296,40 @@ hsmca_code audit_ica_may_auto(const audit_ica *t, uint64_t id, uint64_t renews,
     return HSMCA_OK;
 }
 
-hsmca_code audit_ica_renewal_of(const audit_ica *t, uint64_t id, const uint8_t *proof, size_t plen,
-                                int64_t now, uint64_t *renews, hsmca_err *e)
-{
-    hsmca_err why;
-    hsmca_err_clear(&why);
-    snprintf(why.msg, sizeof(why.msg), "no valid intermediate of its cluster");
-    int told = 0;
-    for (size_t i = t ? t->n : 0; i > 0; i--) {
-        const audit_ica_req *p = &t->v[i - 1];
-        if (p->id >= id || !p->cert_b64)
-            continue;
-        hsmca_err one;
-        if (audit_ica_may_auto(t, id, p->id, proof, plen, now, &one) == HSMCA_OK) {
-            *renews = p->id;
-            return HSMCA_OK;
-        }
-        if (!told && !p->revoked && now < p->not_after) {
-            why = one; /* the newest valid one's reason is the one to tell */
-            told = 1;
-        }
-    }
-    return hsmca_fail(e, HSMCA_ENOTFOUND, "not a renewal: %s", why.msg);
-}
-
-/* A revoke entry of an intermediate: its request, found by serial, is revoked. */
-static void mark_revoked(audit_ica *t, const audit_entry *ent)
+/* A revoke entry of an intermediate: its request, found by serial, is revoked, and so is
+ * its key for renewals (audit_ica_renew.h). */
+static HSMCA_MUSTCHECK hsmca_code mark_revoked(audit_ica *t, const audit_entry *ent, hsmca_err *e)
 {
     for (size_t i = 0; strcmp(ent->profile, AUDIT_ICA_PROFILE) == 0 && i < t->n; i++)
-        if (t->v[i].cert_b64 && strcmp(t->v[i].serial, ent->serial) == 0)
+        if (t->v[i].cert_b64 && strcmp(t->v[i].serial, ent->serial) == 0) {
             t->v[i].revoked = 1;
+            HSMCA_GUARD(audit_ica_renew_revoked(t->renew, &t->v[i], e));
+        }
+    return HSMCA_OK;
 }
 
-/* An auto-approval: the rule of audit_ica_may_auto at the entry's time. */
+/* An auto-approval at the entry's time: with an origin, the rule of audit_ica_may_renew
+ * (and it renews the current intermediate it names); without, one from a log written
+ * before that rule, audit_ica_may_auto's. */
 static HSMCA_MUSTCHECK hsmca_code apply_auto(audit_ica *t, const audit_entry *ent, hsmca_err *e)
 {
     size_t plen = 0;
+    uint64_t cur = 0;
     uint8_t *proof = ent->proof.len ? audit_ica_unbase64(ent->proof.p, ent->proof.len, &plen)
                                     : NULL;
     HSMCA_ENSURE(!ent->proof.len || proof, e, HSMCA_EPERM,
                  "intermediate-auto-approve: the proof is not base64");
-    hsmca_code rc = audit_ica_may_auto(t, ent->request_id, ent->renews, proof, plen, ent->time, e);
+    hsmca_code rc = ent->origin[0] ? audit_ica_may_renew(t, ent->request_id, ent->origin, proof,
+                                                         plen, ent->time, &cur, e)
+                                   : audit_ica_may_auto(t, ent->request_id, ent->renews, proof,
+                                                        plen, ent->time, e);
     free(proof);
+    if (rc == HSMCA_OK && ent->origin[0] && cur != ent->renews)
+        rc = hsmca_fail(e, HSMCA_EPERM,
+                        "intermediate request %llu: renews %llu, but its cluster's current "
+                        "intermediate is %llu",
+                        (unsigned long long)ent->request_id, (unsigned long long)ent->renews,
+                        (unsigned long long)cur);
     if (rc == HSMCA_OK)
         find(t, ent->request_id)->auto_renews = ent->renews;
     return rc;
@@ -348,7 +353,9 @@ static HSMCA_MUSTCHECK hsmca_code apply_step(audit_ica *t, const audit_entry *en
         snprintf(r->reason, sizeof(r->reason), "%.*s", (int)ent->reason.len,
                  ent->reason.p ? ent->reason.p : "");
         return HSMCA_OK;
-    case AUDIT_ICA_CERT: return add_cert(r, ent, e);
+    case AUDIT_ICA_CERT:
+        HSMCA_GUARD(add_cert(r, ent, e));
+        return audit_ica_renew_issued(t->renew, r, e);
     case AUDIT_ICA_FETCH:
         HSMCA_ENSURE(r && r->cert_b64, e, HSMCA_EPERM,
                      "a fetch of intermediate request %llu, which is not signed",
@@ -363,7 +370,7 @@ static HSMCA_MUSTCHECK hsmca_code apply_step(audit_ica *t, const audit_entry *en
         r->not_after = ent->not_after;
         return HSMCA_OK;
     case AUDIT_ICA_AUTO_APPROVE: return apply_auto(t, ent, e);
-    case AUDIT_REVOKE: mark_revoked(t, ent); return HSMCA_OK;
+    case AUDIT_REVOKE: return mark_revoked(t, ent, e);
     default: return HSMCA_OK;
     }
 }

@@ -16,11 +16,14 @@
  *   cert_sha256 is the SHA-256 of its certificate;
  * - an intermediate-fetch names a signed request;
  * - an intermediate-auto-approve (approval.auto_renew) stands for all of a request's
- *   approvals: it names a pending request (not expired, not denied, not auto-approved) and
- *   the earlier request it renews, which is issued, for the same cluster, not revoked and
- *   its certificate not expired at the entry's time; and either the two have the same key
- *   (key_sha256) and the entry has no proof, or its proof verifies under the renewed
- *   certificate's key over audit_ica_renewal_message of the renewal's cluster and CSR.
+ *   approvals: with an origin, the rule of audit_ica_renew.h (audit_ica_may_renew: the
+ *   cluster's current intermediate, no revoked key, a proof of possession bound to this
+ *   request of this log); without one (logs written before that rule), it names a pending
+ *   request (not expired, not denied, not auto-approved) and the earlier request it
+ *   renews, which is issued, for the same cluster, not revoked and its certificate not
+ *   expired at the entry's time; and either the two have the same key (key_sha256) and
+ *   the entry has no proof, or its proof verifies under the renewed certificate's key over
+ *   audit_ica_renewal_message of the renewal's cluster and CSR (audit_ica_may_auto).
  * Memory: every request (its CSR and certificate) up to AUDIT_ICA_MAX. */
 #ifndef HSMCA_AUDIT_ICA_H
 #define HSMCA_AUDIT_ICA_H
@@ -93,22 +96,16 @@ HSMCA_MUSTCHECK hsmca_code audit_ica_may_approve(const audit_ica *t, uint64_t id
 HSMCA_MUSTCHECK hsmca_code audit_ica_may_deny(const audit_ica *t, uint64_t id, hsmca_err *e);
 
 /* Whether request id may be auto-approved at time now as the renewal of request renews
- * (proof: the decoded proof, plen 0 when none): the rule above, HSMCA_EPERM naming it. */
+ * (proof: the decoded proof, plen 0 when none) by the rule of auto-approvals without an
+ * origin (above): only the replay of older logs applies it; HSMCA_EPERM naming it. */
 HSMCA_MUSTCHECK hsmca_code audit_ica_may_auto(const audit_ica *t, uint64_t id, uint64_t renews,
                                               const uint8_t *proof, size_t plen, int64_t now,
                                               hsmca_err *e);
 
-/* The request that pending request id renews at time now (the newest for which
- * audit_ica_may_auto holds) into *renews; HSMCA_ENOTFOUND saying why none when there is
- * none. */
-HSMCA_MUSTCHECK hsmca_code audit_ica_renewal_of(const audit_ica *t, uint64_t id,
-                                                const uint8_t *proof, size_t plen, int64_t now,
-                                                uint64_t *renews, hsmca_err *e);
-
-/* What a renewal proof signs: "hsmca intermediate renewal\0" <cluster> "\0" <the new CSR's
- * DER>, with SHA-256 (RSA PKCS#1 v1.5, or ECDSA), by the current intermediate's key: a
- * message no certificate or CRL can be. A new buffer (caller frees), NULL when out of
- * memory. */
+/* What a renewal proof without an origin signed (older logs; audit_ica_renew_message is
+ * today's): "hsmca intermediate renewal\0" <cluster> "\0" <the new CSR's DER>, with
+ * SHA-256 (RSA PKCS#1 v1.5, or ECDSA), by the current intermediate's key: a message no
+ * certificate or CRL can be. A new buffer (caller frees), NULL when out of memory. */
 uint8_t *audit_ica_renewal_message(const char *cluster, const uint8_t *csr_der, size_t len,
                                    size_t *out_len);
 

@@ -20,7 +20,7 @@
 static void usage(FILE *f)
 {
     fputs("usage: hsmca intermediate request --config F --csr FILE --cluster NAME [--ttl D]\n"
-          "                [--renew-with-cert ca-cert.pem --renew-with-key ca-key.pem]\n"
+          "                [--renew-with-key ca-key.pem [--renew-with-cert ca-cert.pem]]\n"
           "       hsmca intermediate list --config F [--json]\n"
           "       hsmca intermediate show ID --config F [--json]\n"
           "       hsmca intermediate approve ID --config F\n"
@@ -48,10 +48,16 @@ static void usage(FILE *f)
           "CRL without it); it refuses a key that is not the certificate's and a\n"
           "certificate that is not a CA with cRLSign.\n"
           "With approval.auto_renew: true, a request that renews the cluster's current\n"
-          "intermediate (issued, not expired, not revoked) is approved and signed at once\n"
-          "when its CSR has that intermediate's key, or when --renew-with-key (that\n"
-          "intermediate's key file, --renew-with-cert its certificate) signs the new CSR\n"
-          "as the proof; anything else waits for approvals.\n"
+          "intermediate (the newest issued; not expired, not revoked) is approved and\n"
+          "signed at once when it proves possession of that intermediate's key: after the\n"
+          "signer wrote the request, --renew-with-key (the key file: the CSR's own key\n"
+          "for a renewal with the same key; for a new key, the current intermediate's\n"
+          "key, with --renew-with-cert its certificate) signs the log's origin, the\n"
+          "request's id, the cluster and the CSR, and the signer checks that signature\n"
+          "(a CSR copied from the log proves nothing). A revoked intermediate's key renews\n"
+          "nothing, as the old or the new key; revoking a cluster's current intermediate\n"
+          "stops its auto-renewal until a request is issued with its approvals. Anything\n"
+          "else waits for approvals.\n"
           "Every step is an entry in the audit log, with the user who took it.\n",
           f);
 }
@@ -112,6 +118,33 @@ static int print_request(json_t *r)
     return 0;
 }
 
+/* A renewal's second step: the proof by k for the request of reply r (its id, the log's
+ * origin and cluster), sent as ica-renew-proof. The reply to print: the proof's, or r with
+ * "auto_renew" saying why it was not auto-approved. */
+static json_t *send_proof(const ica_args *a, EVP_PKEY *k, const char *pem, json_t *r)
+{
+    char *proof = NULL;
+    json_t *reply = NULL;
+    hsmca_err e;
+    long long id = num(r, "id");
+    hsmca_code rc = ica_renew_proof(k, pem, str(r, "origin"), (uint64_t)id, str(r, "cluster"),
+                                    &proof, &e);
+    json_t *q = rc == HSMCA_OK ? json_pack("{s:s, s:I, s:s}", "op", "ica-renew-proof", "id",
+                                           (json_int_t)id, "proof", proof)
+                               : NULL;
+    free(proof);
+    if (rc == HSMCA_OK)
+        rc = q ? admin_call(a->config, a->sock, q, &reply, &e)
+               : hsmca_fail(&e, HSMCA_ENOMEM, "out of memory");
+    json_decref(q);
+    if (rc == HSMCA_OK) {
+        json_decref(r);
+        return reply;
+    }
+    json_object_set_new(r, "auto_renew", json_string(e.msg));
+    return r;
+}
+
 static int cmd_request(const ica_args *a)
 {
     char *pem = NULL;
@@ -120,6 +153,10 @@ static int cmd_request(const ica_args *a)
     uint32_t ttl = 0;
     if (!a->csr || !a->cluster) {
         fputs("hsmca intermediate request: --csr FILE and --cluster NAME are required\n", stderr);
+        return 2;
+    }
+    if (a->renew_cert && !a->renew_key) {
+        fputs("hsmca intermediate request: --renew-with-cert needs --renew-with-key\n", stderr);
         return 2;
     }
     if (a->ttl && config_parse_u32(a->ttl, strlen(a->ttl), 1, &ttl) != 0) {
@@ -131,23 +168,19 @@ static int cmd_request(const ica_args *a)
         fprintf(stderr, "hsmca intermediate request: %s\n", e.msg);
         return 2;
     }
-    char *proof = NULL;
-    if ((a->renew_cert || a->renew_key) &&
-        (!a->renew_cert || !a->renew_key ||
-         ica_renew_proof(pem, a->cluster, a->renew_cert, a->renew_key, &proof, &e) != HSMCA_OK)) {
-        fprintf(stderr, "hsmca intermediate request: %s\n",
-                proof || (a->renew_cert && a->renew_key)
-                    ? e.msg
-                    : "--renew-with-cert and --renew-with-key go together");
+    /* The key is checked before anything is asked: a request is on the record for good. */
+    EVP_PKEY *k = a->renew_key ? ica_renew_key(pem, a->renew_cert, a->renew_key, &e) : NULL;
+    if (a->renew_key && !k) {
+        fprintf(stderr, "hsmca intermediate request: %s\n", e.msg);
         free(pem);
         return 2;
     }
-    json_t *q = json_pack("{s:s, s:s, s:s, s:I}", "op", "ica-request", "csr", pem, "cluster",
-                          a->cluster, "ttl_s", (json_int_t)ttl);
-    if (q && proof)
-        json_object_set_new(q, "renew_proof", json_string(proof));
-    free(proof);
-    json_t *r = call(a, "request", q);
+    json_t *r = call(a, "request",
+                     json_pack("{s:s, s:s, s:s, s:I}", "op", "ica-request", "csr", pem, "cluster",
+                               a->cluster, "ttl_s", (json_int_t)ttl));
+    if (r && k)
+        r = send_proof(a, k, pem, r);
+    EVP_PKEY_free(k);
     free(pem);
     if (!r)
         return 1;

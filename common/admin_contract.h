@@ -4,7 +4,8 @@
  * A unix SOCK_SEQPACKET socket (admin.socket): one packet is one message, a JSON object of
  * at most ADMIN_MAX_MSG bytes. The client sends one request {"op": NAME, ...} and reads
  * one reply, {"ok": true, ...} or {"ok": false, "error": TEXT}; then the signer closes the
- * connection. Ops: status, ica-request (csr: PEM, cluster, ttl_s), ica-list, ica-show
+ * connection. Ops: status, ica-request (csr: PEM, cluster, ttl_s), ica-renew-proof (id,
+ * proof: base64, audit/audit_ica_renew.h), ica-list, ica-show
  * (id), ica-approve (id), ica-deny (id, reason), ica-fetch (id), ca-revoke (serial: lowercase
  * hex, reason: an RFC 5280 name, force_unknown: bool), ca-revoke-identity (identity: a SPIFFE
  * ID, or namespace: one of issuance.trust_domain; reason; until: unix seconds, 0 or absent:

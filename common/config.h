@@ -205,8 +205,8 @@ typedef struct {
     /* approval: istiod intermediates (signer/signer_ica.h) */
     uint32_t approval_required;    /* distinct approvers, default 2 (1..CONFIG_MAX_APPROVALS) */
     uint32_t approval_pending_ttl; /* seconds a request waits for them, default 86400 */
-    int approval_auto_renew;       /* a renewal of a valid intermediate (same key, or signed by
-                                      its key) approved without approvers; default 0 */
+    int approval_auto_renew;       /* a renewal of the current intermediate, proved by its key
+                                      (audit_ica_renew.h), approved without approvers; default 0 */
     /* intermediate: the CA profile of an istiod intermediate */
     char ica_subject_prefix[CONFIG_MAX_STR]; /* "O=Example,OU=Mesh"; CN is the cluster name */
     config_list ica_dns_suffixes;            /* DNS name constraints; default none */

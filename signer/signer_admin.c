@@ -388,6 +388,7 @@ static const struct {
 } admin_ops[] = {
     {"status", op_status},
     {"ica-request", signer_ica_request},
+    {"ica-renew-proof", signer_ica_renew_proof},
     {"ica-list", signer_ica_list},
     {"ica-show", signer_ica_show},
     {"ica-approve", signer_ica_approve},

@@ -1,5 +1,6 @@
 /* signer_ica.c - see signer_ica.h: the admin ops on intermediate requests. */
 #include "signer_ica.h"
+#include "audit_ica_renew.h"
 #include "signer_ica_sign.h"
 #include "signer_casign.h"
 #include "signer_ctx.h"
@@ -28,6 +29,10 @@ hsmca_code signer_ica_load(signer_ctx *s, hsmca_err *e)
     s->ica_ca_pem = certasm_bio_string(b);
     BIO_free(b);
     HSMCA_ENSURE(s->ica_ca_pem, e, HSMCA_ENOMEM, "out of memory");
+    /* A renewal proof names the log's origin: the checkpoints' one, also without them. */
+    if (!s->cfg.audit_origin[0])
+        config_default_origin(s->cfg.trust_domain, s->cfg.audit_origin,
+                              sizeof(s->cfg.audit_origin));
     if (s->cfg.chain[0])
         HSMCA_GUARD(util_read_file(s->cfg.chain, 1 << 20, &s->ica_chain_pem, &len, e));
     return util_read_file(s->cfg.root_bundle, 1 << 20, &s->ica_roots_pem, &len, e);
@@ -156,11 +161,12 @@ static HSMCA_MUSTCHECK hsmca_code take_csr(const char *pem, audit_entry *ent, ch
 static json_t *request_reply(signer_ctx *s, uint64_t id, const char *sign_error)
 {
     const audit_ica_req *r = audit_ica_find(s->ica, id);
-    return json_pack("{s:b, s:I, s:s, s:I, s:I, s:s, s:I, s:s}", "ok", 1, "id", (json_int_t)id,
-                     "key_sha256", r->key_sha256, "required", (json_int_t)r->required, "expires",
-                     (json_int_t)r->expires, "state",
+    return json_pack("{s:b, s:I, s:s, s:I, s:I, s:s, s:I, s:s, s:s, s:s}", "ok", 1, "id",
+                     (json_int_t)id, "key_sha256", r->key_sha256, "required",
+                     (json_int_t)r->required, "expires", (json_int_t)r->expires, "state",
                      audit_ica_state_name(audit_ica_state_of(r, time(NULL))), "renews",
-                     (json_int_t)r->auto_renews, "sign_error", sign_error);
+                     (json_int_t)r->auto_renews, "sign_error", sign_error, "origin",
+                     s->cfg.audit_origin, "cluster", r->cluster);
 }
 
 static json_t *renewal_signed(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
@@ -171,59 +177,6 @@ static json_t *renewal_signed(signer_ctx *s, const char *user, json_t *req, hsmc
         return NULL;
     }
     return request_reply(s, (uint64_t)json_integer_value(id), "");
-}
-
-/* The renewal proof of a request ("renew_proof", base64, optional) into *proof (caller
- * frees; NULL and plen 0 when none). */
-static HSMCA_MUSTCHECK hsmca_code take_proof(json_t *req, const char **b64, uint8_t **proof,
-                                             size_t *plen, hsmca_err *e)
-{
-    json_t *v = json_object_get(req, "renew_proof");
-    *b64 = NULL;
-    *proof = NULL;
-    *plen = 0;
-    if (!v)
-        return HSMCA_OK;
-    const char *t = json_string_value(v);
-    size_t n = t ? strlen(t) : 0;
-    *proof = n && n <= AUDIT_RENEW_PROOF_MAX ? audit_ica_unbase64(t, n, plen) : NULL;
-    HSMCA_ENSURE(*proof, e, HSMCA_EINVAL,
-                 "renew_proof must be base64 of a signature, at most %u characters",
-                 AUDIT_RENEW_PROOF_MAX);
-    *b64 = t;
-    return HSMCA_OK;
-}
-
-/* With approval.auto_renew: request id, when it renews its cluster's current intermediate
- * (audit_ica_may_auto), is auto-approved (an entry) and signed; the reply comes then
- * (SIGNER_REPLY_LATER). NULL: not a renewal, or not signed now; *why says why not. */
-static json_t *auto_renew(signer_ctx *s, const char *user, json_t *req, uint64_t id,
-                          hsmca_err *why)
-{
-    const char *b64;
-    uint8_t *proof;
-    size_t plen;
-    uint64_t renews = 0;
-    if (take_proof(req, &b64, &proof, &plen, why) != HSMCA_OK)
-        return NULL;
-    /* Two seconds' margin, as for an approval: the entry's own time is what is checked. */
-    hsmca_code rc = audit_ica_renewal_of(s->ica, id, proof, plen, (int64_t)time(NULL) + 2,
-                                         &renews, why);
-    free(proof);
-    if (rc != HSMCA_OK)
-        return NULL;
-    audit_entry ent = {.kind = AUDIT_ICA_AUTO_APPROVE, .request_id = id, .renews = renews};
-    ent.requester = (audit_str){user, strlen(user), 0};
-    ent.proof = (audit_str){b64, b64 ? strlen(b64) : 0, 0};
-    if (signer_ica_log(s, &ent, why) != HSMCA_OK)
-        return NULL;
-    const audit_ica_req *r = audit_ica_find(s->ica, id);
-    LOG_EVENT(LOG_LVL_INFO, "intermediate auto-approved", LOG_STR("user", user),
-              LOG_STR("cluster", r->cluster), LOG_STR("basis", plen ? "proof" : "same key"));
-    if (json_object_set_new(req, "renewal_id", json_integer((json_int_t)id)) == 0 &&
-        signer_ica_issue(s, r, user, req, renewal_signed, why) == HSMCA_OK)
-        return SIGNER_REPLY_LATER;
-    return request_reply(s, id, why->msg);
 }
 
 json_t *signer_ica_request(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
@@ -259,20 +212,71 @@ json_t *signer_ica_request(signer_ctx *s, const char *user, json_t *req, hsmca_e
         return NULL;
     LOG_EVENT(LOG_LVL_INFO, "intermediate requested", LOG_STR("user", user),
               LOG_STR("cluster", cluster), LOG_STR("key_sha256", ent.key_sha256));
-    hsmca_err why;
-    hsmca_err_clear(&why);
-    json_t *r = s->cfg.approval_auto_renew ? auto_renew(s, user, req, ent.seq, &why) : NULL;
-    if (r)
-        return r;
-    if (!s->cfg.approval_auto_renew && json_object_get(req, "renew_proof"))
-        snprintf(why.msg, sizeof(why.msg), "approval.auto_renew is off: it waits for approvals");
-    r = request_reply(s, ent.seq, "");
-    if (!r || json_object_set_new(r, "auto_renew", json_string(why.msg)) != 0) {
-        json_decref(r);
+    /* A renewal's proof names this request: it comes next (ica-renew-proof). */
+    json_t *r = request_reply(s, ent.seq, "");
+    if (!r)
         hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    return r;
+}
+
+/* The proof of ica-renew-proof ("proof", base64) decoded into *proof (caller frees). */
+static HSMCA_MUSTCHECK hsmca_code take_proof(json_t *req, const char **b64, uint8_t **proof,
+                                             size_t *plen, hsmca_err *e)
+{
+    const char *t = json_string_value(json_object_get(req, "proof"));
+    size_t n = t ? strlen(t) : 0;
+    *b64 = t;
+    *proof = n && n <= AUDIT_RENEW_PROOF_MAX ? audit_ica_unbase64(t, n, plen) : NULL;
+    HSMCA_ENSURE(*proof, e, HSMCA_EINVAL,
+                 "proof must be base64 of a signature, at most %u characters",
+                 AUDIT_RENEW_PROOF_MAX);
+    return HSMCA_OK;
+}
+
+json_t *signer_ica_renew_proof(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
+{
+    const audit_ica_req *r = req_of(s, req, e);
+    const char *b64;
+    uint8_t *proof;
+    size_t plen;
+    uint64_t renews = 0;
+    if (!r)
+        return NULL;
+    uint64_t id = r->id;
+    if (!s->cfg.approval_auto_renew) {
+        hsmca_fail(e, HSMCA_EPERM,
+                   "approval.auto_renew is off: intermediate request %llu waits for approvals",
+                   (unsigned long long)id);
         return NULL;
     }
-    return r;
+    if (take_proof(req, &b64, &proof, &plen, e) != HSMCA_OK)
+        return NULL;
+    /* Two seconds' margin, as for an approval: the entry's own time is what is checked. */
+    hsmca_code rc = audit_ica_may_renew(s->ica, id, s->cfg.audit_origin, proof, plen,
+                                        (int64_t)time(NULL) + 2, &renews, e);
+    free(proof);
+    if (rc != HSMCA_OK)
+        return NULL;
+    audit_entry ent = {.kind = AUDIT_ICA_AUTO_APPROVE, .request_id = id, .renews = renews};
+    ent.requester = (audit_str){user, strlen(user), 0};
+    ent.proof = (audit_str){b64, strlen(b64), 0};
+    size_t olen = strlen(s->cfg.audit_origin);
+    if (olen > AUDIT_ORIGIN_MAX) {
+        hsmca_fail(e, HSMCA_EINVAL, "audit.origin is longer than %u bytes", AUDIT_ORIGIN_MAX);
+        return NULL;
+    }
+    memcpy(ent.origin, s->cfg.audit_origin, olen + 1);
+    if (signer_ica_log(s, &ent, e) != HSMCA_OK)
+        return NULL;
+    r = audit_ica_find(s->ica, id);
+    LOG_EVENT(LOG_LVL_INFO, "intermediate auto-approved", LOG_STR("user", user),
+              LOG_STR("cluster", r->cluster), LOG_STR("basis", "proof of possession"));
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    if (json_object_set_new(req, "renewal_id", json_integer((json_int_t)id)) == 0 &&
+        signer_ica_issue(s, r, user, req, renewal_signed, &why) == HSMCA_OK)
+        return SIGNER_REPLY_LATER;
+    return request_reply(s, id, why.msg);
 }
 
 json_t *signer_ica_approve(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)

@@ -31,6 +31,9 @@ json_t *signer_ica_list(signer_ctx *s, const char *user, json_t *req, hsmca_err 
 json_t *signer_ica_show(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
 json_t *signer_ica_approve(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
 json_t *signer_ica_deny(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+/* ica-renew-proof (id, proof): with approval.auto_renew, the renewal proof of request id
+ * (audit_ica_renew.h) checked, then an intermediate-auto-approve entry and the signature. */
+json_t *signer_ica_renew_proof(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
 json_t *signer_ica_fetch(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
 
 #endif

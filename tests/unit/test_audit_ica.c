@@ -13,10 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/evp.h>
 #include <openssl/sha.h>
+#include <openssl/x509.h>
 
 #include "audit_entry.h"
 #include "audit_ica.h"
+#include "audit_ica_renew.h"
 #include "util.h"
 
 static char g_line[AUDIT_LINE_MAX];
@@ -223,9 +226,6 @@ static void test_auto_rules(void **state)
     apply(t, auto_approve(23, 22, 3, 1006), HSMCA_EPERM, "not an issued intermediate of cluster");
     apply(t, request(24, "alice", 2, 99999), HSMCA_OK, NULL);
     apply(t, auto_approve(25, 24, 3, 9500), HSMCA_EPERM, "whose certificate is expired");
-    uint64_t renews = 0;
-    assert_int_equal(audit_ica_renewal_of(t, 24, NULL, 0, 1007, &renews, NULL), HSMCA_OK);
-    assert_int_equal(renews, 3);
     /* Revoked: renews nothing. */
     audit_entry rv = step(AUDIT_REVOKE, 25, 0, "root", 1007);
     strcpy(rv.serial, "0a");
@@ -233,10 +233,210 @@ static void test_auto_rules(void **state)
     rv.reason = (audit_str){"keyCompromise", 13, 0};
     apply(t, rv, HSMCA_OK, NULL);
     apply(t, auto_approve(26, 24, 3, 1008), HSMCA_EPERM, "whose certificate is revoked");
-    hsmca_err e;
-    assert_int_equal(audit_ica_renewal_of(t, 24, NULL, 0, 1008, &renews, &e), HSMCA_ENOTFOUND);
-    assert_non_null(strstr(e.msg, "not a renewal: no valid intermediate of its cluster"));
     audit_ica_free(t);
+}
+
+/* Request id (requested at seq id) approved by bob and carol and issued with serial. */
+static void issue(audit_ica *t, uint64_t id, char key, const char *serial)
+{
+    audit_entry q = request(id, "alice", 2, 99999);
+    memset(q.key_sha256, key, 64);
+    apply(t, q, HSMCA_OK, NULL);
+    apply(t, step(AUDIT_ICA_APPROVE, id + 1, id, "bob", 1001), HSMCA_OK, NULL);
+    apply(t, step(AUDIT_ICA_APPROVE, id + 2, id, "carol", 1001), HSMCA_OK, NULL);
+    audit_entry in = intent(id + 3, id);
+    in.not_after = 9000;
+    strcpy(in.serial, serial);
+    apply(t, in, HSMCA_OK, NULL);
+    apply(t, cert_entry(id + 4, id), HSMCA_OK, NULL);
+}
+
+static void pending(audit_ica *t, uint64_t id, char key, const char *cluster)
+{
+    audit_entry q = request(id, "alice", 2, 99999);
+    memset(q.key_sha256, key, 64);
+    strcpy(q.cluster, cluster);
+    apply(t, q, HSMCA_OK, NULL);
+}
+
+/* audit_ica_may_renew at time now, refused with want. */
+static void refused(audit_ica *t, uint64_t id, int64_t now, const char *want)
+{
+    hsmca_err e;
+    uint64_t renews = 0;
+    static const uint8_t proof[] = {1, 2, 3};
+    assert_int_equal(audit_ica_may_renew(t, id, "o", proof, sizeof(proof), now, &renews, &e),
+                     HSMCA_EPERM);
+    if (!strstr(e.msg, want))
+        fail_msg("'%s' does not say '%s'", e.msg, want);
+}
+
+/* The renewal rules of audit_ica_renew.h that come before the proof's signature (which
+ * test_auto_renew checks with real keys): the current intermediate only, revoked keys
+ * renew nothing, a revoked current one stops its cluster until an approved issue. */
+static void test_renew_rules(void **state)
+{
+    audit_entry a = auto_approve(11, 10, 3, 1005);
+    a.proof = (audit_str){"AQID", 4, 0};
+    strcpy(a.origin, "host/hsmca/cluster.local");
+    round_trip(&a, "{\"kind\":\"intermediate-auto-approve\",\"origin\":"
+                   "\"host/hsmca/cluster.local\",\"proof\":\"AQID\",\"renews\":3,"
+                   "\"request_id\":10,\"requester\":\"alice\",\"seq\":11,\"time\":1005}\n");
+    size_t n;
+    strcpy(a.origin, "two words");
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+    strcpy(a.origin, "o");
+    a.proof.len = 0;
+    assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
+    audit_ica *t;
+    assert_int_equal(audit_ica_new(&t, NULL), HSMCA_OK);
+    issue(t, 3, 'b', "0a");
+    issue(t, 10, 'b', "0b"); /* the current one of cluster-a: the newest issued */
+    pending(t, 20, 'b', "cluster-a");
+    hsmca_err e;
+    uint64_t renews = 0;
+    assert_int_equal(audit_ica_may_renew(t, 20, "o", NULL, 0, 1005, &renews, &e), HSMCA_EPERM);
+    assert_non_null(strstr(e.msg, "no proof of possession"));
+    refused(t, 20, 1005, "does not verify under the key of request 10's certificate");
+    refused(t, 20, 9000, "(request 10) has expired");
+    pending(t, 21, 'b', "cluster-b");
+    refused(t, 21, 1005, "cluster cluster-b has no issued intermediate");
+    /* The current one revoked: its cluster stops, whichever key. */
+    audit_entry rv = step(AUDIT_REVOKE, 22, 0, "root", 1007);
+    strcpy(rv.serial, "0b");
+    strcpy(rv.profile, AUDIT_ICA_PROFILE);
+    rv.reason = (audit_str){"keyCompromise", 13, 0};
+    apply(t, rv, HSMCA_OK, NULL);
+    refused(t, 20, 1008, "auto-renewal of cluster cluster-a stopped when its current "
+                         "intermediate (request 10) was revoked");
+    pending(t, 23, 'c', "cluster-a");
+    refused(t, 23, 1008, "stopped");
+    audit_entry aa = auto_approve(24, 23, 10, 1008);
+    aa.proof = (audit_str){"AQID", 4, 0};
+    strcpy(aa.origin, "o");
+    apply(t, aa, HSMCA_EPERM, "stopped");
+    aa.renews = 3; /* the older one, same key, not revoked itself */
+    apply(t, aa, HSMCA_EPERM, "stopped");
+    /* Issued with approvals: the cluster renews again, but not the revoked key. */
+    issue(t, 30, 'b', "0c");
+    refused(t, 23, 1009, "the key of cluster cluster-a's current intermediate (request 30) "
+                         "is a revoked intermediate's key");
+    issue(t, 40, 'd', "0d");
+    refused(t, 20, 1009, "request 20: its key is a revoked intermediate's key");
+    refused(t, 23, 1009, "does not verify under the key of request 40's certificate");
+    aa = auto_approve(50, 23, 30, 1009);
+    aa.proof = (audit_str){"AQID", 4, 0};
+    strcpy(aa.origin, "o");
+    apply(t, aa, HSMCA_EPERM, "does not verify"); /* the proof fails before the renews check */
+    audit_ica_free(t);
+}
+
+/* DER as base64 into out (AUDIT_BLOB_MAX + 1 bytes), with its SHA-256 in hex. */
+static void b64_of(const uint8_t *der, int n, char *out, char hex[65])
+{
+    uint8_t md[32];
+    assert_true(n > 0 && (size_t)n <= AUDIT_BLOB_MAX / 4 * 3);
+    EVP_EncodeBlock((unsigned char *)out, der, n);
+    SHA256(der, (size_t)n, md);
+    util_hex(md, 32, hex);
+}
+
+/* A key k's self-signed certificate and CSR, as base64 DER. */
+static void real_pair(EVP_PKEY *k, char *cert, char cert_hex[65], char *csr, uint8_t **csr_der,
+                      int *csr_len)
+{
+    X509 *x = X509_new();
+    X509_REQ *q = X509_REQ_new();
+    assert_true(x && q && X509_set_version(x, X509_VERSION_3) && X509_set_pubkey(x, k) &&
+                ASN1_INTEGER_set(X509_get_serialNumber(x), 1) &&
+                X509_gmtime_adj(X509_getm_notBefore(x), 0) &&
+                X509_gmtime_adj(X509_getm_notAfter(x), 3600) && X509_sign(x, k, EVP_sha256()) &&
+                X509_REQ_set_pubkey(q, k) && X509_REQ_sign(q, k, EVP_sha256()));
+    uint8_t *der = NULL;
+    int n = i2d_X509(x, &der);
+    b64_of(der, n, cert, cert_hex);
+    OPENSSL_free(der);
+    char unused[65];
+    *csr_len = i2d_X509_REQ(q, csr_der);
+    b64_of(*csr_der, *csr_len, csr, unused);
+    X509_free(x);
+    X509_REQ_free(q);
+}
+
+/* k's signature over the renewal message of (origin, id, cluster-a, csr). */
+static size_t sign_renewal(EVP_PKEY *k, const char *origin, uint64_t id, const uint8_t *csr,
+                           int csr_len, uint8_t sig[256])
+{
+    size_t mn = 0, sl = 256;
+    uint8_t *m = audit_ica_renew_message(origin, id, "cluster-a", csr, (size_t)csr_len, &mn);
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    assert_true(m && ctx && EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, k) == 1 &&
+                EVP_DigestSign(ctx, sig, &sl, m, mn) == 1);
+    EVP_MD_CTX_free(ctx);
+    free(m);
+    return sl;
+}
+
+/* The proof with real keys: it verifies for its own request of its own log only. */
+static void test_renew_proof(void **state)
+{
+    static char cert[AUDIT_BLOB_MAX + 1], csr[AUDIT_BLOB_MAX + 1];
+    char hex[65];
+    uint8_t *csr_der = NULL, sig[256];
+    int csr_len = 0;
+    EVP_PKEY *k = EVP_EC_gen("P-256");
+    assert_non_null(k);
+    real_pair(k, cert, hex, csr, &csr_der, &csr_len);
+    audit_ica *t;
+    assert_int_equal(audit_ica_new(&t, NULL), HSMCA_OK);
+    issue(t, 3, 'b', "0a"); /* an older one of the cluster */
+    audit_entry q = request(10, "alice", 2, 99999);
+    q.csr = (audit_str){csr, strlen(csr), 0};
+    memset(q.key_sha256, 'b', 64);
+    apply(t, q, HSMCA_OK, NULL);
+    audit_entry again = q;
+    again.seq = 11;
+    apply(t, again, HSMCA_OK, NULL); /* the same CSR, another request */
+    /* Issued with the real certificate: the current one. */
+    audit_entry r = request(20, "alice", 2, 99999);
+    memset(r.key_sha256, 'b', 64);
+    apply(t, r, HSMCA_OK, NULL);
+    apply(t, step(AUDIT_ICA_APPROVE, 21, 20, "bob", 1001), HSMCA_OK, NULL);
+    apply(t, step(AUDIT_ICA_APPROVE, 22, 20, "carol", 1001), HSMCA_OK, NULL);
+    audit_entry in = intent(23, 20);
+    in.not_after = 9000;
+    strcpy(in.serial, "0b");
+    apply(t, in, HSMCA_OK, NULL);
+    audit_entry ce = cert_entry(24, 20);
+    ce.cert = (audit_str){cert, strlen(cert), 0};
+    memcpy(ce.cert_sha256, hex, 65);
+    apply(t, ce, HSMCA_OK, NULL);
+    size_t sl = sign_renewal(k, "o", 10, csr_der, csr_len, sig);
+    uint64_t renews = 0;
+    hsmca_err e;
+    assert_int_equal(audit_ica_may_renew(t, 10, "o", sig, sl, 1005, &renews, &e), HSMCA_OK);
+    assert_int_equal(renews, 20);
+    assert_int_equal(audit_ica_may_renew(t, 10, "p", sig, sl, 1005, &renews, &e), HSMCA_EPERM);
+    assert_non_null(strstr(e.msg, "does not verify under the key of request 20's certificate"));
+    assert_int_equal(audit_ica_may_renew(t, 11, "o", sig, sl, 1005, &renews, &e), HSMCA_EPERM);
+    /* The entry: approved by it, once. */
+    audit_entry aa = auto_approve(25, 10, 20, 1005);
+    char b64[400];
+    EVP_EncodeBlock((unsigned char *)b64, sig, (int)sl);
+    aa.proof = (audit_str){b64, strlen(b64), 0};
+    strcpy(aa.origin, "o");
+    aa.renews = 3;
+    apply(t, aa, HSMCA_EPERM, "renews 3, but its cluster's current intermediate is 20");
+    aa.renews = 20;
+    apply(t, aa, HSMCA_OK, NULL);
+    assert_int_equal(audit_ica_state_of(audit_ica_find(t, 10), 1006), ICA_APPROVED);
+    aa.seq = 26;
+    apply(t, aa, HSMCA_EPERM, "which is approved, not pending");
+    aa.request_id = 11;
+    apply(t, aa, HSMCA_EPERM, "does not verify");
+    audit_ica_free(t);
+    OPENSSL_free(csr_der);
+    EVP_PKEY_free(k);
 }
 
 int main(void)
@@ -246,6 +446,8 @@ int main(void)
         cmocka_unit_test(test_fields_refused),
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_auto_rules),
+        cmocka_unit_test(test_renew_rules),
+        cmocka_unit_test(test_renew_proof),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
