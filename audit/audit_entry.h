@@ -101,6 +101,8 @@ typedef struct {
  *                 renews (the id of the issued request it renews), proof (base64 of the
  *                 current intermediate key's signature, audit_ica.h; absent when the
  *                 renewal has the same key)
+ * intermediate-request, -approve and -deny also carry uid (the unix uid of the caller;
+ *                 absent in logs from before it).
  * Hex fields are lowercase; sha256 fields 64 characters, serial 2..40. */
 typedef struct {
     audit_kind kind;
@@ -140,6 +142,12 @@ typedef struct {
     char crl_sha256[65];
     /* ca-key (the ca_* fields and requester as above) */
     char step[AUDIT_PROFILE_MAX + 1];
+    /* intermediate-request, -approve, -deny: the caller's uid (SO_PEERCRED), written when
+     * has_uid (absent from logs written before it: users are then compared by name) */
+    int has_uid;
+    uint64_t uid;
+    /* config: approval.required in force (absent when 0, as in logs written before it) */
+    uint64_t approval_required;
     /* intermediate-auto-approve */
     uint64_t renews;
     audit_str proof; /* base64 text, at most AUDIT_RENEW_PROOF_MAX; len 0: none */

@@ -144,6 +144,8 @@ void config_defaults(hsmca_config *c)
     c->jwt_bind = 1;
     c->approval_required = 2;
     c->approval_pending_ttl = 86400;
+    c->approval_max_pending_per_user = 4;
+    c->approval_max_pending = 64;
     c->ica_max_ttl = 365 * 86400;
     c->crl_validity = 7 * 86400;
     set_str(c->metrics_listen, "127.0.0.1:15014");
