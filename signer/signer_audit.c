@@ -172,6 +172,11 @@ hsmca_code signer_audit_close_open(signer_ctx *s, const audit_replay *replay, ui
         snprintf(a.code, sizeof(a.code), "UNKNOWN");
         a.error = (audit_str){why, strlen(why), 0};
         HSMCA_GUARD(append(s, &a, last, e));
+        /* An intermediate's intent is closed in the state too: its request can be
+         * signed again (fetch) or denied. */
+        hsmca_err why2;
+        if (s->ica && audit_ica_apply(s->ica, &a, 0, &why2) != HSMCA_OK)
+            signer_ca_close(s, a.seq, why2.msg);
         n++;
     }
     if (n) {

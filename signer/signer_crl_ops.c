@@ -88,11 +88,16 @@ static json_t *revoke_reply(audit_entry *ent, const char *serial, const char *wh
     return r;
 }
 
-/* audit_check_fn: a revoke passes the intermediate rules (never a serial whose signature
- * is in flight) as it is written. */
+/* audit_check_fn: a revoke passes the revocation rules (audit_crl.h: once per serial,
+ * within the log's bound) and the intermediate rules (never a serial whose signature is
+ * in flight) as it is written. */
 static hsmca_code revoke_rule(void *ctx, const audit_entry *ent, hsmca_err *e)
 {
     const signer_ctx *s = ctx;
+    HSMCA_ENSURE(!audit_crl_revoked(s->crl, ent->serial), e, HSMCA_EPERM,
+                 "serial %s is revoked already", ent->serial);
+    HSMCA_ENSURE(audit_crl_count(s->crl) < AUDIT_CRL_MAX, e, HSMCA_EUNAVAIL,
+                 "%u revocations in this log: no more", AUDIT_CRL_MAX);
     return s->ica ? audit_ica_check(s->ica, ent, e) : HSMCA_OK;
 }
 
