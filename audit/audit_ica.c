@@ -146,7 +146,7 @@ hsmca_code audit_ica_may_approve(const audit_ica *t, uint64_t id, const char *us
     for (unsigned i = 0; i < r->n_approvers; i++)
         HSMCA_ENSURE(!same_user(user, uid, r->approvers[i], r->approver_uids[i]), e, HSMCA_EPERM,
                      "intermediate request %llu: %s approved it already (the same user counts "
-                     "once; by uid where the log has it, here as %s)",
+                     "once) as %s (users are compared by uid where the log has it)",
                      (unsigned long long)id, user, r->approvers[i]);
     return HSMCA_OK;
 }

@@ -165,7 +165,7 @@ static void test_uids(void **state)
           "a requester's own approval does not count");
     apply(t, step(AUDIT_ICA_APPROVE, 4, 3, "bob", 1001), HSMCA_OK, NULL);
     apply(t, step(AUDIT_ICA_APPROVE, 5, 3, "bobby", 1001), HSMCA_EPERM,
-          "here as bob)");
+          "already (the same user counts once) as bob");
     /* A name, two uids (a user re-created): two users. */
     apply(t, step(AUDIT_ICA_APPROVE, 5, 3, "alice", 1005), HSMCA_OK, NULL);
     /* An older log's entries (no uid): by name. */
