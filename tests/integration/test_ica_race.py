@@ -14,7 +14,9 @@ on a real `hsmca serve` (SoftHSM), as root with test users (test_admin.py's):
 (c) approval.required raised after a request reaches it (2 -> 3: two approvals do not
     sign, a third does), lowered (-> 1) never weakens one made at 2; the log verifies;
 (d) one user's flood of requests is refused past approval.max_pending_per_user, naming
-    the key, while another user still requests; and after a restart too."""
+    the key, while another user still requests; and after a restart too;
+(e) a signature cut by a crash (intent, no result): the next start records it as
+    unknown and the request can be signed again."""
 import grp
 import json
 import os
@@ -257,6 +259,42 @@ class Race(unittest.TestCase):
                                         "cluster": "cluster-a"})
         self.assertIn("approval.max_pending_per_user", r["error"])
         self.request("carol")
+        rc, out = audit_verify(self.srv)
+        self.assertEqual(rc, 0, out)
+
+    def test_e_signature_cut_by_a_crash(self):
+        """The M-th approval's intent written, the signer gone before its result (crafted
+        after the last checkpoint): the next start records the outcome as unknown, and the
+        request is no longer in flight: a fetch signs it, the log verifies."""
+        self.srv = start_server("icacrash", required=2)
+        rid = self.request("alice")
+        r = op(self.srv.sock, "bob", {"op": "ica-approve", "id": rid})
+        self.assertEqual(r["state"], "pending", r)
+        self.srv.proc.send_signal(signal.SIGTERM)
+        self.srv.proc.wait(30)
+        log = os.path.join(self.srv.dir, "audit", "log")
+        with open(log, "rb") as f:
+            seq = f.read().count(b"\n")
+        now = int(time.time())
+        lines = [{"kind": "intermediate-approve", "request_id": rid,
+                  "requester": user("carol"), "seq": seq, "time": now,
+                  "uid": pwd.getpwnam(user("carol")).pw_uid},
+                 {"csr_sha256": "ab" * 32, "kind": "issue-intent", "not_after": now + 86400,
+                  "not_before": now, "profile": "intermediate", "request_id": rid,
+                  "requester": user("carol"), "sans": "URI:cluster.local", "seq": seq + 1,
+                  "serial": "4c" * 16, "tbs_sha256": "cd" * 32, "time": now}]
+        with open(log, "a") as f:
+            for e in lines:
+                f.write(json.dumps(e, sort_keys=True, separators=(",", ":")) + "\n")
+        self.srv.client.close()
+        self.srv.restart_supervisor()
+        self.srv.wait_ready()
+        os.chmod(self.srv.dir, 0o711)
+        with open(log) as f:
+            self.assertIn('"code":"UNKNOWN"', f.read())
+        r = op(self.srv.sock, None, {"op": "ica-fetch", "id": rid})
+        self.assertTrue(r.get("ok"), r)
+        self.assertIn("BEGIN CERTIFICATE", r["ca_cert"])
         rc, out = audit_verify(self.srv)
         self.assertEqual(rc, 0, out)
 
