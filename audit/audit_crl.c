@@ -90,15 +90,22 @@ int audit_crl_changed(const audit_crl *t)
     return t ? t->changed : 0;
 }
 
-static HSMCA_MUSTCHECK hsmca_code add_revoke(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_revoke(const audit_crl *t, const audit_entry *ent,
+                                               hsmca_err *e)
 {
-    int code = audit_crl_reason_code(ent->reason.p, ent->reason.len);
-    HSMCA_ENSURE(code >= 0, e, HSMCA_EPERM, "a revocation's reason is not one of: %s",
-                 audit_crl_reason_names());
+    HSMCA_ENSURE(audit_crl_reason_code(ent->reason.p, ent->reason.len) >= 0, e, HSMCA_EPERM,
+                 "a revocation's reason is not one of: %s", audit_crl_reason_names());
     HSMCA_ENSURE(!audit_crl_revoked(t, ent->serial), e, HSMCA_EPERM,
                  "serial %s is revoked already", ent->serial);
     HSMCA_ENSURE(t->n < AUDIT_CRL_MAX, e, HSMCA_EPERM, "more than %u revocations",
                  AUDIT_CRL_MAX);
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code add_revoke(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+{
+    HSMCA_GUARD(check_revoke(t, ent, e));
+    int code = audit_crl_reason_code(ent->reason.p, ent->reason.len);
     if (t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 16;
         audit_crl_rev *v = realloc(t->v, cap * sizeof(*v));
@@ -114,7 +121,8 @@ static HSMCA_MUSTCHECK hsmca_code add_revoke(audit_crl *t, const audit_entry *en
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code add_crl(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_crl(const audit_crl *t, const audit_entry *ent,
+                                            hsmca_err *e)
 {
     HSMCA_ENSURE(ent->crl_number > t->last_number, e, HSMCA_EPERM,
                  "a CRL numbered %llu after one numbered %llu (cRLNumber only grows)",
@@ -124,6 +132,19 @@ static HSMCA_MUSTCHECK hsmca_code add_crl(audit_crl *t, const audit_entry *ent, 
                  (unsigned long long)ent->count, t->n);
     HSMCA_ENSURE(ent->not_after > ent->not_before, e, HSMCA_EPERM,
                  "a CRL whose nextUpdate is not after its thisUpdate");
+    return HSMCA_OK;
+}
+
+hsmca_code audit_crl_check(const audit_crl *t, const audit_entry *ent, hsmca_err *e)
+{
+    if (ent->kind == AUDIT_REVOKE)
+        return check_revoke(t, ent, e);
+    return ent->kind == AUDIT_CRL ? check_crl(t, ent, e) : HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code add_crl(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+{
+    HSMCA_GUARD(check_crl(t, ent, e));
     t->last_number = ent->crl_number;
     t->last_this = ent->not_before;
     t->last_next = ent->not_after;

@@ -94,10 +94,7 @@ static json_t *revoke_reply(audit_entry *ent, const char *serial, const char *wh
 static hsmca_code revoke_rule(void *ctx, const audit_entry *ent, hsmca_err *e)
 {
     const signer_ctx *s = ctx;
-    HSMCA_ENSURE(!audit_crl_revoked(s->crl, ent->serial), e, HSMCA_EPERM,
-                 "serial %s is revoked already", ent->serial);
-    HSMCA_ENSURE(audit_crl_count(s->crl) < AUDIT_CRL_MAX, e, HSMCA_EUNAVAIL,
-                 "%u revocations in this log: no more", AUDIT_CRL_MAX);
+    HSMCA_GUARD(audit_crl_check(s->crl, ent, e));
     return s->ica ? audit_ica_check(s->ica, ent, e) : HSMCA_OK;
 }
 
