@@ -438,7 +438,8 @@ static void sweep(audit_ica *t, int64_t now)
 }
 
 /* A config entry: the approval.required in force reaches every request still waiting
- * (not issued, not denied, no signature in flight), never below its recorded count. */
+ * (not issued, not denied, no signature in flight, not swept as expired), never below its
+ * recorded count. */
 static void set_in_force(audit_ica *t, uint64_t m)
 {
     if (!m)
@@ -446,7 +447,7 @@ static void set_in_force(audit_ica *t, uint64_t m)
     t->m_in_force = m;
     for (size_t i = t->settled; i < t->n; i++) {
         audit_ica_req *r = &t->v[i];
-        if (!r->cert_b64 && !r->denied && !r->intent_open)
+        if (!r->cert_b64 && !r->denied && !r->intent_open && r->csr_b64)
             r->required = r->recorded > m ? r->recorded : m;
     }
 }
