@@ -116,15 +116,22 @@ int audit_crl_changed(const audit_crl *t)
     return t ? t->changed : 0;
 }
 
-static HSMCA_MUSTCHECK hsmca_code add_revoke(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_revoke(const audit_crl *t, const audit_entry *ent,
+                                               hsmca_err *e)
 {
-    int code = audit_crl_reason_code(ent->reason.p, ent->reason.len);
-    HSMCA_ENSURE(code >= 0, e, HSMCA_EPERM, "a revocation's reason is not one of: %s",
-                 audit_crl_reason_names());
+    HSMCA_ENSURE(audit_crl_reason_code(ent->reason.p, ent->reason.len) >= 0, e, HSMCA_EPERM,
+                 "a revocation's reason is not one of: %s", audit_crl_reason_names());
     HSMCA_ENSURE(!audit_crl_revoked(t, ent->serial), e, HSMCA_EPERM,
                  "serial %s is revoked already", ent->serial);
     HSMCA_ENSURE(t->n < AUDIT_CRL_MAX, e, HSMCA_EPERM, "more than %u revocations",
                  AUDIT_CRL_MAX);
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code add_revoke(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+{
+    HSMCA_GUARD(check_revoke(t, ent, e));
+    int code = audit_crl_reason_code(ent->reason.p, ent->reason.len);
     if (t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 16;
         audit_crl_rev *v = realloc(t->v, cap * sizeof(*v));
@@ -140,7 +147,8 @@ static HSMCA_MUSTCHECK hsmca_code add_revoke(audit_crl *t, const audit_entry *en
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code add_crl(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_crl(const audit_crl *t, const audit_entry *ent,
+                                            hsmca_err *e)
 {
     HSMCA_ENSURE(ent->crl_number > t->last_number, e, HSMCA_EPERM,
                  "a CRL numbered %llu after one numbered %llu (cRLNumber only grows)",
@@ -150,6 +158,12 @@ static HSMCA_MUSTCHECK hsmca_code add_crl(audit_crl *t, const audit_entry *ent, 
                  (unsigned long long)ent->count, t->n);
     HSMCA_ENSURE(ent->not_after > ent->not_before, e, HSMCA_EPERM,
                  "a CRL whose nextUpdate is not after its thisUpdate");
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code add_crl(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+{
+    HSMCA_GUARD(check_crl(t, ent, e));
     t->last_number = ent->crl_number;
     t->last_this = ent->not_before;
     t->last_next = ent->not_after;
@@ -214,17 +228,25 @@ const audit_crl_ban *audit_crl_ban_of(const audit_crl *t, const char *id, size_t
     return NULL;
 }
 
-static HSMCA_MUSTCHECK hsmca_code add_ban(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_ban(const audit_crl *t, const audit_entry *ent,
+                                            hsmca_err *e)
 {
     int ns = strcmp(ent->profile, "namespace") == 0;
-    int code = audit_crl_reason_code(ent->reason.p, ent->reason.len);
     HSMCA_ENSURE(audit_crl_target_ok(ent->identity.p, ent->identity.len, ns), e, HSMCA_EPERM,
                  "a revocation by identity names no %s",
                  ns ? "namespace prefix spiffe://TD/ns/NS" : "SPIFFE ID");
-    HSMCA_ENSURE(code >= 0, e, HSMCA_EPERM, "a revocation's reason is not one of: %s",
-                 audit_crl_reason_names());
+    HSMCA_ENSURE(audit_crl_reason_code(ent->reason.p, ent->reason.len) >= 0, e, HSMCA_EPERM,
+                 "a revocation's reason is not one of: %s", audit_crl_reason_names());
     HSMCA_ENSURE(t->nbans < AUDIT_CRL_BANS_MAX, e, HSMCA_EPERM,
                  "more than %u revocations by identity", AUDIT_CRL_BANS_MAX);
+    return HSMCA_OK;
+}
+
+static HSMCA_MUSTCHECK hsmca_code add_ban(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+{
+    HSMCA_GUARD(check_ban(t, ent, e));
+    int ns = strcmp(ent->profile, "namespace") == 0;
+    int code = audit_crl_reason_code(ent->reason.p, ent->reason.len);
     if (t->nbans == t->capbans) {
         size_t cap = t->capbans ? 2 * t->capbans : 8;
         audit_crl_ban *v = realloc(t->bans, cap * sizeof(*v));
@@ -238,20 +260,32 @@ static HSMCA_MUSTCHECK hsmca_code add_ban(audit_crl *t, const audit_entry *ent, 
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code lift_ban(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+/* The revocation by identity a lift entry ends: the latest on its target, not lifted yet
+ * (it may have ended by its time: the signer checks it in force a moment before the
+ * entry's time is taken); NULL with e when there is none. */
+static audit_crl_ban *ban_to_lift(const audit_crl *t, const audit_entry *ent, hsmca_err *e)
 {
     int ns = strcmp(ent->profile, "namespace") == 0;
     char target[AUDIT_STR_MAX + 1];
     snprintf(target, sizeof(target), "%.*s", (int)ent->identity.len, ent->identity.p);
-    /* Not lifted yet; it may have ended by its time (the signer checks it in force a moment
-     * before the entry's time is taken). */
     audit_crl_ban *b = NULL;
     for (size_t i = t->nbans; !b && i-- > 0;)
         if (t->bans[i].ns == ns && strcmp(t->bans[i].target, target) == 0)
             b = &t->bans[i];
-    HSMCA_ENSURE(b && !b->lifted, e, HSMCA_EPERM,
-                 "a lift of %s, which no revocation by identity names (or lifted already)",
-                 target);
+    if (!b || b->lifted) {
+        hsmca_fail(e, HSMCA_EPERM,
+                   "a lift of %s, which no revocation by identity names (or lifted already)",
+                   target);
+        return NULL;
+    }
+    return b;
+}
+
+static HSMCA_MUSTCHECK hsmca_code lift_ban(audit_crl *t, const audit_entry *ent, hsmca_err *e)
+{
+    audit_crl_ban *b = ban_to_lift(t, ent, e);
+    if (!b)
+        return HSMCA_EPERM;
     b->lifted = 1;
     return HSMCA_OK;
 }
@@ -317,6 +351,17 @@ size_t audit_crl_serials_of(const audit_crl *t, const char *target, int ns, int6
         }
     }
     return n;
+}
+
+hsmca_code audit_crl_check(const audit_crl *t, const audit_entry *ent, hsmca_err *e)
+{
+    switch (ent->kind) {
+    case AUDIT_REVOKE: return check_revoke(t, ent, e);
+    case AUDIT_CRL: return check_crl(t, ent, e);
+    case AUDIT_BAN: return check_ban(t, ent, e);
+    case AUDIT_BAN_LIFT: return ban_to_lift(t, ent, e) ? HSMCA_OK : HSMCA_EPERM;
+    default: return HSMCA_OK;
+    }
 }
 
 static HSMCA_MUSTCHECK hsmca_code apply_one(audit_crl *t, const audit_entry *ent, hsmca_err *e)

@@ -59,6 +59,11 @@ void audit_crl_free(audit_crl *t);
 HSMCA_MUSTCHECK hsmca_code audit_crl_apply(audit_crl *t, const audit_entry *ent, uint64_t off,
                                            hsmca_err *e);
 
+/* Checks one entry against the rules audit_crl_apply applies, without changing t
+ * (HSMCA_OK, or HSMCA_EPERM naming the rule): the signer runs it before it writes. */
+HSMCA_MUSTCHECK hsmca_code audit_crl_check(const audit_crl *t, const audit_entry *ent,
+                                           hsmca_err *e);
+
 /* The CRLReason code of an RFC 5280 reason name (unspecified, keyCompromise,
  * cACompromise, affiliationChanged, superseded, cessationOfOperation,
  * privilegeWithdrawn, aACompromise), or -1. */

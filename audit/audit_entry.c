@@ -292,6 +292,8 @@ static HSMCA_MUSTCHECK hsmca_code check_fixed(const audit_entry *ent, hsmca_err 
                      "audit entry: suppressed needs of deny or frontend-deny, a count and a "
                      "window");
     HSMCA_GUARD(check_ica(ent, e));
+    HSMCA_ENSURE(ent->approval_required <= 16 && (!ent->has_uid || ent->uid <= UINT32_MAX), e,
+                 HSMCA_EINVAL, "audit entry: approval_required must be 0..16, uid a uid");
     HSMCA_ENSURE(ent->seq <= INT64_MAX && ent->request_id <= INT64_MAX &&
                      ent->intent_seq <= INT64_MAX && ent->count <= INT64_MAX &&
                      ent->limit <= INT64_MAX && ent->interval_s <= INT64_MAX,
@@ -349,6 +351,8 @@ static entry_kind entry_kind_of(const audit_entry *ent)
 /* The keys before "kind", in byte order. */
 static void encode_head(jw *w, const audit_entry *ent, const entry_kind *f)
 {
+    if (f->k == AUDIT_CONFIG && ent->approval_required) /* absent in older logs */
+        jw_u64(w, "approval_required", ent->approval_required);
     if (f->key)
         jw_audit_key(w, ent);
     /* An intent's authenticator is optional: logs from before the front end named it
@@ -440,6 +444,8 @@ static void encode_tail(jw *w, const audit_entry *ent, const entry_kind *f)
     jw_i64(w, "time", ent->time);
     if (f->ireq)
         jw_u64(w, "ttl_s", ent->ttl_s);
+    if ((f->ireq || f->iappr || f->ideny) && ent->has_uid) /* absent in older logs */
+        jw_u64(w, "uid", ent->uid);
 }
 
 hsmca_code audit_entry_encode(const audit_entry *ent, char *out, size_t *len, hsmca_err *e)

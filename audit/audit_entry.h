@@ -112,6 +112,8 @@ typedef struct {
  *                 unix user), expires (unix seconds it ends; 0: until lifted); the
  *                 revoke entries of that identity's certificates follow it
  *   revoke-identity-lift: identity, profile, requester: the ban in force on it ends
+ * intermediate-request, -approve and -deny also carry uid (the unix uid of the caller;
+ *                 absent in logs from before it).
  * Hex fields are lowercase; sha256 fields 64 characters, serial 2..40. */
 typedef struct {
     audit_kind kind;
@@ -151,6 +153,12 @@ typedef struct {
     char crl_sha256[65];
     /* ca-key (the ca_* fields and requester as above) */
     char step[AUDIT_PROFILE_MAX + 1];
+    /* intermediate-request, -approve, -deny: the caller's uid (SO_PEERCRED), written when
+     * has_uid (absent from logs written before it: users are then compared by name) */
+    int has_uid;
+    uint64_t uid;
+    /* config: approval.required in force (absent when 0, as in logs written before it) */
+    uint64_t approval_required;
     /* intermediate-auto-approve */
     uint64_t renews;
     audit_str proof; /* base64 text, at most AUDIT_RENEW_PROOF_MAX; len 0: none */

@@ -116,7 +116,12 @@ static HSMCA_MUSTCHECK hsmca_code fields_ica(json_t *o, audit_entry *ent, audit_
     HSMCA_GUARD(get_int(o, "crl_number", 0, &crl_number, e));
     ent->crl_number = (uint64_t)crl_number;
     HSMCA_GUARD(get_plain(o, "crl_sha256", ent->crl_sha256, sizeof(ent->crl_sha256), e));
-    int64_t renews = 0;
+    int64_t renews = 0, uid = -1, areq = 0;
+    HSMCA_GUARD(get_int(o, "uid", 0, &uid, e));
+    HSMCA_GUARD(get_int(o, "approval_required", 0, &areq, e));
+    ent->has_uid = uid >= 0;
+    ent->uid = uid >= 0 ? (uint64_t)uid : 0;
+    ent->approval_required = (uint64_t)areq;
     HSMCA_GUARD(get_int(o, "renews", 0, &renews, e));
     ent->renews = (uint64_t)renews;
     json_t *proof = json_object_get(o, "proof");

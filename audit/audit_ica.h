@@ -8,13 +8,22 @@
  * - intermediate-approve and -deny name an earlier request; an approval comes before the
  *   request's `expires`, from a user who is not its requester and has not approved it
  *   already, and never after a denial or the certificate; a denial never after the
- *   certificate or another denial;
+ *   certificate or another denial, and never while the request's issue-intent has no
+ *   issue-result (a signature in flight: the certificate may already exist);
+ * - users are the same when their uids are (entries carry the caller's uid); an entry
+ *   without one (an older log) is compared by name;
+ * - the approvals a request needs are the larger of its recorded `required` and the
+ *   approval.required in force (the latest `config` entry's approval_required, absent
+ *   in older logs): raising it reaches waiting requests, lowering never weakens one; a
+ *   request whose signature is in flight keeps the count its intent was checked with;
  * - an issue-intent of profile "intermediate" names a request with its `required`
  *   approvals and no denial and no certificate yet: no CA certificate is signed without
  *   its M approvals before it;
  * - an intermediate-cert names such a request after its intent, once, and its
  *   cert_sha256 is the SHA-256 of its certificate;
  * - an intermediate-fetch names a signed request;
+ * - a revoke never names the serial of an intermediate whose issue-intent has no
+ *   issue-result yet (revoke the certificate once it is issued);
  * - an intermediate-auto-approve (approval.auto_renew) stands for all of a request's
  *   approvals: with an origin, the rule of audit_ica_renew.h (audit_ica_may_renew: the
  *   cluster's current intermediate, no revoked key, a proof of possession bound to this
@@ -24,7 +33,8 @@
  *   expired at the entry's time; and either the two have the same key (key_sha256) and
  *   the entry has no proof, or its proof verifies under the renewed certificate's key over
  *   audit_ica_renewal_message of the renewal's cluster and CSR (audit_ica_may_auto).
- * Memory: every request (its CSR and certificate) up to AUDIT_ICA_MAX. */
+ * Any number of requests (the table grows); the CSR of a denied or expired request is
+ * freed (csr_b64 NULL). Memory: every request, its certificate, the CSRs still live. */
 #ifndef HSMCA_AUDIT_ICA_H
 #define HSMCA_AUDIT_ICA_H
 
@@ -34,7 +44,6 @@
 #include "audit_entry.h"
 #include "hsmca_err.h"
 
-#define AUDIT_ICA_MAX 4096u         /* requests in one log */
 #define AUDIT_ICA_APPROVERS_MAX 16u /* approvals of one request: required is 1..16 */
 #define AUDIT_ICA_USER_MAX 64u      /* bytes of a user name kept */
 #define AUDIT_ICA_PROFILE "intermediate"
@@ -50,16 +59,20 @@ typedef enum {
 typedef struct {
     uint64_t id;
     int64_t time, expires;
-    uint64_t required, ttl_s;
+    uint64_t required, ttl_s; /* required: the approvals it needs now (the rule above) */
+    uint64_t recorded;        /* the required its request entry holds */
+    int64_t requester_uid;    /* -1: none logged (compared by name) */
     char requester[AUDIT_ICA_USER_MAX + 1];
     char cluster[AUDIT_CLUSTER_MAX + 1];
     char key_sha256[65];
-    char *csr_b64; /* base64 of the CSR's DER (NUL-terminated) */
+    char *csr_b64; /* base64 of the CSR's DER (NUL-terminated); NULL once denied or expired */
     char approvers[AUDIT_ICA_APPROVERS_MAX][AUDIT_ICA_USER_MAX + 1];
+    int64_t approver_uids[AUDIT_ICA_APPROVERS_MAX]; /* -1: none logged */
     unsigned n_approvers;
     int denied;
     char denied_by[AUDIT_ICA_USER_MAX + 1], reason[256];
     uint64_t intent_seq; /* the issue-intent of its signature; 0: none yet */
+    int intent_open;     /* that intent has no issue-result yet: a signature in flight */
     char *cert_b64;      /* NULL until issued */
     char cert_sha256[65];
     char serial[AUDIT_SERIAL_HEX_MAX + 1]; /* its intent's: the certificate's serial */
@@ -83,16 +96,29 @@ const audit_ica_req *audit_ica_find(const audit_ica *t, uint64_t id);
 size_t audit_ica_count(const audit_ica *t);
 const audit_ica_req *audit_ica_at(const audit_ica *t, size_t i);
 
+/* Requests waiting at time now (pending or approved, not signed, not denied, not
+ * expired): in all into *all, of user (uid; -1: by name) returned. */
+size_t audit_ica_waiting(const audit_ica *t, const char *user, int64_t uid, int64_t now,
+                         size_t *all);
+
 /* Its state at wall time now. */
 audit_ica_state audit_ica_state_of(const audit_ica_req *r, int64_t now);
 const char *audit_ica_state_name(audit_ica_state s);
 
-/* Whether user may approve request id at time now (the rules above, the same text the
- * verifier gives): HSMCA_OK, HSMCA_ENOTFOUND for no such request, HSMCA_EPERM naming
- * the rule. */
+/* Checks entry ent (any kind, its seq and time set as it will be written) against the
+ * rules above without changing t: HSMCA_OK when audit_ica_apply would accept it, else
+ * HSMCA_EPERM (or HSMCA_ENOTFOUND) naming the rule. The signer runs it before it appends
+ * a line, so a line the rules reject is never written. */
+HSMCA_MUSTCHECK hsmca_code audit_ica_check(const audit_ica *t, const audit_entry *ent,
+                                           hsmca_err *e);
+
+/* Whether user (uid, -1 when unknown) may approve request id at time now (the rules
+ * above, the same text the verifier gives): HSMCA_OK, HSMCA_ENOTFOUND for no such
+ * request, HSMCA_EPERM naming the rule. */
 HSMCA_MUSTCHECK hsmca_code audit_ica_may_approve(const audit_ica *t, uint64_t id, const char *user,
-                                                 int64_t now, hsmca_err *e);
-/* Whether request id may be denied (not issued, not denied already). */
+                                                 int64_t uid, int64_t now, hsmca_err *e);
+/* Whether request id may be denied (not issued, not denied already, no signature in
+ * flight). */
 HSMCA_MUSTCHECK hsmca_code audit_ica_may_deny(const audit_ica *t, uint64_t id, hsmca_err *e);
 
 /* Whether request id may be auto-approved at time now as the renewal of request renews

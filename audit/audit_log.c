@@ -358,6 +358,12 @@ static int try_recover_locked(audit_log *l)
 
 hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq, hsmca_err *e)
 {
+    return audit_log_append_checked(l, ent, NULL, NULL, seq, e);
+}
+
+hsmca_code audit_log_append_checked(audit_log *l, audit_entry *ent, audit_check_fn check,
+                                    void *ctx, uint64_t *seq, hsmca_err *e)
+{
     pthread_mutex_lock(&l->mu);
     /* An intent's outcome is kept while the log has failed, to be written after it when
      * the log recovers: without it the intent would read as "maybe signed" (and the next
@@ -372,7 +378,10 @@ hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq, hsmca
     ent->seq = l->next_seq;
     ent->time = util_wall_now();
     size_t n;
-    hsmca_code rc = audit_entry_encode(ent, l->line, &n, e);
+    /* The rules see the entry with the seq and time it is written with. */
+    hsmca_code rc = check ? check(ctx, ent, e) : HSMCA_OK;
+    if (rc == HSMCA_OK)
+        rc = audit_entry_encode(ent, l->line, &n, e);
     if (rc != HSMCA_OK) {
         pthread_mutex_unlock(&l->mu);
         return rc;

@@ -70,6 +70,16 @@ HSMCA_MUSTCHECK hsmca_code audit_log_open_ex(const char *dir, uid_t owner, gid_t
 HSMCA_MUSTCHECK hsmca_code audit_log_append(audit_log *l, audit_entry *ent, uint64_t *seq,
                                             hsmca_err *e);
 
+/* A rule an entry must pass before its line is written (HSMCA_OK), or why not. */
+typedef hsmca_code (*audit_check_fn)(void *ctx, const audit_entry *ent, hsmca_err *e);
+
+/* audit_log_append, with check run on the entry (its seq and time set) under the log's
+ * lock just before its line is written: a refused entry is not written (check's code and
+ * message). check may be NULL. */
+HSMCA_MUSTCHECK hsmca_code audit_log_append_checked(audit_log *l, audit_entry *ent,
+                                                    audit_check_fn check, void *ctx,
+                                                    uint64_t *seq, hsmca_err *e);
+
 /* Blocks until every line up to seq is on stable storage (HSMCA_OK), or the log failed
  * (HSMCA_EUNAVAIL with the reason). */
 HSMCA_MUSTCHECK hsmca_code audit_log_sync_through(audit_log *l, uint64_t seq, hsmca_err *e);

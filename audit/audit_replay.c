@@ -3,6 +3,7 @@
  * the intents still waiting for their result (few: at most the requests in flight). */
 #include "audit_replay.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,9 @@ struct audit_replay {
     uint64_t intents;
     audit_ica *ica; /* the intermediate CA requests (audit_ica.h) */
     audit_crl *crl; /* the revocations and CRLs (audit_crl.h) */
+    int ca_broken;  /* a CA-profile rule failed: its rules are not applied after it */
+    uint64_t ca_broken_seq;
+    char ca_broken_why[sizeof(((hsmca_err *)0)->msg)];
 };
 
 hsmca_code audit_replay_new(audit_replay **out, hsmca_err *e)
@@ -303,9 +307,28 @@ static HSMCA_MUSTCHECK hsmca_code replay_serials(audit_replay *r, const audit_en
 hsmca_code audit_replay_entry(audit_replay *r, const audit_entry *ent, uint64_t off, hsmca_err *e)
 {
     HSMCA_GUARD(replay_serials(r, ent, off, e));
-    if (r->crl)
-        HSMCA_GUARD(audit_crl_apply(r->crl, ent, off, e));
-    return r->ica ? audit_ica_apply(r->ica, ent, off, e) : HSMCA_OK;
+    if (r->ca_broken)
+        return HSMCA_OK; /* the CA profile's state is not trusted past its first break */
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    hsmca_code rc = r->crl ? audit_crl_apply(r->crl, ent, off, &why) : HSMCA_OK;
+    if (rc == HSMCA_OK && r->ica)
+        rc = audit_ica_apply(r->ica, ent, off, &why);
+    if (rc == HSMCA_OK)
+        return HSMCA_OK;
+    if (rc != HSMCA_EPERM)
+        return hsmca_fail(e, rc, "%s", why.msg);
+    /* A CA-profile rule broken: noted, and the workload rules go on (audit_replay.h). */
+    r->ca_broken = 1;
+    r->ca_broken_seq = ent->seq;
+    snprintf(r->ca_broken_why, sizeof(r->ca_broken_why), "%s", why.msg);
+    return HSMCA_OK;
+}
+
+const char *audit_replay_ca_broken(const audit_replay *r, uint64_t *seq)
+{
+    *seq = r->ca_broken_seq;
+    return r->ca_broken ? r->ca_broken_why : NULL;
 }
 
 static hsmca_code replay_serials(audit_replay *r, const audit_entry *ent, uint64_t off,

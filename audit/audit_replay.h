@@ -27,7 +27,11 @@
  *   log from making the replay's memory or time grow with it).
  *
  * A violation is HSMCA_EPERM, its message "log seq N (byte B): " and the rule; the caller
- * stops there. Memory: the open intents, and the serials whose certificate has not
+ * stops there. A violation of a CA-profile rule (the intermediate rules, audit_ica.h; the
+ * CRL rules, audit_crl.h) is not: it is noted (audit_replay_ca_broken), the CA-profile
+ * rules are not applied to later entries, and the workload rules above go on, so a log
+ * that breaks one never takes workload issuance down; the signer closes its CA profile,
+ * `audit verify` fails naming it. Memory: the open intents, and the serials whose certificate has not
  * expired by the log's clock (expired ones are dropped as the table grows). */
 #ifndef HSMCA_AUDIT_REPLAY_H
 #define HSMCA_AUDIT_REPLAY_H
@@ -61,6 +65,10 @@ struct audit_ica *audit_replay_take_ica(audit_replay *r);
  * (the caller frees them with audit_crl_free). */
 struct audit_crl;
 struct audit_crl *audit_replay_take_crl(audit_replay *r);
+
+/* The first CA-profile rule the entries broke (its message; its seq into *seq), or NULL
+ * when none. Owned by r. */
+const char *audit_replay_ca_broken(const audit_replay *r, uint64_t *seq);
 
 /* The issue-intents fed so far. */
 uint64_t audit_replay_intents(const audit_replay *r);

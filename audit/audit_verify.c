@@ -370,6 +370,16 @@ hsmca_code audit_verify(const audit_verify_opts *o, audit_verify_report *r, hsmc
         rc = audit_replay_new(&v.replay, e);
     if (rc == HSMCA_OK)
         rc = replay(&v, e);
+    uint64_t bseq;
+    const char *broken = rc == HSMCA_OK ? audit_replay_ca_broken(v.replay, &bseq) : NULL;
+    if (broken) /* every other check ran to the end: only the CA profile's rules stopped */
+        rc = hsmca_fail(e, HSMCA_EPERM,
+                        "a CA-profile rule is broken at log seq %llu: %s. The rest verified: "
+                        "framing, checkpoints, tiles and the workload entries' rules to the "
+                        "end; the intermediate and CRL entries after seq %llu were not "
+                        "checked. The signer serves workloads with its CA profile closed "
+                        "(docs/OPERATIONS.md, \"A broken CA-profile rule\")",
+                        (unsigned long long)bseq, broken, (unsigned long long)bseq);
     if (rc == HSMCA_OK) {
         snprintf(r->origin, sizeof(r->origin), "%s", v.origin);
         r->open_intents = audit_replay_open_count(v.replay);

@@ -205,6 +205,8 @@ typedef struct {
     /* approval: istiod intermediates (signer/signer_ica.h) */
     uint32_t approval_required;    /* distinct approvers, default 2 (1..CONFIG_MAX_APPROVALS) */
     uint32_t approval_pending_ttl; /* seconds a request waits for them, default 86400 */
+    uint32_t approval_max_pending_per_user; /* requests of one user waiting at once, default 4 */
+    uint32_t approval_max_pending;          /* requests waiting at once, default 64 */
     int approval_auto_renew;       /* a renewal of the current intermediate, proved by its key
                                       (audit_ica_renew.h), approved without approvers; default 0 */
     /* intermediate: the CA profile of an istiod intermediate */

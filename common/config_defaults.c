@@ -144,6 +144,8 @@ void config_defaults(hsmca_config *c)
     c->jwt_bind = 1;
     c->approval_required = 2;
     c->approval_pending_ttl = 86400;
+    c->approval_max_pending_per_user = 4;
+    c->approval_max_pending = 64;
     c->ica_max_ttl = 365 * 86400;
     /* The names istiod's own serving certificate carries (Istio's getDNSNames for the
      * default revision in istio-system); a revision or another namespace configures its own. */

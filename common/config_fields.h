@@ -153,6 +153,8 @@ static const config_field fields[] = {
     F("admin", "group", CT_STR, admin_group, 0),
     S("", "approval"),
     FR("approval", "required", approval_required, 1, CONFIG_MAX_APPROVALS),
+    FR("approval", "max_pending_per_user", approval_max_pending_per_user, 1, 1024),
+    FR("approval", "max_pending", approval_max_pending, 1, 65536),
     F("approval", "pending_ttl", CT_DUR, approval_pending_ttl, 0),
     F("approval", "auto_renew", CT_BOOL, approval_auto_renew, 0),
     S("", "intermediate"),

@@ -248,6 +248,8 @@ static HSMCA_MUSTCHECK hsmca_code validate_admin(const hsmca_config *c, hsmca_er
                  "config: admin.socket must be a path of fewer than 100 bytes (a unix socket's)");
     HSMCA_ENSURE(c->admin_socket[0] || !c->admin_group[0], e, HSMCA_EINVAL,
                  "config: admin.group needs admin.socket (the socket it may use)");
+    HSMCA_ENSURE(c->approval_max_pending_per_user <= c->approval_max_pending, e, HSMCA_EINVAL,
+                 "config: approval.max_pending_per_user must not exceed approval.max_pending");
     HSMCA_ENSURE(c->ica_max_ttl >= 3600, e, HSMCA_EINVAL,
                  "config: intermediate.max_ttl must be at least 1h");
     HSMCA_ENSURE(subject_prefix_ok(c->ica_subject_prefix), e, HSMCA_EINVAL,

@@ -177,7 +177,7 @@ static inline const char *sigstat_audit_name(unsigned v)
  * and a count; the sender's buffer is this size. */
 #define SIGSTAT_HIST_COST (3 + (3 + 10 * (METRICS_HIST_BOUNDS + 1)) + 9 + 11)
 #define SIGSTAT_REPLY_MAX 2048
-_Static_assert(14 * 11 + 2 * 9 + (3 + SIGSTAT_KEY_TYPE_MAX) + 3 * SIGSTAT_HIST_COST +
+_Static_assert(16 * 11 + 2 * 9 + (3 + SIGSTAT_KEY_TYPE_MAX) + 3 * SIGSTAT_HIST_COST +
                        (3 + 10 * SIGSTAT_PROFILES) + (3 + 10 * SIGSTAT_REFUSALS) +
                        (3 + 10 * SIGSTAT_ROOTS_MAX) <=
                    SIGSTAT_REPLY_MAX,

@@ -13,7 +13,8 @@ int fe_health(const fe_app *app, mbuf *b);
 /* Ready: a signer connected, its token logged in, the audit log writable with a recent
  * checkpoint (or explicitly off), the serving certificate valid, the local cluster's
  * issuer keys loaded (when auth.chain names jwt). 1 when all hold; writes one line per
- * condition ("ok: ..." or "not ready: ...") into b (b may be NULL). */
+ * condition ("ok: ..." or "not ready: ...") into b (b may be NULL), and "warning: ..."
+ * lines for what does not stop workloads (a closed CA profile). */
 int fe_ready(const fe_app *app, mbuf *b);
 
 #endif

@@ -67,6 +67,8 @@ static void take(fe_sigstat_figures *f, const Hsmca__Ipc__StatusReply *r)
     f->checkpoint_time = r->checkpoint_time;
     f->ca_not_after = r->ca_not_after;
     f->signer_uptime = r->uptime;
+    f->ca_closed = r->ca_closed;
+    f->ca_closed_seq = r->ca_closed_seq;
 }
 
 static void on_reply(void *arg, uint64_t id, const uint8_t *payload, size_t len)

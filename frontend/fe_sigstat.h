@@ -39,6 +39,8 @@ typedef struct {
     int64_t roots_not_after[SIGSTAT_ROOTS_MAX];
     int n_roots;
     double signer_uptime; /* seconds, as of the reply */
+    int ca_closed;        /* the CA profile is closed: the log breaks a CA-profile rule */
+    uint64_t ca_closed_seq; /* at this log seq */
 } fe_sigstat_figures;
 
 typedef struct fe_sigstat fe_sigstat;

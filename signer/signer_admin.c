@@ -45,8 +45,8 @@
 typedef struct {
     int fd; /* -1: a free slot */
     double deadline;
-    uid_t uid; /* (uid_t)-1: not known */
     char user[AUDIT_ICA_USER_MAX + 1];
+    int64_t uid; /* SO_PEERCRED's; -1: unknown */
     int allowed;
     int waiting;   /* its op's reply comes once a CA signature completes (s->ca_reply) */
     char why[200]; /* why not, when not allowed */
@@ -62,7 +62,7 @@ struct signer_admin {
     admin_conn conns[ADMIN_MAX_CONNS];
     struct {
         window_limiter *l; /* the refused attempts' audit entries of uid; NULL: free */
-        uid_t uid;
+        int64_t uid;
         double last;
     } refusals[ADMIN_REFUSAL_UIDS];
 };
@@ -181,15 +181,15 @@ static void identify(signer_admin *a, admin_conn *c)
     struct ucred cred;
     socklen_t len = sizeof(cred);
     c->allowed = 0;
-    c->uid = (uid_t)-1;
+    c->uid = -1;
     if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
         snprintf(c->why, sizeof(c->why), "SO_PEERCRED: %s", strerror(errno));
         snprintf(c->user, sizeof(c->user), "unknown");
         return;
     }
-    c->uid = cred.uid;
     char buf[4096];
     struct passwd pw, *res = NULL;
+    c->uid = (int64_t)cred.uid;
     if (getpwuid_r(cred.uid, &pw, buf, sizeof(buf), &res) == 0 && res)
         snprintf(c->user, sizeof(c->user), "%s", res->pw_name);
     else
@@ -228,7 +228,7 @@ static void refusal_summary(signer_ctx *s, uint64_t count)
 
 /* The refusal limiter of uid: its own, else the least recently used one's (its pending
  * count reported first), renewed. NULL when out of memory. */
-static window_limiter *refusals_of(signer_admin *a, signer_ctx *s, uid_t uid, double now)
+static window_limiter *refusals_of(signer_admin *a, signer_ctx *s, int64_t uid, double now)
 {
     int pick = 0;
     for (int i = 0; i < ADMIN_REFUSAL_UIDS; i++) {
@@ -374,6 +374,13 @@ static json_t *op_status(signer_ctx *s, const char *user, json_t *req, hsmca_err
                           "audit_bytes", (json_int_t)bytes, "approval_required",
                           (json_int_t)s->cfg.approval_required, "intermediates_pending",
                           (json_int_t)signer_ica_pending(s), "trust_domain", s->cfg.trust_domain);
+    hsmca_err closed;
+    hsmca_err_clear(&closed);
+    int open = signer_ca_open(s, &closed) == HSMCA_OK;
+    if (r && json_object_set_new(r, "ca_profile", json_string(open ? "open" : closed.msg)) != 0) {
+        json_decref(r);
+        r = NULL;
+    }
     if (!r)
         hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     return r;
@@ -421,7 +428,9 @@ static void admin_request(signer_admin *a, signer_ctx *s, admin_conn *c, const c
     }
     hsmca_err e;
     hsmca_err_clear(&e);
+    s->admin_uid = c->uid; /* who asks: the ops log it and compare users by it */
     json_t *r = fn(s, c->user, req, &e);
+    s->admin_uid = -1;
     json_decref(req);
     if (r == SIGNER_REPLY_LATER) {
         c->waiting = 1;

@@ -10,6 +10,8 @@
 #include <openssl/x509.h>
 
 #include "audit_entry.h"
+#include "audit_ica.h"
+#include "signer_casign.h"
 #include "ipc_contract.h"
 #include "signer_ctx.h"
 #include "util.h"
@@ -88,7 +90,13 @@ static HSMCA_MUSTCHECK hsmca_code config_entry(signer_ctx *s, const tbs_policy *
     free(text);
     HSMCA_ENSURE(n > 0, e, HSMCA_EINTERNAL, "audit: the policy text does not fit %zu bytes", cap);
     util_hex(h, sizeof(h), a.policy_sha256);
-    return append(s, &a, last, e);
+    /* The count in force, for the replay's rule on waiting requests (audit_ica.h). */
+    a.approval_required = s->cfg.approval_required;
+    HSMCA_GUARD(append(s, &a, last, e));
+    hsmca_err why;
+    if (s->ica && audit_ica_apply(s->ica, &a, 0, &why) != HSMCA_OK)
+        signer_ca_close(s, a.seq, why.msg);
+    return HSMCA_OK;
 }
 
 /* A key URI as logged: without its query, where RFC 7512 puts pin-value, pin-source
@@ -164,6 +172,11 @@ hsmca_code signer_audit_close_open(signer_ctx *s, const audit_replay *replay, ui
         snprintf(a.code, sizeof(a.code), "UNKNOWN");
         a.error = (audit_str){why, strlen(why), 0};
         HSMCA_GUARD(append(s, &a, last, e));
+        /* An intermediate's intent is closed in the state too: its request can be
+         * signed again (fetch) or denied. */
+        hsmca_err why2;
+        if (s->ica && audit_ica_apply(s->ica, &a, 0, &why2) != HSMCA_OK)
+            signer_ca_close(s, a.seq, why2.msg);
         n++;
     }
     if (n) {

@@ -19,6 +19,7 @@
 #include "signer_casign.h"
 #include "signer_ctx.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,8 +104,33 @@ int signer_casign_busy(signer_ctx *s)
     return busy;
 }
 
+void signer_ca_close(signer_ctx *s, uint64_t seq, const char *why)
+{
+    if (s->ca_closed)
+        return; /* the first broken rule is the one to report */
+    s->ca_closed = 1;
+    s->ca_closed_seq = seq;
+    snprintf(s->ca_closed_why, sizeof(s->ca_closed_why), "%s", why);
+    char sq[24];
+    snprintf(sq, sizeof(sq), "%llu", (unsigned long long)seq);
+    LOG_EVENT(LOG_LVL_ERROR, "CA profile closed: the signing log breaks a CA-profile rule; "
+              "workloads are still signed (docs/OPERATIONS.md)", LOG_STR("seq", sq),
+              LOG_STR("reason", why));
+}
+
+hsmca_code signer_ca_open(signer_ctx *s, hsmca_err *e)
+{
+    HSMCA_ENSURE(!s->ca_closed, e, HSMCA_EPERM,
+                 "the CA profile is closed: the signing log breaks a CA-profile rule at seq "
+                 "%llu (%s); workloads are still signed, intermediates and CRLs are not "
+                 "(docs/OPERATIONS.md)",
+                 (unsigned long long)s->ca_closed_seq, s->ca_closed_why);
+    return HSMCA_OK;
+}
+
 hsmca_code signer_casign_ready(signer_ctx *s, hsmca_err *e)
 {
+    HSMCA_GUARD(signer_ca_open(s, e));
     HSMCA_ENSURE(s->casign, e, HSMCA_EINTERNAL, "no CA signing thread");
     HSMCA_ENSURE(p11_pool_healthy(s->pool), e, HSMCA_EUNAVAIL,
                  "the CA key's token is reconnecting: not signed now (try again)");

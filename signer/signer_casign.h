@@ -28,8 +28,16 @@ typedef json_t *(*signer_casign_done)(signer_ctx *s, void *arg, const uint8_t *s
 void signer_casign_init(signer_ctx *s);
 
 /* Refusals up front: HSMCA_EUNAVAIL when the CA key's token is reconnecting or the
- * previous CA signature has not returned. */
+ * previous CA signature has not returned; HSMCA_EPERM when the CA profile is closed. */
 HSMCA_MUSTCHECK hsmca_code signer_casign_ready(signer_ctx *s, hsmca_err *e);
+
+/* Closes the CA profile: the log breaks a CA-profile rule (intermediates, CRLs) at seq,
+ * why says which. From then on CA signatures and intermediate and revocation steps are
+ * refused naming it; workloads are still signed. */
+void signer_ca_close(signer_ctx *s, uint64_t seq, const char *why);
+
+/* HSMCA_OK while the CA profile is open, else HSMCA_EPERM naming the broken rule. */
+HSMCA_MUSTCHECK hsmca_code signer_ca_open(signer_ctx *s, hsmca_err *e);
 
 /* 1 while a CA signature is out (a hung one included). */
 int signer_casign_busy(signer_ctx *s);

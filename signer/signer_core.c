@@ -284,6 +284,10 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
     s->crl = audit_replay_take_crl(r.replay); /* revocations and CRLs (signer_crl.h) */
     if (s->crl)
         signer_crl_restore(s);
+    uint64_t bseq;
+    const char *broken = audit_replay_ca_broken(r.replay, &bseq);
+    if (broken) /* workloads go on; the CA profile waits for the operator */
+        signer_ca_close(s, bseq, broken);
     /* A repeated serial refuses the log (audit_replay.h): serials_duplicate stays 0, in
      * the stable set of keys; serials_expired are those not restored (expired, or
      * another CA key's). */

@@ -186,6 +186,13 @@ static HSMCA_MUSTCHECK hsmca_code write_file(const char *path, const char *text,
     return HSMCA_OK;
 }
 
+/* audit_check_fn: a crl entry passes the log's CRL rules as it is written. */
+static hsmca_code crl_rule(void *ctx, const audit_entry *ent, hsmca_err *e)
+{
+    const signer_ctx *s = ctx;
+    return audit_crl_check(s->crl, ent, e);
+}
+
 /* The crl entry, durable; then the file and the PEM kept for crl-get. */
 static HSMCA_MUSTCHECK hsmca_code record(signer_ctx *s, const uint8_t *der, size_t len,
                                          uint64_t number, int64_t now, hsmca_err *e)
@@ -197,7 +204,7 @@ static HSMCA_MUSTCHECK hsmca_code record(signer_ctx *s, const uint8_t *der, size
     SHA256(der, len, md);
     util_hex(md, 32, ent.crl_sha256);
     uint64_t seq;
-    HSMCA_GUARD(audit_log_append(s->audit, &ent, &seq, e));
+    HSMCA_GUARD(audit_log_append_checked(s->audit, &ent, crl_rule, s, &seq, e));
     HSMCA_GUARD(audit_log_sync_through(s->audit, seq, e));
     HSMCA_GUARD(audit_crl_apply(s->crl, &ent, 0, e));
     BIO *b = BIO_new(BIO_s_mem());

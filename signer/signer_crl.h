@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 
+#include "audit_entry.h"
 #include "hsmca_err.h"
 
 typedef struct signer_ctx signer_ctx;
@@ -28,6 +29,11 @@ typedef struct signer_ctx signer_ctx;
 /* The admin ops (signer_admin.c's table): ca-revoke (serial: lowercase hex of its octets,
  * reason: an RFC 5280 name, force_unknown: a serial the log does not know) and crl-get
  * (the current CRL's PEM). */
+/* audit_check_fn (ctx: the signer_ctx): a revocation entry (revoke, revoke-identity, its
+ * lift) passes the revocation rules (audit_crl.h) and the intermediate rules (never a
+ * serial whose signature is in flight) as it is written: a refused one is never written. */
+hsmca_code signer_crl_rule(void *ctx, const audit_entry *ent, hsmca_err *e);
+
 json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
 json_t *signer_crl_get(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
 

@@ -89,8 +89,17 @@ static json_t *revoke_reply(audit_entry *ent, const char *serial, const char *wh
     return r;
 }
 
+hsmca_code signer_crl_rule(void *ctx, const audit_entry *ent, hsmca_err *e)
+{
+    const signer_ctx *s = ctx;
+    HSMCA_GUARD(audit_crl_check(s->crl, ent, e));
+    return s->ica ? audit_ica_check(s->ica, ent, e) : HSMCA_OK;
+}
+
 json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
 {
+    if (signer_ca_open(s, e) != HSMCA_OK)
+        return NULL;
     if (!s->crl || !s->audit) {
         hsmca_fail(e, HSMCA_EUNAVAIL, "revocations need the audit log (audit.dir): they are "
                                       "its entries");
@@ -113,6 +122,15 @@ json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_er
     const char *kind = kind_of(s, bin, n, serial, force, e);
     if (!kind)
         return NULL;
+    audit_entry ent = {.kind = AUDIT_REVOKE};
+    snprintf(ent.serial, sizeof(ent.serial), "%s", serial);
+    snprintf(ent.profile, sizeof(ent.profile), "%s", kind);
+    ent.reason = (audit_str){reason, strlen(reason), 0};
+    ent.requester = (audit_str){user, strlen(user), 0};
+    /* An intermediate's serial while its signature is in flight: refused by its rule,
+     * named as such (checked again as the entry is written). */
+    if (signer_crl_rule(s, &ent, e) != HSMCA_OK)
+        return NULL;
     /* Refused before its entry while a CA signature is out (a CRL's count is the list's
      * length as that CRL was built): the revocation and its CRL stay one step. */
     if (s->cfg.crl_path[0] && signer_casign_busy(s)) {
@@ -120,14 +138,9 @@ json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_er
                                       "revoked now (try again)");
         return NULL;
     }
-    audit_entry ent = {.kind = AUDIT_REVOKE};
-    snprintf(ent.serial, sizeof(ent.serial), "%s", serial);
-    snprintf(ent.profile, sizeof(ent.profile), "%s", kind);
-    ent.reason = (audit_str){reason, strlen(reason), 0};
-    ent.requester = (audit_str){user, strlen(user), 0};
     uint64_t seq;
     pthread_mutex_lock(&s->rev_lock); /* the checker reads the list (signer_revoke.h) */
-    int ok = audit_log_append(s->audit, &ent, &seq, e) == HSMCA_OK &&
+    int ok = audit_log_append_checked(s->audit, &ent, signer_crl_rule, s, &seq, e) == HSMCA_OK &&
              audit_log_sync_through(s->audit, seq, e) == HSMCA_OK &&
              audit_crl_apply(s->crl, &ent, 0, e) == HSMCA_OK &&
              (!s->ica || audit_ica_apply(s->ica, &ent, 0, e) == HSMCA_OK); /* as the replay */

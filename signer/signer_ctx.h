@@ -131,6 +131,12 @@ struct signer_ctx {
      * one), then the main thread's alone; the PEM text fetch hands out. */
     struct audit_ica *ica;
     char *ica_ca_pem, *ica_chain_pem, *ica_roots_pem;
+    /* The CA profile closed (signer_casign.h signer_ca_close): the log breaks a CA-profile
+     * rule at seq ca_closed_seq, why in ca_closed_why; workloads are still signed. */
+    int ca_closed;
+    uint64_t ca_closed_seq;
+    char ca_closed_why[512];
+    int64_t admin_uid; /* the uid of the admin caller whose op runs now (SO_PEERCRED) */
     /* Revocations and the CA's CRL (signer_crl.h): rebuilt from the log at start, then the
      * main thread's alone; the PEM of the CRL this life signed last (NULL: none yet). */
     struct audit_crl *crl;

@@ -112,7 +112,9 @@ json_t *signer_ica_show(signer_ctx *s, const char *user, json_t *req, hsmca_err 
     const audit_ica_req *r = req_of(s, req, e);
     if (!r)
         return NULL;
-    json_t *profile = signer_ica_profile(s, r, e);
+    json_t *profile = r->csr_b64 ? signer_ica_profile(s, r, e)
+                                 : json_string("none: the request is denied or expired, its "
+                                               "CSR is no longer kept");
     if (!profile)
         return NULL;
     return json_pack("{s:b, s:o, s:o}", "ok", 1, "request", req_json(r), "profile", profile);
@@ -179,6 +181,23 @@ static json_t *renewal_signed(signer_ctx *s, const char *user, json_t *req, hsmc
     return request_reply(s, (uint64_t)json_integer_value(id), "");
 }
 
+/* Room for one more waiting request of user (the caller, s->admin_uid): at most
+ * approval.max_pending_per_user of its own and approval.max_pending in all. */
+static HSMCA_MUSTCHECK hsmca_code room_for(signer_ctx *s, const char *user, hsmca_err *e)
+{
+    size_t all;
+    size_t mine = audit_ica_waiting(s->ica, user, s->admin_uid, (int64_t)time(NULL), &all);
+    HSMCA_ENSURE(mine < s->cfg.approval_max_pending_per_user, e, HSMCA_EUNAVAIL,
+                 "%s has %zu intermediate requests waiting (approval.max_pending_per_user is "
+                 "%u): refused until one is signed, denied or expires (approval.pending_ttl)",
+                 user, mine, s->cfg.approval_max_pending_per_user);
+    HSMCA_ENSURE(all < s->cfg.approval_max_pending, e, HSMCA_EUNAVAIL,
+                 "%zu intermediate requests are waiting (approval.max_pending is %u): refused "
+                 "until one is signed, denied or expires (approval.pending_ttl)",
+                 all, s->cfg.approval_max_pending);
+    return HSMCA_OK;
+}
+
 json_t *signer_ica_request(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
 {
     static char b64[AUDIT_BLOB_MAX + 1];
@@ -196,15 +215,14 @@ json_t *signer_ica_request(signer_ctx *s, const char *user, json_t *req, hsmca_e
         hsmca_fail(e, HSMCA_EINVAL, "ttl: at most intermediate.max_ttl (%us)", s->cfg.ica_max_ttl);
         return NULL;
     }
-    if (audit_ica_count(s->ica) >= AUDIT_ICA_MAX) {
-        hsmca_fail(e, HSMCA_EUNAVAIL, "%u intermediate requests in this log: no more",
-                   AUDIT_ICA_MAX);
+    if (signer_ca_open(s, e) != HSMCA_OK || room_for(s, user, e) != HSMCA_OK)
         return NULL;
-    }
     if (take_csr(json_string_value(json_object_get(req, "csr")), &ent, b64, e) != HSMCA_OK)
         return NULL;
     snprintf(ent.cluster, sizeof(ent.cluster), "%s", cluster);
     ent.requester = (audit_str){user, strlen(user), 0};
+    ent.has_uid = s->admin_uid >= 0;
+    ent.uid = (uint64_t)s->admin_uid;
     ent.required = s->cfg.approval_required;
     ent.expires = (int64_t)time(NULL) + s->cfg.approval_pending_ttl;
     ent.ttl_s = ttl ? (uint64_t)json_integer_value(ttl) : 0;
@@ -249,7 +267,7 @@ json_t *signer_ica_renew_proof(signer_ctx *s, const char *user, json_t *req, hsm
                    (unsigned long long)id);
         return NULL;
     }
-    if (take_proof(req, &b64, &proof, &plen, e) != HSMCA_OK)
+    if (signer_ca_open(s, e) != HSMCA_OK || take_proof(req, &b64, &proof, &plen, e) != HSMCA_OK)
         return NULL;
     /* Two seconds' margin, as for an approval: the entry's own time is what is checked. */
     hsmca_code rc = audit_ica_may_renew(s->ica, id, s->cfg.audit_origin, proof, plen,
@@ -284,11 +302,15 @@ json_t *signer_ica_approve(signer_ctx *s, const char *user, json_t *req, hsmca_e
     const audit_ica_req *r = req_of(s, req, e);
     /* Two seconds' margin: the entry's own time, set as it is written, stays before
      * expires (what the verifier checks). */
-    if (!r || audit_ica_may_approve(s->ica, r->id, user, (int64_t)time(NULL) + 2, e) != HSMCA_OK)
+    if (!r || signer_ca_open(s, e) != HSMCA_OK ||
+        audit_ica_may_approve(s->ica, r->id, user, s->admin_uid, (int64_t)time(NULL) + 2, e) !=
+            HSMCA_OK)
         return NULL;
     uint64_t id = r->id;
     audit_entry ent = {.kind = AUDIT_ICA_APPROVE, .request_id = id};
     ent.requester = (audit_str){user, strlen(user), 0};
+    ent.has_uid = s->admin_uid >= 0;
+    ent.uid = (uint64_t)s->admin_uid;
     if (signer_ica_log(s, &ent, e) != HSMCA_OK)
         return NULL;
     r = audit_ica_find(s->ica, id);
@@ -320,10 +342,12 @@ json_t *signer_ica_deny(signer_ctx *s, const char *user, json_t *req, hsmca_err 
                    ADMIN_MAX_REASON);
         return NULL;
     }
-    if (audit_ica_may_deny(s->ica, r->id, e) != HSMCA_OK)
+    if (signer_ca_open(s, e) != HSMCA_OK || audit_ica_may_deny(s->ica, r->id, e) != HSMCA_OK)
         return NULL;
     audit_entry ent = {.kind = AUDIT_ICA_DENY, .request_id = r->id};
     ent.requester = (audit_str){user, strlen(user), 0};
+    ent.has_uid = s->admin_uid >= 0;
+    ent.uid = (uint64_t)s->admin_uid;
     ent.reason = (audit_str){reason, strlen(reason), 0};
     if (signer_ica_log(s, &ent, e) != HSMCA_OK)
         return NULL;
@@ -363,6 +387,8 @@ json_t *signer_ica_fetch(signer_ctx *s, const char *user, json_t *req, hsmca_err
         return NULL;
     uint64_t id = r->id;
     audit_ica_state st = audit_ica_state_of(r, time(NULL));
+    if (signer_ca_open(s, e) != HSMCA_OK)
+        return NULL;
     /* Signed once approved; a token fault then is retried here. The signature is the CA
      * signing thread's: the reply waits for it (signer_casign.h). */
     if (st == ICA_APPROVED)

@@ -31,12 +31,26 @@
 #define ICA_SERIAL_LEN 16
 #define ICA_KEY_USAGE "critical,digitalSignature,keyCertSign,cRLSign"
 
+/* audit_check_fn: the intermediate rules on the entry as it will be written. */
+static hsmca_code ica_rule(void *ctx, const audit_entry *ent, hsmca_err *e)
+{
+    const signer_ctx *s = ctx;
+    return audit_ica_check(s->ica, ent, e);
+}
+
 hsmca_code signer_ica_log(signer_ctx *s, audit_entry *ent, hsmca_err *e)
 {
     uint64_t seq;
-    HSMCA_GUARD(audit_log_append(s->audit, ent, &seq, e));
-    HSMCA_GUARD(audit_log_sync_through(s->audit, seq, e));
-    return audit_ica_apply(s->ica, ent, 0, e);
+    /* Checked against the rules before it is written: a line they refuse never is. */
+    HSMCA_GUARD(audit_log_append_checked(s->audit, ent, ica_rule, s, &seq, e));
+    /* Written: the state follows the log at once, durable or not yet (a failed sync leaves
+     * the line to be written when the log recovers). Only memory can fail here, and then
+     * the state no longer matches the log: the CA profile closes. */
+    hsmca_err why;
+    hsmca_err_clear(&why);
+    if (audit_ica_apply(s->ica, ent, 0, &why) != HSMCA_OK)
+        signer_ca_close(s, seq, why.msg);
+    return audit_log_sync_through(s->audit, seq, e);
 }
 
 const char *signer_ica_key_problem(EVP_PKEY *key)
@@ -252,6 +266,11 @@ static void constraints_text(signer_ctx *s, char *out, size_t cap, char *excl, s
 static X509_REQ *csr_of(const audit_ica_req *r, hsmca_err *e)
 {
     size_t n;
+    if (!r->csr_b64) {
+        hsmca_fail(e, HSMCA_EPERM, "intermediate request %llu is denied or expired: its CSR is "
+                   "no longer kept", (unsigned long long)r->id);
+        return NULL;
+    }
     uint8_t *der = audit_ica_unbase64(r->csr_b64, strlen(r->csr_b64), &n);
     const unsigned char *p = der;
     X509_REQ *csr = der ? d2i_X509_REQ(NULL, &p, (long)n) : NULL;
@@ -338,13 +357,27 @@ static HSMCA_MUSTCHECK hsmca_code log_result(signer_ctx *s, const audit_ica_req 
         snprintf(res.code, sizeof(res.code), "%s", hsmca_code_name(why->code));
         res.error = (audit_str){why->msg, strlen(why->msg), 0};
     }
-    uint64_t seq;
-    if (!cert || len > AUDIT_BLOB_MAX / 4 * 3)
-        return signer_ica_log(s, &res, e);
-    HSMCA_GUARD(audit_log_append(s->audit, &res, &seq, e));
     audit_entry ce = {.kind = AUDIT_ICA_CERT, .request_id = r->id};
     memcpy(ce.cert_sha256, res.cert_sha256, sizeof(ce.cert_sha256));
-    ce.cert = (audit_str){b64, (size_t)EVP_EncodeBlock((unsigned char *)b64, cert, (int)len), 0};
+    hsmca_err rule;
+    hsmca_err_clear(&rule);
+    if (cert && len <= AUDIT_BLOB_MAX / 4 * 3) {
+        ce.cert = (audit_str){b64, (size_t)EVP_EncodeBlock((unsigned char *)b64, cert, (int)len),
+                              0};
+        /* The certificate's entry is checked before the result's: a certificate the rules
+         * would refuse is recorded as not handed out, and never written. */
+        if (audit_ica_check(s->ica, &ce, &rule) != HSMCA_OK) {
+            memset(res.cert_sha256, 0, sizeof(res.cert_sha256));
+            snprintf(res.code, sizeof(res.code), "%s", hsmca_code_name(HSMCA_EPERM));
+            res.error = (audit_str){rule.msg, strlen(rule.msg), 0};
+            cert = NULL;
+        }
+    }
+    if (!cert || len > AUDIT_BLOB_MAX / 4 * 3) {
+        HSMCA_GUARD(signer_ica_log(s, &res, e));
+        return rule.msg[0] ? hsmca_fail(e, HSMCA_EPERM, "%s", rule.msg) : HSMCA_OK;
+    }
+    HSMCA_GUARD(signer_ica_log(s, &res, e));
     return signer_ica_log(s, &ce, e);
 }
 

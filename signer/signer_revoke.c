@@ -133,7 +133,7 @@ static void revoke_one(void *ctx, const char *serial)
     ent.reason = (audit_str){r->reason, strlen(r->reason), 0};
     ent.requester = (audit_str){r->user, strlen(r->user), 0};
     uint64_t seq;
-    r->rc = audit_log_append(r->s->audit, &ent, &seq, r->e);
+    r->rc = audit_log_append_checked(r->s->audit, &ent, signer_crl_rule, r->s, &seq, r->e);
     ent.seq = r->last = seq;
     if (r->rc == HSMCA_OK)
         r->rc = audit_crl_apply(r->s->crl, &ent, 0, r->e);
@@ -177,7 +177,7 @@ static json_t *lift(signer_ctx *s, const char *user, const char *target, int ns,
                                      "no revocation by %s is in force on %s: nothing to lift",
                                      ns ? "namespace" : "identity", target);
     if (rc == HSMCA_OK)
-        rc = audit_log_append(s->audit, &ent, &seq, e);
+        rc = audit_log_append_checked(s->audit, &ent, signer_crl_rule, s, &seq, e);
     if (rc == HSMCA_OK)
         rc = audit_log_sync_through(s->audit, seq, e);
     ent.seq = seq;
@@ -196,7 +196,7 @@ static HSMCA_MUSTCHECK hsmca_code ban(signer_ctx *s, audit_entry *ent, revoke_ru
                                       hsmca_err *e)
 {
     uint64_t seq;
-    HSMCA_GUARD(audit_log_append(s->audit, ent, &seq, e));
+    HSMCA_GUARD(audit_log_append_checked(s->audit, ent, signer_crl_rule, s, &seq, e));
     ent->seq = run->last = seq;
     HSMCA_GUARD(audit_crl_apply(s->crl, ent, 0, e));
     char target[AUDIT_STR_MAX + 1];

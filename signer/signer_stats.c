@@ -187,6 +187,8 @@ static void fill_counts(signer_ctx *s, Hsmca__Ipc__StatusReply *r, status_parts 
     r->roots_not_after = st->roots_not_after;
     r->n_roots_not_after = (size_t)st->n_roots;
     r->uptime = util_mono_now() - st->started;
+    r->ca_closed = s->ca_closed;
+    r->ca_closed_seq = s->ca_closed_seq;
 }
 
 /* At most SIGNER_STATUS_PER_S answers a second (main thread only). */

@@ -286,6 +286,7 @@ class Intermediates(unittest.TestCase):
             e = json.loads(line)
             if e["kind"] == "intermediate-approve" and e["requester"] == user("carol"):
                 e["requester"] = user("alice")
+                e["uid"] = pwd.getpwnam(user("alice")).pw_uid  # users are compared by uid
                 lines[i] = json.dumps(e, sort_keys=True, separators=(",", ":")) + "\n"
         with open(os.path.join(bad, "log"), "w") as f:
             f.writelines(lines)

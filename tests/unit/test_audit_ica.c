@@ -135,6 +135,16 @@ static audit_entry intent(uint64_t seq, uint64_t id)
     return a;
 }
 
+/* The issue-result of intent seq intent of request id. */
+static audit_entry result(uint64_t seq, uint64_t id, uint64_t intent_seq)
+{
+    audit_entry a = step(AUDIT_ISSUE_RESULT, seq, id, "", 1001);
+    a.requester = (audit_str){NULL, 0, 0};
+    a.intent_seq = intent_seq;
+    memset(a.cert_sha256, 'd', 64);
+    return a;
+}
+
 static void test_rules(void **state)
 {
     audit_ica *t;
@@ -207,6 +217,7 @@ static void test_auto_rules(void **state)
     in.not_after = 9000;
     strcpy(in.serial, "0a");
     apply(t, in, HSMCA_OK, NULL);
+    apply(t, result(7, 3, 6), HSMCA_OK, NULL);
     apply(t, cert_entry(7, 3), HSMCA_OK, NULL);
     /* The same key, the same cluster, before the renewed one expires: approved, signable. */
     apply(t, request(10, "alice", 2, 5000), HSMCA_OK, NULL);

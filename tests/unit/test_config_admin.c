@@ -44,6 +44,8 @@ static void test_defaults_and_keys(void **state)
     assert_string_equal(c->admin_socket, "");
     assert_int_equal(c->approval_required, 2);
     assert_int_equal(c->approval_pending_ttl, 86400);
+    assert_int_equal(c->approval_max_pending_per_user, 4);
+    assert_int_equal(c->approval_max_pending, 64);
     assert_int_equal(c->ica_max_ttl, 365 * 86400);
     assert_int_equal(c->ica_dns_suffixes.n, 0);
     /* istiod's own serving names permitted, no IP range, no e-mail host. */
@@ -84,6 +86,10 @@ static void test_refusals(void **state)
     } bad[] = {
         {"approval:\n  required: 17\n", NULL},
         {"approval:\n  required: 0\n", NULL},
+        {"approval:\n  max_pending_per_user: 0\n", NULL},
+        {"approval:\n  max_pending: 70000\n", NULL},
+        {"approval:\n  max_pending_per_user: 10\n  max_pending: 5\n",
+         "config: approval.max_pending_per_user must not exceed approval.max_pending"},
         {"admin:\n  sockt: x\n", NULL},
         {"admin:\n  group: g\n", "config: admin.group needs admin.socket"},
         {"intermediate:\n  max_ttl: 10m\n", "config: intermediate.max_ttl must be at least 1h"},
