@@ -51,7 +51,9 @@ def new_csr(istiod, name):
     return path
 
 
-AUTO = "  auto_renew: true\n"  # continues admin_config's approval section
+# continues admin_config's approval section; refused renewals stay pending, so alice may
+# keep more waiting than the default bound (test_ica_race tests that bound)
+AUTO = "  auto_renew: true\n  max_pending_per_user: 32\n"
 
 
 class AutoRenew(unittest.TestCase):

@@ -260,6 +260,7 @@ static void issue(audit_ica *t, uint64_t id, char key, const char *serial)
     strcpy(in.serial, serial);
     apply(t, in, HSMCA_OK, NULL);
     apply(t, cert_entry(id + 4, id), HSMCA_OK, NULL);
+    apply(t, result(id + 5, id, id + 3), HSMCA_OK, NULL); /* no longer in flight */
 }
 
 static void pending(audit_ica *t, uint64_t id, char key, const char *cluster)
