@@ -108,7 +108,7 @@ static void print_status(json_t *r)
 {
     const char *keys[] = {"caller", "ca_key", "ca_token", "audit_key", "audit_token", "audit_dir",
                           "audit_entries", "audit_bytes", "trust_domain", "approval_required",
-                          "intermediates_pending"};
+                          "intermediates_pending", "policy_reload", "policy_reload_failures"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         json_t *v = json_object_get(r, keys[i]);
         if (json_is_string(v))

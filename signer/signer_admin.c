@@ -8,6 +8,7 @@
 #include "signer_ctx.h"
 #include "signer_crl.h"
 #include "signer_ica.h"
+#include "signer_policy.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -309,6 +310,17 @@ static json_t *op_status(signer_ctx *s, const char *user, json_t *req, hsmca_err
                           "audit_bytes", (json_int_t)bytes, "approval_required",
                           (json_int_t)s->cfg.approval_required, "intermediates_pending",
                           (json_int_t)signer_ica_pending(s), "trust_domain", s->cfg.trust_domain);
+    char why[SIGNER_RELOAD_WHY_MAX], state[SIGNER_RELOAD_WHY_MAX + 16];
+    uint64_t failures;
+    int64_t ok_at;
+    int failed = signer_policy_reload_state(why, sizeof(why), &failures, &ok_at);
+    snprintf(state, sizeof(state), "%s%s", failed ? "failed: " : "ok", failed ? why : "");
+    if (r && (json_object_set_new(r, "policy_reload", json_string(state)) ||
+              json_object_set_new(r, "policy_reload_failures", json_integer((json_int_t)failures)) ||
+              json_object_set_new(r, "policy_reload_ok_at", json_integer((json_int_t)ok_at)))) {
+        json_decref(r);
+        r = NULL;
+    }
     if (!r)
         hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     return r;

@@ -173,7 +173,7 @@ class FailedReloadVisibleTests(ReloadFaultBase):
         self.assertEqual(code, 200, body)
         warn = [ln for ln in body.splitlines() if ln.startswith("warning:")]
         self.assertEqual(len(warn), 1, body)
-        self.assertIn("last policy reload failed", warn[0])
+        self.assertIn("last reload failed", warn[0])
         self.assertRegex(warn[0], line3)
         self.assertIn("no_such_rule", warn[0])
         code, text = get(url + "/metrics")
