@@ -97,9 +97,10 @@ static void usage(FILE *f)
           "\n"
           "Asks the running signer, over its admin socket (admin.socket in FILE), for its\n"
           "state: the CA and audit keys and their tokens, the audit log's size, the\n"
-          "intermediate requests waiting for approval. The socket is the signer's own\n"
-          "(mode 0660, signer.user:admin.group): only root and members of admin.group\n"
-          "may use it; each caller is recorded by its unix user name.\n"
+          "intermediate requests waiting for approval, the last policy reload (ok, or\n"
+          "failed: why) and the failed reloads since the signer started. The socket is\n"
+          "the signer's own (mode 0660, signer.user:admin.group): only root and members\n"
+          "of admin.group may use it; each caller is recorded by its unix user name.\n"
           "Intermediate CA requests: hsmca intermediate --help.\n",
           f);
 }
