@@ -102,7 +102,7 @@ static HSMCA_MUSTCHECK hsmca_code wait_for_lock(int fd, const char *path, double
                               who);
         if (util_mono_now() >= deadline)
             return hsmca_fail(e, HSMCA_EPERM,
-                              "audit log lock: %.120s is held %s, another signer on this "
+                              "audit log lock: %.96s is held %s, another signer on this "
                               "audit.dir (still held after %g s); refusing to start",
                               path, who, wait_s);
         if (!logged++)

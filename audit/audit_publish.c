@@ -257,8 +257,8 @@ hsmca_code audit_publish_attach(audit_publish *p, audit_log *log, hsmca_err *e)
     HSMCA_GUARD(pub_ensure_open(p, e));
     if (p->have_cp) {
         HSMCA_ENSURE(p->size >= p->cp_size, e, HSMCA_EINVAL,
-                     "audit log: %.128s/log has %llu entries, fewer than the %llu that its "
-                     "signed checkpoint (%s) covers: entries were removed; refusing to start",
+                     "audit log: refusing to start: %.64s/log has %llu entries, fewer than the "
+                     "%llu that its signed checkpoint (%s) covers: entries were removed",
                      p->dir, (unsigned long long)p->size, (unsigned long long)p->cp_size,
                      p->cp_file);
         if (p->damaged)

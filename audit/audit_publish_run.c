@@ -57,13 +57,13 @@ static hsmca_code refuse(audit_publish *p, const char *note, size_t len, const h
     if (audit_note_parse(note, len, &tlen, sigs, &ns, &pe) == HSMCA_OK &&
         audit_checkpoint_parse(note, tlen, &c, &pe) == HSMCA_OK && strcmp(c.origin, p->origin))
         return hsmca_fail(e, HSMCA_EINVAL,
-                          "audit log: %.96s/%s has origin '%.64s', but audit.origin is '%.64s' "
-                          "(set audit.origin back, or move the log aside); refusing to start",
-                          p->dir, p->cp_file, c.origin, p->origin);
+                          "audit log: refusing to start: audit.dir's %s has origin '%.48s', but "
+                          "audit.origin is '%.48s' (set audit.origin back, or move the log aside)",
+                          p->cp_file, c.origin, p->origin);
     return hsmca_fail(e, HSMCA_EINVAL,
-                      "audit log: %.96s/%s is not signed by the configured audit key "
-                      "(%.64s+%08x): %.80s; refusing to start",
-                      p->dir, p->cp_file, p->vk.name, (unsigned)p->vk.id, why->msg);
+                      "audit log: refusing to start: audit.dir's %s is not signed by the "
+                      "configured audit key (%.48s+%08x): %.72s",
+                      p->cp_file, p->vk.name, (unsigned)p->vk.id, why->msg);
 }
 
 static HSMCA_MUSTCHECK hsmca_code read_latest(audit_publish *p, hsmca_err *e)

@@ -105,9 +105,10 @@ static void usage(FILE *f)
           "\n"
           "Asks the running signer, over its admin socket (admin.socket in FILE), for its\n"
           "state: the CA and audit keys and their tokens, the audit log's size, the\n"
-          "intermediate requests waiting for approval. The socket is the signer's own\n"
-          "(mode 0660, signer.user:admin.group): only root and members of admin.group\n"
-          "may use it; each caller is recorded by its unix user name.\n"
+          "intermediate requests waiting for approval, the last policy reload (ok, or\n"
+          "failed: why) and the failed reloads since the signer started. The socket is\n"
+          "the signer's own (mode 0660, signer.user:admin.group): only root and members\n"
+          "of admin.group may use it; each caller is recorded by its unix user name.\n"
           "Intermediate CA requests: hsmca intermediate --help.\n",
           f);
 }
@@ -116,7 +117,8 @@ static void print_status(json_t *r)
 {
     const char *keys[] = {"caller", "ca_key", "ca_token", "audit_key", "audit_token", "audit_dir",
                           "audit_entries", "audit_bytes", "trust_domain", "approval_required",
-                          "intermediates_pending", "ca_profile"};
+                          "intermediates_pending", "ca_profile", "policy_reload",
+                          "policy_reload_failures"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
         json_t *v = json_object_get(r, keys[i]);
         if (json_is_string(v))

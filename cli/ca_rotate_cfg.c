@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "util.h"
+#include "yaml_strict.h"
 
 #define CFG_FILE_MAX (1024 * 1024)
 
@@ -208,6 +209,10 @@ hsmca_code rot_cfg_apply(const char *path, const rot_cfg_set *sets, int n, hsmca
     struct stat st;
     HSMCA_ENSURE(stat(path, &st) == 0, e, HSMCA_EIO, "config %.200s: cannot stat it", path);
     HSMCA_GUARD(util_read_file(path, CFG_FILE_MAX, &text, &len, e));
+    if (yaml_strict_check(path, "config", text, len, e) != HSMCA_OK) {
+        free(text);
+        return e->code;
+    }
     hsmca_code rc = HSMCA_OK;
     for (int i = 0; rc == HSMCA_OK && i < n; i++)
         rc = set_one(&text, &sets[i], e);

@@ -1,11 +1,14 @@
-/* config_lines.c - see config_lines.h. libyaml's document API: a config is at most
- * 1 MiB and its depth is bounded below, so loading it whole is cheap and safe. */
+/* config_lines.c - see config_lines.h. libyaml's document API: the bytes passed
+ * yaml_strict_check first (at most 1 MiB, shallow, no aliases), so loading them whole is
+ * cheap and safe. */
 #include "config_lines.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include <yaml.h>
+
+#include "yaml_strict.h"
 
 #define LINES_MAX_DEPTH 8 /* the schema nests 4 deep (auth.clusters[].jwt.issuer) */
 
@@ -51,7 +54,12 @@ void config_lines_build(const char *buf, size_t len, config_lines *l)
 {
     yaml_parser_t p;
     yaml_document_t d;
+    hsmca_err e;
     l->n = 0;
+    /* A file past the limits is left unindexed: config_load refuses it with the same
+     * message, at once. */
+    if (yaml_strict_check("config", "config", buf, len, &e) != HSMCA_OK)
+        return;
     if (!yaml_parser_initialize(&p))
         return;
     yaml_parser_set_input_string(&p, (const unsigned char *)buf, len);

@@ -33,8 +33,9 @@ static void usage(FILE *f)
           "Requests a workload certificate the way istio-agent does: generates a key and\n"
           "a CSR whose only SAN is SPIFFE-ID, calls CreateCertificate over TLS (trusting\n"
           "the roots in FILE) with `authorization: Bearer JWT`, and prints the returned\n"
-          "chain (leaf first). Exits non-zero with the server's status and message on a\n"
-          "refusal.\n"
+          "chain (leaf first); on stderr, the leaf's serial in hex (as the signing log,\n"
+          "the signer's log lines and `hsmca ca revoke SERIAL` spell it) and its expiry.\n"
+          "Exits non-zero with the server's status and message on a refusal.\n"
           "\n"
           "  --renew PREFIX    no token: present PREFIX-chain.pem and PREFIX-key.pem (what\n"
           "                    --out wrote) as the TLS client certificate, as istio-agent\n"
@@ -107,6 +108,22 @@ static int write_outputs(const char *prefix, EVP_PKEY *key, const char *chain)
 }
 
 /* Prints the chain; returns its concatenation (caller frees) for --out. */
+/* The serial as the signing log, its log lines and `ca revoke` spell it: lowercase hex
+ * of the DER INTEGER's content octets (a leading 00 kept when the top bit is set). */
+static void serial_hex(const X509 *leaf, char *out, size_t cap)
+{
+    const ASN1_INTEGER *sn = X509_get0_serialNumber(leaf);
+    const unsigned char *p = ASN1_STRING_get0_data(sn);
+    int n = ASN1_STRING_length(sn);
+    size_t pad = n > 0 && (p[0] & 0x80) ? 1 : 0;
+    if (n <= 0 || (pad + (size_t)n) * 2 + 1 > cap) {
+        snprintf(out, cap, "?");
+        return;
+    }
+    snprintf(out, cap, "%s", pad ? "00" : "");
+    util_hex(p, (size_t)n, out + 2 * pad);
+}
+
 static char *print_chain(const grpc_slice *resp)
 {
     Istio__V1__Auth__IstioCertificateResponse *r = istio__v1__auth__istio_certificate_response__unpack(
@@ -128,14 +145,14 @@ static char *print_chain(const grpc_slice *resp)
     BIO *b = BIO_new_mem_buf(r->cert_chain[0], -1);
     X509 *leaf = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
     if (leaf) {
-        char *serial = i2s_ASN1_INTEGER(NULL, X509_get0_serialNumber(leaf));
+        char serial[2 * 21 + 1];
+        serial_hex(leaf, serial, sizeof(serial));
         BIO *err = BIO_new_fp(stderr, BIO_NOCLOSE);
-        BIO_printf(err, "issued: serial %s, %zu certificates in the chain, valid until ",
-                   serial ? serial : "?", r->n_cert_chain);
+        BIO_printf(err, "issued: serial %s, %zu certificates in the chain, valid until ", serial,
+                   r->n_cert_chain);
         ASN1_TIME_print(err, X509_get0_notAfter(leaf));
         BIO_printf(err, "\n");
         BIO_free(err);
-        OPENSSL_free(serial);
     }
     X509_free(leaf);
     BIO_free(b);

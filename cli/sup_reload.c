@@ -48,11 +48,12 @@ static int send_doc(int ctl, char type, const char *name, const char *doc, size_
     return rc == HSMCA_OK ? 0 : -1;
 }
 
-/* The front end keeps its policy and records why, for /readyz. */
-static void tell_frontend_failed(int frontend_ctl, const char *why)
+/* The child keeps its policy and records why (the front end for /readyz and the
+ * metrics, the signer for admin status). */
+static void tell_failed(int ctl, const char *why)
 {
-    if (frontend_ctl >= 0)
-        (void)send_doc(frontend_ctl, CTL_RELOAD_FAILED, "hsmca-reload-error", why, strlen(why));
+    if (ctl >= 0)
+        (void)send_doc(ctl, CTL_RELOAD_FAILED, "hsmca-reload-error", why, strlen(why));
 }
 
 static void to_frontend(int frontend_ctl)
@@ -77,7 +78,8 @@ void sup_reload_begin(int signer_ctl, int frontend_ctl)
     if (rc != HSMCA_OK) {
         log_error("SIGHUP: policy file not reloaded, both processes keep the policy in force: %s",
                   e.msg);
-        tell_frontend_failed(frontend_ctl, e.msg);
+        tell_failed(signer_ctl, e.msg); /* the signer never saw the file: for admin status */
+        tell_failed(frontend_ctl, e.msg);
         forget();
         return;
     }
@@ -91,7 +93,7 @@ void sup_reload_begin(int signer_ctl, int frontend_ctl)
         return;
     }
     if (send_doc(signer_ctl, CTL_POLICY, "hsmca-policy", R.doc, R.len) != 0) {
-        tell_frontend_failed(frontend_ctl, "reload: the policy file could not be sent to the "
+        tell_failed(frontend_ctl, "reload: the policy file could not be sent to the "
                                            "signer; both processes keep the policy in force");
         forget();
         return;
@@ -110,7 +112,7 @@ void sup_reload_signer_said(char b, int frontend_ctl)
     }
     log_error("SIGHUP: the signer kept its policy (see its log line); the front end keeps its "
               "own too");
-    tell_frontend_failed(frontend_ctl, "reload: the signer refused the new policy file (see its "
+    tell_failed(frontend_ctl, "reload: the signer refused the new policy file (see its "
                                        "log); both processes keep the policy in force");
     forget();
 }
@@ -126,7 +128,7 @@ void sup_reload_tick(int signer_ctl, int frontend_ctl)
         log_error("SIGHUP: the signer did not answer the reload within %.0f s; the front end "
                   "keeps its policy",
                   SUP_RELOAD_SIGNER_WAIT_S);
-        tell_frontend_failed(frontend_ctl, "reload: the signer did not answer in time; the front "
+        tell_failed(frontend_ctl, "reload: the signer did not answer in time; the front "
                                            "end keeps the policy in force");
         forget();
     }

@@ -403,6 +403,7 @@ hsmca_code config_parse(const char *name, const char *buf, size_t len, const cha
     if (len > CONFIG_MAX_FILE)
         return hsmca_fail(e, HSMCA_EINVAL, "%s: config is larger than %d bytes", name,
                           CONFIG_MAX_FILE);
+    HSMCA_GUARD(yaml_strict_check(name, "config", buf, len, e));
     /* Parse into a scratch copy so that *c is untouched on error; ~31 KiB,
      * which we keep off the stack of whatever thread calls us. */
     hsmca_config *tmp = malloc(sizeof(*tmp));

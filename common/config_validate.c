@@ -34,6 +34,8 @@ static int valid_listen(const char *s)
     return valid_port(colon + 1);
 }
 
+/* Every required key that is empty, named at once: a minimal config is fixed in one
+ * edit, not one key per try. One missing key keeps its own message (with its hint). */
 static HSMCA_MUSTCHECK hsmca_code validate_required(const hsmca_config *c, hsmca_err *e)
 {
     static const struct {
@@ -48,11 +50,28 @@ static HSMCA_MUSTCHECK hsmca_code validate_required(const hsmca_config *c, hsmca
         {"frontend.user", offsetof(hsmca_config, fe_user)},
         {"signer.user", offsetof(hsmca_config, signer_user)},
     };
-    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++) {
+    const char *missing[sizeof(req) / sizeof(req[0]) + 3], *single = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++)
         if (((const char *)c + req[i].off)[0] == '\0')
-            return hsmca_fail(e, HSMCA_EINVAL, "config: %s is required", req[i].name);
-    }
-    return HSMCA_OK;
+            missing[n++] = req[i].name;
+    int jwt = c->auth_chain.n > 0 && config_chain_has(c, "jwt");
+    if (jwt && !c->jwt_issuer[0])
+        missing[n++] = "auth.jwt.issuer";
+    if (jwt && !c->jwt_discovery && !c->jwks_file[0] && (single = "auth.jwt.jwks_file"))
+        missing[n++] = "auth.jwt.jwks_file (or auth.jwt.discovery: true)";
+    if (!c->audit_dir[0] && !c->audit_disabled && (single = "audit.dir"))
+        missing[n++] = "audit.dir (or audit.disabled: true)";
+    if (n == 0)
+        return HSMCA_OK;
+    if (n == 1 && single)
+        return HSMCA_OK; /* the later check says it with its hint */
+    if (n == 1)
+        return hsmca_fail(e, HSMCA_EINVAL, "config: %s is required", missing[0]);
+    char list[256] = "";
+    for (size_t i = 0, at = 0; i < n && at < sizeof(list); i++)
+        at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s", i ? ", " : "", missing[i]);
+    return hsmca_fail(e, HSMCA_EINVAL, "config: %zu required keys are missing: %s", n, list);
 }
 
 static HSMCA_MUSTCHECK hsmca_code validate_tokenreview(const hsmca_config *c, hsmca_err *e)

@@ -80,7 +80,8 @@ _Static_assert(!CTL_IS_KEY_PUSH(CTL_NEW_PEER) && !CTL_IS_KEY_PUSH(CTL_KEYS_REFRE
 /* SIGHUP's reload of the policy file (docs/OPERATIONS.md "Reload"). Down: CTL_POLICY with
  * a sealed memfd holding the file's bytes as the supervisor read and parsed them, to the
  * signer first and to the front end once the signer took them; CTL_RELOAD_FAILED with a
- * sealed memfd holding why, to the front end, when the reload kept the policy in force.
+ * sealed memfd holding why, to the front end, when the reload kept the policy in force
+ * (and to the signer too when the supervisor refused the file, which it never saw).
  * Up, the signer's answer to CTL_POLICY: the same byte when it took the file,
  * CTL_RELOAD_FAILED when it kept its own. */
 #define CTL_POLICY 'P'

@@ -14,6 +14,7 @@
 #include <yaml.h>
 
 #include "util.h"
+#include "yaml_strict.h"
 
 static const char *scalar(yaml_document_t *d, yaml_node_t *n)
 {
@@ -180,8 +181,17 @@ hsmca_code kubeconfig_load(const char *path, k8s_target *t, hsmca_err *e)
 
     yaml_parser_t p;
     yaml_document_t d;
-    hsmca_code rc;
-    yaml_parser_initialize(&p);
+    hsmca_code rc = yaml_strict_check(path, "kubeconfig", buf, len, e);
+    if (rc != HSMCA_OK) {
+        OPENSSL_cleanse(buf, len);
+        free(buf);
+        return rc;
+    }
+    if (!yaml_parser_initialize(&p)) {
+        OPENSSL_cleanse(buf, len);
+        free(buf);
+        return hsmca_fail(e, HSMCA_ENOMEM, "kubeconfig %s: out of memory", path);
+    }
     yaml_parser_set_input_string(&p, (const unsigned char *)buf, len);
     if (!yaml_parser_load(&p, &d)) {
         rc = hsmca_fail(e, HSMCA_EINVAL, "kubeconfig %s: YAML error at line %zu", path,

@@ -18,10 +18,19 @@
 
 hsmca_code util_read_file(const char *path, size_t max, char **out, size_t *len, hsmca_err *e)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Only a regular file is read, and nothing else is even opened in a way that can
+     * block: a FIFO or a device opened for reading waits for a writer or the hardware,
+     * and the supervisor reads these files on SIGHUP in its one loop. So: stat first (no
+     * open at all of what is not a regular file), open non-blocking, check the opened
+     * file again (it may have been replaced in between). Symlinks are followed on
+     * purpose: Kubernetes mounts a ConfigMap's or Secret's files as symlinks into its
+     * ..data directory, and these paths come from the operator's config. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return hsmca_fail(e, HSMCA_EIO, "%s is not a regular file", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return hsmca_fail(e, HSMCA_EIO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
         return hsmca_fail(e, HSMCA_EIO, "%s is not a regular file", path);

@@ -8,8 +8,9 @@
 #include <time.h>
 #include "hsmca_err.h"
 
-/* Reads a whole file of at most max bytes into a new NUL-terminated buffer
- * (caller frees; *len excludes the NUL). Refuses larger files. */
+/* Reads a whole regular file of at most max bytes into a new NUL-terminated buffer
+ * (caller frees; *len excludes the NUL). Refuses larger files, and anything else (a
+ * FIFO, a device: "PATH is not a regular file") without blocking on it. */
 HSMCA_MUSTCHECK hsmca_code util_read_file(const char *path, size_t max, char **out, size_t *len, hsmca_err *e);
 
 /* Writes data to path atomically (temp file in the same dir, fsync, rename)

@@ -60,3 +60,39 @@ int yaml_strict_is_null(const yaml_event_t *ev)
     return !strcmp(v, "") || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") ||
            !strcmp(v, "NULL");
 }
+
+hsmca_code yaml_strict_check(const char *name, const char *what, const char *buf, size_t len,
+                             hsmca_err *e)
+{
+    if (len > YAML_STRICT_MAX_BYTES)
+        return hsmca_fail(e, HSMCA_EINVAL,
+                          "%s: larger than %d bytes (the limit of every hsmca YAML file)", name,
+                          YAML_STRICT_MAX_BYTES);
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p))
+        return hsmca_fail(e, HSMCA_ENOMEM, "%s: cannot initialise the YAML parser", name);
+    yaml_parser_set_input_string(&p, (const unsigned char *)buf, len);
+    hsmca_code rc = HSMCA_OK;
+    for (int depth = 0, done = 0; !done;) {
+        yaml_event_t ev;
+        rc = yaml_strict_next(&p, name, what, &ev, e);
+        if (rc != HSMCA_OK)
+            break;
+        done = ev.type == YAML_STREAM_END_EVENT;
+        if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT)
+            depth++;
+        else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT)
+            depth--;
+        size_t line = yaml_strict_line(&ev);
+        yaml_event_delete(&ev);
+        if (depth > YAML_STRICT_MAX_DEPTH) {
+            rc = hsmca_fail(e, HSMCA_EINVAL,
+                            "%s:%zu: nested deeper than %d levels (the limit of every hsmca "
+                            "YAML file)",
+                            name, line, YAML_STRICT_MAX_DEPTH);
+            break;
+        }
+    }
+    yaml_parser_delete(&p);
+    return rc;
+}

@@ -153,6 +153,7 @@ static HSMCA_MUSTCHECK hsmca_code load_app(fe_app *app, const hsmca_config *cfg,
     }
     if (!(app->policies = policy_live_new(pf))) /* SIGHUP replaces it (fe_reload.h) */
         return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+    fe_reload_loaded();
     if (!(app->ca_cert = certasm_load_pem(cfg->ca_cert, e)))
         return e->code;
     app->sig_nid = certasm_sig_nid_for_key(X509_get0_pubkey(app->ca_cert));

@@ -10,6 +10,7 @@
 
 #include "fe_metrics_buf.h"
 #include "fe_metrics_signer.h"
+#include "fe_reload.h"
 #include "util.h"
 
 #ifndef HSMCA_COMMIT
@@ -112,6 +113,22 @@ static void times(mbuf *b, const fe_metrics_snap *s)
                      config_cluster_name(s->app->cfg, cl), now - s->keys_at[cl]);
 }
 
+static void reload(mbuf *b)
+{
+    uint64_t failures;
+    int64_t ok_at;
+    int failed = fe_reload_stats(&failures, &ok_at);
+    mbuf_family(b, "hsmca_policy_reload_failures_total", "counter",
+                "SIGHUP reloads of the policy file that kept the policy in force.");
+    mbuf_put(b, "hsmca_policy_reload_failures_total %llu\n", (unsigned long long)failures);
+    mbuf_family(b, "hsmca_policy_reload_failed", "gauge",
+                "1 while the last reload of the policy file failed.");
+    mbuf_put(b, "hsmca_policy_reload_failed %d\n", failed);
+    mbuf_family(b, "hsmca_policy_reload_last_success_timestamp_seconds", "gauge",
+                "When the policy in force was loaded (start or reload), as a Unix time.");
+    mbuf_put(b, "hsmca_policy_reload_last_success_timestamp_seconds %lld\n", (long long)ok_at);
+}
+
 char *fe_metrics_render(size_t *len)
 {
     fe_metrics_snap s;
@@ -124,6 +141,7 @@ char *fe_metrics_render(size_t *len)
     connections(&b, &s);
     tokenreview(&b, &s);
     times(&b, &s);
+    reload(&b);
     mbuf_family(&b, "hsmca_signer_connected", "gauge", "1 while a signer is connected.");
     mbuf_put(&b, "hsmca_signer_connected %d\n", s.app->ipc && fe_ipc_connected(s.app->ipc));
     mbuf_family(&b, "hsmca_metrics_renders_total", "counter",

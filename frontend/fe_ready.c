@@ -4,6 +4,7 @@
 
 #include "fe_metrics.h"
 #include "fe_ready_signer.h"
+#include "fe_reload.h"
 #include "util.h"
 
 static void say(mbuf *b, int ok, const char *good, const char *bad)
@@ -20,6 +21,15 @@ int fe_health(const fe_app *app, mbuf *b)
                  up ? "ok: the front end answers and a signer is connected"
                     : "unhealthy: the front end answers but no signer is connected");
     return up;
+}
+
+/* What an operator should know that does not make this replica unready: one
+ * "warning: ..." line each after the conditions; the answer stays 200. */
+static void warnings(mbuf *b)
+{
+    char why[FE_RELOAD_WHY_MAX + 32];
+    if (b && fe_reload_failed(why, sizeof(why)))
+        mbuf_put(b, "warning: %s (the policy in force stays)\n", why);
 }
 
 int fe_ready(const fe_app *app, mbuf *b)
@@ -43,5 +53,6 @@ int fe_ready(const fe_app *app, mbuf *b)
             "no issuer keys for the local cluster yet (auth.jwt.issuer or auth.jwt.jwks_file)");
         all &= ok;
     }
+    warnings(b);
     return all;
 }

@@ -16,13 +16,36 @@
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static int state_failed;
 static char state_why[FE_RELOAD_WHY_MAX];
+static uint64_t state_failures;
+static int64_t state_ok_at; /* wall time of the policy's last load or reload */
 
 static void set_state(int failed, const char *why)
 {
     pthread_mutex_lock(&state_lock);
     state_failed = failed;
     snprintf(state_why, sizeof(state_why), "%s", failed ? why : "");
+    if (failed)
+        state_failures++;
+    else
+        state_ok_at = util_wall_now();
     pthread_mutex_unlock(&state_lock);
+}
+
+void fe_reload_loaded(void)
+{
+    pthread_mutex_lock(&state_lock);
+    state_ok_at = util_wall_now();
+    pthread_mutex_unlock(&state_lock);
+}
+
+int fe_reload_stats(uint64_t *failures, int64_t *ok_at)
+{
+    pthread_mutex_lock(&state_lock);
+    int failed = state_failed;
+    *failures = state_failures;
+    *ok_at = state_ok_at;
+    pthread_mutex_unlock(&state_lock);
+    return failed;
 }
 
 int fe_reload_failed(char *why, size_t cap)

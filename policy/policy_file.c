@@ -467,6 +467,7 @@ hsmca_code policy_file_parse(const char *name, const char *buf, size_t len, poli
     if (len > POLICY_FILE_MAX)
         return hsmca_fail(e, HSMCA_EINVAL, "%s: policy file larger than %d bytes", name,
                           POLICY_FILE_MAX);
+    HSMCA_GUARD(yaml_strict_check(name, "policy file", buf, len, e));
     pf_parser pp;
     memset(&pp, 0, sizeof(pp));
     pp.name = name;

@@ -9,6 +9,7 @@
 #include "signer_crl.h"
 #include "signer_revoke.h"
 #include "signer_ica.h"
+#include "signer_policy.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -377,7 +378,15 @@ static json_t *op_status(signer_ctx *s, const char *user, json_t *req, hsmca_err
     hsmca_err closed;
     hsmca_err_clear(&closed);
     int open = signer_ca_open(s, &closed) == HSMCA_OK;
-    if (r && json_object_set_new(r, "ca_profile", json_string(open ? "open" : closed.msg)) != 0) {
+    char why[SIGNER_RELOAD_WHY_MAX], state[SIGNER_RELOAD_WHY_MAX + 16];
+    uint64_t failures;
+    int64_t ok_at;
+    int failed = signer_policy_reload_state(why, sizeof(why), &failures, &ok_at);
+    snprintf(state, sizeof(state), "%s%s", failed ? "failed: " : "ok", failed ? why : "");
+    if (r && (json_object_set_new(r, "ca_profile", json_string(open ? "open" : closed.msg)) ||
+              json_object_set_new(r, "policy_reload", json_string(state)) ||
+              json_object_set_new(r, "policy_reload_failures", json_integer((json_int_t)failures)) ||
+              json_object_set_new(r, "policy_reload_ok_at", json_integer((json_int_t)ok_at)))) {
         json_decref(r);
         r = NULL;
     }

@@ -195,8 +195,15 @@ static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *
     if (rc != HSMCA_OK)
         return rc;
     rc = p11_module_load(cfg->module_path, &s->module, e);
+    hsmca_err why;
+    hsmca_err_clear(&why);
     if (rc == HSMCA_OK)
-        rc = p11_pool_open(s->module, cfg->ca_key_uri, pin, cfg->sessions, &s->pool, e);
+        rc = p11_pool_open(s->module, cfg->ca_key_uri, pin, cfg->sessions, &s->pool, &why);
+    if (rc == HSMCA_EAUTH) /* the operator's fix is a file: name it and its key */
+        hsmca_fail(e, rc, "%s for the CA key (pkcs11.ca_key): check pkcs11.pin_file, %s",
+                   why.msg, cfg->pin_file);
+    else if (rc != HSMCA_OK && why.msg[0])
+        hsmca_fail(e, rc, "%s", why.msg);
     OPENSSL_cleanse(pin, sizeof(pin));
     if (rc == HSMCA_OK)
         LOG_EVENT(LOG_LVL_INFO, "CA key ready", LOG_STR("key", cfg->ca_key_uri),

@@ -183,6 +183,8 @@ static int signer_control(signer_ctx *s, int ctl_fd)
     }
     if (type == CTL_POLICY && fd >= 0) {
         signer_policy_on_push(s, fd);
+    } else if (type == CTL_RELOAD_FAILED && fd >= 0) {
+        signer_policy_on_failed(fd);
     } else if (ctl_keys_cluster(type) >= 0 && fd >= 0) {
         if (signer_keys_load_fd(s, ctl_keys_cluster(type), fd, &e) != HSMCA_OK)
             log_warn("issuer keys not taken (the previous ones stay): %s", e.msg);

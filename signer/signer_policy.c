@@ -2,6 +2,7 @@
 #include "signer_policy.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,8 +13,49 @@
 #include "signer_ctx.h"
 #include "util.h"
 
+/* The last reload's outcome, for `hsmca admin status`; the main thread's only. */
+static struct {
+    int failed;
+    char why[SIGNER_RELOAD_WHY_MAX];
+    uint64_t failures;
+    int64_t ok_at;
+} reload_state;
+
+static void reload_outcome(const char *why)
+{
+    reload_state.failed = why != NULL;
+    snprintf(reload_state.why, sizeof(reload_state.why), "%s", why ? why : "");
+    if (why)
+        reload_state.failures++;
+    else
+        reload_state.ok_at = util_wall_now();
+}
+
+int signer_policy_reload_state(char *why, size_t cap, uint64_t *failures, int64_t *ok_at)
+{
+    snprintf(why, cap, "%s", reload_state.why);
+    *failures = reload_state.failures;
+    *ok_at = reload_state.ok_at;
+    return reload_state.failed;
+}
+
+void signer_policy_on_failed(int fd)
+{
+    char why[SIGNER_RELOAD_WHY_MAX];
+    ssize_t n = pread(fd, why, sizeof(why) - 1, 0);
+    if (n <= 0)
+        n = snprintf(why, sizeof(why), "the reload failed (see the supervisor's log)");
+    why[n] = 0;
+    for (ssize_t i = 0; i < n; i++) /* it goes into a JSON string and a terminal */
+        if ((unsigned char)why[i] < ' ' || why[i] == 0x7f)
+            why[i] = ' ';
+    log_warn("reload failed, keeping the policy in force: %s", why);
+    reload_outcome(why);
+}
+
 hsmca_code signer_policy_init(signer_ctx *s, hsmca_err *e)
 {
+    reload_state.ok_at = util_wall_now();
     /* s->policy keeps pointing into the start-time file: our own reference keeps it. */
     s->policies = policy_live_new(s->policy_file);
     s->policy_file_given = 1; /* freed by policy_live_new when it fails */
@@ -101,6 +143,7 @@ void signer_policy_on_push(signer_ctx *s, int fd)
     }
     if (rc != HSMCA_OK) {
         log_error("reload: policy file not taken, keeping the one in force: %s", e.msg);
+        reload_outcome(e.msg);
         answer(s, CTL_RELOAD_FAILED);
         return;
     }
@@ -113,5 +156,6 @@ void signer_policy_on_push(signer_ctx *s, int fd)
     if (signer_audit_policy(s, &view, &e) != HSMCA_OK)
         log_error("audit: the reloaded policy's config entry not written: %s", e.msg);
     policy_live_release(v);
+    reload_outcome(NULL);
     answer(s, CTL_POLICY);
 }

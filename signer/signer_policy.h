@@ -11,6 +11,9 @@
 #ifndef HSMCA_SIGNER_POLICY_H
 #define HSMCA_SIGNER_POLICY_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "hsmca_err.h"
 #include "signer.pb-c.h"
 #include "signer_tbs.h"
@@ -33,5 +36,16 @@ HSMCA_MUSTCHECK hsmca_code signer_policy_check(signer_ctx *s, const Hsmca__Ipc__
 /* A CTL_POLICY push (main thread): the file's bytes in memfd fd parsed and put in force,
  * or refused with the file's line logged; the supervisor gets the answer on s->ctl_fd. */
 void signer_policy_on_push(signer_ctx *s, int fd);
+
+#define SIGNER_RELOAD_WHY_MAX 1024 /* bytes of a failed reload's reason kept */
+
+/* A CTL_RELOAD_FAILED from the supervisor (main thread): it refused the file itself, so
+ * the signer never saw it; why (memfd fd) is logged and kept for admin status. */
+void signer_policy_on_failed(int fd);
+
+/* For admin status (main thread): 1 while the last reload failed, its reason in
+ * why[0..cap) ("" otherwise); the failed reloads since start in *failures; the wall time
+ * of the policy's last load or reload in *ok_at. */
+int signer_policy_reload_state(char *why, size_t cap, uint64_t *failures, int64_t *ok_at);
 
 #endif

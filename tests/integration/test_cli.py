@@ -9,6 +9,8 @@ import re
 import subprocess
 import unittest
 
+from cryptography import x509
+
 from hsmca_harness import BIN, DevServer
 
 
@@ -71,6 +73,17 @@ class CliTests(unittest.TestCase):
                            timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(os.stat(prefix + "-key.pem").st_mode & 0o777, 0o600)
+        # The serial as `ca revoke` takes it and the signer's log line spells it: hex of
+        # the DER INTEGER's content octets, not decimal.
+        with open(prefix + "-chain.pem", "rb") as f:
+            leaf = x509.load_pem_x509_certificate(f.read())
+        n = leaf.serial_number
+        octets = n.to_bytes((n.bit_length() + 8) // 8, "big")  # room for a sign bit
+        serial = (octets[1:] if octets[0] == 0 and not octets[1] & 0x80 else octets).hex()
+        self.assertIn("issued: serial %s, " % serial, r.stderr)
+        self.assertTrue(any('"serial":"%s"' % serial in ln for ln in
+                            self.server.logtext(tail=None).splitlines()
+                            if "signed workload certificate" in ln), serial)
         v = subprocess.run(["openssl", "verify", "-CAfile",
                             os.path.join(self.server.dir, "root-cert.pem"), prefix + "-chain.pem"],
                            capture_output=True, text=True)

@@ -73,6 +73,8 @@ class StartupErrorTests(unittest.TestCase):
         self.assertIn("CKR_PIN_INCORRECT", out)
         self.assertIn("stopping", out)
         self.assertEqual(out.count("CKR_PIN_INCORRECT"), 1, out)  # no retry loop
+        # The message names what to fix: the config key and the file it names.
+        self.assertIn("check pkcs11.pin_file, %s" % os.path.join(d, "pin"), out)
         # The front end, waiting for its serving certificate, stops on SIGTERM
         # instead of being killed after the supervisor's grace period.
         self.assertNotIn("of SIGTERM: killing it", out)

@@ -92,6 +92,29 @@ static void test_held_refused_after_wait(void **state)
     free(dir);
 }
 
+/* A long audit.dir and a holder that has not written its pid: the refusal still ends
+ * with its verdict (the message buffer is hsmca_err's, 256 bytes; the path is cut). */
+static void test_long_path_keeps_verdict(void **state)
+{
+    (void)state;
+    char path[4096];
+    char *dir = lock_dir("lock_long_path_of_an_audit_directory_deep_in_a_volume_mounted_for_"
+                         "the_signer_by_an_operator_xxxxxxxxxxxxxxxxxxxxxx",
+                         path, sizeof(path));
+    assert_true(strlen(path) > 120);
+    int fd, fd2 = 123;
+    hsmca_err e;
+    assert_int_equal(audit_lock_take(dir, (uid_t)-1, (gid_t)-1, 0.0, NULL, &fd, &e), HSMCA_OK);
+    assert_int_equal(truncate(path, 0), 0); /* as if the holder had not written its pid */
+    assert_int_equal(audit_lock_take(dir, (uid_t)-1, (gid_t)-1, 0.0, NULL, &fd2, &e), HSMCA_EPERM);
+    assert_non_null(strstr(e.msg, "by a process that has not written its pid yet"));
+    size_t n = strlen(e.msg), v = strlen("; refusing to start");
+    assert_true(n > v);
+    assert_string_equal(e.msg + n - v, "; refusing to start");
+    audit_lock_release(fd);
+    free(dir);
+}
+
 typedef struct {
     int fd;
     useconds_t after_us;
@@ -205,6 +228,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_take_new_dir),    cmocka_unit_test(test_held_refused_after_wait),
+        cmocka_unit_test(test_long_path_keeps_verdict),
         cmocka_unit_test(test_waits_for_holder), cmocka_unit_test(test_dead_holder),
         cmocka_unit_test(test_stop_ends_wait),  cmocka_unit_test(test_unusable_dir),
     };

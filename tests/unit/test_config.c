@@ -631,10 +631,24 @@ static void test_validate_required(void **state)
         expect_invalid(c, req[i].msg);
         free(c);
     }
-    /* Defaults alone lack every required file. */
+    /* Defaults alone lack every required file: all named at once, not one per try. */
     hsmca_config *c = new_cfg();
     config_defaults(c);
-    expect_invalid(c, "config: pkcs11.module is required");
+    expect_invalid(c, "config: 7 required keys are missing: pkcs11.module, pkcs11.pin_file, "
+                      "pkcs11.ca_key, ca.cert, auth.jwt.issuer, auth.jwt.jwks_file (or "
+                      "auth.jwt.discovery: true), audit.dir (or audit.disabled: true)");
+    free(c);
+    /* Two of them: both named; every required key at once fits the message. */
+    c = valid_cfg();
+    c->pin_file[0] = c->audit_dir[0] = '\0';
+    expect_invalid(c, "config: 2 required keys are missing: pkcs11.pin_file, audit.dir (or "
+                      "audit.disabled: true)");
+    for (size_t i = 0; i < sizeof(req) / sizeof(req[0]); i++)
+        ((char *)c + req[i].off)[0] = '\0';
+    hsmca_err e;
+    assert_int_equal(config_validate(c, &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "config: 10 required keys are missing: pkcs11.module, "));
+    assert_non_null(strstr(e.msg, ", audit.dir (or audit.disabled: true)"));
     free(c);
 }
 
@@ -1056,7 +1070,8 @@ static void test_tokenreview_section(void **state)
     expect_invalid(c, "config: auth.tokenreview.audiences must name an audience");
     c->tr_audiences.n = 1;
     c->jwt_issuer[0] = c->jwks_file[0] = '\0';
-    expect_invalid(c, "config: auth.jwt.issuer is required"); /* chain: ..., jwt, tokenreview */
+    expect_invalid(c, "config: 2 required keys are missing: auth.jwt.issuer, auth.jwt.jwks_file "
+                      "(or auth.jwt.discovery: true)"); /* chain: ..., jwt, tokenreview */
     c->auth_chain.n = 1;
     strcpy(c->auth_chain.items[0], "tokenreview");
     assert_int_equal(config_validate(c, &e), HSMCA_OK);
