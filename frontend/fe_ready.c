@@ -25,9 +25,10 @@ int fe_health(const fe_app *app, mbuf *b)
 
 /* What an operator should know that does not make this replica unready: one
  * "warning: ..." line each after the conditions; the answer stays 200. */
-static void warnings(mbuf *b)
+static void warnings(const fe_app *app, mbuf *b)
 {
     char why[FE_RELOAD_WHY_MAX + 32];
+    fe_ready_signer_warnings(app, b);
     if (b && fe_reload_failed(why, sizeof(why)))
         mbuf_put(b, "warning: %s (the policy in force stays)\n", why);
 }
@@ -53,6 +54,6 @@ int fe_ready(const fe_app *app, mbuf *b)
             "no issuer keys for the local cluster yet (auth.jwt.issuer or auth.jwt.jwks_file)");
         all &= ok;
     }
-    warnings(b);
+    warnings(app, b);
     return all;
 }

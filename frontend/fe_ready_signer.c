@@ -76,10 +76,16 @@ int fe_ready_signer(const fe_app *app, int connected, mbuf *b)
     snprintf(bad, sizeof(bad), "the CA key's token is not logged in (%s)",
              sigstat_token_name(f.ca_token));
     int ok = say(b, f.ca_token == SIGSTAT_TOKEN_OK, "token logged in", bad);
-    if (b && f.ca_closed) /* a warning, not unready: workloads are served */
+    return audit_ok(app, &f, b) && ok;
+}
+
+void fe_ready_signer_warnings(const fe_app *app, mbuf *b)
+{
+    fe_sigstat_figures f;
+    fe_sigstat_get(app->sigstat, &f);
+    if (b && f.valid && f.ca_closed) /* a warning, not unready: workloads are served */
         mbuf_put(b, "warning: the CA profile is closed: the signing log breaks a CA-profile "
                     "rule at seq %llu (intermediates and CRLs refused, workloads served; "
                     "hsmca admin status, docs/OPERATIONS.md)\n",
                  (unsigned long long)f.ca_closed_seq);
-    return audit_ok(app, &f, b) && ok;
 }

@@ -10,4 +10,8 @@
  * connected now (without one, nothing the signer said is current). */
 int fe_ready_signer(const fe_app *app, int connected, mbuf *b);
 
+/* The signer's "warning: ..." lines into b (may be NULL): what does not make the replica
+ * unready, such as a closed CA profile. */
+void fe_ready_signer_warnings(const fe_app *app, mbuf *b);
+
 #endif
