@@ -67,3 +67,37 @@ tbs_policy fuzz_ca_policy(X509 *ca)
     };
     return p;
 }
+
+int fuzz_ca_intermediate(X509 *ca, EVP_PKEY *ca_key, const char *serial_hex, int64_t not_before,
+                         int64_t not_after, EVP_PKEY **key, uint8_t **csr, int *csr_len,
+                         uint8_t **cert, int *cert_len)
+{
+    EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    X509_REQ *req = X509_REQ_new();
+    X509 *x = X509_new();
+    BIGNUM *bn = NULL;
+    *csr = *cert = NULL;
+    int ok = k && req && x && X509_REQ_set_pubkey(req, k) &&
+             X509_NAME_add_entry_by_txt(X509_REQ_get_subject_name(req), "CN", MBSTRING_ASC,
+                                        (const unsigned char *)"istiod", -1, -1, 0) &&
+             X509_REQ_sign(req, k, EVP_sha256()) > 0 && (*csr_len = i2d_X509_REQ(req, csr)) > 0 &&
+             BN_hex2bn(&bn, serial_hex) && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
+             X509_set_version(x, X509_VERSION_3) &&
+             X509_set_issuer_name(x, X509_get_subject_name(ca)) &&
+             X509_set_subject_name(x, X509_REQ_get_subject_name(req)) &&
+             ASN1_TIME_set(X509_getm_notBefore(x), (time_t)not_before) &&
+             ASN1_TIME_set(X509_getm_notAfter(x), (time_t)not_after) && X509_set_pubkey(x, k) &&
+             add_ext(x, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") &&
+             X509_sign(x, ca_key, EVP_sha256()) > 0 && (*cert_len = i2d_X509(x, cert)) > 0;
+    BN_free(bn);
+    X509_free(x);
+    X509_REQ_free(req);
+    if (!ok) {
+        OPENSSL_free(*csr);
+        OPENSSL_free(*cert);
+        EVP_PKEY_free(k);
+        return 0;
+    }
+    *key = k;
+    return 1;
+}
