@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 from k8s_api_standin import Standin  # noqa: E402
-from k8s_stub import Stub  # noqa: E402
+from k8s_stub import Stub, status_obj  # noqa: E402
 
 ID = "publish-roots-0"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/hsmca-system/leases"
@@ -143,6 +143,10 @@ class Client:
         return b"".join(struct.pack(">HH", c, len(b)) + b for c, b in self.answers)
 
 
+def s_status(code, reason, message):
+    return json.dumps(status_obj(code, reason, message)).encode()
+
+
 def k8sapi_seeds(tmp, pem):
     out = {}
     os.makedirs(os.path.join(tmp, "standin"))
@@ -168,6 +172,17 @@ def k8sapi_seeds(tmp, pem):
         out["lease-unavailable"] = Client(s, "down").run(pem)
     finally:
         s.stop()
+    # Regression (fuzz_k8sapi, 2026-11-28): the Lease, held, is gone at the next round and
+    # its create is refused; the holder must let go (kp_lease_step returned held).
+    nf = s_status(404, "NotFound", 'leases.coordination.k8s.io "hsmca-publish-roots" not found')
+    lease = json.dumps({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                        "metadata": {"name": "hsmca-publish-roots", "namespace": "hsmca-system",
+                                     "resourceVersion": "101"},
+                        "spec": {"holderIdentity": ID, "leaseDurationSeconds": 15}}).encode()
+    forbidden = s_status(403, "Forbidden", 'leases.coordination.k8s.io is forbidden: User '
+                         '"system:serviceaccount:hsmca-system:publish-roots" cannot create resource')
+    out["regress-lease-recreate-refused"] = b"".join(
+        struct.pack(">HH", c, len(b)) + b for c, b in ((404, nf), (201, lease), (404, nf), (403, forbidden)))
     out["no-answers"] = b""
     out["reset"] = struct.pack(">HH", 0, 0)
     return out
