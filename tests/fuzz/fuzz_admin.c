@@ -103,6 +103,19 @@ static char *pem_of(X509 *x)
     return s;
 }
 
+static void rm_dir(const char *d);
+
+static void cleanup(void)
+{
+    char p[128];
+    signer_admin_close(adm);
+    snprintf(p, sizeof(p), "%s/ca.crl", dir);
+    unlink(S.cfg.admin_socket);
+    unlink(p);
+    rm_dir(logdir);
+    rmdir(dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
@@ -111,6 +124,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(dir, sizeof(dir), "%s/fuzz_admin.XXXXXX", tmp);
     if (!mkdtemp(dir))
         abort();
+    atexit(cleanup);
     snprintf(logdir, sizeof(logdir), "%s/audit", dir);
     EVP_PKEY *ca_key = NULL;
     config_defaults(&S.cfg);
