@@ -370,7 +370,9 @@ static int feed(run *r, const char *line, size_t len)
         r->clock = ent.time;
     if (ent.kind == AUDIT_ICA_REQUEST && r->n_ids < MAX_IDS) {
         const char *k = ent.key_sha256;
-        r->id_key[r->n_ids] = !strcmp(k, mat[1].key_sha256) ? 1 : !strcmp(k, mat[2].key_sha256);
+        r->id_key[r->n_ids] = !strcmp(k, mat[1].key_sha256) ? 1
+                               : !strcmp(k, mat[2].key_sha256) ? 2
+                                                                : 0;
         r->id_cluster[r->n_ids] = !strcmp(ent.cluster, clusters[1]);
         r->ids[r->n_ids++] = ent.seq;
     }
