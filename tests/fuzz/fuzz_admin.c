@@ -4,11 +4,13 @@
  * ca-revoke, crl-get, and any op added to the table), each op's request fields parsed
  * and checked, its steps written to a real signing log.
  *
- * Each input is one request packet. The signer's state is made afresh for each: an
- * empty log in a private directory (in /dev/shm when it can be), then, written by the
- * signer's own signer_ica_log, a start entry and three requests (ids 1, 7, 9): 1 issued
- * (cluster west, approved by bob and carol, its certificate signed by fuzz_ca's CA with
- * serial FUZZ_ICA_SERIAL), 7 (east) with one approval, 9 (west) with none. The CA
+ * An input is up to FUZZ_MAX_REQUESTS request packets separated by NUL bytes, each sent
+ * on a connection of its own, in order. The signer's state is made afresh for each
+ * input: an empty log in a private directory (in /dev/shm when it can be), then, by the
+ * signer's own signer_ica_log, a start entry and three requests (ids 1, 7, 9) for
+ * fuzz_ca's fixed istiod keys 0, 1, 2: 1 issued (cluster west, approved by bob and carol,
+ * its certificate signed by fuzz_ca's CA with serial FUZZ_ICA_SERIAL), 7 (east) with one
+ * approval, 9 (west) with none; a request with key 0's CSR for west renews 1. The CA
  * signing thread is absent (s->casign NULL): an op that would sign (an approval that
  * completes a request, a fetch of an approved one, a renewal, a revocation's CRL) stops
  * at signer_casign_ready, before its intent is written, as it does while the CA key's
@@ -19,7 +21,7 @@
  * The input goes over the admin socket (signer_admin_open on a socket in the private
  * directory, the caller this process) and the signer's main-loop calls serve it
  * (signer_admin_pollfds, poll, signer_admin_serve). Checked:
- * - one reply per request, right away (no reply can wait for a CA signature here), at
+ * - one reply per request packet, right away (no reply can wait for a CA signature here), at
  *   most ADMIN_MAX_MSG bytes, a JSON object with "ok"; a refusal has a non-empty "error";
  * - the log the signer wrote replays (audit_replay, as the next start and `hsmca audit
  *   verify` run it): a step the signer wrote that its own rules refuse would stop every
@@ -50,6 +52,7 @@
 #include "util.h"
 
 #define FUZZ_ICA_SERIAL "5e7a1110c0ffee01"
+#define FUZZ_MAX_REQUESTS 4
 
 static signer_ctx S;
 static signer_admin *adm;
@@ -69,7 +72,8 @@ static void b64_sha(const uint8_t *der, int n, char *b64, size_t b64sz, char *sh
     util_hex(md, 32, sha);
 }
 
-/* Three istiod keys' CSRs, and key 0's certificate, valid for 30 days from now. */
+/* CSRs of fuzz_ca's three istiod keys, and key 0's certificate, valid for 30 days from
+ * now. */
 static void make_material(X509 *ca, EVP_PKEY *ca_key)
 {
     int64_t now = (int64_t)time(NULL);
@@ -78,8 +82,8 @@ static void make_material(X509 *ca, EVP_PKEY *ca_key)
         uint8_t *csr, *cert, *spki = NULL;
         int csr_len, cert_len, sn;
         char ignored[65];
-        if (!fuzz_ca_intermediate(ca, ca_key, FUZZ_ICA_SERIAL, now - 60, now + 30 * 86400, &k,
-                                  &csr, &csr_len, &cert, &cert_len) ||
+        if (!fuzz_ca_intermediate(ca, ca_key, i, FUZZ_ICA_SERIAL, now - 60, now + 30 * 86400,
+                                  &k, &csr, &csr_len, &cert, &cert_len) ||
             (sn = i2d_PUBKEY(k, &spki)) <= 0)
             abort();
         b64_sha(csr, csr_len, keys[i].csr_b64, sizeof(keys[i].csr_b64), ignored);
@@ -278,17 +282,17 @@ static void check_reply(const char *buf, ssize_t n)
     json_decref(r);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* One request over a connection of its own, as `hsmca` sends it; its reply checked. */
+static void one_request(const uint8_t *data, size_t size)
 {
-    if (size == 0 || size > ADMIN_MAX_MSG)
-        return 0; /* an empty packet is a hang-up; a longer one cannot be sent */
+    if (size == 0)
+        return; /* an empty packet is a hang-up */
     json_t *j = json_loadb((const char *)data, size, 0, NULL);
     const char *op = json_string_value(json_object_get(j, "op"));
     int skip = op && strcmp(op, "status") == 0;
     json_decref(j);
     if (skip)
-        return 0;
-    fresh_state();
+        return;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", S.cfg.admin_socket);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -302,6 +306,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
     check_reply(buf, n);
     close(fd);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > ADMIN_MAX_MSG)
+        return 0; /* a longer packet cannot be sent */
+    fresh_state();
+    size_t start = 0;
+    int sent = 0;
+    for (size_t i = 0; i <= size && sent < FUZZ_MAX_REQUESTS; i++)
+        if (i == size || data[i] == 0) {
+            one_request(data + start, i - start);
+            start = i + 1;
+            sent++;
+        }
     drop_state();
     check_log_replays();
     return 0;

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
 #include "fuzz_common.h"
@@ -68,11 +69,35 @@ tbs_policy fuzz_ca_policy(X509 *ca)
     return p;
 }
 
-int fuzz_ca_intermediate(X509 *ca, EVP_PKEY *ca_key, const char *serial_hex, int64_t not_before,
-                         int64_t not_after, EVP_PKEY **key, uint8_t **csr, int *csr_len,
-                         uint8_t **cert, int *cert_len)
+/* The istiod keys (EC P-256): fixed, so seeds made for them (seeds_ca.py reads them
+ * from here) keep naming the same keys. */
+static const char *const istiod_keys[FUZZ_CA_ISTIOD_KEYS] = {
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgGM4CfIhcIPbcgDU+\n"
+    "cdAgwBRyHcgp+IYCXyCTTfsAIy+hRANCAAQr7t2+C2/GPAqr132qzp5wPQEcbDCi\n"
+    "CskMtJ7ZHrQ++h3AiOCtLO5aGDX+6eIMaZbBy9Rzn+sV1gVS2EF9C79H\n"
+    "-----END PRIVATE KEY-----\n",
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQguWSN9DezTV8p0kEq\n"
+    "SZuB4/w+nkLR57z5uYELB14Q6ZOhRANCAATKLjkWggqcN9QMbsbrIEkNaH/cjGbh\n"
+    "D7uYRziSaZHHQJOhQbUq3k2d7cW0YWYAHTK0GwaGejeik++HUNueKcjs\n"
+    "-----END PRIVATE KEY-----\n",
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgmulYZqBnNSf3Z/Uy\n"
+    "WtWOuZIK3FEWGnfxJBnt2rFQpbShRANCAAQ3ZjD4e0l9uilJ2YhDH3YqcTpJ9Z9V\n"
+    "rASBED945fYdWAOK8XGO1fGGH7OvK9BLQ1bkce3N4T4hEAgfM3VhiwFj\n"
+    "-----END PRIVATE KEY-----\n",
+};
+
+int fuzz_ca_intermediate(X509 *ca, EVP_PKEY *ca_key, int which, const char *serial_hex,
+                         int64_t not_before, int64_t not_after, EVP_PKEY **key, uint8_t **csr,
+                         int *csr_len, uint8_t **cert, int *cert_len)
 {
-    EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    BIO *b = which >= 0 && which < FUZZ_CA_ISTIOD_KEYS
+                 ? BIO_new_mem_buf(istiod_keys[which], -1)
+                 : NULL;
+    EVP_PKEY *k = b ? PEM_read_bio_PrivateKey(b, NULL, NULL, NULL) : NULL;
+    BIO_free(b);
     X509_REQ *req = X509_REQ_new();
     X509 *x = X509_new();
     BIGNUM *bn = NULL;

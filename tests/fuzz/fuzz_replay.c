@@ -96,7 +96,7 @@ static void make_key(int i, X509 *ca, EVP_PKEY *ca_key, EVP_PKEY **k, uint8_t **
     uint8_t *spki = NULL, *der = NULL;
     int dn = 0, sn;
     snprintf(mat[i].serial, sizeof(mat[i].serial), "5e7a11%02x0000c0ffee", 0x10 + i);
-    if (!fuzz_ca_intermediate(ca, ca_key, mat[i].serial, FUZZ_NOW, FUZZ_NOW + 30 * 86400, k,
+    if (!fuzz_ca_intermediate(ca, ca_key, i, mat[i].serial, FUZZ_NOW, FUZZ_NOW + 30 * 86400, k,
                               csr_der, csr_len, &der, &dn) ||
         (sn = i2d_PUBKEY(*k, &spki)) <= 0)
         abort();

@@ -10,10 +10,17 @@ intermediate's serial (state-*), and hand-written ones for each op and its bad f
 
 replay: each recorded signing log, its lines as raw-line steps (log-*: 0x0f, a 2-byte
 length, the line), and step programs in fuzz_replay.c's vocabulary (prog-*)."""
+import base64
 import glob
 import json
 import os
+import re
 import sys
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ICA_SERIAL = "5e7a1110c0ffee01"  # FUZZ_ICA_SERIAL of fuzz_admin.c
@@ -58,12 +65,54 @@ def admin_seeds(capture):
         "unknown-op": {"op": "ica-sign"},
         "op-not-string": {"op": 1},
     }
+    hand.update(renewal_seeds())
     for name, req in hand.items():
         out["hand-" + name] = json.dumps(req, separators=(",", ":")).encode()
+    j = lambda req: json.dumps(req, separators=(",", ":")).encode()
+    # Sequences (NUL between requests): revoke the current intermediate, then renew it;
+    # approve and deny one request; approve twice as the same caller.
+    out["seq-revoke-then-renew"] = j(hand["revoke-ica"]) + b"\0" + j(hand["renew-same-key"])
+    out["seq-approve-then-deny"] = j(hand["approve-completes"]) + b"\0" + j(
+        {"op": "ica-deny", "id": 7, "reason": "changed my mind"}) + b"\0" + j(hand["fetch-issued"])
+    out["seq-approve-twice"] = j(hand["approve-first"]) + b"\0" + j(hand["approve-first"])
     out["hand-not-json"] = b'{"op":"ica-list",'
     out["hand-array"] = b'["ica-list"]'
     out["hand-duplicate-key"] = b'{"op":"ica-list","op":"crl-get"}'
     return out
+
+
+def istiod_keys():
+    """fuzz_ca.c's fixed istiod keys."""
+    with open(os.path.join(HERE, "fuzz_ca.c")) as f:
+        text = f.read()
+    body = re.search(r"istiod_keys\[FUZZ_CA_ISTIOD_KEYS\] = \{(.*?)\};", text, re.S).group(1)
+    pem = "".join(re.findall(r'"([^"]*)"', body)).replace("\\n", "\n")
+    return [serialization.load_pem_private_key(p.encode(), None) for p in
+            re.findall(r"-----BEGIN PRIVATE KEY-----.*?-----END PRIVATE KEY-----\n", pem, re.S)]
+
+
+def renewal_seeds():
+    """Renewals of fuzz_admin's issued request 1 (west, key 0): a CSR with key 0; one with
+    key 2 and a proof signed by key 0 (audit_ica_renewal_message); the same proof for east."""
+    keys = istiod_keys()
+
+    def csr(k):
+        b = x509.CertificateSigningRequestBuilder().subject_name(
+            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "istiod renewal")]))
+        return b.sign(k, hashes.SHA256())
+    same, other = csr(keys[0]), csr(keys[2])
+    der = other.public_bytes(serialization.Encoding.DER)
+    proof = keys[0].sign(b"hsmca intermediate renewal\0west\0" + der, ec.ECDSA(hashes.SHA256()))
+    pem = lambda c: c.public_bytes(serialization.Encoding.PEM).decode()
+    return {
+        "renew-same-key": {"op": "ica-request", "cluster": "west", "csr": pem(same)},
+        "renew-proof": {"op": "ica-request", "cluster": "west", "csr": pem(other),
+                        "renew_proof": base64.b64encode(proof).decode()},
+        "renew-proof-other-cluster": {"op": "ica-request", "cluster": "east", "csr": pem(other),
+                                      "renew_proof": base64.b64encode(proof).decode()},
+        "renew-proof-not-base64": {"op": "ica-request", "cluster": "west", "csr": pem(other),
+                                   "renew_proof": "%%%"},
+    }
 
 
 def raw_lines(path):
