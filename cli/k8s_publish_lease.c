@@ -85,9 +85,14 @@ static void create(kp_api *a, kp_lease *l, double now)
         won(l, now, 1);
     else if (rc == HSMCA_OK && status == 409)
         lose(l, "another replica created the Lease first");
-    else
-        log_warn("cannot create the Lease %s/%s: %s (HTTP %ld)", l->ns, l->name,
-                 rc == HSMCA_OK ? "refused" : e.msg, status);
+    else {
+        /* A holder whose Lease is gone and cannot be made again holds nothing: another
+         * replica may create it meanwhile. */
+        char why[300];
+        snprintf(why, sizeof(why), "%s (HTTP %ld)", rc == HSMCA_OK ? "refused" : e.msg, status);
+        lose(l, why);
+        log_warn("cannot create the Lease %s/%s: %s", l->ns, l->name, why);
+    }
 }
 
 /* The Lease obj (as read) taken or renewed by this process with an update. */
