@@ -293,11 +293,15 @@ static void check_state(run *r)
         if (q->n_approvers > AUDIT_ICA_APPROVERS_MAX)
             abort();
         for (unsigned a = 0; a < q->n_approvers; a++) {
-            if (!strcmp(q->approvers[a], q->requester))
+            if (q->approver_uids[a] >= 0 && q->requester_uid >= 0
+                    ? q->approver_uids[a] == q->requester_uid
+                    : !strcmp(q->approvers[a], q->requester))
                 abort(); /* a requester's approval never counts */
             for (unsigned b = 0; b < a; b++)
-                if (!strcmp(q->approvers[a], q->approvers[b]))
-                    abort(); /* nor one user twice */
+                if (q->approver_uids[a] >= 0 && q->approver_uids[b] >= 0
+                        ? q->approver_uids[a] == q->approver_uids[b]
+                        : !strcmp(q->approvers[a], q->approvers[b]))
+                    abort(); /* nor one user twice (by uid where both have one) */
         }
         int approved = q->n_approvers >= q->required || q->auto_renews;
         if ((q->intent_seq || q->cert_b64) && !approved)
@@ -316,30 +320,21 @@ static void check_state(run *r)
     r->last_revs = audit_crl_count(r->crl);
 }
 
-/* What the signer's own check says of ent, for the kinds it checks (-1: none). */
+/* What the signer's own check before it writes (audit_crl_check, audit_ica_check) says
+ * of ent, for the kinds whose rules are all CA-profile rules (-1: another kind). */
 static int signer_says(run *r, const audit_entry *ent)
 {
     hsmca_err e;
-    char user[AUDIT_ICA_USER_MAX + 1];
-    size_t n = ent->requester.len < AUDIT_ICA_USER_MAX ? ent->requester.len : AUDIT_ICA_USER_MAX;
-    memcpy(user, ent->requester.p ? ent->requester.p : "", n);
-    user[n] = '\0';
-    if (ent->kind == AUDIT_ICA_APPROVE)
-        return audit_ica_may_approve(r->ica, ent->request_id, user, ent->time, &e) == HSMCA_OK;
-    if (ent->kind == AUDIT_ICA_DENY)
-        return audit_ica_may_deny(r->ica, ent->request_id, &e) == HSMCA_OK;
-    if (ent->kind == AUDIT_ICA_AUTO_APPROVE) {
-        size_t plen = 0;
-        uint8_t *proof = ent->proof.len ? audit_ica_unbase64(ent->proof.p, ent->proof.len, &plen)
-                                        : NULL;
-        if (ent->proof.len && !proof)
-            return -1; /* the signer never writes a proof that is not base64 */
-        int ok = audit_ica_may_auto(r->ica, ent->request_id, ent->renews, proof, plen, ent->time,
-                                    &e) == HSMCA_OK;
-        free(proof);
-        return ok;
+    switch (ent->kind) {
+    case AUDIT_ICA_APPROVE:
+    case AUDIT_ICA_DENY:
+    case AUDIT_ICA_AUTO_APPROVE:
+    case AUDIT_REVOKE:
+    case AUDIT_CRL:
+        return audit_crl_check(r->crl, ent, &e) == HSMCA_OK &&
+               audit_ica_check(r->ica, ent, &e) == HSMCA_OK;
+    default: return -1;
     }
-    return -1;
 }
 
 /* One line of the log: 1 accepted, 0 not an entry (skipped), -1 refused (the end). */
@@ -354,8 +349,15 @@ static int feed(run *r, const char *line, size_t len)
     int says = signer_says(r, &ent);
     hsmca_err_clear(&e);
     hsmca_code rc = audit_replay_entry(r->replay, &ent, 0, &e);
-    if (says >= 0 && says != (rc == HSMCA_OK))
+    uint64_t broken_seq;
+    int broken = rc == HSMCA_OK && audit_replay_ca_broken(r->replay, &broken_seq);
+    if (says >= 0 && says != (rc == HSMCA_OK && !broken))
         abort(); /* the signer's check and the replay disagree about this step */
+    if (broken) {
+        if (says == 1)
+            abort(); /* a step the signer would write breaks a CA-profile rule */
+        return -1; /* the CA profile closes here: the log goes on for workloads only */
+    }
     if (rc != HSMCA_OK) {
         if ((rc != HSMCA_EPERM && rc != HSMCA_ENOMEM) || strncmp(e.msg, "log seq ", 8) != 0)
             abort();
