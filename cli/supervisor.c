@@ -367,11 +367,6 @@ static int check_config(const char *config_path, hsmca_config *cfg)
     if (n <= 0)
         fatal("cannot find our own executable: %s", strerror(errno));
     sup_exe[n] = '\0';
-    hsmca_err xe; /* a missing program is an installation error no restart cures */
-    if (sup_exec_check(sup_exe, &xe) != HSMCA_OK) {
-        log_error("%s", xe.msg);
-        return EXIT_CONFIG;
-    }
     static char config_abs[PATH_MAX];
     if (!realpath(config_path, config_abs)) {
         log_error("config %s: %s", config_path, strerror(errno));
@@ -380,6 +375,12 @@ static int check_config(const char *config_path, hsmca_config *cfg)
     sup_config = config_abs;
     hsmca_err e;
     if (config_load(config_abs, cfg, &e) != HSMCA_OK || config_validate(cfg, &e) != HSMCA_OK) {
+        log_error("%s", e.msg);
+        return EXIT_CONFIG;
+    }
+    /* A missing program is an installation error no restart cures; hsmca-metrics only
+     * when metrics.listen runs it. */
+    if (sup_exec_check(sup_exe, cfg->metrics_listen[0] != '\0', &e) != HSMCA_OK) {
         log_error("%s", e.msg);
         return EXIT_CONFIG;
     }
