@@ -31,6 +31,10 @@
 #define BACKOFF_MIN 0.2
 #define BACKOFF_MAX 5.0
 #define STABLE_AFTER 10.0 /* a child that lived this long restarts without delay */
+/* Stopping: a child has this long after SIGTERM to finish what is in flight, then it
+ * gets SIGKILL, once; after that only its exit is waited for. */
+#define SUP_STOP_GRACE_S 5.0
+#define SUP_AFTER_KILL_S 3600.0 /* a deadline no wait reaches: no second SIGKILL */
 #define SUP_KIDS 4 /* signer, frontend, metrics, publish-roots */
 #define SUP_CLUSTERS IPC_KEYSETS /* the local cluster, then auth.clusters (ipc_contract.h) */
 
@@ -335,7 +339,7 @@ static void stop_children(sup_child *kids, int n)
     for (int i = 0; i < n; i++)
         if (kids[i].pid)
             kill(kids[i].pid, SIGTERM);
-    double deadline = util_mono_now() + 5.0;
+    double deadline = util_mono_now() + SUP_STOP_GRACE_S;
     for (;;) {
         int alive = 0;
         for (int i = 0; i < n; i++) {
@@ -348,12 +352,12 @@ static void stop_children(sup_child *kids, int n)
         if (util_mono_now() > deadline) {
             for (int i = 0; i < n; i++) {
                 if (kids[i].pid) {
-                    log_warn("%s (pid %d) did not stop within 5 s of SIGTERM: killing it",
-                             kids[i].role, (int)kids[i].pid);
+                    log_warn("%s (pid %d) did not stop within %.0f s of SIGTERM: killing it",
+                             kids[i].role, (int)kids[i].pid, SUP_STOP_GRACE_S);
                     kill(kids[i].pid, SIGKILL);
                 }
             }
-            deadline = util_mono_now() + 3600; /* killed once is enough */
+            deadline = util_mono_now() + SUP_AFTER_KILL_S; /* killed once is enough */
         }
         usleep(50 * 1000);
     }
