@@ -6,7 +6,7 @@
 
 #include "hsmca_err.h"
 
-/* The program of a child role ("signer", "frontend"), hsmca-ROLE: beside self (the
+/* The program of a child role ("signer", "frontend", "metrics"), hsmca-ROLE: beside self (the
  * running `hsmca`, an absolute path: the build tree, a bundle), else in
  * ../libexec/hsmca/ from self's directory (an installed tree: /usr/bin/hsmca,
  * /usr/libexec/hsmca/hsmca-signer). Never a search of PATH: the supervisor runs as
