@@ -39,7 +39,7 @@
 #define SUP_CLUSTERS IPC_KEYSETS /* the local cluster, then auth.clusters (ipc_contract.h) */
 
 typedef struct {
-    const char *role; /* "signer" or "frontend": its program is hsmca-ROLE */
+    const char *role; /* signer, frontend, metrics: program hsmca-ROLE; publish-roots: hsmca */
     pid_t pid;        /* 0 when not running */
     int ctl;          /* our end of its control channel */
     double started, restart_at, backoff;

@@ -2,8 +2,8 @@
 #ifndef HSMCA_SUPERVISOR_H
 #define HSMCA_SUPERVISOR_H
 
-/* Starts the signer and the front end from config_path (fork + exec of this
- * binary), connects them with a socketpair, restarts a child that dies (with
+/* Starts the signer and the front end from config_path (fork + exec of their
+ * programs, sup_exec.h), connects them with a socketpair, restarts a child that dies (with
  * backoff) and hands the survivor a fresh connection. Returns on SIGTERM or
  * SIGINT after stopping its children (0), or with EXIT_CONFIG when the config is
  * bad or a child cannot start for a reason a restart will not cure (a wrong PIN:
