@@ -1,4 +1,4 @@
-/* audit_entry.h - one entry of the signing log as a canonical JSON line (DESIGN.md §6):
+/* audit_entry.h - one entry of the signing log as a canonical JSON line (docs/ARCHITECTURE.md §7.2):
  * keys in byte order, integers only (no floats), strings escaped by common/log.h's escaper
  * (valid UTF-8 kept, every other byte as the text \xNN, so any bytes fit on one line), each
  * string capped with "<key>_truncated":<original length> when cut. A line is at most

@@ -1,5 +1,5 @@
 /* audit_ica.h - the state of istiod intermediate CA requests, rebuilt from the signing log
- * (DESIGN.md §2, §6): the signer's replay at start, its admin socket as it goes, and the
+ * (docs/ARCHITECTURE.md §3.3, §7): the signer's replay at start, its admin socket as it goes, and the
  * offline verifier apply the same rules to the same entries, so they cannot disagree
  * about who approved what.
  *

@@ -6,7 +6,7 @@
 
 #include "hsmca_err.h"
 
-/* The program of a child role ("signer", "frontend"), hsmca-ROLE: beside self (the
+/* The program of a child role ("signer", "frontend", "metrics"), hsmca-ROLE: beside self (the
  * running `hsmca`, an absolute path: the build tree, a bundle), else in
  * ../libexec/hsmca/ from self's directory (an installed tree: /usr/bin/hsmca,
  * /usr/libexec/hsmca/hsmca-signer). Never a search of PATH: the supervisor runs as
@@ -15,8 +15,9 @@
 HSMCA_MUSTCHECK hsmca_code sup_exec_find(const char *self, const char *role, char *out,
                                          size_t outsz, hsmca_err *e);
 
-/* Both children's programs are there (sup_exec_find for each role): checked once
- * before anything starts. */
-HSMCA_MUSTCHECK hsmca_code sup_exec_check(const char *self, hsmca_err *e);
+/* The programs of the children this config runs are there (sup_exec_find for the
+ * signer, the front end, and the metrics process when metrics is non-zero, i.e.
+ * metrics.listen is set): checked once before anything starts. */
+HSMCA_MUSTCHECK hsmca_code sup_exec_check(const char *self, int metrics, hsmca_err *e);
 
 #endif

@@ -1,5 +1,5 @@
 /* sup_keys.h - the supervisor as the only fetcher of the JWT issuer's keys
- * (DESIGN.md §2 "Identity binding": the front end, and later the signer, hold
+ * (docs/ARCHITECTURE.md §3.2 "Identity binding": the front end, and later the signer, hold
  * the keys but never fetch them).
  *
  * Source, from the config: auth.jwt.jwks_file, re-read when it changes (its

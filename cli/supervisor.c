@@ -31,11 +31,15 @@
 #define BACKOFF_MIN 0.2
 #define BACKOFF_MAX 5.0
 #define STABLE_AFTER 10.0 /* a child that lived this long restarts without delay */
+/* Stopping: a child has this long after SIGTERM to finish what is in flight, then it
+ * gets SIGKILL, once; after that only its exit is waited for. */
+#define SUP_STOP_GRACE_S 5.0
+#define SUP_AFTER_KILL_S 3600.0 /* a deadline no wait reaches: no second SIGKILL */
 #define SUP_KIDS 4 /* signer, frontend, metrics, publish-roots */
 #define SUP_CLUSTERS IPC_KEYSETS /* the local cluster, then auth.clusters (ipc_contract.h) */
 
 typedef struct {
-    const char *role; /* "signer" or "frontend": its program is hsmca-ROLE */
+    const char *role; /* signer, frontend, metrics: program hsmca-ROLE; publish-roots: hsmca */
     pid_t pid;        /* 0 when not running */
     int ctl;          /* our end of its control channel */
     double started, restart_at, backoff;
@@ -335,7 +339,7 @@ static void stop_children(sup_child *kids, int n)
     for (int i = 0; i < n; i++)
         if (kids[i].pid)
             kill(kids[i].pid, SIGTERM);
-    double deadline = util_mono_now() + 5.0;
+    double deadline = util_mono_now() + SUP_STOP_GRACE_S;
     for (;;) {
         int alive = 0;
         for (int i = 0; i < n; i++) {
@@ -348,12 +352,12 @@ static void stop_children(sup_child *kids, int n)
         if (util_mono_now() > deadline) {
             for (int i = 0; i < n; i++) {
                 if (kids[i].pid) {
-                    log_warn("%s (pid %d) did not stop within 5 s of SIGTERM: killing it",
-                             kids[i].role, (int)kids[i].pid);
+                    log_warn("%s (pid %d) did not stop within %.0f s of SIGTERM: killing it",
+                             kids[i].role, (int)kids[i].pid, SUP_STOP_GRACE_S);
                     kill(kids[i].pid, SIGKILL);
                 }
             }
-            deadline = util_mono_now() + 3600; /* killed once is enough */
+            deadline = util_mono_now() + SUP_AFTER_KILL_S; /* killed once is enough */
         }
         usleep(50 * 1000);
     }
@@ -367,11 +371,6 @@ static int check_config(const char *config_path, hsmca_config *cfg)
     if (n <= 0)
         fatal("cannot find our own executable: %s", strerror(errno));
     sup_exe[n] = '\0';
-    hsmca_err xe; /* a missing program is an installation error no restart cures */
-    if (sup_exec_check(sup_exe, &xe) != HSMCA_OK) {
-        log_error("%s", xe.msg);
-        return EXIT_CONFIG;
-    }
     static char config_abs[PATH_MAX];
     if (!realpath(config_path, config_abs)) {
         log_error("config %s: %s", config_path, strerror(errno));
@@ -380,6 +379,12 @@ static int check_config(const char *config_path, hsmca_config *cfg)
     sup_config = config_abs;
     hsmca_err e;
     if (config_load(config_abs, cfg, &e) != HSMCA_OK || config_validate(cfg, &e) != HSMCA_OK) {
+        log_error("%s", e.msg);
+        return EXIT_CONFIG;
+    }
+    /* A missing program is an installation error no restart cures; hsmca-metrics only
+     * when metrics.listen runs it. */
+    if (sup_exec_check(sup_exe, cfg->metrics_listen[0] != '\0', &e) != HSMCA_OK) {
         log_error("%s", e.msg);
         return EXIT_CONFIG;
     }

@@ -70,7 +70,7 @@ typedef struct {
     int deferred;
 } fe_checked_request;
 
-/* Runs steps 2-5 of DESIGN.md §3 on a request body: authenticate the caller with
+/* Runs steps 2-5 of docs/ARCHITECTURE.md §4 on a request body: authenticate the caller with
  * the authenticator chain (creds: the call's metadata and peer, fe_auth.h), decode
  * and depth-check the request, parse the CSR, apply the SAN and TTL policy, build
  * the TBS. On refusal, e names the check and its code maps to the gRPC status. */

@@ -1,5 +1,5 @@
 /* fe_request.c - one CreateCertificate request from bytes to a TBS, and the
- * signed leaf back to a response (DESIGN.md §3, steps 2-6). */
+ * signed leaf back to a response (docs/ARCHITECTURE.md §4, steps 2-6). */
 #include "fe_app.h"
 
 #include <stdio.h>

@@ -141,7 +141,7 @@ static void build_policy(signer_ctx *s)
     config_serving_names(cfg, p->serving_dns, &p->n_serving_dns, p->serving_ips, &p->n_serving_ips);
 }
 
-/* The audit key (DESIGN.md §6), checked like the CA key: opened before the
+/* The audit key (docs/ARCHITECTURE.md §6), checked like the CA key: opened before the
  * sandbox, in its own module and with its own PIN file when configured, refused
  * naming the check, and its module and public key's fingerprint logged so an
  * operator can tell which key signs the log, and where it is. */

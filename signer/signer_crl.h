@@ -1,4 +1,4 @@
-/* signer_crl.h - revocations and the CA's CRL (DESIGN.md §2). `hsmca ca revoke` asks
+/* signer_crl.h - revocations and the CA's CRL (docs/ARCHITECTURE.md §3.3). `hsmca ca revoke` asks
  * through the admin socket (ca-revoke); each revocation is a durable `revoke` entry of the
  * log before the reply, and the list is rebuilt from the log at start (audit/audit_crl.h).
  *

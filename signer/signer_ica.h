@@ -1,4 +1,4 @@
-/* signer_ica.h - istiod intermediate CA requests through the admin socket (DESIGN.md §2):
+/* signer_ica.h - istiod intermediate CA requests through the admin socket (docs/ARCHITECTURE.md §3.3):
  * request, list, show, approve, deny, fetch. Every step is an audit-log entry, durable
  * before the reply, and the state is rebuilt from the log at start (audit/audit_ica.h,
  * whose rules the signer checks before it writes a step). Once a request has its

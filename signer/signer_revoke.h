@@ -1,4 +1,4 @@
-/* signer_revoke.h - what a revocation stops (DESIGN.md §2): the signer refuses a workload
+/* signer_revoke.h - what a revocation stops (docs/ARCHITECTURE.md §3.2): the signer refuses a workload
  * TBS while a revocation by identity names its URI SAN, and a client-certificate renewal
  * whose presented certificate (SignRequest.client_serial, client_issuer) it revoked. Both
  * refusals are the signer's own (deny entries), so a compromised front end cannot undo a

@@ -1,6 +1,6 @@
 /* signer_tbs_ext.c - the extensions of a TBS the signer will sign: an X509-SVID
  * (SPIFFE X509-SVID §4) for workloads, the same shape with DNS/IP names for the
- * front end's serving certificate (DESIGN.md §2, invariants 1, 3 and 4).
+ * front end's serving certificate (docs/ARCHITECTURE.md §3.1, invariants 1, 3 and 4).
  *
  * Every extension of the allowlist is required, exactly once, with the one
  * criticality the profile gives it; anything else is refused. */

@@ -197,7 +197,7 @@ else
     CMD='["serve", "--config", "/etc/hsmca/hsmca.yaml"]'
 fi
 # USER 0: the supervisor starts as root only to switch each child to its own user
-# (docs/SECURITY.md); run it as another user and both children share that user.
+# (docs/SECURITY.md); run it as another user and the children share that user.
 OLD_ID=$(podman image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)
 tar -C "$STAGE" --numeric-owner -cf - . | podman import \
     --change 'ENTRYPOINT ["/usr/bin/hsmca"]' \

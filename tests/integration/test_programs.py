@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Three programs, each linked only with what it runs (DESIGN.md §1, docs/SECURITY.md
+"""Four programs, each linked only with what it runs (docs/ARCHITECTURE.md §1, docs/SECURITY.md
 §1). The privileged signer maps its own short list of libraries and the PKCS#11
 module with what that module needs, nothing else: no gRPC, abseil, upb, re2,
 c-ares, libcurl, libssl. The front end maps no PKCS#11 code.
