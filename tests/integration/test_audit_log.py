@@ -136,6 +136,7 @@ class AuditLogTests(unittest.TestCase):
         time.sleep(1.2)  # the results' flush and a checkpoint
         signer = self.server.wait_children()["signer"]
         os.kill(signer, signal.SIGSTOP)  # writes nothing more, and is not restarted yet
+        self.server.verify_log_at_stop = False  # broken on purpose
         audit_dir = os.path.join(self.server.dir, "audit")
         entries = read_log(self.server)
         first = [e for e in entries if e["kind"] == "issue-intent"][0]
