@@ -1,10 +1,11 @@
 /* ca.h - the CA ceremony, a library of the `hsmca` program. With the signer (signer/),
  * this is the only code that opens the CA key's token or writes the signing log: an
- * operator's steps, run in the operator's process with the config's PKCS#11 module while
- * serve is stopped, each a ca-key entry of the log (ca_audit.h). What asks the running
- * signer instead (`hsmca ca revoke`, `hsmca intermediate`, `hsmca token check`) is a
- * client in cli/; `hsmca dev` makes a throwaway token of its own (cli/dev_ca.c).
- * docs/CEREMONY.md is the procedure, docs/ROTATION.md the key rotation.
+ * operator's steps, run in the operator's process with the config's PKCS#11 module.
+ * init, import, rotate and token keygen are ca-key entries of the log (ca_audit.h),
+ * written while serve is stopped; show only reads. What asks the running signer instead
+ * (`hsmca ca revoke`, `hsmca intermediate`, `hsmca token check`) is a client in cli/;
+ * `hsmca dev` makes a throwaway token of its own (cli/dev_ca.c). docs/CEREMONY.md is
+ * the procedure, docs/ROTATION.md the key rotation.
  *
  * Each command takes its argv (argv[0] its name). Exit status: 0 done, 1 refused or
  * failed (show: the token key does not match, or the chain does not verify), 2 bad usage,

@@ -3,7 +3,7 @@
  * check runs the real signer program in its check mode (`hsmca-signer --check`,
  * signer/signer_check.h), so the token is opened by the same code, user, sandbox and
  * environment as under serve; this process loads no module for it. keygen is a ceremony
- * step that runs here (ca/token_cmd.c). */
+ * step run in this process (ca/token_cmd.c). */
 #include "token_check.h"
 
 #include <errno.h>
