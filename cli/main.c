@@ -16,7 +16,7 @@
 #include "probe.h"
 #include "request.h"
 #include "supervisor.h"
-#include "token_cmd.h"
+#include "token_check.h"
 #include "version.h"
 
 static void usage(FILE *f)

@@ -1,15 +1,15 @@
 #!/usr/bin/python3
 """Sizes a reader can hold: every production C file (common/, token/, policy/,
-audit/, pkcs11/, signer/, frontend/, cli/) at most 600 lines, every function in
-them at most 80, counted from the line that opens its body to the line that
-closes it. Prints each file or function over its bound and exits 1 if any is.
+audit/, pkcs11/, leafcert/, ca/, signer/, frontend/, cli/) at most 600 lines, every
+function in them at most 80, counted from the line that opens its body to the line
+that closes it. Prints each file or function over its bound and exits 1 if any is.
 
 A function body is a line that is exactly "{" after a declarator, up to the next
 line that is exactly "}": the layout clang-format gives this tree."""
 import os
 import sys
 
-DIRS = ["common", "token", "policy", "audit", "pkcs11", "signer", "frontend", "cli"]
+DIRS = ["common", "token", "policy", "audit", "pkcs11", "leafcert", "ca", "signer", "frontend", "cli"]
 MAX_FILE_LINES = 600
 MAX_FUNC_LINES = 80
 

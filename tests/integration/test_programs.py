@@ -114,6 +114,19 @@ class ProgramTests(unittest.TestCase):
                 self.assertNotIn(bad, os.path.basename(p).lower(), p)
         self.assertFalse(needed(FRONTEND_BIN) & {"libp11", "libp11-kit", "libcurl"})
 
+    def test_leaf_certificates_built_by_the_frontend_never_the_signer(self):
+        """leafcert/ (CSR parsing, the TBS builder) is linked into the programs that issue
+        workload certificates; the signer checks TBSs and builds none, so none of it is in
+        its reading list."""
+        def leaf_symbols(path):
+            out = subprocess.run(["nm", "--defined-only", path], capture_output=True,
+                                 text=True, check=True).stdout
+            return {line.split()[-1] for line in out.splitlines()
+                    if line.split()[-1].startswith("leaf_")}
+        self.assertIn("leaf_tbs_build", leaf_symbols(FRONTEND_BIN))
+        self.assertIn("leaf_csr_parse", leaf_symbols(FRONTEND_BIN))
+        self.assertEqual(leaf_symbols(SIGNER_BIN), set(), "hsmca-signer links leafcert/")
+
 
 if __name__ == "__main__":
     unittest.main()

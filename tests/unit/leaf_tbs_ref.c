@@ -1,6 +1,6 @@
-/* fe_tbs_ref.c - see fe_tbs_ref.h: the front end's TBS builder as it was before
+/* leaf_tbs_ref.c - see leaf_tbs_ref.h: the front end's TBS builder as it was before
  * the DER template (frontend/fe_tbs.c at 9c23dd8), with the serial given. */
-#include "fe_tbs_ref.h"
+#include "leaf_tbs_ref.h"
 
 #include <string.h>
 #include <time.h>
@@ -10,10 +10,10 @@
 #include "certasm.h"
 #include "profile.h"
 
-#define FE_TBS_SERIAL_LEN 16
-#define FE_TBS_BACKDATE PROFILE_BACKDATE_S
+#define LEAF_TBS_SERIAL_LEN 16
+#define LEAF_TBS_BACKDATE PROFILE_BACKDATE_S
 
-/* The serial given (16 content octets, as fe_tbs_build draws them). */
+/* The serial given (16 content octets, as leaf_tbs_build draws them). */
 static HSMCA_MUSTCHECK hsmca_code set_serial(X509 *x, const uint8_t b[16], hsmca_err *e)
 {
     ASN1_INTEGER *sn = X509_get_serialNumber(x);
@@ -153,7 +153,7 @@ static HSMCA_MUSTCHECK hsmca_code push_ia5(GENERAL_NAMES *gens, int type, const 
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code add_san(X509 *x, const fe_tbs_params *p, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code add_san(X509 *x, const leaf_tbs_params *p, hsmca_err *e)
 {
     GENERAL_NAMES *gens = sk_GENERAL_NAME_new_null();
     hsmca_code rc = HSMCA_OK;
@@ -189,7 +189,7 @@ static HSMCA_MUSTCHECK hsmca_code add_san(X509 *x, const fe_tbs_params *p, hsmca
 static HSMCA_MUSTCHECK hsmca_code set_validity(X509 *x, const X509 *ca, int64_t now,
                                                uint32_t ttl, hsmca_err *e)
 {
-    int64_t not_before = now - FE_TBS_BACKDATE, not_after = not_before + (int64_t)ttl;
+    int64_t not_before = now - LEAF_TBS_BACKDATE, not_after = not_before + (int64_t)ttl;
     /* Never past the CA certificate's notAfter (cut to it, as istiod does). */
     int day = 0, sec = 0;
     ASN1_TIME *nb = ASN1_TIME_set(NULL, (time_t)not_after);
@@ -207,15 +207,15 @@ static HSMCA_MUSTCHECK hsmca_code set_validity(X509 *x, const X509 *ca, int64_t 
     return HSMCA_OK;
 }
 
-hsmca_code fe_tbs_ref_build(const fe_tbs_params *p, const uint8_t serial[16], uint8_t **der,
+hsmca_code leaf_tbs_ref_build(const leaf_tbs_params *p, const uint8_t serial[16], uint8_t **der,
                             size_t *len, hsmca_err *e)
 {
     if (!der || !len)
-        return hsmca_fail(e, HSMCA_EINTERNAL, "fe_tbs_build: missing parameter");
+        return hsmca_fail(e, HSMCA_EINTERNAL, "leaf_tbs_build: missing parameter");
     *der = NULL;
     *len = 0;
     if (!p || !p->ca_cert || (!p->subject_key && !p->subject_spki))
-        return hsmca_fail(e, HSMCA_EINTERNAL, "fe_tbs_build: missing parameter");
+        return hsmca_fail(e, HSMCA_EINTERNAL, "leaf_tbs_build: missing parameter");
     if (!p->uri_san && p->n_dns <= 0 && p->n_ips <= 0)
         return hsmca_fail(e, HSMCA_EINVAL, "TBS: no SAN (neither URI nor DNS/IP) requested");
     if (p->n_dns < 0 || p->n_ips < 0 || (p->n_dns > 0 && !p->dns) || (p->n_ips > 0 && !p->ips))

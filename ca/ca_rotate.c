@@ -1,7 +1,7 @@
 /* ca_rotate.c - `hsmca ca rotate STEP`: the dispatch, its help, and what the steps share
  * (ca_rotate.h). */
 #include "ca_rotate.h"
-#include "ca_cmd.h"
+#include "ca.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -28,7 +28,7 @@ typedef struct {
  * label: object=). 0, else EXIT_CONFIG after saying why on stderr. */
 int ca_session_config(ca_session *s, const char *cmd, const char *config);
 
-/* Reads pkcs11.pin_file, sets the module's environment (sup_env_apply_module) and loads
+/* Reads pkcs11.pin_file, sets the module's environment (module_env_apply) and loads
  * pkcs11.module in this process. 0, else 1 after saying why. */
 int ca_session_token(ca_session *s);
 

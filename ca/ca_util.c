@@ -1,6 +1,6 @@
 /* ca_util.c - see ca_util.h. */
 #include "ca_util.h"
-#include "sup_env.h"
+#include "module_env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +49,7 @@ int ca_session_token(ca_session *s)
         return 1;
     }
     s->have_pin = 1;
-    sup_env_apply_module(s->cfg);
+    module_env_apply(s->cfg);
     if (p11_module_load(s->cfg->module_path, &s->m, &e) != HSMCA_OK) {
         fprintf(stderr, "%s: pkcs11.module: %s\n", s->cmd, e.msg);
         return 1;

@@ -2,7 +2,7 @@
  * (verified now), the key URI and whether the token's key is the certificate's. One
  * JSON document is built and printed as is (--json) or as text. */
 #include "ca_show.h"
-#include "ca_cmd.h"
+#include "ca.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +13,19 @@
 
 #include "ca_util.h"
 #include "cli_opts.h"
+
+const char ca_show_help[] =
+    "usage: hsmca ca show --config FILE [--json]\n"
+    "\n"
+    "Prints the CA certificate (ca.cert: subject, issuer, serial, validity and days\n"
+    "left, key type, SHA-256 of the certificate and of its public key), its chain\n"
+    "through ca.chain to a root in ca.root_bundle (verified now), the roots in the\n"
+    "bundle, the key URI, and whether the token's key (opened as serve opens it,\n"
+    "with the PIN from pkcs11.pin_file) is the certificate's. --json prints the same\n"
+    "as one JSON object. While a rotation is under way (ca.next_* or ca.previous_*\n"
+    "set), a rotation section: its state and next step, the next key in the token,\n"
+    "the next and previous certificates (docs/ROTATION.md). Exit status: 0 the token\n"
+    "key matches and the chain verifies, 1 not, 2 bad usage, 78 the config does not load.";
 
 static json_t *certs_json(STACK_OF(X509) * certs, int from)
 {

@@ -1,4 +1,4 @@
-/* fe_csr_der.h - a PKCS#10 CertificationRequest decoded without decoding its key.
+/* leaf_csr_der.h - a PKCS#10 CertificationRequest decoded without decoding its key.
  *
  * Why: OpenSSL 3.0's d2i_X509_REQ decodes the SubjectPublicKeyInfo through the
  * generic OSSL_DECODER path (a decoder chain built per call, provider fetches and
@@ -8,36 +8,36 @@
  * algorithm and BIT STRING; the key is then built directly for the curves the
  * profile allows (EC P-256 and P-384 with a named curve), and through d2i_PUBKEY
  * for everything else (RSA, refusals). */
-#ifndef HSMCA_FE_CSR_DER_H
-#define HSMCA_FE_CSR_DER_H
+#ifndef HSMCA_LEAF_CSR_DER_H
+#define HSMCA_LEAF_CSR_DER_H
 
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct fe_csr_der fe_csr_der;
+typedef struct leaf_csr_der leaf_csr_der;
 
 /* The request in der[0..len) (a prefix of it: *used says how many bytes it took),
  * NULL when it is not a DER CertificationRequest. */
-fe_csr_der *fe_csr_der_decode(const uint8_t *der, size_t len, size_t *used);
-void fe_csr_der_free(fe_csr_der *r);
+leaf_csr_der *leaf_csr_der_decode(const uint8_t *der, size_t len, size_t *used);
+void leaf_csr_der_free(leaf_csr_der *r);
 
 /* The version field's value (-1 when it does not fit a long). */
-long fe_csr_der_version(const fe_csr_der *r);
+long leaf_csr_der_version(const leaf_csr_der *r);
 
 /* The public key, new (caller frees); NULL when it does not decode. */
-EVP_PKEY *fe_csr_der_pubkey(const fe_csr_der *r);
+EVP_PKEY *leaf_csr_der_pubkey(const leaf_csr_der *r);
 
 /* The SubjectPublicKeyInfo as an X509_PUBKEY holding the same algorithm and key
  * bits (for the TBS builder), new; NULL on failure or an unsupported parameter. */
-X509_PUBKEY *fe_csr_der_spki(const fe_csr_der *r);
+X509_PUBKEY *leaf_csr_der_spki(const leaf_csr_der *r);
 
 /* 1 when the request's signature verifies under k over the exact bytes received.
  * kctx: a context of k (EVP_PKEY_CTX_new_from_pkey) the verify may use, or NULL. */
-int fe_csr_der_verify(const fe_csr_der *r, EVP_PKEY *k, EVP_PKEY_CTX *kctx);
+int leaf_csr_der_verify(const leaf_csr_der *r, EVP_PKEY *k, EVP_PKEY_CTX *kctx);
 
 /* The attributes (never NULL after a decode; may be empty). */
-const STACK_OF(X509_ATTRIBUTE) * fe_csr_der_attributes(const fe_csr_der *r);
+const STACK_OF(X509_ATTRIBUTE) * leaf_csr_der_attributes(const leaf_csr_der *r);
 
 #endif

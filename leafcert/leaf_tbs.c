@@ -1,16 +1,16 @@
-/* fe_tbs.c - see fe_tbs.h.
+/* leaf_tbs.c - see leaf_tbs.h.
  *
  * The TBS is written as DER directly, from the end of one buffer towards its
  * start: each SEQUENCE's contents are written first, so its length is known
  * when its header is prepended, and nothing is encoded twice. Building it with
  * OpenSSL's X509 object (X509_add1_ext_i2d per extension, then i2d) cost
  * several times as much (docs/PERFORMANCE.md §4). What it
- * writes is byte for byte what that builder wrote: tests/unit/test_fe_tbs.c
- * compares the two (fe_tbs_ref.c keeps the old one), and the signer checks
+ * writes is byte for byte what that builder wrote: tests/unit/test_leaf_tbs.c
+ * compares the two (leaf_tbs_ref.c keeps the old one), and the signer checks
  * every TBS's fields again (signer/signer_tbs.c). SANs are written as
  * IA5String bytes, never through X509V3 config strings, so no value from a
  * request can be read as config syntax. */
-#include "fe_tbs.h"
+#include "leaf_tbs.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -23,12 +23,12 @@
 #include "profile.h"
 #include "sigalg.h"
 
-#define FE_TBS_SERIAL_LEN 16
-#define FE_TBS_BACKDATE PROFILE_BACKDATE_S
-#define FE_TBS_SAN_MAX 1024
+#define LEAF_TBS_SERIAL_LEN 16
+#define LEAF_TBS_BACKDATE PROFILE_BACKDATE_S
+#define LEAF_TBS_SAN_MAX 1024
 /* Room beyond the variable parts (issuer, key, SANs): version, serial, the
  * algorithm, validity, the fixed extensions and every header is under 300 bytes. */
-#define FE_TBS_FIXED_ROOM 512
+#define LEAF_TBS_FIXED_ROOM 512
 
 /* DER tags written here. */
 #define T_INTEGER 0x02
@@ -115,13 +115,13 @@ static void put_prim(der_w *w, uint8_t tag, const void *p, size_t n)
  * locking, a visible share of the front end's profile (docs/PERFORMANCE.md §4); one
  * call per 64 serials makes that negligible. Per thread, so no lock; a byte handed
  * out is wiped from the pool. What is left in it is as secret as the DRBG's own
- * state, which lives in the same process. The front end never forks once serving (a
- * forked child would repeat the parent's pool: the signer's serial set would
- * refuse the repeats, invariant 6). */
-#define FE_TBS_SERIAL_POOL (64 * FE_TBS_SERIAL_LEN)
+ * state, which lives in the same process. A program that builds TBSs never forks once
+ * serving (a forked child would repeat the parent's pool: the signer's serial set
+ * would refuse the repeats, invariant 6). */
+#define LEAF_TBS_SERIAL_POOL (64 * LEAF_TBS_SERIAL_LEN)
 
 static _Thread_local struct {
-    uint8_t b[FE_TBS_SERIAL_POOL];
+    uint8_t b[LEAF_TBS_SERIAL_POOL];
     size_t left; /* bytes not yet handed out, at the end of b */
 } serial_pool;
 
@@ -143,7 +143,7 @@ static HSMCA_MUSTCHECK int take_random(uint8_t *out, size_t n)
  * first octet in [0x01, 0x7f] (no sign bit, no leading zero to strip). */
 static HSMCA_MUSTCHECK hsmca_code put_serial(der_w *w, hsmca_err *e)
 {
-    uint8_t b[FE_TBS_SERIAL_LEN];
+    uint8_t b[LEAF_TBS_SERIAL_LEN];
     if (!take_random(b, sizeof(b)))
         return hsmca_fail(e, HSMCA_EINTERNAL, "RAND_bytes failed drawing a serial");
     b[0] &= 0x7f;
@@ -208,7 +208,7 @@ static void parts_free(tbs_parts *t)
 
 /* The SubjectPublicKeyInfo to certify: the CSR's as parsed (algorithm, named-curve
  * or NULL parameters, key bits: copied as is), or one made from subject_key. */
-static int take_spki(const fe_tbs_params *p, tbs_parts *t)
+static int take_spki(const leaf_tbs_params *p, tbs_parts *t)
 {
     if (!p->subject_spki) {
         if (!X509_PUBKEY_set(&t->own_spki, p->subject_key))
@@ -229,14 +229,14 @@ static int take_spki(const fe_tbs_params *p, tbs_parts *t)
 }
 
 /* Each SAN: URI and DNS names of 1 to 1024 bytes, IP addresses that parse. */
-static HSMCA_MUSTCHECK hsmca_code check_sans(const fe_tbs_params *p, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code check_sans(const leaf_tbs_params *p, hsmca_err *e)
 {
     size_t n = p->uri_san ? strlen(p->uri_san) : 1;
-    if (n == 0 || n > FE_TBS_SAN_MAX)
+    if (n == 0 || n > LEAF_TBS_SAN_MAX)
         return hsmca_fail(e, HSMCA_EINVAL, "TBS: URI SAN is empty or longer than 1024 bytes");
     for (int i = 0; i < p->n_dns; i++) {
         n = p->dns[i] ? strlen(p->dns[i]) : 0;
-        if (n == 0 || n > FE_TBS_SAN_MAX)
+        if (n == 0 || n > LEAF_TBS_SAN_MAX)
             return hsmca_fail(e, HSMCA_EINVAL, "TBS: DNS SAN is empty or longer than 1024 bytes");
     }
     for (int i = 0; i < p->n_ips; i++) {
@@ -248,7 +248,7 @@ static HSMCA_MUSTCHECK hsmca_code check_sans(const fe_tbs_params *p, hsmca_err *
     return HSMCA_OK;
 }
 
-static HSMCA_MUSTCHECK hsmca_code prepare(const fe_tbs_params *p, tbs_parts *t, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code prepare(const leaf_tbs_params *p, tbs_parts *t, hsmca_err *e)
 {
     if (!take_spki(p, t) ||
         (t->issuer_len = i2d_X509_NAME(X509_get_subject_name(p->ca_cert), &t->issuer_der)) <= 0 ||
@@ -256,7 +256,7 @@ static HSMCA_MUSTCHECK hsmca_code prepare(const fe_tbs_params *p, tbs_parts *t, 
         return hsmca_fail(e, HSMCA_EINTERNAL, "cannot set version, issuer or key of the TBS");
     /* The backdate absorbs clock skew between us and relying parties; it is part of
      * the TTL, because the signer caps notAfter - notBefore (invariant 2). */
-    int64_t not_before = p->now - FE_TBS_BACKDATE, not_after = not_before + (int64_t)p->ttl;
+    int64_t not_before = p->now - LEAF_TBS_BACKDATE, not_after = not_before + (int64_t)p->ttl;
     /* As istiod does: a TTL that would outlive the CA certificate is cut to its notAfter
      * (the signer refuses a notAfter past it, invariant 2). */
     struct tm ca_tm;
@@ -301,7 +301,7 @@ static void wrap_ext(der_w *w, const uint8_t *oid_crit, size_t oid_crit_len, siz
 
 /* Critical: the subject is empty, so the SAN is the whole identity (RFC 5280
  * 4.2.1.6). The URI, then DNS names, then IP addresses (written last first). */
-static void put_san(der_w *w, const fe_tbs_params *p)
+static void put_san(der_w *w, const leaf_tbs_params *p)
 {
     size_t mark = w->pos;
     for (int i = p->n_ips - 1; i >= 0; i--) {
@@ -322,7 +322,7 @@ static void put_san(der_w *w, const fe_tbs_params *p)
 }
 
 /* The whole TBS, last field first; the serial is drawn here. */
-static HSMCA_MUSTCHECK hsmca_code put_tbs(der_w *w, const fe_tbs_params *p, const tbs_parts *t,
+static HSMCA_MUSTCHECK hsmca_code put_tbs(der_w *w, const leaf_tbs_params *p, const tbs_parts *t,
                                           hsmca_err *e)
 {
     size_t mark = w->pos;
@@ -358,14 +358,14 @@ static HSMCA_MUSTCHECK hsmca_code put_tbs(der_w *w, const fe_tbs_params *p, cons
     return HSMCA_OK;
 }
 
-hsmca_code fe_tbs_build(const fe_tbs_params *p, uint8_t **der, size_t *len, hsmca_err *e)
+hsmca_code leaf_tbs_build(const leaf_tbs_params *p, uint8_t **der, size_t *len, hsmca_err *e)
 {
     if (!der || !len)
-        return hsmca_fail(e, HSMCA_EINTERNAL, "fe_tbs_build: missing parameter");
+        return hsmca_fail(e, HSMCA_EINTERNAL, "leaf_tbs_build: missing parameter");
     *der = NULL;
     *len = 0;
     if (!p || !p->ca_cert || (!p->subject_key && !p->subject_spki))
-        return hsmca_fail(e, HSMCA_EINTERNAL, "fe_tbs_build: missing parameter");
+        return hsmca_fail(e, HSMCA_EINTERNAL, "leaf_tbs_build: missing parameter");
     if (!p->uri_san && p->n_dns <= 0 && p->n_ips <= 0)
         return hsmca_fail(e, HSMCA_EINVAL, "TBS: no SAN (neither URI nor DNS/IP) requested");
     if (p->n_dns < 0 || p->n_ips < 0 || (p->n_dns > 0 && !p->dns) || (p->n_ips > 0 && !p->ips))
@@ -381,7 +381,7 @@ hsmca_code fe_tbs_build(const fe_tbs_params *p, uint8_t **der, size_t *len, hsmc
         goto out;
     /* Room: the fixed parts, the issuer and key, each SAN's bytes and at most 4 of
      * header (a 1024-byte name: 82 82 04 00), 18 for an IP address. */
-    size_t cap = FE_TBS_FIXED_ROOM + (size_t)t.issuer_len + (size_t)t.spki_len +
+    size_t cap = LEAF_TBS_FIXED_ROOM + (size_t)t.issuer_len + (size_t)t.spki_len +
                  (size_t)ASN1_STRING_length(t.ca_ski);
     cap += p->uri_san ? strlen(p->uri_san) + 4 : 0;
     for (int i = 0; i < p->n_dns; i++)

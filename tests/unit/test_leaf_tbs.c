@@ -1,4 +1,4 @@
-/* test_fe_tbs.c - builds TBS certificates, signs them with a real CA key in
+/* test_leaf_tbs.c - builds TBS certificates, signs them with a real CA key in
  * software and checks every field of the resulting certificate. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,9 +19,9 @@
 #include <openssl/x509v3.h>
 
 #include "certasm.h"
-#include "fe_csr.h"
-#include "fe_tbs.h"
-#include "fe_tbs_ref.h"
+#include "leaf_csr.h"
+#include "leaf_tbs.h"
+#include "leaf_tbs_ref.h"
 
 #define ME "spiffe://cluster.local/ns/default/sa/sleep"
 
@@ -193,7 +193,7 @@ static const int ext_order[] = {NID_basic_constraints,
 static const int ext_crit[] = {1, 1, 0, 0, 0, 1};
 
 /* Every field of a certificate built from p. */
-static void check_cert(const ca *c, const fe_tbs_params *p, const uint8_t *tbs, size_t tbs_len,
+static void check_cert(const ca *c, const leaf_tbs_params *p, const uint8_t *tbs, size_t tbs_len,
                        X509 *x)
 {
     /* Our TBS is DER: re-encoding the parsed certificate's TBS gives the same bytes. */
@@ -306,7 +306,7 @@ static void check_cert(const ca *c, const fe_tbs_params *p, const uint8_t *tbs, 
     GENERAL_NAMES_free(gens);
 }
 
-static void build_sign_check(const ca *c, fe_tbs_params *p)
+static void build_sign_check(const ca *c, leaf_tbs_params *p)
 {
     uint8_t *tbs = NULL;
     size_t len = 0;
@@ -314,9 +314,9 @@ static void build_sign_check(const ca *c, fe_tbs_params *p)
     hsmca_err_clear(&e);
     p->ca_cert = c->cert;
     p->sig_nid = certasm_sig_nid_for_key(c->key);
-    hsmca_code rc = fe_tbs_build(p, &tbs, &len, &e);
+    hsmca_code rc = leaf_tbs_build(p, &tbs, &len, &e);
     if (rc != HSMCA_OK)
-        fail_msg("fe_tbs_build: %s", e.msg);
+        fail_msg("leaf_tbs_build: %s", e.msg);
     X509 *x = sign_and_parse(c, p->sig_nid, tbs, len);
     check_cert(c, p, tbs, len, x);
     X509_free(x);
@@ -330,7 +330,7 @@ static void test_workload(void **state)
     EVP_PKEY *leaves[] = {leaf_ec, leaf_rsa};
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) {
-            fe_tbs_params p = {
+            leaf_tbs_params p = {
                 .subject_key = leaves[j], .uri_san = ME, .now = (int64_t)time(NULL), .ttl = 86400};
             build_sign_check(cas[i], &p);
         }
@@ -357,19 +357,19 @@ static void test_workload_from_csr_spki(void **state)
         X509_REQ *parsed = d2i_X509_REQ(NULL, &rp, req_len);
         assert_non_null(parsed);
 
-        fe_tbs_params p = {.subject_spki = X509_REQ_get_X509_PUBKEY(parsed),
+        leaf_tbs_params p = {.subject_spki = X509_REQ_get_X509_PUBKEY(parsed),
                            .uri_san = ME,
                            .now = (int64_t)time(NULL),
                            .ttl = 86400};
         p.ca_cert = ec_ca.cert;
         p.sig_nid = certasm_sig_nid_for_key(ec_ca.key);
-        fe_tbs_params only_spki = p;
+        leaf_tbs_params only_spki = p;
         only_spki.subject_key = NULL;
         p.subject_key = leaves[j]; /* check_cert compares against it */
         uint8_t *tbs = NULL;
         size_t len = 0;
         hsmca_err e;
-        assert_int_equal(fe_tbs_build(&only_spki, &tbs, &len, &e), HSMCA_OK);
+        assert_int_equal(leaf_tbs_build(&only_spki, &tbs, &len, &e), HSMCA_OK);
         X509 *x = sign_and_parse(&ec_ca, only_spki.sig_nid, tbs, len);
         check_cert(&ec_ca, &p, tbs, len, x);
         unsigned char *got = NULL;
@@ -391,7 +391,7 @@ static void test_serving_and_times(void **state)
     (void)state;
     const char *dns[] = {"hsmca.example.com", "localhost"};
     const char *ips[] = {"127.0.0.1", "::1"};
-    fe_tbs_params p = {.subject_key = leaf_ec,
+    leaf_tbs_params p = {.subject_key = leaf_ec,
                        .dns = dns,
                        .n_dns = 2,
                        .ips = ips,
@@ -404,7 +404,7 @@ static void test_serving_and_times(void **state)
     p.n_ips = 0;
     build_sign_check(&rsa_ca, &p);
     /* notAfter past 2049: GeneralizedTime, notBefore still UTCTime. */
-    fe_tbs_params late = {.subject_key = leaf_ec, .uri_san = ME, .now = 2524607000, .ttl = 86400};
+    leaf_tbs_params late = {.subject_key = leaf_ec, .uri_san = ME, .now = 2524607000, .ttl = 86400};
     build_sign_check(&ec_ca, &late);
 }
 
@@ -419,19 +419,19 @@ static void test_not_after_clamped_to_ca(void **state)
     struct tm tm;
     assert_true(ASN1_TIME_to_tm(X509_get0_notAfter(soon.cert), &tm));
     ca_end = (int64_t)timegm(&tm);
-    fe_tbs_params w = {.ca_cert = soon.cert, .sig_nid = NID_ecdsa_with_SHA256,
+    leaf_tbs_params w = {.ca_cert = soon.cert, .sig_nid = NID_ecdsa_with_SHA256,
                        .subject_key = leaf_ec, .uri_san = ME, .now = (int64_t)time(NULL),
                        .ttl = 86400};
-    fe_tbs_params sv = w;
+    leaf_tbs_params sv = w;
     sv.uri_san = NULL;
     sv.dns = dns;
     sv.n_dns = 1;
-    const fe_tbs_params *ps[] = {&w, &sv};
+    const leaf_tbs_params *ps[] = {&w, &sv};
     for (size_t i = 0; i < 2; i++) {
         uint8_t *tbs = NULL;
         size_t len = 0;
         hsmca_err e;
-        assert_int_equal(fe_tbs_build(ps[i], &tbs, &len, &e), HSMCA_OK);
+        assert_int_equal(leaf_tbs_build(ps[i], &tbs, &len, &e), HSMCA_OK);
         X509 *x = sign_and_parse(&soon, NID_ecdsa_with_SHA256, tbs, len);
         assert_time(X509_get0_notAfter(x), ca_end, V_ASN1_UTCTIME);
         assert_time(X509_get0_notBefore(x), ps[i]->now - 120, V_ASN1_UTCTIME);
@@ -445,7 +445,7 @@ static void test_not_after_clamped_to_ca(void **state)
     uint8_t *tbs = NULL;
     size_t len = 0;
     hsmca_err e;
-    assert_int_equal(fe_tbs_build(&w, &tbs, &len, &e), HSMCA_EUNAVAIL);
+    assert_int_equal(leaf_tbs_build(&w, &tbs, &len, &e), HSMCA_EUNAVAIL);
     assert_string_equal(e.msg, "the CA certificate has expired: nothing can be issued under it");
     assert_null(tbs);
     X509_free(soon.cert);
@@ -454,7 +454,7 @@ static void test_not_after_clamped_to_ca(void **state)
 static void test_serials_differ(void **state)
 {
     (void)state;
-    fe_tbs_params p = {.ca_cert = ec_ca.cert,
+    leaf_tbs_params p = {.ca_cert = ec_ca.cert,
                        .sig_nid = NID_ecdsa_with_SHA256,
                        .subject_key = leaf_ec,
                        .uri_san = ME,
@@ -465,7 +465,7 @@ static void test_serials_differ(void **state)
     for (int i = 0; i < 64; i++) {
         uint8_t *tbs = NULL;
         size_t len = 0;
-        assert_int_equal(fe_tbs_build(&p, &tbs, &len, &e), HSMCA_OK);
+        assert_int_equal(leaf_tbs_build(&p, &tbs, &len, &e), HSMCA_OK);
         size_t h = (tbs[1] & 0x80) ? 2 + (tbs[1] & 0x7f) : 2;
         assert_int_equal(tbs[h + 5], 0x02);
         assert_int_equal(tbs[h + 6], 16);
@@ -477,13 +477,13 @@ static void test_serials_differ(void **state)
     }
 }
 
-static void assert_refused(const fe_tbs_params *p, hsmca_code code, const char *msg)
+static void assert_refused(const leaf_tbs_params *p, hsmca_code code, const char *msg)
 {
     uint8_t *tbs = (uint8_t *)"untouched";
     size_t len = 99;
     hsmca_err e;
     hsmca_err_clear(&e);
-    assert_int_equal(fe_tbs_build(p, &tbs, &len, &e), code);
+    assert_int_equal(leaf_tbs_build(p, &tbs, &len, &e), code);
     assert_int_equal(e.code, code);
     assert_string_equal(e.msg, msg);
     assert_null(tbs);
@@ -493,7 +493,7 @@ static void assert_refused(const fe_tbs_params *p, hsmca_code code, const char *
 static void test_refusals(void **state)
 {
     (void)state;
-    fe_tbs_params p = {.ca_cert = ec_ca.cert,
+    leaf_tbs_params p = {.ca_cert = ec_ca.cert,
                        .sig_nid = NID_ecdsa_with_SHA256,
                        .subject_key = leaf_ec,
                        .now = 1700000000,
@@ -516,7 +516,7 @@ static void test_refusals(void **state)
     assert_refused(&p, HSMCA_EINVAL, "TBS: TTL is 0");
     p.ttl = 60;
     p.sig_nid = NID_undef;
-    assert_int_equal(fe_tbs_build(&p, &(uint8_t *){NULL}, &(size_t){0}, NULL), HSMCA_EINTERNAL);
+    assert_int_equal(leaf_tbs_build(&p, &(uint8_t *){NULL}, &(size_t){0}, NULL), HSMCA_EINTERNAL);
     p.sig_nid = NID_ecdsa_with_SHA256;
 
     /* A CA certificate without an SKI cannot be named in an AKI. */
@@ -525,21 +525,21 @@ static void test_refusals(void **state)
     assert_refused(&p, HSMCA_EINVAL, "CA certificate has no subjectKeyIdentifier");
     X509_free(no_ski);
     p.ca_cert = NULL;
-    assert_refused(&p, HSMCA_EINTERNAL, "fe_tbs_build: missing parameter");
+    assert_refused(&p, HSMCA_EINTERNAL, "leaf_tbs_build: missing parameter");
 }
 
-/* ---- fe_tbs_build's DER template against the X509-API builder (fe_tbs_ref.c) ---- */
+/* ---- leaf_tbs_build's DER template against the X509-API builder (leaf_tbs_ref.c) ---- */
 
-/* fe_tbs_build and the reference on the same parameters: the same code and message
+/* leaf_tbs_build and the reference on the same parameters: the same code and message
  * when refused; else the same bytes, the reference given the serial drawn. */
-static void assert_same_as_ref(const fe_tbs_params *p)
+static void assert_same_as_ref(const leaf_tbs_params *p)
 {
     uint8_t *a = NULL, *b = NULL;
     size_t al = 0, bl = 0;
     hsmca_err ea, eb;
     hsmca_err_clear(&ea);
     hsmca_err_clear(&eb);
-    hsmca_code ra = fe_tbs_build(p, &a, &al, &ea);
+    hsmca_code ra = leaf_tbs_build(p, &a, &al, &ea);
     uint8_t serial[16];
     memset(serial, 0x11, sizeof(serial));
     if (ra == HSMCA_OK) {
@@ -549,7 +549,7 @@ static void assert_same_as_ref(const fe_tbs_params *p)
         assert_memory_equal(a + h, ver_serial, sizeof(ver_serial));
         memcpy(serial, a + h + sizeof(ver_serial), 16);
     }
-    hsmca_code rb = fe_tbs_ref_build(p, serial, &b, &bl, &eb);
+    hsmca_code rb = leaf_tbs_ref_build(p, serial, &b, &bl, &eb);
     if (ra != rb || (ra != HSMCA_OK && strcmp(ea.msg, eb.msg) != 0))
         fail_msg("template: %s (%s), reference: %s (%s)", hsmca_code_name(ra), ea.msg,
                  hsmca_code_name(rb), eb.msg);
@@ -619,9 +619,9 @@ static X509 *make_long_ca(EVP_PKEY *key, int ski_len)
     return back;
 }
 
-/* The SubjectPublicKeyInfo as the front end has it from a CSR: fe_csr_parse of a
- * PEM CSR signed by key (the caller fe_csr_free's c). */
-static void csr_spki(EVP_PKEY *key, fe_csr *c)
+/* The SubjectPublicKeyInfo as the front end has it from a CSR: leaf_csr_parse of a
+ * PEM CSR signed by key (the caller leaf_csr_free's c). */
+static void csr_spki(EVP_PKEY *key, leaf_csr *c)
 {
     X509_REQ *req = X509_REQ_new();
     assert_non_null(req);
@@ -632,8 +632,8 @@ static void csr_spki(EVP_PKEY *key, fe_csr *c)
     char *pem = NULL;
     long n = BIO_get_mem_data(bio, &pem);
     hsmca_err e;
-    if (fe_csr_parse(pem, (size_t)n, c, &e) != HSMCA_OK)
-        fail_msg("fe_csr_parse: %s", e.msg);
+    if (leaf_csr_parse(pem, (size_t)n, c, &e) != HSMCA_OK)
+        fail_msg("leaf_csr_parse: %s", e.msg);
     BIO_free(bio);
     X509_REQ_free(req);
 }
@@ -664,7 +664,7 @@ static void test_template_matches_reference(void **state)
     ca short_ski_ca = {ec_ca.key, make_long_ca(ec_ca.key, 1)};
     const ca *cas[] = {&ec_ca, &rsa_ca, &p384_ca, &long_ca, &odd_ski_ca, &short_ski_ca};
     EVP_PKEY *leaves[] = {p256, leaf_ec, leaf_rsa, rsa3072};
-    fe_csr csrs[4];
+    leaf_csr csrs[4];
     for (int j = 0; j < 4; j++)
         csr_spki(leaves[j], &csrs[j]);
 
@@ -697,7 +697,7 @@ static void test_template_matches_reference(void **state)
         for (int j = 0; j < 4; j++)
             for (int from_csr = 0; from_csr < 2; from_csr++)
                 for (int s = 0; s < 6; s++) {
-                    fe_tbs_params p = {.ca_cert = cas[i]->cert,
+                    leaf_tbs_params p = {.ca_cert = cas[i]->cert,
                                        .sig_nid = certasm_sig_nid_for_key(cas[i]->key),
                                        .now = times[(i + j + (size_t)s) % 9].now,
                                        .ttl = times[(i + j + (size_t)s) % 9].ttl};
@@ -734,7 +734,7 @@ static void test_template_matches_reference(void **state)
     /* Every time case with every CA (the loop above spreads them). */
     for (size_t t = 0; t < sizeof(times) / sizeof(times[0]); t++)
         for (size_t i = 0; i < sizeof(cas) / sizeof(cas[0]); i++) {
-            fe_tbs_params p = {.ca_cert = cas[i]->cert,
+            leaf_tbs_params p = {.ca_cert = cas[i]->cert,
                                .sig_nid = certasm_sig_nid_for_key(cas[i]->key),
                                .subject_spki = csrs[0].spki,
                                .uri_san = ME,
@@ -744,7 +744,7 @@ static void test_template_matches_reference(void **state)
         }
     assert_int_equal(n, 6 * 4 * 2 * 6);
     for (int j = 0; j < 4; j++)
-        fe_csr_free(&csrs[j]);
+        leaf_csr_free(&csrs[j]);
     X509_free(p384_ca.cert);
     X509_free(long_ca.cert);
     X509_free(odd_ski_ca.cert);
@@ -762,7 +762,7 @@ static void test_template_large_sans(void **state)
     for (int i = 0; i < 70; i++)
         dns[i] = filled(i % 4, 1024 - (size_t)(i % 4), (char)('a' + i % 26));
     for (int k = 1; k <= 70; k += (k < 10 ? 1 : 20)) {
-        fe_tbs_params p = {.ca_cert = rsa_ca.cert,
+        leaf_tbs_params p = {.ca_cert = rsa_ca.cert,
                            .sig_nid = NID_sha256WithRSAEncryption,
                            .subject_key = leaf_rsa,
                            .uri_san = ME,
@@ -786,13 +786,13 @@ static void test_template_refusals_match(void **state)
     char long_uri[1026];
     memset(long_uri, 'u', 1025);
     long_uri[1025] = 0;
-    fe_tbs_params base = {.ca_cert = ec_ca.cert,
+    leaf_tbs_params base = {.ca_cert = ec_ca.cert,
                           .sig_nid = NID_ecdsa_with_SHA256,
                           .subject_key = leaf_ec,
                           .uri_san = ME,
                           .now = 1700000000,
                           .ttl = 60};
-    fe_tbs_params v[16];
+    leaf_tbs_params v[16];
     int n = 0;
     v[n] = base, v[n++].uri_san = NULL;                  /* no SAN */
     v[n] = base, v[n].ips = bad_ip, v[n++].n_ips = 3;    /* IP 2 */
@@ -822,7 +822,7 @@ static void test_template_refusals_match(void **state)
                      1);
     X509_PUBKEY *xp = NULL;
     assert_true(X509_PUBKEY_set(&xp, explicit));
-    fe_tbs_params ex = base;
+    leaf_tbs_params ex = base;
     ex.subject_key = NULL;
     ex.subject_spki = xp;
     assert_same_as_ref(&ex);
@@ -836,13 +836,13 @@ static void test_template_refusals_match(void **state)
 
     /* A notAfter past 9999 has no GeneralizedTime (four-digit years): it is past every
      * CA certificate's notAfter too, so it is cut to that (here 9999-12-31T23:59:59). */
-    fe_tbs_params late = base;
+    leaf_tbs_params late = base;
     late.now = 253402300800 + 120 - 3600;
     late.ttl = 3600;
     uint8_t *tbs = NULL;
     size_t len = 0;
     hsmca_err e;
-    assert_int_equal(fe_tbs_build(&late, &tbs, &len, &e), HSMCA_OK);
+    assert_int_equal(leaf_tbs_build(&late, &tbs, &len, &e), HSMCA_OK);
     X509 *x = sign_and_parse(&ec_ca, NID_ecdsa_with_SHA256, tbs, len);
     assert_int_equal(ASN1_TIME_compare(X509_get0_notAfter(x), X509_get0_notAfter(ec_ca.cert)), 0);
     X509_free(x);

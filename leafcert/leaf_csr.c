@@ -1,9 +1,9 @@
-/* fe_csr.c - see fe_csr.h.
+/* leaf_csr.c - see leaf_csr.h.
  *
  * The CSR comes from the network, so every step is strict: one PEM block and
  * nothing else, canonical base64, DER with no trailing bytes, a key from the
  * allowlist, and a self-signature that verifies (proof of possession). */
-#include "fe_csr.h"
+#include "leaf_csr.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +14,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include "fe_csr_der.h"
+#include "leaf_csr_der.h"
 #include "profile.h"
 #include "util.h"
 
@@ -152,14 +152,14 @@ static HSMCA_MUSTCHECK hsmca_code check_key(EVP_PKEY *k, EVP_PKEY_CTX *kctx, hsm
 }
 
 /* A DNS SAN, kept for the policy file's dns_names rule (which checks its form). */
-static HSMCA_MUSTCHECK hsmca_code collect_dns(const ASN1_IA5STRING *d, fe_csr *out, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code collect_dns(const ASN1_IA5STRING *d, leaf_csr *out, hsmca_err *e)
 {
     int n = ASN1_STRING_length(d);
     const unsigned char *p = ASN1_STRING_get0_data(d);
     if (n <= 0 || !p || memchr(p, '\0', (size_t)n))
         return hsmca_fail(e, HSMCA_EINVAL, "CSR DNS SAN is empty or contains a NUL byte");
-    if (out->n_dns >= FE_CSR_MAX_SANS)
-        return hsmca_fail(e, HSMCA_EINVAL, "CSR carries more than %d DNS SANs", FE_CSR_MAX_SANS);
+    if (out->n_dns >= LEAF_CSR_MAX_SANS)
+        return hsmca_fail(e, HSMCA_EINVAL, "CSR carries more than %d DNS SANs", LEAF_CSR_MAX_SANS);
     char *s = malloc((size_t)n + 1);
     if (!s)
         return hsmca_fail(e, HSMCA_ENOMEM, "out of memory parsing a CSR");
@@ -171,7 +171,7 @@ static HSMCA_MUSTCHECK hsmca_code collect_dns(const ASN1_IA5STRING *d, fe_csr *o
 
 /* URI SANs (exact length, no NUL), DNS SANs, and a count of every SAN that is not
  * a URI, from the extensionRequest attribute. */
-static HSMCA_MUSTCHECK hsmca_code collect_sans(const STACK_OF(X509_ATTRIBUTE) * attrs, fe_csr *out,
+static HSMCA_MUSTCHECK hsmca_code collect_sans(const STACK_OF(X509_ATTRIBUTE) * attrs, leaf_csr *out,
                                                hsmca_err *e)
 {
     int nattr = X509at_get_attr_by_NID(attrs, NID_ext_req, -1);
@@ -224,8 +224,8 @@ static HSMCA_MUSTCHECK hsmca_code collect_sans(const STACK_OF(X509_ATTRIBUTE) * 
             rc = hsmca_fail(e, HSMCA_EINVAL, "CSR URI SAN contains a NUL byte");
             goto out;
         }
-        if (out->n_uris >= FE_CSR_MAX_SANS) {
-            rc = hsmca_fail(e, HSMCA_EINVAL, "CSR carries more than %d URI SANs", FE_CSR_MAX_SANS);
+        if (out->n_uris >= LEAF_CSR_MAX_SANS) {
+            rc = hsmca_fail(e, HSMCA_EINVAL, "CSR carries more than %d URI SANs", LEAF_CSR_MAX_SANS);
             goto out;
         }
         char *s = malloc((size_t)n + 1);
@@ -243,11 +243,11 @@ out:
     return rc;
 }
 
-static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, fe_csr *out,
+static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, leaf_csr *out,
                                             hsmca_err *e)
 {
     size_t used = 0;
-    fe_csr_der *req = fe_csr_der_decode(der, derlen, &used);
+    leaf_csr_der *req = leaf_csr_der_decode(der, derlen, &used);
     if (!req)
         return hsmca_fail(e, HSMCA_EINVAL, "CSR is not a DER PKCS#10 request");
     hsmca_code rc = HSMCA_EINVAL;
@@ -257,11 +257,11 @@ static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, f
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR DER has trailing bytes");
         goto out;
     }
-    if (fe_csr_der_version(req) != X509_REQ_VERSION_1) {
+    if (leaf_csr_der_version(req) != X509_REQ_VERSION_1) {
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR version is not v1");
         goto out;
     }
-    if (!(k = fe_csr_der_pubkey(req))) {
+    if (!(k = leaf_csr_der_pubkey(req))) {
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR public key does not decode");
         goto out;
     }
@@ -269,13 +269,13 @@ static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, f
     kctx = EVP_PKEY_CTX_new_from_pkey(NULL, k, NULL);
     if ((rc = check_key(k, kctx, e)) != HSMCA_OK)
         goto out;
-    if (!fe_csr_der_verify(req, k, kctx)) {
+    if (!leaf_csr_der_verify(req, k, kctx)) {
         rc = hsmca_fail(e, HSMCA_EINVAL, "CSR signature does not verify");
         goto out;
     }
-    if ((rc = collect_sans(fe_csr_der_attributes(req), out, e)) != HSMCA_OK)
+    if ((rc = collect_sans(leaf_csr_der_attributes(req), out, e)) != HSMCA_OK)
         goto out;
-    if (!(out->spki = fe_csr_der_spki(req))) {
+    if (!(out->spki = leaf_csr_der_spki(req))) {
         rc = hsmca_fail(e, HSMCA_EINTERNAL, "cannot keep the CSR key");
         goto out;
     }
@@ -285,19 +285,19 @@ static HSMCA_MUSTCHECK hsmca_code parse_der(const uint8_t *der, size_t derlen, f
 out:
     EVP_PKEY_CTX_free(kctx);
     EVP_PKEY_free(k);
-    fe_csr_der_free(req);
+    leaf_csr_der_free(req);
     return rc;
 }
 
-hsmca_code fe_csr_parse(const char *pem, size_t len, fe_csr *out, hsmca_err *e)
+hsmca_code leaf_csr_parse(const char *pem, size_t len, leaf_csr *out, hsmca_err *e)
 {
     if (!out)
-        return hsmca_fail(e, HSMCA_EINTERNAL, "fe_csr_parse: no output");
+        return hsmca_fail(e, HSMCA_EINTERNAL, "leaf_csr_parse: no output");
     memset(out, 0, sizeof(*out));
     if (!pem || len == 0)
         return hsmca_fail(e, HSMCA_EINVAL, "CSR is empty");
-    if (len > FE_CSR_MAX_LEN)
-        return hsmca_fail(e, HSMCA_EINVAL, "CSR is larger than %d bytes", FE_CSR_MAX_LEN);
+    if (len > LEAF_CSR_MAX_LEN)
+        return hsmca_fail(e, HSMCA_EINVAL, "CSR is larger than %d bytes", LEAF_CSR_MAX_LEN);
 
     uint8_t *der = NULL;
     size_t derlen = 0;
@@ -308,19 +308,19 @@ hsmca_code fe_csr_parse(const char *pem, size_t len, fe_csr *out, hsmca_err *e)
         rc = hsmca_fail(e, HSMCA_EINTERNAL, "SHA-256 of the CSR failed");
     free(der);
     if (rc != HSMCA_OK)
-        fe_csr_free(out);
+        leaf_csr_free(out);
     return rc;
 }
 
-void fe_csr_free(fe_csr *c)
+void leaf_csr_free(leaf_csr *c)
 {
     if (!c)
         return;
     EVP_PKEY_free(c->pubkey);
     X509_PUBKEY_free(c->spki);
-    for (int i = 0; i < c->n_uris && i < FE_CSR_MAX_SANS; i++)
+    for (int i = 0; i < c->n_uris && i < LEAF_CSR_MAX_SANS; i++)
         free(c->uris[i]);
-    for (int i = 0; i < c->n_dns && i < FE_CSR_MAX_SANS; i++)
+    for (int i = 0; i < c->n_dns && i < LEAF_CSR_MAX_SANS; i++)
         free(c->dns[i]);
     memset(c, 0, sizeof(*c));
 }

@@ -2,7 +2,7 @@
  * the CSR of `hsmca ca init --csr`) checked against the token's key, serve's CA rule
  * (common/ca_cert_rules.h) and its chain to the root, then installed where the config
  * points. Nothing is written unless every check passed. */
-#include "ca_cmd.h"
+#include "ca.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,24 @@
 #include "ca_cert_rules.h"
 #include "ca_util.h"
 #include "cli_opts.h"
+
+const char ca_import_help[] =
+    "usage: hsmca ca import --config FILE --cert CA.pem [--chain CHAIN.pem]\n"
+    "                       [--root ROOT.pem] [--force]\n"
+    "\n"
+    "Checks CA.pem (one certificate) and installs it, nothing unless every check\n"
+    "passed: its public key is the token's CA key (opened as serve opens it; a\n"
+    "mismatch names both SHA-256 fingerprints); basicConstraints CA:TRUE, keyUsage\n"
+    "keyCertSign, and serve's own rule for ca.cert (a CA, a subjectKeyIdentifier,\n"
+    "not expired); it chains to ROOT.pem (its certificates the only trust anchors)\n"
+    "through CHAIN.pem (untrusted intermediates), verified now. --root may be left\n"
+    "out for a self-signed CA.pem.\n"
+    "\n"
+    "Installs CA.pem to ca.cert, CHAIN.pem to ca.chain, ROOT.pem to ca.root_bundle\n"
+    "(each written to a temporary file, synced and renamed); a file already holding\n"
+    "other content is replaced only with --force. ca.chain and ca.root_bundle must\n"
+    "be set in the config for --chain and --root. Exit status: 0 installed, 1\n"
+    "refused, 2 bad usage, 78 the config does not load.";
 
 typedef struct {
     const char *config, *cert, *chain, *root;

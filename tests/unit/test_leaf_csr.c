@@ -1,4 +1,4 @@
-/* test_fe_csr.c - CSR parsing with real OpenSSL-made requests. */
+/* test_leaf_csr.c - CSR parsing with real OpenSSL-made requests. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +18,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include "fe_csr.h"
+#include "leaf_csr.h"
 
 #define ME "spiffe://cluster.local/ns/default/sa/sleep"
 
@@ -171,10 +171,10 @@ static char *cat(const char *a, const char *b)
 
 static void assert_refused_len(const char *pem, size_t len, const char *msg)
 {
-    fe_csr c;
+    leaf_csr c;
     hsmca_err e;
     hsmca_err_clear(&e);
-    hsmca_code rc = fe_csr_parse(pem, len, &c, &e);
+    hsmca_code rc = leaf_csr_parse(pem, len, &c, &e);
     if (rc != HSMCA_EINVAL)
         fail_msg("expected refusal \"%s\", got %d \"%s\"", msg, rc, e.msg);
     assert_int_equal(e.code, HSMCA_EINVAL);
@@ -182,7 +182,7 @@ static void assert_refused_len(const char *pem, size_t len, const char *msg)
     /* A refused parse leaves nothing to free. */
     assert_null(c.pubkey);
     assert_int_equal(c.n_uris, 0);
-    fe_csr_free(&c);
+    leaf_csr_free(&c);
 }
 
 static void assert_refused(const char *pem, const char *msg)
@@ -197,11 +197,11 @@ static void assert_refused_der(const uint8_t *der, size_t len, const char *msg)
     free(pem);
 }
 
-static void parse_ok(const char *pem, size_t len, fe_csr *c)
+static void parse_ok(const char *pem, size_t len, leaf_csr *c)
 {
     hsmca_err e;
     hsmca_err_clear(&e);
-    hsmca_code rc = fe_csr_parse(pem, len, c, &e);
+    hsmca_code rc = leaf_csr_parse(pem, len, c, &e);
     if (rc != HSMCA_OK)
         fail_msg("refused: %s", e.msg);
 }
@@ -211,7 +211,7 @@ static void accept_key(EVP_PKEY *key)
     size_t len;
     uint8_t *der = simple_csr(key, &len);
     char *pem = pem_of(der, len, "CERTIFICATE REQUEST");
-    fe_csr c;
+    leaf_csr c;
     parse_ok(pem, strlen(pem), &c);
     assert_int_equal(c.n_uris, 1);
     assert_string_equal(c.uris[0], ME);
@@ -221,7 +221,7 @@ static void accept_key(EVP_PKEY *key)
     uint8_t want[32];
     assert_true(EVP_Digest(der, len, want, NULL, EVP_sha256(), NULL));
     assert_memory_equal(c.der_sha256, want, 32);
-    fe_csr_free(&c);
+    leaf_csr_free(&c);
     assert_null(c.pubkey);
     OPENSSL_free(der);
     free(pem);
@@ -238,13 +238,13 @@ static void test_accepts_keys(void **state)
 static void test_accepts_forms(void **state)
 {
     (void)state;
-    fe_csr c;
+    leaf_csr c;
     char *pem = csr_pem(k_p256);
     /* Whitespace around the block. */
     char *pre = cat(" \r\n\t\n", pem), *both = cat(pre, "\n\n  \r\n");
     parse_ok(both, strlen(both), &c);
     assert_string_equal(c.uris[0], ME);
-    fe_csr_free(&c);
+    leaf_csr_free(&c);
     /* CRLF line endings throughout. */
     char *crlf = malloc(2 * strlen(pem) + 1);
     size_t o = 0;
@@ -255,26 +255,26 @@ static void test_accepts_forms(void **state)
     }
     crlf[o] = '\0';
     parse_ok(crlf, o, &c);
-    fe_csr_free(&c);
+    leaf_csr_free(&c);
     /* No final newline after END. */
     size_t n = strlen(pem);
     parse_ok(pem, n - 1, &c);
-    fe_csr_free(&c);
+    leaf_csr_free(&c);
     /* A non-empty subject is ignored. */
     size_t len;
     uint8_t *der = make_csr(k_p256, my_uri, 1, 1, X509_REQ_VERSION_1, "Acme", &len);
     char *opem = pem_of(der, len, "CERTIFICATE REQUEST");
     parse_ok(opem, strlen(opem), &c);
     assert_string_equal(c.uris[0], ME);
-    fe_csr_free(&c);
+    leaf_csr_free(&c);
     /* Exactly at the size cap (padded with whitespace). */
-    char *big = malloc(FE_CSR_MAX_LEN + 2);
-    memset(big, ' ', FE_CSR_MAX_LEN + 1);
+    char *big = malloc(LEAF_CSR_MAX_LEN + 2);
+    memset(big, ' ', LEAF_CSR_MAX_LEN + 1);
     memcpy(big, pem, n);
-    big[FE_CSR_MAX_LEN + 1] = '\0';
-    parse_ok(big, FE_CSR_MAX_LEN, &c);
-    fe_csr_free(&c);
-    assert_refused_len(big, FE_CSR_MAX_LEN + 1, "CSR is larger than 16384 bytes");
+    big[LEAF_CSR_MAX_LEN + 1] = '\0';
+    parse_ok(big, LEAF_CSR_MAX_LEN, &c);
+    leaf_csr_free(&c);
+    assert_refused_len(big, LEAF_CSR_MAX_LEN + 1, "CSR is larger than 16384 bytes");
     free(big);
     free(opem);
     OPENSSL_free(der);
@@ -295,7 +295,7 @@ static void test_san_extraction(void **state)
     size_t len;
     uint8_t *der = make_csr(k_p256, sans, 5, 1, X509_REQ_VERSION_1, NULL, &len);
     char *pem = pem_of(der, len, "CERTIFICATE REQUEST");
-    fe_csr c;
+    leaf_csr c;
     parse_ok(pem, strlen(pem), &c);
     assert_int_equal(c.n_uris, 2);
     assert_string_equal(c.uris[0], ME);
@@ -303,7 +303,7 @@ static void test_san_extraction(void **state)
     assert_int_equal(c.n_other_sans, 3);
     assert_int_equal(c.n_dns, 1); /* kept for the policy file's dns_names rule */
     assert_string_equal(c.dns[0], "example.com");
-    fe_csr_free(&c);
+    leaf_csr_free(&c);
     OPENSSL_free(der);
     free(pem);
 
@@ -313,22 +313,22 @@ static void test_san_extraction(void **state)
     parse_ok(pem, strlen(pem), &c);
     assert_int_equal(c.n_uris, 0);
     assert_int_equal(c.n_other_sans, 0);
-    fe_csr_free(&c);
+    leaf_csr_free(&c);
     OPENSSL_free(der);
     free(pem);
 
-    /* Up to FE_CSR_MAX_SANS URIs are collected, one more is refused. */
-    san many[FE_CSR_MAX_SANS + 1];
-    for (int i = 0; i <= FE_CSR_MAX_SANS; i++)
+    /* Up to LEAF_CSR_MAX_SANS URIs are collected, one more is refused. */
+    san many[LEAF_CSR_MAX_SANS + 1];
+    for (int i = 0; i <= LEAF_CSR_MAX_SANS; i++)
         many[i] = (san){GEN_URI, ME, -1};
-    der = make_csr(k_p256, many, FE_CSR_MAX_SANS, 1, X509_REQ_VERSION_1, NULL, &len);
+    der = make_csr(k_p256, many, LEAF_CSR_MAX_SANS, 1, X509_REQ_VERSION_1, NULL, &len);
     pem = pem_of(der, len, "CERTIFICATE REQUEST");
     parse_ok(pem, strlen(pem), &c);
-    assert_int_equal(c.n_uris, FE_CSR_MAX_SANS);
-    fe_csr_free(&c);
+    assert_int_equal(c.n_uris, LEAF_CSR_MAX_SANS);
+    leaf_csr_free(&c);
     OPENSSL_free(der);
     free(pem);
-    der = make_csr(k_p256, many, FE_CSR_MAX_SANS + 1, 1, X509_REQ_VERSION_1, NULL, &len);
+    der = make_csr(k_p256, many, LEAF_CSR_MAX_SANS + 1, 1, X509_REQ_VERSION_1, NULL, &len);
     assert_refused_der(der, len, "CSR carries more than 8 URI SANs");
     OPENSSL_free(der);
 }
@@ -404,7 +404,7 @@ static void test_refuses_signature(void **state)
 }
 
 /* The proof of possession against OpenSSL's own (X509_REQ_verify on the same DER):
- * fe_csr_parse verifies ECDSA-SHA256/384 under an EC key with the digest and a raw
+ * leaf_csr_parse verifies ECDSA-SHA256/384 under an EC key with the digest and a raw
  * verify, everything else through ASN1_item_verify; both must agree with it on every
  * signature, altered or not: bit flips in the value, unused bits, a changed signed
  * part, and every algorithm label on every key. */
@@ -464,12 +464,12 @@ static void test_verify_matches_openssl(void **state)
                 int want = back && X509_REQ_verify(back, keys[ki]) == 1;
                 ERR_clear_error();
                 char *pem = pem_of(der, (size_t)len, "CERTIFICATE REQUEST");
-                fe_csr c;
+                leaf_csr c;
                 hsmca_err e;
                 hsmca_err_clear(&e);
-                hsmca_code rc = fe_csr_parse(pem, strlen(pem), &c, &e);
+                hsmca_code rc = leaf_csr_parse(pem, strlen(pem), &c, &e);
                 if ((rc == HSMCA_OK) != want)
-                    fail_msg("key %zu md %zu mutation %d: OpenSSL %s, fe_csr_parse %s (%s)", ki, mi,
+                    fail_msg("key %zu md %zu mutation %d: OpenSSL %s, leaf_csr_parse %s (%s)", ki, mi,
                              mut, want ? "verifies" : "refuses",
                              rc == HSMCA_OK ? "accepts" : "refuses", e.msg);
                 if (rc != HSMCA_OK) {
@@ -478,7 +478,7 @@ static void test_verify_matches_openssl(void **state)
                 } else {
                     accepted++;
                 }
-                fe_csr_free(&c);
+                leaf_csr_free(&c);
                 free(pem);
                 X509_REQ_free(back);
                 OPENSSL_free(der);
@@ -567,9 +567,9 @@ static void test_refuses_pem_forms(void **state)
     free(nul);
 
     /* Oversized input. */
-    char *big = malloc(FE_CSR_MAX_LEN * 2);
-    memset(big, 'A', FE_CSR_MAX_LEN * 2);
-    assert_refused_len(big, FE_CSR_MAX_LEN * 2, "CSR is larger than 16384 bytes");
+    char *big = malloc(LEAF_CSR_MAX_LEN * 2);
+    memset(big, 'A', LEAF_CSR_MAX_LEN * 2);
+    assert_refused_len(big, LEAF_CSR_MAX_LEN * 2, "CSR is larger than 16384 bytes");
     free(big);
 
     free(two);
@@ -617,9 +617,9 @@ static void test_refuses_der_forms(void **state)
     /* A version other than v1 (0). */
     der = make_csr(k_p256, my_uri, 1, 1, 2, NULL, &len);
     char *pem = pem_of(der, len, "CERTIFICATE REQUEST");
-    fe_csr c;
+    leaf_csr c;
     hsmca_err e;
-    hsmca_code rc = fe_csr_parse(pem, strlen(pem), &c, &e);
+    hsmca_code rc = leaf_csr_parse(pem, strlen(pem), &c, &e);
     assert_int_equal(rc, HSMCA_EINVAL);
     /* OpenSSL 3.0 decodes it (later versions may refuse earlier): our check refuses. */
     assert_string_equal(e.msg, "CSR version is not v1");

@@ -1,7 +1,7 @@
 /* ca_init.c - `hsmca ca init`: the CA key made in the configured token with hsmca's
  * template (or an existing one taken with --existing-key), checked as serve checks it,
  * then a self-signed root or a CSR signed by it in the token (cert_build.h). */
-#include "ca_cmd.h"
+#include "ca.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,6 +15,34 @@
 #include "cli_opts.h"
 #include "key_kinds.h"
 #include "util.h"
+
+const char ca_init_help[] =
+    "usage: hsmca ca init --config FILE --subject NAME\n"
+    "                     (--self-signed [--ttl 10y] | --csr OUT.csr)\n"
+    "                     [--type ec-p256|ec-p384|rsa-2048|rsa-3072|rsa-4096]\n"
+    "                     [--existing-key] [--force]\n"
+    "\n"
+    "Makes the CA key pkcs11.ca_key names in its token, with hsmca's template (as\n"
+    "`hsmca token keygen --key ca`: CKA_SENSITIVE, CKA_EXTRACTABLE false, CKA_SIGN\n"
+    "and no other use), and opens it as serve does (a key failing serve's checks is\n"
+    "refused). A key already there is refused unless --existing-key, which takes it\n"
+    "after the same checks. Then, signed in the token by hsmca's own PKCS#11 code:\n"
+    "\n"
+    "  --self-signed  a root CA certificate (CA:TRUE and keyUsage keyCertSign,\n"
+    "                 cRLSign, digitalSignature, both critical; SKI/AKI; a random\n"
+    "                 128-bit serial) written to ca.cert, and to ca.root_bundle when\n"
+    "                 that is set elsewhere and absent\n"
+    "  --ttl          its validity: years (10y, the default) or days (3650d, 3650)\n"
+    "  --csr OUT.csr  a PKCS#10 CSR for a root CA to sign (then `hsmca ca import`)\n"
+    "  --subject      the name, as \"/O=Example/CN=Example Mesh CA\"\n"
+    "  --type         the new key's type (default ec-p256); with --existing-key, the\n"
+    "                 type the key must have\n"
+    "  --force        replace ca.cert (or OUT.csr) when it exists; else refused\n"
+    "                 before any key is made\n"
+    "\n"
+    "Prints the public key's SHA-256 (of its DER SubjectPublicKeyInfo), and the\n"
+    "certificate's. Exit status: 0 done, 1 refused or failed, 2 bad usage, 78 the\n"
+    "config does not load or names no CA key.";
 
 #define TTL_MAX_DAYS (100LL * 365)
 

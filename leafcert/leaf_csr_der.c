@@ -1,5 +1,5 @@
-/* fe_csr_der.c - see fe_csr_der.h. */
-#include "fe_csr_der.h"
+/* leaf_csr_der.c - see leaf_csr_der.h. */
+#include "leaf_csr_der.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -18,12 +18,12 @@ typedef struct {
     ASN1_ENCODING enc;
     X509_ALGOR *alg;
     ASN1_BIT_STRING *key;
-} FE_SPKI;
+} LEAF_SPKI;
 
-ASN1_SEQUENCE_enc(FE_SPKI, enc, 0) = {
-    ASN1_SIMPLE(FE_SPKI, alg, X509_ALGOR),
-    ASN1_SIMPLE(FE_SPKI, key, ASN1_BIT_STRING),
-} static_ASN1_SEQUENCE_END_ref(FE_SPKI, FE_SPKI)
+ASN1_SEQUENCE_enc(LEAF_SPKI, enc, 0) = {
+    ASN1_SIMPLE(LEAF_SPKI, alg, X509_ALGOR),
+    ASN1_SIMPLE(LEAF_SPKI, key, ASN1_BIT_STRING),
+} static_ASN1_SEQUENCE_END_ref(LEAF_SPKI, LEAF_SPKI)
 
 /* CertificationRequestInfo (RFC 2986 4.1), as OpenSSL's X509_REQ_INFO but with
  * the key left alone; its encoding is kept, so the signature is checked over
@@ -32,64 +32,64 @@ typedef struct {
     ASN1_ENCODING enc;
     ASN1_INTEGER *version;
     X509_NAME *subject;
-    FE_SPKI *spki;
+    LEAF_SPKI *spki;
     STACK_OF(X509_ATTRIBUTE) *attributes;
-} FE_REQ_INFO;
+} LEAF_REQ_INFO;
 
-ASN1_SEQUENCE_enc(FE_REQ_INFO, enc, 0) = {
-    ASN1_SIMPLE(FE_REQ_INFO, version, ASN1_INTEGER),
-    ASN1_SIMPLE(FE_REQ_INFO, subject, X509_NAME),
-    ASN1_SIMPLE(FE_REQ_INFO, spki, FE_SPKI),
+ASN1_SEQUENCE_enc(LEAF_REQ_INFO, enc, 0) = {
+    ASN1_SIMPLE(LEAF_REQ_INFO, version, ASN1_INTEGER),
+    ASN1_SIMPLE(LEAF_REQ_INFO, subject, X509_NAME),
+    ASN1_SIMPLE(LEAF_REQ_INFO, spki, LEAF_SPKI),
     /* OPTIONAL as in OpenSSL's X509_REQ_INFO (it tolerates requests without it) */
-    ASN1_IMP_SET_OF_OPT(FE_REQ_INFO, attributes, X509_ATTRIBUTE, 0),
-} static_ASN1_SEQUENCE_END_ref(FE_REQ_INFO, FE_REQ_INFO)
+    ASN1_IMP_SET_OF_OPT(LEAF_REQ_INFO, attributes, X509_ATTRIBUTE, 0),
+} static_ASN1_SEQUENCE_END_ref(LEAF_REQ_INFO, LEAF_REQ_INFO)
 
-struct fe_csr_der {
-    FE_REQ_INFO *info;
+struct leaf_csr_der {
+    LEAF_REQ_INFO *info;
     X509_ALGOR *sig_alg;
     ASN1_BIT_STRING *sig;
 };
 
-ASN1_SEQUENCE(FE_REQ) = {
-    ASN1_SIMPLE(fe_csr_der, info, FE_REQ_INFO),
-    ASN1_SIMPLE(fe_csr_der, sig_alg, X509_ALGOR),
-    ASN1_SIMPLE(fe_csr_der, sig, ASN1_BIT_STRING),
-} static_ASN1_SEQUENCE_END_name(fe_csr_der, FE_REQ)
+ASN1_SEQUENCE(LEAF_REQ) = {
+    ASN1_SIMPLE(leaf_csr_der, info, LEAF_REQ_INFO),
+    ASN1_SIMPLE(leaf_csr_der, sig_alg, X509_ALGOR),
+    ASN1_SIMPLE(leaf_csr_der, sig, ASN1_BIT_STRING),
+} static_ASN1_SEQUENCE_END_name(leaf_csr_der, LEAF_REQ)
 
-fe_csr_der *fe_csr_der_decode(const uint8_t *der, size_t len, size_t *used)
+leaf_csr_der *leaf_csr_der_decode(const uint8_t *der, size_t len, size_t *used)
 /* clang-format on */
 {
     const unsigned char *p = der;
     if (!der || len == 0 || len > 0x7fffffff)
         return NULL;
-    fe_csr_der *r = (fe_csr_der *)ASN1_item_d2i(NULL, &p, (long)len, ASN1_ITEM_rptr(FE_REQ));
+    leaf_csr_der *r = (leaf_csr_der *)ASN1_item_d2i(NULL, &p, (long)len, ASN1_ITEM_rptr(LEAF_REQ));
     if (!r)
         return NULL;
     if (!r->info->attributes && !(r->info->attributes = sk_X509_ATTRIBUTE_new_null())) {
-        fe_csr_der_free(r);
+        leaf_csr_der_free(r);
         return NULL;
     }
     *used = (size_t)(p - der);
     return r;
 }
 
-void fe_csr_der_free(fe_csr_der *r)
+void leaf_csr_der_free(leaf_csr_der *r)
 {
-    ASN1_item_free((ASN1_VALUE *)r, ASN1_ITEM_rptr(FE_REQ));
+    ASN1_item_free((ASN1_VALUE *)r, ASN1_ITEM_rptr(LEAF_REQ));
 }
 
-long fe_csr_der_version(const fe_csr_der *r)
+long leaf_csr_der_version(const leaf_csr_der *r)
 {
     return ASN1_INTEGER_get(r->info->version);
 }
 
-const STACK_OF(X509_ATTRIBUTE) * fe_csr_der_attributes(const fe_csr_der *r)
+const STACK_OF(X509_ATTRIBUTE) * leaf_csr_der_attributes(const leaf_csr_der *r)
 {
     return r->info->attributes;
 }
 
 /* The key bits, whole bytes only (a BIT STRING with unused bits holds no key). */
-static const unsigned char *key_bits(const FE_SPKI *s, int *n)
+static const unsigned char *key_bits(const LEAF_SPKI *s, int *n)
 {
     const ASN1_BIT_STRING *b = s->key;
     if ((b->flags & ASN1_STRING_FLAG_BITS_LEFT) && (b->flags & 0x07))
@@ -125,7 +125,7 @@ static EVP_PKEY *curve_template(int i)
 
 /* The fast path: id-ecPublicKey on P-256 or P-384 by name, the point imported
  * directly (the import refuses a point that is not on the curve). */
-static EVP_PKEY *ec_named_key(const FE_SPKI *s, int *tried)
+static EVP_PKEY *ec_named_key(const LEAF_SPKI *s, int *tried)
 {
     const ASN1_OBJECT *obj = NULL, *curve = NULL;
     int ptype = 0;
@@ -156,7 +156,7 @@ static EVP_PKEY *ec_named_key(const FE_SPKI *s, int *tried)
     return k;
 }
 
-EVP_PKEY *fe_csr_der_pubkey(const fe_csr_der *r)
+EVP_PKEY *leaf_csr_der_pubkey(const leaf_csr_der *r)
 {
     int tried = 0;
     EVP_PKEY *k = ec_named_key(r->info->spki, &tried);
@@ -164,7 +164,7 @@ EVP_PKEY *fe_csr_der_pubkey(const fe_csr_der *r)
         return k;
     /* Anything else through OpenSSL's decoders, as d2i_X509_REQ would. */
     unsigned char *der = NULL;
-    int n = ASN1_item_i2d((const ASN1_VALUE *)r->info->spki, &der, ASN1_ITEM_rptr(FE_SPKI));
+    int n = ASN1_item_i2d((const ASN1_VALUE *)r->info->spki, &der, ASN1_ITEM_rptr(LEAF_SPKI));
     const unsigned char *p = der;
     k = n > 0 ? d2i_PUBKEY(NULL, &p, n) : NULL;
     if (k && p != der + n) {
@@ -175,7 +175,7 @@ EVP_PKEY *fe_csr_der_pubkey(const fe_csr_der *r)
     return k;
 }
 
-X509_PUBKEY *fe_csr_der_spki(const fe_csr_der *r)
+X509_PUBKEY *leaf_csr_der_spki(const leaf_csr_der *r)
 {
     const ASN1_OBJECT *obj = NULL;
     int ptype = 0, n = 0;
@@ -206,7 +206,7 @@ X509_PUBKEY *fe_csr_der_spki(const fe_csr_der *r)
  * and signature implementations by name for every call and copies its context in
  * EVP_DigestVerifyFinal, work this path does not repeat (docs/PERFORMANCE.md §4).
  * -1: not these algorithms, the generic path decides. */
-static int ecdsa_verify(const fe_csr_der *r, EVP_PKEY *k, EVP_PKEY_CTX *kctx)
+static int ecdsa_verify(const leaf_csr_der *r, EVP_PKEY *k, EVP_PKEY_CTX *kctx)
 {
     const ASN1_OBJECT *obj = NULL;
     X509_ALGOR_get0(&obj, NULL, NULL, r->sig_alg);
@@ -219,7 +219,7 @@ static int ecdsa_verify(const fe_csr_der *r, EVP_PKEY *k, EVP_PKEY_CTX *kctx)
     if (r->sig->flags & 0x07)
         return 0; /* as ASN1_item_verify: a signature is whole octets */
     unsigned char *tbs = NULL;
-    int tbs_len = ASN1_item_i2d((const ASN1_VALUE *)r->info, &tbs, ASN1_ITEM_rptr(FE_REQ_INFO));
+    int tbs_len = ASN1_item_i2d((const ASN1_VALUE *)r->info, &tbs, ASN1_ITEM_rptr(LEAF_REQ_INFO));
     unsigned char dgst[EVP_MAX_MD_SIZE];
     unsigned int dgst_len = 0;
     int ok = tbs_len > 0 && EVP_Digest(tbs, (size_t)tbs_len, dgst, &dgst_len, md, NULL) &&
@@ -230,12 +230,12 @@ static int ecdsa_verify(const fe_csr_der *r, EVP_PKEY *k, EVP_PKEY_CTX *kctx)
     return ok;
 }
 
-int fe_csr_der_verify(const fe_csr_der *r, EVP_PKEY *k, EVP_PKEY_CTX *kctx)
+int leaf_csr_der_verify(const leaf_csr_der *r, EVP_PKEY *k, EVP_PKEY_CTX *kctx)
 {
     int fast = ecdsa_verify(r, k, kctx);
     if (fast >= 0)
         return fast;
     /* The same generic check as X509_REQ_verify (algorithm and key must agree); the
      * info's kept encoding is what it hashes. */
-    return ASN1_item_verify(ASN1_ITEM_rptr(FE_REQ_INFO), r->sig_alg, r->sig, r->info, k) == 1;
+    return ASN1_item_verify(ASN1_ITEM_rptr(LEAF_REQ_INFO), r->sig_alg, r->sig, r->info, k) == 1;
 }
