@@ -30,6 +30,7 @@
 #include "fe_metrics.h"
 #include "fe_metrics_link.h"
 #include "fe_sandbox.h"
+#include "fe_server.h"
 #include "fe_serving.h"
 #include "fe_tlsmem.h"
 #include "log.h"

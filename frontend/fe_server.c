@@ -12,6 +12,7 @@
  * the IPC thread never races with another batch on the same call. The listener
  * (descriptor limit, per-connection bounds, channel arguments) is set up in
  * fe_server_listen.c. */
+#include "fe_server.h"
 #include "fe_server_int.h"
 
 #include <malloc.h>
@@ -30,6 +31,7 @@
 #include <openssl/crypto.h>
 
 #include "fe_health.h"
+#include "fe_request.h"
 #include "fe_metrics.h"
 #include "profile.h"
 #include "util.h"
