@@ -60,9 +60,12 @@ struct signer_caops {
     json_t *ca_reply;
 };
 
-/* An empty context (no thread yet, nothing lent), or NULL when out of memory; freed, with
- * what it holds, by signer_caops_free (signer_casign.c). */
+/* An empty context (no thread yet, nothing lent); NULL when out of memory. The caller
+ * frees it with signer_caops_free. */
 signer_caops *signer_caops_new(void);
+
+/* Frees ca and what it holds (intermediates, revocations, CRL, PEM text), not what it was
+ * lent; after signer_casign_free. NULL is fine. */
 void signer_caops_free(signer_caops *ca);
 
 #endif
