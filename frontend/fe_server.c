@@ -34,6 +34,7 @@
 #include "fe_request.h"
 #include "fe_metrics.h"
 #include "profile.h"
+#include "thread_start.h"
 #include "util.h"
 
 /* Every call admitted under server.max_queued_requests has a slot in fe_ipc's table. */
@@ -481,7 +482,7 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     }
     pthread_t th[FE_CQ_THREADS];
     for (int i = 0; i < FE_CQ_THREADS; i++)
-        fatal_unless_started(pthread_create(&th[i], NULL, cq_loop, srv), "completion queue");
+        thread_start(&th[i], cq_loop, srv, "completion queue thread");
     double next_tick = util_mono_now() + 1.0;
     while (!*stop) {
         usleep(100 * 1000);

@@ -25,6 +25,7 @@
 
 #include "ipc_contract.h"
 #include "log.h"
+#include "thread_start.h"
 #include "util.h"
 
 enum { CS_IDLE, CS_QUEUED, CS_SIGNING, CS_DONE };
@@ -90,7 +91,7 @@ void signer_casign_init(signer_caops *ca)
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     ca->casign = c;
-    fatal_unless_started(pthread_create(&c->th, NULL, casign_thread, ca), "the CA signing thread");
+    thread_start(&c->th, casign_thread, ca, "CA signing thread");
 }
 
 int signer_casign_busy(signer_caops *ca)

@@ -30,7 +30,6 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include "audit_ica.h"
 #include "signer_crl.h"
 #include "audit_log.h"
 #include "certasm.h"
@@ -42,6 +41,7 @@
 #include "signer_limits.h"
 #include "signer_tbs.h"
 #include "signer_tokens.h"
+#include "thread_start.h"
 #include "util.h"
 
 p11_signkey *signer_audit_key(signer_ctx *s)
@@ -154,7 +154,7 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_key(signer_ctx *s, const hsmca_conf
                                                  hsmca_err *e)
 {
     if (!cfg->audit_key_uri[0]) {
-        log_info("no audit key configured (pkcs11.audit_key is empty)");
+        log_event(LOG_LVL_INFO, "no audit key configured (pkcs11.audit_key is empty)", NULL, 0);
         return HSMCA_OK;
     }
     const char *pin_path = signer_audit_pin_path(cfg);
@@ -231,8 +231,10 @@ static HSMCA_MUSTCHECK hsmca_code open_publisher(signer_ctx *s, const hsmca_conf
                                                  uid_t owner, gid_t group, hsmca_err *e)
 {
     if (!s->audit_key) {
-        log_warn("no audit key (pkcs11.audit_key is empty): the audit log is written but no "
-                 "checkpoint is signed, and the log is not checked against one at start");
+        log_event(LOG_LVL_WARN,
+                  "no audit key (pkcs11.audit_key is empty): the audit log is written but no "
+                  "checkpoint is signed, and the log is not checked against one at start",
+                  NULL, 0);
         return HSMCA_OK;
     }
     /* Unset: this host's name (config.h); kept in s->cfg for the log lines. */
@@ -259,8 +261,10 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
                                                  hsmca_err *e)
 {
     if (!cfg->audit_dir[0]) {
-        log_warn("the audit log is off (audit.disabled: true): certificates are signed "
-                 "without a durable record, and serial uniqueness does not survive a restart");
+        log_event(LOG_LVL_WARN,
+                  "the audit log is off (audit.disabled: true): certificates are signed "
+                  "without a durable record, and serial uniqueness does not survive a restart",
+                  NULL, 0);
         return HSMCA_OK;
     }
     uid_t owner = (uid_t)-1;
@@ -389,8 +393,7 @@ static void start_threads(signer_ctx *s, const hsmca_config *cfg)
     s->max_staged = SIGNER_MAX_STAGED;
     signer_stages_init(s);
     if (s->audit) {
-        if (pthread_create(&s->syncer, NULL, signer_syncer, s) != 0)
-            fatal("cannot start the audit log's sync thread");
+        thread_start(&s->syncer, signer_syncer, s, "audit log's sync thread");
         s->has_syncer = 1;
     }
     for (int i = 0; i < s->n_workers; i++) {
@@ -398,8 +401,8 @@ static void start_threads(signer_ctx *s, const hsmca_config *cfg)
         if (!wa)
             fatal("out of memory");
         *wa = (signer_worker_arg){s, i};
-        if (pthread_create(&s->workers[i], NULL, i == 0 ? signer_checker : signer_worker, wa) != 0)
-            fatal("cannot start worker thread");
+        thread_start(&s->workers[i], i == 0 ? signer_checker : signer_worker, wa,
+                     i == 0 ? "checker thread" : "signing thread");
     }
     signer_casign_init(s->ca);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -470,9 +473,12 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
         return NULL;
     }
     start_threads(s, cfg);
-    log_info("signer ready: CA key %s, %u sessions (a signing thread each), max TTL %us, trust "
-             "domain %s",
-             cfg->ca_key_uri, cfg->sessions, cfg->max_ttl, cfg->trust_domain);
+    char sessions[16], max_ttl[24];
+    snprintf(sessions, sizeof(sessions), "%u", cfg->sessions); /* a signing thread each */
+    snprintf(max_ttl, sizeof(max_ttl), "%us", cfg->max_ttl);
+    LOG_EVENT(LOG_LVL_INFO, "signer ready", LOG_STR("ca_key", cfg->ca_key_uri),
+              LOG_STR("sessions", sessions), LOG_STR("max_ttl", max_ttl),
+              LOG_STR("trust_domain", cfg->trust_domain));
     if (s->policy_file) {
         char hex[65];
         util_hex(policy_set_sha256(s->policy_file), 32, hex);
