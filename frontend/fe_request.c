@@ -1,6 +1,6 @@
 /* fe_request.c - one CreateCertificate request from bytes to a TBS, and the
  * signed leaf back to a response (docs/ARCHITECTURE.md §4, steps 2-6). */
-#include "fe_app.h"
+#include "fe_request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +75,7 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
         return rc;
     }
     if (out->who.deferred) {
-        out->deferred = 1; /* the rest on an authentication thread (fe_app.h) */
+        out->deferred = 1; /* the rest on an authentication thread (fe_request.h) */
         return HSMCA_OK;
     }
     snprintf(out->requester, sizeof(out->requester), "%s", out->who.ids[0]);

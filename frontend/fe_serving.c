@@ -15,6 +15,7 @@
 #include "leaf_tbs.h"
 #include "log.h"
 #include "profile.h"
+#include "thread_start.h"
 #include "util.h"
 
 #define RENEW_RETRY_S 30
@@ -256,10 +257,7 @@ static void *renewal_thread(void *arg)
 
 void fe_serving_start_renewal(fe_serving *s)
 {
-    pthread_t th;
-    if (pthread_create(&th, NULL, renewal_thread, s) != 0)
-        fatal("cannot start the renewal thread");
-    pthread_detach(th);
+    thread_start(NULL, renewal_thread, s, "renewal thread");
 }
 
 /* gRPC asks before every handshake; it copies what we return. */

@@ -11,7 +11,7 @@
 
 #include "audit_entry.h"
 #include "audit_ica.h"
-#include "signer_casign.h"
+#include "signer_ica_sign.h"
 #include "ipc_contract.h"
 #include "signer_ctx.h"
 #include "util.h"
@@ -93,9 +93,7 @@ static HSMCA_MUSTCHECK hsmca_code config_entry(signer_ctx *s, const tbs_policy *
     /* The count in force, for the replay's rule on waiting requests (audit_ica.h). */
     a.approval_required = s->cfg.approval_required;
     HSMCA_GUARD(append(s, &a, last, e));
-    hsmca_err why;
-    if (s->ica && audit_ica_apply(s->ica, &a, 0, &why) != HSMCA_OK)
-        signer_ca_close(s, a.seq, why.msg);
+    signer_ica_follow(s->ca, &a);
     return HSMCA_OK;
 }
 
@@ -174,9 +172,7 @@ hsmca_code signer_audit_close_open(signer_ctx *s, const audit_replay *replay, ui
         HSMCA_GUARD(append(s, &a, last, e));
         /* An intermediate's intent is closed in the state too: its request can be
          * signed again (fetch) or denied. */
-        hsmca_err why2;
-        if (s->ica && audit_ica_apply(s->ica, &a, 0, &why2) != HSMCA_OK)
-            signer_ca_close(s, a.seq, why2.msg);
+        signer_ica_follow(s->ca, &a);
         n++;
     }
     if (n) {

@@ -287,7 +287,7 @@ int signer_main(int argc, char **argv)
     /* The admin socket is bound, and what fetch hands out read, before the switch of user. */
     signer_admin *adm = NULL;
     if (signer_admin_open(&cfg, &sb, &adm, &e) != HSMCA_OK ||
-        (adm && signer_ica_load(s, &e) != HSMCA_OK))
+        (adm && signer_ica_load(signer_ca(s), &e) != HSMCA_OK))
         fatal_config("refusing to serve: %s", e.msg);
     if (adm)
         signer_sandbox_allow_admin(signer_admin_listen_fd(adm));
