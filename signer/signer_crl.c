@@ -40,12 +40,13 @@ void signer_crl_free(signer_ctx *s)
     s->crl_pem = NULL;
 }
 
-/* The octets of a revoked serial (lowercase hex of whole octets: the entry's rule). */
+/* The octets of a revoked serial (lowercase hex of whole octets: the entry's rule); 0 when
+ * it is not that. */
 static size_t octets(const audit_crl_rev *rv, uint8_t bin[AUDIT_SERIAL_HEX_MAX / 2])
 {
-    size_t n = strlen(rv->serial) / 2;
-    for (size_t i = 0; i < n; i++)
-        sscanf(rv->serial + 2 * i, "%2hhx", &bin[i]);
+    size_t n = 0;
+    if (!util_unhex(rv->serial, strlen(rv->serial), bin, AUDIT_SERIAL_HEX_MAX / 2, &n))
+        return 0;
     return n;
 }
 
@@ -56,7 +57,8 @@ void signer_crl_restore(signer_ctx *s)
         uint8_t bin[AUDIT_SERIAL_HEX_MAX / 2];
         size_t n = octets(audit_crl_at(s->crl, i), bin);
         hsmca_err e; /* a serial in the set already (a live certificate's) stays there */
-        (void)!serial_set_restore(s->serials, bin, n, now + SIGNER_CRL_SERIAL_HOLD_S, now, &e);
+        if (n)
+            (void)!serial_set_restore(s->serials, bin, n, now + SIGNER_CRL_SERIAL_HOLD_S, now, &e);
     }
 }
 
@@ -70,7 +72,7 @@ static int add_revoked(X509_CRL *c, const audit_crl_rev *rv)
     ASN1_TIME *when = ASN1_TIME_set(NULL, (time_t)rv->time);
     ASN1_ENUMERATED *reason = ASN1_ENUMERATED_new();
     /* RFC 5280 §5.3.1: reasonCode unspecified (0) SHOULD be absent, not written. */
-    int ok = r && serial && when && reason && ASN1_ENUMERATED_set(reason, rv->reason) &&
+    int ok = n && r && serial && when && reason && ASN1_ENUMERATED_set(reason, rv->reason) &&
              X509_REVOKED_set_serialNumber(r, serial) && X509_REVOKED_set_revocationDate(r, when) &&
              (rv->reason == 0 || X509_REVOKED_add1_ext_i2d(r, NID_crl_reason, reason, 0, 0) == 1) &&
              X509_CRL_add0_revoked(c, r);
