@@ -11,6 +11,7 @@
 #include "hsmca_err.h"
 #include "key_kinds.h"
 #include "p11.h"
+#include "util.h"
 
 #define CA_HEX_LEN (2 * SHA256_DIGEST_LENGTH + 1)
 
@@ -20,7 +21,7 @@ typedef struct {
     hsmca_config *cfg;
     p11_uri uri;        /* pkcs11.ca_key */
     p11_module *m;      /* loaded by ca_session_token */
-    char pin[256];      /* from pkcs11.pin_file, wiped by ca_session_end */
+    char pin[UTIL_PIN_MAX + 1]; /* from pkcs11.pin_file, wiped by ca_session_end */
     int have_pin;
 } ca_session;
 

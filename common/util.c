@@ -134,11 +134,11 @@ hsmca_code util_read_secret(const char *path, char *buf, size_t bufsz, hsmca_err
     if (rc != HSMCA_OK)
         return rc;
     size_t n = strcspn(data, "\r\n");
-    if (n == 0 || n >= bufsz || n > 255) {
+    if (n == 0 || n >= bufsz || n > UTIL_PIN_MAX) {
         OPENSSL_cleanse(data, len);
         free(data);
-        return hsmca_fail(e, HSMCA_EINVAL, "secret file %s: first line must hold 1-255 bytes",
-                          path);
+        return hsmca_fail(e, HSMCA_EINVAL, "secret file %s: first line must hold 1-%d bytes",
+                          path, UTIL_PIN_MAX);
     }
     memcpy(buf, data, n);
     buf[n] = '\0';

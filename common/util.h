@@ -23,8 +23,12 @@ HSMCA_MUSTCHECK hsmca_code util_write_file_atomic(const char *path, const void *
 HSMCA_MUSTCHECK hsmca_code util_write_out(const char *path, const void *data, size_t len,
                                           unsigned mode, hsmca_err *e);
 
-/* Reads a secret (PIN) file: first line, trailing CR/LF stripped, at most 255 bytes
- * into buf (NUL-terminated). The caller wipes buf with OPENSSL_cleanse. */
+/* The longest PIN, and the longest secret util_read_secret reads: a PIN buffer is
+ * UTIL_PIN_MAX + 1 bytes, and the PKCS#11 layer refuses a longer PIN. */
+#define UTIL_PIN_MAX 255
+
+/* Reads a secret (PIN) file: first line, trailing CR/LF stripped, at most UTIL_PIN_MAX
+ * bytes into buf (NUL-terminated). The caller wipes buf with OPENSSL_cleanse. */
 HSMCA_MUSTCHECK hsmca_code util_read_secret(const char *path, char *buf, size_t bufsz, hsmca_err *e);
 
 /* Fills buf with len bytes from the kernel CSPRNG (getrandom). Aborts on failure. */

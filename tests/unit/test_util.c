@@ -244,6 +244,32 @@ static void test_write_out_refuses_a_link(void **state)
     free(dir);
 }
 
+/* ---- the PIN bound -------------------------------------------------------------- */
+
+/* A PIN of UTIL_PIN_MAX bytes fits the buffer every reader declares; one more is refused. */
+static void test_pin_bound(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("pinmax");
+    char path[512], line[UTIL_PIN_MAX + 3], pin[UTIL_PIN_MAX + 1];
+    snprintf(path, sizeof(path), "%s/pin", dir);
+    hsmca_err e;
+    memset(line, 'p', UTIL_PIN_MAX);
+    line[UTIL_PIN_MAX] = '\n';
+    assert_int_equal(util_write_file_atomic(path, line, UTIL_PIN_MAX + 1, 0600, &e), HSMCA_OK);
+    assert_int_equal(util_read_secret(path, pin, sizeof(pin), &e), HSMCA_OK);
+    assert_int_equal(strlen(pin), UTIL_PIN_MAX);
+    line[UTIL_PIN_MAX] = 'p';
+    line[UTIL_PIN_MAX + 1] = '\n';
+    assert_int_equal(util_write_file_atomic(path, line, UTIL_PIN_MAX + 2, 0600, &e), HSMCA_OK);
+    char big[2 * UTIL_PIN_MAX];
+    assert_int_equal(util_read_secret(path, big, sizeof(big), &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "1-255 bytes"));
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_printable_cap_is_visible),
         cmocka_unit_test(test_unhex),
         cmocka_unit_test(test_write_out_refuses_a_link),
+        cmocka_unit_test(test_pin_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
