@@ -9,6 +9,8 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
+#include "util.h"
+
 typedef struct {
     char cluster[AUDIT_CLUSTER_MAX + 1];
     uint64_t current; /* its newest issued request */
@@ -120,8 +122,8 @@ static int proof_ok(const audit_ica_req *p, const audit_ica_req *r, const char *
                     const uint8_t *proof, size_t plen)
 {
     size_t cn = 0, qn = 0, mn = 0;
-    uint8_t *cder = audit_ica_unbase64(p->cert_b64, strlen(p->cert_b64), &cn);
-    uint8_t *qder = audit_ica_unbase64(r->csr_b64, strlen(r->csr_b64), &qn);
+    uint8_t *cder = util_b64_decode(p->cert_b64, strlen(p->cert_b64), &cn);
+    uint8_t *qder = util_b64_decode(r->csr_b64, strlen(r->csr_b64), &qn);
     uint8_t *msg = qder ? audit_ica_renew_message(origin, r->id, r->cluster, qder, qn, &mn) : NULL;
     const unsigned char *cp = cder;
     X509 *x = cder ? d2i_X509(NULL, &cp, (long)cn) : NULL;

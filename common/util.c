@@ -166,11 +166,10 @@ static const char b64url_alpha[] =
 static const char b64std_alpha[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static char *b64_encode(const uint8_t *in, size_t len, const char *alpha, int pad)
+/* The one encoder: in[0..len) into out (room for 4 * ((len + 2) / 3) + 1 bytes),
+ * NUL-terminated; returns the characters written. */
+static size_t b64_encode_into(const uint8_t *in, size_t len, const char *alpha, int pad, char *out)
 {
-    char *out = malloc(4 * ((len + 2) / 3) + 1);
-    if (!out)
-        return NULL;
     size_t o = 0, i = 0;
     for (; i + 2 < len; i += 3) {
         uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
@@ -191,11 +190,26 @@ static char *b64_encode(const uint8_t *in, size_t len, const char *alpha, int pa
             out[o++] = '=';
     }
     out[o] = '\0';
+    return o;
+}
+
+static char *b64_encode(const uint8_t *in, size_t len, const char *alpha, int pad)
+{
+    char *out = malloc(4 * ((len + 2) / 3) + 1);
+    if (out)
+        b64_encode_into(in, len, alpha, pad, out);
     return out;
 }
 
 char *util_b64url_encode(const uint8_t *in, size_t len) { return b64_encode(in, len, b64url_alpha, 0); }
 char *util_b64_encode(const uint8_t *in, size_t len) { return b64_encode(in, len, b64std_alpha, 1); }
+
+size_t util_b64_encode_to(const uint8_t *in, size_t len, char *out, size_t cap)
+{
+    if (cap == 0 || len > (cap - 1) / 4 * 3) /* (cap - 1) / 4 quads of 3 bytes each */
+        return 0;
+    return b64_encode_into(in, len, b64std_alpha, 1, out);
+}
 
 /* Value of c in the url (-_) or the standard (+/) alphabet; -1 outside it. */
 static int b64_val(unsigned char c, int url)

@@ -40,6 +40,9 @@ char *util_b64url_encode(const uint8_t *in, size_t len);
 uint8_t *util_b64url_decode(const char *in, size_t inlen, size_t *outlen);
 /* Padded standard base64 (PEM) as a new NUL-terminated string (caller frees); NULL on OOM. */
 char *util_b64_encode(const uint8_t *in, size_t len);
+/* util_b64_encode into the caller's out (cap bytes, NUL-terminated): the characters
+ * written, 0 when they and the NUL do not fit (out untouched). */
+size_t util_b64_encode_to(const uint8_t *in, size_t len, char *out, size_t cap);
 /* Canonical padded standard base64 -> new buffer (caller frees) of *outlen bytes; NULL if not. */
 uint8_t *util_b64_decode(const char *in, size_t inlen, size_t *outlen);
 /* Both decoders are strict: no whitespace, '=' only as the exact padding (std only), no 4k+1

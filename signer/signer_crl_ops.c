@@ -25,7 +25,7 @@ static int is_intermediate(signer_ctx *s, const char *serial)
     for (size_t i = 0; !found && i < audit_ica_count(s->ica); i++) {
         const audit_ica_req *r = audit_ica_at(s->ica, i);
         size_t n;
-        uint8_t *der = r->cert_b64 ? audit_ica_unbase64(r->cert_b64, strlen(r->cert_b64), &n)
+        uint8_t *der = r->cert_b64 ? util_b64_decode(r->cert_b64, strlen(r->cert_b64), &n)
                                    : NULL;
         const unsigned char *p = der;
         X509 *x = der ? d2i_X509(NULL, &p, (long)n) : NULL;

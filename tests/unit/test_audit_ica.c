@@ -167,6 +167,11 @@ static void test_rules(void **state)
     audit_entry bad = cert_entry(7, 3);
     bad.cert_sha256[0] = bad.cert_sha256[0] == 'a' ? 'b' : 'a';
     apply(t, bad, HSMCA_EPERM, "cert_sha256 is not the SHA-256 of its certificate");
+    /* One spelling per value: the same bytes with the spare bits under '=' set are not
+     * base64 (util_b64_decode, as every reader of base64). */
+    bad = cert_entry(7, 3);
+    bad.cert = (audit_str){"AQIDBB==", 8, 0};
+    apply(t, bad, HSMCA_EPERM, "the certificate is not base64");
     apply(t, cert_entry(7, 3), HSMCA_OK, NULL);
     assert_int_equal(audit_ica_state_of(audit_ica_find(t, 3), 1003), ICA_ISSUED);
     apply(t, cert_entry(8, 3), HSMCA_EPERM, "signed already");

@@ -126,6 +126,30 @@ static void test_b64_std_strict(void **state)
     assert_refused(util_b64_decode, "QU\0=", 4);
 }
 
+/* util_b64_encode_to writes what util_b64_encode returns, into a buffer just large enough,
+ * and nothing into one a byte short. */
+static void test_b64_encode_to(void **state)
+{
+    (void)state;
+    const uint8_t in[] = {0xfb, 0xff, 0x00, 0x10, 0x83, 0x7e, 0x01};
+    for (size_t len = 0; len <= sizeof(in); len++) {
+        char *want = util_b64_encode(in, len);
+        assert_non_null(want);
+        size_t n = strlen(want);
+        char out[16];
+        memset(out, 'x', sizeof(out));
+        assert_int_equal(util_b64_encode_to(in, len, out, n), 0);
+        assert_int_equal(out[0], 'x');
+        assert_int_equal(util_b64_encode_to(in, len, out, n + 1), n);
+        assert_string_equal(out, want);
+        free(want);
+    }
+    char one[5];
+    assert_int_equal(util_b64_encode_to(in, 3, one, 0), 0);
+    assert_int_equal(util_b64_encode_to(in, 3, one, sizeof(one)), 4);
+    assert_string_equal(one, "+/8A");
+}
+
 static void test_b64_span(void **state)
 {
     assert_int_equal(util_b64_span("", 0), 0);
@@ -276,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_b64_roundtrip_both_alphabets),
         cmocka_unit_test(test_b64url_strict),
         cmocka_unit_test(test_b64_std_strict),
+        cmocka_unit_test(test_b64_encode_to),
         cmocka_unit_test(test_b64_span),
         cmocka_unit_test(test_printable_copies_plain_text),
         cmocka_unit_test(test_printable_masks_the_rest),
