@@ -65,11 +65,14 @@ hsmca_code util_read_file(const char *path, size_t max, char **out, size_t *len,
     return HSMCA_OK;
 }
 
-hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode,
-                                  hsmca_err *e)
+/* The one atomic writer. exact: the file gets mode whatever the umask (fchmod when the
+ * umask took bits away); else mode less the umask, and no chmod call at all. */
+static hsmca_code write_atomic(const char *path, const void *data, size_t len, unsigned mode,
+                               int exact, hsmca_err *e)
 {
     /* A new temp file of an unguessable name (O_EXCL): nothing planted beside path, link
-     * or file, is ever opened; rename then replaces whatever path is without following it. */
+     * or file, is ever opened; rename then replaces whatever path is without following it.
+     * renameat, not rename: the call the signer's sandbox allows. */
     char tmp[4096];
     uint64_t r;
     util_random(&r, sizeof(r));
@@ -94,11 +97,15 @@ hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len
         p += w;
         left -= (size_t)w;
     }
-    if (fchmod(fd, mode) != 0 || fsync(fd) != 0 || close(fd) != 0) {
+    struct stat st;
+    int chmod_ok = !exact || (fstat(fd, &st) == 0 && (st.st_mode & 07777) == (mode & 07777)) ||
+                   fchmod(fd, mode) == 0;
+    if (!chmod_ok || fsync(fd) != 0 || close(fd) != 0) {
+        int err = errno;
         unlink(tmp);
-        return hsmca_fail(e, HSMCA_EIO, "cannot sync %s: %s", tmp, strerror(errno));
+        return hsmca_fail(e, HSMCA_EIO, "cannot sync %s: %s", tmp, strerror(err));
     }
-    if (rename(tmp, path) != 0) {
+    if (renameat(AT_FDCWD, tmp, AT_FDCWD, path) != 0) {
         int err = errno;
         unlink(tmp);
         return hsmca_fail(e, HSMCA_EIO, "cannot rename to %s: %s", path, strerror(err));
@@ -112,6 +119,18 @@ hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len
         close(dfd);
     }
     return HSMCA_OK;
+}
+
+hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode,
+                                  hsmca_err *e)
+{
+    return write_atomic(path, data, len, mode, 1, e);
+}
+
+hsmca_code util_write_file_umask(const char *path, const void *data, size_t len, unsigned mode,
+                                 hsmca_err *e)
+{
+    return write_atomic(path, data, len, mode, 0, e);
 }
 
 hsmca_code util_write_out(const char *path, const void *data, size_t len, unsigned mode,

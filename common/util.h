@@ -13,10 +13,16 @@
  * FIFO, a device: "PATH is not a regular file") without blocking on it. */
 HSMCA_MUSTCHECK hsmca_code util_read_file(const char *path, size_t max, char **out, size_t *len, hsmca_err *e);
 
-/* Writes data to path atomically (temp file in the same dir, fsync, rename)
- * with the given mode. Used for keys, certs, configs: nothing half-written. */
+/* The one atomic file writer: data to path through a new temp file in the same dir
+ * (fsync, rename, fsync of the dir) with exactly the given mode. Used for keys, certs,
+ * configs, CRLs: nothing half-written, nothing lost to a crash once it returns. */
 HSMCA_MUSTCHECK hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len,
                                   unsigned mode, hsmca_err *e);
+
+/* util_write_file_atomic with mode less the process's umask, and no chmod call: for a
+ * process whose sandbox allows none (the signer's crl.path). */
+HSMCA_MUSTCHECK hsmca_code util_write_file_umask(const char *path, const void *data, size_t len,
+                                                 unsigned mode, hsmca_err *e);
 
 /* util_write_file_atomic for a path a user named (--out): refuses a symbolic link or any
  * non-regular file at path, which the rename would otherwise replace. */

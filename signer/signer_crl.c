@@ -4,8 +4,6 @@
 #include "signer_casign.h"
 #include "signer_ctx.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,31 +159,15 @@ static HSMCA_MUSTCHECK hsmca_code assemble_crl(signer_ctx *s, const uint8_t *tbs
     return HSMCA_OK;
 }
 
-/* PATH.tmp written and synced, then renamed over PATH (renameat: the sandbox's call). */
+/* The CRL written atomically over PATH, its mode 0644 less the umask (the sandbox allows no
+ * chmod). */
 static HSMCA_MUSTCHECK hsmca_code write_file(const char *path, const char *text, hsmca_err *e)
 {
-    char tmp[CONFIG_MAX_STR + 8];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    HSMCA_ENSURE(fd >= 0, e, HSMCA_EUNAVAIL,
-                 "crl.path: cannot create %s: %s (its directory must be writable by signer.user)",
-                 tmp, strerror(errno));
-    size_t n = strlen(text), off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, text + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-    int ok = off == n && fsync(fd) == 0;
-    int err = errno;
-    close(fd);
-    HSMCA_ENSURE(ok, e, HSMCA_EUNAVAIL, "crl.path: writing %s: %s", tmp, strerror(err));
-    HSMCA_ENSURE(renameat(AT_FDCWD, tmp, AT_FDCWD, path) == 0, e, HSMCA_EUNAVAIL,
-                 "crl.path: rename %s to %s: %s", tmp, path, strerror(errno));
-    return HSMCA_OK;
+    hsmca_err why;
+    if (util_write_file_umask(path, text, strlen(text), 0644, &why) == HSMCA_OK)
+        return HSMCA_OK;
+    return hsmca_fail(e, HSMCA_EUNAVAIL,
+                      "crl.path: %s (its directory must be writable by signer.user)", why.msg);
 }
 
 /* audit_check_fn: a crl entry passes the log's CRL rules as it is written. */

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -268,6 +270,42 @@ static void test_write_out_refuses_a_link(void **state)
     free(dir);
 }
 
+/* util_write_file_atomic gives the file its mode whatever the umask; util_write_file_umask
+ * leaves the umask's bits off (the signer's sandbox has no chmod). Neither leaves its temp
+ * file behind. */
+static void test_write_modes(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("writemode");
+    char exact[512], masked[512], got[64];
+    snprintf(exact, sizeof(exact), "%s/exact.pem", dir);
+    snprintf(masked, sizeof(masked), "%s/masked.pem", dir);
+    hsmca_err e;
+    mode_t old = umask(077);
+    assert_int_equal(util_write_file_atomic(exact, "one\n", 4, 0644, &e), HSMCA_OK);
+    assert_int_equal(util_write_file_umask(masked, "two\n", 4, 0644, &e), HSMCA_OK);
+    assert_int_equal(util_write_file_umask(masked, "three\n", 6, 0644, &e), HSMCA_OK);
+    umask(old);
+    struct stat st;
+    assert_int_equal(stat(exact, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0644);
+    assert_int_equal(stat(masked, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    read_back(masked, got, sizeof(got));
+    assert_string_equal(got, "three\n");
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int files = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        files += de->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(files, 2);
+    unlink(exact);
+    unlink(masked);
+    rmdir(dir);
+    free(dir);
+}
+
 /* ---- the PIN bound -------------------------------------------------------------- */
 
 /* A PIN of UTIL_PIN_MAX bytes fits the buffer every reader declares; one more is refused. */
@@ -307,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_printable_cap_is_visible),
         cmocka_unit_test(test_unhex),
         cmocka_unit_test(test_write_out_refuses_a_link),
+        cmocka_unit_test(test_write_modes),
         cmocka_unit_test(test_pin_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
