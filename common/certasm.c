@@ -5,12 +5,14 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/asn1.h>
 #include <openssl/crypto.h>
 #include <openssl/objects.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 int certasm_sig_nid_for_key(const EVP_PKEY *key)
 {
@@ -165,4 +167,29 @@ X509 *certasm_load_pem(const char *path, hsmca_err *e)
     if (!x)
         hsmca_fail(e, HSMCA_EINVAL, "%s does not hold a PEM certificate", path);
     return x;
+}
+
+X509_CRL *certasm_crl_new(X509 *issuer, int64_t this_update, const ASN1_TIME *next_update,
+                          uint64_t number)
+{
+    X509_CRL *c = X509_CRL_new();
+    ASN1_TIME *tu = ASN1_TIME_set(NULL, (time_t)this_update);
+    ASN1_INTEGER *num = ASN1_INTEGER_new();
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, issuer, NULL, NULL, c, 0);
+    X509_EXTENSION *aki =
+        c ? X509V3_EXT_conf_nid(NULL, &ctx, NID_authority_key_identifier, "keyid:always") : NULL;
+    int ok = c && tu && num && aki && X509_CRL_set_version(c, 1) &&
+             X509_CRL_set_issuer_name(c, X509_get_subject_name(issuer)) &&
+             X509_CRL_set1_lastUpdate(c, tu) && X509_CRL_set1_nextUpdate(c, next_update) &&
+             ASN1_INTEGER_set_uint64(num, number) && X509_CRL_add_ext(c, aki, -1) &&
+             X509_CRL_add1_ext_i2d(c, NID_crl_number, num, 0, 0) == 1;
+    X509_EXTENSION_free(aki);
+    ASN1_TIME_free(tu);
+    ASN1_INTEGER_free(num);
+    if (!ok) {
+        X509_CRL_free(c);
+        return NULL;
+    }
+    return c;
 }

@@ -86,27 +86,14 @@ static int add_revoked(X509_CRL *c, const audit_crl_rev *rv)
 /* The TBS fields (algorithm aside); NULL when out of memory. */
 static X509_CRL *build(signer_ctx *s, uint64_t number, int64_t now)
 {
-    X509_CRL *c = X509_CRL_new();
-    ASN1_TIME *tu = ASN1_TIME_set(NULL, (time_t)now);
     ASN1_TIME *nu = ASN1_TIME_set(NULL, (time_t)(now + (int64_t)s->cfg.crl_validity));
-    ASN1_INTEGER *num = ASN1_INTEGER_new();
-    int ok = c && tu && nu && num && X509_CRL_set_version(c, 1) &&
-             X509_CRL_set_issuer_name(c, X509_get_subject_name(s->ca_cert)) &&
-             X509_CRL_set1_lastUpdate(c, tu) && X509_CRL_set1_nextUpdate(c, nu) &&
-             ASN1_INTEGER_set_uint64(num, number);
+    X509_CRL *c = nu ? certasm_crl_new(s->ca_cert, now, nu, number) : NULL;
+    int ok = c != NULL;
+    ASN1_TIME_free(nu);
     for (size_t i = 0; ok && i < audit_crl_count(s->crl); i++)
         ok = add_revoked(c, audit_crl_at(s->crl, i));
     if (ok)
         ok = X509_CRL_sort(c);
-    X509V3_CTX ctx;
-    X509V3_set_ctx(&ctx, s->ca_cert, NULL, NULL, c, 0);
-    X509_EXTENSION *aki =
-        ok ? X509V3_EXT_conf_nid(NULL, &ctx, NID_authority_key_identifier, "keyid:always") : NULL;
-    ok = aki && X509_CRL_add_ext(c, aki, -1) && X509_CRL_add1_ext_i2d(c, NID_crl_number, num, 0, 0);
-    X509_EXTENSION_free(aki);
-    ASN1_TIME_free(tu);
-    ASN1_TIME_free(nu);
-    ASN1_INTEGER_free(num);
     if (!ok) {
         X509_CRL_free(c);
         return NULL;
