@@ -259,21 +259,12 @@ uint8_t *audit_ica_renewal_message(const char *cluster, const uint8_t *csr_der, 
 static int proof_ok(const audit_ica_req *p, const audit_ica_req *r, const uint8_t *proof,
                     size_t plen)
 {
-    size_t cn = 0, qn = 0, mn = 0;
-    uint8_t *cder = util_b64_decode(p->cert_b64, strlen(p->cert_b64), &cn);
+    size_t qn = 0, mn = 0;
     uint8_t *qder = util_b64_decode(r->csr_b64, strlen(r->csr_b64), &qn);
     uint8_t *msg = qder ? audit_ica_renewal_message(r->cluster, qder, qn, &mn) : NULL;
-    const unsigned char *cp = cder;
-    X509 *x = cder ? d2i_X509(NULL, &cp, (long)cn) : NULL;
-    EVP_PKEY *key = x ? X509_get0_pubkey(x) : NULL;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int ok = key && msg && ctx && EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, key) == 1 &&
-             EVP_DigestVerify(ctx, proof, plen, msg, mn) == 1;
-    EVP_MD_CTX_free(ctx);
-    X509_free(x);
+    int ok = msg && audit_ica_renew_verify(p, msg, mn, proof, plen);
     free(msg);
     free(qder);
-    free(cder);
     return ok;
 }
 
