@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 #include <openssl/objects.h>
 #include <openssl/pem.h>
+#include <openssl/sha.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -192,4 +193,34 @@ X509_CRL *certasm_crl_new(X509 *issuer, int64_t this_update, const ASN1_TIME *ne
         return NULL;
     }
     return c;
+}
+
+/* SHA-256 of der[0..n) in hex; 0 when n says the encoding failed. */
+static int sha256_hex(const unsigned char *der, int n, char hex[65])
+{
+    unsigned char md[32];
+    if (n <= 0 || !der)
+        return 0;
+    SHA256(der, (size_t)n, md);
+    util_hex(md, sizeof(md), hex);
+    return 1;
+}
+
+int certasm_spki_sha256(EVP_PKEY *key, char hex[65])
+{
+    unsigned char *der = NULL;
+    /* i2d_ first: the order of a call's arguments is unspecified. */
+    int n = key ? i2d_PUBKEY(key, &der) : -1;
+    int ok = sha256_hex(der, n, hex);
+    OPENSSL_free(der);
+    return ok;
+}
+
+int certasm_cert_sha256(X509 *x, char hex[65])
+{
+    unsigned char *der = NULL;
+    int n = x ? i2d_X509(x, &der) : -1;
+    int ok = sha256_hex(der, n, hex);
+    OPENSSL_free(der);
+    return ok;
 }

@@ -32,6 +32,12 @@ X509 *certasm_load_pem(const char *path, hsmca_err *e);
  * OPENSSL_cleanse before freeing). NULL on failure. */
 char *certasm_key_pem(EVP_PKEY *key);
 
+/* The log's fingerprints: SHA-256 of the key's DER SubjectPublicKeyInfo / of the
+ * certificate's DER, in lowercase hex, into hex (65 bytes). 1, or 0 when it does not
+ * encode (NULL key or certificate). The ceremony and the signer both write them. */
+int certasm_spki_sha256(EVP_PKEY *key, char hex[65]);
+int certasm_cert_sha256(X509 *x, char hex[65]);
+
 /* The TBSCertList of a v2 CRL that issuer signs, without its revoked certificates (the
  * caller adds them) or its algorithm: issuer's subject, thisUpdate this_update,
  * nextUpdate next_update, and the extensions authorityKeyIdentifier (issuer's keyid) and

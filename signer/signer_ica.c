@@ -134,26 +134,22 @@ static HSMCA_MUSTCHECK hsmca_code take_csr(const char *pem, audit_entry *ent, ch
     EVP_PKEY *key = X509_REQ_get0_pubkey(csr);
     const char *why = key ? signer_ica_key_problem(key) : "no public key";
     hsmca_code rc = HSMCA_OK;
-    unsigned char *der = NULL, *spki = NULL;
-    int n = 0, m = 0;
+    unsigned char *der = NULL;
+    int n = 0;
     if (why[0])
         rc = hsmca_fail(e, HSMCA_EINVAL, "csr: %s", why);
     else if (X509_REQ_verify(csr, key) != 1)
         rc = hsmca_fail(e, HSMCA_EINVAL,
                         "csr: its signature does not verify with its own key (no proof of "
                         "possession)");
-    else if ((n = i2d_X509_REQ(csr, &der)) <= 0 || (m = i2d_PUBKEY(key, &spki)) <= 0 ||
+    else if ((n = i2d_X509_REQ(csr, &der)) <= 0 || !certasm_spki_sha256(key, ent->key_sha256) ||
              (size_t)n > AUDIT_BLOB_MAX / 4 * 3)
         rc = hsmca_fail(e, HSMCA_EINVAL, "csr: cannot be encoded, or too large");
     if (rc == HSMCA_OK) {
-        uint8_t md[32];
-        SHA256(spki, (size_t)m, md);
-        util_hex(md, 32, ent->key_sha256);
         ent->csr.len = util_b64_encode_to(der, (size_t)n, b64, AUDIT_BLOB_MAX + 1);
         ent->csr.p = b64;
     }
     OPENSSL_free(der);
-    OPENSSL_free(spki);
     X509_REQ_free(csr);
     return rc;
 }

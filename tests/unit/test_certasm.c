@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,6 +124,35 @@ static void test_crl_skeleton(void **state)
     EVP_PKEY_free(key);
 }
 
+/* The log's fingerprints: the certificate's is X509_digest's SHA-256, the key's the
+ * SHA-256 of its DER SubjectPublicKeyInfo; nothing to encode is 0. */
+static void test_fingerprints(void **state)
+{
+    (void)state;
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    X509 *x = key ? openssl_cert(key) : NULL;
+    assert_true(x && X509_sign(x, key, EVP_sha256()));
+    unsigned char md[32], *der = NULL;
+    unsigned int mdlen = 0;
+    char want[65], hex[65];
+    assert_true(X509_digest(x, EVP_sha256(), md, &mdlen) && mdlen == 32);
+    for (int i = 0; i < 32; i++)
+        snprintf(want + 2 * i, 3, "%02x", md[i]);
+    assert_int_equal(certasm_cert_sha256(x, hex), 1);
+    assert_string_equal(hex, want);
+    int n = i2d_PUBKEY(key, &der);
+    assert_true(n > 0 && EVP_Digest(der, (size_t)n, md, &mdlen, EVP_sha256(), NULL));
+    for (int i = 0; i < 32; i++)
+        snprintf(want + 2 * i, 3, "%02x", md[i]);
+    assert_int_equal(certasm_spki_sha256(key, hex), 1);
+    assert_string_equal(hex, want);
+    assert_int_equal(certasm_spki_sha256(NULL, hex), 0);
+    assert_int_equal(certasm_cert_sha256(NULL, hex), 0);
+    OPENSSL_free(der);
+    X509_free(x);
+    EVP_PKEY_free(key);
+}
+
 static void test_ec(void **state)
 {
     EVP_PKEY *k = EVP_EC_gen("P-256");
@@ -176,6 +206,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_pem_line_lengths),
         cmocka_unit_test(test_crl_skeleton),
+        cmocka_unit_test(test_fingerprints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
