@@ -135,8 +135,4 @@ HSMCA_MUSTCHECK hsmca_code audit_ica_may_auto(const audit_ica *t, uint64_t id, u
 uint8_t *audit_ica_renewal_message(const char *cluster, const uint8_t *csr_der, size_t len,
                                    size_t *out_len);
 
-/* Decodes base64 text (b64, len characters) into a new buffer (caller frees): NULL when it
- * is not base64 or out of memory. */
-uint8_t *audit_ica_unbase64(const char *b64, size_t len, size_t *out_len);
-
 #endif

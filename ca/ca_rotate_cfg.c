@@ -2,7 +2,6 @@
  * range, so a value is replaced without re-emitting (and losing) the rest of the file. */
 #include "ca_rotate_cfg.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,12 +192,13 @@ static HSMCA_MUSTCHECK hsmca_code check_and_replace(const char *path, const char
         fprintf(stderr, "%s\n", why.msg);
         return hsmca_fail(e, rc, "the changed config would not load (above): left unchanged");
     }
-    if (rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return hsmca_fail(e, HSMCA_EIO, "cannot rename the changed config over %.150s: %s; "
-                          "left unchanged", path, strerror(err));
-    }
+    /* The checked text replaces path by the one atomic writer (the directory synced too). */
+    hsmca_err how;
+    rc = util_write_file_atomic(path, text, strlen(text), mode, &how);
+    unlink(tmp);
+    if (rc != HSMCA_OK)
+        return hsmca_fail(e, rc, "cannot replace the config %.150s: %s; left unchanged", path,
+                          how.msg);
     return HSMCA_OK;
 }
 

@@ -40,30 +40,39 @@ static int step_parse(int argc, char **argv, const char *cmd, const char *help, 
     return 0;
 }
 
-/* The new CA (ca.next_cert), the root it chains to (itself, or ca.next_root) and the
- * bundle, after prepare (and import-next) and before switch. */
-static int load_next(rot_ctx *r, X509 **next, X509 **root, STACK_OF(X509) **bundle)
+/* The new CA (ca.next_cert), the root it chains to (itself, or ca.next_root), the bundle
+ * and where the rotation is (*st: rot_state_of), after prepare (and import-next) and before
+ * switch. */
+static int load_next(rot_ctx *r, rot_state *st, X509 **next, X509 **root,
+                     STACK_OF(X509) **bundle)
 {
     const hsmca_config *c = r->s.cfg;
     hsmca_err e;
-    if (c->ca_next_key[0] && !c->ca_next_cert[0] && !c->ca_previous_key[0]) {
+    if (!(*bundle = ca_load_certs(c->root_bundle, "ca.root_bundle", &e))) {
+        fprintf(stderr, "%s: %s\n", r->step, e.msg);
+        return 1;
+    }
+    *st = rot_state_of(c, *bundle, &e);
+    if (*st == ROT_UNCLEAR) {
+        fprintf(stderr, "%s: %s\n", r->step, e.msg);
+        return 1;
+    }
+    if (*st == ROT_PREPARED && !c->ca_next_cert[0]) {
         fprintf(stderr,
                 "%s: the new CA's certificate is not imported yet: have the offline root "
                 "sign the CSR of rotate prepare --csr, then hsmca ca rotate import-next\n",
                 r->step);
         return 1;
     }
-    if (!c->ca_next_key[0] || !c->ca_next_cert[0] || c->ca_previous_key[0]) {
+    if (*st == ROT_NONE || *st == ROT_SWITCHED) {
         fprintf(stderr,
                 "%s: no new CA prepared (ca.next_key and ca.next_cert are set by "
                 "hsmca ca rotate prepare%s)\n",
-                r->step,
-                c->ca_previous_key[0] ? "; the switch is done: rotate finish is next" : "");
+                r->step, *st == ROT_SWITCHED ? "; the switch is done: rotate finish is next" : "");
         return 1;
     }
     if (!(*next = rot_load_one(c->ca_next_cert, "ca.next_cert", &e)) ||
-        !(*root = rot_next_root(c, &e)) ||
-        !(*bundle = ca_load_certs(c->root_bundle, "ca.root_bundle", &e))) {
+        !(*root = rot_next_root(c, &e))) {
         fprintf(stderr, "%s: %s\n", r->step, e.msg);
         return 1;
     }
@@ -77,8 +86,9 @@ static int overlap(rot_ctx *r)
     X509 *next = NULL, *root = NULL;
     STACK_OF(X509) *bundle = NULL;
     hsmca_err e;
-    int rc = load_next(r, &next, &root, &bundle);
-    int there = rc == 0 && rot_find(bundle, root) >= 0;
+    rot_state st = ROT_UNCLEAR;
+    int rc = load_next(r, &st, &next, &root, &bundle);
+    int there = rc == 0 && st == ROT_OVERLAP;
     if (rc == 0 && !there) {
         if (!X509_up_ref(root) || !sk_X509_push(bundle, root)) {
             X509_free(root);
@@ -134,8 +144,9 @@ static int do_switch(rot_ctx *r, int early)
     STACK_OF(X509) *bundle = NULL;
     hsmca_err e;
     hsmca_config *c = r->s.cfg;
-    int rc = load_next(r, &next, &root, &bundle);
-    if (rc == 0 && rot_find(bundle, root) < 0) {
+    rot_state st = ROT_UNCLEAR;
+    int rc = load_next(r, &st, &next, &root, &bundle);
+    if (rc == 0 && st != ROT_OVERLAP) {
         fprintf(stderr,
                 "%s: the new root is not in ca.root_bundle yet: run hsmca ca rotate "
                 "overlap first (a workload would get a certificate its peers cannot "
@@ -232,11 +243,15 @@ static int finish(rot_ctx *r, int early)
 {
     hsmca_config *c = r->s.cfg;
     hsmca_err e;
-    if (!c->ca_previous_key[0] || !c->ca_previous_cert[0]) {
-        fprintf(stderr,
-                "%s: no switch done (ca.previous_key and ca.previous_cert are set by "
-                "hsmca ca rotate switch)\n",
-                r->step);
+    rot_state st = rot_state_of(c, NULL, &e); /* no bundle: SWITCHED does not look at it */
+    if (st != ROT_SWITCHED) {
+        if (st == ROT_UNCLEAR)
+            fprintf(stderr, "%s: %s\n", r->step, e.msg);
+        else
+            fprintf(stderr,
+                    "%s: no switch done (ca.previous_key and ca.previous_cert are set by "
+                    "hsmca ca rotate switch)\n",
+                    r->step);
         return 1;
     }
     if (rot_too_soon(r, r->au.switched, "rotate switch", early))

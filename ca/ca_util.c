@@ -71,33 +71,14 @@ void ca_session_end(ca_session *s)
     s->cfg = NULL;
 }
 
-static int sha256_hex(const unsigned char *der, int n, char hex[CA_HEX_LEN])
-{
-    unsigned char md[SHA256_DIGEST_LENGTH];
-    if (n <= 0)
-        return 0;
-    SHA256(der, (size_t)n, md);
-    util_hex(md, sizeof(md), hex);
-    return 1;
-}
-
 int ca_spki_sha256(EVP_PKEY *key, char hex[CA_HEX_LEN])
 {
-    unsigned char *der = NULL;
-    /* i2d_ first: the order of a call's arguments is unspecified. */
-    int n = key ? i2d_PUBKEY(key, &der) : -1;
-    int ok = sha256_hex(der, n, hex);
-    OPENSSL_free(der);
-    return ok;
+    return certasm_spki_sha256(key, hex);
 }
 
 int ca_cert_sha256(X509 *x, char hex[CA_HEX_LEN])
 {
-    unsigned char *der = NULL;
-    int n = x ? i2d_X509(x, &der) : -1;
-    int ok = sha256_hex(der, n, hex);
-    OPENSSL_free(der);
-    return ok;
+    return certasm_cert_sha256(x, hex);
 }
 
 const char *ca_key_desc(EVP_PKEY *key, char *buf, size_t size)

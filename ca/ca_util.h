@@ -11,6 +11,7 @@
 #include "hsmca_err.h"
 #include "key_kinds.h"
 #include "p11.h"
+#include "util.h"
 
 #define CA_HEX_LEN (2 * SHA256_DIGEST_LENGTH + 1)
 
@@ -20,7 +21,7 @@ typedef struct {
     hsmca_config *cfg;
     p11_uri uri;        /* pkcs11.ca_key */
     p11_module *m;      /* loaded by ca_session_token */
-    char pin[256];      /* from pkcs11.pin_file, wiped by ca_session_end */
+    char pin[UTIL_PIN_MAX + 1]; /* from pkcs11.pin_file, wiped by ca_session_end */
     int have_pin;
 } ca_session;
 
@@ -39,7 +40,8 @@ HSMCA_MUSTCHECK hsmca_code ca_session_open_key(ca_session *s, p11_pool **pool, h
 /* Unloads the module, wipes the PIN, frees the config. Safe on a zeroed session. */
 void ca_session_end(ca_session *s);
 
-/* SHA-256 of the key's DER SubjectPublicKeyInfo / of the certificate's DER, in hex. */
+/* SHA-256 of the key's DER SubjectPublicKeyInfo / of the certificate's DER, in hex: the
+ * log's fingerprints, certasm_spki_sha256 / certasm_cert_sha256 (the signer's too). */
 int ca_spki_sha256(EVP_PKEY *key, char hex[CA_HEX_LEN]);
 int ca_cert_sha256(X509 *x, char hex[CA_HEX_LEN]);
 

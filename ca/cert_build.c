@@ -36,28 +36,37 @@ static int add_ext(X509V3_CTX *ctx, X509 *x, STACK_OF(X509_EXTENSION) **list, in
     return ok;
 }
 
-/* The root's fields, extensions included; everything but the signature. */
-static int root_fields(X509 *x, const X509_NAME *name, long long validity, EVP_PKEY *key)
+/* What every CA certificate made here has, notAfter aside: v3, a serial of 128 random
+ * bits (the first octet non-zero: never a zero serial), subject and issuer, notBefore 5
+ * minutes ago, key, and the CA extensions (AKI from ctx's issuer, after the SKI). */
+static int ca_fields(X509 *x, X509V3_CTX *ctx, const X509_NAME *subject,
+                     const X509_NAME *issuer, EVP_PKEY *key)
 {
     uint8_t serial[16];
     do
         util_random(serial, sizeof(serial));
-    while (serial[0] == 0); /* 128 bits, the first octet non-zero: never a zero serial */
+    while (serial[0] == 0);
     BIGNUM *bn = BN_bin2bn(serial, sizeof(serial), NULL);
-    X509V3_CTX ctx;
-    X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
     int ok = bn && X509_set_version(x, 2) && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
-             X509_set_subject_name(x, name) && X509_set_issuer_name(x, name) &&
+             X509_set_subject_name(x, subject) && X509_set_issuer_name(x, issuer) &&
              X509_time_adj_ex(X509_getm_notBefore(x), 0, -300, NULL) &&
-             X509_time_adj_ex(X509_getm_notAfter(x), (int)(validity / 86400),
-                              (long)(validity % 86400), NULL) &&
              X509_set_pubkey(x, key) &&
-             add_ext(&ctx, x, NULL, NID_basic_constraints, CA_BASIC_CONSTRAINTS) &&
-             add_ext(&ctx, x, NULL, NID_key_usage, CA_KEY_USAGE) &&
-             add_ext(&ctx, x, NULL, NID_subject_key_identifier, "hash") &&
-             add_ext(&ctx, x, NULL, NID_authority_key_identifier, "keyid:always");
+             add_ext(ctx, x, NULL, NID_basic_constraints, CA_BASIC_CONSTRAINTS) &&
+             add_ext(ctx, x, NULL, NID_key_usage, CA_KEY_USAGE) &&
+             add_ext(ctx, x, NULL, NID_subject_key_identifier, "hash") &&
+             add_ext(ctx, x, NULL, NID_authority_key_identifier, "keyid:always");
     BN_free(bn);
     return ok;
+}
+
+/* The root's fields, extensions included; everything but the signature. */
+static int root_fields(X509 *x, const X509_NAME *name, long long validity, EVP_PKEY *key)
+{
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+    return X509_time_adj_ex(X509_getm_notAfter(x), (int)(validity / 86400),
+                            (long)(validity % 86400), NULL) &&
+           ca_fields(x, &ctx, name, name, key);
 }
 
 /* x (every field set) signed in the token by the pool's key, and verified with its
@@ -109,27 +118,14 @@ hsmca_code cert_build_root(p11_pool *pool, const X509_NAME *name, long long vali
  * old root as issuer (AKI its SKI), valid from 5 minutes ago to the earlier notAfter. */
 static int cross_fields(X509 *x, X509 *old_root, X509 *new_root)
 {
-    uint8_t serial[16];
-    do
-        util_random(serial, sizeof(serial));
-    while (serial[0] == 0);
-    BIGNUM *bn = BN_bin2bn(serial, sizeof(serial), NULL);
     const ASN1_TIME *end = X509_get0_notAfter(new_root);
     if (ASN1_TIME_compare(X509_get0_notAfter(old_root), end) < 0)
         end = X509_get0_notAfter(old_root);
     X509V3_CTX ctx;
     X509V3_set_ctx(&ctx, old_root, x, NULL, NULL, 0);
-    int ok = bn && X509_set_version(x, 2) && BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
-             X509_set_subject_name(x, X509_get_subject_name(new_root)) &&
-             X509_set_issuer_name(x, X509_get_subject_name(old_root)) &&
-             X509_time_adj_ex(X509_getm_notBefore(x), 0, -300, NULL) &&
-             X509_set1_notAfter(x, end) && X509_set_pubkey(x, X509_get0_pubkey(new_root)) &&
-             add_ext(&ctx, x, NULL, NID_basic_constraints, CA_BASIC_CONSTRAINTS) &&
-             add_ext(&ctx, x, NULL, NID_key_usage, CA_KEY_USAGE) &&
-             add_ext(&ctx, x, NULL, NID_subject_key_identifier, "hash") &&
-             add_ext(&ctx, x, NULL, NID_authority_key_identifier, "keyid:always");
-    BN_free(bn);
-    return ok;
+    return X509_set1_notAfter(x, end) &&
+           ca_fields(x, &ctx, X509_get_subject_name(new_root), X509_get_subject_name(old_root),
+                     X509_get0_pubkey(new_root));
 }
 
 hsmca_code cert_build_cross(p11_pool *old_pool, X509 *old_root, X509 *new_root, X509 **out,

@@ -198,7 +198,7 @@ int token_keygen(int argc, char **argv)
                 key);
     else
         rc = 0;
-    char pin[256];
+    char pin[UTIL_PIN_MAX + 1];
     if (rc == 0 && util_read_secret(cfg->pin_file, pin, sizeof(pin), &e) != HSMCA_OK) {
         fprintf(stderr, "hsmca token keygen: pkcs11.pin_file: %s\n", e.msg);
         rc = 1;

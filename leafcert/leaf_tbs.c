@@ -20,6 +20,7 @@
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
+#include "der_tags.h"
 #include "profile.h"
 #include "sigalg.h"
 
@@ -29,19 +30,6 @@
 /* Room beyond the variable parts (issuer, key, SANs): version, serial, the
  * algorithm, validity, the fixed extensions and every header is under 300 bytes. */
 #define LEAF_TBS_FIXED_ROOM 512
-
-/* DER tags written here. */
-#define T_INTEGER 0x02
-#define T_OCTET_STRING 0x04
-#define T_UTCTIME 0x17
-#define T_GENTIME 0x18
-#define T_SEQUENCE 0x30
-#define T_CTX0 0x80      /* [0] IMPLICIT, primitive: AKI keyIdentifier */
-#define T_CTX0_CONS 0xa0 /* [0] EXPLICIT: version */
-#define T_CTX3_CONS 0xa3 /* [3] EXPLICIT: extensions */
-#define T_GEN_DNS 0x82   /* GeneralName dNSName [2] IA5String */
-#define T_GEN_URI 0x86   /* uniformResourceIdentifier [6] IA5String */
-#define T_GEN_IP 0x87    /* iPAddress [7] OCTET STRING */
 
 /* Extensions whose value never changes: the whole Extension, DER (RFC 5280 4.2). */
 static const uint8_t EXT_BC[] = {/* basicConstraints, critical, CA:FALSE (empty SEQUENCE) */
@@ -62,8 +50,8 @@ static const uint8_t EXT_EKU[] = {/* extKeyUsage: serverAuth, clientAuth */
 static const uint8_t OID_SKI[] = {0x06, 0x03, 0x55, 0x1d, 0x0e};
 static const uint8_t OID_AKI[] = {0x06, 0x03, 0x55, 0x1d, 0x23};
 static const uint8_t OID_SAN_CRIT[] = {0x06, 0x03, 0x55, 0x1d, 0x11, 0x01, 0x01, 0xff};
-static const uint8_t VERSION_3[] = {T_CTX0_CONS, 0x03, T_INTEGER, 0x01, 0x02};
-static const uint8_t EMPTY_NAME[] = {T_SEQUENCE, 0x00};
+static const uint8_t VERSION_3[] = {DER_CTX_CONS(0), 0x03, DER_INTEGER, 0x01, 0x02};
+static const uint8_t EMPTY_NAME[] = {DER_SEQUENCE, 0x00};
 
 /* A DER writer that fills buf from its end towards its start. Writing past the
  * start sets err (the room is computed beforehand, so that is a bug, reported). */
@@ -152,7 +140,7 @@ static HSMCA_MUSTCHECK hsmca_code put_serial(der_w *w, hsmca_err *e)
             return hsmca_fail(e, HSMCA_EINTERNAL, "RAND_bytes failed drawing a serial");
         b[0] &= 0x7f;
     }
-    put_prim(w, T_INTEGER, b, sizeof(b));
+    put_prim(w, DER_INTEGER, b, sizeof(b));
     OPENSSL_cleanse(b, sizeof(b));
     return HSMCA_OK;
 }
@@ -179,7 +167,7 @@ static int format_time(int64_t t, tbs_time *out)
                            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec)
                 : snprintf(out->s, sizeof(out->s), "%04d%02d%02d%02d%02d%02dZ", year, tm.tm_mon + 1,
                            tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    out->tag = utc ? T_UTCTIME : T_GENTIME;
+    out->tag = utc ? DER_UTCTIME : DER_GENTIME;
     out->n = (size_t)n;
     return n == (utc ? 13 : 15);
 }
@@ -294,9 +282,9 @@ static HSMCA_MUSTCHECK hsmca_code prepare(const leaf_tbs_params *p, tbs_parts *t
  * since mark } }. */
 static void wrap_ext(der_w *w, const uint8_t *oid_crit, size_t oid_crit_len, size_t mark)
 {
-    wrap(w, T_OCTET_STRING, mark);
+    wrap(w, DER_OCTET_STRING, mark);
     put(w, oid_crit, oid_crit_len);
-    wrap(w, T_SEQUENCE, mark);
+    wrap(w, DER_SEQUENCE, mark);
 }
 
 /* Critical: the subject is empty, so the SAN is the whole identity (RFC 5280
@@ -310,14 +298,14 @@ static void put_san(der_w *w, const leaf_tbs_params *p)
             w->err = 1;
             return;
         }
-        put_prim(w, T_GEN_IP, ASN1_STRING_get0_data(ip), (size_t)ASN1_STRING_length(ip));
+        put_prim(w, DER_GN_IP, ASN1_STRING_get0_data(ip), (size_t)ASN1_STRING_length(ip));
         ASN1_OCTET_STRING_free(ip);
     }
     for (int i = p->n_dns - 1; i >= 0; i--)
-        put_prim(w, T_GEN_DNS, p->dns[i], strlen(p->dns[i]));
+        put_prim(w, DER_GN_DNS, p->dns[i], strlen(p->dns[i]));
     if (p->uri_san)
-        put_prim(w, T_GEN_URI, p->uri_san, strlen(p->uri_san));
-    wrap(w, T_SEQUENCE, mark); /* GeneralNames */
+        put_prim(w, DER_GN_URI, p->uri_san, strlen(p->uri_san));
+    wrap(w, DER_SEQUENCE, mark); /* GeneralNames */
     wrap_ext(w, OID_SAN_CRIT, sizeof(OID_SAN_CRIT), mark);
 }
 
@@ -329,30 +317,30 @@ static HSMCA_MUSTCHECK hsmca_code put_tbs(der_w *w, const leaf_tbs_params *p, co
     /* Extension order: BC, KU, EKU, SKI, AKI, SAN (what the signer expects to see). */
     put_san(w, p);
     size_t aki = w->pos;
-    put_prim(w, T_CTX0, ASN1_STRING_get0_data(t->ca_ski), (size_t)ASN1_STRING_length(t->ca_ski));
-    wrap(w, T_SEQUENCE, aki); /* AuthorityKeyIdentifier */
+    put_prim(w, DER_CTX(0), ASN1_STRING_get0_data(t->ca_ski), (size_t)ASN1_STRING_length(t->ca_ski));
+    wrap(w, DER_SEQUENCE, aki); /* AuthorityKeyIdentifier */
     wrap_ext(w, OID_AKI, sizeof(OID_AKI), aki);
     size_t ski = w->pos;
-    put_prim(w, T_OCTET_STRING, t->ski, t->ski_len);
+    put_prim(w, DER_OCTET_STRING, t->ski, t->ski_len);
     wrap_ext(w, OID_SKI, sizeof(OID_SKI), ski);
     put(w, EXT_EKU, sizeof(EXT_EKU));
     put(w, t->rsa ? EXT_KU_RSA : EXT_KU_EC, sizeof(EXT_KU_RSA));
     put(w, EXT_BC, sizeof(EXT_BC));
-    wrap(w, T_SEQUENCE, mark);
-    wrap(w, T_CTX3_CONS, mark);
+    wrap(w, DER_SEQUENCE, mark);
+    wrap(w, DER_CTX_CONS(3), mark);
     put(w, t->spki_der, (size_t)t->spki_len);
     put(w, EMPTY_NAME, sizeof(EMPTY_NAME)); /* identity lives in the SAN only */
     size_t validity = w->pos;
     put_prim(w, t->not_after.tag, t->not_after.s, t->not_after.n);
     put_prim(w, t->not_before.tag, t->not_before.s, t->not_before.n);
-    wrap(w, T_SEQUENCE, validity);
+    wrap(w, DER_SEQUENCE, validity);
     put(w, t->issuer_der, (size_t)t->issuer_len);
     put(w, t->alg->alg_der, t->alg->alg_der_len); /* the inner algorithm: the table's bytes */
     hsmca_code rc = put_serial(w, e);
     if (rc != HSMCA_OK)
         return rc;
     put(w, VERSION_3, sizeof(VERSION_3));
-    wrap(w, T_SEQUENCE, mark);
+    wrap(w, DER_SEQUENCE, mark);
     if (w->err)
         return hsmca_fail(e, HSMCA_EINTERNAL, "TBS larger than its buffer");
     return HSMCA_OK;

@@ -23,7 +23,6 @@ struct p11_module {
 };
 
 #define P11_LABEL_MAX 32 /* CK_TOKEN_INFO.label is 32 bytes, space padded */
-#define P11_PIN_MAX 255
 
 /* Space-pads label into the 32-byte CK_TOKEN_INFO form; -1 when empty or too long. */
 int p11_pad_label(const char *label, unsigned char out[P11_LABEL_MAX]);

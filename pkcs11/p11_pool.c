@@ -61,9 +61,9 @@ static const char *pool_key_name(const p11_pool *p)
 
 static HSMCA_MUSTCHECK hsmca_code pin_keep(p11_pool *p, const char *pin, hsmca_err *e)
 {
-    size_t n = pin ? strnlen(pin, P11_PIN_MAX + 1) : 0;
-    if (n == 0 || n > P11_PIN_MAX)
-        return hsmca_fail(e, HSMCA_EINVAL, "pool: PIN must be 1..%d bytes", P11_PIN_MAX);
+    size_t n = pin ? strnlen(pin, UTIL_PIN_MAX + 1) : 0;
+    if (n == 0 || n > UTIL_PIN_MAX)
+        return hsmca_fail(e, HSMCA_EINVAL, "pool: PIN must be 1..%d bytes", UTIL_PIN_MAX);
     long pg = sysconf(_SC_PAGESIZE);
     p->pin_page = pg > 0 ? (size_t)pg : 4096;
     void *mem = NULL;

@@ -11,6 +11,8 @@
 
 #include "audit_entry.h"
 #include "audit_ica.h"
+#include "certasm.h"
+#include "signer_casign.h"
 #include "signer_ica_sign.h"
 #include "ipc_contract.h"
 #include "signer_ctx.h"
@@ -108,14 +110,10 @@ static audit_str uri_public(const char *uri)
 /* The SHA-256 of the DER of the CA's public key (spki) or certificate, in hex. */
 static HSMCA_MUSTCHECK hsmca_code der_sha256(signer_ctx *s, int spki, char hex[65], hsmca_err *e)
 {
-    uint8_t *der = NULL;
-    int len = spki ? i2d_PUBKEY(X509_get0_pubkey(s->ca_cert), &der) : i2d_X509(s->ca_cert, &der);
-    HSMCA_ENSURE(len > 0 && der, e, HSMCA_EINTERNAL, "audit: cannot encode the CA %s",
+    int ok = spki ? certasm_spki_sha256(X509_get0_pubkey(s->ca_cert), hex)
+                  : certasm_cert_sha256(s->ca_cert, hex);
+    HSMCA_ENSURE(ok, e, HSMCA_EINTERNAL, "audit: cannot encode the CA %s",
                  spki ? "key" : "certificate");
-    uint8_t h[SHA256_DIGEST_LENGTH];
-    SHA256(der, (size_t)len, h);
-    OPENSSL_free(der);
-    util_hex(h, sizeof(h), hex);
     return HSMCA_OK;
 }
 

@@ -159,7 +159,7 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_key(signer_ctx *s, const hsmca_conf
     }
     const char *pin_path = signer_audit_pin_path(cfg);
     p11_module *m;
-    char pin[256];
+    char pin[UTIL_PIN_MAX + 1];
     if (stat(pin_path, &s->audit_pin_stat) != 0)
         memset(&s->audit_pin_stat, 0, sizeof(s->audit_pin_stat));
     HSMCA_GUARD(util_read_secret(pin_path, pin, sizeof(pin), e));
@@ -193,7 +193,7 @@ static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *
 {
     if (cfg->softhsm2_conf[0])
         setenv("SOFTHSM2_CONF", cfg->softhsm2_conf, 1);
-    char pin[256];
+    char pin[UTIL_PIN_MAX + 1];
     if (stat(cfg->pin_file, &s->pin_stat) != 0)
         memset(&s->pin_stat, 0, sizeof(s->pin_stat));
     hsmca_code rc = util_read_secret(cfg->pin_file, pin, sizeof(pin), e);

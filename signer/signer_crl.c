@@ -4,8 +4,6 @@
 #include "signer_casign.h"
 #include "signer_caops.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,12 +38,13 @@ void signer_crl_free(signer_caops *ca)
     ca->crl_pem = NULL;
 }
 
-/* The octets of a revoked serial (lowercase hex of whole octets: the entry's rule). */
+/* The octets of a revoked serial (lowercase hex of whole octets: the entry's rule); 0 when
+ * it is not that. */
 static size_t octets(const audit_crl_rev *rv, uint8_t bin[AUDIT_SERIAL_HEX_MAX / 2])
 {
-    size_t n = strlen(rv->serial) / 2;
-    for (size_t i = 0; i < n; i++)
-        sscanf(rv->serial + 2 * i, "%2hhx", &bin[i]);
+    size_t n = 0;
+    if (!util_unhex(rv->serial, strlen(rv->serial), bin, AUDIT_SERIAL_HEX_MAX / 2, &n))
+        return 0;
     return n;
 }
 
@@ -56,7 +55,8 @@ void signer_crl_restore(signer_caops *ca)
         uint8_t bin[AUDIT_SERIAL_HEX_MAX / 2];
         size_t n = octets(audit_crl_at(ca->crl, i), bin);
         hsmca_err e; /* a serial in the set already (a live certificate's) stays there */
-        (void)!serial_set_restore(ca->serials, bin, n, now + SIGNER_CRL_SERIAL_HOLD_S, now, &e);
+        if (n)
+            (void)!serial_set_restore(ca->serials, bin, n, now + SIGNER_CRL_SERIAL_HOLD_S, now, &e);
     }
 }
 
@@ -70,7 +70,7 @@ static int add_revoked(X509_CRL *c, const audit_crl_rev *rv)
     ASN1_TIME *when = ASN1_TIME_set(NULL, (time_t)rv->time);
     ASN1_ENUMERATED *reason = ASN1_ENUMERATED_new();
     /* RFC 5280 §5.3.1: reasonCode unspecified (0) SHOULD be absent, not written. */
-    int ok = r && serial && when && reason && ASN1_ENUMERATED_set(reason, rv->reason) &&
+    int ok = n && r && serial && when && reason && ASN1_ENUMERATED_set(reason, rv->reason) &&
              X509_REVOKED_set_serialNumber(r, serial) && X509_REVOKED_set_revocationDate(r, when) &&
              (rv->reason == 0 || X509_REVOKED_add1_ext_i2d(r, NID_crl_reason, reason, 0, 0) == 1) &&
              X509_CRL_add0_revoked(c, r);
@@ -86,27 +86,14 @@ static int add_revoked(X509_CRL *c, const audit_crl_rev *rv)
 /* The TBS fields (algorithm aside); NULL when out of memory. */
 static X509_CRL *build(signer_caops *ca, uint64_t number, int64_t now)
 {
-    X509_CRL *c = X509_CRL_new();
-    ASN1_TIME *tu = ASN1_TIME_set(NULL, (time_t)now);
     ASN1_TIME *nu = ASN1_TIME_set(NULL, (time_t)(now + (int64_t)ca->cfg->crl_validity));
-    ASN1_INTEGER *num = ASN1_INTEGER_new();
-    int ok = c && tu && nu && num && X509_CRL_set_version(c, 1) &&
-             X509_CRL_set_issuer_name(c, X509_get_subject_name(ca->ca_cert)) &&
-             X509_CRL_set1_lastUpdate(c, tu) && X509_CRL_set1_nextUpdate(c, nu) &&
-             ASN1_INTEGER_set_uint64(num, number);
+    X509_CRL *c = nu ? certasm_crl_new(ca->ca_cert, now, nu, number) : NULL;
+    int ok = c != NULL;
+    ASN1_TIME_free(nu);
     for (size_t i = 0; ok && i < audit_crl_count(ca->crl); i++)
         ok = add_revoked(c, audit_crl_at(ca->crl, i));
     if (ok)
         ok = X509_CRL_sort(c);
-    X509V3_CTX ctx;
-    X509V3_set_ctx(&ctx, ca->ca_cert, NULL, NULL, c, 0);
-    X509_EXTENSION *aki =
-        ok ? X509V3_EXT_conf_nid(NULL, &ctx, NID_authority_key_identifier, "keyid:always") : NULL;
-    ok = aki && X509_CRL_add_ext(c, aki, -1) && X509_CRL_add1_ext_i2d(c, NID_crl_number, num, 0, 0);
-    X509_EXTENSION_free(aki);
-    ASN1_TIME_free(tu);
-    ASN1_TIME_free(nu);
-    ASN1_INTEGER_free(num);
     if (!ok) {
         X509_CRL_free(c);
         return NULL;
@@ -160,31 +147,15 @@ static HSMCA_MUSTCHECK hsmca_code assemble_crl(signer_caops *ca, const uint8_t *
     return HSMCA_OK;
 }
 
-/* PATH.tmp written and synced, then renamed over PATH (renameat: the sandbox's call). */
+/* The CRL written atomically over PATH, its mode 0644 less the umask (the sandbox allows no
+ * chmod). */
 static HSMCA_MUSTCHECK hsmca_code write_file(const char *path, const char *text, hsmca_err *e)
 {
-    char tmp[CONFIG_MAX_STR + 8];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    HSMCA_ENSURE(fd >= 0, e, HSMCA_EUNAVAIL,
-                 "crl.path: cannot create %s: %s (its directory must be writable by signer.user)",
-                 tmp, strerror(errno));
-    size_t n = strlen(text), off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, text + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-    int ok = off == n && fsync(fd) == 0;
-    int err = errno;
-    close(fd);
-    HSMCA_ENSURE(ok, e, HSMCA_EUNAVAIL, "crl.path: writing %s: %s", tmp, strerror(err));
-    HSMCA_ENSURE(renameat(AT_FDCWD, tmp, AT_FDCWD, path) == 0, e, HSMCA_EUNAVAIL,
-                 "crl.path: rename %s to %s: %s", tmp, path, strerror(errno));
-    return HSMCA_OK;
+    hsmca_err why;
+    if (util_write_file_umask(path, text, strlen(text), 0644, &why) == HSMCA_OK)
+        return HSMCA_OK;
+    return hsmca_fail(e, HSMCA_EUNAVAIL,
+                      "crl.path: %s (its directory must be writable by signer.user)", why.msg);
 }
 
 /* audit_check_fn: a crl entry passes the log's CRL rules as it is written. */

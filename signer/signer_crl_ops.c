@@ -16,6 +16,7 @@
 #include "audit_crl.h"
 #include "audit_ica.h"
 #include "log.h"
+#include "util.h"
 
 /* Whether serial (lowercase hex) is an intermediate this CA signed (in the log). */
 static int is_intermediate(signer_caops *ca, const char *serial)
@@ -24,7 +25,7 @@ static int is_intermediate(signer_caops *ca, const char *serial)
     for (size_t i = 0; !found && i < audit_ica_count(ca->ica); i++) {
         const audit_ica_req *r = audit_ica_at(ca->ica, i);
         size_t n;
-        uint8_t *der = r->cert_b64 ? audit_ica_unbase64(r->cert_b64, strlen(r->cert_b64), &n)
+        uint8_t *der = r->cert_b64 ? util_b64_decode(r->cert_b64, strlen(r->cert_b64), &n)
                                    : NULL;
         const unsigned char *p = der;
         X509 *x = der ? d2i_X509(NULL, &p, (long)n) : NULL;
@@ -42,15 +43,12 @@ static int is_intermediate(signer_caops *ca, const char *serial)
 }
 
 /* The serial's octets from lowercase hex of even length 2..40; 0 when malformed. */
-static size_t serial_octets(const char *hex, uint8_t *out)
+static size_t serial_octets(const char *hex, uint8_t out[AUDIT_SERIAL_HEX_MAX / 2])
 {
-    size_t n = hex ? strlen(hex) : 0;
-    if (n < 2 || n > AUDIT_SERIAL_HEX_MAX || n % 2 ||
-        strspn(hex, "0123456789abcdef") != n)
+    size_t n = hex ? strlen(hex) : 0, len = 0;
+    if (n < 2 || !util_unhex(hex, n, out, AUDIT_SERIAL_HEX_MAX / 2, &len))
         return 0;
-    for (size_t i = 0; i < n / 2; i++)
-        sscanf(hex + 2 * i, "%2hhx", &out[i]);
-    return n / 2;
+    return len;
 }
 
 /* "intermediate" or "workload" for a serial the log knows (the serial set holds every

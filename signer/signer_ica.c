@@ -134,26 +134,22 @@ static HSMCA_MUSTCHECK hsmca_code take_csr(const char *pem, audit_entry *ent, ch
     EVP_PKEY *key = X509_REQ_get0_pubkey(csr);
     const char *why = key ? signer_ica_key_problem(key) : "no public key";
     hsmca_code rc = HSMCA_OK;
-    unsigned char *der = NULL, *spki = NULL;
-    int n = 0, m = 0;
+    unsigned char *der = NULL;
+    int n = 0;
     if (why[0])
         rc = hsmca_fail(e, HSMCA_EINVAL, "csr: %s", why);
     else if (X509_REQ_verify(csr, key) != 1)
         rc = hsmca_fail(e, HSMCA_EINVAL,
                         "csr: its signature does not verify with its own key (no proof of "
                         "possession)");
-    else if ((n = i2d_X509_REQ(csr, &der)) <= 0 || (m = i2d_PUBKEY(key, &spki)) <= 0 ||
+    else if ((n = i2d_X509_REQ(csr, &der)) <= 0 || !certasm_spki_sha256(key, ent->key_sha256) ||
              (size_t)n > AUDIT_BLOB_MAX / 4 * 3)
         rc = hsmca_fail(e, HSMCA_EINVAL, "csr: cannot be encoded, or too large");
     if (rc == HSMCA_OK) {
-        uint8_t md[32];
-        SHA256(spki, (size_t)m, md);
-        util_hex(md, 32, ent->key_sha256);
-        ent->csr.len = (size_t)EVP_EncodeBlock((unsigned char *)b64, der, n);
+        ent->csr.len = util_b64_encode_to(der, (size_t)n, b64, AUDIT_BLOB_MAX + 1);
         ent->csr.p = b64;
     }
     OPENSSL_free(der);
-    OPENSSL_free(spki);
     X509_REQ_free(csr);
     return rc;
 }
@@ -245,7 +241,7 @@ static HSMCA_MUSTCHECK hsmca_code take_proof(json_t *req, const char **b64, uint
     const char *t = json_string_value(json_object_get(req, "proof"));
     size_t n = t ? strlen(t) : 0;
     *b64 = t;
-    *proof = n && n <= AUDIT_RENEW_PROOF_MAX ? audit_ica_unbase64(t, n, plen) : NULL;
+    *proof = n && n <= AUDIT_RENEW_PROOF_MAX ? util_b64_decode(t, n, plen) : NULL;
     HSMCA_ENSURE(*proof, e, HSMCA_EINVAL,
                  "proof must be base64 of a signature, at most %u characters",
                  AUDIT_RENEW_PROOF_MAX);
@@ -409,7 +405,7 @@ json_t *signer_ica_fetch(signer_caops *ca, const char *user, json_t *req, hsmca_
         return NULL;
     r = audit_ica_find(ca->ica, id);
     size_t n;
-    uint8_t *der = audit_ica_unbase64(r->cert_b64, strlen(r->cert_b64), &n);
+    uint8_t *der = util_b64_decode(r->cert_b64, strlen(r->cert_b64), &n);
     char *pem = der ? certasm_der_to_pem(der, n) : NULL;
     char *chain = pem ? chain_text(ca, pem) : NULL;
     json_t *out = chain ? json_pack("{s:b, s:I, s:s, s:s, s:s, s:s}", "ok", 1, "id",

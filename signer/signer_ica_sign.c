@@ -278,7 +278,7 @@ static X509_REQ *csr_of(const audit_ica_req *r, hsmca_err *e)
                    "no longer kept", (unsigned long long)r->id);
         return NULL;
     }
-    uint8_t *der = audit_ica_unbase64(r->csr_b64, strlen(r->csr_b64), &n);
+    uint8_t *der = util_b64_decode(r->csr_b64, strlen(r->csr_b64), &n);
     const unsigned char *p = der;
     X509_REQ *csr = der ? d2i_X509_REQ(NULL, &p, (long)n) : NULL;
     free(der);
@@ -326,7 +326,7 @@ static HSMCA_MUSTCHECK hsmca_code log_intent(signer_caops *ca, const audit_ica_r
     uint8_t md[32];
     audit_entry ent = {.kind = AUDIT_ISSUE_INTENT, .request_id = r->id};
     size_t der_len;
-    uint8_t *der = audit_ica_unbase64(r->csr_b64, strlen(r->csr_b64), &der_len);
+    uint8_t *der = util_b64_decode(r->csr_b64, strlen(r->csr_b64), &der_len);
     HSMCA_ENSURE(der, e, HSMCA_ENOMEM, "out of memory");
     SHA256(der, der_len, md);
     free(der);
@@ -369,8 +369,7 @@ static HSMCA_MUSTCHECK hsmca_code log_result(signer_caops *ca, const audit_ica_r
     hsmca_err rule;
     hsmca_err_clear(&rule);
     if (cert && len <= AUDIT_BLOB_MAX / 4 * 3) {
-        ce.cert = (audit_str){b64, (size_t)EVP_EncodeBlock((unsigned char *)b64, cert, (int)len),
-                              0};
+        ce.cert = (audit_str){b64, util_b64_encode_to(cert, len, b64, sizeof(b64)), 0};
         /* The certificate's entry is checked before the result's: a certificate the rules
          * would refuse is recorded as not handed out, and never written. */
         if (audit_ica_check(ca->ica, &ce, &rule) != HSMCA_OK) {

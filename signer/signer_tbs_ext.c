@@ -234,11 +234,11 @@ static HSMCA_MUSTCHECK hsmca_code tbs_ext_san(tbs_ctx *c, der_cur val, hsmca_err
     HSMCA_ENSURE(!der_empty(&seq), e, HSMCA_EINVAL, "invariant 4: subjectAltName empty");
     while (!der_empty(&seq)) {
         TBS_DER(der_get_any(&seq, &tag, &name), e, 4, "GeneralName");
-        if (tag == DER_CTX(6))
+        if (tag == DER_GN_URI)
             HSMCA_GUARD(tbs_san_uri(c, name, e));
-        else if (tag == DER_CTX(2))
+        else if (tag == DER_GN_DNS)
             HSMCA_GUARD(tbs_san_dns(c, name, e));
-        else if (tag == DER_CTX(7))
+        else if (tag == DER_GN_IP)
             HSMCA_GUARD(tbs_san_ip(c, name, e));
         else
             return hsmca_fail(e, HSMCA_EPERM, "invariant 4: SAN type [%u] not allowed",
