@@ -19,10 +19,10 @@
 #include "sup_env.h"
 
 typedef struct {
-    int on;            /* publish.enabled */
-    sandbox_user user; /* resolved before any fork (getpwnam is not for a forked child) */
-    sup_env env;       /* its whole environment (sup_env.h, SUP_ENV_PUBLISH) */
-    char failed[256];  /* what the forked child writes when it cannot drop its rights */
+    int on;                 /* publish.enabled */
+    sandbox_user user;      /* resolved before any fork (getpwnam is not for a forked child) */
+    sup_env env;            /* its whole environment (sup_env.h, SUP_ENV_PUBLISH) */
+    char failed[256];       /* what the forked child writes when it cannot drop its rights */
     char program[PATH_MAX]; /* hsmca-publish (sup_exec.h), found before any fork */
 } sup_publish;
 
