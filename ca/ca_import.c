@@ -78,7 +78,7 @@ static int is_self_signed(X509 *x)
 /* --cert, --chain and --root read; where they go checked against the config. */
 static HSMCA_MUSTCHECK hsmca_code import_load(const hsmca_config *c, import_args *a, hsmca_err *e)
 {
-    STACK_OF(X509) *certs = ca_load_certs(a->cert, "--cert", e);
+    STACK_OF(X509) *certs = certfile_load(a->cert, "--cert", e);
     if (!certs)
         return HSMCA_EINVAL;
     int n = sk_X509_num(certs);
@@ -89,9 +89,9 @@ static HSMCA_MUSTCHECK hsmca_code import_load(const hsmca_config *c, import_args
         return hsmca_fail(e, HSMCA_EINVAL, "--cert %s holds %d certificates: put the CA "
                           "certificate alone there and its intermediates in --chain", a->cert, n);
     a->self_signed = is_self_signed(a->k.ca);
-    if (a->chain && !(a->k.untrusted = ca_load_certs(a->chain, "--chain", e)))
+    if (a->chain && !(a->k.untrusted = certfile_load(a->chain, "--chain", e)))
         return HSMCA_EINVAL;
-    if (a->root && !(a->k.roots = ca_load_certs(a->root, "--root", e)))
+    if (a->root && !(a->k.roots = certfile_load(a->root, "--root", e)))
         return HSMCA_EINVAL;
     if (!a->root && !a->self_signed)
         return hsmca_fail(e, HSMCA_EINVAL, "--root ROOT.pem is required: %s is not "
@@ -200,12 +200,12 @@ static HSMCA_MUSTCHECK hsmca_code install(const hsmca_config *c, const import_ar
     target t[3] = {{c->ca_cert, "ca.cert", NULL}};
     int n = 1;
     if (one && sk_X509_push(one, a->k.ca))
-        t[0].pem = ca_certs_pem(one);
+        t[0].pem = certfile_pem(one);
     sk_X509_free(one);
     if (a->chain)
-        t[n++] = (target){c->chain, "ca.chain", ca_certs_pem(a->k.untrusted)};
+        t[n++] = (target){c->chain, "ca.chain", certfile_pem(a->k.untrusted)};
     if (a->root && strcmp(c->root_bundle, c->ca_cert) != 0)
-        t[n++] = (target){c->root_bundle, "ca.root_bundle", ca_certs_pem(a->k.roots)};
+        t[n++] = (target){c->root_bundle, "ca.root_bundle", certfile_pem(a->k.roots)};
     hsmca_code rc = HSMCA_OK;
     for (int i = 0; rc == HSMCA_OK && i < n; i++) {
         if (!t[i].pem)

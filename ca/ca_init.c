@@ -240,7 +240,7 @@ static HSMCA_MUSTCHECK hsmca_code write_root(ca_session *s, const init_args *a, 
     if (rc != HSMCA_OK)
         return rc;
     STACK_OF(X509) *one = sk_X509_new_null();
-    char *pem = one && sk_X509_push(one, root) ? ca_certs_pem(one) : NULL;
+    char *pem = one && sk_X509_push(one, root) ? certfile_pem(one) : NULL;
     sk_X509_free(one);
     const hsmca_config *c = s->cfg;
     EVP_PKEY *pub = p11_pool_public_key(pool);

@@ -120,7 +120,7 @@ int rot_uri_with_label(const char *uri, const char *label, char *out, size_t cap
 
 X509 *rot_load_one(const char *path, const char *key, hsmca_err *e)
 {
-    STACK_OF(X509) *certs = ca_load_certs(path, key, e);
+    STACK_OF(X509) *certs = certfile_load(path, key, e);
     if (!certs)
         return NULL;
     X509 *x = sk_X509_num(certs) == 1 ? sk_X509_shift(certs) : NULL;
@@ -141,7 +141,7 @@ int rot_find(STACK_OF(X509) * certs, X509 *x)
 
 hsmca_code rot_write_certs(const char *path, const char *key, STACK_OF(X509) * certs, hsmca_err *e)
 {
-    char *pem = ca_certs_pem(certs);
+    char *pem = certfile_pem(certs);
     HSMCA_ENSURE(pem, e, HSMCA_ENOMEM, "out of memory");
     hsmca_code rc = ca_install(path, key, pem, 1, NULL, e);
     free(pem);
@@ -217,7 +217,7 @@ X509 *rot_next_root(const hsmca_config *c, hsmca_err *e)
 X509 *rot_root_of(X509 *x, const char *chain_path, STACK_OF(X509) * roots, hsmca_err *e)
 {
     STACK_OF(X509) *chain = NULL;
-    if (chain_path[0] && !(chain = ca_load_certs(chain_path, "its chain file", e)))
+    if (chain_path[0] && !(chain = certfile_load(chain_path, "its chain file", e)))
         return NULL;
     X509_STORE *st = X509_STORE_new();
     X509_STORE_CTX *ctx = X509_STORE_CTX_new();

@@ -127,7 +127,7 @@ static HSMCA_MUSTCHECK hsmca_code cross(rot_ctx *r, const cross_args *a, hsmca_e
         rc = ca_audit_record(&r->au, "rotate-cross-sign", key, X509_get0_pubkey(old_root), x, e);
     STACK_OF(X509) *one = x ? sk_X509_new_null() : NULL;
     if (rc == HSMCA_OK && one && sk_X509_push(one, x)) {
-        char *pem = ca_certs_pem(one);
+        char *pem = certfile_pem(one);
         rc = pem ? ca_install(a->out, "--out", pem, 1, NULL, e)
                  : hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
         free(pem);

@@ -84,7 +84,7 @@ typedef struct {
 static char *one_pem(X509 *x)
 {
     STACK_OF(X509) *one = sk_X509_new_null();
-    char *pem = one && sk_X509_push(one, x) ? ca_certs_pem(one) : NULL;
+    char *pem = one && sk_X509_push(one, x) ? certfile_pem(one) : NULL;
     sk_X509_free(one);
     return pem;
 }
@@ -102,7 +102,7 @@ static HSMCA_MUSTCHECK hsmca_code imp_install(rot_ctx *r, const imp_args *a, ca_
     f[0].pem = one_pem(k->ca);
     f[1].pem = one_pem(sk_X509_value(k->roots, 0));
     if (n == 3)
-        f[2].pem = ca_certs_pem(k->untrusted);
+        f[2].pem = certfile_pem(k->untrusted);
     for (int i = 0; i < n; i++) {
         f[i].key = keys[i];
         if ((size_t)snprintf(f[i].path, sizeof(f[i].path), "%s/%s%s.pem", d, label, suffix[i]) >=
@@ -129,7 +129,7 @@ static HSMCA_MUSTCHECK hsmca_code imp_load(const imp_args *a, ca_candidate *k, h
                         .key = "ca.next_key"};
     if (!(k->ca = rot_load_one(a->cert, "--cert", e)))
         return e->code;
-    if (a->chain && !(k->untrusted = ca_load_certs(a->chain, "--chain", e)))
+    if (a->chain && !(k->untrusted = certfile_load(a->chain, "--chain", e)))
         return e->code;
     X509 *root = rot_load_one(a->root, "--root", e);
     if (!root)
@@ -163,7 +163,7 @@ static HSMCA_MUSTCHECK hsmca_code imp_run(rot_ctx *r, const imp_args *a, ca_cand
                           {"ca", "next_root", f[1].path},
                           {"ca", "next_chain", n == 3 ? f[2].path : ""}};
     HSMCA_GUARD(rot_cfg_apply(a->config, sets, 3, e));
-    STACK_OF(X509) *bundle = ca_load_certs(r->s.cfg->root_bundle, "ca.root_bundle", e);
+    STACK_OF(X509) *bundle = certfile_load(r->s.cfg->root_bundle, "ca.root_bundle", e);
     int same = bundle && rot_find(bundle, sk_X509_value(k->roots, 0)) >= 0;
     sk_X509_pop_free(bundle, X509_free);
     printf("config %s: ca.next_cert, ca.next_root and ca.next_chain set\n"

@@ -139,7 +139,7 @@ static HSMCA_MUSTCHECK hsmca_code publish(rot_ctx *r, const prep_args *a, const 
                                           const char *out, p11_pool *pool, X509 *root, hsmca_err *e)
 {
     STACK_OF(X509) *one = sk_X509_new_null();
-    char *pem = one && sk_X509_push(one, root) ? ca_certs_pem(one) : NULL;
+    char *pem = one && sk_X509_push(one, root) ? certfile_pem(one) : NULL;
     sk_X509_free(one);
     HSMCA_ENSURE(pem, e, HSMCA_ENOMEM, "out of memory");
     hsmca_code rc = ca_install(out, "--out", pem, a->force, NULL, e);

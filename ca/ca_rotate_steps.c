@@ -48,7 +48,7 @@ static int load_next(rot_ctx *r, rot_state *st, X509 **next, X509 **root,
 {
     const hsmca_config *c = r->s.cfg;
     hsmca_err e;
-    if (!(*bundle = ca_load_certs(c->root_bundle, "ca.root_bundle", &e))) {
+    if (!(*bundle = certfile_load(c->root_bundle, "ca.root_bundle", &e))) {
         fprintf(stderr, "%s: %s\n", r->step, e.msg);
         return 1;
     }
@@ -203,7 +203,7 @@ static int do_switch(rot_ctx *r, int early)
 static int chain_is_cross(const hsmca_config *c, X509 *prev)
 {
     hsmca_err e;
-    STACK_OF(X509) *chain = c->chain[0] ? ca_load_certs(c->chain, "ca.chain", &e) : NULL;
+    STACK_OF(X509) *chain = c->chain[0] ? certfile_load(c->chain, "ca.chain", &e) : NULL;
     int all = chain != NULL;
     for (int i = 0; chain && i < sk_X509_num(chain); i++)
         all = all && X509_check_issued(prev, sk_X509_value(chain, i)) == X509_V_OK;
@@ -257,7 +257,7 @@ static int finish(rot_ctx *r, int early)
     if (rot_too_soon(r, r->au.switched, "rotate switch", early))
         return 1;
     X509 *prev = rot_load_one(c->ca_previous_cert, "ca.previous_cert", &e), *old = NULL;
-    STACK_OF(X509) *bundle = prev ? ca_load_certs(c->root_bundle, "ca.root_bundle", &e) : NULL;
+    STACK_OF(X509) *bundle = prev ? certfile_load(c->root_bundle, "ca.root_bundle", &e) : NULL;
     int rc = bundle ? 0 : 1, at;
     if (rc)
         fprintf(stderr, "%s: %s\n", r->step, e.msg);

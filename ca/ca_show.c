@@ -122,18 +122,18 @@ static void print_text(json_t *o)
 static int show_files(json_t *o, const hsmca_config *c, X509 **ca)
 {
     hsmca_err e;
-    STACK_OF(X509) *certs = ca_load_certs(c->ca_cert, "ca.cert", &e), *chain = NULL, *roots;
+    STACK_OF(X509) *certs = certfile_load(c->ca_cert, "ca.cert", &e), *chain = NULL, *roots;
     if (!certs) {
         fprintf(stderr, "hsmca ca show: %s\n", e.msg);
         return 1;
     }
     *ca = sk_X509_shift(certs);
     sk_X509_pop_free(certs, X509_free);
-    if (c->chain[0] && !(chain = ca_load_certs(c->chain, "ca.chain", &e))) {
+    if (c->chain[0] && !(chain = certfile_load(c->chain, "ca.chain", &e))) {
         fprintf(stderr, "hsmca ca show: %s\n", e.msg);
         return 1;
     }
-    roots = ca_load_certs(c->root_bundle, "ca.root_bundle", &e);
+    roots = certfile_load(c->root_bundle, "ca.root_bundle", &e);
     json_object_set_new(o, "ca_cert", json_string(c->ca_cert));
     json_object_set_new(o, "chain_file", json_string(c->chain));
     json_object_set_new(o, "root_bundle", json_string(c->root_bundle));

@@ -64,7 +64,7 @@ void ca_show_rotation(json_t *doc, ca_session *s)
 {
     const hsmca_config *c = s->cfg;
     hsmca_err e, why;
-    STACK_OF(X509) *bundle = ca_load_certs(c->root_bundle, "ca.root_bundle", &e);
+    STACK_OF(X509) *bundle = certfile_load(c->root_bundle, "ca.root_bundle", &e);
     rot_state st = rot_state_of(c, bundle, &why);
     if (st == ROT_NONE) {
         sk_X509_pop_free(bundle, X509_free);

@@ -7,6 +7,7 @@
 #include <openssl/sha.h>
 #include <openssl/x509.h>
 
+#include "certfile.h"
 #include "config.h"
 #include "hsmca_err.h"
 #include "key_kinds.h"
@@ -47,13 +48,6 @@ int ca_cert_sha256(X509 *x, char hex[CA_HEX_LEN]);
 
 /* "EC P-256", "EC P-384", "RSA-3072", ... (into buf). */
 const char *ca_key_desc(EVP_PKEY *key, char *buf, size_t size);
-
-/* Every certificate in the PEM file at path (at most 1 MiB; anything else in it, or no
- * certificate at all, is refused naming what). NULL with e. */
-STACK_OF(X509) *ca_load_certs(const char *path, const char *what, hsmca_err *e);
-
-/* The PEM of certs[0..) (new string, caller frees); NULL when out of memory. */
-char *ca_certs_pem(STACK_OF(X509) *certs);
 
 /* 1 when path exists and holds other bytes than data[0..len), 0 when it does not
  * exist or holds these bytes. A file that cannot be read counts as different. */

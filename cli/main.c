@@ -11,7 +11,7 @@
 #include "config_cmd.h"
 #include "dev.h"
 #include "intermediate_cmd.h"
-#include "k8s_publish.h"
+#include "k8s_cmd.h"
 #include "log.h"
 #include "probe.h"
 #include "request.h"

@@ -15,10 +15,10 @@ static const char *const passed_both[] = {
     "LSAN_OPTIONS",    "MSAN_OPTIONS", "TSAN_OPTIONS", "ASAN_SYMBOLIZER_PATH",
 };
 
-/* What only the front end reads (common/kubeconfig.c: the in-cluster config). */
+/* What only the front end reads (k8s/kubeconfig.c: the in-cluster config). */
 static const char *const passed_frontend[] = {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"};
 
-/* What only publish-roots reads (cli/k8s_publish.c): the in-cluster config, and the
+/* What only hsmca-publish reads (publish/k8s_publish.c): the in-cluster config, and the
  * Lease's holderIdentity from the pod's name. */
 static const char *const passed_publish[] = {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
                                              "POD_NAME"};

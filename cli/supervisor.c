@@ -201,7 +201,7 @@ static void pub_restart_due(sup_child *c)
     if (!sup_pub || !sup_pub->on || c->pid || now < c->restart_at)
         return;
     hsmca_err e;
-    pid_t pid = sup_publish_spawn(sup_pub, sup_exe, sup_config, &e);
+    pid_t pid = sup_publish_spawn(sup_pub, sup_config, &e);
     if (pid < 0) {
         log_error("cannot start publish-roots: %s", e.msg);
         c->restart_at = now + BACKOFF_MAX;
@@ -528,7 +528,7 @@ int supervisor_run(const char *config_path)
     static sup_publish pub;
     if (sup_env_build(&cfg, SUP_ENV_SIGNER, &env_signer, &e) != HSMCA_OK ||
         sup_env_build(&cfg, SUP_ENV_FRONTEND, &env_frontend, &e) != HSMCA_OK ||
-        sup_publish_prepare(&cfg, &pub, &e) != HSMCA_OK) {
+        sup_publish_prepare(&cfg, sup_exe, &pub, &e) != HSMCA_OK) {
         log_error("%s", e.msg);
         keyring_stop(&ring);
         sup_env_free(&env_signer);

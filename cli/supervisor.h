@@ -8,7 +8,7 @@
  * SIGINT after stopping its children (0), or with EXIT_CONFIG when the config is
  * bad or a child cannot start for a reason a restart will not cure (a wrong PIN:
  * a service manager must not retry it). With metrics.listen it also runs
- * hsmca-metrics, with publish.enabled `hsmca k8s publish-roots` (sup_publish.h).
+ * hsmca-metrics, with publish.enabled hsmca-publish (sup_publish.h).
  * Holds no secret: publish.kubeconfig is loaded once at start to check it, then wiped. */
 int supervisor_run(const char *config_path);
 

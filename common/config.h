@@ -220,7 +220,7 @@ typedef struct {
     /* crl: the CA's CRL, signed in the token (signer/signer_crl.h) */
     char crl_path[CONFIG_MAX_STR]; /* where the signer writes it (PEM); "" (default): off */
     uint32_t crl_validity;         /* seconds from thisUpdate to nextUpdate, default 7d */
-    /* publish: `hsmca k8s publish-roots` (cli/k8s_publish.h) */
+    /* publish: `hsmca k8s publish-roots`, hsmca-publish (publish/k8s_publish.h) */
     char publish_kubeconfig[CONFIG_MAX_STR];      /* "" (default): the in-cluster config */
     char publish_ns_selector[CONFIG_MAX_STR];     /* a label selector; "" (default): all */
     uint32_t publish_interval;                    /* seconds between full passes, default 60 */

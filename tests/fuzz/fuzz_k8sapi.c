@@ -1,11 +1,11 @@
 /* fuzz_k8sapi.c - libFuzzer target for the Kubernetes API answers publish-roots reads
- * (cli/k8s_publish.h): the Lease (kp_lease_step, kp_lease_release), the namespace list
- * with its pages (kp_namespaces), the ConfigMap (kp_put_configmap) and the
- * ClusterTrustBundle (kp_put_ctb), each through the real kp_api_call.
+ * (k8s/k8s.h, publish/k8s_publish.h): the Lease (k8s_lease_step, k8s_lease_release),
+ * the namespace list with its pages (kp_namespaces), the ConfigMap (kp_put_configmap)
+ * and the ClusterTrustBundle (kp_put_ctb), each through the real k8s_call.
  *
  * Only the transport is replaced: the build links this target with
- * -Wl,--wrap=curl_dl_load,--wrap=curl_dl, so kp_api_call's libcurl table is the one
- * below, whose easy_perform hands the next answer of the input to kp_api_call's own
+ * -Wl,--wrap=curl_dl_load,--wrap=curl_dl, so k8s_call's libcurl table is the one
+ * below, whose easy_perform hands the next answer of the input to k8s_call's own
  * write callback (in two pieces) and reports its HTTP status. The input is a sequence
  * of answers, each a 2-byte big-endian HTTP status (0: no answer, a transport
  * failure), a 2-byte big-endian length and that many body bytes; once they run out,
@@ -249,7 +249,7 @@ static void check_wrote(hsmca_code rc, int wrote, const hsmca_err *e)
         abort(); /* a write is done when the API server said so */
 }
 
-static void publish(kp_api *a)
+static void publish(k8s_client *a)
 {
     char **names = NULL;
     hsmca_err e;
@@ -280,22 +280,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     in = data;
     in_left = size;
     k8s_target t = {.server = "https://10.96.0.1:443", .ca_pem = "ca", .ca_len = 2};
-    kp_api *a = NULL;
+    k8s_client *a = NULL;
     hsmca_err e;
-    if (kp_api_new(&t, 5, &a, &e) != HSMCA_OK)
+    if (k8s_client_new(&t, 5, "fuzz", &a, &e) != HSMCA_OK)
         abort();
-    kp_lease l = {.ns = "hsmca-system", .name = "hsmca-publish-roots", .identity = FUZZ_ID,
+    k8s_lease l = {.ns = "hsmca-system", .name = "hsmca-publish-roots", .identity = FUZZ_ID,
                   .duration = 15};
     double now = 1000.0;
     for (int round = 0; round < 2; round++, now += 20.0) {
-        int held = kp_lease_step(a, &l, now);
-        if (held != l.held || (held && !kp_lease_valid(&l, now)))
+        int held = k8s_lease_step(a, &l, now);
+        if (held != l.held || (held && !k8s_lease_valid(&l, now)))
             abort(); /* held right after a renewal means writes are allowed */
     }
     publish(a);
-    kp_lease_release(a, &l);
+    k8s_lease_release(a, &l);
     if (l.held)
         abort(); /* released, whatever the answers said */
-    kp_api_free(a);
+    k8s_client_free(a);
     return 0;
 }

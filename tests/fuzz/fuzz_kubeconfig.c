@@ -1,4 +1,4 @@
-/* fuzz_kubeconfig.c - libFuzzer target for kubeconfig_load (common/kubeconfig.h), which
+/* fuzz_kubeconfig.c - libFuzzer target for kubeconfig_load (k8s/kubeconfig.h), which
  * the supervisor, publish-roots and `hsmca config check` run on publish.kubeconfig and
  * auth.tokenreview.kubeconfig while still root.
  *

@@ -173,7 +173,7 @@ def k8sapi_seeds(tmp, pem):
     finally:
         s.stop()
     # Regression (fuzz_k8sapi, 2026-11-28): the Lease, held, is gone at the next round and
-    # its create is refused; the holder must let go (kp_lease_step returned held).
+    # its create is refused; the holder must let go (k8s_lease_step returned held).
     nf = s_status(404, "NotFound", 'leases.coordination.k8s.io "hsmca-publish-roots" not found')
     lease = json.dumps({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                         "metadata": {"name": "hsmca-publish-roots", "namespace": "hsmca-system",

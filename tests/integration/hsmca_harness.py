@@ -170,7 +170,7 @@ class DevServer:
 
     def all_children(self):
         """{role: pid} of every running child of the supervisor: 'signer', 'frontend',
-        'metrics' (hsmca-<role>) and 'publish' (hsmca k8s publish-roots)."""
+        'metrics' and 'publish' (hsmca-<role>)."""
         out = {}
         for d in os.listdir("/proc"):
             if not d.isdigit():
@@ -185,8 +185,6 @@ class DevServer:
                 name = os.path.basename(argv[0]).decode(errors="replace")
                 if name.startswith("hsmca-"):
                     out[name[len("hsmca-"):]] = int(d)
-                elif b"publish-roots" in argv:
-                    out["publish"] = int(d)
             except (OSError, IndexError, ValueError):
                 continue
         return out

@@ -1,8 +1,8 @@
-/* k8s_publish_api.c - see k8s_publish.h: JSON over HTTPS to the Kubernetes API server,
+/* k8s_api.c - see k8s.h: JSON over HTTPS to the Kubernetes API server,
  * with libcurl from curl_dl.c (PUT and POST bodies, headers, in-memory CA and
  * client-certificate blobs, and every HTTP status returned rather than refused). One
  * easy handle is kept and reset between calls, so its connection is reused. */
-#include "k8s_publish.h"
+#include "k8s.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,39 +11,42 @@
 
 #include "curl_dl.h"
 
-struct kp_api {
+struct k8s_client {
     CURL *c;
     char server[512];
+    char agent[128]; /* the User-Agent */
     char *token;
     struct curl_blob ca, cert, key;
     uint32_t timeout_s;
 };
 
-hsmca_code kp_api_new(const k8s_target *t, uint32_t timeout_s, kp_api **out, hsmca_err *e)
+hsmca_code k8s_client_new(const k8s_target *t, uint32_t timeout_s, const char *agent,
+                          k8s_client **out, hsmca_err *e)
 {
     *out = NULL;
     hsmca_err le;
     if (curl_dl_load(&le) != HSMCA_OK)
-        return hsmca_fail(e, le.code, "hsmca k8s %s", le.msg);
+        return hsmca_fail(e, le.code, "the Kubernetes API client %s", le.msg);
     const curl_dl_api *cu = curl_dl();
-    kp_api *a = calloc(1, sizeof(*a));
+    k8s_client *a = calloc(1, sizeof(*a));
     if (!a)
         return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     snprintf(a->server, sizeof(a->server), "%s", t->server);
+    snprintf(a->agent, sizeof(a->agent), "hsmca/%s %.64s", HSMCA_VERSION, agent);
     a->timeout_s = timeout_s ? timeout_s : 10;
-    /* The blobs point into t, which the caller keeps until kp_api_free. */
+    /* The blobs point into t, which the caller keeps until k8s_client_free. */
     a->ca = (struct curl_blob){t->ca_pem, t->ca_len, CURL_BLOB_NOCOPY};
     a->cert = (struct curl_blob){t->cert_pem, t->cert_len, CURL_BLOB_NOCOPY};
     a->key = (struct curl_blob){t->key_pem, t->key_len, CURL_BLOB_NOCOPY};
     if ((t->token && !(a->token = strdup(t->token))) || !(a->c = cu->easy_init())) {
-        kp_api_free(a);
+        k8s_client_free(a);
         return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     }
     *out = a;
     return HSMCA_OK;
 }
 
-void kp_api_free(kp_api *a)
+void k8s_client_free(k8s_client *a)
 {
     if (!a)
         return;
@@ -56,7 +59,7 @@ void kp_api_free(kp_api *a)
     free(a);
 }
 
-static void set_options(kp_api *a, const char *url, const char *method, const char *body,
+static void set_options(k8s_client *a, const char *url, const char *method, const char *body,
                         struct curl_slist *hdrs, curl_dl_body *b, char *errbuf)
 {
     const curl_dl_api *cu = curl_dl();
@@ -84,7 +87,7 @@ static void set_options(kp_api *a, const char *url, const char *method, const ch
     cu->easy_setopt(c, CURLOPT_WRITEFUNCTION, curl_dl_body_write);
     cu->easy_setopt(c, CURLOPT_WRITEDATA, b);
     cu->easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    cu->easy_setopt(c, CURLOPT_USERAGENT, "hsmca/" HSMCA_VERSION " publish-roots");
+    cu->easy_setopt(c, CURLOPT_USERAGENT, a->agent);
     cu->easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     if (body) {
         cu->easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
@@ -93,8 +96,8 @@ static void set_options(kp_api *a, const char *url, const char *method, const ch
     }
 }
 
-hsmca_code kp_api_call(kp_api *a, const char *method, const char *path, json_t *body, long *status,
-                       json_t **resp, hsmca_err *e)
+hsmca_code k8s_call(k8s_client *a, const char *method, const char *path, json_t *body, long *status,
+                    json_t **resp, hsmca_err *e)
 {
     *status = 0;
     *resp = NULL;
@@ -112,7 +115,7 @@ hsmca_code kp_api_call(kp_api *a, const char *method, const char *path, json_t *
         cu->slist_free_all(hdrs); /* the head: h2 and h3 are it too */
         return hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     }
-    curl_dl_body b = {.max = KP_MAX_BODY};
+    curl_dl_body b = {.max = K8S_MAX_BODY};
     char errbuf[CURL_ERROR_SIZE] = "";
     cu->easy_reset(a->c);
     set_options(a, url, method, text, h3, &b, errbuf);
@@ -124,7 +127,7 @@ hsmca_code kp_api_call(kp_api *a, const char *method, const char *path, json_t *
     hsmca_code rc = HSMCA_OK;
     if (b.too_big)
         rc = hsmca_fail(e, HSMCA_EUNAVAIL, "%s %.200s: answer over %d bytes", method, path,
-                        KP_MAX_BODY);
+                        K8S_MAX_BODY);
     else if (b.no_mem)
         rc = hsmca_fail(e, HSMCA_ENOMEM, "%s %.200s: out of memory for the answer", method, path);
     else if (cc != CURLE_OK)
@@ -138,7 +141,24 @@ hsmca_code kp_api_call(kp_api *a, const char *method, const char *path, json_t *
     return rc;
 }
 
-int kp_query_escape(const char *s, char *out, size_t outsz)
+hsmca_code k8s_get(k8s_client *c, const char *path, long *status, json_t **resp, hsmca_err *e)
+{
+    return k8s_call(c, "GET", path, NULL, status, resp, e);
+}
+
+hsmca_code k8s_put(k8s_client *c, const char *path, json_t *body, long *status, json_t **resp,
+                   hsmca_err *e)
+{
+    return k8s_call(c, "PUT", path, body, status, resp, e);
+}
+
+hsmca_code k8s_post(k8s_client *c, const char *path, json_t *body, long *status, json_t **resp,
+                    hsmca_err *e)
+{
+    return k8s_call(c, "POST", path, body, status, resp, e);
+}
+
+int k8s_query_escape(const char *s, char *out, size_t outsz)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t o = 0;

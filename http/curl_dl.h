@@ -1,12 +1,12 @@
-/* curl_dl.h - libcurl, loaded with dlopen, for the commands that speak HTTP(S): the
- * supervisor's key fetcher (sup_http.c), k8s publish-roots (k8s_publish_api.c) and
- * hsmca probe (probe.c).
+/* curl_dl.h - libcurl, loaded with dlopen, for the programs that speak HTTP(S) as a
+ * client: the supervisor's key fetcher (sup_http.c), hsmca-publish's Kubernetes API
+ * client (k8s/k8s_api.c) and hsmca probe (probe.c).
  *
  * libcurl is dlopened, never linked: only a process that runs one of those maps it and
  * what it pulls in (p11-kit, GnuTLS, LDAP, SSH, ...); every other `hsmca` command, a
- * supervisor with a JWKS file, and serve's children (programs of their own, exec'd) map
- * none of it. One table for every caller, so the library is opened and curl_global_init
- * run once per process. */
+ * supervisor with a JWKS file, and serve's other children (programs of their own,
+ * exec'd) map none of it. One table for every caller, so the library is opened and
+ * curl_global_init run once per process. */
 #ifndef HSMCA_CURL_DL_H
 #define HSMCA_CURL_DL_H
 

@@ -1,8 +1,9 @@
-/* kubeconfig.h - where the Kubernetes API server is and how hsmca talks to
- * it, for the TokenReview authenticator (frontend/fe_tokenreview.h): from a
- * kubeconfig file or from the in-cluster service account. Everything is read here,
- * before the sandbox: the front end cannot open files once confined. In common/
- * because `hsmca config check` reads the file with the same code. */
+/* kubeconfig.h - where the Kubernetes API server is and how hsmca talks to it
+ * (k8s.h), for publish-roots and the TokenReview authenticator
+ * (frontend/fe_tokenreview.h): from a kubeconfig file or from the in-cluster service
+ * account. Everything is read here, before any sandbox: the front end cannot open files
+ * once confined. `hsmca config check` and serve's start read the file with the same
+ * code. */
 #ifndef HSMCA_KUBECONFIG_H
 #define HSMCA_KUBECONFIG_H
 

@@ -1,4 +1,5 @@
-/* k8s_publish.c - `hsmca k8s publish-roots` (k8s_publish.h): the command and its loop.
+/* k8s_publish.c - hsmca-publish, `hsmca k8s publish-roots` (k8s_publish.h): the command
+ * and its loop.
  *
  * A round every lease_duration/3 (at most publish.interval): the Lease is taken or
  * renewed first; its holder then reads ca.root_bundle and crl.path again and, when
@@ -29,8 +30,8 @@ typedef struct {
 
 typedef struct {
     hsmca_config *cfg;
-    kp_api *api;
-    kp_lease lease;
+    k8s_client *api;
+    k8s_lease lease;
     char *roots_done; /* the roots (and CRL) of the last full pass that succeeded */
     char *crl_done;
     double next_full;
@@ -87,8 +88,8 @@ static int still_held(kp_state *st)
 {
     double now = mono_now();
     if (now - st->lease.renewed_at >= (double)st->lease.duration / 3.0)
-        kp_lease_step(st->api, &st->lease, now);
-    return kp_lease_valid(&st->lease, mono_now());
+        k8s_lease_step(st->api, &st->lease, now);
+    return k8s_lease_valid(&st->lease, mono_now());
 }
 
 /* Every object, for these roots and CRL. Stops at the first failure, and before any
@@ -127,7 +128,7 @@ static hsmca_code round_once(kp_state *st, int force, hsmca_err *e)
 {
     double now = mono_now();
     int had = st->lease.held;
-    if (!kp_lease_step(st->api, &st->lease, now))
+    if (!k8s_lease_step(st->api, &st->lease, now))
         return HSMCA_OK;
     kp_roots r;
     char *crl = NULL;
@@ -231,12 +232,12 @@ static int setup(const kp_args *a, kp_state *st, k8s_target *t)
     }
     hsmca_code rc = kc && kc[0] ? kubeconfig_load(kc, t, &e) : k8s_incluster(NULL, t, &e);
     if (rc == HSMCA_OK)
-        rc = kp_api_new(t, c->publish_timeout, &st->api, &e);
+        rc = k8s_client_new(t, c->publish_timeout, "publish-roots", &st->api, &e);
     if (rc != HSMCA_OK) {
         log_error("hsmca k8s publish-roots: %s (publish.kubeconfig, --kubeconfig)", e.msg);
         return EXIT_CONFIG;
     }
-    kp_lease *l = &st->lease;
+    k8s_lease *l = &st->lease;
     snprintf(l->ns, sizeof(l->ns), "%.63s", c->publish_lease_namespace);
     snprintf(l->name, sizeof(l->name), "%.253s", c->publish_lease_name);
     l->duration = c->publish_lease_duration;
@@ -283,11 +284,11 @@ static int loop(kp_state *st, int once)
         else if (sig == SIGTERM || sig == SIGINT)
             break;
     }
-    kp_lease_release(st->api, &st->lease);
+    k8s_lease_release(st->api, &st->lease);
     return status;
 }
 
-static int publish_roots_main(int argc, char **argv)
+int kp_main(int argc, char **argv)
 {
     kp_args a = {0};
     int rc = parse_args(argc, argv, &a);
@@ -312,23 +313,10 @@ static int publish_roots_main(int argc, char **argv)
                   LOG_STR("selector", cfg->publish_ns_selector));
         rc = loop(&st, a.once);
     }
-    kp_api_free(st.api);
+    k8s_client_free(st.api);
     k8s_target_clear(&t);
     free(st.roots_done);
     free(st.crl_done);
     free(cfg);
     return rc;
-}
-
-int k8s_main(int argc, char **argv)
-{
-    if (argc >= 2 && !strcmp(argv[1], "publish-roots"))
-        return publish_roots_main(argc - 1, argv + 1);
-    FILE *f = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? stdout : stderr;
-    fputs("usage: hsmca k8s publish-roots --config FILE [flags]   (--help for its flags)\n"
-          "\n"
-          "  publish-roots  keep istio-ca-root-cert (and the ClusterTrustBundle, istio-ca-crl)\n"
-          "                 in the cluster's namespaces, under a Lease\n",
-          f);
-    return f == stdout ? 0 : 2;
 }

@@ -1,4 +1,4 @@
-/* k8s_publish_lease.c - see k8s_publish.h: the coordination.k8s.io/v1 Lease that says
+/* k8s_lease.c - see k8s.h: the coordination.k8s.io/v1 Lease that says
  * which replica writes, with client-go's leader-election rules
  * (k8s.io/client-go/tools/leaderelection):
  *   - absent: created with this holder; a create that conflicts lost the race;
@@ -11,7 +11,7 @@
  * Writes are allowed for two thirds of the duration after a renewal was sent.
  * Any failure to renew stops the writes at once: a replica that cannot prove it holds
  * the Lease must not write while another may already have taken it over. */
-#include "k8s_publish.h"
+#include "k8s.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +22,7 @@
 
 #define LEASE_API "/apis/coordination.k8s.io/v1/namespaces/"
 
-void kp_microtime(char out[32])
+void k8s_microtime(char out[32])
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -32,7 +32,7 @@ void kp_microtime(char out[32])
     snprintf(out + n, 32 - n, ".%06dZ", (int)(ts.tv_nsec / 1000) % 1000000);
 }
 
-int kp_lease_valid(const kp_lease *l, double now)
+int k8s_lease_valid(const k8s_lease *l, double now)
 {
     /* client-go's renew deadline (two thirds of the duration): the write that follows
      * still lands well before any other replica can count the Lease expired, since
@@ -41,13 +41,13 @@ int kp_lease_valid(const kp_lease *l, double now)
     return l->held && now - l->renewed_at < (double)l->duration * 2.0 / 3.0;
 }
 
-static void lease_path(const kp_lease *l, int with_name, char *out, size_t outsz)
+static void lease_path(const k8s_lease *l, int with_name, char *out, size_t outsz)
 {
     snprintf(out, outsz, LEASE_API "%s/leases%s%s", l->ns, with_name ? "/" : "",
              with_name ? l->name : "");
 }
 
-static void lose(kp_lease *l, const char *why)
+static void lose(k8s_lease *l, const char *why)
 {
     if (l->held)
         LOG_EVENT(LOG_LVL_WARN, "lease lost: writes stopped", LOG_STR("lease", l->name),
@@ -55,7 +55,7 @@ static void lose(kp_lease *l, const char *why)
     l->held = 0;
 }
 
-static void won(kp_lease *l, double now, int taken)
+static void won(k8s_lease *l, double now, int taken)
 {
     if (!l->held || taken)
         LOG_EVENT(LOG_LVL_INFO, "lease acquired: this replica writes", LOG_STR("lease", l->name),
@@ -64,10 +64,10 @@ static void won(kp_lease *l, double now, int taken)
     l->renewed_at = now;
 }
 
-static void create(kp_api *a, kp_lease *l, double now)
+static void create(k8s_client *a, k8s_lease *l, double now)
 {
     char t[32], path[700];
-    kp_microtime(t);
+    k8s_microtime(t);
     json_t *obj = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:I,s:s,s:s,s:I}}", "apiVersion",
                             "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name", l->name,
                             "namespace", l->ns, "spec", "holderIdentity", l->identity,
@@ -77,7 +77,7 @@ static void create(kp_api *a, kp_lease *l, double now)
     json_t *resp = NULL;
     hsmca_err e;
     lease_path(l, 0, path, sizeof(path));
-    hsmca_code rc = obj ? kp_api_call(a, "POST", path, obj, &status, &resp, &e)
+    hsmca_code rc = obj ? k8s_post(a, path, obj, &status, &resp, &e)
                         : hsmca_fail(&e, HSMCA_ENOMEM, "out of memory");
     json_decref(obj);
     json_decref(resp);
@@ -96,7 +96,7 @@ static void create(kp_api *a, kp_lease *l, double now)
 }
 
 /* The Lease obj (as read) taken or renewed by this process with an update. */
-static void update(kp_api *a, kp_lease *l, json_t *obj, const char *holder, double now)
+static void update(k8s_client *a, k8s_lease *l, json_t *obj, const char *holder, double now)
 {
     json_t *spec = json_object_get(obj, "spec");
     if (!json_is_object(spec)) {
@@ -104,7 +104,7 @@ static void update(kp_api *a, kp_lease *l, json_t *obj, const char *holder, doub
         json_object_set_new(obj, "spec", spec);
     }
     char t[32], path[700];
-    kp_microtime(t);
+    k8s_microtime(t);
     int taken = strcmp(holder, l->identity) != 0;
     json_object_set_new(spec, "holderIdentity", json_string(l->identity));
     json_object_set_new(spec, "leaseDurationSeconds", json_integer(l->duration));
@@ -118,7 +118,7 @@ static void update(kp_api *a, kp_lease *l, json_t *obj, const char *holder, doub
     json_t *resp = NULL;
     hsmca_err e;
     lease_path(l, 1, path, sizeof(path));
-    hsmca_code rc = kp_api_call(a, "PUT", path, obj, &status, &resp, &e);
+    hsmca_code rc = k8s_put(a, path, obj, &status, &resp, &e);
     json_decref(resp);
     if (rc == HSMCA_OK && status == 200) {
         if (taken && holder[0])
@@ -136,14 +136,14 @@ static void update(kp_api *a, kp_lease *l, json_t *obj, const char *holder, doub
     }
 }
 
-int kp_lease_step(kp_api *a, kp_lease *l, double now)
+int k8s_lease_step(k8s_client *a, k8s_lease *l, double now)
 {
     char path[700];
     lease_path(l, 1, path, sizeof(path));
     long status = 0;
     json_t *obj = NULL;
     hsmca_err e;
-    if (kp_api_call(a, "GET", path, NULL, &status, &obj, &e) != HSMCA_OK) {
+    if (k8s_get(a, path, &status, &obj, &e) != HSMCA_OK) {
         lose(l, e.msg);
         log_warn("cannot read the Lease %s/%s: %s", l->ns, l->name, e.msg);
         return 0;
@@ -187,7 +187,7 @@ int kp_lease_step(kp_api *a, kp_lease *l, double now)
     return l->held;
 }
 
-void kp_lease_release(kp_api *a, kp_lease *l)
+void k8s_lease_release(k8s_client *a, k8s_lease *l)
 {
     if (!l->held)
         return;
@@ -197,7 +197,7 @@ void kp_lease_release(kp_api *a, kp_lease *l)
     json_t *obj = NULL, *resp = NULL;
     hsmca_err e;
     const char *holder = NULL;
-    if (kp_api_call(a, "GET", path, NULL, &status, &obj, &e) == HSMCA_OK && status == 200)
+    if (k8s_get(a, path, &status, &obj, &e) == HSMCA_OK && status == 200)
         holder = json_string_value(json_object_get(json_object_get(obj, "spec"), "holderIdentity"));
     if (holder && !strcmp(holder, l->identity)) {
         /* client-go's release: no holder, a one-second lease, so the next round of any
@@ -205,7 +205,7 @@ void kp_lease_release(kp_api *a, kp_lease *l)
         json_t *spec = json_object_get(obj, "spec");
         json_object_set_new(spec, "holderIdentity", json_string(""));
         json_object_set_new(spec, "leaseDurationSeconds", json_integer(1));
-        if (kp_api_call(a, "PUT", path, obj, &status, &resp, &e) == HSMCA_OK && status == 200)
+        if (k8s_put(a, path, obj, &status, &resp, &e) == HSMCA_OK && status == 200)
             LOG_EVENT(LOG_LVL_INFO, "lease released", LOG_STR("lease", l->name));
     }
     json_decref(obj);

@@ -15,7 +15,7 @@
 #include <openssl/sha.h>
 #include <openssl/x509v3.h>
 
-#include "ca_util.h"
+#include "certfile.h"
 #include "log.h"
 #include "util.h"
 
@@ -52,11 +52,11 @@ static void ctb_check(STACK_OF(X509) * certs, kp_roots *r)
 hsmca_code kp_roots_load(const char *path, kp_roots *r, hsmca_err *e)
 {
     memset(r, 0, sizeof(*r));
-    STACK_OF(X509) *certs = ca_load_certs(path, "ca.root_bundle", e);
+    STACK_OF(X509) *certs = certfile_load(path, "ca.root_bundle", e);
     if (!certs)
         return e->code;
-    /* ca_certs_pem writes each with PEM_write_bio_X509: every one ends in "\n". */
-    r->pem = ca_certs_pem(certs);
+    /* certfile_pem writes each with PEM_write_bio_X509: every one ends in "\n". */
+    r->pem = certfile_pem(certs);
     ctb_check(certs, r);
     sk_X509_pop_free(certs, X509_free);
     if (!r->pem)
@@ -117,12 +117,12 @@ static HSMCA_MUSTCHECK hsmca_code add_names(json_t *items, char ***names, size_t
     return HSMCA_OK;
 }
 
-hsmca_code kp_namespaces(kp_api *a, const char *selector, char ***names, hsmca_err *e)
+hsmca_code kp_namespaces(k8s_client *a, const char *selector, char ***names, hsmca_err *e)
 {
     char sel[1600], cont[2048] = "", path[4000];
     *names = NULL;
     size_t n = 0;
-    HSMCA_ENSURE(!kp_query_escape(selector, sel, sizeof(sel)), e, HSMCA_EINVAL,
+    HSMCA_ENSURE(!k8s_query_escape(selector, sel, sizeof(sel)), e, HSMCA_EINVAL,
                  "publish.namespace_selector is too long");
     hsmca_code rc = HSMCA_OK;
     do {
@@ -130,7 +130,7 @@ hsmca_code kp_namespaces(kp_api *a, const char *selector, char ***names, hsmca_e
                  sel[0] ? "&labelSelector=" : "", sel, cont[0] ? "&continue=" : "", cont);
         long status = 0;
         json_t *list = NULL;
-        rc = kp_api_call(a, "GET", path, NULL, &status, &list, e);
+        rc = k8s_get(a, path, &status, &list, e);
         if (rc == HSMCA_OK && status != 200)
             rc = hsmca_fail(e, HSMCA_EUNAVAIL,
                             "listing namespaces answered HTTP %ld (RBAC: list namespaces; "
@@ -140,7 +140,7 @@ hsmca_code kp_namespaces(kp_api *a, const char *selector, char ***names, hsmca_e
             rc = add_names(json_object_get(list, "items"), names, &n, e);
         const char *c =
             json_string_value(json_object_get(json_object_get(list, "metadata"), "continue"));
-        if (rc == HSMCA_OK && c && c[0] && kp_query_escape(c, cont, sizeof(cont)))
+        if (rc == HSMCA_OK && c && c[0] && k8s_query_escape(c, cont, sizeof(cont)))
             rc = hsmca_fail(e, HSMCA_EUNAVAIL, "listing namespaces: continue token too long");
         else if (!c || !c[0])
             cont[0] = 0;
@@ -176,14 +176,14 @@ typedef struct {
     const void *arg;
 } kp_target;
 
-static HSMCA_MUSTCHECK hsmca_code put_object(kp_api *a, const kp_target *t, int *wrote,
+static HSMCA_MUSTCHECK hsmca_code put_object(k8s_client *a, const kp_target *t, int *wrote,
                                              hsmca_err *e)
 {
     *wrote = 0;
     for (int attempt = 0; attempt < KP_CONFLICT_TRIES; attempt++) {
         long status = 0;
         json_t *obj = NULL, *resp = NULL;
-        HSMCA_GUARD(kp_api_call(a, "GET", t->path, NULL, &status, &obj, e));
+        HSMCA_GUARD(k8s_get(a, t->path, &status, &obj, e));
         const char *op = NULL, *method = "PUT", *where = t->path;
         if (status == 404) {
             json_decref(obj);
@@ -199,7 +199,7 @@ static HSMCA_MUSTCHECK hsmca_code put_object(kp_api *a, const kp_target *t, int 
         }
         hsmca_code rc = HSMCA_OK;
         if (op)
-            rc = kp_api_call(a, method, where, obj, &status, &resp, e);
+            rc = k8s_call(a, method, where, obj, &status, &resp, e);
         json_decref(obj);
         json_decref(resp);
         if (rc != HSMCA_OK || !op)
@@ -247,7 +247,7 @@ static int cm_edit(json_t *obj, const void *arg)
     return 1;
 }
 
-hsmca_code kp_put_configmap(kp_api *a, const char *ns, const char *name, const char *key,
+hsmca_code kp_put_configmap(k8s_client *a, const char *ns, const char *name, const char *key,
                             const char *value, int *wrote, hsmca_err *e)
 {
     char coll[600], path[900];
@@ -281,7 +281,7 @@ static int ctb_edit(json_t *obj, const void *arg)
     return 1;
 }
 
-hsmca_code kp_put_ctb(kp_api *a, const kp_roots *r, int *wrote, hsmca_err *e)
+hsmca_code kp_put_ctb(k8s_client *a, const kp_roots *r, int *wrote, hsmca_err *e)
 {
     *wrote = 0;
     HSMCA_ENSURE(!r->ctb_problem[0], e, HSMCA_EINVAL,
