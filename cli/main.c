@@ -1,6 +1,6 @@
 /* main.c - the `hsmca` command line: one subcommand per task; `serve` is the
  * supervisor, which execs the two children, `hsmca-signer` and `hsmca-frontend`
- * (programs of their own, cli/supervisor.c). */
+ * (programs of their own, supervisor/supervisor.c). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>

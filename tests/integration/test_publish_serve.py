@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """`hsmca serve` with publish.enabled runs `hsmca k8s publish-roots` as one more child
-(cli/sup_publish.h), against k8s_api_standin.py: the roots reach the selected namespaces
+(supervisor/sup_publish.h), against k8s_api_standin.py: the roots reach the selected namespaces
 under the Lease; the child runs as frontend.user (started as root) with no_new_privs and
 the few variables it reads; killed, it is restarted and takes the Lease again; SIGTERM
 of serve releases the Lease; a publish.kubeconfig that does not load stops serve at

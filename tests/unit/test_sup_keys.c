@@ -1,4 +1,4 @@
-/* test_sup_keys.c - the supervisor's issuer keys (cli/sup_keys.h) from a JWKS file: a
+/* test_sup_keys.c - the supervisor's issuer keys (supervisor/sup_keys.h) from a JWKS file: a
  * bad file stops the start, a good one is pushed to a child as a sealed memfd the
  * front end's holder loads, an edit is picked up by the poll, a broken edit keeps the
  * last good keys. (Discovery over HTTPS: integration/test_oidc.py.) */
