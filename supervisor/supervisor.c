@@ -50,7 +50,7 @@ typedef struct {
     sup_keys *k[SUP_CLUSTERS];
 } sup_keyring;
 
-static char sup_exe[PATH_MAX];
+static char sup_exe[PATH_MAX]; /* the hsmca program (supervisor_run's cli_path) */
 static const char *sup_config;
 
 /* The metrics process (metrics.listen): its link to the front end is a socketpair made at
@@ -360,13 +360,15 @@ static void stop_children(sup_child *kids, int n)
 }
 
 /* The config and the policy file, checked here once rather than in two children in a
- * loop; sets sup_exe and sup_config. 0, or EXIT_CONFIG after saying why. */
-static int check_config(const char *config_path, hsmca_config *cfg)
+ * loop; sets sup_exe (the hsmca program, beside which the children's programs are found)
+ * and sup_config. 0, or EXIT_CONFIG after saying why. */
+static int check_config(const char *config_path, const char *cli_path, hsmca_config *cfg)
 {
-    ssize_t n = readlink("/proc/self/exe", sup_exe, sizeof(sup_exe) - 1);
-    if (n <= 0)
-        fatal("cannot find our own executable: %s", strerror(errno));
-    sup_exe[n] = '\0';
+    if (strlen(cli_path) >= sizeof(sup_exe)) {
+        log_error("the path of hsmca %.64s... is too long", cli_path);
+        return EXIT_CONFIG;
+    }
+    memcpy(sup_exe, cli_path, strlen(cli_path) + 1);
     hsmca_err xe; /* a missing program is an installation error no restart cures */
     if (sup_exec_check(sup_exe, &xe) != HSMCA_OK) {
         log_error("%s", xe.msg);
@@ -502,10 +504,10 @@ static int run_children(int sfd, sup_child kids[SUP_KIDS], sup_keyring *keys)
     return rc;
 }
 
-int supervisor_run(const char *config_path)
+int supervisor_run(const char *config_path, const char *cli_path)
 {
     hsmca_config cfg;
-    int rc = check_config(config_path, &cfg);
+    int rc = check_config(config_path, cli_path, &cfg);
     if (rc != 0)
         return rc;
     int sfd = signals_fd();

@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""Three programs, each linked only with what it runs (DESIGN.md §1, docs/SECURITY.md
-§1). The privileged signer maps its own short list of libraries and the PKCS#11
-module with what that module needs, nothing else: no gRPC, abseil, upb, re2,
-c-ares, libcurl, libssl. The front end maps no PKCS#11 code.
+"""Every process its own program, each linked only with what it runs (DESIGN.md §1,
+docs/SECURITY.md §1). The privileged signer maps its own short list of libraries and
+the PKCS#11 module with what that module needs, nothing else: no gRPC, abseil, upb,
+re2, c-ares, libcurl, libssl. The front end maps no PKCS#11 code. The supervisor
+(hsmca-supervisor, which `hsmca dev` and `hsmca serve` exec: the same pid) maps its own
+short list, and with an OIDC issuer libcurl with what libcurl needs: p11-kit's library
+among them, but no PKCS#11 module.
 
 Read from the running processes of a real `hsmca dev` (the supervisor, then
 hsmca-signer and hsmca-frontend), and from the programs' own link lines."""
@@ -12,10 +15,13 @@ import subprocess
 import unittest
 
 from hsmca_harness import BIN, DevServer
+from oidc_issuer import OidcIssuer, projected_claims
+from test_oidc import auth_config, wait_issued
 
 HERE = os.path.dirname(BIN)
 SIGNER_BIN = os.path.join(HERE, "hsmca-signer")
 FRONTEND_BIN = os.path.join(HERE, "hsmca-frontend")
+SUPERVISOR_BIN = os.path.join(HERE, "hsmca-supervisor")
 
 # What hsmca-signer itself is linked with: the C library, OpenSSL's libcrypto,
 # protobuf-c (the IPC), jansson (log lines, JWKS), libyaml (config, policy file)
@@ -29,6 +35,14 @@ SIGNER_NEVER = ("libgrpc", "libgpr", "libabsl_", "libupb", "libre2", "libcares",
                 "libssl", "libaddress_sorting", "libz.")
 # PKCS#11 code: never in the front end.
 PKCS11 = ("softhsm", "libp11", "p11-kit", "pkcs11", "opensc", "libtpm2", "opencryptoki")
+# What hsmca-supervisor itself is linked with: the C library, libcrypto, jansson (JWKS,
+# discovery, log lines), libyaml (config, policy file), libseccomp (common/'s sandbox).
+SUPERVISOR_OWN = {"ld-linux-x86-64", "libc", "libm", "libcrypto", "libjansson", "libyaml-0",
+                  "libseccomp"}
+# Never in the supervisor: gRPC and what it brings, C++, PKCS#11 modules.
+SUPERVISOR_NEVER = ("libgrpc", "libgpr", "libabsl_", "libupb", "libre2", "libcares",
+                    "libaddress_sorting", "libstdc++", "libprotobuf-c", "softhsm", "opensc",
+                    "p11-kit-proxy", "p11-kit-trust", "libtpm2", "opencryptoki", "pkcs11/")
 
 
 def stem(path):
@@ -41,6 +55,14 @@ def mapped_objects(pid):
     with open("/proc/%d/maps" % pid) as f:
         paths = {line.split()[5] for line in f if len(line.split()) > 5}
     return {p for p in paths if re.search(r"\.so(\.|$)", os.path.basename(p))}
+
+
+def supervisor_extra(pid, allowed):
+    """What the supervisor pid maps outside allowed (stems), and what it must never map."""
+    objs = mapped_objects(pid)
+    extra = sorted(p for p in objs if stem(p) not in allowed)
+    never = sorted(p for p in objs if any(b in p for b in SUPERVISOR_NEVER))
+    return extra, never
 
 
 def sanitized(path):
@@ -113,6 +135,67 @@ class ProgramTests(unittest.TestCase):
             for bad in PKCS11:
                 self.assertNotIn(bad, os.path.basename(p).lower(), p)
         self.assertFalse(needed(FRONTEND_BIN) & {"libp11", "libp11-kit", "libcurl"})
+
+    def test_supervisor_is_its_own_program_with_the_same_pid(self):
+        """`hsmca dev` execs hsmca-supervisor: the pid the caller started (systemd's
+        MainPID) is the supervisor, and the children are its own."""
+        pid = self.server.proc.pid
+        self.assertEqual(os.path.realpath("/proc/%d/exe" % pid), os.path.realpath(SUPERVISOR_BIN))
+        self.assertEqual(set(self.server.all_children()) & {"signer", "frontend", "metrics"},
+                         {"signer", "frontend", "metrics"})
+
+    def test_supervisor_link_line(self):
+        own = needed(SUPERVISOR_BIN)
+        allowed = SUPERVISOR_OWN | (SANITIZER_RUNTIME if sanitized(SUPERVISOR_BIN) else set())
+        self.assertIn("libcrypto", own)  # control: ldd read the program
+        self.assertLessEqual(own, allowed, "hsmca-supervisor links more than its list")
+
+    def test_supervisor_maps_only_its_allowlist(self):
+        """With a JWKS file (hsmca dev) no libcurl is loaded: its own list only."""
+        allowed = SUPERVISOR_OWN | (SANITIZER_RUNTIME if sanitized(SUPERVISOR_BIN) else set())
+        extra, never = supervisor_extra(self.server.proc.pid, allowed)
+        self.assertEqual(extra, [], "the supervisor maps libraries outside its allowlist")
+        self.assertEqual(never, [])
+
+
+class SupervisorWithIssuerTests(unittest.TestCase):
+    """A supervisor that fetches an OIDC issuer's keys loads libcurl (cli/curl_dl.c):
+    libcurl and the libraries it needs, p11-kit's library among them, and nothing else,
+    no PKCS#11 module."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = None
+        cls.issuer = OidcIssuer(os.path.join(os.environ.get("HSMCA_TEST_TMP", "/tmp"),
+                                             "programs-oidc-%d" % os.getpid()))
+        cls.key = cls.issuer.add_key("ec-1", "EC")
+        cls.server = DevServer(name="programs-oidc", edit_config=auth_config([
+            "chain: [jwt]",
+            "jwt:",
+            "  issuer: \"%s\"" % cls.issuer.url,
+            "  audiences: [istio-ca]",
+            "  discovery: true",
+            "  ca_bundle: %s" % cls.issuer.ca_path]))
+        wait_issued(cls.server, lambda: cls.issuer.token(projected_claims(cls.issuer.url),
+                                                         cls.key))
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server:
+            cls.server.stop()
+        cls.issuer.stop()
+
+    def test_supervisor_maps_libcurl_and_what_it_needs_only(self):
+        pid = self.server.proc.pid
+        curl = [p for p in mapped_objects(pid) if stem(p) == "libcurl"]
+        self.assertEqual(len(curl), 1, mapped_objects(pid))  # control: the fetcher loaded it
+        allowed = SUPERVISOR_OWN | {"libcurl"} | needed(curl[0])
+        if sanitized(SUPERVISOR_BIN):
+            allowed |= SANITIZER_RUNTIME
+        self.assertIn("libp11-kit", allowed)  # what this test allows beyond libcurl's list
+        extra, never = supervisor_extra(pid, allowed)
+        self.assertEqual(extra, [], "the supervisor maps libraries outside its allowlist")
+        self.assertEqual(never, [], "the supervisor maps a PKCS#11 module or gRPC")
 
 
 if __name__ == "__main__":
