@@ -38,6 +38,25 @@ struct sup_keys {
     int have_good;       /* discovery: a fetch has succeeded */
 };
 
+/* Keeps doc (taken over) as the document; the same bytes again are no news. Returns the
+ * new generation, or 0 when it is the same. */
+static uint64_t keys_store(sup_keys *k, char *doc, size_t len)
+{
+    pthread_mutex_lock(&k->lock);
+    int same = k->doc && k->len == len && memcmp(k->doc, doc, len) == 0;
+    if (same) {
+        free(doc);
+    } else {
+        free(k->doc);
+        k->doc = doc;
+        k->len = len;
+        k->generation++;
+    }
+    uint64_t g = same ? 0 : k->generation;
+    pthread_mutex_unlock(&k->lock);
+    return g;
+}
+
 /* Accepts doc (taken over) when tok_jwks_parse does; the same bytes again are no news. */
 static HSMCA_MUSTCHECK hsmca_code keys_accept(sup_keys *k, char *doc, size_t len, hsmca_err *e)
 {
@@ -49,19 +68,8 @@ static HSMCA_MUSTCHECK hsmca_code keys_accept(sup_keys *k, char *doc, size_t len
     }
     size_t n = tok_jwks_count(ks);
     tok_jwks_free(ks);
-    pthread_mutex_lock(&k->lock);
-    int same = k->doc && k->len == len && memcmp(k->doc, doc, len) == 0;
-    if (same) {
-        free(doc);
-    } else {
-        free(k->doc);
-        k->doc = doc;
-        k->len = len;
-        k->generation++;
-    }
-    uint64_t g = k->generation;
-    pthread_mutex_unlock(&k->lock);
-    if (!same)
+    uint64_t g = keys_store(k, doc, len);
+    if (g)
         log_info("issuer keys: accepted a JWKS with %zu usable key(s) (update %llu)", n,
                  (unsigned long long)g);
     return HSMCA_OK;
@@ -248,6 +256,53 @@ sup_keys *sup_keys_start(const hsmca_config *cfg, hsmca_err *e)
     }
     k->running = 1;
     return k;
+}
+
+int sup_keys_from_issuer(const hsmca_config *cfg, int idx)
+{
+    if (!config_cluster_has_jwt(cfg, idx))
+        return 0;
+    return idx == 0 ? !cfg->jwks_file[0] : !cfg->clusters[idx - 1].jwks_file[0];
+}
+
+sup_keys *sup_keys_relay(hsmca_err *e)
+{
+    sup_keys *k = calloc(1, sizeof(*k));
+    if (!k) {
+        hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&k->lock, NULL);
+    util_cond_init_monotonic(&k->wake);
+    return k;
+}
+
+hsmca_code sup_keys_offer_fd(sup_keys *k, int fd, hsmca_err *e)
+{
+    /* Only a sealed memfd: a pipe, socket or device could block or change under us. */
+    struct stat st;
+    int seals = fcntl(fd, F_GET_SEALS);
+    int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+    HSMCA_ENSURE(fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && seals >= 0 &&
+                     (seals & need) == need,
+                 e, HSMCA_EINVAL, "issuer keys from the key fetcher: not a sealed memfd");
+    HSMCA_ENSURE(st.st_size > 0 && st.st_size <= TOK_JWKS_MAX_LEN, e, HSMCA_EINVAL,
+                 "issuer keys from the key fetcher: %lld bytes (1-%d)", (long long)st.st_size,
+                 TOK_JWKS_MAX_LEN);
+    size_t len = (size_t)st.st_size;
+    char *doc = malloc(len + 1);
+    HSMCA_ENSURE(doc, e, HSMCA_ENOMEM, "out of memory");
+    ssize_t got = pread(fd, doc, len, 0);
+    if (got < 0 || (size_t)got != len) {
+        free(doc);
+        return hsmca_fail(e, HSMCA_EIO, "issuer keys from the key fetcher: short read");
+    }
+    doc[len] = '\0';
+    uint64_t g = keys_store(k, doc, len);
+    if (g)
+        log_info("issuer keys: the key fetcher sent a new JWKS (update %llu)",
+                 (unsigned long long)g);
+    return HSMCA_OK;
 }
 
 uint64_t sup_keys_generation(sup_keys *k)

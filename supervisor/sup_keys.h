@@ -27,6 +27,21 @@ typedef struct sup_keys sup_keys;
  * "jwt" in auth.chain nothing is fetched: generation stays 0. */
 sup_keys *sup_keys_start(const hsmca_config *cfg, hsmca_err *e);
 
+/* Whether cluster idx's keys (0 local, i + 1 auth.clusters[i]) come from its issuer by
+ * discovery: then the key fetcher child (keyfetch/) fetches and parses them, and the
+ * supervisor only relays them (sup_keys_relay). */
+int sup_keys_from_issuer(const hsmca_config *cfg, int idx);
+
+/* A holder of documents the key fetcher child sends: no thread; nothing read, fetched
+ * or parsed here (sup_keys_offer_fd sets the document). NULL with e on ENOMEM. */
+sup_keys *sup_keys_relay(hsmca_err *e);
+
+/* The key fetcher's document, in fd: a sealed memfd (the seals that keep its size and
+ * bytes fixed) of 1..TOK_JWKS_MAX_LEN bytes, copied, not parsed (the children that use
+ * the keys parse them); the same bytes again are no news. HSMCA_EINVAL naming the check
+ * for any other fd. The caller keeps fd. For a relay holder. */
+HSMCA_MUSTCHECK hsmca_code sup_keys_offer_fd(sup_keys *k, int fd, hsmca_err *e);
+
 /* Increases with every newly accepted document (0: none yet). Thread-safe. */
 uint64_t sup_keys_generation(sup_keys *k);
 

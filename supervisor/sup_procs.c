@@ -16,6 +16,7 @@
 #include "log.h"
 #include "mx_contract.h"
 #include "sup_exec.h"
+#include "sup_keys.h"
 #include "sup_publish.h"
 #include "util.h"
 
@@ -33,6 +34,14 @@ static int want_publish(const hsmca_config *cfg)
     return cfg->publish_enabled;
 }
 
+static int want_keyfetch(const hsmca_config *cfg)
+{
+    for (int i = 0; i <= cfg->n_clusters && i < SUP_CLUSTERS; i++)
+        if (sup_keys_from_issuer(cfg, i))
+            return 1;
+    return 0;
+}
+
 /* The children: {role, program, environment, links, the bytes it may send, wanted}. Rows
  * start in this order, and the issuer keys go out in it. The metrics process reads what
  * the front end reads of its environment, no more. */
@@ -43,6 +52,7 @@ static const sup_proc procs[] = {
      LINK_PEER | LINK_METRICS_FE | LINK_KEYS | LINK_POLICY, {CTL_KEYS_REFRESH}, NULL},
     {"metrics", "metrics", SUP_ENV_FRONTEND, LINK_METRICS, {0}, want_metrics},
     {"publish-roots", NULL, SUP_ENV_PUBLISH, LINK_OWN_USER | LINK_SIGHUP, {0}, want_publish},
+    {"keyfetch", "keyfetch", SUP_ENV_KEYFETCH, LINK_FETCHER, {0}, want_keyfetch},
 };
 #define SUP_KIDS ((int)(sizeof(procs) / sizeof(procs[0])))
 _Static_assert(SUP_KIDS <= SUP_PROCS_MAX, "SUP_PROCS_MAX counts every row of procs");
@@ -120,22 +130,32 @@ static int mx_link_for(const sup_child *c)
     return pair[0];
 }
 
-/* In the forked child: fds 3, 4 and (m >= 0) 5, then its program. Never returns. */
+/* In the forked child: fds 3 (ipc_fd >= 0), 4 and 5 (mfd >= 0), then its program with
+ * the flags that name them. Never returns. */
 static void exec_child(const sup_child *c, const char *exe, int ipc_fd, int ctl, int mfd)
 {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    int a = lift_fd(ipc_fd), b = lift_fd(ctl), m = mfd >= 0 ? lift_fd(mfd) : -1;
-    if (dup2(a, 3) != 3 || dup2(b, 4) != 4 || (m >= 0 && dup2(m, MX_FE_FD) != MX_FE_FD))
+    int a = ipc_fd >= 0 ? lift_fd(ipc_fd) : -1, b = lift_fd(ctl);
+    int m = mfd >= 0 ? lift_fd(mfd) : -1;
+    if ((a >= 0 && dup2(a, 3) != 3) || dup2(b, 4) != 4 ||
+        (m >= 0 && dup2(m, MX_FE_FD) != MX_FE_FD))
         _exit(127);
-    if (m >= 0)
-        execle(exe, exe, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4",
-               "--metrics-fd", "5", (char *)NULL, c->env.envp);
-    else
-        execle(exe, exe, "--config", sup_config, "--ipc-fd", "3", "--ctl-fd", "4", (char *)NULL,
-               c->env.envp);
+    char *argv[12] = {(char *)exe, "--config", (char *)sup_config};
+    int n = 3;
+    if (a >= 0) {
+        argv[n++] = "--ipc-fd";
+        argv[n++] = "3";
+    }
+    argv[n++] = "--ctl-fd";
+    argv[n++] = "4";
+    if (m >= 0) {
+        argv[n++] = "--metrics-fd";
+        argv[n++] = "5";
+    }
+    execve(exe, argv, c->env.envp);
     _exit(127);
 }
 
@@ -216,7 +236,7 @@ static void restart_due(sup_child *c, sup_child *peer)
 
 /* Starts c when this config runs it, it is not running and its restart is due: a peer
  * with its peer (restart_due), the metrics process once a front end has been started
- * (the link exists), publish-roots as its own user. */
+ * (the link exists), publish-roots as its own user, the key fetcher with no fd 3. */
 static void start_due(sup_child *c)
 {
     double now = util_mono_now();
@@ -229,8 +249,9 @@ static void start_due(sup_child *c)
     if ((c->proc->links & LINK_METRICS) && sup_mx.keep < 0)
         return;
     hsmca_err e;
+    int ipc_fd = c->proc->links & LINK_METRICS ? sup_mx.keep : -1;
     hsmca_code rc = c->proc->links & LINK_OWN_USER ? spawn_own_user(c, &e)
-                                                   : spawn(c, sup_mx.keep, &e);
+                                                   : spawn(c, ipc_fd, &e);
     if (rc != HSMCA_OK) {
         log_error("cannot start %s: %s", c->proc->role, e.msg);
         c->restart_at = now + BACKOFF_MAX;

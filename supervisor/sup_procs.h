@@ -40,6 +40,9 @@ enum {
     LINK_SIGHUP = 1 << 6,
     /* No channel at all: started by sup_publish_spawn as its own user (sup_publish.h). */
     LINK_OWN_USER = 1 << 7,
+    /* The key fetcher (keyfetch/): no fd 3; sends each cluster's accepted JWKS up
+     * (CTL_KEYS_CLUSTER(idx) with a sealed memfd), gets CTL_KEYS_REFRESH down. */
+    LINK_FETCHER = 1 << 8,
 };
 
 /* A row of the table. */

@@ -23,11 +23,51 @@
 #include "sup_reload.h"
 #include "util.h"
 
-/* The key fetchers, one per cluster with a jwt authenticator (config_cluster_index: 0
- * the local cluster, i + 1 auth.clusters[i]; NULL for a cluster without). */
+/* The issuer keys, one holder per cluster with a jwt authenticator (config_cluster_index:
+ * 0 the local cluster, i + 1 auth.clusters[i]; NULL for a cluster without): a JWKS file
+ * read here, or (relay) what the key fetcher child fetched from the issuer. */
 typedef struct {
     sup_keys *k[SUP_CLUSTERS];
+    int relay[SUP_CLUSTERS]; /* k[i] holds what the key fetcher sends (sup_keys_relay) */
 } sup_keyring;
+
+/* Every holder reads or fetches again, each keeping to its own min_refresh: a JWKS file
+ * here, an issuer's keys in the key fetcher, which is asked (CTL_KEYS_REFRESH). */
+static void keys_refresh(sup_keyring *keys)
+{
+    for (int i = 0; i < SUP_CLUSTERS; i++)
+        if (keys->k[i] && !keys->relay[i])
+            sup_keys_refresh(keys->k[i]);
+    int ctl = sup_procs_ctl(LINK_FETCHER);
+    char b = CTL_KEYS_REFRESH;
+    if (ctl >= 0 && write(ctl, &b, 1) != 1)
+        log_warn("cannot ask the key fetcher for fresh issuer keys: %s", strerror(errno));
+}
+
+/* A message from the key fetcher: a cluster's accepted JWKS (CTL_KEYS_CLUSTER(idx), a
+ * sealed memfd), kept unparsed for the children that use it. Anything else, or keys
+ * for a cluster whose keys do not come from an issuer, is refused and logged. */
+static void read_fetcher(sup_child *from, sup_keyring *keys)
+{
+    char type = 0;
+    int fd = -1, eof = 0;
+    hsmca_err e;
+    hsmca_code rc = ipc_recv_ctl(from->ctl, &type, &fd, &eof, &e);
+    if (eof) {
+        close(from->ctl);
+        from->ctl = -1;
+        return;
+    }
+    int idx = rc == HSMCA_OK ? ctl_keys_cluster(type) : -1;
+    if (rc != HSMCA_OK)
+        log_warn("key fetcher: %s", e.msg);
+    else if (idx < 0 || idx >= SUP_CLUSTERS || !keys->relay[idx] || fd < 0)
+        log_warn("key fetcher: a control message it may not send (type %d): ignored", type);
+    else if (sup_keys_offer_fd(keys->k[idx], fd, &e) != HSMCA_OK)
+        log_warn("%s; the last good keys stay", e.msg);
+    if (fd >= 0)
+        close(fd);
+}
 
 /* Whether c may send the control byte b up (its row's says). */
 static int may_say(const sup_child *c, char b)
@@ -42,6 +82,10 @@ static int may_say(const sup_child *c, char b)
  * poll nor a key push spins on it until reap() collects the child. */
 static void read_ctl(sup_child *from, sup_keyring *keys)
 {
+    if (from->proc->links & LINK_FETCHER) {
+        read_fetcher(from, keys);
+        return;
+    }
     char b;
     ssize_t r = read(from->ctl, &b, 1);
     if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
@@ -59,11 +103,7 @@ static void read_ctl(sup_child *from, sup_keyring *keys)
     } else if (b == CTL_POLICY || b == CTL_RELOAD_FAILED) {
         sup_reload_signer_said(b, sup_procs_ctl(LINK_POLICY));
     } else if (b == CTL_KEYS_REFRESH) {
-        /* The front end does not say which cluster's token named the kid: each fetcher
-         * is asked, and each keeps to its own min_refresh. */
-        for (int i = 0; i < SUP_CLUSTERS; i++)
-            if (keys->k[i])
-                sup_keys_refresh(keys->k[i]);
+        keys_refresh(keys); /* it does not say which cluster's token named the kid */
     }
 }
 
@@ -92,9 +132,10 @@ static void keyring_stop(sup_keyring *r)
         sup_keys_stop(r->k[i]);
 }
 
-/* A fetcher per cluster with a jwt authenticator, each on its cluster's view of the
- * config (kept in views, which must outlive them). The local one always (it is idle
- * without jwt in auth.chain). */
+/* A holder per cluster with a jwt authenticator, each on its cluster's view of the
+ * config (kept in views, which must outlive them): a relay when its keys come from the
+ * issuer (the key fetcher child fetches them), else a JWKS file's reader. The local one
+ * always (it is idle without jwt in auth.chain). */
 static HSMCA_MUSTCHECK hsmca_code keyring_start(const hsmca_config *cfg, hsmca_config *views,
                                                 sup_keyring *r, hsmca_err *e)
 {
@@ -103,7 +144,8 @@ static HSMCA_MUSTCHECK hsmca_code keyring_start(const hsmca_config *cfg, hsmca_c
         if (i > 0 && !config_cluster_has_jwt(cfg, i))
             continue;
         config_cluster_view(cfg, i, &views[i]);
-        if (!(r->k[i] = sup_keys_start(&views[i], e))) {
+        r->relay[i] = sup_keys_from_issuer(cfg, i);
+        if (!(r->k[i] = r->relay[i] ? sup_keys_relay(e) : sup_keys_start(&views[i], e))) {
             keyring_stop(r);
             return e->code;
         }
@@ -196,9 +238,7 @@ static int read_signal(int sfd)
 static void on_sighup(sup_keyring *keys)
 {
     log_info("SIGHUP: reloading the issuer keys and the policy file");
-    for (int i = 0; i < SUP_CLUSTERS; i++)
-        if (keys->k[i])
-            sup_keys_refresh(keys->k[i]);
+    keys_refresh(keys);
     sup_reload_begin(sup_procs_ctl(LINK_POLICY_FIRST), sup_procs_ctl(LINK_POLICY));
     for (int i = 0; i < sup_procs_count(); i++) {
         const sup_child *c = sup_procs_kid(i);

@@ -4,24 +4,32 @@ docs/SECURITY.md §1). The privileged signer maps its own short list of librarie
 the PKCS#11 module with what that module needs, nothing else: no gRPC, abseil, upb,
 re2, c-ares, libcurl, libssl. The front end maps no PKCS#11 code. The supervisor
 (hsmca-supervisor, which `hsmca dev` and `hsmca serve` exec: the same pid) maps its own
-short list, and with an OIDC issuer libcurl with what libcurl needs: p11-kit's library
-among them, but no PKCS#11 module.
+short list, never libcurl; the key fetcher (hsmca-keyfetch, with an OIDC issuer) that
+list and libcurl with what libcurl needs: p11-kit's library among them, but no PKCS#11
+module.
 
 Read from the running processes of a real `hsmca dev` (the supervisor, then
 hsmca-signer and hsmca-frontend), and from the programs' own link lines."""
+import json
 import os
+import pwd
 import re
+import signal
+import socket
 import subprocess
+import time
 import unittest
 
 from hsmca_harness import BIN, DevServer
 from oidc_issuer import OidcIssuer, projected_claims
-from test_oidc import auth_config, wait_issued
+from test_oidc import auth_config, issue, wait_issued
+from test_restart import child_ctl
 
 HERE = os.path.dirname(BIN)
 SIGNER_BIN = os.path.join(HERE, "hsmca-signer")
 FRONTEND_BIN = os.path.join(HERE, "hsmca-frontend")
 SUPERVISOR_BIN = os.path.join(HERE, "hsmca-supervisor")
+KEYFETCH_BIN = os.path.join(HERE, "hsmca-keyfetch")
 
 # What hsmca-signer itself is linked with: the C library, OpenSSL's libcrypto,
 # protobuf-c (the IPC), jansson (log lines, JWKS), libyaml (config, policy file)
@@ -159,9 +167,10 @@ class ProgramTests(unittest.TestCase):
 
 
 class SupervisorWithIssuerTests(unittest.TestCase):
-    """A supervisor that fetches an OIDC issuer's keys loads libcurl (cli/curl_dl.c):
-    libcurl and the libraries it needs, p11-kit's library among them, and nothing else,
-    no PKCS#11 module."""
+    """With an OIDC issuer (auth.jwt.discovery) the keys are fetched by hsmca-keyfetch, a
+    child that runs as frontend.user: it loads libcurl (cli/curl_dl.c), and maps libcurl
+    and the libraries it needs, p11-kit's library among them, and nothing else, no
+    PKCS#11 module. The root supervisor maps no libcurl: it only relays the keys."""
 
     @classmethod
     def setUpClass(cls):
@@ -185,17 +194,63 @@ class SupervisorWithIssuerTests(unittest.TestCase):
             cls.server.stop()
         cls.issuer.stop()
 
-    def test_supervisor_maps_libcurl_and_what_it_needs_only(self):
-        pid = self.server.proc.pid
+    def test_supervisor_maps_no_libcurl(self):
+        allowed = SUPERVISOR_OWN | (SANITIZER_RUNTIME if sanitized(SUPERVISOR_BIN) else set())
+        extra, never = supervisor_extra(self.server.proc.pid, allowed)
+        self.assertEqual(extra, [], "the supervisor maps libraries outside its allowlist")
+        self.assertEqual(never, [])
+
+    def test_keyfetch_maps_libcurl_and_what_it_needs_only(self):
+        pid = self.server.all_children().get("keyfetch")
+        self.assertIsNotNone(pid, "no hsmca-keyfetch child")
+        self.assertLessEqual(needed(KEYFETCH_BIN),
+                             SUPERVISOR_OWN | (SANITIZER_RUNTIME if sanitized(KEYFETCH_BIN)
+                                               else set()), "hsmca-keyfetch's link line")
         curl = [p for p in mapped_objects(pid) if stem(p) == "libcurl"]
         self.assertEqual(len(curl), 1, mapped_objects(pid))  # control: the fetcher loaded it
         allowed = SUPERVISOR_OWN | {"libcurl"} | needed(curl[0])
-        if sanitized(SUPERVISOR_BIN):
+        if sanitized(KEYFETCH_BIN):
             allowed |= SANITIZER_RUNTIME
         self.assertIn("libp11-kit", allowed)  # what this test allows beyond libcurl's list
         extra, never = supervisor_extra(pid, allowed)
-        self.assertEqual(extra, [], "the supervisor maps libraries outside its allowlist")
-        self.assertEqual(never, [], "the supervisor maps a PKCS#11 module or gRPC")
+        self.assertEqual(extra, [], "the key fetcher maps libraries outside its allowlist")
+        self.assertEqual(never, [], "the key fetcher maps a PKCS#11 module or gRPC")
+
+    def test_keyfetch_runs_as_frontend_user(self):
+        pid = self.server.all_children().get("keyfetch")
+        with open("/proc/%d/status" % pid) as f:
+            status = dict(line.split(":", 1) for line in f if ":" in line)
+        uids = status["Uid"].split()
+        if os.geteuid() == 0:
+            self.assertEqual(set(uids), {str(pwd.getpwnam("nobody").pw_uid)}, status["Uid"])
+        self.assertEqual(status["NoNewPrivs"].strip(), "1")
+
+    def test_supervisor_refuses_what_is_not_a_sealed_memfd(self):
+        """What the key fetcher sends up must be a sealed memfd: a pipe (which would block
+        the supervisor's read), or a memfd its sender can still change, is refused and
+        logged, the last good keys stay, and the supervisor goes on (SIGHUP handled, a
+        token with the issuer's key still accepted)."""
+        pid = self.server.all_children()["keyfetch"]
+        sock = socket.socket(fileno=child_ctl(pid))
+        r, w = os.pipe()
+        mfd = os.memfd_create("unsealed", os.MFD_ALLOW_SEALING)
+        os.write(mfd, json.dumps({"keys": []}).encode())
+        try:
+            socket.send_fds(sock, [b"J"], [r])
+            socket.send_fds(sock, [b"J"], [mfd])
+        finally:
+            for fd in (r, w, mfd):
+                os.close(fd)
+            sock.close()
+        deadline = time.time() + 30
+        while self.server.logtext(None).count("key fetcher: not a sealed memfd") < 2:
+            self.assertLess(time.time(), deadline, self.server.logtext())
+            time.sleep(0.2)
+        os.kill(self.server.proc.pid, signal.SIGHUP)
+        while "SIGHUP: reloading the issuer keys" not in self.server.logtext(None):
+            self.assertLess(time.time(), deadline, self.server.logtext())
+            time.sleep(0.2)
+        issue(self.server.client, self.issuer.token(projected_claims(self.issuer.url), self.key))
 
 
 if __name__ == "__main__":
