@@ -1,5 +1,6 @@
 /* kf_main.c - see keyfetch.h. */
 #include "keyfetch.h"
+#include "kf_fetch.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -72,7 +73,7 @@ static HSMCA_MUSTCHECK hsmca_code fetchers_start(const hsmca_config *cfg, hsmca_
         if (!sup_keys_from_issuer(cfg, i))
             continue;
         config_cluster_view(cfg, i, &views[i]);
-        if (!(k[i] = sup_keys_start(&views[i], e))) {
+        if (!(k[i] = sup_keys_start(&views[i], kf_fetch, e))) {
             fetchers_stop(k);
             return e->code;
         }
@@ -131,7 +132,7 @@ int keyfetch_main(int argc, char **argv)
         return EXIT_CONFIG;
     }
     sup_keys *k[IPC_KEYSETS] = {0};
-    if (fetchers_start(&cfg, views, k, &e) != HSMCA_OK) {
+    if (kf_fetch_init(&e) != HSMCA_OK || fetchers_start(&cfg, views, k, &e) != HSMCA_OK) {
         log_error("%s", e.msg);
         return EXIT_CONFIG;
     }

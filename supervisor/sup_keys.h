@@ -1,12 +1,13 @@
-/* sup_keys.h - the supervisor as the only fetcher of the JWT issuer's keys
- * (DESIGN.md §2 "Identity binding": the front end, and later the signer, hold
- * the keys but never fetch them).
+/* sup_keys.h - the holders of the JWT issuer's keys, the supervisor's and the key
+ * fetcher's (DESIGN.md §2 "Identity binding": the front end and the signer hold the
+ * keys but never fetch them).
  *
- * Source, from the config: auth.jwt.jwks_file, re-read when it changes (its
- * device, inode, size or mtime, looked at every SUP_KEYS_FILE_POLL_S); or, with
- * auth.jwt.discovery, the issuer's OpenID discovery document and its jwks_uri
- * over HTTPS (sup_http.h), every auth.jwt.refresh, and sooner when a child asks
- * (at most once per auth.jwt.min_refresh). A document is accepted only when
+ * Source, from the config: auth.jwt.jwks_file, read by the supervisor and re-read when
+ * it changes (its device, inode, size or mtime, looked at every SUP_KEYS_FILE_POLL_S);
+ * or, with auth.jwt.discovery, in the key fetcher child (keyfetch/), the issuer's
+ * OpenID discovery document and its jwks_uri over HTTPS, every auth.jwt.refresh, and
+ * sooner when a child asks (at most once per auth.jwt.min_refresh); the supervisor then
+ * holds what the fetcher sends (sup_keys_relay). A document is accepted only when
  * tok_jwks_parse accepts it; a failed fetch or a bad document keeps the last good
  * keys (and is logged). Work happens on a thread of its own, so a slow issuer
  * never delays the supervisor's restarts. */
@@ -21,11 +22,21 @@
 
 typedef struct sup_keys sup_keys;
 
+#define SUP_KEYS_SRC_MAX 2048 /* where a fetched JWKS came from, for messages */
+
+/* Fetches cfg's issuer's JWKS into a new *doc of *len bytes (caller frees), not yet
+ * checked, and names where it came from in src; *cancel becoming non-zero aborts. The
+ * key fetcher's (keyfetch/kf_fetch.c): the supervisor has none. */
+typedef hsmca_code (*sup_keys_fetch_fn)(const hsmca_config *cfg, const volatile int *cancel,
+                                        char **doc, size_t *len, char *src, size_t srcsz,
+                                        hsmca_err *e);
+
 /* Starts the fetcher for cfg (which must outlive it). A JWKS file is loaded here,
  * before returning, and a missing or bad one is an error (a config error: the
- * caller stops). With discovery the first fetch happens on the thread. Without
- * "jwt" in auth.chain nothing is fetched: generation stays 0. */
-sup_keys *sup_keys_start(const hsmca_config *cfg, hsmca_err *e);
+ * caller stops). With discovery the first fetch happens on the thread, with fetch (an
+ * error when it is NULL). Without "jwt" in auth.chain nothing is fetched: generation
+ * stays 0. */
+sup_keys *sup_keys_start(const hsmca_config *cfg, sup_keys_fetch_fn fetch, hsmca_err *e);
 
 /* Whether cluster idx's keys (0 local, i + 1 auth.clusters[i]) come from its issuer by
  * discovery: then the key fetcher child (keyfetch/) fetches and parses them, and the

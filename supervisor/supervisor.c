@@ -145,7 +145,7 @@ static HSMCA_MUSTCHECK hsmca_code keyring_start(const hsmca_config *cfg, hsmca_c
             continue;
         config_cluster_view(cfg, i, &views[i]);
         r->relay[i] = sup_keys_from_issuer(cfg, i);
-        if (!(r->k[i] = r->relay[i] ? sup_keys_relay(e) : sup_keys_start(&views[i], e))) {
+        if (!(r->k[i] = r->relay[i] ? sup_keys_relay(e) : sup_keys_start(&views[i], NULL, e))) {
             keyring_stop(r);
             return e->code;
         }
