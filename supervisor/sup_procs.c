@@ -365,6 +365,10 @@ hsmca_code sup_procs_prepare(const hsmca_config *cfg, const char *cli, const cha
         c->ctl = -1;
         c->backoff = BACKOFF_MIN / 2;
     }
+    char exe[PATH_MAX]; /* a missing program is an installation error no restart cures */
+    for (int i = 0; i < SUP_KIDS; i++)
+        if (sup_kids[i].on && procs[i].program)
+            HSMCA_GUARD(sup_exec_find(cli, procs[i].program, exe, sizeof(exe), e));
     for (int i = 0; i < SUP_KIDS; i++)
         if (procs[i].program)
             HSMCA_GUARD(sup_env_build(cfg, procs[i].env, &sup_kids[i].env, e));

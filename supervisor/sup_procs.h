@@ -70,8 +70,9 @@ typedef struct {
 /* One child per row, with its environment (nothing inherited but what it reads,
  * sup_env.h; publish-roots' from sup_publish_prepare). cli is the hsmca program (an
  * absolute path: the children's programs are found from it) and config the config's
- * absolute path; both kept, not copied. HSMCA_EINVAL naming the key for what no restart
- * cures. Release with sup_procs_free, also after an error. */
+ * absolute path; both kept, not copied. HSMCA_ENOTFOUND when the program of a child this
+ * config runs is missing (sup_exec_find), HSMCA_EINVAL naming the key for what else no
+ * restart cures. Release with sup_procs_free, also after an error. */
 HSMCA_MUSTCHECK hsmca_code sup_procs_prepare(const hsmca_config *cfg, const char *cli,
                                              const char *config, hsmca_err *e);
 
