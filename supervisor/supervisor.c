@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -32,7 +33,9 @@ typedef struct {
 } sup_keyring;
 
 /* Every holder reads or fetches again, each keeping to its own min_refresh: a JWKS file
- * here, an issuer's keys in the key fetcher, which is asked (CTL_KEYS_REFRESH). */
+ * here, an issuer's keys in the key fetcher, which is asked (CTL_KEYS_REFRESH) without
+ * waiting: a fetcher that reads nothing never blocks the supervisor, and a request it
+ * has not read yet stands for this one. */
 static void keys_refresh(sup_keyring *keys)
 {
     for (int i = 0; i < SUP_CLUSTERS; i++)
@@ -40,7 +43,7 @@ static void keys_refresh(sup_keyring *keys)
             sup_keys_refresh(keys->k[i]);
     int ctl = sup_procs_ctl(LINK_FETCHER);
     char b = CTL_KEYS_REFRESH;
-    if (ctl >= 0 && write(ctl, &b, 1) != 1)
+    if (ctl >= 0 && send(ctl, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1 && errno != EAGAIN)
         log_warn("cannot ask the key fetcher for fresh issuer keys: %s", strerror(errno));
 }
 
@@ -53,7 +56,7 @@ static void read_fetcher(sup_child *from, sup_keyring *keys)
     int fd = -1, eof = 0;
     hsmca_err e;
     hsmca_code rc = ipc_recv_ctl(from->ctl, &type, &fd, &eof, &e);
-    if (eof) {
+    if (eof || (rc != HSMCA_OK && rc != HSMCA_EINVAL)) { /* gone, or the channel broke */
         close(from->ctl);
         from->ctl = -1;
         return;
