@@ -1,4 +1,4 @@
-/* audit_entry.h - one entry of the signing log as a canonical JSON line (DESIGN.md §6):
+/* audit_entry.h - one entry of the signing log as a canonical JSON line (docs/ARCHITECTURE.md §7.2):
  * keys in byte order, integers only (no floats), strings escaped by common/log.h's escaper
  * (valid UTF-8 kept, every other byte as the text \xNN, so any bytes fit on one line), each
  * string capped with "<key>_truncated":<original length> when cut. A line is at most
@@ -94,7 +94,7 @@ typedef struct {
  *   crl:          crl_number, crl_sha256 (SHA-256 of the CRL's DER), count (revoked
  *                 entries in it), not_before (thisUpdate), not_after (nextUpdate)
  *   ca-key:       a CA key's ceremony step, written by the `hsmca` command that did it
- *                 (cli/ca_audit.h): step ("init", "import", "keygen", "audit-keygen",
+ *                 (ca/ca_audit.h): step ("init", "import", "keygen", "audit-keygen",
  *                 "rotate-prepare", "rotate-import", "rotate-overlap", "rotate-switch",
  *                 "rotate-cross-sign", "rotate-finish"),
  *                 requester (the unix user), ca_key_uri, ca_key_alg, ca_key_type,

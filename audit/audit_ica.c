@@ -97,23 +97,6 @@ const char *audit_ica_state_name(audit_ica_state s)
     return s <= ICA_EXPIRED ? names[s] : "unknown";
 }
 
-uint8_t *audit_ica_unbase64(const char *b64, size_t len, size_t *out_len)
-{
-    if (len == 0 || len % 4 != 0 || len > (size_t)INT32_MAX)
-        return NULL;
-    uint8_t *out = malloc(len / 4 * 3 + 1);
-    if (!out)
-        return NULL;
-    int n = EVP_DecodeBlock(out, (const unsigned char *)b64, (int)len);
-    if (n < 0) {
-        free(out);
-        return NULL;
-    }
-    size_t pad = (b64[len - 1] == '=') + (len > 1 && b64[len - 2] == '=');
-    *out_len = (size_t)n - pad;
-    return out;
-}
-
 /* Whether two users are one: by uid when both have one, else by name. */
 static int same_user(const char *a, int64_t auid, const char *b, int64_t buid)
 {
@@ -235,7 +218,7 @@ static HSMCA_MUSTCHECK hsmca_code check_cert(const audit_ica_req *r, const audit
                  "the certificate of intermediate request %llu has no issue-intent before it",
                  (unsigned long long)r->id);
     size_t n;
-    uint8_t *der = audit_ica_unbase64(ent->cert.p, ent->cert.len, &n), md[32];
+    uint8_t *der = util_b64_decode(ent->cert.p, ent->cert.len, &n), md[32];
     HSMCA_ENSURE(der, e, HSMCA_EPERM, "intermediate-cert: the certificate is not base64");
     SHA256(der, n, md);
     free(der);
@@ -276,21 +259,12 @@ uint8_t *audit_ica_renewal_message(const char *cluster, const uint8_t *csr_der, 
 static int proof_ok(const audit_ica_req *p, const audit_ica_req *r, const uint8_t *proof,
                     size_t plen)
 {
-    size_t cn = 0, qn = 0, mn = 0;
-    uint8_t *cder = audit_ica_unbase64(p->cert_b64, strlen(p->cert_b64), &cn);
-    uint8_t *qder = audit_ica_unbase64(r->csr_b64, strlen(r->csr_b64), &qn);
+    size_t qn = 0, mn = 0;
+    uint8_t *qder = util_b64_decode(r->csr_b64, strlen(r->csr_b64), &qn);
     uint8_t *msg = qder ? audit_ica_renewal_message(r->cluster, qder, qn, &mn) : NULL;
-    const unsigned char *cp = cder;
-    X509 *x = cder ? d2i_X509(NULL, &cp, (long)cn) : NULL;
-    EVP_PKEY *key = x ? X509_get0_pubkey(x) : NULL;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int ok = key && msg && ctx && EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, key) == 1 &&
-             EVP_DigestVerify(ctx, proof, plen, msg, mn) == 1;
-    EVP_MD_CTX_free(ctx);
-    X509_free(x);
+    int ok = msg && audit_ica_renew_verify(p, msg, mn, proof, plen);
     free(msg);
     free(qder);
-    free(cder);
     return ok;
 }
 
@@ -344,7 +318,7 @@ static HSMCA_MUSTCHECK hsmca_code check_auto(const audit_ica *t, const audit_ent
 {
     size_t plen = 0;
     uint64_t cur = 0;
-    uint8_t *proof = ent->proof.len ? audit_ica_unbase64(ent->proof.p, ent->proof.len, &plen)
+    uint8_t *proof = ent->proof.len ? util_b64_decode(ent->proof.p, ent->proof.len, &plen)
                                     : NULL;
     HSMCA_ENSURE(!ent->proof.len || proof, e, HSMCA_EPERM,
                  "intermediate-auto-approve: the proof is not base64");

@@ -1,5 +1,5 @@
 /* audit_ica.h - the state of istiod intermediate CA requests, rebuilt from the signing log
- * (DESIGN.md §2, §6): the signer's replay at start, its admin socket as it goes, and the
+ * (docs/ARCHITECTURE.md §3.3, §7): the signer's replay at start, its admin socket as it goes, and the
  * offline verifier apply the same rules to the same entries, so they cannot disagree
  * about who approved what.
  *
@@ -134,9 +134,5 @@ HSMCA_MUSTCHECK hsmca_code audit_ica_may_auto(const audit_ica *t, uint64_t id, u
  * certificate or CRL can be. A new buffer (caller frees), NULL when out of memory. */
 uint8_t *audit_ica_renewal_message(const char *cluster, const uint8_t *csr_der, size_t len,
                                    size_t *out_len);
-
-/* Decodes base64 text (b64, len characters) into a new buffer (caller frees): NULL when it
- * is not base64 or out of memory. */
-uint8_t *audit_ica_unbase64(const char *b64, size_t len, size_t *out_len);
 
 #endif

@@ -9,6 +9,8 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
+#include "util.h"
+
 typedef struct {
     char cluster[AUDIT_CLUSTER_MAX + 1];
     uint64_t current; /* its newest issued request */
@@ -115,25 +117,33 @@ uint8_t *audit_ica_renew_message(const char *origin, uint64_t id, const char *cl
     return m;
 }
 
-/* Whether proof verifies under the key of p's certificate over r's renewal message. */
-static int proof_ok(const audit_ica_req *p, const audit_ica_req *r, const char *origin,
-                    const uint8_t *proof, size_t plen)
+int audit_ica_renew_verify(const audit_ica_req *p, const uint8_t *msg, size_t len,
+                           const uint8_t *proof, size_t plen)
 {
-    size_t cn = 0, qn = 0, mn = 0;
-    uint8_t *cder = audit_ica_unbase64(p->cert_b64, strlen(p->cert_b64), &cn);
-    uint8_t *qder = audit_ica_unbase64(r->csr_b64, strlen(r->csr_b64), &qn);
-    uint8_t *msg = qder ? audit_ica_renew_message(origin, r->id, r->cluster, qder, qn, &mn) : NULL;
+    size_t cn = 0;
+    uint8_t *cder = util_b64_decode(p->cert_b64, strlen(p->cert_b64), &cn);
     const unsigned char *cp = cder;
     X509 *x = cder ? d2i_X509(NULL, &cp, (long)cn) : NULL;
     EVP_PKEY *key = x ? X509_get0_pubkey(x) : NULL;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     int ok = key && msg && ctx && EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, key) == 1 &&
-             EVP_DigestVerify(ctx, proof, plen, msg, mn) == 1;
+             EVP_DigestVerify(ctx, proof, plen, msg, len) == 1;
     EVP_MD_CTX_free(ctx);
     X509_free(x);
+    free(cder);
+    return ok;
+}
+
+/* Whether proof verifies under the key of p's certificate over r's renewal message. */
+static int proof_ok(const audit_ica_req *p, const audit_ica_req *r, const char *origin,
+                    const uint8_t *proof, size_t plen)
+{
+    size_t qn = 0, mn = 0;
+    uint8_t *qder = util_b64_decode(r->csr_b64, strlen(r->csr_b64), &qn);
+    uint8_t *msg = qder ? audit_ica_renew_message(origin, r->id, r->cluster, qder, qn, &mn) : NULL;
+    int ok = msg && audit_ica_renew_verify(p, msg, mn, proof, plen);
     free(msg);
     free(qder);
-    free(cder);
     return ok;
 }
 

@@ -51,6 +51,11 @@ HSMCA_MUSTCHECK hsmca_code audit_ica_renew_revoked(audit_ica_renew *s, const aud
 uint8_t *audit_ica_renew_message(const char *origin, uint64_t id, const char *cluster,
                                  const uint8_t *csr_der, size_t len, size_t *out_len);
 
+/* Whether proof (plen bytes) is a SHA-256 signature over msg[0..len) by the key of p's
+ * certificate: the one check of a renewal proof, today's message or the older one. */
+int audit_ica_renew_verify(const audit_ica_req *p, const uint8_t *msg, size_t len,
+                           const uint8_t *proof, size_t plen);
+
 /* Whether request id of t may be auto-approved at time now by proof (plen bytes) made for
  * the log of origin: the rule above; *renews gets the current intermediate's id.
  * HSMCA_ENOTFOUND for no such request, HSMCA_EPERM naming the rule. */

@@ -1,4 +1,4 @@
-/* audit_lines.h - the one reader of the log's lines (DESIGN.md §6), used by the writer's
+/* audit_lines.h - the one reader of the log's lines (docs/ARCHITECTURE.md §7.2), used by the writer's
  * replay at open (audit_log.c), the offline verifier (audit_verify.c) and `audit show`:
  * one fixed buffer, a line longer than AUDIT_LINE_MAX refused, never buffered, so memory
  * stays bounded whatever the file holds. */

@@ -1,4 +1,4 @@
-/* audit_lock.h - one signer per audit directory (DESIGN.md §6): an exclusive flock(2)
+/* audit_lock.h - one signer per audit directory (docs/ARCHITECTURE.md §7.1): an exclusive flock(2)
  * on DIR/lock, which holds the holder's pid for the message a second signer gives.
  * Taken before the token is opened and anything in DIR is read, held for the process's
  * life (the kernel drops it at exit, however the process ends), so no two signers ever

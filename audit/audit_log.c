@@ -394,7 +394,7 @@ hsmca_code audit_log_append_checked(audit_log *l, audit_entry *ent, audit_check_
     rc = audit_hash_leaf((const uint8_t *)l->line, n - 1, &leaf, e);
     if (rc == HSMCA_OK)
         rc = audit_tree_append(&l->tree, &leaf, e);
-    /* Hook for checkpoints (DESIGN.md §6, next step): the tree's root after this line is
+    /* Hook for checkpoints (docs/ARCHITECTURE.md §7.6, next step): the tree's root after this line is
      * what a checkpoint signed by the audit key will commit to, at least once a second. */
     *seq = l->next_seq++;
     int flush = l->pend_len > AUDIT_PEND_FLUSH && !l->failed;

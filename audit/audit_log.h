@@ -1,4 +1,4 @@
-/* audit_log.h - the signing log's writer, owned by the signer (DESIGN.md §6): one
+/* audit_log.h - the signing log's writer, owned by the signer (docs/ARCHITECTURE.md §7): one
  * append-only file DIR/log of audit_entry lines, a sequence number per line (the line's
  * index, so also its Merkle leaf index), group commit, fail closed.
  *

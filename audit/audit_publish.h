@@ -1,4 +1,4 @@
-/* audit_publish.h - the signing log's publisher (DESIGN.md §6): signed checkpoints
+/* audit_publish.h - the signing log's publisher (docs/ARCHITECTURE.md §7.6): signed checkpoints
  * and the C2SP tlog-tiles layout beside DIR/log, made from the durable lines only.
  *
  *   DIR/vkey                    the audit key's verifier key "name+hex8+base64\n" (at attach)

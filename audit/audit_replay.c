@@ -311,17 +311,28 @@ hsmca_code audit_replay_entry(audit_replay *r, const audit_entry *ent, uint64_t 
         return HSMCA_OK; /* the CA profile's state is not trusted past its first break */
     hsmca_err why;
     hsmca_err_clear(&why);
-    hsmca_code rc = r->crl ? audit_crl_apply(r->crl, ent, off, &why) : HSMCA_OK;
+    /* Both rule sets pass before either state changes: a broken entry leaves no part of
+     * itself behind (the revocation list and the intermediates agree). */
+    hsmca_code rc = r->crl ? audit_crl_check(r->crl, ent, &why) : HSMCA_OK;
+    if (rc == HSMCA_OK && r->ica)
+        rc = audit_ica_check(r->ica, ent, &why);
+    if (rc == HSMCA_OK && r->crl)
+        rc = audit_crl_apply(r->crl, ent, off, &why);
     if (rc == HSMCA_OK && r->ica)
         rc = audit_ica_apply(r->ica, ent, off, &why);
     if (rc == HSMCA_OK)
         return HSMCA_OK;
-    if (rc != HSMCA_EPERM)
+    if (rc == HSMCA_ENOMEM)
         return hsmca_fail(e, rc, "%s", why.msg);
-    /* A CA-profile rule broken: noted, and the workload rules go on (audit_replay.h). */
+    /* A CA-profile rule broken (any refusal of the rules: EPERM, or ENOTFOUND for a
+     * request that does not exist): noted, and the workload rules go on (audit_replay.h). */
     r->ca_broken = 1;
     r->ca_broken_seq = ent->seq;
-    snprintf(r->ca_broken_why, sizeof(r->ca_broken_why), "%s", why.msg);
+    if (strncmp(why.msg, "log seq ", 8) == 0)
+        snprintf(r->ca_broken_why, sizeof(r->ca_broken_why), "%s", why.msg);
+    else
+        snprintf(r->ca_broken_why, sizeof(r->ca_broken_why), "log seq %llu (byte %llu): %.190s",
+                 (unsigned long long)ent->seq, (unsigned long long)off, why.msg);
     return HSMCA_OK;
 }
 

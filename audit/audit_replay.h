@@ -1,5 +1,5 @@
 /* audit_replay.h - the one replay of the signing log's serials and open intents
- * (DESIGN.md §6): the signer's start (through audit_log_open's audit_replay_fn) and the
+ * (docs/ARCHITECTURE.md §7.4): the signer's start (through audit_log_open's audit_replay_fn) and the
  * offline verifier (audit_verify) feed it the same entries in log order, so they cannot
  * disagree about a log. What one refuses, the other refuses, with the same message.
  *

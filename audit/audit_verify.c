@@ -310,6 +310,29 @@ static HSMCA_MUSTCHECK hsmca_code save_state(vrun *v, hsmca_err *e)
 
 /* ---- the whole ------------------------------------------------------------------------- */
 
+/* A live directory: checkpoint was replaced after checkpoints/ was listed, by a larger
+ * one that the publisher wrote to checkpoints/<its size> first (the same bytes). What was
+ * listed is what this run verified; a smaller or unmatched checkpoint is still refused. */
+static int grew_since(const vrun *v, const char *path, uint64_t max)
+{
+    audit_checkpoint now;
+    hsmca_err ignored;
+    char what[40], cpath[4096];
+    if (audit_checkpoint_load(path, "checkpoint", v->o->vkey, &now, &ignored) != HSMCA_OK ||
+        now.size <= max)
+        return 0;
+    snprintf(what, sizeof(what), "checkpoints/%llu", (unsigned long long)now.size);
+    snprintf(cpath, sizeof(cpath), "%s/%s", v->o->dir, what);
+    char *a = NULL, *b = NULL;
+    size_t alen, blen;
+    int same = util_read_file(path, AUDIT_NOTE_MAX, &a, &alen, &ignored) == HSMCA_OK &&
+               util_read_file(cpath, AUDIT_NOTE_MAX, &b, &blen, &ignored) == HSMCA_OK &&
+               alen == blen && memcmp(a, b, alen) == 0;
+    free(a);
+    free(b);
+    return same;
+}
+
 /* DIR/checkpoint and the largest of checkpoints/: the same bytes, verified. */
 static HSMCA_MUSTCHECK hsmca_code latest(vrun *v, hsmca_err *e)
 {
@@ -342,8 +365,8 @@ static HSMCA_MUSTCHECK hsmca_code latest(vrun *v, hsmca_err *e)
     free(a);
     free(b);
     HSMCA_ENSURE(rc == HSMCA_OK, e, HSMCA_EPERM, "checkpoint: %s", re.msg);
-    HSMCA_ENSURE(same, e, HSMCA_EPERM, "checkpoint: is not the same bytes as %s, the largest",
-                 what);
+    HSMCA_ENSURE(same || grew_since(v, path, max), e, HSMCA_EPERM,
+                 "checkpoint: is not the same bytes as %s, the largest", what);
     v->r->size = c.size;
     v->r->root = c.root;
     snprintf(v->origin, sizeof(v->origin), "%s", c.origin);

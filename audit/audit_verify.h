@@ -1,4 +1,4 @@
-/* audit_verify.h - the offline verifier of a signing-log directory (DESIGN.md §6, the
+/* audit_verify.h - the offline verifier of a signing-log directory (docs/ARCHITECTURE.md §7.7, the
  * layout in docs/AUDIT.md): DIR/log, DIR/vkey, DIR/checkpoint, DIR/checkpoints/<size>,
  * DIR/tile/... . No HSM, no server: what an auditor runs on a copy of the directory.
  *

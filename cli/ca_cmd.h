@@ -1,5 +1,7 @@
-/* ca_cmd.h - `hsmca ca init|import|show`: the CA key and its certificate, a ceremony
- * run by an operator in this process with the config's PKCS#11 module (docs/CEREMONY.md). */
+/* ca_cmd.h - `hsmca ca init|import|show|revoke|rotate`: the dispatch, and revoke, which
+ * asks the running signer through its admin socket. The other subcommands are the CA
+ * ceremony (ca/ca.h), run in this process with the config's PKCS#11 module
+ * (docs/CEREMONY.md). */
 #ifndef HSMCA_CA_CMD_H
 #define HSMCA_CA_CMD_H
 
@@ -8,12 +10,8 @@
  * does not load or names no CA key. */
 int ca_main(int argc, char **argv);
 
-/* The subcommands (argv[0] their name) and their --help texts. */
-int ca_init(int argc, char **argv);
-int ca_import(int argc, char **argv);
-int ca_show(int argc, char **argv);
-int ca_revoke(int argc, char **argv); /* ca_revoke.c: through the admin socket */
-int ca_rotate(int argc, char **argv); /* ca_rotate.c: docs/ROTATION.md */
-extern const char ca_init_help[], ca_import_help[], ca_show_help[], ca_revoke_help[];
+/* `hsmca ca revoke` (ca_revoke.c: through the admin socket) and its --help text. */
+int ca_revoke(int argc, char **argv);
+extern const char ca_revoke_help[];
 
 #endif

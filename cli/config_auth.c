@@ -62,7 +62,7 @@ static void check_jwt(const hsmca_config *v, const char *prefix, cc_report *r)
         check_jwks(r, key, v->jwks_file);
     }
     if (v->jwt_ca_bundle[0]) {
-        STACK_OF(X509) *certs = ca_load_certs(v->jwt_ca_bundle, v->jwt_ca_bundle, &e);
+        STACK_OF(X509) *certs = certfile_load(v->jwt_ca_bundle, v->jwt_ca_bundle, &e);
         snprintf(key, sizeof(key), "%.64s.ca_bundle", prefix);
         if (!certs)
             cc_problem(r, key, "%s", e.msg);

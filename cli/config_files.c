@@ -91,9 +91,9 @@ void cc_check_ca(const hsmca_config *c, cc_report *r)
     int chain_ok = 1;
     /* The root bundle defaults to ca.cert, whose problems are reported once. */
     if (c->root_bundle[0] && (ca || strcmp(c->root_bundle, c->ca_cert) != 0) &&
-        !(roots = ca_load_certs(c->root_bundle, c->root_bundle, &e)))
+        !(roots = certfile_load(c->root_bundle, c->root_bundle, &e)))
         cc_problem(r, "ca.root_bundle", "%s", e.msg);
-    if (c->chain[0] && !(chain = ca_load_certs(c->chain, c->chain, &e))) {
+    if (c->chain[0] && !(chain = certfile_load(c->chain, c->chain, &e))) {
         cc_problem(r, "ca.chain", "%s", e.msg);
         chain_ok = 0;
     }

@@ -17,7 +17,7 @@
 static X509 *load_ca(cc_report *r, const char *key, const char *path)
 {
     hsmca_err e;
-    STACK_OF(X509) *certs = ca_load_certs(path, path, &e);
+    STACK_OF(X509) *certs = certfile_load(path, path, &e);
     if (!certs) {
         cc_problem(r, key, "%s", e.msg);
         return NULL;
@@ -38,7 +38,7 @@ static X509 *load_ca(cc_report *r, const char *key, const char *path)
 static void check_chain(cc_report *r, const char *key, const char *path)
 {
     hsmca_err e;
-    STACK_OF(X509) *certs = path[0] ? ca_load_certs(path, path, &e) : NULL;
+    STACK_OF(X509) *certs = path[0] ? certfile_load(path, path, &e) : NULL;
     if (path[0] && !certs)
         cc_problem(r, key, "%s", e.msg);
     sk_X509_pop_free(certs, X509_free);

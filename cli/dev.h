@@ -1,4 +1,4 @@
-/* dev.h - the embedded default: `hsmca dev` (DESIGN.md §8). */
+/* dev.h - the embedded default: `hsmca dev` (docs/ARCHITECTURE.md §9). */
 #ifndef HSMCA_DEV_H
 #define HSMCA_DEV_H
 

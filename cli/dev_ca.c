@@ -153,7 +153,7 @@ static HSMCA_MUSTCHECK hsmca_code ensure_audit_key(p11_module *m, const char *pi
 static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_type type,
                                                     p11_key_type audit_type, hsmca_err *e)
 {
-    char pin[256], so_pin[256], path[PATH_MAX];
+    char pin[UTIL_PIN_MAX + 1], so_pin[UTIL_PIN_MAX + 1], path[PATH_MAX];
     p11_module *m = NULL;
     p11_pool *pool = NULL;
     snprintf(path, sizeof(path), "%s/pin", dir);

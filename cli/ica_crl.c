@@ -41,23 +41,9 @@ static const char *ca_problem(X509 *x, EVP_PKEY *key)
  * nextUpdate the certificate's notAfter (an empty CRL that outlives nothing it covers). */
 static X509_CRL *empty_crl(X509 *x, EVP_PKEY *key)
 {
-    X509_CRL *c = X509_CRL_new();
-    ASN1_TIME *now = ASN1_TIME_set(NULL, time(NULL));
-    ASN1_INTEGER *num = ASN1_INTEGER_new();
-    X509V3_CTX ctx;
-    X509V3_set_ctx(&ctx, x, NULL, NULL, c, 0);
-    X509_EXTENSION *aki =
-        c ? X509V3_EXT_conf_nid(NULL, &ctx, NID_authority_key_identifier, "keyid:always") : NULL;
-    int ok = c && now && num && aki && X509_CRL_set_version(c, 1) &&
-             X509_CRL_set_issuer_name(c, X509_get_subject_name(x)) &&
-             X509_CRL_set1_lastUpdate(c, now) &&
-             X509_CRL_set1_nextUpdate(c, X509_get0_notAfter(x)) &&
-             ASN1_INTEGER_set_uint64(num, (uint64_t)time(NULL)) && X509_CRL_add_ext(c, aki, -1) &&
-             X509_CRL_add1_ext_i2d(c, NID_crl_number, num, 0, 0) == 1 &&
-             X509_CRL_sign(c, key, md_for(key)) > 0 && X509_CRL_verify(c, key) == 1;
-    X509_EXTENSION_free(aki);
-    ASN1_TIME_free(now);
-    ASN1_INTEGER_free(num);
+    int64_t now = (int64_t)time(NULL);
+    X509_CRL *c = certasm_crl_new(x, now, X509_get0_notAfter(x), (uint64_t)now);
+    int ok = c && X509_CRL_sign(c, key, md_for(key)) > 0 && X509_CRL_verify(c, key) == 1;
     if (!ok) {
         X509_CRL_free(c);
         return NULL;

@@ -9,6 +9,7 @@
 #include <openssl/x509.h>
 
 #include "audit_ica_renew.h"
+#include "util.h"
 
 static X509_REQ *csr_of(const char *csr_pem)
 {
@@ -86,10 +87,8 @@ hsmca_code ica_renew_proof(EVP_PKEY *k, const char *csr_pem, const char *origin,
          EVP_DigestSign(ctx, NULL, &siglen, msg, len) != 1 || !(sig = malloc(siglen)) ||
          EVP_DigestSign(ctx, sig, &siglen, msg, len) != 1))
         rc = hsmca_fail(e, HSMCA_EINVAL, "--renew-with-key: cannot sign with it");
-    if (rc == HSMCA_OK && !(*out = malloc(4 * ((siglen + 2) / 3) + 1)))
+    if (rc == HSMCA_OK && !(*out = util_b64_encode(sig, siglen)))
         rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
-    if (rc == HSMCA_OK)
-        EVP_EncodeBlock((unsigned char *)*out, sig, (int)siglen);
     free(sig);
     EVP_MD_CTX_free(ctx);
     free(msg);

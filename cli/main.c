@@ -1,6 +1,7 @@
 /* main.c - the `hsmca` command line: one subcommand per task; `serve` execs the
  * supervisor, `hsmca-supervisor`, which execs the children, `hsmca-signer`,
- * `hsmca-frontend` and `hsmca-metrics` (programs of their own, supervisor/supervisor.c). */
+ * `hsmca-frontend`, `hsmca-metrics`, `hsmca-publish` and `hsmca-keyfetch` (programs of
+ * their own, supervisor/sup_procs.c). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,12 +12,12 @@
 #include "config_cmd.h"
 #include "dev.h"
 #include "intermediate_cmd.h"
-#include "k8s_publish.h"
+#include "k8s_cmd.h"
 #include "log.h"
 #include "probe.h"
 #include "request.h"
 #include "serve.h"
-#include "token_cmd.h"
+#include "token_check.h"
 #include "version.h"
 
 static void usage(FILE *f)
@@ -59,8 +60,10 @@ static void usage(FILE *f)
           "serve and dev run the programs installed beside hsmca (or in\n"
           "../libexec/hsmca/): hsmca-supervisor, which they become, starts\n"
           "hsmca-signer, the privileged process that holds the token session,\n"
-          "hsmca-frontend, the sandboxed gRPC front end, and hsmca-metrics, the\n"
-          "sandboxed metrics and health listener (metrics.listen).\n",
+          "hsmca-frontend, the sandboxed gRPC front end, hsmca-metrics, the\n"
+          "sandboxed metrics and health listener (metrics.listen), hsmca-publish,\n"
+          "the root distribution (publish.enabled), and hsmca-keyfetch, the issuer's\n"
+          "key fetcher (auth.jwt.discovery).\n",
           f);
 }
 

@@ -5,12 +5,15 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/asn1.h>
 #include <openssl/crypto.h>
 #include <openssl/objects.h>
 #include <openssl/pem.h>
+#include <openssl/sha.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 int certasm_sig_nid_for_key(const EVP_PKEY *key)
 {
@@ -165,4 +168,59 @@ X509 *certasm_load_pem(const char *path, hsmca_err *e)
     if (!x)
         hsmca_fail(e, HSMCA_EINVAL, "%s does not hold a PEM certificate", path);
     return x;
+}
+
+X509_CRL *certasm_crl_new(X509 *issuer, int64_t this_update, const ASN1_TIME *next_update,
+                          uint64_t number)
+{
+    X509_CRL *c = X509_CRL_new();
+    ASN1_TIME *tu = ASN1_TIME_set(NULL, (time_t)this_update);
+    ASN1_INTEGER *num = ASN1_INTEGER_new();
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, issuer, NULL, NULL, c, 0);
+    X509_EXTENSION *aki =
+        c ? X509V3_EXT_conf_nid(NULL, &ctx, NID_authority_key_identifier, "keyid:always") : NULL;
+    int ok = c && tu && num && aki && X509_CRL_set_version(c, 1) &&
+             X509_CRL_set_issuer_name(c, X509_get_subject_name(issuer)) &&
+             X509_CRL_set1_lastUpdate(c, tu) && X509_CRL_set1_nextUpdate(c, next_update) &&
+             ASN1_INTEGER_set_uint64(num, number) && X509_CRL_add_ext(c, aki, -1) &&
+             X509_CRL_add1_ext_i2d(c, NID_crl_number, num, 0, 0) == 1;
+    X509_EXTENSION_free(aki);
+    ASN1_TIME_free(tu);
+    ASN1_INTEGER_free(num);
+    if (!ok) {
+        X509_CRL_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* SHA-256 of der[0..n) in hex; 0 when n says the encoding failed. */
+static int sha256_hex(const unsigned char *der, int n, char hex[65])
+{
+    unsigned char md[32];
+    if (n <= 0 || !der)
+        return 0;
+    SHA256(der, (size_t)n, md);
+    util_hex(md, sizeof(md), hex);
+    return 1;
+}
+
+int certasm_spki_sha256(EVP_PKEY *key, char hex[65])
+{
+    unsigned char *der = NULL;
+    /* i2d_ first: the order of a call's arguments is unspecified. */
+    int n = key ? i2d_PUBKEY(key, &der) : -1;
+    int ok = sha256_hex(der, n, hex);
+    OPENSSL_free(der);
+    return ok;
+}
+
+int certasm_cert_sha256(X509 *x, char hex[65])
+{
+    unsigned char *der = NULL;
+    int n = x ? i2d_X509(x, &der) : -1;
+    int ok = sha256_hex(der, n, hex);
+    OPENSSL_free(der);
+    return ok;
 }

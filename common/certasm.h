@@ -32,6 +32,19 @@ X509 *certasm_load_pem(const char *path, hsmca_err *e);
  * OPENSSL_cleanse before freeing). NULL on failure. */
 char *certasm_key_pem(EVP_PKEY *key);
 
+/* The log's fingerprints: SHA-256 of the key's DER SubjectPublicKeyInfo / of the
+ * certificate's DER, in lowercase hex, into hex (65 bytes). 1, or 0 when it does not
+ * encode (NULL key or certificate). The ceremony and the signer both write them. */
+int certasm_spki_sha256(EVP_PKEY *key, char hex[65]);
+int certasm_cert_sha256(X509 *x, char hex[65]);
+
+/* The TBSCertList of a v2 CRL that issuer signs, without its revoked certificates (the
+ * caller adds them) or its algorithm: issuer's subject, thisUpdate this_update,
+ * nextUpdate next_update, and the extensions authorityKeyIdentifier (issuer's keyid) and
+ * cRLNumber number (RFC 5280 5.2.1, 5.2.3). New (caller frees); NULL when out of memory. */
+X509_CRL *certasm_crl_new(X509 *issuer, int64_t this_update, const ASN1_TIME *next_update,
+                          uint64_t number);
+
 /* Copies what was written to a memory BIO into a new NUL-terminated string and
  * wipes the BIO's buffer (it may hold a key). Caller frees; NULL on failure. */
 char *certasm_bio_string(BIO *b);

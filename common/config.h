@@ -83,7 +83,7 @@ typedef struct {
     char module_path[CONFIG_MAX_STR];   /* /usr/lib/softhsm/libsofthsm2.so */
     char pin_file[CONFIG_MAX_STR];      /* file holding the user PIN */
     char ca_key_uri[CONFIG_MAX_STR];    /* pkcs11:token=hsmca;object=ca-key;type=private */
-    char audit_key_uri[CONFIG_MAX_STR]; /* the audit key (DESIGN.md §6: Ed25519 or EC P-256/P-384),
+    char audit_key_uri[CONFIG_MAX_STR]; /* the audit key (docs/ARCHITECTURE.md §7.6: Ed25519 or EC P-256/P-384),
                                            in audit_module; "" (default): none yet */
     char softhsm2_conf[CONFIG_MAX_STR]; /* optional: SOFTHSM2_CONF for the signer only */
     uint32_t sessions;                  /* signing session pool size, default 4 */
@@ -133,7 +133,7 @@ typedef struct {
                                                   and JWKS requests (a Kubernetes API
                                                   server wants one), re-read at every
                                                   fetch; "" (default): none */
-    int jwt_bind;          /* identity binding (DESIGN.md §2): the front end forwards a jwt
+    int jwt_bind;          /* identity binding (docs/ARCHITECTURE.md §3.2): the front end forwards a jwt
                               caller's token with the TBS and the signer verifies it again
                               against the keys the supervisor pushes it, and that the URI SAN
                               is the token's identity; default true */
@@ -169,7 +169,7 @@ typedef struct {
     int signer_allow_network_false;  /* not a key: the file wrote seccomp_allow_network: false */
 
     /* audit: */
-    char audit_dir[CONFIG_MAX_STR];    /* the signing log (DESIGN.md §6); required unless
+    char audit_dir[CONFIG_MAX_STR];    /* the signing log (docs/ARCHITECTURE.md §7); required unless
                                           audit.disabled */
     char audit_origin[CONFIG_MAX_STR]; /* checkpoint origin and audit key name; unique per
                                           replica; "": config_default_origin() */
@@ -220,7 +220,7 @@ typedef struct {
     /* crl: the CA's CRL, signed in the token (signer/signer_crl.h) */
     char crl_path[CONFIG_MAX_STR]; /* where the signer writes it (PEM); "" (default): off */
     uint32_t crl_validity;         /* seconds from thisUpdate to nextUpdate, default 7d */
-    /* publish: `hsmca k8s publish-roots` (cli/k8s_publish.h) */
+    /* publish: `hsmca k8s publish-roots`, hsmca-publish (publish/k8s_publish.h) */
     char publish_kubeconfig[CONFIG_MAX_STR];      /* "" (default): the in-cluster config */
     char publish_ns_selector[CONFIG_MAX_STR];     /* a label selector; "" (default): all */
     uint32_t publish_interval;                    /* seconds between full passes, default 60 */

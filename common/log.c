@@ -359,12 +359,6 @@ LOG_FN(log_error, LOG_LVL_ERROR, return )
 LOG_FN(fatal, LOG_LVL_ERROR, (fflush(stdout), _exit(1)))
 LOG_FN(fatal_config, LOG_LVL_ERROR, (fflush(stdout), _exit(EXIT_CONFIG)))
 
-void fatal_unless_started(int rc, const char *what)
-{
-    if (rc != 0)
-        fatal("cannot start the %s thread: %s", what, strerror(rc));
-}
-
 /* The counting is window_limiter's; this adds the summary line. */
 struct log_limiter {
     window_limiter *w;

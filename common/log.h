@@ -121,10 +121,6 @@ size_t log_json_escape(const void *s, size_t n, size_t in_cap, char *out, size_t
  * returned instead) is hsmca_err.h's out-of-memory rule. */
 noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* For a thread the process cannot run without, started at start-up: fatal() naming what
- * when rc (pthread_create's result) is not 0. */
-void fatal_unless_started(int rc, const char *what);
-
 /* Exit status of a child that cannot start for a reason a restart will not cure
  * (bad config, wrong PIN, unsafe key): the supervisor stops instead of retrying,
  * which also keeps it from locking an HSM's PIN with repeated failed logins. */

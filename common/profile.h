@@ -1,6 +1,6 @@
 /* profile.h - the certificate profiles: the contract between the front end,
  * which builds TBS certificates, and the signer, which checks every one of them
- * (DESIGN.md §2, §3). Both sides include this file, so they cannot disagree on
+ * (docs/ARCHITECTURE.md §3.1, §4). Both sides include this file, so they cannot disagree on
  * a profile number or a bound. */
 #ifndef HSMCA_PROFILE_H
 #define HSMCA_PROFILE_H

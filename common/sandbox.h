@@ -1,5 +1,5 @@
 /* sandbox.h - a child process confines itself once it holds what it needs
- * (DESIGN.md §1, §2): it switches to its own unprivileged user, sets
+ * (docs/ARCHITECTURE.md §1, §3.4): it switches to its own unprivileged user, sets
  * PR_SET_NO_NEW_PRIVS and installs a seccomp allowlist on every thread.
  *
  * The front end and the signer share this module and the syscall groups every

@@ -65,11 +65,14 @@ hsmca_code util_read_file(const char *path, size_t max, char **out, size_t *len,
     return HSMCA_OK;
 }
 
-hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode,
-                                  hsmca_err *e)
+/* The one atomic writer. exact: the file gets mode whatever the umask (fchmod when the
+ * umask took bits away); else mode less the umask, and no chmod call at all. */
+static hsmca_code write_atomic(const char *path, const void *data, size_t len, unsigned mode,
+                               int exact, hsmca_err *e)
 {
     /* A new temp file of an unguessable name (O_EXCL): nothing planted beside path, link
-     * or file, is ever opened; rename then replaces whatever path is without following it. */
+     * or file, is ever opened; rename then replaces whatever path is without following it.
+     * renameat, not rename: the call the signer's sandbox allows. */
     char tmp[4096];
     uint64_t r;
     util_random(&r, sizeof(r));
@@ -94,11 +97,15 @@ hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len
         p += w;
         left -= (size_t)w;
     }
-    if (fchmod(fd, mode) != 0 || fsync(fd) != 0 || close(fd) != 0) {
+    struct stat st;
+    int chmod_ok = !exact || (fstat(fd, &st) == 0 && (st.st_mode & 07777) == (mode & 07777)) ||
+                   fchmod(fd, mode) == 0;
+    if (!chmod_ok || fsync(fd) != 0 || close(fd) != 0) {
+        int err = errno;
         unlink(tmp);
-        return hsmca_fail(e, HSMCA_EIO, "cannot sync %s: %s", tmp, strerror(errno));
+        return hsmca_fail(e, HSMCA_EIO, "cannot sync %s: %s", tmp, strerror(err));
     }
-    if (rename(tmp, path) != 0) {
+    if (renameat(AT_FDCWD, tmp, AT_FDCWD, path) != 0) {
         int err = errno;
         unlink(tmp);
         return hsmca_fail(e, HSMCA_EIO, "cannot rename to %s: %s", path, strerror(err));
@@ -112,6 +119,18 @@ hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len
         close(dfd);
     }
     return HSMCA_OK;
+}
+
+hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode,
+                                  hsmca_err *e)
+{
+    return write_atomic(path, data, len, mode, 1, e);
+}
+
+hsmca_code util_write_file_umask(const char *path, const void *data, size_t len, unsigned mode,
+                                 hsmca_err *e)
+{
+    return write_atomic(path, data, len, mode, 0, e);
 }
 
 hsmca_code util_write_out(const char *path, const void *data, size_t len, unsigned mode,
@@ -134,11 +153,11 @@ hsmca_code util_read_secret(const char *path, char *buf, size_t bufsz, hsmca_err
     if (rc != HSMCA_OK)
         return rc;
     size_t n = strcspn(data, "\r\n");
-    if (n == 0 || n >= bufsz || n > 255) {
+    if (n == 0 || n >= bufsz || n > UTIL_PIN_MAX) {
         OPENSSL_cleanse(data, len);
         free(data);
-        return hsmca_fail(e, HSMCA_EINVAL, "secret file %s: first line must hold 1-255 bytes",
-                          path);
+        return hsmca_fail(e, HSMCA_EINVAL, "secret file %s: first line must hold 1-%d bytes",
+                          path, UTIL_PIN_MAX);
     }
     memcpy(buf, data, n);
     buf[n] = '\0';
@@ -166,11 +185,10 @@ static const char b64url_alpha[] =
 static const char b64std_alpha[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static char *b64_encode(const uint8_t *in, size_t len, const char *alpha, int pad)
+/* The one encoder: in[0..len) into out (room for 4 * ((len + 2) / 3) + 1 bytes),
+ * NUL-terminated; returns the characters written. */
+static size_t b64_encode_into(const uint8_t *in, size_t len, const char *alpha, int pad, char *out)
 {
-    char *out = malloc(4 * ((len + 2) / 3) + 1);
-    if (!out)
-        return NULL;
     size_t o = 0, i = 0;
     for (; i + 2 < len; i += 3) {
         uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
@@ -191,11 +209,26 @@ static char *b64_encode(const uint8_t *in, size_t len, const char *alpha, int pa
             out[o++] = '=';
     }
     out[o] = '\0';
+    return o;
+}
+
+static char *b64_encode(const uint8_t *in, size_t len, const char *alpha, int pad)
+{
+    char *out = malloc(4 * ((len + 2) / 3) + 1);
+    if (out)
+        b64_encode_into(in, len, alpha, pad, out);
     return out;
 }
 
 char *util_b64url_encode(const uint8_t *in, size_t len) { return b64_encode(in, len, b64url_alpha, 0); }
 char *util_b64_encode(const uint8_t *in, size_t len) { return b64_encode(in, len, b64std_alpha, 1); }
+
+size_t util_b64_encode_to(const uint8_t *in, size_t len, char *out, size_t cap)
+{
+    if (cap == 0 || len > (cap - 1) / 4 * 3) /* (cap - 1) / 4 quads of 3 bytes each */
+        return 0;
+    return b64_encode_into(in, len, b64std_alpha, 1, out);
+}
 
 /* Value of c in the url (-_) or the standard (+/) alphabet; -1 outside it. */
 static int b64_val(unsigned char c, int url)

@@ -13,18 +13,28 @@
  * FIFO, a device: "PATH is not a regular file") without blocking on it. */
 HSMCA_MUSTCHECK hsmca_code util_read_file(const char *path, size_t max, char **out, size_t *len, hsmca_err *e);
 
-/* Writes data to path atomically (temp file in the same dir, fsync, rename)
- * with the given mode. Used for keys, certs, configs: nothing half-written. */
+/* The one atomic file writer: data to path through a new temp file in the same dir
+ * (fsync, rename, fsync of the dir) with exactly the given mode. Used for keys, certs,
+ * configs, CRLs: nothing half-written, nothing lost to a crash once it returns. */
 HSMCA_MUSTCHECK hsmca_code util_write_file_atomic(const char *path, const void *data, size_t len,
                                   unsigned mode, hsmca_err *e);
+
+/* util_write_file_atomic with mode less the process's umask, and no chmod call: for a
+ * process whose sandbox allows none (the signer's crl.path). */
+HSMCA_MUSTCHECK hsmca_code util_write_file_umask(const char *path, const void *data, size_t len,
+                                                 unsigned mode, hsmca_err *e);
 
 /* util_write_file_atomic for a path a user named (--out): refuses a symbolic link or any
  * non-regular file at path, which the rename would otherwise replace. */
 HSMCA_MUSTCHECK hsmca_code util_write_out(const char *path, const void *data, size_t len,
                                           unsigned mode, hsmca_err *e);
 
-/* Reads a secret (PIN) file: first line, trailing CR/LF stripped, at most 255 bytes
- * into buf (NUL-terminated). The caller wipes buf with OPENSSL_cleanse. */
+/* The longest PIN, and the longest secret util_read_secret reads: a PIN buffer is
+ * UTIL_PIN_MAX + 1 bytes, and the PKCS#11 layer refuses a longer PIN. */
+#define UTIL_PIN_MAX 255
+
+/* Reads a secret (PIN) file: first line, trailing CR/LF stripped, at most UTIL_PIN_MAX
+ * bytes into buf (NUL-terminated). The caller wipes buf with OPENSSL_cleanse. */
 HSMCA_MUSTCHECK hsmca_code util_read_secret(const char *path, char *buf, size_t bufsz, hsmca_err *e);
 
 /* Fills buf with len bytes from the kernel CSPRNG (getrandom). Aborts on failure. */
@@ -36,6 +46,9 @@ char *util_b64url_encode(const uint8_t *in, size_t len);
 uint8_t *util_b64url_decode(const char *in, size_t inlen, size_t *outlen);
 /* Padded standard base64 (PEM) as a new NUL-terminated string (caller frees); NULL on OOM. */
 char *util_b64_encode(const uint8_t *in, size_t len);
+/* util_b64_encode into the caller's out (cap bytes, NUL-terminated): the characters
+ * written, 0 when they and the NUL do not fit (out untouched). */
+size_t util_b64_encode_to(const uint8_t *in, size_t len, char *out, size_t cap);
 /* Canonical padded standard base64 -> new buffer (caller frees) of *outlen bytes; NULL if not. */
 uint8_t *util_b64_decode(const char *in, size_t inlen, size_t *outlen);
 /* Both decoders are strict: no whitespace, '=' only as the exact padding (std only), no 4k+1

@@ -1,4 +1,4 @@
-/* fe_auth.h - the authenticator chain (DESIGN.md §3.2).
+/* fe_auth.h - the authenticator chain (docs/ARCHITECTURE.md §4 step 2).
  *
  * auth.chain names authenticators in order; each looks at the call's
  * credentials and either names the caller or refuses. The first that succeeds

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "thread_start.h"
 #include "util.h"
 
 typedef struct {
@@ -63,13 +64,8 @@ fe_authpool *fe_authpool_new(int threads, int queue_max)
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     for (int i = 0; i < threads; i++) {
-        if (pthread_create(&p->th[i], NULL, worker, p) != 0)
-            break;
+        thread_start(&p->th[i], worker, p, "authentication thread");
         p->n_threads++;
-    }
-    if (p->n_threads == 0) {
-        fe_authpool_stop(p);
-        return NULL;
     }
     return p;
 }

@@ -16,7 +16,8 @@ typedef struct fe_authpool fe_authpool;
  * at stop, the jobs still queued run with stopping = 1, and must only answer. */
 typedef void (*fe_authpool_fn)(void *arg, double waited_s, int stopping);
 
-/* threads >= 1 threads, at most queue_max jobs waiting. NULL on failure. */
+/* threads >= 1 threads, at most queue_max jobs waiting. NULL when out of memory or with
+ * bad arguments; called at start-up, so a thread that cannot start is fatal (thread_start.h). */
 fe_authpool *fe_authpool_new(int threads, int queue_max);
 
 /* Queues a job; HSMCA_EUNAVAIL (the job not taken) when the queue is full or

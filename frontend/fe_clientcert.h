@@ -1,4 +1,4 @@
-/* fe_clientcert.h - the client-certificate authenticator (DESIGN.md §3 step 2):
+/* fe_clientcert.h - the client-certificate authenticator (docs/ARCHITECTURE.md §4 step 2):
  * a workload renews with its current certificate and no token, as istio-agent
  * does. The TLS port requests a client certificate but does not require or
  * verify it (gRPC would turn a foreign or expired certificate into a failed

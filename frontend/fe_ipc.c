@@ -18,6 +18,7 @@
 #include "log.h"
 #include "profile.h"
 #include "signer.pb-c.h"
+#include "thread_start.h"
 #include "util.h"
 
 typedef struct {
@@ -550,10 +551,6 @@ fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, volatile int *stop, hsmca_err *e)
     for (int i = 0; i < IPC_KEYSETS; i++)
         c->keys_kept[i] = -1;
     c->stop = stop;
-    if (pthread_create(&c->thread, NULL, ipc_thread, c) != 0) {
-        free(c);
-        hsmca_fail(e, HSMCA_EINTERNAL, "cannot start the IPC thread");
-        return NULL;
-    }
+    thread_start(&c->thread, ipc_thread, c, "IPC thread");
     return c;
 }

@@ -23,7 +23,8 @@ typedef struct fe_ipc fe_ipc;
 /* Starts the IPC thread on the signer connection ipc_fd; new connections arrive
  * on ctl_fd (SCM_RIGHTS) from the supervisor. When the supervisor goes away the
  * thread sets *stop (the front end's graceful stop: requests in flight are still
- * answered) instead of exiting under the other threads. */
+ * answered) instead of exiting under the other threads. NULL when out of memory; at
+ * start-up, so a thread that cannot start is fatal (thread_start.h). */
 fe_ipc *fe_ipc_start(int ipc_fd, int ctl_fd, volatile int *stop, hsmca_err *e);
 
 /* Sends a SignRequest. HSMCA_EUNAVAIL when no signer is connected, HSMCA_ERATE

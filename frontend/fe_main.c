@@ -30,9 +30,11 @@
 #include "fe_metrics.h"
 #include "fe_metrics_link.h"
 #include "fe_sandbox.h"
+#include "fe_server.h"
 #include "fe_serving.h"
 #include "fe_tlsmem.h"
 #include "log.h"
+#include "thread_start.h"
 #include "util.h"
 
 static volatile int fe_stop;
@@ -240,7 +242,7 @@ int frontend_main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     pthread_t sig_th;
-    fatal_unless_started(pthread_create(&sig_th, NULL, signal_thread, &set), "signal");
+    thread_start(&sig_th, signal_thread, &set, "signal thread");
     if (!(app.ipc = fe_ipc_start(args.ipc_fd, args.ctl_fd, &fe_stop, &e)))
         fatal("%s", e.msg);
     fe_ipc_on_keys(app.ipc, on_keys, &app);

@@ -1,4 +1,4 @@
-/* fe_metrics.h - the front end's figures for the metrics process (DESIGN.md §1): counters
+/* fe_metrics.h - the front end's figures for the metrics process (docs/ARCHITECTURE.md §5.3): counters
  * and histograms the request path bumps (lock-free atomics, never an identity in a label),
  * rendered on request in the Prometheus text format (fe_metrics_text.c), together with the
  * signer's latest figures. One set per process. */

@@ -14,6 +14,7 @@
 #include "fe_ready.h"
 #include "log.h"
 #include "mx_contract.h"
+#include "thread_start.h"
 
 #define LINK_SEND_MS 1000
 
@@ -101,13 +102,6 @@ hsmca_code fe_metrics_link_start(int fd, const fe_app *app, hsmca_err *e)
         return HSMCA_OK;
     static link_ctx ctx;
     ctx = (link_ctx){fd, app};
-    pthread_t th;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&th, &a, link_thread, &ctx);
-    pthread_attr_destroy(&a);
-    HSMCA_ENSURE(rc == 0, e, HSMCA_EINTERNAL, "cannot start the metrics link's thread: %s",
-                 strerror(rc));
+    thread_start(NULL, link_thread, &ctx, "metrics link's thread");
     return HSMCA_OK;
 }

@@ -8,7 +8,8 @@
 #include "hsmca_err.h"
 
 /* Starts the thread on fd (the --metrics-fd socket; -1: no metrics process, nothing is
- * started). Before the seccomp filter: it needs only poll, recv and send after. */
+ * started). Before the seccomp filter: it needs only poll, recv and send after. At
+ * start-up: a thread that cannot start is fatal (thread_start.h). */
 HSMCA_MUSTCHECK hsmca_code fe_metrics_link_start(int fd, const fe_app *app, hsmca_err *e);
 
 #endif

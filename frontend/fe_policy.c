@@ -49,7 +49,7 @@ static HSMCA_MUSTCHECK hsmca_code policy_ttl_for(const fe_app *app, const policy
 
 static HSMCA_MUSTCHECK hsmca_code apply_under(const fe_app *app, const policy_set *pf,
                                               const char *const *ids, int n_ids,
-                                              const fe_csr *csr, int64_t requested_ttl,
+                                              const leaf_csr *csr, int64_t requested_ttl,
                                               fe_policy_grant *out, hsmca_err *e)
 {
     memset(out, 0, sizeof(*out));
@@ -70,7 +70,7 @@ static HSMCA_MUSTCHECK hsmca_code apply_under(const fe_app *app, const policy_se
     return policy_ttl_for(app, pf, &who, requested_ttl, &out->ttl, e);
 }
 
-hsmca_code fe_apply_policy(const fe_app *app, const char *const *ids, int n_ids, const fe_csr *csr,
+hsmca_code fe_apply_policy(const fe_app *app, const char *const *ids, int n_ids, const leaf_csr *csr,
                            int64_t requested_ttl, fe_policy_grant *out, hsmca_err *e)
 {
     /* One version for the whole check: a reload meanwhile applies from the next request. */

@@ -8,14 +8,14 @@
 #include <stdint.h>
 
 #include "fe_app.h"
-#include "fe_csr.h"
+#include "leaf_csr.h"
 #include "hsmca_err.h"
 
 /* What the policy grants a request: the TTL and the DNS SANs to put in the TBS
- * (pointers into the CSR: valid until fe_csr_free). */
+ * (pointers into the CSR: valid until leaf_csr_free). */
 typedef struct {
     uint32_t ttl;
-    const char *dns[FE_CSR_MAX_SANS];
+    const char *dns[LEAF_CSR_MAX_SANS];
     int n_dns;
 } fe_policy_grant;
 
@@ -23,10 +23,10 @@ typedef struct {
  * ("policy rule dns_names: ..."); without a policy file, every DNS SAN is refused as
  * before ("SAN policy: CSR carries DNS/IP/email SANs ..."). */
 HSMCA_MUSTCHECK hsmca_code fe_apply_policy(const fe_app *app, const char *const *ids, int n_ids,
-                                           const fe_csr *csr, int64_t requested_ttl,
+                                           const leaf_csr *csr, int64_t requested_ttl,
                                            fe_policy_grant *out, hsmca_err *e);
 
-/* The policy's view of a CSR key that fe_csr_parse accepted. */
+/* The policy's view of a CSR key that leaf_csr_parse accepted. */
 policy_key fe_policy_key_of(EVP_PKEY *k);
 
 #endif

@@ -1,6 +1,6 @@
 /* fe_request.c - one CreateCertificate request from bytes to a TBS, and the
- * signed leaf back to a response (DESIGN.md §3, steps 2-6). */
-#include "fe_app.h"
+ * signed leaf back to a response (docs/ARCHITECTURE.md §4, steps 2-6). */
+#include "fe_request.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,13 +10,13 @@
 
 #include "ca.pb-c.h"
 #include "certasm.h"
-#include "fe_csr.h"
+#include "leaf_csr.h"
 #include "fe_impersonate.h"
 #include "fe_k8spods.h"
 #include "fe_metrics.h"
 #include "fe_pbcheck.h"
 #include "fe_policy.h"
-#include "fe_tbs.h"
+#include "leaf_tbs.h"
 #include "profile.h"
 #include "util.h"
 
@@ -24,9 +24,9 @@ static HSMCA_MUSTCHECK hsmca_code
 check_and_build(const fe_app *app, const Istio__V1__Auth__IstioCertificateRequest *req, int64_t now,
                 fe_checked_request *out, hsmca_err *e)
 {
-    fe_csr csr;
+    leaf_csr csr;
     memset(&csr, 0, sizeof(csr));
-    hsmca_code rc = fe_csr_parse((const char *)req->csr.data, req->csr.len, &csr, e);
+    hsmca_code rc = leaf_csr_parse((const char *)req->csr.data, req->csr.len, &csr, e);
     if (rc != HSMCA_OK)
         return rc;
     /* The certificate carries the caller's identity the CSR asked for (first when the
@@ -43,7 +43,7 @@ check_and_build(const fe_app *app, const Istio__V1__Auth__IstioCertificateReques
     rc = fe_apply_policy(app, ids, out->who.n_ids, &csr, req->validity_duration, &grant, e);
     if (rc == HSMCA_OK) {
         snprintf(out->requester, sizeof(out->requester), "%s", ids[0]);
-        fe_tbs_params p = {.ca_cert = app->ca_cert,
+        leaf_tbs_params p = {.ca_cert = app->ca_cert,
                            .sig_nid = app->sig_nid,
                            .subject_key = csr.pubkey,
                            .subject_spki = csr.spki,
@@ -52,10 +52,10 @@ check_and_build(const fe_app *app, const Istio__V1__Auth__IstioCertificateReques
                            .n_dns = grant.n_dns,
                            .now = now,
                            .ttl = grant.ttl};
-        rc = fe_tbs_build(&p, &out->tbs, &out->tbs_len, e);
+        rc = leaf_tbs_build(&p, &out->tbs, &out->tbs_len, e);
     }
     memcpy(out->csr_sha256, csr.der_sha256, 32);
-    fe_csr_free(&csr);
+    leaf_csr_free(&csr);
     return rc;
 }
 
@@ -75,7 +75,7 @@ hsmca_code fe_check_request(const fe_app *app, const uint8_t *body, size_t len,
         return rc;
     }
     if (out->who.deferred) {
-        out->deferred = 1; /* the rest on an authentication thread (fe_app.h) */
+        out->deferred = 1; /* the rest on an authentication thread (fe_request.h) */
         return HSMCA_OK;
     }
     snprintf(out->requester, sizeof(out->requester), "%s", out->who.ids[0]);

@@ -1,4 +1,4 @@
-/* fe_sandbox.h - confining the front end (DESIGN.md §1). */
+/* fe_sandbox.h - confining the front end (docs/ARCHITECTURE.md §1). */
 #ifndef HSMCA_FE_SANDBOX_H
 #define HSMCA_FE_SANDBOX_H
 

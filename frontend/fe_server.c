@@ -12,6 +12,7 @@
  * the IPC thread never races with another batch on the same call. The listener
  * (descriptor limit, per-connection bounds, channel arguments) is set up in
  * fe_server_listen.c. */
+#include "fe_server.h"
 #include "fe_server_int.h"
 
 #include <malloc.h>
@@ -30,8 +31,10 @@
 #include <openssl/crypto.h>
 
 #include "fe_health.h"
+#include "fe_request.h"
 #include "fe_metrics.h"
 #include "profile.h"
+#include "thread_start.h"
 #include "util.h"
 
 /* Every call admitted under server.max_queued_requests has a slot in fe_ipc's table. */
@@ -479,7 +482,7 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     }
     pthread_t th[FE_CQ_THREADS];
     for (int i = 0; i < FE_CQ_THREADS; i++)
-        fatal_unless_started(pthread_create(&th[i], NULL, cq_loop, srv), "completion queue");
+        thread_start(&th[i], cq_loop, srv, "completion queue thread");
     double next_tick = util_mono_now() + 1.0;
     while (!*stop) {
         usleep(100 * 1000);

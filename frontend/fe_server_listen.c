@@ -1,8 +1,9 @@
-/* fe_server_listen.c - fe_server_listen (fe_app.h): the gRPC server before it
+/* fe_server_listen.c - fe_server_listen (fe_server.h): the gRPC server before it
  * serves. It fits server.max_connections to the descriptor limit, creates the
  * per-connection bounds (fe_connlimit, fe_peercalls) and the refusal logs, and
  * builds the channel arguments that bound what gRPC core holds per connection and
  * per message. */
+#include "fe_server.h"
 #include "fe_server_int.h"
 #include "fe_metrics.h"
 

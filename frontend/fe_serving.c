@@ -12,9 +12,10 @@
 
 #include "certasm.h"
 #include "fe_metrics.h"
-#include "fe_tbs.h"
+#include "leaf_tbs.h"
 #include "log.h"
 #include "profile.h"
+#include "thread_start.h"
 #include "util.h"
 
 #define RENEW_RETRY_S 30
@@ -69,12 +70,12 @@ static HSMCA_MUSTCHECK hsmca_code request_cert(fe_app *app, EVP_PKEY *key, uint8
     const char *dns[CONFIG_MAX_SERVING_NAMES], *ips[CONFIG_MAX_SERVING_NAMES];
     int n_dns, n_ips;
     config_serving_names(app->cfg, dns, &n_dns, ips, &n_ips);
-    fe_tbs_params p = {.ca_cert = app->ca_cert, .sig_nid = app->sig_nid, .subject_key = key,
+    leaf_tbs_params p = {.ca_cert = app->ca_cert, .sig_nid = app->sig_nid, .subject_key = key,
                        .dns = dns, .n_dns = n_dns, .ips = ips, .n_ips = n_ips,
                        .now = util_wall_now(), .ttl = app->cfg->serving_cert_ttl};
     uint8_t *tbs = NULL;
     size_t tbs_len = 0;
-    hsmca_code rc = fe_tbs_build(&p, &tbs, &tbs_len, e);
+    hsmca_code rc = leaf_tbs_build(&p, &tbs, &tbs_len, e);
     if (rc != HSMCA_OK)
         return rc;
     sync_reply r;
@@ -256,10 +257,7 @@ static void *renewal_thread(void *arg)
 
 void fe_serving_start_renewal(fe_serving *s)
 {
-    pthread_t th;
-    if (pthread_create(&th, NULL, renewal_thread, s) != 0)
-        fatal("cannot start the renewal thread");
-    pthread_detach(th);
+    thread_start(NULL, renewal_thread, s, "renewal thread");
 }
 
 /* gRPC asks before every handshake; it copies what we return. */

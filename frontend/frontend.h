@@ -1,4 +1,4 @@
-/* frontend.h - the unprivileged, sandboxed front end process (DESIGN.md §1, §3). */
+/* frontend.h - the unprivileged, sandboxed front end process (docs/ARCHITECTURE.md §1, §4). */
 #ifndef HSMCA_FRONTEND_H
 #define HSMCA_FRONTEND_H
 

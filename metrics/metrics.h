@@ -1,4 +1,4 @@
-/* metrics.h - the metrics process (DESIGN.md §1; docs/OPERATIONS.md "Metrics"). */
+/* metrics.h - the metrics process (docs/ARCHITECTURE.md §1; docs/OPERATIONS.md "Metrics"). */
 #ifndef HSMCA_METRICS_H
 #define HSMCA_METRICS_H
 

@@ -129,7 +129,7 @@ EVP_PKEY *p11_pool_public_key(p11_pool *p);
  * converted to a DER ECDSA-Sig-Value) or CKM_RSA_PKCS over the DigestInfo.
  * sig gets the DER/PKCS#1 signature; *siglen in: capacity (>= IPC_SIG_MAX), out: length.
  * Blocks until a session is free. Thread-safe. Recovery follows the exact CKR_*
- * (DESIGN.md §5): a dead session is replaced and a lost login restored once,
+ * (docs/ARCHITECTURE.md §6): a dead session is replaced and a lost login restored once,
  * and the request retried once on another session (nothing was signed); a
  * device error returns HSMCA_EUNAVAIL and rebuilds the pool (C_Finalize /
  * C_Initialize, login) with backoff; so do CKR_GENERAL_ERROR and
@@ -186,7 +186,7 @@ p11_pool_state p11_pool_probe(p11_pool *p);
 /* 1 while the pool is healthy, 0 while it is reconnecting. */
 int p11_pool_healthy(p11_pool *p);
 
-/* --- a second key: the audit key (DESIGN.md §6), whole messages --- */
+/* --- a second key: the audit key (docs/ARCHITECTURE.md §7.6), whole messages --- */
 
 typedef struct p11_signkey p11_signkey;
 

@@ -23,12 +23,11 @@ struct p11_module {
 };
 
 #define P11_LABEL_MAX 32 /* CK_TOKEN_INFO.label is 32 bytes, space padded */
-#define P11_PIN_MAX 255
 
 /* Space-pads label into the 32-byte CK_TOKEN_INFO form; -1 when empty or too long. */
 int p11_pad_label(const char *label, unsigned char out[P11_LABEL_MAX]);
 
-/* What a failed call's CKR_* asks the pool to do (DESIGN.md §5). */
+/* What a failed call's CKR_* asks the pool to do (docs/ARCHITECTURE.md §6). */
 typedef enum {
     P11_RV_OK,      /* nothing */
     P11_RV_SESSION, /* this session is dead: evict it, retry once on another */
@@ -140,7 +139,7 @@ HSMCA_MUSTCHECK hsmca_code p11_pool_open_role(p11_module *m, const char *key_uri
 typedef CK_RV (*p11_pool_op)(p11_module *m, CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, void *arg);
 
 /* Runs op on a free session of the pool (blocking until one is free) with the
- * pool's recovery (DESIGN.md §5, p11_pool_sign_digest): a dead session or a
+ * pool's recovery (docs/ARCHITECTURE.md §6, p11_pool_sign_digest): a dead session or a
  * lost login is repaired and op retried once; a device error fails with
  * HSMCA_EUNAVAIL and the pool rebuilds itself with backoff; a refused PIN
  * stops the pool for good. A failure of op is "<what>: <CKR name>". */

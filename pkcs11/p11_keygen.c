@@ -6,9 +6,9 @@
 
 static HSMCA_MUSTCHECK hsmca_code check_pin(const char *what, const char *pin, hsmca_err *e)
 {
-    size_t n = pin ? strnlen(pin, P11_PIN_MAX + 1) : 0;
-    if (n == 0 || n > P11_PIN_MAX)
-        return hsmca_fail(e, HSMCA_EINVAL, "%s must be 1..%d bytes", what, P11_PIN_MAX);
+    size_t n = pin ? strnlen(pin, UTIL_PIN_MAX + 1) : 0;
+    if (n == 0 || n > UTIL_PIN_MAX)
+        return hsmca_fail(e, HSMCA_EINVAL, "%s must be 1..%d bytes", what, UTIL_PIN_MAX);
     return HSMCA_OK;
 }
 

@@ -1,6 +1,7 @@
 /* p11_module.c - loading a PKCS#11 module and the small lookups every other
  * file of pkcs11/ needs (token by label, login, object search, attributes). */
 #include "p11_int.h"
+#include "util.h"
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,9 +169,9 @@ hsmca_code p11_login_user(p11_module *m, CK_SESSION_HANDLE s, const char *pin, C
     if (!rv_out)
         rv_out = &scratch;
     *rv_out = CKR_OK;
-    size_t n = pin ? strnlen(pin, P11_PIN_MAX + 1) : 0;
-    if (n == 0 || n > P11_PIN_MAX)
-        return hsmca_fail(e, HSMCA_EINVAL, "C_Login: PIN must be 1..%d bytes", P11_PIN_MAX);
+    size_t n = pin ? strnlen(pin, UTIL_PIN_MAX + 1) : 0;
+    if (n == 0 || n > UTIL_PIN_MAX)
+        return hsmca_fail(e, HSMCA_EINVAL, "C_Login: PIN must be 1..%d bytes", UTIL_PIN_MAX);
     CK_RV rv = m->fl->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, (CK_ULONG)n);
     *rv_out = rv == CKR_USER_ALREADY_LOGGED_IN ? CKR_OK : rv;
     if (rv == CKR_USER_ALREADY_LOGGED_IN)

@@ -1,5 +1,5 @@
 /* p11_pool.c - N logged-in sessions bound to one private key, shared by the
- * signing threads, with recovery driven by exact CKR_* codes (DESIGN.md §5).
+ * signing threads, with recovery driven by exact CKR_* codes (docs/ARCHITECTURE.md §6).
  * The CA key has one (p11_pool_sign_digest); the audit key another, of its
  * own (p11_signkey.c), and both sign through p11_pool_run.
  *
@@ -61,9 +61,9 @@ static const char *pool_key_name(const p11_pool *p)
 
 static HSMCA_MUSTCHECK hsmca_code pin_keep(p11_pool *p, const char *pin, hsmca_err *e)
 {
-    size_t n = pin ? strnlen(pin, P11_PIN_MAX + 1) : 0;
-    if (n == 0 || n > P11_PIN_MAX)
-        return hsmca_fail(e, HSMCA_EINVAL, "pool: PIN must be 1..%d bytes", P11_PIN_MAX);
+    size_t n = pin ? strnlen(pin, UTIL_PIN_MAX + 1) : 0;
+    if (n == 0 || n > UTIL_PIN_MAX)
+        return hsmca_fail(e, HSMCA_EINVAL, "pool: PIN must be 1..%d bytes", UTIL_PIN_MAX);
     long pg = sysconf(_SC_PAGESIZE);
     p->pin_page = pg > 0 ? (size_t)pg : 4096;
     void *mem = NULL;
@@ -337,7 +337,7 @@ static int session_sees_key(p11_pool *p, unsigned idx)
 }
 
 /* Gives a session back after a sign that returned rv, acting on its class cls
- * (DESIGN.md §5). Returns 1 when the request may be retried once: nothing was
+ * (docs/ARCHITECTURE.md §6). Returns 1 when the request may be retried once: nothing was
  * signed and the pool is usable again (a dead session replaced, or logged in
  * again). Runs outside the lock; the index is ours until it is given back. */
 static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, p11_rv_class cls, int may_retry)

@@ -2,7 +2,7 @@
  * Istio's exact match, and the one implementation of them that both the front
  * end (on the CSR) and the signer (on the TBS) run. Each process loads and
  * parses the file itself: the signer never takes the front end's word for what
- * the policy grants (DESIGN.md §2 invariant 4).
+ * the policy grants (docs/ARCHITECTURE.md §3.1 invariant 4).
  *
  * The format (YAML, every key optional; docs/AUTH.md "SAN policy file"):
  *

@@ -1,4 +1,4 @@
-/* signer.h - the privileged signer process (DESIGN.md §1, §2). */
+/* signer.h - the privileged signer process (docs/ARCHITECTURE.md §1, §3). */
 #ifndef HSMCA_SIGNER_H
 #define HSMCA_SIGNER_H
 

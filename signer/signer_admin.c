@@ -1,7 +1,7 @@
 /* signer_admin.c - see signer_admin.h. The socket and its connections; the ops are a
  * table (status here, the intermediates' in signer_ica.c). An op that needs a CA signature
  * answers SIGNER_REPLY_LATER: its connection then waits, unread and past ADMIN_TIMEOUT_S by
- * pkcs11.sign_timeout, for the reply signer_casign.c leaves in s->ca_reply (the main loop
+ * pkcs11.sign_timeout, for the reply signer_casign.c leaves in ca_reply (the main loop
  * never waits for the token). */
 #include "signer_admin.h"
 #include "signer_casign.h"
@@ -49,7 +49,7 @@ typedef struct {
     char user[AUDIT_ICA_USER_MAX + 1];
     int64_t uid; /* SO_PEERCRED's; -1: unknown */
     int allowed;
-    int waiting;   /* its op's reply comes once a CA signature completes (s->ca_reply) */
+    int waiting;   /* its op's reply comes once a CA signature completes (ca_reply) */
     char why[200]; /* why not, when not allowed */
 } admin_conn;
 
@@ -166,7 +166,7 @@ int signer_admin_pollfds(signer_admin *a, struct pollfd *p)
         return 0;
     int n = 0, free_slot = 0;
     for (int i = 0; i < ADMIN_MAX_CONNS; i++) {
-        /* A waiting connection is not read: its reply comes from s->ca_reply. */
+        /* A waiting connection is not read: its reply comes from ca_reply. */
         p[n++] = (struct pollfd){a->conns[i].waiting ? -1 : a->conns[i].fd, POLLIN, 0};
         free_slot |= a->conns[i].fd < 0;
     }
@@ -374,10 +374,11 @@ static json_t *op_status(signer_ctx *s, const char *user, json_t *req, hsmca_err
                           "audit_dir", s->cfg.audit_dir, "audit_entries", (json_int_t)lines,
                           "audit_bytes", (json_int_t)bytes, "approval_required",
                           (json_int_t)s->cfg.approval_required, "intermediates_pending",
-                          (json_int_t)signer_ica_pending(s), "trust_domain", s->cfg.trust_domain);
+                          (json_int_t)signer_ica_pending(s->ca), "trust_domain",
+                          s->cfg.trust_domain);
     hsmca_err closed;
     hsmca_err_clear(&closed);
-    int open = signer_ca_open(s, &closed) == HSMCA_OK;
+    int open = signer_ca_open(s->ca, &closed) == HSMCA_OK;
     char why[SIGNER_RELOAD_WHY_MAX], state[SIGNER_RELOAD_WHY_MAX + 16];
     uint64_t failures;
     int64_t ok_at;
@@ -396,23 +397,27 @@ static json_t *op_status(signer_ctx *s, const char *user, json_t *req, hsmca_err
 }
 
 typedef json_t *(*admin_op_fn)(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+typedef json_t *(*admin_ca_op_fn)(signer_caops *ca, const char *user, json_t *req,
+                                  hsmca_err *e);
 
-/* The allow-table: every op a caller may ask for. */
-static const struct {
+/* The allow-table: every op a caller may ask for, each handed only what it answers from:
+ * the whole signer (status) or the CA profile's context (signer_caops.h). */
+static const struct admin_op {
     const char *op;
     admin_op_fn fn;
+    admin_ca_op_fn ca_fn;
 } admin_ops[] = {
-    {"status", op_status},
-    {"ica-request", signer_ica_request},
-    {"ica-renew-proof", signer_ica_renew_proof},
-    {"ica-list", signer_ica_list},
-    {"ica-show", signer_ica_show},
-    {"ica-approve", signer_ica_approve},
-    {"ica-deny", signer_ica_deny},
-    {"ica-fetch", signer_ica_fetch},
-    {"ca-revoke", signer_crl_revoke},
-    {"ca-revoke-identity", signer_revoke_identity},
-    {"crl-get", signer_crl_get},
+    {"status", op_status, NULL},
+    {"ica-request", NULL, signer_ica_request},
+    {"ica-renew-proof", NULL, signer_ica_renew_proof},
+    {"ica-list", NULL, signer_ica_list},
+    {"ica-show", NULL, signer_ica_show},
+    {"ica-approve", NULL, signer_ica_approve},
+    {"ica-deny", NULL, signer_ica_deny},
+    {"ica-fetch", NULL, signer_ica_fetch},
+    {"ca-revoke", NULL, signer_crl_revoke},
+    {"ca-revoke-identity", NULL, signer_revoke_identity},
+    {"crl-get", NULL, signer_crl_get},
 };
 
 static void admin_request(signer_admin *a, signer_ctx *s, admin_conn *c, const char *buf,
@@ -422,10 +427,10 @@ static void admin_request(signer_admin *a, signer_ctx *s, admin_conn *c, const c
     json_t *req = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
     const char *op = req && json_is_object(req) ? json_string_value(json_object_get(req, "op"))
                                                 : NULL;
-    admin_op_fn fn = NULL;
+    const struct admin_op *fn = NULL;
     for (size_t i = 0; op && i < sizeof(admin_ops) / sizeof(admin_ops[0]); i++)
         if (strcmp(op, admin_ops[i].op) == 0) {
-            fn = admin_ops[i].fn;
+            fn = &admin_ops[i];
             op = admin_ops[i].op; /* ours: it outlives the request */
         }
     if (!fn) {
@@ -437,9 +442,9 @@ static void admin_request(signer_admin *a, signer_ctx *s, admin_conn *c, const c
     }
     hsmca_err e;
     hsmca_err_clear(&e);
-    s->admin_uid = c->uid; /* who asks: the ops log it and compare users by it */
-    json_t *r = fn(s, c->user, req, &e);
-    s->admin_uid = -1;
+    s->ca->admin_uid = c->uid; /* who asks: the ops log it and compare users by it */
+    json_t *r = fn->ca_fn ? fn->ca_fn(s->ca, c->user, req, &e) : fn->fn(s, c->user, req, &e);
+    s->ca->admin_uid = -1;
     json_decref(req);
     if (r == SIGNER_REPLY_LATER) {
         c->waiting = 1;
@@ -484,16 +489,16 @@ void signer_admin_serve(signer_admin *a, signer_ctx *s, const struct pollfd *p, 
 {
     if (!a)
         return;
-    if (s->ca_reply) { /* a CA signature completed: its caller's reply */
+    if (s->ca->ca_reply) { /* a CA signature completed: its caller's reply */
         admin_conn *w = NULL;
         for (int i = 0; i < ADMIN_MAX_CONNS; i++)
             if (a->conns[i].fd >= 0 && a->conns[i].waiting)
                 w = &a->conns[i];
         if (w)
-            reply(w, s->ca_reply);
+            reply(w, s->ca->ca_reply);
         else
-            json_decref(s->ca_reply);
-        s->ca_reply = NULL;
+            json_decref(s->ca->ca_reply);
+        s->ca->ca_reply = NULL;
     }
     double now = util_mono_now();
     for (int i = 0; i < ADMIN_MAX_CONNS && i < n; i++) {

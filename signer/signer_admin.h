@@ -1,4 +1,4 @@
-/* signer_admin.h - the signer's admin socket (DESIGN.md §1; protocol: common/admin_contract.h).
+/* signer_admin.h - the signer's admin socket (docs/ARCHITECTURE.md §5.4; protocol: common/admin_contract.h).
  *
  * A unix socket at admin.socket, created by the signer before it drops privileges and
  * enters its sandbox, owned by signer.user:admin.group, mode 0660 (0600 without a group).

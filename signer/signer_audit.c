@@ -11,7 +11,9 @@
 
 #include "audit_entry.h"
 #include "audit_ica.h"
+#include "certasm.h"
 #include "signer_casign.h"
+#include "signer_ica_sign.h"
 #include "ipc_contract.h"
 #include "signer_ctx.h"
 #include "util.h"
@@ -93,9 +95,7 @@ static HSMCA_MUSTCHECK hsmca_code config_entry(signer_ctx *s, const tbs_policy *
     /* The count in force, for the replay's rule on waiting requests (audit_ica.h). */
     a.approval_required = s->cfg.approval_required;
     HSMCA_GUARD(append(s, &a, last, e));
-    hsmca_err why;
-    if (s->ica && audit_ica_apply(s->ica, &a, 0, &why) != HSMCA_OK)
-        signer_ca_close(s, a.seq, why.msg);
+    signer_ica_follow(s->ca, &a);
     return HSMCA_OK;
 }
 
@@ -110,14 +110,10 @@ static audit_str uri_public(const char *uri)
 /* The SHA-256 of the DER of the CA's public key (spki) or certificate, in hex. */
 static HSMCA_MUSTCHECK hsmca_code der_sha256(signer_ctx *s, int spki, char hex[65], hsmca_err *e)
 {
-    uint8_t *der = NULL;
-    int len = spki ? i2d_PUBKEY(X509_get0_pubkey(s->ca_cert), &der) : i2d_X509(s->ca_cert, &der);
-    HSMCA_ENSURE(len > 0 && der, e, HSMCA_EINTERNAL, "audit: cannot encode the CA %s",
+    int ok = spki ? certasm_spki_sha256(X509_get0_pubkey(s->ca_cert), hex)
+                  : certasm_cert_sha256(s->ca_cert, hex);
+    HSMCA_ENSURE(ok, e, HSMCA_EINTERNAL, "audit: cannot encode the CA %s",
                  spki ? "key" : "certificate");
-    uint8_t h[SHA256_DIGEST_LENGTH];
-    SHA256(der, (size_t)len, h);
-    OPENSSL_free(der);
-    util_hex(h, sizeof(h), hex);
     return HSMCA_OK;
 }
 
@@ -174,9 +170,7 @@ hsmca_code signer_audit_close_open(signer_ctx *s, const audit_replay *replay, ui
         HSMCA_GUARD(append(s, &a, last, e));
         /* An intermediate's intent is closed in the state too: its request can be
          * signed again (fetch) or denied. */
-        hsmca_err why2;
-        if (s->ica && audit_ica_apply(s->ica, &a, 0, &why2) != HSMCA_OK)
-            signer_ca_close(s, a.seq, why2.msg);
+        signer_ica_follow(s->ca, &a);
         n++;
     }
     if (n) {

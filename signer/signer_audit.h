@@ -22,7 +22,7 @@ typedef struct signer_ctx signer_ctx;
 #define SIGNER_DENY_ENTRIES_PER_S 50
 #define SIGNER_DENY_WINDOW_S 1
 
-/* The replay at start (DESIGN.md §6): the log's entries through audit_replay.h, the
+/* The replay at start (docs/ARCHITECTURE.md §7.4): the log's entries through audit_replay.h, the
  * verifier's own rules, so a log `hsmca audit verify` refuses the signer refuses to start
  * on (exit 78, with the same message); then the serials of this CA key whose certificates
  * have not expired go back into the serial set (invariant 6 across restarts), and the

@@ -1,4 +1,4 @@
-/* signer_bind.h - identity binding (DESIGN.md §2): the signer's own check that a
+/* signer_bind.h - identity binding (docs/ARCHITECTURE.md §3.2): the signer's own check that a
  * workload TBS names the identity of the bearer token the caller presented.
  *
  * The front end forwards a jwt caller's token with the TBS (SignRequest.token); the

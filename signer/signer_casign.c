@@ -17,7 +17,7 @@
  * up front with UNAVAILABLE, as it is while the CA key's token is reconnecting; the
  * workers' other sessions go on signing workload certificates meanwhile. */
 #include "signer_casign.h"
-#include "signer_ctx.h"
+#include "signer_caops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +25,7 @@
 
 #include "ipc_contract.h"
 #include "log.h"
+#include "thread_start.h"
 #include "util.h"
 
 enum { CS_IDLE, CS_QUEUED, CS_SIGNING, CS_DONE };
@@ -49,8 +50,8 @@ struct signer_casign {
 
 static void *casign_thread(void *arg)
 {
-    signer_ctx *s = arg;
-    struct signer_casign *c = s->casign;
+    signer_caops *ca = arg;
+    struct signer_casign *c = ca->casign;
     pthread_mutex_lock(&c->mu);
     for (;;) {
         while (!c->stop && c->state != CS_QUEUED)
@@ -64,7 +65,7 @@ static void *casign_thread(void *arg)
         pthread_mutex_unlock(&c->mu);
         hsmca_err e;
         hsmca_err_clear(&e);
-        hsmca_code rc = p11_pool_sign_digest(s->pool, md, md_len, sig, &sig_len, &e);
+        hsmca_code rc = p11_pool_sign_digest(ca->pool, md, md_len, sig, &sig_len, &e);
         pthread_mutex_lock(&c->mu);
         if (c->abandoned) {
             c->abandoned = 0;
@@ -82,20 +83,20 @@ static void *casign_thread(void *arg)
     return NULL;
 }
 
-void signer_casign_init(signer_ctx *s)
+void signer_casign_init(signer_caops *ca)
 {
     struct signer_casign *c = calloc(1, sizeof(*c));
     if (!c)
         fatal("out of memory");
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    s->casign = c;
-    fatal_unless_started(pthread_create(&c->th, NULL, casign_thread, s), "the CA signing thread");
+    ca->casign = c;
+    thread_start(&c->th, casign_thread, ca, "CA signing thread");
 }
 
-int signer_casign_busy(signer_ctx *s)
+int signer_casign_busy(signer_caops *ca)
 {
-    struct signer_casign *c = s->casign;
+    struct signer_casign *c = ca->casign;
     if (!c)
         return 0;
     pthread_mutex_lock(&c->mu);
@@ -104,13 +105,13 @@ int signer_casign_busy(signer_ctx *s)
     return busy;
 }
 
-void signer_ca_close(signer_ctx *s, uint64_t seq, const char *why)
+void signer_ca_close(signer_caops *ca, uint64_t seq, const char *why)
 {
-    if (s->ca_closed)
+    if (ca->ca_closed)
         return; /* the first broken rule is the one to report */
-    s->ca_closed = 1;
-    s->ca_closed_seq = seq;
-    snprintf(s->ca_closed_why, sizeof(s->ca_closed_why), "%s", why);
+    ca->ca_closed = 1;
+    ca->ca_closed_seq = seq;
+    snprintf(ca->ca_closed_why, sizeof(ca->ca_closed_why), "%s", why);
     char sq[24];
     snprintf(sq, sizeof(sq), "%llu", (unsigned long long)seq);
     LOG_EVENT(LOG_LVL_ERROR, "CA profile closed: the signing log breaks a CA-profile rule; "
@@ -118,33 +119,39 @@ void signer_ca_close(signer_ctx *s, uint64_t seq, const char *why)
               LOG_STR("reason", why));
 }
 
-hsmca_code signer_ca_open(signer_ctx *s, hsmca_err *e)
+hsmca_code signer_ca_open(signer_caops *ca, hsmca_err *e)
 {
-    HSMCA_ENSURE(!s->ca_closed, e, HSMCA_EPERM,
+    HSMCA_ENSURE(!ca->ca_closed, e, HSMCA_EPERM,
                  "the CA profile is closed: the signing log breaks a CA-profile rule at seq "
                  "%llu (%s); workloads are still signed, intermediates and CRLs are not "
                  "(docs/OPERATIONS.md)",
-                 (unsigned long long)s->ca_closed_seq, s->ca_closed_why);
+                 (unsigned long long)ca->ca_closed_seq, ca->ca_closed_why);
     return HSMCA_OK;
 }
 
-hsmca_code signer_casign_ready(signer_ctx *s, hsmca_err *e)
+int signer_ca_closed(const signer_caops *ca, uint64_t *seq)
 {
-    HSMCA_GUARD(signer_ca_open(s, e));
-    HSMCA_ENSURE(s->casign, e, HSMCA_EINTERNAL, "no CA signing thread");
-    HSMCA_ENSURE(p11_pool_healthy(s->pool), e, HSMCA_EUNAVAIL,
+    *seq = ca->ca_closed_seq;
+    return ca->ca_closed;
+}
+
+hsmca_code signer_casign_ready(signer_caops *ca, hsmca_err *e)
+{
+    HSMCA_GUARD(signer_ca_open(ca, e));
+    HSMCA_ENSURE(ca->casign, e, HSMCA_EINTERNAL, "no CA signing thread");
+    HSMCA_ENSURE(p11_pool_healthy(ca->pool), e, HSMCA_EUNAVAIL,
                  "the CA key's token is reconnecting: not signed now (try again)");
-    HSMCA_ENSURE(!signer_casign_busy(s), e, HSMCA_EUNAVAIL,
+    HSMCA_ENSURE(!signer_casign_busy(ca), e, HSMCA_EUNAVAIL,
                  "the CA key's previous CA signature has not returned (a token call hangs?): "
                  "not signed now (try again)");
     return HSMCA_OK;
 }
 
-hsmca_code signer_casign_start(signer_ctx *s, const uint8_t *md, size_t md_len,
+hsmca_code signer_casign_start(signer_caops *ca, const uint8_t *md, size_t md_len,
                                signer_casign_done done, void *arg, hsmca_err *e)
 {
-    HSMCA_GUARD(signer_casign_ready(s, e));
-    struct signer_casign *c = s->casign;
+    HSMCA_GUARD(signer_casign_ready(ca, e));
+    struct signer_casign *c = ca->casign;
     HSMCA_ENSURE(md_len <= sizeof(c->md), e, HSMCA_EINTERNAL, "digest too long");
     c->done = done;
     c->arg = arg;
@@ -159,23 +166,23 @@ hsmca_code signer_casign_start(signer_ctx *s, const uint8_t *md, size_t md_len,
 }
 
 /* Runs the pending completion with sig (NULL: not signed, why says why). */
-static void complete(signer_ctx *s, const uint8_t *sig, size_t sig_len, const hsmca_err *why)
+static void complete(signer_caops *ca, const uint8_t *sig, size_t sig_len, const hsmca_err *why)
 {
-    struct signer_casign *c = s->casign;
+    struct signer_casign *c = ca->casign;
     signer_casign_done done = c->done;
     void *arg = c->arg;
     c->done = NULL;
     c->arg = NULL;
-    json_t *r = done(s, arg, sig, sig_len, why);
+    json_t *r = done(ca, arg, sig, sig_len, why);
     if (r) {
-        json_decref(s->ca_reply);
-        s->ca_reply = r;
+        json_decref(ca->ca_reply);
+        ca->ca_reply = r;
     }
 }
 
-void signer_casign_poll(signer_ctx *s)
+void signer_casign_poll(signer_caops *ca)
 {
-    struct signer_casign *c = s->casign;
+    struct signer_casign *c = ca->casign;
     if (!c || !c->done)
         return;
     uint8_t sig[IPC_SIG_MAX];
@@ -183,7 +190,7 @@ void signer_casign_poll(signer_ctx *s)
     hsmca_err why;
     pthread_mutex_lock(&c->mu);
     int st = c->state;
-    int overdue = st != CS_DONE && util_mono_now() - c->started > s->cfg.sign_timeout;
+    int overdue = st != CS_DONE && util_mono_now() - c->started > ca->cfg->sign_timeout;
     if (st == CS_DONE) {
         why = c->err;
         sig_len = c->sig_len;
@@ -200,15 +207,15 @@ void signer_casign_poll(signer_ctx *s)
     if (overdue) {
         hsmca_fail(&why, HSMCA_EUNAVAIL,
                    "the token did not answer within pkcs11.sign_timeout (%u s)",
-                   s->cfg.sign_timeout);
+                   ca->cfg->sign_timeout);
         log_warn("CA signature: %s", why.msg);
     }
-    complete(s, why.code == HSMCA_OK ? sig : NULL, sig_len, &why);
+    complete(ca, why.code == HSMCA_OK ? sig : NULL, sig_len, &why);
 }
 
-int signer_casign_stop(signer_ctx *s)
+int signer_casign_stop(signer_caops *ca, int timeout_s)
 {
-    struct signer_casign *c = s->casign;
+    struct signer_casign *c = ca->casign;
     if (!c)
         return 1;
     pthread_mutex_lock(&c->mu);
@@ -217,19 +224,19 @@ int signer_casign_stop(signer_ctx *s)
     pthread_mutex_unlock(&c->mu);
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += SIGNER_STOP_TIMEOUT_S;
+    deadline.tv_sec += timeout_s;
     if (pthread_timedjoin_np(c->th, NULL, &deadline) != 0) {
         log_warn("the CA signing thread did not stop within %d s (token call hung?); exiting "
                  "without closing the token",
-                 SIGNER_STOP_TIMEOUT_S);
+                 timeout_s);
         return 0;
     }
     return 1;
 }
 
-void signer_casign_free(signer_ctx *s)
+void signer_casign_free(signer_caops *ca)
 {
-    struct signer_casign *c = s->casign;
+    struct signer_casign *c = ca->casign;
     if (!c)
         return;
     if (c->done) {
@@ -241,12 +248,12 @@ void signer_casign_free(signer_ctx *s)
             why = c->err;
         else
             hsmca_fail(&why, HSMCA_EUNAVAIL, "the signer is stopping; not signed");
-        complete(s, st == CS_DONE && why.code == HSMCA_OK ? c->sig : NULL, c->sig_len, &why);
+        complete(ca, st == CS_DONE && why.code == HSMCA_OK ? c->sig : NULL, c->sig_len, &why);
     }
-    json_decref(s->ca_reply);
-    s->ca_reply = NULL;
+    json_decref(ca->ca_reply);
+    ca->ca_reply = NULL;
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);
-    s->casign = NULL;
+    ca->casign = NULL;
 }

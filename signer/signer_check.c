@@ -121,7 +121,7 @@ static void check_audit_key(check_state *st, check_report *r)
     const hsmca_config *cfg = &st->cfg;
     p11_module *m;
     p11_inspect_result ir;
-    char pin[256];
+    char pin[UTIL_PIN_MAX + 1];
     hsmca_err e;
     if (!cfg->audit_key_uri[0]) {
         say(r, P11_CHECK_WARN, "pkcs11.audit_key",
@@ -240,7 +240,7 @@ static void check_sandbox(check_state *st, check_report *r)
 static void check_token(check_state *st, check_report *r)
 {
     const hsmca_config *cfg = &st->cfg;
-    char pin[256];
+    char pin[UTIL_PIN_MAX + 1];
     hsmca_err e;
     if (cfg->softhsm2_conf[0])
         setenv("SOFTHSM2_CONF", cfg->softhsm2_conf, 1);

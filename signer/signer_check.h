@@ -1,5 +1,5 @@
 /* signer_check.h - `hsmca-signer --check --config FILE`, what `hsmca token check` runs:
- * the signer's own start-up path without serving (DESIGN.md §2). */
+ * the signer's own start-up path without serving (docs/ARCHITECTURE.md §3.4). */
 #ifndef HSMCA_SIGNER_CHECK_H
 #define HSMCA_SIGNER_CHECK_H
 

@@ -30,7 +30,6 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include "audit_ica.h"
 #include "signer_crl.h"
 #include "audit_log.h"
 #include "certasm.h"
@@ -42,11 +41,17 @@
 #include "signer_limits.h"
 #include "signer_tbs.h"
 #include "signer_tokens.h"
+#include "thread_start.h"
 #include "util.h"
 
 p11_signkey *signer_audit_key(signer_ctx *s)
 {
     return s->audit_key;
+}
+
+signer_caops *signer_ca(signer_ctx *s)
+{
+    return s->ca;
 }
 
 hsmca_code signer_keys_load_fd(signer_ctx *s, int cluster, int fd, hsmca_err *e)
@@ -83,7 +88,7 @@ int signer_tick(signer_ctx *s)
     /* The main loop calls this after every poll, so once per request under load: the
      * work below (a flush that may fdatasync on this thread, a lock per worker) is
      * for a few times a second. */
-    signer_casign_poll(s); /* every pass: a waiting admin caller is answered at once */
+    signer_casign_poll(s->ca); /* every pass: a waiting admin caller is answered at once */
     double now = util_mono_now();
     if (now - s->last_tick < SIGNER_TICK_S)
         return 0;
@@ -95,7 +100,7 @@ int signer_tick(signer_ctx *s)
     signer_answer_overdue(s);
     log_limiter_flush(s->refusals, util_mono_now());
     signer_audit_flush_summaries(s, util_mono_now());
-    signer_crl_tick(s);
+    signer_crl_tick(s->ca);
     const char *changed = refused_pin_changed(s);
     if (changed) {
         log_warn("the PIN file %s changed: restarting the signer to try it once", changed);
@@ -141,7 +146,7 @@ static void build_policy(signer_ctx *s)
     config_serving_names(cfg, p->serving_dns, &p->n_serving_dns, p->serving_ips, &p->n_serving_ips);
 }
 
-/* The audit key (DESIGN.md §6), checked like the CA key: opened before the
+/* The audit key (docs/ARCHITECTURE.md §6), checked like the CA key: opened before the
  * sandbox, in its own module and with its own PIN file when configured, refused
  * naming the check, and its module and public key's fingerprint logged so an
  * operator can tell which key signs the log, and where it is. */
@@ -149,12 +154,12 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_key(signer_ctx *s, const hsmca_conf
                                                  hsmca_err *e)
 {
     if (!cfg->audit_key_uri[0]) {
-        log_info("no audit key configured (pkcs11.audit_key is empty)");
+        log_event(LOG_LVL_INFO, "no audit key configured (pkcs11.audit_key is empty)", NULL, 0);
         return HSMCA_OK;
     }
     const char *pin_path = signer_audit_pin_path(cfg);
     p11_module *m;
-    char pin[256];
+    char pin[UTIL_PIN_MAX + 1];
     if (stat(pin_path, &s->audit_pin_stat) != 0)
         memset(&s->audit_pin_stat, 0, sizeof(s->audit_pin_stat));
     HSMCA_GUARD(util_read_secret(pin_path, pin, sizeof(pin), e));
@@ -188,7 +193,7 @@ static HSMCA_MUSTCHECK hsmca_code open_token(signer_ctx *s, const hsmca_config *
 {
     if (cfg->softhsm2_conf[0])
         setenv("SOFTHSM2_CONF", cfg->softhsm2_conf, 1);
-    char pin[256];
+    char pin[UTIL_PIN_MAX + 1];
     if (stat(cfg->pin_file, &s->pin_stat) != 0)
         memset(&s->pin_stat, 0, sizeof(s->pin_stat));
     hsmca_code rc = util_read_secret(cfg->pin_file, pin, sizeof(pin), e);
@@ -226,8 +231,10 @@ static HSMCA_MUSTCHECK hsmca_code open_publisher(signer_ctx *s, const hsmca_conf
                                                  uid_t owner, gid_t group, hsmca_err *e)
 {
     if (!s->audit_key) {
-        log_warn("no audit key (pkcs11.audit_key is empty): the audit log is written but no "
-                 "checkpoint is signed, and the log is not checked against one at start");
+        log_event(LOG_LVL_WARN,
+                  "no audit key (pkcs11.audit_key is empty): the audit log is written but no "
+                  "checkpoint is signed, and the log is not checked against one at start",
+                  NULL, 0);
         return HSMCA_OK;
     }
     /* Unset: this host's name (config.h); kept in s->cfg for the log lines. */
@@ -253,10 +260,11 @@ static HSMCA_MUSTCHECK hsmca_code open_publisher(signer_ctx *s, const hsmca_conf
 static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_config *cfg,
                                                  hsmca_err *e)
 {
-    pthread_mutex_init(&s->rev_lock, NULL); /* the revocations the log holds (signer_revoke.h) */
     if (!cfg->audit_dir[0]) {
-        log_warn("the audit log is off (audit.disabled: true): certificates are signed "
-                 "without a durable record, and serial uniqueness does not survive a restart");
+        log_event(LOG_LVL_WARN,
+                  "the audit log is off (audit.disabled: true): certificates are signed "
+                  "without a durable record, and serial uniqueness does not survive a restart",
+                  NULL, 0);
         return HSMCA_OK;
     }
     uid_t owner = (uid_t)-1;
@@ -287,14 +295,15 @@ static HSMCA_MUSTCHECK hsmca_code open_audit_log(signer_ctx *s, const hsmca_conf
         return rc;
     }
     signer_replay_restore(&r);
-    s->ica = audit_replay_take_ica(r.replay); /* the intermediates' state (signer_ica.h) */
-    s->crl = audit_replay_take_crl(r.replay); /* revocations and CRLs (signer_crl.h) */
-    if (s->crl)
-        signer_crl_restore(s);
+    s->ca->audit = s->audit;
+    s->ca->ica = audit_replay_take_ica(r.replay); /* the intermediates' state (signer_ica.h) */
+    s->ca->crl = audit_replay_take_crl(r.replay); /* revocations and CRLs (signer_crl.h) */
+    if (s->ca->crl)
+        signer_crl_restore(s->ca);
     uint64_t bseq;
     const char *broken = audit_replay_ca_broken(r.replay, &bseq);
     if (broken) /* workloads go on; the CA profile waits for the operator */
-        signer_ca_close(s, bseq, broken);
+        signer_ca_close(s->ca, bseq, broken);
     /* A repeated serial refuses the log (audit_replay.h): serials_duplicate stays 0, in
      * the stable set of keys; serials_expired are those not restored (expired, or
      * another CA key's). */
@@ -371,13 +380,58 @@ hsmca_code signer_publish_start(signer_ctx *s, hsmca_err *e)
     return HSMCA_OK;
 }
 
+/* The syncer (with the log), the checker and the workers, the CA signing thread. */
+static void start_threads(signer_ctx *s, const hsmca_config *cfg)
+{
+    /* Workers never take SIGTERM/SIGINT: the main thread's poll must see them. */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    s->n_workers = (int)signer_worker_count(cfg->sessions);
+    s->max_staged = SIGNER_MAX_STAGED;
+    signer_stages_init(s);
+    if (s->audit) {
+        thread_start(&s->syncer, signer_syncer, s, "audit log's sync thread");
+        s->has_syncer = 1;
+    }
+    for (int i = 0; i < s->n_workers; i++) {
+        signer_worker_arg *wa = malloc(sizeof(*wa));
+        if (!wa)
+            fatal("out of memory");
+        *wa = (signer_worker_arg){s, i};
+        thread_start(&s->workers[i], i == 0 ? signer_checker : signer_worker, wa,
+                     i == 0 ? "checker thread" : "signing thread");
+    }
+    signer_casign_init(s->ca);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* What the CA profile reads of the signer (signer_caops.h), once it is loaded; the log
+ * once it is open (open_audit_log). */
+static void lend_to_ca(signer_ctx *s)
+{
+    signer_caops *ca = s->ca;
+    ca->cfg = &s->cfg;
+    ca->ca_cert = s->ca_cert;
+    ca->alg = s->alg;
+    ca->policy = &s->policy;
+    ca->pool = s->pool;
+    ca->serials = s->serials;
+    ca->stats = &s->stats;
+}
+
 signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
 {
     signer_ctx *s = calloc(1, sizeof(*s));
-    if (!s) {
+    signer_caops *ca = s ? signer_caops_new() : NULL;
+    if (!ca) {
+        free(s);
         hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
         return NULL;
     }
+    s->ca = ca;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->more, NULL);
     pthread_cond_init(&s->check, NULL);
@@ -407,6 +461,7 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
         signer_stop_all(s);
         return NULL;
     }
+    lend_to_ca(s);
     if (open_audit_log(s, cfg, e) != HSMCA_OK) {
         /* An I/O error on the audit directory (a full disk, a read-only or failing file
          * system: the publisher's repair of a tile, the start entry) is cured without a
@@ -417,33 +472,13 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e)
         signer_stop_all(s);
         return NULL;
     }
-    /* Workers never take SIGTERM/SIGINT: the main thread's poll must see them. */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    s->n_workers = (int)signer_worker_count(cfg->sessions);
-    s->max_staged = SIGNER_MAX_STAGED;
-    signer_stages_init(s);
-    if (s->audit) {
-        if (pthread_create(&s->syncer, NULL, signer_syncer, s) != 0)
-            fatal("cannot start the audit log's sync thread");
-        s->has_syncer = 1;
-    }
-    for (int i = 0; i < s->n_workers; i++) {
-        signer_worker_arg *wa = malloc(sizeof(*wa));
-        if (!wa)
-            fatal("out of memory");
-        *wa = (signer_worker_arg){s, i};
-        if (pthread_create(&s->workers[i], NULL, i == 0 ? signer_checker : signer_worker, wa) != 0)
-            fatal("cannot start worker thread");
-    }
-    signer_casign_init(s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    log_info("signer ready: CA key %s, %u sessions (a signing thread each), max TTL %us, trust "
-             "domain %s",
-             cfg->ca_key_uri, cfg->sessions, cfg->max_ttl, cfg->trust_domain);
+    start_threads(s, cfg);
+    char sessions[16], max_ttl[24];
+    snprintf(sessions, sizeof(sessions), "%u", cfg->sessions); /* a signing thread each */
+    snprintf(max_ttl, sizeof(max_ttl), "%us", cfg->max_ttl);
+    LOG_EVENT(LOG_LVL_INFO, "signer ready", LOG_STR("ca_key", cfg->ca_key_uri),
+              LOG_STR("sessions", sessions), LOG_STR("max_ttl", max_ttl),
+              LOG_STR("trust_domain", cfg->trust_domain));
     if (s->policy_file) {
         char hex[65];
         util_hex(policy_set_sha256(s->policy_file), 32, hex);
@@ -529,7 +564,8 @@ void signer_stop_all(signer_ctx *s)
 {
     if (!s)
         return;
-    if (!join_threads(s) || !signer_casign_stop(s) || !signer_probe_stop(s))
+    if (!join_threads(s) || !signer_casign_stop(s->ca, SIGNER_STOP_TIMEOUT_S) ||
+        !signer_probe_stop(s))
         return;
     while (s->head) {
         signer_job *j = s->head;
@@ -539,15 +575,11 @@ void signer_stop_all(signer_ctx *s)
         free(j);
     }
     signer_conn_unref_locked(s->conn);
-    signer_casign_free(s); /* a pending intermediate's result goes into the log */
+    signer_casign_free(s->ca); /* a pending intermediate's result goes into the log */
     if (!close_audit(s))
         return;
     signer_stages_free(s);
-    audit_ica_free(s->ica);
-    signer_crl_free(s);
-    free(s->ica_ca_pem);
-    free(s->ica_chain_pem);
-    free(s->ica_roots_pem);
+    signer_caops_free(s->ca);
     p11_signkey_close(s->audit_key);
     p11_module_unload(s->audit_module);
     p11_pool_close(s->pool);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 typedef struct signer_ctx signer_ctx;
+typedef struct signer_caops signer_caops;
 
 /* Loads the module, logs in, checks the CA key (sensitive, not extractable) and
  * that the CA certificate's key is the token key, opens and checks the audit key
@@ -28,6 +29,9 @@ signer_ctx *signer_start(const hsmca_config *cfg, hsmca_err *e);
 /* The audit key opened at start (p11_signkey_sign_message is thread-safe), or
  * NULL when pkcs11.audit_key is empty. Owned by s. */
 p11_signkey *signer_audit_key(signer_ctx *s);
+
+/* The CA profile's context (signer_caops.h), for its admin ops. Owned by s. */
+signer_caops *signer_ca(signer_ctx *s);
 
 /* One signature with the CA key and one with the audit key (when there is one), each
  * verified: called once the signer is confined, before it serves, so a module the

@@ -1,7 +1,7 @@
 /* signer_crl_ops.c - the admin ops on revocations (see signer_crl.h): ca-revoke, crl-get. */
 #include "signer_crl.h"
 #include "signer_casign.h"
-#include "signer_ctx.h"
+#include "signer_caops.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -16,15 +16,16 @@
 #include "audit_crl.h"
 #include "audit_ica.h"
 #include "log.h"
+#include "util.h"
 
 /* Whether serial (lowercase hex) is an intermediate this CA signed (in the log). */
-static int is_intermediate(signer_ctx *s, const char *serial)
+static int is_intermediate(signer_caops *ca, const char *serial)
 {
     int found = 0;
-    for (size_t i = 0; !found && i < audit_ica_count(s->ica); i++) {
-        const audit_ica_req *r = audit_ica_at(s->ica, i);
+    for (size_t i = 0; !found && i < audit_ica_count(ca->ica); i++) {
+        const audit_ica_req *r = audit_ica_at(ca->ica, i);
         size_t n;
-        uint8_t *der = r->cert_b64 ? audit_ica_unbase64(r->cert_b64, strlen(r->cert_b64), &n)
+        uint8_t *der = r->cert_b64 ? util_b64_decode(r->cert_b64, strlen(r->cert_b64), &n)
                                    : NULL;
         const unsigned char *p = der;
         X509 *x = der ? d2i_X509(NULL, &p, (long)n) : NULL;
@@ -42,30 +43,27 @@ static int is_intermediate(signer_ctx *s, const char *serial)
 }
 
 /* The serial's octets from lowercase hex of even length 2..40; 0 when malformed. */
-static size_t serial_octets(const char *hex, uint8_t *out)
+static size_t serial_octets(const char *hex, uint8_t out[AUDIT_SERIAL_HEX_MAX / 2])
 {
-    size_t n = hex ? strlen(hex) : 0;
-    if (n < 2 || n > AUDIT_SERIAL_HEX_MAX || n % 2 ||
-        strspn(hex, "0123456789abcdef") != n)
+    size_t n = hex ? strlen(hex) : 0, len = 0;
+    if (n < 2 || !util_unhex(hex, n, out, AUDIT_SERIAL_HEX_MAX / 2, &len))
         return 0;
-    for (size_t i = 0; i < n / 2; i++)
-        sscanf(hex + 2 * i, "%2hhx", &out[i]);
-    return n / 2;
+    return len;
 }
 
 /* "intermediate" or "workload" for a serial the log knows (the serial set holds every
  * serial this CA key signed whose certificate has not expired: a probe that finds it
  * taken), "unknown" otherwise. The probe of an unknown serial takes it for a second, or
  * with force for SIGNER_CRL_SERIAL_HOLD_S: a revoked serial is never signed again. */
-static const char *kind_of(signer_ctx *s, const uint8_t *bin, size_t n, const char *serial,
+static const char *kind_of(signer_caops *ca, const uint8_t *bin, size_t n, const char *serial,
                            int force, hsmca_err *e)
 {
-    if (is_intermediate(s, serial))
+    if (is_intermediate(ca, serial))
         return "intermediate";
     int64_t now = (int64_t)time(NULL);
     hsmca_err why;
     int64_t until = force ? now + SIGNER_CRL_SERIAL_HOLD_S : now + 1;
-    hsmca_code rc = serial_set_insert(s->serials, bin, n, until, now, &why);
+    hsmca_code rc = serial_set_insert(ca->serials, bin, n, until, now, &why);
     if (rc == HSMCA_EPERM)
         return "workload";
     if (rc != HSMCA_OK) {
@@ -91,16 +89,16 @@ static json_t *revoke_reply(audit_entry *ent, const char *serial, const char *wh
 
 hsmca_code signer_crl_rule(void *ctx, const audit_entry *ent, hsmca_err *e)
 {
-    const signer_ctx *s = ctx;
-    HSMCA_GUARD(audit_crl_check(s->crl, ent, e));
-    return s->ica ? audit_ica_check(s->ica, ent, e) : HSMCA_OK;
+    const signer_caops *ca = ctx;
+    HSMCA_GUARD(audit_crl_check(ca->crl, ent, e));
+    return ca->ica ? audit_ica_check(ca->ica, ent, e) : HSMCA_OK;
 }
 
-json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
+json_t *signer_crl_revoke(signer_caops *ca, const char *user, json_t *req, hsmca_err *e)
 {
-    if (signer_ca_open(s, e) != HSMCA_OK)
+    if (signer_ca_open(ca, e) != HSMCA_OK)
         return NULL;
-    if (!s->crl || !s->audit) {
+    if (!ca->crl || !ca->audit) {
         hsmca_fail(e, HSMCA_EUNAVAIL, "revocations need the audit log (audit.dir): they are "
                                       "its entries");
         return NULL;
@@ -115,11 +113,11 @@ json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_er
                                        : "reason: one of %s", audit_crl_reason_names());
         return NULL;
     }
-    if (audit_crl_revoked(s->crl, serial)) {
+    if (audit_crl_revoked(ca->crl, serial)) {
         hsmca_fail(e, HSMCA_EPERM, "serial %s is revoked already", serial);
         return NULL;
     }
-    const char *kind = kind_of(s, bin, n, serial, force, e);
+    const char *kind = kind_of(ca, bin, n, serial, force, e);
     if (!kind)
         return NULL;
     audit_entry ent = {.kind = AUDIT_REVOKE};
@@ -129,22 +127,22 @@ json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_er
     ent.requester = (audit_str){user, strlen(user), 0};
     /* An intermediate's serial while its signature is in flight: refused by its rule,
      * named as such (checked again as the entry is written). */
-    if (signer_crl_rule(s, &ent, e) != HSMCA_OK)
+    if (signer_crl_rule(ca, &ent, e) != HSMCA_OK)
         return NULL;
     /* Refused before its entry while a CA signature is out (a CRL's count is the list's
      * length as that CRL was built): the revocation and its CRL stay one step. */
-    if (s->cfg.crl_path[0] && signer_casign_busy(s)) {
+    if (ca->cfg->crl_path[0] && signer_casign_busy(ca)) {
         hsmca_fail(e, HSMCA_EUNAVAIL, "a CA signature is out (a token call hangs?): nothing "
                                       "revoked now (try again)");
         return NULL;
     }
     uint64_t seq;
-    pthread_mutex_lock(&s->rev_lock); /* the checker reads the list (signer_revoke.h) */
-    int ok = audit_log_append_checked(s->audit, &ent, signer_crl_rule, s, &seq, e) == HSMCA_OK &&
-             audit_log_sync_through(s->audit, seq, e) == HSMCA_OK &&
-             audit_crl_apply(s->crl, &ent, 0, e) == HSMCA_OK &&
-             (!s->ica || audit_ica_apply(s->ica, &ent, 0, e) == HSMCA_OK); /* as the replay */
-    pthread_mutex_unlock(&s->rev_lock);
+    pthread_mutex_lock(&ca->rev_lock); /* the checker reads the list (signer_revoke.h) */
+    int ok = audit_log_append_checked(ca->audit, &ent, signer_crl_rule, ca, &seq, e) == HSMCA_OK &&
+             audit_log_sync_through(ca->audit, seq, e) == HSMCA_OK &&
+             audit_crl_apply(ca->crl, &ent, 0, e) == HSMCA_OK &&
+             (!ca->ica || audit_ica_apply(ca->ica, &ent, 0, e) == HSMCA_OK); /* as the replay */
+    pthread_mutex_unlock(&ca->rev_lock);
     if (!ok)
         return NULL;
     ent.seq = seq;
@@ -152,10 +150,10 @@ json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_er
               LOG_STR("reason", reason), LOG_STR("kind", kind), LOG_STR("user", user));
     hsmca_err why;
     hsmca_err_clear(&why);
-    if (!s->cfg.crl_path[0])
+    if (!ca->cfg->crl_path[0])
         return revoke_reply(&ent, serial, "crl.path is not set: no CRL is written");
     json_t *r = revoke_reply(&ent, serial, NULL);
-    if (r && signer_crl_publish(s, r, &why) == HSMCA_OK)
+    if (r && signer_crl_publish(ca, r, &why) == HSMCA_OK)
         return SIGNER_REPLY_LATER; /* once the CRL is signed, or not (signer_casign.h) */
     if (r)
         json_object_set_new(r, "crl_error", json_string(why.msg));
@@ -164,15 +162,15 @@ json_t *signer_crl_revoke(signer_ctx *s, const char *user, json_t *req, hsmca_er
     return r;
 }
 
-json_t *signer_crl_get(signer_ctx *s, const char *user, json_t *req, hsmca_err *e)
+json_t *signer_crl_get(signer_caops *ca, const char *user, json_t *req, hsmca_err *e)
 {
     (void)user, (void)req;
-    if (!s->cfg.crl_path[0] || !s->crl_pem) {
-        hsmca_fail(e, HSMCA_ENOTFOUND, s->cfg.crl_path[0]
+    if (!ca->cfg->crl_path[0] || !ca->crl_pem) {
+        hsmca_fail(e, HSMCA_ENOTFOUND, ca->cfg->crl_path[0]
                                            ? "no CRL signed yet (the signer signs one at start)"
                                            : "CRLs are off: crl.path is not set");
         return NULL;
     }
-    return json_pack("{s:b, s:s, s:I}", "ok", 1, "crl", s->crl_pem, "crl_number",
-                     (json_int_t)audit_crl_last_number(s->crl));
+    return json_pack("{s:b, s:s, s:I}", "ok", 1, "crl", ca->crl_pem, "crl_number",
+                     (json_int_t)audit_crl_last_number(ca->crl));
 }

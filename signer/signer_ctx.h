@@ -1,7 +1,8 @@
 /* signer_ctx.h - the signer's state, shared by signer_core.c (start, stop, the
  * periodic tick), signer_conn.c (connections), signer_work.c (the queue, the
  * checker and workers, the watchdog, the replies) and signer_stage.c (staged requests
- * and the syncer). Private to signer/. */
+ * and the syncer). The CA profile's operations see their own context instead (s->ca,
+ * signer_caops.h). Private to signer/. */
 #ifndef HSMCA_SIGNER_CTX_H
 #define HSMCA_SIGNER_CTX_H
 
@@ -16,6 +17,7 @@
 #include "policy_file.h"
 #include "sigalg.h"
 #include "signer_bind.h"
+#include "signer_caops.h"
 #include "signer_conn.h"
 #include "signer_limits.h"
 #include "signer_stats.h"
@@ -127,29 +129,9 @@ struct signer_ctx {
     int has_syncer, syncer_stop;
     /* What each worker is signing, for the watchdog (guarded by lock). */
     signer_job *busy[SIGNER_MAX_WORKERS]; /* the job each worker holds; NULL when idle */
-    /* Intermediate CA requests (signer_ica.h): rebuilt from the log at start (NULL without
-     * one), then the main thread's alone; the PEM text fetch hands out. */
-    struct audit_ica *ica;
-    char *ica_ca_pem, *ica_chain_pem, *ica_roots_pem;
-    /* The CA profile closed (signer_casign.h signer_ca_close): the log breaks a CA-profile
-     * rule at seq ca_closed_seq, why in ca_closed_why; workloads are still signed. */
-    int ca_closed;
-    uint64_t ca_closed_seq;
-    char ca_closed_why[512];
-    int64_t admin_uid; /* the uid of the admin caller whose op runs now (SO_PEERCRED) */
-    /* Revocations and the CA's CRL (signer_crl.h): rebuilt from the log at start, then the
-     * main thread's alone; the PEM of the CRL this life signed last (NULL: none yet). */
-    struct audit_crl *crl;
-    /* crl's revocations, revocations by identity and identity index: the checker reads
-     * and notes, the main thread adds (signer_revoke.h); the CRL's own fields are the main
-     * thread's alone */
-    pthread_mutex_t rev_lock;
-    char *crl_pem;
-    double crl_next_try; /* monotonic: the tick's next look at the CRL */
-    /* The CA profile's signatures off the main loop (signer_casign.h); the reply for the
-     * admin caller waiting for one, once it completed (the admin socket sends it). */
-    struct signer_casign *casign;
-    struct json_t *ca_reply;
+    /* The CA profile's state: intermediates, revocations and the CRL, the CA signing
+     * thread (signer_caops.h). */
+    signer_caops *ca;
     signer_stats stats;         /* the StatusReply's counters (signer_stats.h) */
     struct signer_probe *probe; /* the tokens' health while idle (signer_probe.h) */
 };

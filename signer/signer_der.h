@@ -13,18 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Universal and context tags used by the certificate profiles (identifier octets). */
-#define DER_BOOLEAN 0x01
-#define DER_INTEGER 0x02
-#define DER_BIT_STRING 0x03
-#define DER_OCTET_STRING 0x04
-#define DER_NULL 0x05
-#define DER_OID 0x06
-#define DER_UTCTIME 0x17
-#define DER_GENTIME 0x18
-#define DER_SEQUENCE 0x30
-#define DER_CTX(n) (0x80 | (n))      /* [n] IMPLICIT, primitive */
-#define DER_CTX_CONS(n) (0xA0 | (n)) /* [n] constructed / EXPLICIT */
+#include "der_tags.h" /* the tags the verbs take */
 
 /* A read position: the bytes not yet read. */
 typedef struct {

@@ -9,7 +9,7 @@
  * certificate's. */
 #include "signer_ica_sign.h"
 #include "signer_casign.h"
-#include "signer_ctx.h"
+#include "signer_caops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,23 +34,30 @@
 /* audit_check_fn: the intermediate rules on the entry as it will be written. */
 static hsmca_code ica_rule(void *ctx, const audit_entry *ent, hsmca_err *e)
 {
-    const signer_ctx *s = ctx;
-    return audit_ica_check(s->ica, ent, e);
+    const signer_caops *ca = ctx;
+    return audit_ica_check(ca->ica, ent, e);
 }
 
-hsmca_code signer_ica_log(signer_ctx *s, audit_entry *ent, hsmca_err *e)
+void signer_ica_follow(signer_caops *ca, const audit_entry *ent)
+{
+    hsmca_err why;
+    if (ca->ica && audit_ica_apply(ca->ica, ent, 0, &why) != HSMCA_OK)
+        signer_ca_close(ca, ent->seq, why.msg);
+}
+
+hsmca_code signer_ica_log(signer_caops *ca, audit_entry *ent, hsmca_err *e)
 {
     uint64_t seq;
     /* Checked against the rules before it is written: a line they refuse never is. */
-    HSMCA_GUARD(audit_log_append_checked(s->audit, ent, ica_rule, s, &seq, e));
+    HSMCA_GUARD(audit_log_append_checked(ca->audit, ent, ica_rule, ca, &seq, e));
     /* Written: the state follows the log at once, durable or not yet (a failed sync leaves
      * the line to be written when the log recovers). Only memory can fail here, and then
      * the state no longer matches the log: the CA profile closes. */
     hsmca_err why;
     hsmca_err_clear(&why);
-    if (audit_ica_apply(s->ica, ent, 0, &why) != HSMCA_OK)
-        signer_ca_close(s, seq, why.msg);
-    return audit_log_sync_through(s->audit, seq, e);
+    if (audit_ica_apply(ca->ica, ent, 0, &why) != HSMCA_OK)
+        signer_ca_close(ca, seq, why.msg);
+    return audit_log_sync_through(ca->audit, seq, e);
 }
 
 const char *signer_ica_key_problem(EVP_PKEY *key)
@@ -77,14 +84,14 @@ typedef struct {
     char subject[CONFIG_MAX_STR + 80];
 } ica_facts;
 
-static HSMCA_MUSTCHECK hsmca_code facts_of(signer_ctx *s, const audit_ica_req *r, int64_t now,
+static HSMCA_MUSTCHECK hsmca_code facts_of(signer_caops *ca, const audit_ica_req *r, int64_t now,
                                            ica_facts *f, hsmca_err *e)
 {
     struct tm tm;
-    HSMCA_ENSURE(ASN1_TIME_to_tm(X509_get0_notAfter(s->ca_cert), &tm) == 1, e, HSMCA_EINTERNAL,
+    HSMCA_ENSURE(ASN1_TIME_to_tm(X509_get0_notAfter(ca->ca_cert), &tm) == 1, e, HSMCA_EINTERNAL,
                  "the CA certificate's notAfter cannot be read");
     int64_t ca_end = (int64_t)timegm(&tm);
-    f->ttl = r->ttl_s && r->ttl_s < s->cfg.ica_max_ttl ? r->ttl_s : s->cfg.ica_max_ttl;
+    f->ttl = r->ttl_s && r->ttl_s < ca->cfg->ica_max_ttl ? r->ttl_s : ca->cfg->ica_max_ttl;
     /* Backdated, so an istiod whose clock lags the signer's accepts it at once; the
      * backdate is inside the TTL, as a workload certificate's is. */
     f->not_before = now - PROFILE_ICA_BACKDATE_S;
@@ -92,8 +99,8 @@ static HSMCA_MUSTCHECK hsmca_code facts_of(signer_ctx *s, const audit_ica_req *r
                                                              : ca_end;
     HSMCA_ENSURE(f->not_after > now + 3600, e, HSMCA_EPERM,
                  "the CA certificate expires within the hour: nothing to sign under it");
-    snprintf(f->subject, sizeof(f->subject), "%s%sCN=%s", s->cfg.ica_subject_prefix,
-             s->cfg.ica_subject_prefix[0] ? "," : "", r->cluster);
+    snprintf(f->subject, sizeof(f->subject), "%s%sCN=%s", ca->cfg->ica_subject_prefix,
+             ca->cfg->ica_subject_prefix[0] ? "," : "", r->cluster);
     return HSMCA_OK;
 }
 
@@ -157,17 +164,17 @@ static int add_ip_subtree(STACK_OF(GENERAL_SUBTREE) * sk, const uint8_t *range, 
  * each configured range, every address of a family without one excluded (0.0.0.0/0,
  * ::/0); rfc822Name on each configured host, else only the reserved host "invalid"
  * (RFC 6761): OpenSSL reads an empty excluded rfc822Name as matching nothing. */
-static int add_name_constraints(signer_ctx *s, X509 *x)
+static int add_name_constraints(signer_caops *ca, X509 *x)
 {
     static const uint8_t all_v4[8], all_v6[32];
     NAME_CONSTRAINTS *nc = NAME_CONSTRAINTS_new();
     int ok = nc && (nc->permittedSubtrees = sk_GENERAL_SUBTREE_new_null()) != NULL &&
              (nc->excludedSubtrees = sk_GENERAL_SUBTREE_new_null()) != NULL;
     STACK_OF(GENERAL_SUBTREE) *pe = ok ? nc->permittedSubtrees : NULL;
-    const hsmca_config *c = &s->cfg;
+    const hsmca_config *c = ca->cfg;
     int v4 = 0, v6 = 0;
-    for (int i = 0; ok && i < s->policy.n_trust_domains; i++)
-        ok = add_subtree(pe, GEN_URI, s->policy.trust_domains[i]);
+    for (int i = 0; ok && i < ca->policy->n_trust_domains; i++)
+        ok = add_subtree(pe, GEN_URI, ca->policy->trust_domains[i]);
     for (int i = 0; ok && i < c->ica_istiod_names.n; i++)
         ok = add_subtree(pe, GEN_DNS, c->ica_istiod_names.items[i]);
     for (int i = 0; ok && i < c->ica_dns_suffixes.n; i++)
@@ -198,7 +205,7 @@ static int add_ext(X509 *x, X509V3_CTX *ctx, int nid, const char *value)
 }
 
 /* The certificate to sign (unsigned), or NULL. */
-static X509 *build_cert(signer_ctx *s, EVP_PKEY *key, const ica_facts *f,
+static X509 *build_cert(signer_caops *ca, EVP_PKEY *key, const ica_facts *f,
                         const uint8_t serial[ICA_SERIAL_LEN])
 {
     X509 *x = X509_new();
@@ -207,17 +214,17 @@ static X509 *build_cert(signer_ctx *s, EVP_PKEY *key, const ica_facts *f,
     X509V3_CTX ctx;
     int ok = x && subj && bn && X509_set_version(x, X509_VERSION_3) &&
              BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
-             X509_set_issuer_name(x, X509_get_subject_name(s->ca_cert)) &&
+             X509_set_issuer_name(x, X509_get_subject_name(ca->ca_cert)) &&
              X509_set_subject_name(x, subj) &&
              ASN1_TIME_set(X509_getm_notBefore(x), (time_t)f->not_before) &&
              ASN1_TIME_set(X509_getm_notAfter(x), (time_t)f->not_after) && X509_set_pubkey(x, key);
     if (ok) {
-        X509V3_set_ctx(&ctx, s->ca_cert, x, NULL, NULL, 0);
+        X509V3_set_ctx(&ctx, ca->ca_cert, x, NULL, NULL, 0);
         ok = add_ext(x, &ctx, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") &&
              add_ext(x, &ctx, NID_key_usage, ICA_KEY_USAGE) &&
              add_ext(x, &ctx, NID_subject_key_identifier, "hash") &&
              add_ext(x, &ctx, NID_authority_key_identifier, "keyid:always") &&
-             add_name_constraints(s, x);
+             add_name_constraints(ca, x);
     }
     X509_NAME_free(subj);
     BN_free(bn);
@@ -231,9 +238,9 @@ static X509 *build_cert(signer_ctx *s, EVP_PKEY *key, const ica_facts *f,
 /* The name constraints as text, in the extension's order, for show and the intent
  * entry's sans: permitted ("URI:cluster.local DNS:istiod.istio-system.svc email:invalid")
  * into out, excluded ("IP:0.0.0.0/0 IP:::/0") into excl. */
-static void constraints_text(signer_ctx *s, char *out, size_t cap, char *excl, size_t ecap)
+static void constraints_text(signer_caops *ca, char *out, size_t cap, char *excl, size_t ecap)
 {
-    const hsmca_config *c = &s->cfg;
+    const hsmca_config *c = ca->cfg;
     const struct {
         const char *type;
         const config_list *l;
@@ -244,9 +251,9 @@ static void constraints_text(signer_ctx *s, char *out, size_t cap, char *excl, s
     size_t n = 0, m = 0;
     int v4 = 0, v6 = 0;
     out[0] = excl[0] = '\0';
-    for (int i = 0; i < s->policy.n_trust_domains && n < cap; i++)
+    for (int i = 0; i < ca->policy->n_trust_domains && n < cap; i++)
         n += (size_t)snprintf(out + n, cap - n, "%sURI:%s", n ? " " : "",
-                              s->policy.trust_domains[i]);
+                              ca->policy->trust_domains[i]);
     for (size_t k = 0; k < sizeof(lists) / sizeof(lists[0]); k++)
         for (int i = 0; i < lists[k].l->n && n < cap; i++)
             n += (size_t)snprintf(out + n, cap - n, "%s%s:%s", n ? " " : "", lists[k].type,
@@ -271,7 +278,7 @@ static X509_REQ *csr_of(const audit_ica_req *r, hsmca_err *e)
                    "no longer kept", (unsigned long long)r->id);
         return NULL;
     }
-    uint8_t *der = audit_ica_unbase64(r->csr_b64, strlen(r->csr_b64), &n);
+    uint8_t *der = util_b64_decode(r->csr_b64, strlen(r->csr_b64), &n);
     const unsigned char *p = der;
     X509_REQ *csr = der ? d2i_X509_REQ(NULL, &p, (long)n) : NULL;
     free(der);
@@ -281,11 +288,11 @@ static X509_REQ *csr_of(const audit_ica_req *r, hsmca_err *e)
     return csr;
 }
 
-json_t *signer_ica_profile(signer_ctx *s, const audit_ica_req *r, hsmca_err *e)
+json_t *signer_ica_profile(signer_caops *ca, const audit_ica_req *r, hsmca_err *e)
 {
     ica_facts f;
     char nc[2048], excl[64], key[64];
-    if (facts_of(s, r, (int64_t)time(NULL), &f, e) != HSMCA_OK)
+    if (facts_of(ca, r, (int64_t)time(NULL), &f, e) != HSMCA_OK)
         return NULL;
     X509_REQ *csr = csr_of(r, e);
     if (!csr)
@@ -295,7 +302,7 @@ json_t *signer_ica_profile(signer_ctx *s, const audit_ica_req *r, hsmca_err *e)
              pk && EVP_PKEY_get_base_id(pk) == EVP_PKEY_EC ? "EC" : "RSA",
              pk ? EVP_PKEY_get_bits(pk) : 0);
     X509_REQ_free(csr);
-    constraints_text(s, nc, sizeof(nc), excl, sizeof(excl));
+    constraints_text(ca, nc, sizeof(nc), excl, sizeof(excl));
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "subject",
                      f.subject, "key", key, "key_sha256", r->key_sha256, "basic_constraints",
                      "critical, CA:TRUE, pathlen:0", "key_usage",
@@ -308,7 +315,7 @@ json_t *signer_ica_profile(signer_ctx *s, const audit_ica_req *r, hsmca_err *e)
 }
 
 /* The intent entry, durable before the signature: *intent gets its seq. */
-static HSMCA_MUSTCHECK hsmca_code log_intent(signer_ctx *s, const audit_ica_req *r,
+static HSMCA_MUSTCHECK hsmca_code log_intent(signer_caops *ca, const audit_ica_req *r,
                                              const char *user, const ica_facts *f,
                                              const uint8_t *tbs, size_t tbs_len,
                                              const uint8_t serial[ICA_SERIAL_LEN],
@@ -319,7 +326,7 @@ static HSMCA_MUSTCHECK hsmca_code log_intent(signer_ctx *s, const audit_ica_req 
     uint8_t md[32];
     audit_entry ent = {.kind = AUDIT_ISSUE_INTENT, .request_id = r->id};
     size_t der_len;
-    uint8_t *der = audit_ica_unbase64(r->csr_b64, strlen(r->csr_b64), &der_len);
+    uint8_t *der = util_b64_decode(r->csr_b64, strlen(r->csr_b64), &der_len);
     HSMCA_ENSURE(der, e, HSMCA_ENOMEM, "out of memory");
     SHA256(der, der_len, md);
     free(der);
@@ -328,7 +335,7 @@ static HSMCA_MUSTCHECK hsmca_code log_intent(signer_ctx *s, const audit_ica_req 
     util_hex(md, 32, ent.tbs_sha256);
     util_hex(serial, ICA_SERIAL_LEN, ent.serial);
     snprintf(ent.profile, sizeof(ent.profile), "%s", AUDIT_ICA_PROFILE);
-    constraints_text(s, nc, sizeof(nc), excl, sizeof(excl));
+    constraints_text(ca, nc, sizeof(nc), excl, sizeof(excl));
     size_t used = strlen(nc);
     if (excl[0] && used < sizeof(nc))
         snprintf(nc + used, sizeof(nc) - used, " excluded %s", excl);
@@ -336,14 +343,14 @@ static HSMCA_MUSTCHECK hsmca_code log_intent(signer_ctx *s, const audit_ica_req 
     ent.requester = (audit_str){user, strlen(user), 0};
     ent.not_before = f->not_before;
     ent.not_after = f->not_after;
-    HSMCA_GUARD(signer_ica_log(s, &ent, e));
+    HSMCA_GUARD(signer_ica_log(ca, &ent, e));
     *intent = ent.seq;
     return HSMCA_OK;
 }
 
 /* The result after the signature (and with a certificate its intermediate-cert entry),
  * durable before the caller's reply. */
-static HSMCA_MUSTCHECK hsmca_code log_result(signer_ctx *s, const audit_ica_req *r,
+static HSMCA_MUSTCHECK hsmca_code log_result(signer_caops *ca, const audit_ica_req *r,
                                              uint64_t intent, const uint8_t *cert, size_t len,
                                              const hsmca_err *why, hsmca_err *e)
 {
@@ -362,11 +369,10 @@ static HSMCA_MUSTCHECK hsmca_code log_result(signer_ctx *s, const audit_ica_req 
     hsmca_err rule;
     hsmca_err_clear(&rule);
     if (cert && len <= AUDIT_BLOB_MAX / 4 * 3) {
-        ce.cert = (audit_str){b64, (size_t)EVP_EncodeBlock((unsigned char *)b64, cert, (int)len),
-                              0};
+        ce.cert = (audit_str){b64, util_b64_encode_to(cert, len, b64, sizeof(b64)), 0};
         /* The certificate's entry is checked before the result's: a certificate the rules
          * would refuse is recorded as not handed out, and never written. */
-        if (audit_ica_check(s->ica, &ce, &rule) != HSMCA_OK) {
+        if (audit_ica_check(ca->ica, &ce, &rule) != HSMCA_OK) {
             memset(res.cert_sha256, 0, sizeof(res.cert_sha256));
             snprintf(res.code, sizeof(res.code), "%s", hsmca_code_name(HSMCA_EPERM));
             res.error = (audit_str){rule.msg, strlen(rule.msg), 0};
@@ -374,37 +380,37 @@ static HSMCA_MUSTCHECK hsmca_code log_result(signer_ctx *s, const audit_ica_req 
         }
     }
     if (!cert || len > AUDIT_BLOB_MAX / 4 * 3) {
-        HSMCA_GUARD(signer_ica_log(s, &res, e));
+        HSMCA_GUARD(signer_ica_log(ca, &res, e));
         return rule.msg[0] ? hsmca_fail(e, HSMCA_EPERM, "%s", rule.msg) : HSMCA_OK;
     }
-    HSMCA_GUARD(signer_ica_log(s, &res, e));
-    return signer_ica_log(s, &ce, e);
+    HSMCA_GUARD(signer_ica_log(ca, &res, e));
+    return signer_ica_log(ca, &ce, e);
 }
 
 /* The certificate: the TBS with the token's signature sig over digest md, verified
  * against the CA certificate first; NULL when it fails (e says why). */
-static uint8_t *assemble_checked(signer_ctx *s, const uint8_t *tbs, size_t tbs_len,
+static uint8_t *assemble_checked(signer_caops *ca, const uint8_t *tbs, size_t tbs_len,
                                  const uint8_t *md, const uint8_t *sig, size_t sig_len,
                                  size_t *len, hsmca_err *e)
 {
     uint8_t *cert = NULL;
-    if (!sigalg_verify_digest(s->alg, X509_get0_pubkey(s->ca_cert), md, sig, sig_len)) {
+    if (!sigalg_verify_digest(ca->alg, X509_get0_pubkey(ca->ca_cert), md, sig, sig_len)) {
         hsmca_fail(e, HSMCA_EINTERNAL, "token signature failed verification");
         return NULL;
     }
-    if (certasm_assemble(tbs, tbs_len, s->alg->nid, sig, sig_len, &cert, len, e) != HSMCA_OK)
+    if (certasm_assemble(tbs, tbs_len, ca->alg->nid, sig, sig_len, &cert, len, e) != HSMCA_OK)
         return NULL;
     return cert;
 }
 
 /* A fresh serial of ICA_SERIAL_LEN octets, positive, its first octet non-zero (so its DER
  * keeps that length), marked used in the serial set until not_after. */
-static HSMCA_MUSTCHECK hsmca_code new_serial(signer_ctx *s, int64_t not_after,
+static HSMCA_MUSTCHECK hsmca_code new_serial(signer_caops *ca, int64_t not_after,
                                              uint8_t serial[ICA_SERIAL_LEN], hsmca_err *e)
 {
     HSMCA_ENSURE(RAND_bytes(serial, ICA_SERIAL_LEN) == 1, e, HSMCA_EINTERNAL, "no randomness");
     serial[0] = (uint8_t)((serial[0] & 0x7f) | 0x40);
-    return serial_set_insert(s->serials, serial, ICA_SERIAL_LEN, not_after, (int64_t)time(NULL),
+    return serial_set_insert(ca->serials, serial, ICA_SERIAL_LEN, not_after, (int64_t)time(NULL),
                              e);
 }
 
@@ -419,9 +425,9 @@ typedef struct {
 } ica_job;
 
 /* The approver's reply: the request's state, and why it is not signed ("" when it is). */
-static json_t *approve_reply(signer_ctx *s, uint64_t id, const char *sign_error)
+static json_t *approve_reply(signer_caops *ca, uint64_t id, const char *sign_error)
 {
-    const audit_ica_req *r = audit_ica_find(s->ica, id);
+    const audit_ica_req *r = audit_ica_find(ca->ica, id);
     return json_pack("{s:b, s:I, s:I, s:I, s:s, s:s}", "ok", 1, "id", (json_int_t)id, "approvals",
                      (json_int_t)r->n_approvers, "required", (json_int_t)r->required, "state",
                      audit_ica_state_name(audit_ica_state_of(r, time(NULL))), "sign_error",
@@ -429,13 +435,13 @@ static json_t *approve_reply(signer_ctx *s, uint64_t id, const char *sign_error)
 }
 
 /* The waiting caller's reply once request j is signed (rc HSMCA_OK) or not (e). */
-static json_t *caller_reply(signer_ctx *s, ica_job *j, hsmca_code rc, hsmca_err *e)
+static json_t *caller_reply(signer_caops *ca, ica_job *j, hsmca_code rc, hsmca_err *e)
 {
     json_t *r = NULL;
     if (!j->then)
-        r = approve_reply(s, j->id, rc == HSMCA_OK ? "" : e->msg);
-    else if (rc == HSMCA_OK && audit_ica_find(s->ica, j->id)->cert_b64)
-        r = j->then(s, j->user, j->req, e); /* finds the certificate: signs nothing again */
+        r = approve_reply(ca, j->id, rc == HSMCA_OK ? "" : e->msg);
+    else if (rc == HSMCA_OK && audit_ica_find(ca->ica, j->id)->cert_b64)
+        r = j->then(ca, j->user, j->req, e); /* finds the certificate: signs nothing again */
     else if (rc == HSMCA_OK)
         hsmca_fail(e, HSMCA_EINTERNAL, "intermediate request %llu: no certificate after signing",
                    (unsigned long long)j->id);
@@ -448,31 +454,31 @@ static json_t *caller_reply(signer_ctx *s, ica_job *j, hsmca_code rc, hsmca_err 
 
 /* signer_casign_done: the certificate assembled and checked, the result (and certificate)
  * entries durable, then the caller's reply. */
-static json_t *ica_done(signer_ctx *s, void *arg, const uint8_t *sig, size_t sig_len,
+static json_t *ica_done(signer_caops *ca, void *arg, const uint8_t *sig, size_t sig_len,
                         const hsmca_err *why)
 {
     ica_job *j = arg;
     hsmca_err w = *why, e;
     hsmca_err_clear(&e);
     size_t cert_len = 0;
-    uint8_t *cert = sig ? assemble_checked(s, j->tbs, j->tbs_len, j->md, sig, sig_len,
+    uint8_t *cert = sig ? assemble_checked(ca, j->tbs, j->tbs_len, j->md, sig, sig_len,
                                            &cert_len, &w)
                         : NULL;
     if (!sig && w.code == HSMCA_EUNAVAIL && strstr(w.msg, "pkcs11.sign_timeout"))
         snprintf(w.msg + strlen(w.msg), sizeof(w.msg) - strlen(w.msg), "; fetch again");
-    hsmca_code rc = log_result(s, audit_ica_find(s->ica, j->id), j->intent, cert, cert_len,
+    hsmca_code rc = log_result(ca, audit_ica_find(ca->ica, j->id), j->intent, cert, cert_len,
                                &w, &e);
     if (rc == HSMCA_OK && !cert)
         rc = hsmca_fail(&e, w.code, "intermediate request %llu not signed: %s",
                         (unsigned long long)j->id, w.msg);
     if (rc == HSMCA_OK)
-        signer_stats_issued(s, SIGSTAT_PROFILE_CA);
+        signer_stats_issued(ca->stats, SIGSTAT_PROFILE_CA);
     if (rc == HSMCA_OK)
         LOG_EVENT(LOG_LVL_INFO, "intermediate signed", LOG_STR("cluster",
-                  audit_ica_find(s->ica, j->id)->cluster), LOG_STR("user", j->user));
+                  audit_ica_find(ca->ica, j->id)->cluster), LOG_STR("user", j->user));
     else
         LOG_EVENT(LOG_LVL_WARN, "intermediate not signed", LOG_STR("reason", e.msg));
-    json_t *r = j->req ? caller_reply(s, j, rc, &e) : NULL;
+    json_t *r = j->req ? caller_reply(ca, j, rc, &e) : NULL;
     OPENSSL_free(cert);
     OPENSSL_free(j->tbs);
     json_decref(j->req);
@@ -482,15 +488,15 @@ static json_t *ica_done(signer_ctx *s, void *arg, const uint8_t *sig, size_t sig
 
 /* Hands the logged intermediate j to the CA signing thread; when it cannot, the intent
  * gets its result (not signed) and j is freed. */
-static HSMCA_MUSTCHECK hsmca_code hand_over(signer_ctx *s, ica_job *j, hsmca_err *e)
+static HSMCA_MUSTCHECK hsmca_code hand_over(signer_caops *ca, ica_job *j, hsmca_err *e)
 {
     hsmca_err why;
     hsmca_err_clear(&why);
-    if (sigalg_digest(s->alg, j->tbs, j->tbs_len, j->md) != 1)
+    if (sigalg_digest(ca->alg, j->tbs, j->tbs_len, j->md) != 1)
         hsmca_fail(&why, HSMCA_EINTERNAL, "digest failed");
-    else if (signer_casign_start(s, j->md, s->alg->digest_len, ica_done, j, &why) == HSMCA_OK)
+    else if (signer_casign_start(ca, j->md, ca->alg->digest_len, ica_done, j, &why) == HSMCA_OK)
         return HSMCA_OK;
-    hsmca_code rc = log_result(s, audit_ica_find(s->ica, j->id), j->intent, NULL, 0, &why, e);
+    hsmca_code rc = log_result(ca, audit_ica_find(ca->ica, j->id), j->intent, NULL, 0, &why, e);
     if (rc == HSMCA_OK)
         rc = hsmca_fail(e, why.code, "intermediate request %llu not signed: %s",
                         (unsigned long long)j->id, why.msg);
@@ -500,7 +506,7 @@ static HSMCA_MUSTCHECK hsmca_code hand_over(signer_ctx *s, ica_job *j, hsmca_err
     return rc;
 }
 
-hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r, const char *user, json_t *req,
+hsmca_code signer_ica_issue(signer_caops *ca, const audit_ica_req *r, const char *user, json_t *req,
                             signer_ica_then then, hsmca_err *e)
 {
     ica_facts f;
@@ -508,9 +514,9 @@ hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r, const char *u
     size_t tbs_len = 0;
     uint64_t intent = 0, id = r->id;
     /* Refused up front (nothing logged): a reconnecting token, a CA signature still out. */
-    HSMCA_GUARD(signer_casign_ready(s, e));
-    HSMCA_GUARD(facts_of(s, r, (int64_t)time(NULL), &f, e));
-    HSMCA_GUARD(new_serial(s, f.not_after, serial, e));
+    HSMCA_GUARD(signer_casign_ready(ca, e));
+    HSMCA_GUARD(facts_of(ca, r, (int64_t)time(NULL), &f, e));
+    HSMCA_GUARD(new_serial(ca, f.not_after, serial, e));
     X509_REQ *csr = csr_of(r, e);
     if (!csr)
         return e->code;
@@ -520,16 +526,16 @@ hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r, const char *u
     if (!key || signer_ica_key_problem(key)[0] || X509_REQ_verify(csr, key) != 1)
         rc = hsmca_fail(e, HSMCA_EPERM, "intermediate request %llu: its CSR fails its checks",
                         (unsigned long long)id);
-    X509 *x = rc == HSMCA_OK ? build_cert(s, key, &f, serial) : NULL;
+    X509 *x = rc == HSMCA_OK ? build_cert(ca, key, &f, serial) : NULL;
     if (rc == HSMCA_OK && !x)
         rc = hsmca_fail(e, HSMCA_EINTERNAL, "intermediate certificate: cannot be built");
     if (rc == HSMCA_OK)
-        rc = certasm_tbs_der(x, s->alg->nid, &tbs, &tbs_len, e);
+        rc = certasm_tbs_der(x, ca->alg->nid, &tbs, &tbs_len, e);
     ica_job *j = rc == HSMCA_OK ? calloc(1, sizeof(*j)) : NULL;
     if (rc == HSMCA_OK && !j)
         rc = hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
     if (rc == HSMCA_OK)
-        rc = log_intent(s, r, user, &f, tbs, tbs_len, serial, &intent, e);
+        rc = log_intent(ca, r, user, &f, tbs, tbs_len, serial, &intent, e);
     if (rc == HSMCA_OK) {
         *j = (ica_job){.id = id, .intent = intent, .tbs = tbs, .tbs_len = tbs_len,
                        .req = json_incref(req), .then = then};
@@ -537,7 +543,7 @@ hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r, const char *u
         ica_job *out = j;
         tbs = NULL;
         j = NULL;
-        rc = hand_over(s, out, e);
+        rc = hand_over(ca, out, e);
     }
     free(j);
     OPENSSL_free(tbs);

@@ -11,14 +11,14 @@
 #include "audit_ica.h"
 #include "hsmca_err.h"
 
-typedef struct signer_ctx signer_ctx;
+typedef struct signer_caops signer_caops;
 
 /* The profile request r would be signed with, for show: subject, key, name constraints,
  * path length, validity (not_after as it would be now). */
-json_t *signer_ica_profile(signer_ctx *s, const audit_ica_req *r, hsmca_err *e);
+json_t *signer_ica_profile(signer_caops *ca, const audit_ica_req *r, hsmca_err *e);
 
 /* An admin op (signer_admin.c's table's shape). */
-typedef json_t *(*signer_ica_then)(signer_ctx *s, const char *user, json_t *req, hsmca_err *e);
+typedef json_t *(*signer_ica_then)(signer_caops *ca, const char *user, json_t *req, hsmca_err *e);
 
 /* Signs approved request r, user being who completed the approvals: the intent entry
  * durable, then the signature on the CA signing thread (signer_casign.h), then on the main
@@ -27,7 +27,7 @@ typedef json_t *(*signer_ica_then)(signer_ctx *s, const char *user, json_t *req,
  * approver's reply (state, sign_error). HSMCA_OK: handed over
  * (the op answers SIGNER_REPLY_LATER); otherwise not signed, e says why (a refusal up front
  * logs nothing; a failure after the intent logs its result). */
-HSMCA_MUSTCHECK hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *r,
+HSMCA_MUSTCHECK hsmca_code signer_ica_issue(signer_caops *ca, const audit_ica_req *r,
                                             const char *user, json_t *req,
                                             signer_ica_then then, hsmca_err *e);
 
@@ -35,7 +35,11 @@ HSMCA_MUSTCHECK hsmca_code signer_ica_issue(signer_ctx *s, const audit_ica_req *
  * possession); "" on success, else why not (a static string). */
 const char *signer_ica_key_problem(EVP_PKEY *key);
 
+/* An entry another path wrote (the config entry, an intent closed at start) applied to the
+ * intermediates' state (none without the log); one the state refuses closes the CA profile. */
+void signer_ica_follow(signer_caops *ca, const audit_entry *ent);
+
 /* One step into the log: appended, durable, then applied to the state. */
-HSMCA_MUSTCHECK hsmca_code signer_ica_log(signer_ctx *s, audit_entry *ent, hsmca_err *e);
+HSMCA_MUSTCHECK hsmca_code signer_ica_log(signer_caops *ca, audit_entry *ent, hsmca_err *e);
 
 #endif

@@ -10,7 +10,7 @@
 
 /* The serials this CA key has signed whose certificates have not expired
  * (thread-safe). Filled as the signer signs, rebuilt at start from the audit log
- * (DESIGN.md §6) with serial_set_restore. Each serial is kept with its notAfter and
+ * (docs/ARCHITECTURE.md §7.4) with serial_set_restore. Each serial is kept with its notAfter and
  * dropped once expired: lazily, when the table would grow (a rebuild that keeps only
  * live serials, at a load of at most 1/4, so the set follows the live count instead of
  * growing forever), or on serial_set_prune. A serial is refused at least until its

@@ -54,7 +54,7 @@ static void usage(FILE *f)
 /* Unknown type or malformed payload: end this connection and ask the supervisor
  * for a fresh front end (OpenBSD style: a peer that breaks the protocol is not
  * argued with). */
-static void drop_peer(signer_ctx *s, int ctl_fd, const char *why)
+static void drop_peer(signer_ctx *s, const char *why)
 {
     log_warn("front end protocol violation: %s; closing its connection", why);
     signer_conn_close(s);
@@ -62,12 +62,12 @@ static void drop_peer(signer_ctx *s, int ctl_fd, const char *why)
 }
 
 /* The wire check and the queue's room come before protobuf-c allocates anything. */
-static void handle_sign_req(signer_ctx *s, int ctl_fd, uint64_t id, const uint8_t *p, size_t n)
+static void handle_sign_req(signer_ctx *s, uint64_t id, const uint8_t *p, size_t n)
 {
     signer_request_shape shape;
     hsmca_err e;
     if (signer_request_check(p, n, &shape, &e) != HSMCA_OK) {
-        drop_peer(s, ctl_fd, e.msg);
+        drop_peer(s, e.msg);
         return;
     }
     if (signer_queue_reserve(s, &shape, id) != HSMCA_OK)
@@ -82,11 +82,11 @@ static void handle_sign_req(signer_ctx *s, int ctl_fd, uint64_t id, const uint8_
  * SignRequest (a malformed one is a protocol violation); no reply; the entry is
  * appended under a flood limit and not waited for, so a flood of these neither
  * becomes a flood of lines nor holds this thread. */
-static void handle_frontend_deny(signer_ctx *s, int ctl_fd, uint64_t id, const uint8_t *p, size_t n)
+static void handle_frontend_deny(signer_ctx *s, uint64_t id, const uint8_t *p, size_t n)
 {
     hsmca_err e;
     if (signer_deny_check(p, n, &e) != HSMCA_OK) {
-        drop_peer(s, ctl_fd, e.msg);
+        drop_peer(s, e.msg);
         return;
     }
     Hsmca__Ipc__FrontendDeny *d = hsmca__ipc__frontend_deny__unpack(NULL, n, p);
@@ -101,12 +101,12 @@ static void handle_frontend_deny(signer_ctx *s, int ctl_fd, uint64_t id, const u
 
 /* The signer's figures (signer_stats.h): an empty payload only; answered from counters
  * on this thread, without waiting for the token, the log or the front end. */
-static void handle_status_req(signer_ctx *s, int ctl_fd, uint64_t id, const uint8_t *p, size_t n)
+static void handle_status_req(signer_ctx *s, uint64_t id, const uint8_t *p, size_t n)
 {
     (void)p;
     hsmca_err e;
     if (signer_status_check(n, &e) != HSMCA_OK) {
-        drop_peer(s, ctl_fd, e.msg);
+        drop_peer(s, e.msg);
         return;
     }
     signer_stats_answer(s, id);
@@ -115,7 +115,7 @@ static void handle_status_req(signer_ctx *s, int ctl_fd, uint64_t id, const uint
 /* The allow-table: every message type the front end may send, and its handler. */
 static const struct {
     uint8_t type;
-    void (*handler)(signer_ctx *, int, uint64_t, const uint8_t *, size_t);
+    void (*handler)(signer_ctx *, uint64_t, const uint8_t *, size_t);
 } signer_dispatch[] = {
     {IPC_SIGN_REQ, handle_sign_req},
     {IPC_FRONTEND_DENY, handle_frontend_deny},
@@ -128,7 +128,7 @@ static const struct {
 
 /* One frame from the front end, waiting for it (first) or not; 0 when none was waiting
  * or the connection ended. */
-static int signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd, int first)
+static int signer_dispatch_frontend(signer_ctx *s, int fd, int first)
 {
     static uint8_t buf[IPC_MAX_FRAME];
     ipc_msg m;
@@ -144,20 +144,20 @@ static int signer_dispatch_frontend(signer_ctx *s, int ctl_fd, int fd, int first
             log_warn("front end connection error: %s", e.msg);
             signer_conn_close(s);
         } else {
-            drop_peer(s, ctl_fd, e.msg);
+            drop_peer(s, e.msg);
         }
         return 0;
     }
     for (size_t i = 0; i < sizeof(signer_dispatch) / sizeof(signer_dispatch[0]); i++) {
         if (signer_dispatch[i].type == m.type) {
-            signer_dispatch[i].handler(s, ctl_fd, m.id, m.payload, m.len);
+            signer_dispatch[i].handler(s, m.id, m.payload, m.len);
             /* A handler that dropped the peer closed fd: read no more from it. */
             return signer_conn_fd(s) == fd;
         }
     }
     char why[64];
     snprintf(why, sizeof(why), "unknown message type %u", m.type);
-    drop_peer(s, ctl_fd, why);
+    drop_peer(s, why);
     return 0;
 }
 
@@ -217,7 +217,7 @@ static int signer_loop(signer_ctx *s, int ctl_fd, signer_admin *adm)
         }
         if (fd >= 0 && pfd[1].revents)
             for (int i = 0; i < SIGNER_READS_PER_WAKE && !signer_stop &&
-                            signer_dispatch_frontend(s, ctl_fd, fd, i == 0);
+                            signer_dispatch_frontend(s, fd, i == 0);
                  i++) {
             }
     }
@@ -287,7 +287,7 @@ int signer_main(int argc, char **argv)
     /* The admin socket is bound, and what fetch hands out read, before the switch of user. */
     signer_admin *adm = NULL;
     if (signer_admin_open(&cfg, &sb, &adm, &e) != HSMCA_OK ||
-        (adm && signer_ica_load(s, &e) != HSMCA_OK))
+        (adm && signer_ica_load(signer_ca(s), &e) != HSMCA_OK))
         fatal_config("refusing to serve: %s", e.msg);
     if (adm)
         signer_sandbox_allow_admin(signer_admin_listen_fd(adm));

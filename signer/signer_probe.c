@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "thread_start.h"
 #include "util.h"
 
 struct signer_probe {
@@ -45,7 +46,7 @@ void signer_probe_start(signer_ctx *s)
     pthread_mutex_init(&p->mu, NULL);
     util_cond_init_monotonic(&p->cv);
     s->probe = p;
-    fatal_unless_started(pthread_create(&p->th, NULL, probe_thread, s), "the token probe thread");
+    thread_start(&p->th, probe_thread, s, "token probe thread");
 }
 
 int signer_probe_stop(signer_ctx *s)

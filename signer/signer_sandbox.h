@@ -1,4 +1,4 @@
-/* signer_sandbox.h - the signer confines itself (DESIGN.md §2): once it has read
+/* signer_sandbox.h - the signer confines itself (docs/ARCHITECTURE.md §3.4): once it has read
  * the PIN and opened the token it runs as its own unprivileged user, is not
  * dumpable, has no core dumps, and runs under a seccomp allowlist that permits
  * sockets only as signer.sandbox.network says (unix: a module that talks to a local

@@ -1,6 +1,7 @@
 /* signer_stats.c - see signer_stats.h. */
 #include "signer_stats.h"
 #include "signer_ctx.h"
+#include "signer_casign.h"
 
 #include <openssl/asn1.h>
 #include <openssl/evp.h>
@@ -70,10 +71,10 @@ void signer_stats_start(signer_ctx *s)
     read_roots(st, s->cfg.root_bundle);
 }
 
-void signer_stats_issued(signer_ctx *s, unsigned what)
+void signer_stats_issued(signer_stats *st, unsigned what)
 {
     if (what < SIGSTAT_PROFILES)
-        atomic_fetch_add_explicit(&s->stats.issued[what], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&st->issued[what], 1, memory_order_relaxed);
 }
 
 unsigned signer_stats_stage(hsmca_code code, const char *reason)
@@ -187,8 +188,9 @@ static void fill_counts(signer_ctx *s, Hsmca__Ipc__StatusReply *r, status_parts 
     r->roots_not_after = st->roots_not_after;
     r->n_roots_not_after = (size_t)st->n_roots;
     r->uptime = util_mono_now() - st->started;
-    r->ca_closed = s->ca_closed;
-    r->ca_closed_seq = s->ca_closed_seq;
+    uint64_t closed_seq = 0;
+    r->ca_closed = signer_ca_closed(s->ca, &closed_seq);
+    r->ca_closed_seq = closed_seq;
 }
 
 /* At most SIGNER_STATUS_PER_S answers a second (main thread only). */

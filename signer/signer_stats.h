@@ -40,7 +40,7 @@ typedef struct {
 void signer_stats_start(signer_ctx *s);
 
 /* A signature by the CA key, of what (enum sigstat_profile). */
-void signer_stats_issued(signer_ctx *s, unsigned what);
+void signer_stats_issued(signer_stats *st, unsigned what);
 
 /* The stage (enum sigstat_refusal) a refusal's code and reason name. */
 unsigned signer_stats_stage(hsmca_code code, const char *reason);

@@ -1,4 +1,4 @@
-/* signer_tbs.c - the signer's strict TBSCertificate validator (DESIGN.md §2):
+/* signer_tbs.c - the signer's strict TBSCertificate validator (docs/ARCHITECTURE.md §3.1):
  * the fields in their DER order. The extensions are in signer_tbs_ext.c.
  *
  * The front end may be compromised, so every byte of the TBS is either parsed

@@ -1,4 +1,4 @@
-/* signer_tbs.h - the signer's strict TBSCertificate validator (DESIGN.md §2).
+/* signer_tbs.h - the signer's strict TBSCertificate validator (docs/ARCHITECTURE.md §3.1).
  *
  * Assumes the front end is compromised: parses the DER itself (strict DER only,
  * no trailing bytes) and refuses every TBS outside the profile, naming the

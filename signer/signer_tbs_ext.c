@@ -1,6 +1,6 @@
 /* signer_tbs_ext.c - the extensions of a TBS the signer will sign: an X509-SVID
  * (SPIFFE X509-SVID §4) for workloads, the same shape with DNS/IP names for the
- * front end's serving certificate (DESIGN.md §2, invariants 1, 3 and 4).
+ * front end's serving certificate (docs/ARCHITECTURE.md §3.1, invariants 1, 3 and 4).
  *
  * Every extension of the allowlist is required, exactly once, with the one
  * criticality the profile gives it; anything else is refused. */
@@ -234,11 +234,11 @@ static HSMCA_MUSTCHECK hsmca_code tbs_ext_san(tbs_ctx *c, der_cur val, hsmca_err
     HSMCA_ENSURE(!der_empty(&seq), e, HSMCA_EINVAL, "invariant 4: subjectAltName empty");
     while (!der_empty(&seq)) {
         TBS_DER(der_get_any(&seq, &tag, &name), e, 4, "GeneralName");
-        if (tag == DER_CTX(6))
+        if (tag == DER_GN_URI)
             HSMCA_GUARD(tbs_san_uri(c, name, e));
-        else if (tag == DER_CTX(2))
+        else if (tag == DER_GN_DNS)
             HSMCA_GUARD(tbs_san_dns(c, name, e));
-        else if (tag == DER_CTX(7))
+        else if (tag == DER_GN_IP)
             HSMCA_GUARD(tbs_san_ip(c, name, e));
         else
             return hsmca_fail(e, HSMCA_EPERM, "invariant 4: SAN type [%u] not allowed",

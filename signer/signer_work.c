@@ -300,13 +300,13 @@ static HSMCA_MUSTCHECK hsmca_code prepare_one(signer_ctx *s, signer_job *j, hsmc
         tbs_sha256 = SHA256(req->tbs.data, req->tbs.len, own);
     /* Revocations (signer_revoke.h): checked and the intent written under one lock, so a
      * revocation by identity either refuses this request or finds its serial. */
-    pthread_mutex_lock(&s->rev_lock);
-    hsmca_code rc = signer_revoke_check(s, req, facts, e);
+    pthread_mutex_lock(&s->ca->rev_lock);
+    hsmca_code rc = signer_revoke_check(s->ca, req, facts, e);
     if (rc == HSMCA_OK)
         rc = audit_intent(s, j->id, req, facts, tbs_sha256, bound, &j->st->intent_seq, e);
     if (rc == HSMCA_OK)
-        signer_revoke_note(s, req, facts);
-    pthread_mutex_unlock(&s->rev_lock);
+        signer_revoke_note(s->ca, req, facts);
+    pthread_mutex_unlock(&s->ca->rev_lock);
     return rc;
 }
 
@@ -393,7 +393,7 @@ static void finish_job(signer_ctx *s, signer_job *j)
         return;
     }
     if (rc == HSMCA_OK) {
-        signer_stats_issued(s, j->req->profile == PROFILE_SERVING ? SIGSTAT_PROFILE_SERVING
+        signer_stats_issued(&s->stats, j->req->profile == PROFILE_SERVING ? SIGSTAT_PROFILE_SERVING
                                                                    : SIGSTAT_PROFILE_WORKLOAD);
         log_signed(j->req, &j->st->facts);
     } else

@@ -14,8 +14,8 @@ static void usage(FILE *f)
           "\n"
           "The supervisor of `hsmca serve` and `hsmca dev`, which exec it: runs the CA\n"
           "described by FILE. PATH is the hsmca program (an absolute path): the\n"
-          "children's programs are found beside it or in ../libexec/hsmca/, and it\n"
-          "runs publish-roots (publish.enabled). Not meant to be run by hand.\n",
+          "children's programs (hsmca-signer, hsmca-publish, ...) are found beside it\n"
+          "or in ../libexec/hsmca/. Not meant to be run by hand.\n",
           f);
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "module_env.h"
 
 /* What both children read: log.c's level, the time zone glibc's localtime reads, and
  * the sanitizer runtimes' settings (an ASan build's CI sets them for the whole server). */
@@ -14,10 +15,10 @@ static const char *const passed_both[] = {
     "LSAN_OPTIONS",    "MSAN_OPTIONS", "TSAN_OPTIONS", "ASAN_SYMBOLIZER_PATH",
 };
 
-/* What only the front end reads (common/kubeconfig.c: the in-cluster config). */
+/* What only the front end reads (k8s/kubeconfig.c: the in-cluster config). */
 static const char *const passed_frontend[] = {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"};
 
-/* What only publish-roots reads (cli/k8s_publish.c): the in-cluster config, and the
+/* What only hsmca-publish reads (publish/k8s_publish.c): the in-cluster config, and the
  * Lease's holderIdentity from the pod's name. */
 static const char *const passed_publish[] = {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
                                              "POD_NAME"};
@@ -63,25 +64,6 @@ static HSMCA_MUSTCHECK hsmca_code env_pass(sup_env *env, const char *const *name
     return HSMCA_OK;
 }
 
-/* The variables the config gives the signer's module, in order: SOFTHSM2_CONF from
- * pkcs11.softhsm2_conf (config_validate refuses SOFTHSM2_CONF in pkcs11.env beside it),
- * then pkcs11.env. Returns how many were written into name and value. */
-#define MODULE_VARS_MAX (1 + CONFIG_MAX_ENV)
-static int module_vars(const hsmca_config *cfg, const char *name[MODULE_VARS_MAX],
-                       const char *value[MODULE_VARS_MAX])
-{
-    int n = 0;
-    if (cfg->softhsm2_conf[0]) {
-        name[n] = "SOFTHSM2_CONF";
-        value[n++] = cfg->softhsm2_conf;
-    }
-    for (int i = 0; i < cfg->pkcs11_env.n && i < CONFIG_MAX_ENV; i++) {
-        name[n] = cfg->pkcs11_env.vars[i].name;
-        value[n++] = cfg->pkcs11_env.vars[i].value;
-    }
-    return n;
-}
-
 static HSMCA_MUSTCHECK hsmca_code env_fill(const hsmca_config *cfg, sup_env_role role, sup_env *env,
                                            hsmca_err *e)
 {
@@ -94,19 +76,11 @@ static HSMCA_MUSTCHECK hsmca_code env_fill(const hsmca_config *cfg, sup_env_role
     if (role == SUP_ENV_KEYFETCH)
         return env_pass(env, passed_keyfetch,
                         sizeof(passed_keyfetch) / sizeof(passed_keyfetch[0]), e);
-    const char *name[MODULE_VARS_MAX], *value[MODULE_VARS_MAX];
-    int n = module_vars(cfg, name, value);
+    const char *name[MODULE_ENV_MAX], *value[MODULE_ENV_MAX];
+    int n = module_env_vars(cfg, name, value);
     for (int i = 0; i < n; i++)
         HSMCA_GUARD(env_add(env, name[i], value[i], e));
     return HSMCA_OK;
-}
-
-void sup_env_apply_module(const hsmca_config *cfg)
-{
-    const char *name[MODULE_VARS_MAX], *value[MODULE_VARS_MAX];
-    int n = module_vars(cfg, name, value);
-    for (int i = 0; i < n; i++)
-        setenv(name[i], value[i], 1);
 }
 
 hsmca_code sup_env_build(const hsmca_config *cfg, sup_env_role role, sup_env *env, hsmca_err *e)

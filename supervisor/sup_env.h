@@ -15,6 +15,7 @@
  *   keyfetch: https_proxy, HTTPS_PROXY, no_proxy, NO_PROXY, all_proxy, ALL_PROXY (libcurl's
  *             proxy settings, for the issuer's discovery document and JWKS)
  *   signer:   SOFTHSM2_CONF=pkcs11.softhsm2_conf when set, then pkcs11.env in its order
+ *             (common/module_env.h)
  *
  * Whatever runs the signer's program (the supervisor, a token check) builds its
  * environment here, so the module sees the same variables everywhere. */
@@ -40,12 +41,6 @@ typedef struct {
  * HSMCA_ENOMEM). Build before fork: the child then only passes env->envp to execve. */
 HSMCA_MUSTCHECK hsmca_code sup_env_build(const hsmca_config *cfg, sup_env_role role, sup_env *env,
                                          hsmca_err *e);
-
-/* Sets in this process the variables the config gives the signer's module
- * (SOFTHSM2_CONF from pkcs11.softhsm2_conf, then pkcs11.env), for the commands that load
- * the module themselves (token keygen, the ca ceremony): the module then reads what it
- * reads under serve. The rest of this process's environment stays. */
-void sup_env_apply_module(const hsmca_config *cfg);
 
 /* Frees what sup_env_build allocated and empties *env; harmless on an empty one. */
 void sup_env_free(sup_env *env);

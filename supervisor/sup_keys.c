@@ -14,6 +14,7 @@
 #include "tok_jwks.h"
 #include "ipc_frame.h"
 #include "log.h"
+#include "thread_start.h"
 #include "util.h"
 
 struct sup_keys {
@@ -197,11 +198,7 @@ sup_keys *sup_keys_start(const hsmca_config *cfg, sup_keys_fetch_fn fetch, hsmca
         sup_keys_stop(k);
         return NULL;
     }
-    if (pthread_create(&k->thread, NULL, keys_thread, k) != 0) {
-        hsmca_fail(e, HSMCA_EINTERNAL, "cannot start the issuer keys thread");
-        sup_keys_stop(k);
-        return NULL;
-    }
+    thread_start(&k->thread, keys_thread, k, "issuer keys thread"); /* at start-up only */
     k->running = 1;
     return k;
 }

@@ -1,6 +1,6 @@
 /* sup_keys.h - the holders of the JWT issuer's keys, the supervisor's and the key
- * fetcher's (DESIGN.md §2 "Identity binding": the front end and the signer hold the
- * keys but never fetch them).
+ * fetcher's (docs/ARCHITECTURE.md §3.2 "Identity binding": the front end and the signer
+ * hold the keys but never fetch them).
  *
  * Source, from the config: auth.jwt.jwks_file, read by the supervisor and re-read when
  * it changes (its device, inode, size or mtime, looked at every SUP_KEYS_FILE_POLL_S);
@@ -35,7 +35,7 @@ typedef hsmca_code (*sup_keys_fetch_fn)(const hsmca_config *cfg, const volatile 
  * before returning, and a missing or bad one is an error (a config error: the
  * caller stops). With discovery the first fetch happens on the thread, with fetch (an
  * error when it is NULL). Without "jwt" in auth.chain nothing is fetched: generation
- * stays 0. */
+ * stays 0. For start-up only: a thread that cannot start is fatal (thread_start.h). */
 sup_keys *sup_keys_start(const hsmca_config *cfg, sup_keys_fetch_fn fetch, hsmca_err *e);
 
 /* Whether cluster idx's keys (0 local, i + 1 auth.clusters[i]) come from its issuer by

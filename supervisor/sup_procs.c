@@ -23,6 +23,10 @@
 #define BACKOFF_MIN 0.2
 #define BACKOFF_MAX 5.0
 #define STABLE_AFTER 10.0 /* a child that lived this long restarts without delay */
+/* Stopping: a child has this long after SIGTERM to finish what is in flight, then it
+ * gets SIGKILL, once; after that only its exit is waited for. */
+#define SUP_STOP_GRACE_S 5.0
+#define SUP_AFTER_KILL_S 3600.0 /* a deadline no wait reaches: no second SIGKILL */
 
 static int want_metrics(const hsmca_config *cfg)
 {
@@ -51,7 +55,7 @@ static const sup_proc procs[] = {
     {"frontend", "frontend", SUP_ENV_FRONTEND,
      LINK_PEER | LINK_METRICS_FE | LINK_KEYS | LINK_POLICY, {CTL_KEYS_REFRESH}, NULL},
     {"metrics", "metrics", SUP_ENV_FRONTEND, LINK_METRICS, {0}, want_metrics},
-    {"publish-roots", NULL, SUP_ENV_PUBLISH, LINK_OWN_USER | LINK_SIGHUP, {0}, want_publish},
+    {"publish-roots", "publish", SUP_ENV_PUBLISH, LINK_OWN_USER | LINK_SIGHUP, {0}, want_publish},
     {"keyfetch", "keyfetch", SUP_ENV_KEYFETCH, LINK_FETCHER, {0}, want_keyfetch},
 };
 #define SUP_KIDS ((int)(sizeof(procs) / sizeof(procs[0])))
@@ -193,7 +197,7 @@ static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
 /* Starts the publish-roots child (LINK_OWN_USER): its own user, no channel. */
 static HSMCA_MUSTCHECK hsmca_code spawn_own_user(sup_child *c, hsmca_err *e)
 {
-    pid_t pid = sup_publish_spawn(&sup_pub, sup_exe, sup_config, e);
+    pid_t pid = sup_publish_spawn(&sup_pub, sup_config, e);
     if (pid < 0)
         return e->code;
     c->pid = pid;
@@ -321,7 +325,7 @@ void sup_procs_stop(void)
     for (int i = 0; i < n; i++)
         if (kids[i].pid)
             kill(kids[i].pid, SIGTERM);
-    double deadline = util_mono_now() + 5.0;
+    double deadline = util_mono_now() + SUP_STOP_GRACE_S;
     for (;;) {
         int alive = 0;
         for (int i = 0; i < n; i++) {
@@ -334,12 +338,12 @@ void sup_procs_stop(void)
         if (util_mono_now() > deadline) {
             for (int i = 0; i < n; i++) {
                 if (kids[i].pid) {
-                    log_warn("%s (pid %d) did not stop within 5 s of SIGTERM: killing it",
-                             kids[i].proc->role, (int)kids[i].pid);
+                    log_warn("%s (pid %d) did not stop within %.0f s of SIGTERM: killing it",
+                             kids[i].proc->role, (int)kids[i].pid, SUP_STOP_GRACE_S);
                     kill(kids[i].pid, SIGKILL);
                 }
             }
-            deadline = util_mono_now() + 3600; /* killed once is enough */
+            deadline = util_mono_now() + SUP_AFTER_KILL_S; /* killed once is enough */
         }
         usleep(50 * 1000);
     }
@@ -367,12 +371,12 @@ hsmca_code sup_procs_prepare(const hsmca_config *cfg, const char *cli, const cha
     }
     char exe[PATH_MAX]; /* a missing program is an installation error no restart cures */
     for (int i = 0; i < SUP_KIDS; i++)
-        if (sup_kids[i].on && procs[i].program)
+        if (sup_kids[i].on)
             HSMCA_GUARD(sup_exec_find(cli, procs[i].program, exe, sizeof(exe), e));
     for (int i = 0; i < SUP_KIDS; i++)
-        if (procs[i].program)
+        if (!(procs[i].links & LINK_OWN_USER))
             HSMCA_GUARD(sup_env_build(cfg, procs[i].env, &sup_kids[i].env, e));
-    HSMCA_GUARD(sup_publish_prepare(cfg, &sup_pub, e));
+    HSMCA_GUARD(sup_publish_prepare(cfg, cli, &sup_pub, e));
     sup_mx.on = want_metrics(cfg);
     return HSMCA_OK;
 }

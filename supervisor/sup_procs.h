@@ -36,7 +36,7 @@ enum {
     LINK_POLICY_FIRST = 1 << 4,
     /* ... or once the first took it (the front end). */
     LINK_POLICY = 1 << 5,
-    /* SIGHUP is passed on: publish-roots makes a full pass at once (k8s_publish.c). */
+    /* SIGHUP is passed on: publish-roots makes a full pass at once (publish/k8s_publish.c). */
     LINK_SIGHUP = 1 << 6,
     /* No channel at all: started by sup_publish_spawn as its own user (sup_publish.h). */
     LINK_OWN_USER = 1 << 7,
@@ -48,7 +48,7 @@ enum {
 /* A row of the table. */
 typedef struct {
     const char *role;    /* its name in log lines */
-    const char *program; /* hsmca-PROGRAM (sup_exec.h); NULL: `hsmca k8s publish-roots` */
+    const char *program; /* hsmca-PROGRAM (sup_exec.h) */
     sup_env_role env;    /* the environment it gets (sup_env.h) */
     unsigned links;      /* LINK_* */
     char says[4];        /* the control bytes (ctl_byte) it may send up; others are ignored */

@@ -12,6 +12,7 @@
 
 #include "kubeconfig.h"
 #include "log.h"
+#include "sup_exec.h"
 #include "util.h"
 
 /* The API server's settings load as the child will load them: a broken
@@ -42,11 +43,13 @@ static HSMCA_MUSTCHECK hsmca_code check_target(const hsmca_config *cfg, hsmca_er
     return HSMCA_OK;
 }
 
-hsmca_code sup_publish_prepare(const hsmca_config *cfg, sup_publish *p, hsmca_err *e)
+hsmca_code sup_publish_prepare(const hsmca_config *cfg, const char *self, sup_publish *p,
+                               hsmca_err *e)
 {
     memset(p, 0, sizeof(*p));
     if (!cfg->publish_enabled)
         return HSMCA_OK;
+    HSMCA_GUARD(sup_exec_find(self, "publish", p->program, sizeof(p->program), e));
     const char *key = cfg->publish_user[0] ? "publish.user" : "frontend.user";
     const char *name = cfg->publish_user[0] ? cfg->publish_user : cfg->fe_user;
     HSMCA_GUARD(sandbox_user_lookup(key, name, &p->user, e));
@@ -73,7 +76,7 @@ static int drop_rights(const sandbox_user *u)
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }
 
-pid_t sup_publish_spawn(const sup_publish *p, const char *self, const char *config, hsmca_err *e)
+pid_t sup_publish_spawn(const sup_publish *p, const char *config, hsmca_err *e)
 {
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -95,7 +98,7 @@ pid_t sup_publish_spawn(const sup_publish *p, const char *self, const char *conf
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent)
         _exit(0);
-    execle(self, self, "k8s", "publish-roots", "--config", config, (char *)NULL, p->env.envp);
+    execle(p->program, p->program, "--config", config, (char *)NULL, p->env.envp);
     _exit(127);
 }
 

@@ -161,11 +161,6 @@ static HSMCA_MUSTCHECK hsmca_code keyring_start(const hsmca_config *cfg, hsmca_c
 static int check_config(const char *config_path, const char *cli_path, hsmca_config *cfg,
                         const char **config_abs_out)
 {
-    hsmca_err xe; /* a missing program is an installation error no restart cures */
-    if (sup_exec_check(cli_path, &xe) != HSMCA_OK) {
-        log_error("%s", xe.msg);
-        return EXIT_CONFIG;
-    }
     static char config_abs[PATH_MAX];
     if (!realpath(config_path, config_abs)) {
         log_error("config %s: %s", config_path, strerror(errno));

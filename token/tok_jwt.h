@@ -1,4 +1,4 @@
-/* tok_jwt.h - bearer JWT verification against a JWKS, locally (DESIGN.md §3.2).
+/* tok_jwt.h - bearer JWT verification against a JWKS, locally (docs/ARCHITECTURE.md §4 step 2).
  *
  * RS256 and ES256 only ("none", HS*, and everything else refused). Checks the
  * signature, iss, aud, exp and nbf (with skew), and maps Kubernetes service

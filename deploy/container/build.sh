@@ -27,8 +27,8 @@ SECURITY=${HSMCA_DEBIAN_SECURITY:-http://deb.debian.org/debian-security}
 SIGNER_UID=10001
 FE_UID=10002
 # Libraries loaded with dlopen, which ldd does not see: libcurl for the OIDC key
-# fetch and the Kubernetes API client (cli/sup_http.c); ca-certificates for the
-# HTTPS servers they reach that the config gives no CA bundle for.
+# fetch and hsmca-publish's Kubernetes API client (http/curl_dl.c); ca-certificates
+# for the HTTPS servers they reach that the config gives no CA bundle for.
 DLOPENED="libcurl.so.4"
 EXTRA_PKGS="ca-certificates"
 # softhsm2-common's postinst runs groupadd without depending on passwd, which has it.
@@ -73,12 +73,13 @@ if [ -z "$TAG" ]; then
 fi
 
 # The programs: hsmca in /usr/bin, the ones it starts (hsmca-signer, hsmca-frontend,
-# and any other hsmca-* the build made) in /usr/libexec/hsmca, where it looks for them.
+# hsmca-publish for `hsmca k8s publish-roots`, and any other hsmca-* the build made) in
+# /usr/libexec/hsmca, where it looks for them.
 CHILDREN=""
 for f in "$BUILD"/hsmca-*; do
     [ -f "$f" ] && [ -x "$f" ] && CHILDREN="$CHILDREN $f"
 done
-for need in hsmca-signer hsmca-frontend; do
+for need in hsmca-signer hsmca-frontend hsmca-publish; do
     [ -x "$BUILD/$need" ] || die "$BUILD/$need not found: build all targets"
 done
 
@@ -197,7 +198,7 @@ else
     CMD='["serve", "--config", "/etc/hsmca/hsmca.yaml"]'
 fi
 # USER 0: the supervisor starts as root only to switch each child to its own user
-# (docs/SECURITY.md); run it as another user and both children share that user.
+# (docs/SECURITY.md); run it as another user and the children share that user.
 OLD_ID=$(podman image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)
 tar -C "$STAGE" --numeric-owner -cf - . | podman import \
     --change 'ENTRYPOINT ["/usr/bin/hsmca"]' \

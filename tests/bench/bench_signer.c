@@ -268,7 +268,7 @@ static void print_table(const bench_opts *o, const bench_row *rows, int n)
         }
     }
     for (int i = 0; i < n; i++)
-        printf("  %-9s the front end's fe_tbs_build: %.1f us CPU per TBS (this process, untimed)\n",
+        printf("  %-9s the front end's leaf_tbs_build: %.1f us CPU per TBS (this process, untimed)\n",
                rows[i].key, rows[i].tbs_cpu_us);
     double load[1] = {-1};
     getloadavg(load, 1);

@@ -2,7 +2,7 @@
  * started like the supervisor starts it, fed valid workload TBSs over its IPC
  * socket with a window of requests in flight.
  *
- * TBSs are built with the front end's own fe_tbs_build (a fresh serial each:
+ * TBSs are built with the front end's own leaf_tbs_build (a fresh serial each:
  * the signer refuses a serial twice) in chunks, between timed phases: building
  * costs CPU on the same cores, so only the phases that drive the signer count
  * towards its rate and its CPU time. */
@@ -27,7 +27,7 @@
 
 #include "certasm.h"
 #include "config.h"
-#include "fe_tbs.h"
+#include "leaf_tbs.h"
 #include "ipc_frame.h"
 #include "signer.pb-c.h"
 #include "signer_tbs.h"
@@ -200,7 +200,7 @@ static void *build_range(void *arg)
     if (!req || !leaf || !X509_REQ_set_pubkey(req, leaf))
         j->bad = 1;
     uint8_t csr_hash[32] = {0};
-    fe_tbs_params p = {.ca_cert = j->ca,
+    leaf_tbs_params p = {.ca_cert = j->ca,
                        .sig_nid = certasm_sig_nid_for_key(X509_get0_pubkey(j->ca)),
                        .subject_spki = req ? X509_REQ_get_X509_PUBKEY(req) : NULL,
                        .uri_san = BENCH_SPIFFE,
@@ -211,8 +211,8 @@ static void *build_range(void *arg)
         uint8_t *tbs = NULL;
         size_t tbs_len = 0;
         hsmca_err e;
-        if (fe_tbs_build(&p, &tbs, &tbs_len, &e) != HSMCA_OK) {
-            fprintf(stderr, "bench: fe_tbs_build: %s\n", e.msg);
+        if (leaf_tbs_build(&p, &tbs, &tbs_len, &e) != HSMCA_OK) {
+            fprintf(stderr, "bench: leaf_tbs_build: %s\n", e.msg);
             j->bad = 1;
             break;
         }

@@ -1,4 +1,4 @@
-/* fuzz_csr.c - libFuzzer target for fe_csr_parse (frontend/fe_csr.h).
+/* fuzz_csr.c - libFuzzer target for leaf_csr_parse (leafcert/leaf_csr.h).
  *
  * The first input byte picks how the rest reaches the parser:
  *   even: the bytes are the PEM text a workload sends (exercises the strict PEM
@@ -12,7 +12,7 @@
 
 #include <openssl/evp.h>
 
-#include "fe_csr.h"
+#include "leaf_csr.h"
 
 /* PEM text of der: header, 64-column base64 lines, footer. Caller frees. */
 static char *pem_wrap(const uint8_t *der, size_t n, size_t *outlen)
@@ -40,7 +40,7 @@ static char *pem_wrap(const uint8_t *der, size_t n, size_t *outlen)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1 || size > 2 * FE_CSR_MAX_LEN)
+    if (size < 1 || size > 2 * LEAF_CSR_MAX_LEN)
         return 0;
     const uint8_t *rest = data + 1;
     size_t n = size - 1;
@@ -58,17 +58,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!text)
         return 0;
 
-    fe_csr csr;
+    leaf_csr csr;
     hsmca_err e;
     hsmca_err_clear(&e);
-    if (fe_csr_parse(text, len, &csr, &e) == HSMCA_OK) {
+    if (leaf_csr_parse(text, len, &csr, &e) == HSMCA_OK) {
         /* What the policy reads next must be sane for any accepted CSR. */
-        if (!csr.pubkey || csr.n_uris < 0 || csr.n_uris > FE_CSR_MAX_SANS || csr.n_other_sans < 0)
+        if (!csr.pubkey || csr.n_uris < 0 || csr.n_uris > LEAF_CSR_MAX_SANS || csr.n_other_sans < 0)
             abort();
         for (int i = 0; i < csr.n_uris; i++)
             if (!csr.uris[i] || strlen(csr.uris[i]) == (size_t)-1)
                 abort();
-        fe_csr_free(&csr);
+        leaf_csr_free(&csr);
     } else if (e.code == HSMCA_OK || e.msg[0] == '\0' || csr.pubkey || csr.n_uris != 0) {
         abort(); /* a refusal names its check and leaves nothing to free */
     }

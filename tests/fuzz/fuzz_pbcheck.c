@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "ca.pb-c.h"
-#include "fe_app.h"
+#include "fe_request.h"
 #include "fe_pbcheck.h"
 
 static void check_struct(const uint8_t *buf, size_t len, int depth)

@@ -1,6 +1,6 @@
 /* hostile.h - what the files of the hostile front end share.
  *
- * DESIGN.md §2 and §4: the signer must not be a signing oracle. The program
+ * docs/ARCHITECTURE.md §3 and §5: the signer must not be a signing oracle. The program
  * plays both the supervisor (it fork+execs `hsmca-signer` on a fresh dev CA,
  * holds its control channel and hands it new connections) and a front end that
  * an attacker controls: it builds its own TBS certificates with OpenSSL, each

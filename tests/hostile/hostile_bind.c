@@ -1,4 +1,4 @@
-/* hostile_bind.c - identity binding (DESIGN.md §2, signer/signer_bind.h), with its own
+/* hostile_bind.c - identity binding (docs/ARCHITECTURE.md §3.2, signer/signer_bind.h), with its own
  * signer on a dev CA whose chain has jwt (auth.jwt.bind defaults to true). The front end
  * here is the attacker: it holds tokens a caller sent it, or none, and asks for a
  * certificate of another identity. The signer verifies the forwarded token with the

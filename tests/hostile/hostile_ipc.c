@@ -1,4 +1,4 @@
-/* hostile_ipc.c - protocol violations (DESIGN.md §4, signer/signer_request.c).
+/* hostile_ipc.c - protocol violations (docs/ARCHITECTURE.md §5.1, signer/signer_request.c).
  * A frame or a SignRequest outside the protocol ends the front end's connection
  * and asks the supervisor for a new front end ('K' on ctl); it never stops the
  * signer, and the log names what was wrong. SignRequests are written by hand
@@ -531,7 +531,7 @@ static void test_violation_with_requests_in_flight(void **state)
 }
 
 /* A packet of zero bytes is shorter than the header like any truncated frame
- * (DESIGN.md §4: malformed, so the connection ends and the front end is
+ * (docs/ARCHITECTURE.md §5.1: malformed, so the connection ends and the front end is
  * restarted). On SEQPACKET it reads as a 0-byte recvmsg, which must not be
  * taken for an orderly close: the front end is still there and, left without a
  * connection and without a restart, would answer UNAVAILABLE forever. */

@@ -13,7 +13,7 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
-#include "fe_tbs.h"
+#include "leaf_tbs.h"
 #include "signer_tbs.h"
 
 #define EKU_SA "1.3.6.1.5.5.7.3.1"
@@ -197,11 +197,11 @@ static void test_ready_and_signs_valid(void **state)
 }
 
 /* What the real front end builds is signed too. */
-static void test_signs_fe_tbs_build(void **state)
+static void test_signs_leaf_tbs_build(void **state)
 {
     EVP_PKEY *key = EVP_EC_gen("P-256");
     assert_non_null(key);
-    fe_tbs_params p = {.ca_cert = hf.ca,
+    leaf_tbs_params p = {.ca_cert = hf.ca,
                        .sig_nid = NID_ecdsa_with_SHA256,
                        .subject_key = key,
                        .uri_san = HF_SPIFFE_ID,
@@ -210,8 +210,8 @@ static void test_signs_fe_tbs_build(void **state)
     uint8_t *tbs = NULL;
     size_t len = 0;
     hsmca_err e;
-    if (fe_tbs_build(&p, &tbs, &len, &e) != HSMCA_OK)
-        fail_msg("fe_tbs_build: %s", e.msg);
+    if (leaf_tbs_build(&p, &tbs, &len, &e) != HSMCA_OK)
+        fail_msg("leaf_tbs_build: %s", e.msg);
     Hsmca__Ipc__SignReply *rep = hf_sign(PROFILE_WORKLOAD, tbs, len);
     hf_assert_signed(rep, tbs, len);
     hsmca__ipc__sign_reply__free_unpacked(rep, NULL);
@@ -367,7 +367,7 @@ static void test_refuses_ca_certificates(void **state)
 static const struct CMUnitTest profile_specials[] = {
     cmocka_unit_test(test_refuses_ca_certificates),
     cmocka_unit_test(test_ready_and_signs_valid),
-    cmocka_unit_test(test_signs_fe_tbs_build),
+    cmocka_unit_test(test_signs_leaf_tbs_build),
     cmocka_unit_test(test_refuses_repeated_serial),
     cmocka_unit_test(test_refuses_long_form_length),
     cmocka_unit_test(test_refuses_ber_boolean),

@@ -209,7 +209,7 @@ static void test_stress_ready(void **state)
             hf.workers, hf.sessions, SIGNER_MAX_QUEUE, SIGNER_MAX_QUEUE_BYTES, SIGNER_MAX_STAGED);
     /* The tests below count on the signer running the workers we expect. */
     char ready[64];
-    snprintf(ready, sizeof(ready), "%u sessions (a signing thread each)", hf.sessions);
+    snprintf(ready, sizeof(ready), "\"sessions\":\"%u\"", hf.sessions);
     char *log = hf_read_log_without_pin();
     char *line = strstr(log, "signer ready");
     if (line && strchr(line, '\n'))

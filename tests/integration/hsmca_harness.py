@@ -122,6 +122,9 @@ class DevServer:
                                      stdin=subprocess.DEVNULL, env=env)
         self.root = None
         self.client = None
+        # stop() runs `hsmca audit verify` on the log: every log a test leaves verifies,
+        # unless the test breaks it on purpose and says so by setting this False.
+        self.verify_log_at_stop = True
 
     def token(self, ns="default", sa="sleep", aud=None, ttl=None):
         cmd = [BIN, "dev", "token", "--dir", self.dir, "--ns", ns, "--sa", sa]
@@ -167,7 +170,7 @@ class DevServer:
 
     def all_children(self):
         """{role: pid} of every running child of the supervisor: 'signer', 'frontend',
-        'metrics' (hsmca-<role>) and 'publish' (hsmca k8s publish-roots)."""
+        'metrics' and 'publish' (hsmca-<role>)."""
         out = {}
         for d in os.listdir("/proc"):
             if not d.isdigit():
@@ -182,8 +185,6 @@ class DevServer:
                 name = os.path.basename(argv[0]).decode(errors="replace")
                 if name.startswith("hsmca-"):
                     out[name[len("hsmca-"):]] = int(d)
-                elif b"publish-roots" in argv:
-                    out["publish"] = int(d)
             except (OSError, IndexError, ValueError):
                 continue
         return out
@@ -236,6 +237,14 @@ class DevServer:
                 i = text.index(marker)
                 raise AssertionError("sanitizer report in %s:\n%s" % (self.log_path,
                                                                       text[max(0, i - 200):i + 3000]))
+        audit_dir = os.path.join(self.dir, "audit")
+        verify = getattr(self, "verify_log_at_stop", True)  # subclasses may not set it
+        if verify and os.path.isfile(os.path.join(audit_dir, "log")):
+            p = subprocess.run([BIN, "audit", "verify", audit_dir], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            if p.returncode != 0:
+                raise AssertionError("the log the test left does not verify (%s):\n%s"
+                                     % (audit_dir, p.stdout.decode(errors="replace")[-3000:]))
 
 
 SHIM = os.environ.get("P11SHIM", "")

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The signing log (DESIGN.md §6, invariant 8) on a real `hsmca dev`: every certificate a
+"""The signing log (docs/ARCHITECTURE.md §7, §3.1 invariant 8) on a real `hsmca dev`: every certificate a
 client got has a durable issue-intent (its serial and TBS hash), an issue-result (its
 hash) and an inclusion proof (`hsmca audit prove`) against a signed checkpoint; a killed signer rebuilds its serial set from the log; a log that cannot be written
 stops issuance with UNAVAILABLE and the reason, and issuance resumes when it can."""
@@ -136,6 +136,7 @@ class AuditLogTests(unittest.TestCase):
         time.sleep(1.2)  # the results' flush and a checkpoint
         signer = self.server.wait_children()["signer"]
         os.kill(signer, signal.SIGSTOP)  # writes nothing more, and is not restarted yet
+        self.server.verify_log_at_stop = False  # broken on purpose
         audit_dir = os.path.join(self.server.dir, "audit")
         entries = read_log(self.server)
         first = [e for e in entries if e["kind"] == "issue-intent"][0]

@@ -94,7 +94,7 @@ class ContainerTests(unittest.TestCase):
         files = self.image_files()
         names = {n for n, _, _ in files}
         self.assertIn("usr/bin/hsmca", names)
-        for child in ("hsmca-signer", "hsmca-frontend"):
+        for child in ("hsmca-signer", "hsmca-frontend", "hsmca-publish"):
             self.assertIn("usr/libexec/hsmca/" + child, names)
         self.assertIn("usr/lib/softhsm/libsofthsm2.so", names)  # --demo
         bad = []

@@ -38,7 +38,7 @@ from hsmca_harness import DevServer
 LONG = os.environ.get("HSMCA_LONG") == "1"
 HANDSHAKE_S = 2
 JWT_MAX = 8192          # common/ipc_contract.h IPC_TOKEN_MAX
-CSR_MAX = 16384         # frontend/fe_csr.h FE_CSR_MAX_LEN
+CSR_MAX = 16384         # leafcert/leaf_csr.h LEAF_CSR_MAX_LEN
 REQ_MAX = 65536         # server.max_request_bytes (default)
 MD_DEPTH = 16           # frontend/fe_app.h FE_METADATA_MAX_DEPTH
 WAITING_CAP = 1024      # server.max_queued_requests' default (calls not yet answered)

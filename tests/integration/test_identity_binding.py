@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Identity binding (DESIGN.md §2, signer/signer_bind.h) on a real `hsmca dev`: with
+"""Identity binding (docs/ARCHITECTURE.md §3.2, signer/signer_bind.h) on a real `hsmca dev`: with
 auth.jwt.bind on (the default), the supervisor pushes the issuer keys to the signer as
 well as the front end, the front end forwards a jwt caller's token with the TBS, and
 normal issuance goes on; each such issue-intent records "bound":"jwt", and `hsmca audit

@@ -1,15 +1,18 @@
 #!/usr/bin/python3
-"""Every process its own program, each linked only with what it runs (DESIGN.md §1,
-docs/SECURITY.md §1). The privileged signer maps its own short list of libraries and
-the PKCS#11 module with what that module needs, nothing else: no gRPC, abseil, upb,
-re2, c-ares, libcurl, libssl. The front end maps no PKCS#11 code. The supervisor
+"""Each program linked only with what it runs (docs/ARCHITECTURE.md §1, docs/SECURITY.md
+§1). The privileged signer maps its own short list of libraries and the PKCS#11 module
+with what that module needs, nothing else: no gRPC, abseil, upb, re2, c-ares,
+libcurl, libssl. The front end maps no PKCS#11 code. The supervisor
 (hsmca-supervisor, which `hsmca dev` and `hsmca serve` exec: the same pid) maps its own
 short list, never libcurl; the key fetcher (hsmca-keyfetch, with an OIDC issuer) that
 list and libcurl with what libcurl needs: p11-kit's library among them, but no PKCS#11
-module.
+module. hsmca-publish (what `hsmca k8s publish-roots` runs) maps its own short list and
+libcurl with what libcurl needs: no gRPC, abseil, libstdc++, and no PKCS#11 module
+(libcurl brings p11-kit's library, which loads none).
 
 Read from the running processes of a real `hsmca dev` (the supervisor, then
-hsmca-signer and hsmca-frontend), and from the programs' own link lines."""
+hsmca-signer and hsmca-frontend), of `hsmca k8s publish-roots` against the
+Kubernetes API stand-in, and from the programs' own link lines."""
 import json
 import os
 import pwd
@@ -17,12 +20,16 @@ import re
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import unittest
 
-from hsmca_harness import BIN, DevServer
+from hsmca_harness import BIN, TMP, DevServer
+from k8s_api_standin import Standin
 from oidc_issuer import OidcIssuer, projected_claims
+from pki_fixture import make_server_pki
 from test_oidc import auth_config, issue, wait_issued
+from test_publish_roots import LEASE, wait_for
 from test_restart import child_ctl
 
 HERE = os.path.dirname(BIN)
@@ -30,6 +37,7 @@ SIGNER_BIN = os.path.join(HERE, "hsmca-signer")
 FRONTEND_BIN = os.path.join(HERE, "hsmca-frontend")
 SUPERVISOR_BIN = os.path.join(HERE, "hsmca-supervisor")
 KEYFETCH_BIN = os.path.join(HERE, "hsmca-keyfetch")
+PUBLISH_BIN = os.path.join(HERE, "hsmca-publish")
 
 # What hsmca-signer itself is linked with: the C library, OpenSSL's libcrypto,
 # protobuf-c (the IPC), jansson (log lines, JWKS), libyaml (config, policy file)
@@ -51,6 +59,17 @@ SUPERVISOR_OWN = {"ld-linux-x86-64", "libc", "libm", "libcrypto", "libjansson", 
 SUPERVISOR_NEVER = ("libgrpc", "libgpr", "libabsl_", "libupb", "libre2", "libcares",
                     "libaddress_sorting", "libstdc++", "libprotobuf-c", "softhsm", "opensc",
                     "p11-kit-proxy", "p11-kit-trust", "libtpm2", "opencryptoki", "pkcs11/")
+# What hsmca-publish itself is linked with: the C library, libcrypto (the roots, the
+# CRL), jansson (the API's JSON, log lines) and libyaml (config, kubeconfig). libcurl
+# is loaded with dlopen (http/curl_dl.h), with what it needs.
+PUBLISH_OWN = {"ld-linux-x86-64", "libc", "libm", "libcrypto", "libjansson", "libyaml-0"}
+CURL = "libcurl.so.4"
+# gRPC's stack and C++: never in hsmca-publish, whatever libcurl brings.
+PUBLISH_NEVER = ("libgrpc", "libgpr", "libabsl_", "libupb", "libre2", "libcares",
+                 "libaddress_sorting", "libstdc++", "libprotobuf")
+# PKCS#11 modules: a library that p11-kit (or anything) would load as a token.
+MODULES = ("softhsm", "opensc", "p11-kit-proxy", "p11-kit-trust", "libtpm2", "opencryptoki",
+           "pkcs11/")
 
 
 def stem(path):
@@ -112,9 +131,7 @@ class ProgramTests(unittest.TestCase):
                          "hsmca-metrics links gRPC")
         pid = self.server.all_children().get("metrics")
         self.assertIsNotNone(pid, "no hsmca-metrics child")
-        modules = [o for o in mapped_objects(pid)
-                   if any(p in o for p in ("softhsm", "opensc", "p11-kit-proxy", "p11-kit-trust",
-                                           "libtpm2", "opencryptoki", "pkcs11/"))]
+        modules = [o for o in mapped_objects(pid) if any(p in o for p in MODULES)]
         self.assertEqual(modules, [], "hsmca-metrics maps a PKCS#11 module")
 
     def test_signer_link_line(self):
@@ -144,6 +161,20 @@ class ProgramTests(unittest.TestCase):
                 self.assertNotIn(bad, os.path.basename(p).lower(), p)
         self.assertFalse(needed(FRONTEND_BIN) & {"libp11", "libp11-kit", "libcurl"})
 
+    def test_leaf_certificates_built_by_the_frontend_never_the_signer(self):
+        """leafcert/ (CSR parsing, the TBS builder) is linked into the programs that issue
+        workload certificates; the signer checks TBSs and builds none, so none of it is in
+        its reading list."""
+        def leaf_symbols(path):
+            out = subprocess.run(["nm", "--defined-only", path], capture_output=True,
+                                 text=True, check=True).stdout
+            return {line.split()[-1] for line in out.splitlines()
+                    if line.split()[-1].startswith("leaf_")}
+        self.assertIn("leaf_tbs_build", leaf_symbols(FRONTEND_BIN))
+        self.assertIn("leaf_csr_parse", leaf_symbols(FRONTEND_BIN))
+        self.assertEqual(leaf_symbols(SIGNER_BIN), set(), "hsmca-signer links leafcert/")
+
+
     def test_supervisor_is_its_own_program_with_the_same_pid(self):
         """`hsmca dev` execs hsmca-supervisor: the pid the caller started (systemd's
         MainPID) is the supervisor, and the children are its own."""
@@ -168,7 +199,7 @@ class ProgramTests(unittest.TestCase):
 
 class SupervisorWithIssuerTests(unittest.TestCase):
     """With an OIDC issuer (auth.jwt.discovery) the keys are fetched by hsmca-keyfetch, a
-    child that runs as frontend.user: it loads libcurl (cli/curl_dl.c), and maps libcurl
+    child that runs as frontend.user: it loads libcurl (http/curl_dl.c), and maps libcurl
     and the libraries it needs, p11-kit's library among them, and nothing else, no
     PKCS#11 module. The root supervisor maps no libcurl: it only relays the keys."""
 
@@ -251,6 +282,69 @@ class SupervisorWithIssuerTests(unittest.TestCase):
             self.assertLess(time.time(), deadline, self.server.logtext())
             time.sleep(0.2)
         issue(self.server.client, self.issuer.token(projected_claims(self.issuer.url), self.key))
+
+
+def curl_path():
+    """The path of the libcurl that hsmca-publish dlopens, as the loader resolves it."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if line.strip().startswith(CURL + " ") and "x86-64" in line:
+            return line.split("=>")[1].strip()
+    raise AssertionError("ldconfig -p lists no " + CURL)
+
+
+class PublishProgramTests(unittest.TestCase):
+    """`hsmca k8s publish-roots`, run against the stand-in until it holds the Lease (its
+    libcurl loaded and used), is the program hsmca-publish and maps only its allowlist."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="programs-publish.", dir=TMP)
+        self.api = Standin(self.dir)
+        self.api.tokens = {"tok-p": "p"}
+        self.api.add_namespace("app", {"istio-injection": "enabled"})
+        self.addCleanup(self.api.stop)
+        root = make_server_pki(self.dir, ("root.pem", "leaf.pem", "leaf-key.pem"), "root", "leaf")
+        config = os.path.join(self.dir, "hsmca.yaml")
+        with open(config, "w") as f:
+            f.write("ca:\n  cert: %s\n  root_bundle: %s\npublish:\n  lease_duration: 3s\n"
+                    "  interval: 1h\n  timeout: 5s\n" % (root[0], root[0]))
+        kc = self.api.kubeconfig(os.path.join(self.dir, "kc"), "tok-p")
+        self.log = open(os.path.join(self.dir, "log"), "w+")
+        self.addCleanup(self.log.close)
+        self.proc = subprocess.Popen([BIN, "k8s", "publish-roots", "--config", config,
+                                      "--kubeconfig", kc, "--identity", "programs"],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        self.addCleanup(self.stop)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+
+    def test_link_line(self):
+        own = needed(PUBLISH_BIN)
+        allowed = PUBLISH_OWN | (SANITIZER_RUNTIME if sanitized(PUBLISH_BIN) else set())
+        self.assertLessEqual(own, allowed, "hsmca-publish links more than its list")
+        self.assertIn("libjansson", own)  # control: ldd read the program
+
+    def test_runs_as_its_own_program_and_maps_only_its_allowlist(self):
+        pid = self.proc.pid
+        wait_for(lambda: (self.api.get(*LEASE) or {}).get("spec", {}).get("holderIdentity")
+                 == "programs", 30, "hsmca-publish holds the Lease")
+        self.assertEqual(os.path.realpath("/proc/%d/exe" % pid), os.path.realpath(PUBLISH_BIN))
+        objs = mapped_objects(pid)
+        curl = [p for p in objs if stem(p) == "libcurl"]
+        self.assertEqual(len(curl), 1, objs)  # control: libcurl was loaded and is read here
+        allowed = PUBLISH_OWN | {"libcurl"} | needed(curl_path())
+        if sanitized(PUBLISH_BIN):
+            allowed |= SANITIZER_RUNTIME
+        extra = sorted(p for p in objs if stem(p) not in allowed)
+        self.assertEqual(extra, [], "hsmca-publish maps libraries outside its allowlist")
+        for p in objs:
+            name = os.path.basename(p)
+            for bad in PUBLISH_NEVER:
+                self.assertNotIn(bad, name)
+            self.assertFalse(any(m in p for m in MODULES), "a PKCS#11 module is mapped: " + p)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""`hsmca serve` with publish.enabled runs `hsmca k8s publish-roots` as one more child
-(supervisor/sup_publish.h), against k8s_api_standin.py: the roots reach the selected namespaces
-under the Lease; the child runs as frontend.user (started as root) with no_new_privs and
+"""`hsmca serve` with publish.enabled runs hsmca-publish (what `hsmca k8s publish-roots`
+runs) as one more child (supervisor/sup_publish.h), against k8s_api_standin.py: the
+program, found beside hsmca as the other children are, is checked at start (missing: 78
+naming it, from serve and from `hsmca k8s publish-roots`); the roots reach the selected
+namespaces under the Lease; the child runs as frontend.user (started as root) with no_new_privs and
 the few variables it reads; killed, it is restarted and takes the Lease again; SIGTERM
 of serve releases the Lease; a publish.kubeconfig that does not load stops serve at
 start with 78 naming the key, and so does one the child's user cannot read (the child's
@@ -9,6 +11,7 @@ own 78)."""
 import os
 import pwd
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -83,6 +86,8 @@ class PublishServeTests(unittest.TestCase):
         self.assertIsNone(self.api.get("configmaps", "default", CM), "not selected")
         self.assertEqual(self.holder(), "hsmca-0", "POD_NAME reaches the child")
         pid = wait_for(self.publish_child, 10, "the publish-roots child")
+        self.assertEqual(os.path.realpath("/proc/%d/exe" % pid),
+                         os.path.realpath(os.path.join(os.path.dirname(BIN), "hsmca-publish")))
         with open("/proc/%d/status" % pid) as f:
             status = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
         self.assertEqual(status["NoNewPrivs"].strip(), "1")
@@ -131,6 +136,33 @@ class PublishServeTests(unittest.TestCase):
                            text=True, timeout=60)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertRegex(r.stdout + r.stderr, r"hsmca\.yaml:\d+: publish\.kubeconfig: %s: " % re.escape(path))
+
+    def test_a_missing_hsmca_publish_stops_serve_with_78(self):
+        # hsmca and every child but hsmca-publish, copied: found neither beside it nor
+        # in ../libexec/hsmca/.
+        bindir = os.path.join(self.dir, "bin")
+        os.mkdir(bindir)
+        for prog in ("hsmca", "hsmca-supervisor", "hsmca-signer", "hsmca-frontend",
+                     "hsmca-metrics"):
+            shutil.copy(os.path.join(os.path.dirname(BIN), prog), bindir)
+        hsmca = os.path.join(bindir, "hsmca")
+        kc = self.kubeconfig()
+        r = subprocess.run([hsmca, "k8s", "publish-roots", "--config", "/nonexistent",
+                            "--kubeconfig", kc], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 78, r.stdout + r.stderr)
+        self.assertIn("cannot find the program hsmca-publish", r.stderr)
+        dev = os.path.join(self.dir, "dev")
+        subprocess.check_call([BIN, "dev", "init", "--dir", dev], stdout=subprocess.DEVNULL)
+        config = os.path.join(dev, "hsmca.yaml")
+        with open(config) as f:
+            text = f.read()
+        with open(config, "w") as f:
+            f.write(publish_config(kc)(text))
+        r = subprocess.run([hsmca, "serve", "--config", config], capture_output=True,
+                           text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 78, r.stdout + r.stderr)
+        self.assertIn("cannot find the program hsmca-publish", r.stdout + r.stderr)
+        self.assertEqual(self.api.writes, [])
 
     @unittest.skipUnless(ROOT, "the child switches users only when serve starts as root")
     def test_kubeconfig_the_child_cannot_read_stops_serve_with_78(self):

@@ -611,6 +611,28 @@ class RefusalTexts(unittest.TestCase):
         self.assertTrue(self.last_line(out).endswith("is not one"), out)
         self.assertIn("the new CA " + nxt[:60], out)
 
+    def test_steps_read_the_state_as_show_does(self):
+        """Each step asks rot_state_of where the rotation is, as `ca show` does: keys that
+        no step writes together stop every step, with the same reason, nothing changed."""
+        shutil.copy(os.path.join(self.dev.dir, "root-cert.pem"),
+                    os.path.join(self.dev.dir, "roots-both.pem"))
+        both = self.dev.config(lambda t: t.replace(
+            "root_bundle: root-cert.pem",
+            "root_bundle: roots-both.pem\n  next_key: \"pkcs11:token=hsmca;object=ca-key-n;"
+            "type=private\"\n  next_cert: root-cert.pem\n  previous_key: "
+            "\"pkcs11:token=hsmca;object=ca-key-p;type=private\"\n"
+            "  previous_cert: root-cert.pem"), "both.yaml")
+        with open(both) as f:
+            before = f.read()
+        for step in ("overlap", "switch", "finish"):
+            rc, out = sh(BIN, "ca", "rotate", step, "--config", both, "--early")
+            self.assertEqual(rc, 1, out)
+            self.assertIn("ca.next_* and ca.previous_* are both set", out)
+        with open(both) as f:
+            self.assertEqual(f.read(), before)
+        rc, out = sh(BIN, "ca", "show", "--config", both)
+        self.assertIn("ca.next_* and ca.previous_* are both set", out)
+
 
 if __name__ == "__main__":
     unittest.main()

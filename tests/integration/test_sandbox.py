@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Both children are confined. The front end: no PKCS#11 module mapped,
 no_new_privs, a seccomp filter, the PIN nowhere in its memory, and (as root)
-another uid inside a chroot. The signer (DESIGN.md §2): its own unprivileged
+another uid inside a chroot. The signer (docs/ARCHITECTURE.md §3.4): its own unprivileged
 uid once the token is open (as root), not dumpable, no core dumps, no_new_privs
 and a seccomp filter on every thread, the network refused unless
 signer.sandbox.network says otherwise (unix: unix sockets only; inet: also IPv4,

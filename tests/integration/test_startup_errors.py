@@ -11,6 +11,7 @@ import tempfile
 import time
 import unittest
 
+import hsmca_harness
 from hsmca_harness import BIN, TMP, DevServer, free_port
 
 SOFTHSM = "/usr/lib/softhsm/libsofthsm2.so"
@@ -214,6 +215,37 @@ class StartupErrorTests(unittest.TestCase):
             self.assertEqual(len(server.issue()), 2)
         finally:
             server.stop()
+
+    def test_metrics_program_needed_only_when_metrics_listen(self):
+        """A copy of the programs without hsmca-metrics: with metrics.listen "" serve
+        starts and issues; with metrics.listen set it exits 78 naming the program."""
+        copy = tempfile.mkdtemp(prefix="nometrics.", dir=TMP)
+        os.chmod(copy, 0o755)  # the children exec it after their uid switch
+        here = os.path.dirname(BIN)
+        for prog in ("hsmca", "hsmca-supervisor", "hsmca-signer", "hsmca-frontend"):
+            shutil.copy2(os.path.join(here, prog), os.path.join(copy, prog))
+        no_metrics = lambda t: re.sub(r'metrics:\n  listen: "[^"]*"', 'metrics:\n  listen: ""', t)
+        hsmca_harness.BIN = os.path.join(copy, "hsmca")
+        try:
+            server = DevServer("ec-p256", name="nometrics", edit_config=no_metrics)
+        finally:
+            hsmca_harness.BIN = BIN
+        try:
+            server.wait_ready()
+            self.assertEqual(len(server.issue()), 2)
+        finally:
+            server.stop()
+        config = os.path.join(server.dir, "hsmca.yaml")
+        with open(config) as f:
+            text = f.read()
+        self.assertIn('metrics:\n  listen: ""', text)
+        with open(config, "w") as f:
+            f.write(text.replace('metrics:\n  listen: ""',
+                                 'metrics:\n  listen: "127.0.0.1:%d"' % free_port()))
+        r = subprocess.run([os.path.join(copy, "hsmca"), "serve", "--config", config],
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 78, r.stdout + r.stderr)
+        self.assertIn("cannot find the program hsmca-metrics", r.stdout + r.stderr)
 
     def test_port_in_use(self):
         d = dev_init("portinuse")

@@ -386,7 +386,7 @@ static void test_encoder_refuses(void **state)
     assert_int_equal(audit_entry_encode(&a, g_line, &n, NULL), HSMCA_EINVAL);
 }
 
-/* ca-key: a ceremony step written by the hsmca command (cli/ca_audit.h). */
+/* ca-key: a ceremony step written by the hsmca command (ca/ca_audit.h). */
 static void test_ca_key(void **state)
 {
     static audit_entry_buf buf;

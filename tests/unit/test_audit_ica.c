@@ -167,6 +167,11 @@ static void test_rules(void **state)
     audit_entry bad = cert_entry(7, 3);
     bad.cert_sha256[0] = bad.cert_sha256[0] == 'a' ? 'b' : 'a';
     apply(t, bad, HSMCA_EPERM, "cert_sha256 is not the SHA-256 of its certificate");
+    /* One spelling per value: the same bytes with the spare bits under '=' set are not
+     * base64 (util_b64_decode, as every reader of base64). */
+    bad = cert_entry(7, 3);
+    bad.cert = (audit_str){"AQIDBB==", 8, 0};
+    apply(t, bad, HSMCA_EPERM, "the certificate is not base64");
     apply(t, cert_entry(7, 3), HSMCA_OK, NULL);
     assert_int_equal(audit_ica_state_of(audit_ica_find(t, 3), 1003), ICA_ISSUED);
     apply(t, cert_entry(8, 3), HSMCA_EPERM, "signed already");
@@ -431,6 +436,15 @@ static void test_renew_proof(void **state)
     assert_int_equal(audit_ica_may_renew(t, 10, "p", sig, sl, 1005, &renews, &e), HSMCA_EPERM);
     assert_non_null(strstr(e.msg, "does not verify under the key of request 20's certificate"));
     assert_int_equal(audit_ica_may_renew(t, 11, "o", sig, sl, 1005, &renews, &e), HSMCA_EPERM);
+    /* The one verifier both messages go through: request 20's key over the bytes signed. */
+    size_t mn = 0;
+    uint8_t *m = audit_ica_renew_message("o", 10, "cluster-a", csr_der, (size_t)csr_len, &mn);
+    assert_non_null(m);
+    assert_int_equal(audit_ica_renew_verify(audit_ica_find(t, 20), m, mn, sig, sl), 1);
+    assert_int_equal(audit_ica_renew_verify(audit_ica_find(t, 3), m, mn, sig, sl), 0);
+    m[mn - 1] ^= 1;
+    assert_int_equal(audit_ica_renew_verify(audit_ica_find(t, 20), m, mn, sig, sl), 0);
+    free(m);
     /* The entry: approved by it, once. */
     audit_entry aa = auto_approve(25, 10, 20, 1005);
     char b64[400];

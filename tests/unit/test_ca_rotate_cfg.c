@@ -1,4 +1,4 @@
-/* test_ca_rotate_cfg.c - rot_cfg_apply (cli/ca_rotate_cfg.h): a rotation step's keys set
+/* test_ca_rotate_cfg.c - rot_cfg_apply (ca/ca_rotate_cfg.h): a rotation step's keys set
  * in the config's text, everything else kept byte for byte, and nothing written unless
  * the result loads and validates. */
 #include <setjmp.h>

@@ -6,12 +6,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "certasm.h"
 
@@ -81,6 +83,76 @@ static void assemble_and_verify(EVP_PKEY *key, int want_nid)
     X509_free(x);
 }
 
+/* The CRL skeleton both CRL makers share: v2, the issuer's name, the two times, the
+ * issuer's keyid as AKI, the number; signed by the issuer's key it verifies. */
+static void test_crl_skeleton(void **state)
+{
+    (void)state;
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    assert_non_null(key);
+    X509 *ca = openssl_cert(key);
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, ca, ca, NULL, NULL, 0);
+    X509_EXTENSION *ski = X509V3_EXT_conf_nid(NULL, &ctx, NID_subject_key_identifier, "hash");
+    assert_true(ski && X509_add_ext(ca, ski, -1) && X509_sign(ca, key, EVP_sha256()));
+    X509_EXTENSION_free(ski);
+    ASN1_TIME *next = ASN1_TIME_set(NULL, 1900000000);
+    X509_CRL *c = certasm_crl_new(ca, 1800000000, next, 1234567890123ULL);
+    assert_non_null(c);
+    assert_int_equal(X509_CRL_get_version(c), 1);
+    assert_int_equal(X509_NAME_cmp(X509_CRL_get_issuer(c), X509_get_subject_name(ca)), 0);
+    assert_int_equal(ASN1_TIME_compare(X509_CRL_get0_nextUpdate(c), next), 0);
+    ASN1_TIME *this = ASN1_TIME_set(NULL, 1800000000);
+    assert_int_equal(ASN1_TIME_compare(X509_CRL_get0_lastUpdate(c), this), 0);
+    assert_null(X509_CRL_get_REVOKED(c));
+    ASN1_INTEGER *num = X509_CRL_get_ext_d2i(c, NID_crl_number, NULL, NULL);
+    uint64_t n = 0;
+    assert_true(num && ASN1_INTEGER_get_uint64(&n, num) == 1);
+    assert_true(n == 1234567890123ULL);
+    AUTHORITY_KEYID *aki = X509_CRL_get_ext_d2i(c, NID_authority_key_identifier, NULL, NULL);
+    assert_true(aki && aki->keyid);
+    assert_int_equal(ASN1_OCTET_STRING_cmp(aki->keyid, X509_get0_subject_key_id(ca)), 0);
+    assert_int_equal(X509_CRL_get_ext_count(c), 2);
+    assert_true(X509_CRL_sign(c, key, EVP_sha256()) > 0);
+    assert_int_equal(X509_CRL_verify(c, key), 1);
+    AUTHORITY_KEYID_free(aki);
+    ASN1_INTEGER_free(num);
+    ASN1_TIME_free(this);
+    ASN1_TIME_free(next);
+    X509_CRL_free(c);
+    X509_free(ca);
+    EVP_PKEY_free(key);
+}
+
+/* The log's fingerprints: the certificate's is X509_digest's SHA-256, the key's the
+ * SHA-256 of its DER SubjectPublicKeyInfo; nothing to encode is 0. */
+static void test_fingerprints(void **state)
+{
+    (void)state;
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    X509 *x = key ? openssl_cert(key) : NULL;
+    assert_true(x && X509_sign(x, key, EVP_sha256()));
+    unsigned char md[32], *der = NULL;
+    unsigned int mdlen = 0;
+    char want[65], hex[65];
+    assert_true(X509_digest(x, EVP_sha256(), md, &mdlen) && mdlen == 32);
+    for (int i = 0; i < 32; i++)
+        snprintf(want + 2 * i, 3, "%02x", md[i]);
+    assert_int_equal(certasm_cert_sha256(x, hex), 1);
+    assert_string_equal(hex, want);
+    int n = i2d_PUBKEY(key, &der);
+    assert_true(n > 0 && EVP_Digest(der, (size_t)n, md, &mdlen, EVP_sha256(), NULL));
+    for (int i = 0; i < 32; i++)
+        snprintf(want + 2 * i, 3, "%02x", md[i]);
+    assert_int_equal(certasm_spki_sha256(key, hex), 1);
+    assert_string_equal(hex, want);
+    assert_int_equal(certasm_spki_sha256(NULL, hex), 0);
+    assert_int_equal(certasm_cert_sha256(NULL, hex), 0);
+    OPENSSL_free(der);
+    X509_free(x);
+    EVP_PKEY_free(key);
+}
+
 static void test_ec(void **state)
 {
     EVP_PKEY *k = EVP_EC_gen("P-256");
@@ -133,6 +205,8 @@ int main(void)
         cmocka_unit_test(test_rsa),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_pem_line_lengths),
+        cmocka_unit_test(test_crl_skeleton),
+        cmocka_unit_test(test_fingerprints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /* test_config_env.c - pkcs11.env and signer.groups (config_env.c, config_validate.c)
- * and the children's environments built from them (supervisor/sup_env.h). */
+ * and the children's environments built from them (supervisor/sup_env.h, common/module_env.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "module_env.h"
 #include "sup_env.h"
 
 static hsmca_config *new_cfg(void)
@@ -198,6 +199,45 @@ static void test_sup_env(void **state)
     free(c);
 }
 
+/* The module's variables: SOFTHSM2_CONF first, then pkcs11.env in its order; applied,
+ * they are this process's (what the ceremony's module reads). */
+static void test_module_env(void **state)
+{
+    (void)state;
+    hsmca_config *c = new_cfg();
+    hsmca_err e;
+    assert_int_equal(parse("pkcs11:\n  softhsm2_conf: /etc/hsmca/softhsm2.conf\n  env:\n"
+                           "    MODENV_B: two\n    MODENV_A: one\n",
+                           c, &e),
+                     HSMCA_OK);
+    const char *name[MODULE_ENV_MAX], *value[MODULE_ENV_MAX];
+    assert_int_equal(module_env_vars(c, name, value), 3);
+    assert_string_equal(name[0], "SOFTHSM2_CONF");
+    assert_string_equal(value[0], "/etc/hsmca/softhsm2.conf");
+    assert_string_equal(name[1], "MODENV_B");
+    assert_string_equal(value[1], "two");
+    assert_string_equal(name[2], "MODENV_A");
+    assert_string_equal(value[2], "one");
+    const char *had = getenv("SOFTHSM2_CONF");
+    char *softhsm2_conf = had ? strdup(had) : NULL;
+    unsetenv("MODENV_A");
+    setenv("MODENV_B", "old", 1);
+    module_env_apply(c);
+    assert_string_equal(getenv("SOFTHSM2_CONF"), "/etc/hsmca/softhsm2.conf");
+    assert_string_equal(getenv("MODENV_A"), "one");
+    assert_string_equal(getenv("MODENV_B"), "two");
+    unsetenv("MODENV_A");
+    unsetenv("MODENV_B");
+    if (softhsm2_conf)
+        setenv("SOFTHSM2_CONF", softhsm2_conf, 1);
+    else
+        unsetenv("SOFTHSM2_CONF");
+    free(softhsm2_conf);
+    memset(c, 0, sizeof(*c));
+    assert_int_equal(module_env_vars(c, name, value), 0);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_env_refusals),
         cmocka_unit_test(test_validate_env_and_groups),
         cmocka_unit_test(test_sup_env),
+        cmocka_unit_test(test_module_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

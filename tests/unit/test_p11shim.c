@@ -102,9 +102,9 @@ static void test_fail_once_raw(void **state)
 }
 
 /* The pool sees exactly one failed C_Sign. Whether it reports it (today:
- * UNAVAILABLE naming the code) or retries on another session (DESIGN.md §5),
+ * UNAVAILABLE naming the code) or retries on another session (docs/ARCHITECTURE.md §6),
  * a signature comes within two tries and nothing fails afterwards. */
-/* DESIGN.md §5: one dead session costs no request. The session is evicted and
+/* docs/ARCHITECTURE.md §6: one dead session costs no request. The session is evicted and
  * the request retried once on another; nothing was signed by the failed call. */
 static void test_fail_once_pool(void **state)
 {
@@ -415,7 +415,7 @@ static void test_remove_raw(void **state)
 }
 
 /* The pool fails while the token is out and signs again once it is back,
- * without being reopened (DESIGN.md §5: it recovers with no restart). */
+ * without being reopened (docs/ARCHITECTURE.md §6: it recovers with no restart). */
 static void test_remove_pool_recovers(void **state)
 {
     (void)state;

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -124,6 +126,30 @@ static void test_b64_std_strict(void **state)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_refused(util_b64_decode, bad[i], strlen(bad[i]));
     assert_refused(util_b64_decode, "QU\0=", 4);
+}
+
+/* util_b64_encode_to writes what util_b64_encode returns, into a buffer just large enough,
+ * and nothing into one a byte short. */
+static void test_b64_encode_to(void **state)
+{
+    (void)state;
+    const uint8_t in[] = {0xfb, 0xff, 0x00, 0x10, 0x83, 0x7e, 0x01};
+    for (size_t len = 0; len <= sizeof(in); len++) {
+        char *want = util_b64_encode(in, len);
+        assert_non_null(want);
+        size_t n = strlen(want);
+        char out[16];
+        memset(out, 'x', sizeof(out));
+        assert_int_equal(util_b64_encode_to(in, len, out, n), 0);
+        assert_int_equal(out[0], 'x');
+        assert_int_equal(util_b64_encode_to(in, len, out, n + 1), n);
+        assert_string_equal(out, want);
+        free(want);
+    }
+    char one[5];
+    assert_int_equal(util_b64_encode_to(in, 3, one, 0), 0);
+    assert_int_equal(util_b64_encode_to(in, 3, one, sizeof(one)), 4);
+    assert_string_equal(one, "+/8A");
 }
 
 static void test_b64_span(void **state)
@@ -244,18 +270,83 @@ static void test_write_out_refuses_a_link(void **state)
     free(dir);
 }
 
+/* util_write_file_atomic gives the file its mode whatever the umask; util_write_file_umask
+ * leaves the umask's bits off (the signer's sandbox has no chmod). Neither leaves its temp
+ * file behind. */
+static void test_write_modes(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("writemode");
+    char exact[512], masked[512], got[64];
+    snprintf(exact, sizeof(exact), "%s/exact.pem", dir);
+    snprintf(masked, sizeof(masked), "%s/masked.pem", dir);
+    hsmca_err e;
+    mode_t old = umask(077);
+    assert_int_equal(util_write_file_atomic(exact, "one\n", 4, 0644, &e), HSMCA_OK);
+    assert_int_equal(util_write_file_umask(masked, "two\n", 4, 0644, &e), HSMCA_OK);
+    assert_int_equal(util_write_file_umask(masked, "three\n", 6, 0644, &e), HSMCA_OK);
+    umask(old);
+    struct stat st;
+    assert_int_equal(stat(exact, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0644);
+    assert_int_equal(stat(masked, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    read_back(masked, got, sizeof(got));
+    assert_string_equal(got, "three\n");
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int files = 0;
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        files += de->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(files, 2);
+    unlink(exact);
+    unlink(masked);
+    rmdir(dir);
+    free(dir);
+}
+
+/* ---- the PIN bound -------------------------------------------------------------- */
+
+/* A PIN of UTIL_PIN_MAX bytes fits the buffer every reader declares; one more is refused. */
+static void test_pin_bound(void **state)
+{
+    (void)state;
+    char *dir = tu_mkdtemp("pinmax");
+    char path[512], line[UTIL_PIN_MAX + 3], pin[UTIL_PIN_MAX + 1];
+    snprintf(path, sizeof(path), "%s/pin", dir);
+    hsmca_err e;
+    memset(line, 'p', UTIL_PIN_MAX);
+    line[UTIL_PIN_MAX] = '\n';
+    assert_int_equal(util_write_file_atomic(path, line, UTIL_PIN_MAX + 1, 0600, &e), HSMCA_OK);
+    assert_int_equal(util_read_secret(path, pin, sizeof(pin), &e), HSMCA_OK);
+    assert_int_equal(strlen(pin), UTIL_PIN_MAX);
+    line[UTIL_PIN_MAX] = 'p';
+    line[UTIL_PIN_MAX + 1] = '\n';
+    assert_int_equal(util_write_file_atomic(path, line, UTIL_PIN_MAX + 2, 0600, &e), HSMCA_OK);
+    char big[2 * UTIL_PIN_MAX];
+    assert_int_equal(util_read_secret(path, big, sizeof(big), &e), HSMCA_EINVAL);
+    assert_non_null(strstr(e.msg, "1-255 bytes"));
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_b64_roundtrip_both_alphabets),
         cmocka_unit_test(test_b64url_strict),
         cmocka_unit_test(test_b64_std_strict),
+        cmocka_unit_test(test_b64_encode_to),
         cmocka_unit_test(test_b64_span),
         cmocka_unit_test(test_printable_copies_plain_text),
         cmocka_unit_test(test_printable_masks_the_rest),
         cmocka_unit_test(test_printable_cap_is_visible),
         cmocka_unit_test(test_unhex),
         cmocka_unit_test(test_write_out_refuses_a_link),
+        cmocka_unit_test(test_write_modes),
+        cmocka_unit_test(test_pin_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
