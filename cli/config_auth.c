@@ -109,7 +109,7 @@ void cc_check_auth(const hsmca_config *c, cc_report *r)
         }
     }
     free(v);
-    /* serve loads it at start when it runs publish-roots itself (cli/sup_publish.h). */
+    /* serve loads it at start when it runs publish-roots itself (supervisor/sup_publish.h). */
     if (c->publish_enabled && c->publish_kubeconfig[0])
         check_kubeconfig(r, "publish.kubeconfig", c->publish_kubeconfig);
     else if (c->publish_enabled && !getenv("KUBERNETES_SERVICE_HOST"))

@@ -15,7 +15,7 @@
 #include "dev_jwt.h"
 #include "dev_signer.h"
 #include "log.h"
-#include "supervisor.h"
+#include "serve.h"
 
 #define DEV_DEFAULT_DIR "hsmca-dev"
 #define DEV_DEFAULT_LISTEN "127.0.0.1:15012"
@@ -226,5 +226,5 @@ int dev_main(int argc, char **argv)
     char config[PATH_MAX + 16];
     snprintf(config, sizeof(config), "%s/hsmca.yaml", abs);
     log_init("supervisor");
-    return supervisor_run(config);
+    return serve_exec(config);
 }

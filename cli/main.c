@@ -1,6 +1,7 @@
-/* main.c - the `hsmca` command line: one subcommand per task; `serve` is the
- * supervisor, which execs its children, `hsmca-signer`, `hsmca-frontend` and
- * `hsmca-metrics` (programs of their own, cli/supervisor.c). */
+/* main.c - the `hsmca` command line: one subcommand per task; `serve` execs the
+ * supervisor, `hsmca-supervisor`, which execs the children, `hsmca-signer`,
+ * `hsmca-frontend`, `hsmca-metrics`, `hsmca-publish` and `hsmca-keyfetch` (programs of
+ * their own, supervisor/sup_procs.c). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,7 +16,7 @@
 #include "log.h"
 #include "probe.h"
 #include "request.h"
-#include "supervisor.h"
+#include "serve.h"
 #include "token_check.h"
 #include "version.h"
 
@@ -56,10 +57,13 @@ static void usage(FILE *f)
           "                extractable, sign only); prints its fingerprint\n"
           "  version    the version, the commit and the libraries' versions\n"
           "\n"
-          "serve and dev start the programs installed beside hsmca (or in\n"
-          "../libexec/hsmca/): hsmca-signer, the privileged process that holds the\n"
-          "token session, and hsmca-frontend, the sandboxed gRPC front end; and\n"
-          "hsmca-metrics, the sandboxed metrics and health listener (metrics.listen).\n",
+          "serve and dev run the programs installed beside hsmca (or in\n"
+          "../libexec/hsmca/): hsmca-supervisor, which they become, starts\n"
+          "hsmca-signer, the privileged process that holds the token session,\n"
+          "hsmca-frontend, the sandboxed gRPC front end, hsmca-metrics, the\n"
+          "sandboxed metrics and health listener (metrics.listen), hsmca-publish,\n"
+          "the root distribution (publish.enabled), and hsmca-keyfetch, the issuer's\n"
+          "key fetcher (auth.jwt.discovery).\n",
           f);
 }
 
@@ -101,7 +105,7 @@ static int serve_main(int argc, char **argv)
         return 2;
     }
     log_init("supervisor");
-    return supervisor_run(config);
+    return serve_exec(config);
 }
 
 int main(int argc, char **argv)

@@ -194,7 +194,7 @@ typedef struct {
     uint8_t source_sha256[32];
 
     /* pkcs11.env and signer.groups (at the end to ease merges): the variables the signer
-     * gets besides the supervisor's few (cli/sup_env.h), and the groups (names or numeric
+     * gets besides the supervisor's few (supervisor/sup_env.h), and the groups (names or numeric
      * gids) it keeps as supplementary groups after switching to signer.user. */
     config_env pkcs11_env;
     config_list signer_groups;

@@ -171,7 +171,7 @@ void config_defaults(hsmca_config *c)
     c->signer_sandbox_network[0] = '\0'; /* none, unless the deprecated key says inet */
     c->signer_sysv_ipc = 0;
     c->signer_allow_network_false = 0;
-    c->pkcs11_env.n = 0;    /* the signer gets only what hsmca passes on (cli/sup_env.h) */
+    c->pkcs11_env.n = 0;    /* the signer gets only what hsmca passes on (supervisor/sup_env.h) */
     c->signer_groups.n = 0; /* no supplementary group after the switch */
     c->publish_interval = 60;
     set_str(c->publish_lease_namespace, "istio-system");

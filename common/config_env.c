@@ -21,7 +21,7 @@ static const char *const refused_prefixes[] = {"LD_", "MALLOC_", "OPENSSL_", "HS
 
 /* glibc's unsecvars.h (the variables it clears for a setuid program: they load code or
  * redirect the files its functions open), and the ones the supervisor passes on
- * itself (cli/sup_env.c), which have one source so they cannot disagree. */
+ * itself (supervisor/sup_env.c), which have one source so they cannot disagree. */
 static const char *const refused_names[] = {
     "GCONV_PATH",   "GETCONF_DIR",  "GLIBC_TUNABLES",
     "HOSTALIASES",  "LOCALDOMAIN",  "LOCPATH",

@@ -86,11 +86,38 @@ _Static_assert(IPC_TBS_MAX < (1 << 21) && IPC_TOKEN_MAX < (1 << 21) &&
                    IPC_REQUESTER_MAX < (1 << 21) && IPC_DENY_REASON_MAX < (1 << 21),
                "length prefixes of at most 3 bytes (IPC_FIELD_OVERHEAD)");
 
-/* Control bytes (the supervisor's channel to each child). Down: the key set of cluster idx
- * (0: local, CTL_KEYS; 1..CONFIG_MAX_CLUSTERS: auth.clusters[idx - 1], one digit each)
- * as a sealed memfd; ctl_keys_cluster maps a type byte back: the cluster index, or -1
- * when it is no key push. */
-#define CTL_KEYS 'J'
+/* Control bytes: every type byte on the control channel between the supervisor and a
+ * child (a SOCK_SEQPACKET socketpair, the child's fd 4), each named once. "Down" goes
+ * from the supervisor to a child, with an fd (SCM_RIGHTS, ipc_send_ctl_fd); "up" from
+ * a child to the supervisor, one byte alone. The supervisor's table of children
+ * (supervisor/supervisor.c) says which child may send which byte up. */
+typedef enum {
+    /* Down: a new connection to the other child (signer, front end), or the metrics
+     * process's link to a new front end. */
+    CTL_NEW_PEER = 'F',
+    /* Down: the local cluster's accepted JWKS document as a sealed memfd (the child parses
+     * it itself); a remote cluster's comes as CTL_KEYS_CLUSTER(idx), below. */
+    CTL_KEYS = 'J',
+    /* SIGHUP's reload of the policy file (docs/OPERATIONS.md "Reload"). Down: the file's
+     * bytes as the supervisor read and parsed them, as a sealed memfd, to the signer first
+     * and to the front end once the signer took them. Up, the signer's answer: the same
+     * byte when it took the file. */
+    CTL_POLICY = 'P',
+    /* Down: a sealed memfd holding why a reload kept the policy in force (to the front
+     * end; to the signer too when the supervisor refused the file, which it never saw).
+     * Up, the signer's answer to CTL_POLICY when it kept its own policy. */
+    CTL_RELOAD_FAILED = 'p',
+    /* Up, from the signer: the front end broke the IPC protocol; the supervisor SIGKILLs
+     * and restarts it. */
+    CTL_RESTART_PEER = 'K',
+    /* Up, from the front end: a token named a kid it does not hold; fetch the issuer's
+     * keys again (the supervisor rate-limits this, auth.jwt.min_refresh). */
+    CTL_KEYS_REFRESH = 'R',
+} ctl_byte;
+
+/* The key set of cluster idx (0: local, CTL_KEYS; 1..CONFIG_MAX_CLUSTERS:
+ * auth.clusters[idx - 1], one digit each); ctl_keys_cluster maps a type byte back: the
+ * cluster index, or -1 when it is no key push. */
 #define CTL_KEYS_CLUSTER(idx) ((char)((idx) == 0 ? CTL_KEYS : '0' + (idx)))
 #define CTL_IS_KEY_PUSH(b) ((b) == CTL_KEYS || ((b) >= '1' && (b) <= '0' + CONFIG_MAX_CLUSTERS))
 static inline int ctl_keys_cluster(char type)
@@ -102,6 +129,10 @@ static inline int ctl_keys_cluster(char type)
 _Static_assert(CONFIG_MAX_CLUSTERS >= 1 && CONFIG_MAX_CLUSTERS <= 9,
                "CTL_KEYS_CLUSTER names a remote cluster by one digit, which no other control "
                "byte is");
+_Static_assert(!CTL_IS_KEY_PUSH(CTL_NEW_PEER) && !CTL_IS_KEY_PUSH(CTL_KEYS_REFRESH) &&
+                   !CTL_IS_KEY_PUSH(CTL_RESTART_PEER) && !CTL_IS_KEY_PUSH(CTL_POLICY) &&
+                   !CTL_IS_KEY_PUSH(CTL_RELOAD_FAILED),
+               "no other control byte reads as a key push");
 
 /* StatusReply (proto/signer.proto): the signer's figures for the front end's metrics and
  * readiness. Every label value is an index into one of these fixed enums, and every

@@ -61,33 +61,7 @@ HSMCA_MUSTCHECK hsmca_code ipc_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err 
  * (a reader that drains what a burst queued, without a poll per frame). */
 HSMCA_MUSTCHECK hsmca_code ipc_try_recv(int fd, uint8_t *buf, ipc_msg *m, hsmca_err *e);
 
-/* Control bytes a child sends the supervisor over its control channel: the
- * signer asks for the front end to be restarted after a protocol violation; the
- * front end asks for the issuer's keys to be fetched again (a token named a kid
- * it does not hold; the supervisor rate-limits this, auth.jwt.min_refresh). */
-#define CTL_RESTART_PEER 'K'
-#define CTL_KEYS_REFRESH 'R'
-
-/* Messages the supervisor sends a child: one type byte, with an fd (SCM_RIGHTS).
- * CTL_NEW_PEER: a new connection to the other child. CTL_KEYS (ipc_contract.h): a
- * sealed memfd holding the accepted JWKS document (the child parses it itself); a
- * remote cluster's come as CTL_KEYS_CLUSTER(idx). */
-#define CTL_NEW_PEER 'F'
-_Static_assert(!CTL_IS_KEY_PUSH(CTL_NEW_PEER) && !CTL_IS_KEY_PUSH(CTL_KEYS_REFRESH) &&
-                   !CTL_IS_KEY_PUSH(CTL_RESTART_PEER),
-               "no other control byte reads as a key push");
-
-/* SIGHUP's reload of the policy file (docs/OPERATIONS.md "Reload"). Down: CTL_POLICY with
- * a sealed memfd holding the file's bytes as the supervisor read and parsed them, to the
- * signer first and to the front end once the signer took them; CTL_RELOAD_FAILED with a
- * sealed memfd holding why, to the front end, when the reload kept the policy in force
- * (and to the signer too when the supervisor refused the file, which it never saw).
- * Up, the signer's answer to CTL_POLICY: the same byte when it took the file,
- * CTL_RELOAD_FAILED when it kept its own. */
-#define CTL_POLICY 'P'
-#define CTL_RELOAD_FAILED 'p'
-_Static_assert(!CTL_IS_KEY_PUSH(CTL_POLICY) && !CTL_IS_KEY_PUSH(CTL_RELOAD_FAILED),
-               "the reload's bytes do not read as a key push");
+/* The control channel's type bytes (CTL_*) are one enum, ctl_byte, in ipc_contract.h. */
 
 /* Control channel between supervisor and a child: passes a new peer IPC fd
  * (SCM_RIGHTS) when the other child was restarted. */

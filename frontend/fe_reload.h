@@ -1,5 +1,5 @@
 /* fe_reload.h - the front end's side of SIGHUP's reload (docs/OPERATIONS.md "Reload";
- * the supervisor's side is cli/sup_reload.h).
+ * the supervisor's side is supervisor/sup_reload.h).
  *
  * What the front end reloads: the policy file, whose bytes the supervisor sends once
  * the signer took them (a sandboxed front end cannot open the path), parsed here again

@@ -1,5 +1,5 @@
 /* signer_policy.h - the policy file in force in the signer, and its reload (SIGHUP,
- * docs/OPERATIONS.md "Reload"; the supervisor's side is cli/sup_reload.h).
+ * docs/OPERATIONS.md "Reload"; the supervisor's side is supervisor/sup_reload.h).
  *
  * The checker validates each TBS against the policy in force at that moment
  * (policy_live.h). A reload comes from the supervisor before the front end has it: for

@@ -1,4 +1,4 @@
-/* fuzz_oidc.c - libFuzzer target for sup_oidc_parse_discovery (cli/sup_oidc.h): the
+/* fuzz_oidc.c - libFuzzer target for sup_oidc_parse_discovery (keyfetch/sup_oidc.h): the
  * OpenID Connect discovery document an issuer serves (network input to the
  * supervisor). The configured issuer is fixed; an accepted document yields an
  * https jwks_uri that fits the buffer, and a refusal names its check. */

@@ -201,7 +201,7 @@ static char *last_intent(void)
     return out;
 }
 
-/* Pushes DIR/SUB/dev-jwks.json as the supervisor does (cli/sup_keys.c): a sealed memfd,
+/* Pushes DIR/SUB/dev-jwks.json as the supervisor does (supervisor/sup_keys.c): a sealed memfd,
  * with the type byte of its cluster. */
 static void push_keys_of(const char *sub, char type)
 {

@@ -188,7 +188,7 @@ static X509 *load_cert(const char *path)
 }
 
 /* fork + exec `hsmca-signer` with ipc_child on fd 3, ctl_child on fd 4 and
- * stdout/stderr into the log, as cli/supervisor.c does. */
+ * stdout/stderr into the log, as supervisor/supervisor.c does. */
 static pid_t spawn_signer(int ipc_child, int ctl_child)
 {
     int logfd = open(hf.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

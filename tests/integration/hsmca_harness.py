@@ -46,7 +46,7 @@ def free_port():
 
 def with_pkcs11_env(text, variables):
     """The config text with `pkcs11.env` set to variables (a dict of NAME: value), the
-    only way a variable reaches the signer and its PKCS#11 module (cli/sup_env.h)."""
+    only way a variable reaches the signer and its PKCS#11 module (supervisor/sup_env.h)."""
     lines = "".join("    %s: %s\n" % (k, json.dumps(v)) for k, v in variables.items())
     assert "\npkcs11:\n" in text
     return text.replace("\npkcs11:\n", "\npkcs11:\n  env:\n" + lines, 1)
@@ -77,7 +77,7 @@ class DevServer:
         function from the config's text to the text to run with. When either is
         given, the CA is made with `hsmca dev init` and run with `hsmca serve --config`.
         env_extra: variables added to the supervisor's environment (the children get only
-        the few they read, cli/sup_env.h). pkcs11_env: a dict written as `pkcs11.env` (the
+        the few they read, supervisor/sup_env.h). pkcs11_env: a dict written as `pkcs11.env` (the
         signer's and its module's variables; implies `dev init` and `serve`).
         audit_key: `--audit-key` (ed25519, ec-p256), else the default."""
         os.makedirs(TMP, exist_ok=True)

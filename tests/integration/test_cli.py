@@ -170,7 +170,7 @@ class CliTests(unittest.TestCase):
             r = subprocess.run([BIN] + argv, capture_output=True, text=True, timeout=10)
             self.assertEqual(r.returncode, 0, argv)
             self.assertIn("usage: hsmca", r.stdout, argv)
-        for prog in ("hsmca-signer", "hsmca-frontend"):
+        for prog in ("hsmca-signer", "hsmca-frontend", "hsmca-supervisor"):
             path = os.path.join(os.path.dirname(BIN), prog)
             r = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10)
             self.assertEqual(r.returncode, 0, prog)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Each child runs with an explicit environment and explicit groups (cli/sup_env.h,
+"""Each child runs with an explicit environment and explicit groups (supervisor/sup_env.h,
 common/sandbox.h). The front end gets only the few variables it reads; the signer
 the same few, SOFTHSM2_CONF from pkcs11.softhsm2_conf and pkcs11.env, and nothing
 else of the supervisor's environment. As root, the signer keeps signer.groups as its
@@ -27,7 +27,7 @@ MARKER = "ENVTEST_SUPERVISOR_ONLY"
 MODULE_ENV = {"ENVTEST_MODULE_VAR": "for-the-module secret-ish",
               "TPM2_PKCS11_TCTI": "tabrmd:bus_type=session",
               "ENVTEST_EMPTY": ""}
-# What a child may get from the supervisor's environment (cli/sup_env.h).
+# What a child may get from the supervisor's environment (supervisor/sup_env.h).
 PASSED_BOTH = {"HSMCA_LOG_LEVEL", "TZ", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
                "MSAN_OPTIONS", "TSAN_OPTIONS", "ASAN_SYMBOLIZER_PATH"}
 PASSED_FRONTEND = {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}

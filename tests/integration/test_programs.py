@@ -2,29 +2,41 @@
 """Each program linked only with what it runs (docs/ARCHITECTURE.md §1, docs/SECURITY.md
 §1). The privileged signer maps its own short list of libraries and the PKCS#11 module
 with what that module needs, nothing else: no gRPC, abseil, upb, re2, c-ares,
-libcurl, libssl. The front end maps no PKCS#11 code. hsmca-publish (what
-`hsmca k8s publish-roots` runs) maps its own short list and libcurl with what libcurl
-needs: no gRPC, abseil, libstdc++, and no PKCS#11 module (libcurl brings p11-kit's
-library, which loads none).
+libcurl, libssl. The front end maps no PKCS#11 code. The supervisor
+(hsmca-supervisor, which `hsmca dev` and `hsmca serve` exec: the same pid) maps its own
+short list, never libcurl; the key fetcher (hsmca-keyfetch, with an OIDC issuer) that
+list and libcurl with what libcurl needs: p11-kit's library among them, but no PKCS#11
+module. hsmca-publish (what `hsmca k8s publish-roots` runs) maps its own short list and
+libcurl with what libcurl needs: no gRPC, abseil, libstdc++, and no PKCS#11 module
+(libcurl brings p11-kit's library, which loads none).
 
 Read from the running processes of a real `hsmca dev` (the supervisor, then
 hsmca-signer and hsmca-frontend), of `hsmca k8s publish-roots` against the
 Kubernetes API stand-in, and from the programs' own link lines."""
+import json
 import os
+import pwd
 import re
 import signal
+import socket
 import subprocess
 import tempfile
+import time
 import unittest
 
 from hsmca_harness import BIN, TMP, DevServer
 from k8s_api_standin import Standin
+from oidc_issuer import OidcIssuer, projected_claims
 from pki_fixture import make_server_pki
+from test_oidc import auth_config, issue, wait_issued
 from test_publish_roots import LEASE, wait_for
+from test_restart import child_ctl
 
 HERE = os.path.dirname(BIN)
 SIGNER_BIN = os.path.join(HERE, "hsmca-signer")
 FRONTEND_BIN = os.path.join(HERE, "hsmca-frontend")
+SUPERVISOR_BIN = os.path.join(HERE, "hsmca-supervisor")
+KEYFETCH_BIN = os.path.join(HERE, "hsmca-keyfetch")
 PUBLISH_BIN = os.path.join(HERE, "hsmca-publish")
 
 # What hsmca-signer itself is linked with: the C library, OpenSSL's libcrypto,
@@ -39,6 +51,14 @@ SIGNER_NEVER = ("libgrpc", "libgpr", "libabsl_", "libupb", "libre2", "libcares",
                 "libssl", "libaddress_sorting", "libz.")
 # PKCS#11 code: never in the front end.
 PKCS11 = ("softhsm", "libp11", "p11-kit", "pkcs11", "opensc", "libtpm2", "opencryptoki")
+# What hsmca-supervisor itself is linked with: the C library, libcrypto, jansson (JWKS,
+# discovery, log lines), libyaml (config, policy file), libseccomp (common/'s sandbox).
+SUPERVISOR_OWN = {"ld-linux-x86-64", "libc", "libm", "libcrypto", "libjansson", "libyaml-0",
+                  "libseccomp"}
+# Never in the supervisor: gRPC and what it brings, C++, PKCS#11 modules.
+SUPERVISOR_NEVER = ("libgrpc", "libgpr", "libabsl_", "libupb", "libre2", "libcares",
+                    "libaddress_sorting", "libstdc++", "libprotobuf-c", "softhsm", "opensc",
+                    "p11-kit-proxy", "p11-kit-trust", "libtpm2", "opencryptoki", "pkcs11/")
 # What hsmca-publish itself is linked with: the C library, libcrypto (the roots, the
 # CRL), jansson (the API's JSON, log lines) and libyaml (config, kubeconfig). libcurl
 # is loaded with dlopen (http/curl_dl.h), with what it needs.
@@ -62,6 +82,14 @@ def mapped_objects(pid):
     with open("/proc/%d/maps" % pid) as f:
         paths = {line.split()[5] for line in f if len(line.split()) > 5}
     return {p for p in paths if re.search(r"\.so(\.|$)", os.path.basename(p))}
+
+
+def supervisor_extra(pid, allowed):
+    """What the supervisor pid maps outside allowed (stems), and what it must never map."""
+    objs = mapped_objects(pid)
+    extra = sorted(p for p in objs if stem(p) not in allowed)
+    never = sorted(p for p in objs if any(b in p for b in SUPERVISOR_NEVER))
+    return extra, never
 
 
 def sanitized(path):
@@ -145,6 +173,115 @@ class ProgramTests(unittest.TestCase):
         self.assertIn("leaf_tbs_build", leaf_symbols(FRONTEND_BIN))
         self.assertIn("leaf_csr_parse", leaf_symbols(FRONTEND_BIN))
         self.assertEqual(leaf_symbols(SIGNER_BIN), set(), "hsmca-signer links leafcert/")
+
+
+    def test_supervisor_is_its_own_program_with_the_same_pid(self):
+        """`hsmca dev` execs hsmca-supervisor: the pid the caller started (systemd's
+        MainPID) is the supervisor, and the children are its own."""
+        pid = self.server.proc.pid
+        self.assertEqual(os.path.realpath("/proc/%d/exe" % pid), os.path.realpath(SUPERVISOR_BIN))
+        self.assertEqual(set(self.server.all_children()) & {"signer", "frontend", "metrics"},
+                         {"signer", "frontend", "metrics"})
+
+    def test_supervisor_link_line(self):
+        own = needed(SUPERVISOR_BIN)
+        allowed = SUPERVISOR_OWN | (SANITIZER_RUNTIME if sanitized(SUPERVISOR_BIN) else set())
+        self.assertIn("libcrypto", own)  # control: ldd read the program
+        self.assertLessEqual(own, allowed, "hsmca-supervisor links more than its list")
+
+    def test_supervisor_maps_only_its_allowlist(self):
+        """With a JWKS file (hsmca dev) no libcurl is loaded: its own list only."""
+        allowed = SUPERVISOR_OWN | (SANITIZER_RUNTIME if sanitized(SUPERVISOR_BIN) else set())
+        extra, never = supervisor_extra(self.server.proc.pid, allowed)
+        self.assertEqual(extra, [], "the supervisor maps libraries outside its allowlist")
+        self.assertEqual(never, [])
+
+
+class SupervisorWithIssuerTests(unittest.TestCase):
+    """With an OIDC issuer (auth.jwt.discovery) the keys are fetched by hsmca-keyfetch, a
+    child that runs as frontend.user: it loads libcurl (http/curl_dl.c), and maps libcurl
+    and the libraries it needs, p11-kit's library among them, and nothing else, no
+    PKCS#11 module. The root supervisor maps no libcurl: it only relays the keys."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = None
+        cls.issuer = OidcIssuer(os.path.join(os.environ.get("HSMCA_TEST_TMP", "/tmp"),
+                                             "programs-oidc-%d" % os.getpid()))
+        cls.key = cls.issuer.add_key("ec-1", "EC")
+        cls.server = DevServer(name="programs-oidc", edit_config=auth_config([
+            "chain: [jwt]",
+            "jwt:",
+            "  issuer: \"%s\"" % cls.issuer.url,
+            "  audiences: [istio-ca]",
+            "  discovery: true",
+            "  ca_bundle: %s" % cls.issuer.ca_path]))
+        wait_issued(cls.server, lambda: cls.issuer.token(projected_claims(cls.issuer.url),
+                                                         cls.key))
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server:
+            cls.server.stop()
+        cls.issuer.stop()
+
+    def test_supervisor_maps_no_libcurl(self):
+        allowed = SUPERVISOR_OWN | (SANITIZER_RUNTIME if sanitized(SUPERVISOR_BIN) else set())
+        extra, never = supervisor_extra(self.server.proc.pid, allowed)
+        self.assertEqual(extra, [], "the supervisor maps libraries outside its allowlist")
+        self.assertEqual(never, [])
+
+    def test_keyfetch_maps_libcurl_and_what_it_needs_only(self):
+        pid = self.server.all_children().get("keyfetch")
+        self.assertIsNotNone(pid, "no hsmca-keyfetch child")
+        self.assertLessEqual(needed(KEYFETCH_BIN),
+                             SUPERVISOR_OWN | (SANITIZER_RUNTIME if sanitized(KEYFETCH_BIN)
+                                               else set()), "hsmca-keyfetch's link line")
+        curl = [p for p in mapped_objects(pid) if stem(p) == "libcurl"]
+        self.assertEqual(len(curl), 1, mapped_objects(pid))  # control: the fetcher loaded it
+        allowed = SUPERVISOR_OWN | {"libcurl"} | needed(curl[0])
+        if sanitized(KEYFETCH_BIN):
+            allowed |= SANITIZER_RUNTIME
+        self.assertIn("libp11-kit", allowed)  # what this test allows beyond libcurl's list
+        extra, never = supervisor_extra(pid, allowed)
+        self.assertEqual(extra, [], "the key fetcher maps libraries outside its allowlist")
+        self.assertEqual(never, [], "the key fetcher maps a PKCS#11 module or gRPC")
+
+    def test_keyfetch_runs_as_frontend_user(self):
+        pid = self.server.all_children().get("keyfetch")
+        with open("/proc/%d/status" % pid) as f:
+            status = dict(line.split(":", 1) for line in f if ":" in line)
+        uids = status["Uid"].split()
+        if os.geteuid() == 0:
+            self.assertEqual(set(uids), {str(pwd.getpwnam("nobody").pw_uid)}, status["Uid"])
+        self.assertEqual(status["NoNewPrivs"].strip(), "1")
+
+    def test_supervisor_refuses_what_is_not_a_sealed_memfd(self):
+        """What the key fetcher sends up must be a sealed memfd: a pipe (which would block
+        the supervisor's read), or a memfd its sender can still change, is refused and
+        logged, the last good keys stay, and the supervisor goes on (SIGHUP handled, a
+        token with the issuer's key still accepted)."""
+        pid = self.server.all_children()["keyfetch"]
+        sock = socket.socket(fileno=child_ctl(pid))
+        r, w = os.pipe()
+        mfd = os.memfd_create("unsealed", os.MFD_ALLOW_SEALING)
+        os.write(mfd, json.dumps({"keys": []}).encode())
+        try:
+            socket.send_fds(sock, [b"J"], [r])
+            socket.send_fds(sock, [b"J"], [mfd])
+        finally:
+            for fd in (r, w, mfd):
+                os.close(fd)
+            sock.close()
+        deadline = time.time() + 30
+        while self.server.logtext(None).count("key fetcher: not a sealed memfd") < 2:
+            self.assertLess(time.time(), deadline, self.server.logtext())
+            time.sleep(0.2)
+        os.kill(self.server.proc.pid, signal.SIGHUP)
+        while "SIGHUP: reloading the issuer keys" not in self.server.logtext(None):
+            self.assertLess(time.time(), deadline, self.server.logtext())
+            time.sleep(0.2)
+        issue(self.server.client, self.issuer.token(projected_claims(self.issuer.url), self.key))
 
 
 def curl_path():

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """`hsmca serve` with publish.enabled runs hsmca-publish (what `hsmca k8s publish-roots`
-runs) as one more child (cli/sup_publish.h), against k8s_api_standin.py: the program,
-found beside hsmca as the other children are, is checked at start (missing: 78 naming
-it, from serve and from `hsmca k8s publish-roots`); the roots reach the selected
+runs) as one more child (supervisor/sup_publish.h), against k8s_api_standin.py: the
+program, found beside hsmca as the other children are, is checked at start (missing: 78
+naming it, from serve and from `hsmca k8s publish-roots`); the roots reach the selected
 namespaces under the Lease; the child runs as frontend.user (started as root) with no_new_privs and
 the few variables it reads; killed, it is restarted and takes the Lease again; SIGTERM
 of serve releases the Lease; a publish.kubeconfig that does not load stops serve at
@@ -142,7 +142,8 @@ class PublishServeTests(unittest.TestCase):
         # in ../libexec/hsmca/.
         bindir = os.path.join(self.dir, "bin")
         os.mkdir(bindir)
-        for prog in ("hsmca", "hsmca-signer", "hsmca-frontend", "hsmca-metrics"):
+        for prog in ("hsmca", "hsmca-supervisor", "hsmca-signer", "hsmca-frontend",
+                     "hsmca-metrics"):
             shutil.copy(os.path.join(os.path.dirname(BIN), prog), bindir)
         hsmca = os.path.join(bindir, "hsmca")
         kc = self.kubeconfig()

@@ -2,6 +2,7 @@
 """Killing the front end or the signer while requests run: the supervisor restarts
 it, requests fail only with UNAVAILABLE (or a dropped connection) meanwhile, and
 succeed again afterwards."""
+import ctypes
 import os
 import signal
 import threading
@@ -14,6 +15,22 @@ import hsmca_client as hc
 from hsmca_harness import DevServer
 
 SLEEP_ID = "spiffe://cluster.local/ns/default/sa/sleep"
+SYS_PIDFD_GETFD = 438  # x86_64
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def child_ctl(pid):
+    """A copy of child pid's end of its control channel to the supervisor (its fd 4,
+    --ctl-fd 4), taken with pidfd_getfd: what we write there the supervisor reads as
+    that child's."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        fd = LIBC.syscall(SYS_PIDFD_GETFD, pidfd, 4, 0)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "pidfd_getfd")
+        return fd
+    finally:
+        os.close(pidfd)
 
 
 class Load:
@@ -121,6 +138,49 @@ class RestartTests(unittest.TestCase):
                 if time.time() > deadline:
                     raise
                 time.sleep(0.2)
+
+
+class ControlRoutingTests(unittest.TestCase):
+    """The supervisor routes a control byte by its sender's row of the children's table
+    (supervisor/sup_procs.c): the signer may ask for a new front end (CTL_RESTART_PEER,
+    'K'); the same byte from the front end is ignored, it cannot get the signer killed."""
+
+    def setUp(self):
+        self.server = DevServer("ec-p256", name="ctlroute")
+        self.server.wait_ready()
+
+    def tearDown(self):
+        self.server.stop()
+
+    def test_restart_peer_only_from_the_signer(self):
+        before = self.server.wait_children()
+        fe, sg = child_ctl(before["frontend"]), child_ctl(before["signer"])
+        try:
+            os.write(fe, b"K")  # first: read no later than the signer's
+            os.write(sg, b"K")
+        finally:
+            os.close(fe)
+            os.close(sg)
+        after = self.server.wait_children(exclude=[before["frontend"]])
+        self.assertEqual(after["signer"], before["signer"], self.server.logtext())
+        log = self.server.logtext(None)
+        self.assertEqual(log.count("signer reports a protocol violation: restarting the "), 1,
+                         log)
+        self.assertNotIn("frontend reports a protocol violation", log)
+        # Requests work again on the new front end, with the same signer.
+        deadline = time.time() + 30
+        while True:
+            client = hc.Client(self.server.addr, self.server.root)
+            try:
+                self.server.issue(client=client, timeout=5)
+                break
+            except grpc.RpcError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+            finally:
+                client.close()
+        self.assertEqual(self.server.children()["signer"], before["signer"])
 
 
 if __name__ == "__main__":

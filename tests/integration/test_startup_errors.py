@@ -222,7 +222,7 @@ class StartupErrorTests(unittest.TestCase):
         copy = tempfile.mkdtemp(prefix="nometrics.", dir=TMP)
         os.chmod(copy, 0o755)  # the children exec it after their uid switch
         here = os.path.dirname(BIN)
-        for prog in ("hsmca", "hsmca-signer", "hsmca-frontend"):
+        for prog in ("hsmca", "hsmca-supervisor", "hsmca-signer", "hsmca-frontend"):
             shutil.copy2(os.path.join(here, prog), os.path.join(copy, prog))
         no_metrics = lambda t: re.sub(r'metrics:\n  listen: "[^"]*"', 'metrics:\n  listen: ""', t)
         hsmca_harness.BIN = os.path.join(copy, "hsmca")
@@ -258,6 +258,34 @@ class StartupErrorTests(unittest.TestCase):
             s.close()
         self.assertNotEqual(code, 0)
         self.assertIn("cannot serve on", out)
+
+    def test_missing_key_fetcher_program_stops_the_start(self):
+        """With an issuer's keys by discovery the supervisor runs hsmca-keyfetch: when that
+        program is not installed beside hsmca (nor in ../libexec/hsmca/), serve stops at
+        start with exit 78 naming it, rather than retrying a child that cannot start."""
+        d = dev_init("nokeyfetch")
+        path = set_listen(d, free_port())
+        with open(path) as f:
+            text = f.read()
+        text = re.sub(r"(auth:\n  jwt:\n)(    .*\n)+",
+                      "auth:\n  chain: [jwt]\n  jwt:\n    issuer: \"https://127.0.0.1:1\"\n"
+                      "    discovery: true\n", text, count=1)
+        with open(path, "w") as f:
+            f.write(text)
+        bindir = tempfile.mkdtemp(prefix="bin.", dir=TMP)
+        here = os.path.dirname(os.path.realpath(BIN))
+        for prog in ("hsmca", "hsmca-supervisor", "hsmca-signer", "hsmca-frontend",
+                     "hsmca-metrics"):
+            shutil.copy2(os.path.join(here, prog), bindir)
+        env = dict(os.environ, ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") +
+                   ":detect_leaks=0")
+        r = subprocess.run([os.path.join(bindir, "hsmca"), "serve", "--config", path],
+                           capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL, env=env)
+        out = r.stdout + r.stderr
+        self.assertEqual(r.returncode, 78, out)
+        self.assertIn("cannot find the program hsmca-keyfetch", out)
+        self.assertNotIn("started signer", out)
 
 
 if __name__ == "__main__":

@@ -173,7 +173,7 @@ def make_root(module, env, path, pin, label="ca-key", token="hsmca"):
 def module_env_config(text, env):
     """text (a config with a fragment spliced in) with the fragment's pkcs11.env block,
     its example values, replaced by env (TpmToken.env, P11KitServer.env): the only way
-    a variable reaches the module (cli/sup_env.h). Every name the fragment writes must be
+    a variable reaches the module (supervisor/sup_env.h). Every name the fragment writes must be
     in env, so the worked example names only variables the module is run with here."""
     m = re.search(r"(?m)^  env:\n((?:    .*\n)+)", text)
     assert m, "the fragment writes pkcs11.env"

@@ -1,5 +1,5 @@
 /* test_config_env.c - pkcs11.env and signer.groups (config_env.c, config_validate.c)
- * and the children's environments built from them (cli/sup_env.h, common/module_env.h). */
+ * and the children's environments built from them (supervisor/sup_env.h, common/module_env.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* test_sup_keys.c - the supervisor's issuer keys (cli/sup_keys.h) from a JWKS file: a
+/* test_sup_keys.c - the supervisor's issuer keys (supervisor/sup_keys.h) from a JWKS file: a
  * bad file stops the start, a good one is pushed to a child as a sealed memfd the
  * front end's holder loads, an edit is picked up by the poll, a broken edit keeps the
  * last good keys. (Discovery over HTTPS: integration/test_oidc.py.) */
@@ -87,7 +87,7 @@ static void test_push_cluster_type(void **state)
     write_file(d);
     hsmca_config *c = file_cfg();
     hsmca_err e;
-    sup_keys *k = sup_keys_start(c, &e);
+    sup_keys *k = sup_keys_start(c, NULL, &e);
     if (!k)
         fail_msg("start: %s", e.msg);
     int sp[2];
@@ -124,15 +124,15 @@ static void test_bad_file_stops_start(void **state)
     hsmca_config *c = file_cfg();
     hsmca_err e;
     unlink(g_path);
-    assert_null(sup_keys_start(c, &e));
+    assert_null(sup_keys_start(c, NULL, &e));
     assert_non_null(strstr(e.msg, "auth.jwt.jwks_file"));
     write_file("{\"keys\":[]}");
-    assert_null(sup_keys_start(c, &e));
+    assert_null(sup_keys_start(c, NULL, &e));
     assert_non_null(strstr(e.msg, "no usable"));
     /* without jwt in the chain nothing is read */
     c->auth_chain.n = 1;
     snprintf(c->auth_chain.items[0], sizeof(c->auth_chain.items[0]), "client_cert");
-    sup_keys *k = sup_keys_start(c, &e);
+    sup_keys *k = sup_keys_start(c, NULL, &e);
     assert_non_null(k);
     assert_int_equal(sup_keys_generation(k), 0);
     tok_keys *fk = tok_keys_new();
@@ -148,7 +148,7 @@ static void test_push_and_reload(void **state)
     write_file(d1);
     hsmca_config *c = file_cfg();
     hsmca_err e;
-    sup_keys *k = sup_keys_start(c, &e);
+    sup_keys *k = sup_keys_start(c, NULL, &e);
     if (!k)
         fail_msg("start: %s", e.msg);
     assert_int_equal(sup_keys_generation(k), 1);

@@ -1,4 +1,4 @@
-/* test_sup_oidc.c - OpenID Connect Discovery for the supervisor (cli/sup_oidc.h): the
+/* test_sup_oidc.c - OpenID Connect Discovery for the key fetcher (keyfetch/sup_oidc.h): the
  * discovery URL of an issuer (Discovery 1.0 §4) and the checks on the document
  * (§4.3: issuer exactly the configured one; jwks_uri an https URL). */
 #include <setjmp.h>

@@ -6,18 +6,13 @@
 
 #include "hsmca_err.h"
 
-/* The program of a child role ("signer", "frontend", "metrics"), hsmca-ROLE: beside self (the
- * running `hsmca`, an absolute path: the build tree, a bundle), else in
+/* The program of a child role (a row of sup_procs.c: "signer", "publish", ...), hsmca-ROLE:
+ * beside self (the running `hsmca`, an absolute path: the build tree, a bundle), else in
  * ../libexec/hsmca/ from self's directory (an installed tree: /usr/bin/hsmca,
  * /usr/libexec/hsmca/hsmca-signer). Never a search of PATH: the supervisor runs as
  * root, and only a file installed with hsmca itself may become its signer. Writes the
  * path into out; HSMCA_ENOTFOUND naming both places when neither is an executable file. */
 HSMCA_MUSTCHECK hsmca_code sup_exec_find(const char *self, const char *role, char *out,
                                          size_t outsz, hsmca_err *e);
-
-/* The programs of the children this config runs are there (sup_exec_find for the
- * signer, the front end, and the metrics process when metrics is non-zero, i.e.
- * metrics.listen is set): checked once before anything starts. */
-HSMCA_MUSTCHECK hsmca_code sup_exec_check(const char *self, int metrics, hsmca_err *e);
 
 #endif

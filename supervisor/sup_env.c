@@ -23,8 +23,16 @@ static const char *const passed_frontend[] = {"KUBERNETES_SERVICE_HOST", "KUBERN
 static const char *const passed_publish[] = {"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
                                              "POD_NAME"};
 
+/* What only the key fetcher reads (keyfetch/): libcurl's proxy settings. */
+static const char *const passed_keyfetch[] = {"https_proxy", "HTTPS_PROXY", "no_proxy",
+                                              "NO_PROXY",    "all_proxy",   "ALL_PROXY"};
+
 _Static_assert(sizeof(passed_both) / sizeof(passed_both[0]) +
                        sizeof(passed_publish) / sizeof(passed_publish[0]) <=
+                   16,
+               "SUP_ENV_MAX counts 16 passed-on variables");
+_Static_assert(sizeof(passed_both) / sizeof(passed_both[0]) +
+                       sizeof(passed_keyfetch) / sizeof(passed_keyfetch[0]) <=
                    16,
                "SUP_ENV_MAX counts 16 passed-on variables");
 
@@ -65,6 +73,9 @@ static HSMCA_MUSTCHECK hsmca_code env_fill(const hsmca_config *cfg, sup_env_role
                         e);
     if (role == SUP_ENV_PUBLISH)
         return env_pass(env, passed_publish, sizeof(passed_publish) / sizeof(passed_publish[0]), e);
+    if (role == SUP_ENV_KEYFETCH)
+        return env_pass(env, passed_keyfetch,
+                        sizeof(passed_keyfetch) / sizeof(passed_keyfetch[0]), e);
     const char *name[MODULE_ENV_MAX], *value[MODULE_ENV_MAX];
     int n = module_env_vars(cfg, name, value);
     for (int i = 0; i < n; i++)

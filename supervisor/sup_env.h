@@ -12,6 +12,8 @@
  *             auth.tokenreview)
  *   publish:  KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT, POD_NAME (publish-roots'
  *             in-cluster config and its Lease identity, publish.enabled)
+ *   keyfetch: https_proxy, HTTPS_PROXY, no_proxy, NO_PROXY, all_proxy, ALL_PROXY (libcurl's
+ *             proxy settings, for the issuer's discovery document and JWKS)
  *   signer:   SOFTHSM2_CONF=pkcs11.softhsm2_conf when set, then pkcs11.env in its order
  *             (common/module_env.h)
  *
@@ -23,7 +25,7 @@
 #include "config.h"
 #include "hsmca_err.h"
 
-typedef enum { SUP_ENV_SIGNER, SUP_ENV_FRONTEND, SUP_ENV_PUBLISH } sup_env_role;
+typedef enum { SUP_ENV_SIGNER, SUP_ENV_FRONTEND, SUP_ENV_PUBLISH, SUP_ENV_KEYFETCH } sup_env_role;
 
 /* The most variables one environment holds: the passed-on ones and the config's. */
 #define SUP_ENV_MAX (16 + 1 + CONFIG_MAX_ENV)

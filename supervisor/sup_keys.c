@@ -11,17 +11,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-
 #include "tok_jwks.h"
 #include "ipc_frame.h"
 #include "log.h"
-#include "sup_http.h"
-#include "sup_oidc.h"
+#include "thread_start.h"
 #include "util.h"
 
 struct sup_keys {
     const hsmca_config *cfg;
+    sup_keys_fetch_fn fetch; /* discovery: the key fetcher's (NULL in the supervisor) */
     pthread_t thread;
     int running;
     pthread_mutex_t lock; /* everything below */
@@ -38,6 +36,25 @@ struct sup_keys {
     int have_good;       /* discovery: a fetch has succeeded */
 };
 
+/* Keeps doc (taken over) as the document; the same bytes again are no news. Returns the
+ * new generation, or 0 when it is the same. */
+static uint64_t keys_store(sup_keys *k, char *doc, size_t len)
+{
+    pthread_mutex_lock(&k->lock);
+    int same = k->doc && k->len == len && memcmp(k->doc, doc, len) == 0;
+    if (same) {
+        free(doc);
+    } else {
+        free(k->doc);
+        k->doc = doc;
+        k->len = len;
+        k->generation++;
+    }
+    uint64_t g = same ? 0 : k->generation;
+    pthread_mutex_unlock(&k->lock);
+    return g;
+}
+
 /* Accepts doc (taken over) when tok_jwks_parse does; the same bytes again are no news. */
 static HSMCA_MUSTCHECK hsmca_code keys_accept(sup_keys *k, char *doc, size_t len, hsmca_err *e)
 {
@@ -49,19 +66,8 @@ static HSMCA_MUSTCHECK hsmca_code keys_accept(sup_keys *k, char *doc, size_t len
     }
     size_t n = tok_jwks_count(ks);
     tok_jwks_free(ks);
-    pthread_mutex_lock(&k->lock);
-    int same = k->doc && k->len == len && memcmp(k->doc, doc, len) == 0;
-    if (same) {
-        free(doc);
-    } else {
-        free(k->doc);
-        k->doc = doc;
-        k->len = len;
-        k->generation++;
-    }
-    uint64_t g = k->generation;
-    pthread_mutex_unlock(&k->lock);
-    if (!same)
+    uint64_t g = keys_store(k, doc, len);
+    if (g)
         log_info("issuer keys: accepted a JWKS with %zu usable key(s) (update %llu)", n,
                  (unsigned long long)g);
     return HSMCA_OK;
@@ -104,67 +110,16 @@ static HSMCA_MUSTCHECK hsmca_code file_load(sup_keys *k, int force, hsmca_err *e
     return HSMCA_OK;
 }
 
-#define SUP_TOKEN_MAX 16384
-
-/* auth.jwt.fetch_token_file, read at every fetch (a projected token rotates), trailing
- * whitespace cut; *tok stays NULL when none is configured. Caller frees. */
-static HSMCA_MUSTCHECK hsmca_code fetch_token(const hsmca_config *c, char **tok, hsmca_err *e)
-{
-    *tok = NULL;
-    if (!c->jwt_fetch_token_file[0])
-        return HSMCA_OK;
-    size_t len = 0;
-    HSMCA_GUARD(util_read_file(c->jwt_fetch_token_file, SUP_TOKEN_MAX, tok, &len, e));
-    while (len > 0 && ((*tok)[len - 1] == '\n' || (*tok)[len - 1] == '\r' ||
-                       (*tok)[len - 1] == ' ' || (*tok)[len - 1] == '\t'))
-        (*tok)[--len] = '\0';
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)(*tok)[i];
-        if (ch <= ' ' || ch >= 0x7f) { /* it goes into a header line */
-            free(*tok);
-            *tok = NULL;
-            return hsmca_fail(e, HSMCA_EINVAL,
-                              "auth.jwt.fetch_token_file holds other than one printable token");
-        }
-    }
-    if (len == 0) {
-        free(*tok);
-        *tok = NULL;
-        return hsmca_fail(e, HSMCA_EINVAL, "auth.jwt.fetch_token_file is empty");
-    }
-    return HSMCA_OK;
-}
-
-/* Discovery document, then the JWKS at its jwks_uri; both with the bearer token when
- * one is configured (a Kubernetes API server serves them to service accounts). The
- * jwks_uri comes from the issuer over verified TLS: trusted as much as the issuer. */
+/* One fetch from the issuer (the fetch hook), then the check: only a JWKS that
+ * tok_jwks_parse accepts is kept. */
 static HSMCA_MUSTCHECK hsmca_code issuer_fetch(sup_keys *k, hsmca_err *e)
 {
-    const hsmca_config *c = k->cfg;
-    char url[SUP_OIDC_MAX_URL + 64], jwks_uri[SUP_OIDC_MAX_URL];
-    char *doc = NULL, *tok = NULL;
+    char *doc = NULL, src[SUP_KEYS_SRC_MAX] = "";
     size_t len = 0;
-    HSMCA_GUARD(sup_oidc_discovery_url(c->jwt_issuer, url, sizeof(url), e));
-    HSMCA_GUARD(fetch_token(c, &tok, e));
-    hsmca_code rc = sup_http_get_auth(url, c->jwt_ca_bundle, tok, c->jwt_fetch_timeout,
-                                      SUP_OIDC_MAX_DOC, &k->stop, &doc, &len, e);
-    if (rc == HSMCA_OK) {
-        rc = sup_oidc_parse_discovery(doc, len, c->jwt_issuer, jwks_uri, sizeof(jwks_uri), e);
-        free(doc);
-        doc = NULL;
-    }
-    if (rc == HSMCA_OK)
-        rc = sup_http_get_auth(jwks_uri, c->jwt_ca_bundle, tok, c->jwt_fetch_timeout,
-                               TOK_JWKS_MAX_LEN, &k->stop, &doc, &len, e);
-    if (tok) {
-        OPENSSL_cleanse(tok, strlen(tok));
-        free(tok);
-    }
+    HSMCA_GUARD(k->fetch(k->cfg, &k->stop, &doc, &len, src, sizeof(src), e));
+    hsmca_code rc = keys_accept(k, doc, len, e);
     if (rc != HSMCA_OK)
-        return rc;
-    rc = keys_accept(k, doc, len, e);
-    if (rc != HSMCA_OK)
-        return prefix_err(e, rc, "JWKS from", jwks_uri);
+        return prefix_err(e, rc, "JWKS from", src);
     return HSMCA_OK;
 }
 
@@ -220,7 +175,7 @@ static void *keys_thread(void *arg)
     }
 }
 
-sup_keys *sup_keys_start(const hsmca_config *cfg, hsmca_err *e)
+sup_keys *sup_keys_start(const hsmca_config *cfg, sup_keys_fetch_fn fetch, hsmca_err *e)
 {
     sup_keys *k = calloc(1, sizeof(*k));
     if (!k) {
@@ -228,6 +183,7 @@ sup_keys *sup_keys_start(const hsmca_config *cfg, hsmca_err *e)
         return NULL;
     }
     k->cfg = cfg;
+    k->fetch = fetch;
     pthread_mutex_init(&k->lock, NULL);
     util_cond_init_monotonic(&k->wake);
     if (!config_chain_has(cfg, "jwt"))
@@ -237,17 +193,60 @@ sup_keys *sup_keys_start(const hsmca_config *cfg, hsmca_err *e)
             sup_keys_stop(k);
             return NULL;
         }
-    } else if (sup_http_init(e) != HSMCA_OK) {
+    } else if (!fetch) {
+        hsmca_fail(e, HSMCA_EINTERNAL, "issuer keys by discovery: no fetcher here");
         sup_keys_stop(k);
         return NULL;
     }
-    if (pthread_create(&k->thread, NULL, keys_thread, k) != 0) {
-        hsmca_fail(e, HSMCA_EINTERNAL, "cannot start the issuer keys thread");
-        sup_keys_stop(k);
-        return NULL;
-    }
+    thread_start(&k->thread, keys_thread, k, "issuer keys thread"); /* at start-up only */
     k->running = 1;
     return k;
+}
+
+int sup_keys_from_issuer(const hsmca_config *cfg, int idx)
+{
+    if (!config_cluster_has_jwt(cfg, idx))
+        return 0;
+    return idx == 0 ? !cfg->jwks_file[0] : !cfg->clusters[idx - 1].jwks_file[0];
+}
+
+sup_keys *sup_keys_relay(hsmca_err *e)
+{
+    sup_keys *k = calloc(1, sizeof(*k));
+    if (!k) {
+        hsmca_fail(e, HSMCA_ENOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&k->lock, NULL);
+    util_cond_init_monotonic(&k->wake);
+    return k;
+}
+
+hsmca_code sup_keys_offer_fd(sup_keys *k, int fd, hsmca_err *e)
+{
+    /* Only a sealed memfd: a pipe, socket or device could block or change under us. */
+    struct stat st;
+    int seals = fcntl(fd, F_GET_SEALS);
+    int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+    HSMCA_ENSURE(fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && seals >= 0 && (seals & need) == need,
+                 e, HSMCA_EINVAL, "issuer keys from the key fetcher: not a sealed memfd");
+    HSMCA_ENSURE(st.st_size > 0 && st.st_size <= TOK_JWKS_MAX_LEN, e, HSMCA_EINVAL,
+                 "issuer keys from the key fetcher: %lld bytes (1-%d)", (long long)st.st_size,
+                 TOK_JWKS_MAX_LEN);
+    size_t len = (size_t)st.st_size;
+    char *doc = malloc(len + 1);
+    HSMCA_ENSURE(doc, e, HSMCA_ENOMEM, "out of memory");
+    ssize_t got = pread(fd, doc, len, 0);
+    if (got < 0 || (size_t)got != len) {
+        free(doc);
+        return hsmca_fail(e, HSMCA_EIO, "issuer keys from the key fetcher: short read");
+    }
+    doc[len] = '\0';
+    uint64_t g = keys_store(k, doc, len);
+    if (g)
+        log_info("issuer keys: the key fetcher sent a new JWKS (update %llu)",
+                 (unsigned long long)g);
+    return HSMCA_OK;
 }
 
 uint64_t sup_keys_generation(sup_keys *k)

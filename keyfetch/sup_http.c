@@ -1,9 +1,8 @@
-/* sup_http.c - see sup_http.h. libcurl comes from curl_dl.c, loaded only when discovery
- * is configured: a supervisor with a JWKS file maps none of it.
+/* sup_http.c - see sup_http.h. libcurl comes from curl_dl.c, loaded only in the key
+ * fetcher (keyfetch.h), when discovery is configured: the supervisor maps none of it.
  *
- * The supervisor forks and execs its children while this runs on another
- * thread: every socket libcurl opens is close-on-exec, so no child inherits a
- * connection to the issuer. */
+ * Every socket libcurl opens is close-on-exec, so no program this process might run
+ * inherits a connection to the issuer. */
 #include "sup_http.h"
 
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* sup_publish.h - the root-distribution child of `hsmca serve` (publish.enabled): the
  * supervisor runs the program hsmca-publish (publish/, what `hsmca k8s publish-roots`
- * runs) as `hsmca-publish --config FILE`, restarted like the other children when it dies. *
+ * runs) as `hsmca-publish --config FILE`, restarted like the other children when it dies.
+ *
  * That child holds the API server's credentials (publish.kubeconfig, or the pod's
  * service account) and nothing of the CA's: no PIN, no key, no IPC channel. It is
  * started as publish.user (frontend.user when unset) when the supervisor runs as root,
@@ -26,7 +27,7 @@ typedef struct {
     char program[PATH_MAX]; /* hsmca-publish (sup_exec.h), found before any fork */
 } sup_publish;
 
-/* With publish.enabled: finds the program hsmca-publish from self (our own program, an
+/* With publish.enabled: finds the program hsmca-publish from self (the hsmca program, an
  * absolute path; sup_exec_find), resolves the child's user, checks that
  * publish.kubeconfig loads (or, when it is empty, that the in-cluster config does) and
  * builds the child's environment. Otherwise p->on = 0. An error for what no restart

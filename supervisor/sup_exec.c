@@ -36,12 +36,3 @@ hsmca_code sup_exec_find(const char *self, const char *role, char *out, size_t o
     memcpy(out, found, strlen(found) + 1);
     return HSMCA_OK;
 }
-
-hsmca_code sup_exec_check(const char *self, int metrics, hsmca_err *e)
-{
-    static const char *const roles[] = {"signer", "frontend", "metrics"};
-    char exe[PATH_MAX];
-    for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]) - !metrics; i++)
-        HSMCA_GUARD(sup_exec_find(self, roles[i], exe, sizeof(exe), e));
-    return HSMCA_OK;
-}

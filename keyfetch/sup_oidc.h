@@ -1,4 +1,4 @@
-/* sup_oidc.h - OpenID Connect Discovery 1.0 for the supervisor's key fetcher:
+/* sup_oidc.h - OpenID Connect Discovery 1.0 for the key fetcher (keyfetch.h):
  * where an issuer's provider metadata is, and what we take from it.
  *
  * The document (OpenID Connect Discovery 1.0 §3, §4.2) is a JSON object; we use

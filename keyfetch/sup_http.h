@@ -1,4 +1,4 @@
-/* sup_http.h - one bounded HTTPS GET (libcurl) for the supervisor's key fetcher. */
+/* sup_http.h - one bounded HTTPS GET (libcurl) for the key fetcher (keyfetch.h). */
 #ifndef HSMCA_SUP_HTTP_H
 #define HSMCA_SUP_HTTP_H
 

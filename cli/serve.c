@@ -1,0 +1,34 @@
+/* serve.c - see serve.h. */
+#include "serve.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sup_exec.h"
+
+extern char **environ;
+
+int serve_exec(const char *config)
+{
+    char self[PATH_MAX], prog[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+        log_error("cannot find our own executable: %s", strerror(errno));
+        return EXIT_CONFIG;
+    }
+    self[n] = '\0';
+    hsmca_err e;
+    if (sup_exec_find(self, "supervisor", prog, sizeof(prog), &e) != HSMCA_OK) {
+        log_error("%s", e.msg);
+        return EXIT_CONFIG;
+    }
+    char *argv[] = {prog, "--config", (char *)config, "--hsmca", self, NULL};
+    fflush(NULL);
+    execve(prog, argv, environ);
+    log_error("cannot run %s: %s", prog, strerror(errno));
+    return EXIT_CONFIG;
+}
