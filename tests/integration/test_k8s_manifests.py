@@ -398,8 +398,10 @@ class PodPrivilegeTests(unittest.TestCase):
         line = wait_for_line(log, proc, r"serving certificate \w+ issued by the signer")
         self.assertIsNotNone(line, open(log).read())
         text = open(log).read()
-        self.assertRegex(text, r"sandbox: chroot /var/empty, running as nobody")
-        self.assertRegex(text, r"sandbox: running as hsmca-signer")
+        self.assertRegex(text, r'"msg":"sandbox: switched user","user":"nobody",.*'
+                               r'"chroot":"/var/empty"')
+        self.assertRegex(text, r'"msg":"sandbox: switched user","user":"hsmca-signer",.*'
+                               r'"chroot":"none"')
         self.assert_stops(proc, log)
 
     def assert_stops(self, proc, log):
@@ -460,7 +462,8 @@ class PodPrivilegeTests(unittest.TestCase):
         line = wait_for_line(log, proc, r"serving certificate \w+ issued by the signer")
         self.assertIsNotNone(line, open(log).read())
         text = open(log).read()
-        self.assertIn("sandbox: not started as root: keeping uid %d without chroot" % uid, text)
+        self.assertIn('"msg":"sandbox: not started as root: keeping the uid, no chroot",'
+                      '"uid":"%d"' % uid, text)
         self.assertEqual(os.stat(os.path.join(pvc, "log")).st_uid, uid)
         self.assertRegex(text, r'"proc":"signer".*seccomp filter installed')
         self.assert_stops(proc, log)

@@ -199,9 +199,10 @@ class SandboxTests(unittest.TestCase):
         issue_many(self.server, 24)
         log = full_log(self.server)
         if ROOT:
-            self.assertIn("sandbox: running as hsmca-signer", log)
+            self.assertIn('"msg":"sandbox: switched user","user":"hsmca-signer"', log)
         else:
-            self.assertIn("keeping uid %d" % os.geteuid(), log)
+            self.assertIn('"msg":"sandbox: not started as root: keeping the uid, no chroot",'
+                          '"uid":"%d"' % os.geteuid(), log)
         self.assertIn("signer network access denied", log)
         # Still the same signer: nothing was killed by the filter and restarted.
         self.assertEqual(self.server.children()["signer"], self.kids["signer"])
