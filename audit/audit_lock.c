@@ -108,7 +108,8 @@ static HSMCA_MUSTCHECK hsmca_code wait_for_lock(int fd, const char *path, double
         if (!logged++) {
             char wait[32];
             snprintf(wait, sizeof(wait), "%g", wait_s);
-            LOG_EVENT(LOG_LVL_WARN, "audit log lock: held by another process; waiting for it to stop",
+            LOG_EVENT(LOG_LVL_WARN,
+                      "audit log lock: held by another process; waiting for it to stop",
                       LOG_STR("path", path), LOG_STR("held", who), LOG_STR("wait_s", wait));
         }
         usleep(AUDIT_LOCK_POLL_US);

@@ -239,10 +239,11 @@ int audit_publish_stop(audit_publish *p, double timeout_s)
     if (!done) {
         char within[32];
         snprintf(within, sizeof(within), "%.1f", timeout_s);
-        LOG_EVENT(LOG_LVL_WARN,
-                  "audit publish: the last checkpoint did not finish in time (audit key call "
-                  "hung?); stopping without it",
-                  LOG_STR("timeout_s", within));
+        LOG_EVENT(
+            LOG_LVL_WARN,
+            "audit publish: the last checkpoint did not finish within timeout_s (audit key call "
+            "hung?); stopping without it",
+            LOG_STR("timeout_s", within));
         return -1;
     }
     pthread_join(p->thread, NULL);

@@ -76,9 +76,11 @@ typedef struct {
  * digits live in a compound literal of the block that holds the log_field array
  * (LOG_EVENT's), so they last for the call. */
 #define LOG_NUM_MAX 24 /* bytes of a decimal 64-bit number, sign and NUL included */
+/* clang-format off */
 #define LOG_INT(key, v) {(key), log_num_i((char[LOG_NUM_MAX]){0}, (long long)(v)), LOG_CSTR}
-#define LOG_UINT(key, v)                                                                           \
+#define LOG_UINT(key, v) \
     {(key), log_num_u((char[LOG_NUM_MAX]){0}, (unsigned long long)(v)), LOG_CSTR}
+/* clang-format on */
 
 /* Writes v in decimal into buf (LOG_NUM_MAX bytes, the caller's) and returns buf. */
 const char *log_num_i(char *buf, long long v);
