@@ -395,7 +395,7 @@ class PodPrivilegeTests(unittest.TestCase):
         self.assertIn("Operation not permitted", line)
         self.stop(proc)
         proc, log = self.serve("baseline", self.caps_setpriv(caps), dev)
-        line = wait_for_line(log, proc, r"serving certificate \w+ issued by the signer")
+        line = wait_for_line(log, proc, r'"msg":"serving certificate issued by the signer"')
         self.assertIsNotNone(line, open(log).read())
         text = open(log).read()
         self.assertRegex(text, r'"msg":"sandbox: switched user","user":"nobody",.*'
@@ -459,7 +459,7 @@ class PodPrivilegeTests(unittest.TestCase):
         with open(cfg, "w") as f:
             f.write(text.replace("\n  dir: audit\n", "\n  dir: %s/log\n" % pvc))
         proc, log = self.serve("restricted", setpriv, dev)
-        line = wait_for_line(log, proc, r"serving certificate \w+ issued by the signer")
+        line = wait_for_line(log, proc, r'"msg":"serving certificate issued by the signer"')
         self.assertIsNotNone(line, open(log).read())
         text = open(log).read()
         self.assertIn('"msg":"sandbox: not started as root: keeping the uid, no chroot",'
