@@ -292,8 +292,8 @@ class TokenChecks:
 
     def check_serves(self, n=3):
         log = full_log(self.server)
-        self.assertIn("signer network access unix sockets only (signer.sandbox.network: unix)",
-                      log)
+        self.assertIn('"msg":"sandbox: signer network access","network":"unix sockets only",'
+                      '"setting":"signer.sandbox.network: unix"', log)
         ready = [json.loads(line) for line in log.splitlines()
                  if '"msg":"audit key ready"' in line]
         self.assertTrue(ready, "no \"audit key ready\" line")
