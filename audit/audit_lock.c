@@ -77,9 +77,9 @@ static void write_pid(int fd, const char *path)
     char buf[24];
     int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
     if (pwrite(fd, buf, (size_t)n, 0) != n || ftruncate(fd, n) != 0)
-        log_warn("audit log lock: cannot write our pid into %.120s (%s); the lock is held all "
-                 "the same",
-                 path, strerror(errno));
+        LOG_EVENT(LOG_LVL_WARN,
+                  "audit log lock: cannot write our pid into it; the lock is held all the same",
+                  LOG_STR("path", path), LOG_STR("error", strerror(errno)));
 }
 
 /* Tries the lock until it is ours (HSMCA_OK), wait_s ran out or *stop (EPERM). */
@@ -105,9 +105,13 @@ static HSMCA_MUSTCHECK hsmca_code wait_for_lock(int fd, const char *path, double
                               "audit log lock: %.96s is held %s, another signer on this "
                               "audit.dir (still held after %g s); refusing to start",
                               path, who, wait_s);
-        if (!logged++)
-            log_warn("audit log lock: %.120s is held %s; waiting up to %g s for it to stop",
-                     path, who, wait_s);
+        if (!logged++) {
+            char wait[32];
+            snprintf(wait, sizeof(wait), "%g", wait_s);
+            LOG_EVENT(LOG_LVL_WARN,
+                      "audit log lock: held by another process; waiting for it to stop",
+                      LOG_STR("path", path), LOG_STR("held", who), LOG_STR("wait_s", wait));
+        }
         usleep(AUDIT_LOCK_POLL_US);
     }
 }

@@ -352,7 +352,7 @@ static int try_recover_locked(audit_log *l)
     __atomic_store_n(&l->synced, l->next_seq, __ATOMIC_RELEASE);
     l->synced_bytes = l->good_size;
     l->syncs++;
-    log_info("audit log: writable again, issuance resumes");
+    log_event(LOG_LVL_INFO, "audit log: writable again, issuance resumes", NULL, 0);
     return 1;
 }
 
@@ -575,6 +575,6 @@ void audit_log_close(audit_log *l)
         return;
     hsmca_err e;
     if (l->next_seq > 0 && audit_log_sync_through(l, l->next_seq - 1, &e) != HSMCA_OK)
-        log_warn("audit log: lines lost at close: %s", e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "audit log: lines lost at close", LOG_STR("error", e.msg));
     audit_log_free(l);
 }

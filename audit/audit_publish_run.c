@@ -83,8 +83,10 @@ static HSMCA_MUSTCHECK hsmca_code read_latest(audit_publish *p, hsmca_err *e)
         if (largest_archived(p, &n, &re) != HSMCA_OK)
             return HSMCA_OK; /* no checkpoint yet */
         snprintf(p->cp_file, sizeof(p->cp_file), "checkpoints/%llu", (unsigned long long)n);
-        log_warn("audit publish: %s/checkpoint is missing: checking the log against %s", p->dir,
-                 p->cp_file);
+        LOG_EVENT(LOG_LVL_WARN,
+                  "audit publish: the checkpoint is missing: checking the log against the latest "
+                  "archived one",
+                  LOG_STR("dir", p->dir), LOG_STR("path", p->cp_file));
         rc = pubfs_read(&p->fs, p->cp_file, AUDIT_NOTE_MAX, &note, &len, &re);
     }
     if (rc != HSMCA_OK)
@@ -175,7 +177,7 @@ static void round_logged(audit_publish *p)
     uint64_t size = 0;
     if (audit_publish_round(p, &size, &e) == HSMCA_OK) {
         if (p->last_err[0])
-            log_info("audit publish: checkpoints resume at size %llu", (unsigned long long)size);
+            LOG_EVENT(LOG_LVL_INFO, "audit publish: checkpoints resume", LOG_UINT("size", size));
         p->last_err[0] = '\0';
         return;
     }
@@ -235,9 +237,13 @@ int audit_publish_stop(audit_publish *p, double timeout_s)
     int done = p->done;
     pthread_mutex_unlock(&p->mu);
     if (!done) {
-        log_warn("audit publish: the last checkpoint did not finish within %.1f s (audit key "
-                 "call hung?); stopping without it",
-                 timeout_s);
+        char within[32];
+        snprintf(within, sizeof(within), "%.1f", timeout_s);
+        LOG_EVENT(
+            LOG_LVL_WARN,
+            "audit publish: the last checkpoint did not finish within timeout_s (audit key call "
+            "hung?); stopping without it",
+            LOG_STR("timeout_s", within));
         return -1;
     }
     pthread_join(p->thread, NULL);

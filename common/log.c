@@ -291,6 +291,18 @@ static int key_ok(const log_field *f, size_t i)
     return 1;
 }
 
+const char *log_num_i(char *buf, long long v)
+{
+    snprintf(buf, LOG_NUM_MAX, "%lld", v);
+    return buf;
+}
+
+const char *log_num_u(char *buf, unsigned long long v)
+{
+    snprintf(buf, LOG_NUM_MAX, "%llu", v);
+    return buf;
+}
+
 void log_event(int level, const char *msg, const log_field *fields, size_t n)
 {
     log_line b;

@@ -72,6 +72,20 @@ typedef struct {
 #define LOG_BYTES(key, ptr, len) {(key), (const char *)(ptr), (len)}
 /* clang-format on */
 
+/* A number as a decimal string field: LOG_INT("pid", pid), LOG_UINT("seq", seq). The
+ * digits live in a compound literal of the block that holds the log_field array
+ * (LOG_EVENT's), so they last for the call. */
+#define LOG_NUM_MAX 24 /* bytes of a decimal 64-bit number, sign and NUL included */
+/* clang-format off */
+#define LOG_INT(key, v) {(key), log_num_i((char[LOG_NUM_MAX]){0}, (long long)(v)), LOG_CSTR}
+#define LOG_UINT(key, v) \
+    {(key), log_num_u((char[LOG_NUM_MAX]){0}, (unsigned long long)(v)), LOG_CSTR}
+/* clang-format on */
+
+/* Writes v in decimal into buf (LOG_NUM_MAX bytes, the caller's) and returns buf. */
+const char *log_num_i(char *buf, long long v);
+const char *log_num_u(char *buf, unsigned long long v);
+
 /* Logs msg (a trusted literal, capped at LOG_FIELD_MAX) and then fields[0..n) as
  * string values in the order given. Keys must be distinct, not ts/lvl/proc/pid/msg
  * and not end in "_truncated" (asserted; in an NDEBUG build a bad key is shown as

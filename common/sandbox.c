@@ -142,9 +142,8 @@ hsmca_code sandbox_drop_user(const sandbox_user *u, const char *chroot_dir, hsmc
         /* Not a directory we could later be denied or that could be unmounted. */
         if (chdir("/") != 0)
             return hsmca_fail(e, HSMCA_EIO, "sandbox: chdir /: %s", strerror(errno));
-        log_info("sandbox: not started as root: keeping uid %d without chroot (%s '%s' not "
-                 "used)",
-                 (int)geteuid(), u->key, u->name);
+        LOG_EVENT(LOG_LVL_INFO, "sandbox: not started as root: keeping the uid, no chroot",
+                  LOG_INT("uid", geteuid()), LOG_STR("unused", u->key), LOG_STR("user", u->name));
         return HSMCA_OK;
     }
     /* The kernel clears the parent-death signal when the effective ids change;
@@ -180,12 +179,9 @@ hsmca_code sandbox_drop_user(const sandbox_user *u, const char *chroot_dir, hsmc
     }
     char groups[SANDBOX_MAX_GROUPS * (SANDBOX_GROUP_NAME + 24)];
     groups_text(u, groups, sizeof(groups));
-    if (chroot_dir)
-        log_info("sandbox: chroot %s, running as %s (uid %d), supplementary groups: %s",
-                 chroot_dir, u->name, (int)u->uid, groups);
-    else
-        log_info("sandbox: running as %s (uid %d, gid %d), no chroot, supplementary groups: %s",
-                 u->name, (int)u->uid, (int)u->gid, groups);
+    LOG_EVENT(LOG_LVL_INFO, "sandbox: switched user", LOG_STR("user", u->name),
+              LOG_INT("uid", u->uid), LOG_INT("gid", u->gid),
+              LOG_STR("chroot", chroot_dir ? chroot_dir : "none"), LOG_STR("groups", groups));
     return HSMCA_OK;
 }
 
@@ -322,6 +318,7 @@ hsmca_code sandbox_seccomp_install(const sandbox_group *const *own, size_t n_own
     seccomp_release(ctx);
     if (rc != 0)
         return hsmca_fail(e, HSMCA_EINTERNAL, "sandbox: seccomp filter: %s", strerror(-rc));
-    log_info("sandbox: no_new_privs set, seccomp filter installed; allowed: %s", names);
+    LOG_EVENT(LOG_LVL_INFO, "sandbox: no_new_privs set, seccomp filter installed",
+              LOG_STR("allowed", names));
     return HSMCA_OK;
 }

@@ -121,9 +121,10 @@ int fe_connlimit_admit(fe_connlimit *l, int fd, double now)
     unsigned open = l->open;
     pthread_mutex_unlock(&l->mu);
     if (report)
-        log_warn("server.max_connections: %u connections open, %llu new ones refused "
-                 "(closed at once) since the last report",
-                 open, (unsigned long long)report);
+        LOG_EVENT(LOG_LVL_WARN,
+                  "server.max_connections: new connections refused (closed at once) since the "
+                  "last report",
+                  LOG_UINT("open", open), LOG_UINT("refused", report));
     return ok;
 }
 

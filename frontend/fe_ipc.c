@@ -302,7 +302,7 @@ static void set_connection(fe_ipc *c, int newfd)
 static void drop_connection(fe_ipc *c, const char *why)
 {
     set_connection(c, -1);
-    log_warn("signer connection lost: %s", why);
+    LOG_EVENT(LOG_LVL_WARN, "signer connection lost", LOG_STR("reason", why));
     fail_pending(c, 0, "signer unavailable: connection lost");
 }
 
@@ -310,7 +310,7 @@ static void handle_reply(fe_ipc *c, uint64_t id, const uint8_t *payload, size_t 
 {
     Hsmca__Ipc__SignReply *r = hsmca__ipc__sign_reply__unpack(NULL, plen, payload);
     if (!r) {
-        log_warn("undecodable reply %llu from the signer", (unsigned long long)id);
+        LOG_EVENT(LOG_LVL_WARN, "undecodable reply from the signer", LOG_UINT("request_id", id));
         return;
     }
     pthread_mutex_lock(&c->lock);
@@ -324,7 +324,7 @@ static void handle_reply(fe_ipc *c, uint64_t id, const uint8_t *payload, size_t 
         p.cb(p.arg, code, r->reason ? r->reason : "", code == HSMCA_OK ? r->certificate.data : NULL,
              code == HSMCA_OK ? r->certificate.len : 0);
     } else {
-        log_warn("reply %llu matches no pending request", (unsigned long long)id);
+        LOG_EVENT(LOG_LVL_WARN, "reply matches no pending request", LOG_UINT("request_id", id));
     }
     hsmca__ipc__sign_reply__free_unpacked(r, NULL);
 }
@@ -378,7 +378,8 @@ static void read_signer(fe_ipc *c, int fd)
     else if (m.type == IPC_STATUS_REPLY)
         to_status(c, m.id, m.payload ? m.payload : (const uint8_t *)"", m.len);
     else
-        log_warn("unexpected message type %u from the signer", m.type);
+        LOG_EVENT(LOG_LVL_WARN, "unexpected message type from the signer",
+                  LOG_UINT("type", m.type));
 }
 
 void fe_ipc_on_keys(fe_ipc *c, fe_ipc_keys_fn fn, void *arg)
@@ -420,7 +421,8 @@ static int take_reload(fe_ipc *c, char type, int fd)
     if (fn)
         fn(arg, type, fd);
     else /* still starting: the policy file we loaded is at most as old as this */
-        log_warn("control channel: a reload before the front end was ready: ignored");
+        log_event(LOG_LVL_WARN, "control channel: a reload before the front end was ready: ignored",
+                  NULL, 0);
     close(fd);
     return 1;
 }
@@ -436,7 +438,8 @@ void fe_ipc_ask_keys(fe_ipc *c, uint32_t min_interval)
     pthread_mutex_unlock(&c->lock);
     char b = CTL_KEYS_REFRESH;
     if (due && ctl >= 0 && send(ctl, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
-        log_warn("cannot ask the supervisor for fresh issuer keys: %s", strerror(errno));
+        LOG_EVENT(LOG_LVL_WARN, "cannot ask the supervisor for fresh issuer keys",
+                  LOG_STR("error", strerror(errno)));
 }
 
 /* A CTL_KEYS push: to the handler, or kept for it. */
@@ -467,13 +470,14 @@ static void take_new_connection(fe_ipc *c)
             /* Not exit(): the gRPC threads are still answering, and exit's
              * handlers would free what they use (OpenSSL's providers: a valid
              * CSR then "does not decode"). The graceful stop answers them. */
-            log_warn("supervisor went away: stopping after the requests in flight");
+            log_event(LOG_LVL_WARN, "supervisor went away: stopping after the requests in flight",
+                      NULL, 0);
             c->ctl_fd = -1;
             c->orphaned_at = util_mono_now();
             *c->stop = 1;
             return;
         }
-        log_warn("control channel: %s", e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "control channel error", LOG_STR("error", e.msg));
         return;
     }
     int cluster = ctl_keys_cluster(type);
@@ -484,8 +488,9 @@ static void take_new_connection(fe_ipc *c)
     if (take_reload(c, type, fd))
         return;
     if (type != CTL_NEW_PEER || fd < 0) {
-        log_warn("control channel: unexpected message '%c'%s",
-                 type >= ' ' && type < 127 ? type : '?', fd >= 0 ? " with an fd" : "");
+        char shown = type >= ' ' && type < 127 ? type : '?';
+        LOG_EVENT(LOG_LVL_WARN, "control channel: unexpected message", LOG_BYTES("type", &shown, 1),
+                  LOG_STR("fd", fd >= 0 ? "yes" : "no"));
         if (fd >= 0)
             close(fd);
         return;
@@ -494,7 +499,7 @@ static void take_new_connection(fe_ipc *c)
     set_connection(c, fd);
     if (had)
         fail_pending(c, 0, "signer unavailable: signer restarted");
-    log_info("connected to a new signer");
+    log_event(LOG_LVL_INFO, "connected to a new signer", NULL, 0);
 }
 
 /* With the supervisor gone the signer stops too, and cuts this connection first; one

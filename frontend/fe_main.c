@@ -110,10 +110,12 @@ static HSMCA_MUSTCHECK hsmca_code load_tokenreview(fe_app *app, const hsmca_conf
                                 .cache_ttl = cfg->tr_cache_ttl,
                                 .cache_entries = cfg->tr_cache_entries};
     HSMCA_GUARD(fe_tokenreview_new(&o, &app->tokenreview[cl], e));
-    log_info("tokenreview: on for cluster %s (%s), timeout %u s, at most %u in flight, cache %u "
-             "entries for %u s",
-             config_cluster_name(all, cl), cfg->tr_kubeconfig[0] ? "kubeconfig" : "in-cluster",
-             cfg->tr_timeout, cfg->tr_max_concurrent, cfg->tr_cache_entries, cfg->tr_cache_ttl);
+    LOG_EVENT(LOG_LVL_INFO, "tokenreview: on", LOG_STR("cluster", config_cluster_name(all, cl)),
+              LOG_STR("server", cfg->tr_kubeconfig[0] ? "kubeconfig" : "in-cluster"),
+              LOG_UINT("timeout_s", cfg->tr_timeout),
+              LOG_UINT("max_concurrent", cfg->tr_max_concurrent),
+              LOG_UINT("cache_entries", cfg->tr_cache_entries),
+              LOG_UINT("cache_ttl_s", cfg->tr_cache_ttl));
     return HSMCA_OK;
 }
 
@@ -188,16 +190,18 @@ static void on_keys(void *arg, int cluster, int memfd)
     fe_app *app = arg;
     hsmca_err e;
     if (cluster < 0 || cluster >= IPC_KEYSETS || !app->keys[cluster])
-        log_warn("issuer keys from the supervisor for cluster %d, which has no jwt "
-                 "authenticator: ignored",
-                 cluster);
+        LOG_EVENT(LOG_LVL_WARN,
+                  "issuer keys from the supervisor for a cluster with no jwt authenticator: "
+                  "ignored",
+                  LOG_INT("cluster_index", cluster));
     else if (tok_keys_load_fd(app->keys[cluster], memfd, &e) != HSMCA_OK)
-        log_warn("issuer keys from the supervisor refused, keeping the current ones: %s", e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "issuer keys from the supervisor refused, keeping the current ones",
+                  LOG_STR("error", e.msg));
     else {
         fe_metrics_keys_loaded(cluster);
-        log_info("issuer keys loaded (update %llu, cluster %s)",
-                 (unsigned long long)tok_keys_generation(app->keys[cluster]),
-                 config_cluster_name(app->cfg, cluster));
+        LOG_EVENT(LOG_LVL_INFO, "issuer keys loaded",
+                  LOG_UINT("generation", tok_keys_generation(app->keys[cluster])),
+                  LOG_STR("cluster", config_cluster_name(app->cfg, cluster)));
     }
 }
 
@@ -206,7 +210,7 @@ static void *signal_thread(void *arg)
     sigset_t *set = arg;
     int sig;
     sigwait(set, &sig);
-    log_info("signal %d: stopping", sig);
+    LOG_EVENT(LOG_LVL_INFO, "stopping on signal", LOG_INT("signal", sig));
     fe_stop = 1;
     return NULL;
 }
@@ -247,7 +251,7 @@ int frontend_main(int argc, char **argv)
         fatal("%s", e.msg);
     fe_ipc_on_keys(app.ipc, on_keys, &app);
     if (!(app.sigstat = fe_sigstat_start(app.ipc)))
-        log_warn("the signer's figures are not polled: out of memory");
+        log_event(LOG_LVL_WARN, "the signer's figures are not polled: out of memory", NULL, 0);
     fe_ipc_on_ctl(app.ipc, fe_reload_on_ctl, &app);
     /* Before the serving certificate: /healthz and /readyz answer while we wait for it. */
     fe_metrics_init(&app);
@@ -255,14 +259,16 @@ int frontend_main(int argc, char **argv)
         fatal("%s", e.msg);
     fe_serving *serving = fe_serving_start(&app, &fe_stop);
     if (!serving) {
-        log_info("stopped while waiting for a serving certificate");
+        log_event(LOG_LVL_INFO, "stopped while waiting for a serving certificate", NULL, 0);
         return 0;
     }
 
     if (fe_tlsmem_init() != 0) /* before the sandbox: dlsym */
         fatal("cannot find libssl's SSL_new");
     if (!fe_grpcrt_init())
-        log_info("abseil's mutex deadlock detection not found (a release build has none)");
+        log_event(LOG_LVL_INFO,
+                  "abseil's mutex deadlock detection not found (a release build has none)", NULL,
+                  0);
     grpc_init();
     fe_listener *listener = fe_server_listen(&app, fe_serving_credentials(serving));
     if (!listener)

@@ -87,7 +87,8 @@ static void *link_thread(void *arg)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            log_warn("metrics link: %s; no more figures from this process", strerror(errno));
+            LOG_EVENT(LOG_LVL_WARN, "metrics link failed: no more figures from this process",
+                      LOG_STR("error", strerror(errno)));
             break;
         }
         if (n == MX_REQ_LEN)

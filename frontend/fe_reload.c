@@ -85,7 +85,8 @@ static void reload_policy(fe_app *app, int fd)
         rc = policy_live_replace(app->policies, next, 0, &e);
     }
     if (rc != HSMCA_OK) {
-        log_error("reload: policy file not taken, keeping the one in force: %s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "reload: policy file not taken, keeping the one in force",
+                  LOG_STR("reason", e.msg));
         set_state(1, e.msg);
         return;
     }
@@ -102,6 +103,6 @@ void fe_reload_on_ctl(void *arg, char type, int memfd)
     }
     char why[FE_RELOAD_WHY_MAX];
     read_why(memfd, why, sizeof(why));
-    log_warn("reload failed, keeping the policy in force: %s", why);
+    LOG_EVENT(LOG_LVL_WARN, "reload failed, keeping the policy in force", LOG_STR("reason", why));
     set_state(1, why);
 }

@@ -71,7 +71,7 @@ static void await_new_call(fe_server *srv)
     grpc_metadata_array_init(&c->request_md);
     if (grpc_server_request_call(srv->server, &c->call, &c->details, &c->request_md, srv->cq,
                                  srv->cq, c) != GRPC_CALL_OK)
-        log_error("grpc_server_request_call failed");
+        log_event(LOG_LVL_ERROR, "grpc_server_request_call failed", NULL, 0);
 }
 
 static void free_call(fe_call *c)
@@ -121,7 +121,7 @@ static void finish_status(fe_call *c, grpc_status_code status, const char *msg, 
     ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
     c->state = CALL_DONE;
     if (grpc_call_start_batch(c->call, ops, n, c, NULL) != GRPC_CALL_OK) {
-        log_error("cannot finish a call");
+        log_event(LOG_LVL_ERROR, "cannot finish a call", NULL, 0);
         free_call(c);
     }
 }
@@ -323,7 +323,7 @@ static int refuse_when_busy(fe_call *c)
              "front end busy: %d requests waiting, server.max_queued_requests is %u; retry later",
              active - 1, max);
     if (log_limiter_allow(srv->busy_log, util_mono_now()))
-        log_warn("refused CreateCertificate: %s", msg);
+        LOG_EVENT(LOG_LVL_WARN, "refused CreateCertificate", LOG_STR("reason", msg));
     if (!c->health)
         fe_metrics_refused(FE_STAGE_LIMIT, GRPC_STATUS_RESOURCE_EXHAUSTED);
     finish_status(c, GRPC_STATUS_RESOURCE_EXHAUSTED, msg, NULL, 0);
@@ -351,7 +351,7 @@ static void on_new_call(fe_call *c)
     op.data.recv_message.recv_message = &c->recv_buf;
     c->state = CALL_RECV;
     if (grpc_call_start_batch(c->call, &op, 1, c, NULL) != GRPC_CALL_OK) {
-        log_error("cannot start receiving a call");
+        log_event(LOG_LVL_ERROR, "cannot start receiving a call", NULL, 0);
         free_call(c);
     }
 }
@@ -366,9 +366,11 @@ static void close_connection(fe_call *c, const char *why)
     int closed = fe_peer_sockaddr(c->peer, &ss, &len, &e) == HSMCA_OK &&
                  fe_connlimit_close_peer(srv->conns, (struct sockaddr *)&ss, len);
     if (log_limiter_allow(srv->reset_log, util_mono_now()))
-        log_warn("%s the connection from %s: %s, with at most %d streams open (streams "
-                 "reset before their answer: rapid reset, CVE-2023-44487)",
-                 closed ? "closed" : "cannot close", c->peer, why, FE_MAX_STREAMS);
+        LOG_EVENT(LOG_LVL_WARN,
+                  "closing a connection: streams reset before their answer (rapid reset, "
+                  "CVE-2023-44487)",
+                  LOG_STR("result", closed ? "closed" : "cannot close"), LOG_STR("peer", c->peer),
+                  LOG_STR("reason", why), LOG_INT("max_streams", FE_MAX_STREAMS));
 }
 
 /* Counts the call against its connection (fe_peercalls.h); closes a connection
@@ -444,7 +446,9 @@ static void *cq_loop(void *arg)
             free_call(c);
             break;
         case CALL_AUTH:
-        case CALL_SIGNING: log_error("unexpected event while authenticating or signing"); break;
+        case CALL_SIGNING:
+            log_event(LOG_LVL_ERROR, "unexpected event while authenticating or signing", NULL, 0);
+            break;
         }
     }
 }
@@ -471,7 +475,8 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     grpc_server_start(srv->server);
     for (int i = 0; i < 64; i++)
         await_new_call(srv);
-    log_info("serving %s over TLS on %s", FE_METHOD, srv->app->cfg->listen);
+    LOG_EVENT(LOG_LVL_INFO, "serving over TLS", LOG_STR("method", FE_METHOD),
+              LOG_STR("listen", srv->app->cfg->listen));
 
     if (srv->app->tokenreview[0]) {
         /* max_concurrent threads bound the TokenReviews in flight; four calls
@@ -498,14 +503,14 @@ int fe_server_serve(fe_listener *l, volatile int *stop)
     /* Stop accepting, then let the calls in flight get their answers (the
      * signer's, or UNAVAILABLE when it is gone too) for a bounded time: a
      * valid request must not get a wrong answer because we are stopping. */
-    log_info("shutting down: no new calls, answering those in flight");
+    log_event(LOG_LVL_INFO, "shutting down: no new calls, answering those in flight", NULL, 0);
     grpc_server_shutdown_and_notify(srv->server, srv->cq, NULL);
     double until = util_mono_now() + FE_DRAIN_S;
     while (atomic_load(&srv->active) > 0 && util_mono_now() < until)
         usleep(20 * 1000);
     if (atomic_load(&srv->active) > 0)
-        log_warn("%d calls still in flight %.0f s after the stop: cancelling them",
-                 atomic_load(&srv->active), FE_DRAIN_S);
+        LOG_EVENT(LOG_LVL_WARN, "calls still in flight after the stop: cancelling them",
+                  LOG_INT("calls", atomic_load(&srv->active)), LOG_INT("after_s", FE_DRAIN_S));
     fe_authpool_stop(srv->auth_pool); /* answers the calls still queued there */
     grpc_server_cancel_all_calls(srv->server);
     grpc_completion_queue_shutdown(srv->cq);

@@ -47,16 +47,16 @@ static unsigned fit_fd_limit(unsigned max_conn, unsigned *fd_limit)
         if (setrlimit(RLIMIT_NOFILE, &nl) == 0)
             rl.rlim_cur = to;
         else
-            log_warn("cannot raise the descriptor limit to %llu: %s", (unsigned long long)to,
-                     strerror(errno));
+            LOG_EVENT(LOG_LVL_WARN, "cannot raise the descriptor limit", LOG_UINT("to", to),
+                      LOG_STR("error", strerror(errno)));
     }
     rlim_t cur = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 4000000u ? 4000000u : rl.rlim_cur;
     *fd_limit = (unsigned)cur;
     if (cur < want) {
         unsigned cap = cur > 2 * FE_FD_RESERVE ? (unsigned)cur - FE_FD_RESERVE : (unsigned)cur / 2;
-        log_warn("server.max_connections %u does not fit the descriptor limit (%llu, hard "
-                 "%llu): at most %u connections",
-                 max_conn, (unsigned long long)cur, (unsigned long long)rl.rlim_max, cap);
+        LOG_EVENT(LOG_LVL_WARN, "server.max_connections does not fit the descriptor limit",
+                  LOG_UINT("max_connections", max_conn), LOG_UINT("fd_limit", cur),
+                  LOG_UINT("fd_limit_hard", rl.rlim_max), LOG_UINT("connections", cap));
         return cap;
     }
     return max_conn;
@@ -85,7 +85,8 @@ static int new_bounds(fe_server *srv, unsigned max_conn, unsigned fd_limit)
                                           FE_CANCEL_WINDOW_S, &e)
                        : NULL;
     if (!srv->peers || !srv->busy_log || !srv->refuse_log || !srv->reset_log) {
-        log_error("%s", conns && srv->peers ? "out of memory" : e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "cannot set up the connection limits",
+                  LOG_STR("error", conns && srv->peers ? "out of memory" : e.msg));
         fe_connlimit_free(conns);
         fe_peercalls_free(srv->peers);
         fe_server_free_limiters(srv);
@@ -155,9 +156,10 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
 
     grpc_arg args[FE_ARGS_ROOM];
     grpc_channel_args chargs = {channel_args(srv, cfg, args), args};
-    log_info("limits: %u connections, %u MiB gRPC memory, %u queued requests (descriptor "
-             "limit %u)",
-             max_conn, cfg->memory_limit_mib, cfg->max_queued_requests, fd_limit);
+    LOG_EVENT(LOG_LVL_INFO, "limits", LOG_UINT("connections", max_conn),
+              LOG_UINT("grpc_memory_mib", cfg->memory_limit_mib),
+              LOG_UINT("queued_requests", cfg->max_queued_requests),
+              LOG_UINT("fd_limit", fd_limit));
 
     srv->cq = grpc_completion_queue_create_for_next(NULL);
     srv->server = grpc_server_create(&chargs, NULL);
@@ -165,7 +167,7 @@ fe_listener *fe_server_listen(fe_app *app, grpc_server_credentials *creds)
     int port = grpc_server_add_http2_port(srv->server, cfg->listen, creds);
     grpc_server_credentials_release(creds);
     if (port == 0) {
-        log_error("cannot listen on %s", cfg->listen);
+        LOG_EVENT(LOG_LVL_ERROR, "cannot listen", LOG_STR("listen", cfg->listen));
         grpc_server_destroy(srv->server);
         grpc_completion_queue_destroy(srv->cq);
         grpc_resource_quota_unref(srv->quota);

@@ -215,12 +215,13 @@ fe_serving *fe_serving_start(fe_app *app, volatile int *stop)
         if (rc != HSMCA_EUNAVAIL)
             fatal_config("%s", e.msg); /* signer and front end disagree on the profile */
         if (attempt % 20 == 0)
-            log_info("waiting for the signer: %s", e.msg);
+            LOG_EVENT(LOG_LVL_INFO, "waiting for the signer", LOG_STR("reason", e.msg));
         usleep(250 * 1000);
     }
     s->fresh = 1;
     schedule(s);
-    log_info("serving certificate %s issued by the signer", s->cur.serial);
+    LOG_EVENT(LOG_LVL_INFO, "serving certificate issued by the signer",
+              LOG_STR("serial", s->cur.serial));
     return s;
 }
 
@@ -237,8 +238,8 @@ static void *renewal_thread(void *arg)
         serving_cred next;
         hsmca_err e;
         if (make_cred(s->app, &next, &e) != HSMCA_OK) {
-            log_warn("serving certificate renewal failed, retrying in %ds: %s", RENEW_RETRY_S,
-                     e.msg);
+            LOG_EVENT(LOG_LVL_WARN, "serving certificate renewal failed, retrying",
+                      LOG_INT("retry_s", RENEW_RETRY_S), LOG_STR("error", e.msg));
             pthread_mutex_lock(&s->lock);
             s->renew_at = util_wall_now() + RENEW_RETRY_S;
             pthread_mutex_unlock(&s->lock);
@@ -250,7 +251,7 @@ static void *renewal_thread(void *arg)
         s->fresh = 1;
         schedule(s);
         pthread_mutex_unlock(&s->lock);
-        log_info("serving certificate renewed: %s", next.serial);
+        LOG_EVENT(LOG_LVL_INFO, "serving certificate renewed", LOG_STR("serial", next.serial));
     }
     return NULL;
 }

@@ -76,7 +76,8 @@ static void on_reply(void *arg, uint64_t id, const uint8_t *payload, size_t len)
     fe_sigstat *st = arg;
     Hsmca__Ipc__StatusReply *r = hsmca__ipc__status_reply__unpack(NULL, len, payload);
     if (!r) {
-        log_warn("undecodable status reply %llu from the signer", (unsigned long long)id);
+        LOG_EVENT(LOG_LVL_WARN, "undecodable status reply from the signer",
+                  LOG_UINT("request_id", id));
         return;
     }
     fe_sigstat_figures f;

@@ -121,20 +121,21 @@ static void *ctl_thread(void *arg)
         if (ipc_recv_ctl(ctl, &type, &fd, &eof, &e) != HSMCA_OK) {
             if (eof)
                 break;
-            log_warn("control channel: %s", e.msg);
+            LOG_EVENT(LOG_LVL_WARN, "control channel error", LOG_STR("error", e.msg));
             continue;
         }
         if (type == CTL_NEW_PEER && fd >= 0) {
             mx_link_set(fd);
-            log_info("linked to a new front end");
+            log_event(LOG_LVL_INFO, "linked to a new front end", NULL, 0);
         } else {
-            log_warn("control channel: unexpected message '%c'",
-                     type >= ' ' && type < 127 ? type : '?');
+            char shown = type >= ' ' && type < 127 ? type : '?';
+            LOG_EVENT(LOG_LVL_WARN, "control channel: unexpected message",
+                      LOG_BYTES("type", &shown, 1));
             if (fd >= 0)
                 close(fd);
         }
     }
-    log_info("supervisor went away: stopping");
+    log_event(LOG_LVL_INFO, "supervisor went away: stopping", NULL, 0);
     pthread_kill(main_thread, SIGTERM);
     return NULL;
 }

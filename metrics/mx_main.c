@@ -87,9 +87,11 @@ static int listen_wait(const char *addr, const sigset_t *set)
         if (fd >= 0)
             return fd;
         if (util_mono_now() >= next_log) {
-            log_error("cannot serve metrics on %s: %s (metrics.listen; \"\" turns the "
-                      "listener off); trying every %d s",
-                      addr, strerror(errno), MX_BIND_RETRY_S);
+            LOG_EVENT(LOG_LVL_ERROR,
+                      "cannot serve metrics (metrics.listen; \"\" turns the listener off); "
+                      "trying again",
+                      LOG_STR("listen", addr), LOG_STR("error", strerror(errno)),
+                      LOG_INT("retry_s", MX_BIND_RETRY_S));
             next_log = util_mono_now() + 60;
         }
         struct timespec ts = {MX_BIND_RETRY_S, 0};
@@ -149,10 +151,11 @@ int metrics_main(int argc, char **argv)
     struct MHD_Daemon *d = mx_http_start(lfd);
     if (!d)
         fatal("cannot start the HTTP server on %s (libmicrohttpd)", cfg.metrics_listen);
-    log_info("serving /metrics, /healthz and /readyz on http://%s", cfg.metrics_listen);
+    LOG_EVENT(LOG_LVL_INFO, "serving /metrics, /healthz and /readyz over http",
+              LOG_STR("listen", cfg.metrics_listen));
     int sig = 0;
     sigwait(&set, &sig);
-    log_info("signal %d: stopping", sig);
+    LOG_EVENT(LOG_LVL_INFO, "stopping on signal", LOG_INT("signal", sig));
     mx_http_stop(d);
     return 0;
 }

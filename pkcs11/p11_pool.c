@@ -179,8 +179,9 @@ static HSMCA_MUSTCHECK hsmca_code pool_reconnect(p11_pool *p, int reinit, CK_RV 
 static void mark_unhealthy_locked(p11_pool *p, CK_RV rv)
 {
     if (p->healthy)
-        log_warn("pkcs11: token '%s' unavailable (%s), reconnecting key '%s'", p->uri.token,
-                 p11_rv_name(rv), pool_key_name(p));
+        LOG_EVENT(LOG_LVL_WARN, "pkcs11: token unavailable: reconnecting the key",
+                  LOG_STR("token", p->uri.token), LOG_STR("rv", p11_rv_name(rv)),
+                  LOG_STR("key", pool_key_name(p)));
     p->healthy = 0;
     p->last_rv = rv;
     pthread_cond_broadcast(&p->cv);
@@ -198,11 +199,11 @@ static HSMCA_MUSTCHECK hsmca_code pin_refused(const p11_pool *p, hsmca_err *e)
 static void mark_pin_refused_locked(p11_pool *p, CK_RV rv)
 {
     if (p->pin_rv == CKR_OK)
-        log_error("pkcs11: token '%s' refused the PIN (%s); issuance stopped. A hardware token "
-                  "locks after a few wrong PINs, so it is not tried again: fix the PIN file "
-                  "(the signer restarts when it changes) or restart the signer (SIGHUP to "
-                  "hsmca serve)",
-                  p->uri.token, p11_rv_name(rv));
+        LOG_EVENT(LOG_LVL_ERROR,
+                  "pkcs11: the token refused the PIN; issuance stopped. A hardware token locks "
+                  "after a few wrong PINs, so it is not tried again: fix the PIN file (the "
+                  "signer restarts when it changes) or restart the signer (SIGHUP to hsmca serve)",
+                  LOG_STR("token", p->uri.token), LOG_STR("rv", p11_rv_name(rv)));
     p->pin_rv = rv;
     p->healthy = 0;
     pthread_cond_broadcast(&p->cv);
@@ -234,8 +235,9 @@ static HSMCA_MUSTCHECK hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
         return pin_refused(p, e);
     }
     if (c != HSMCA_OK) {
-        log_warn("pkcs11: reconnect to token '%s' (key '%s') failed: %s", p->uri.token,
-                 pool_key_name(p), why.msg);
+        LOG_EVENT(LOG_LVL_WARN, "pkcs11: reconnect to the token failed",
+                  LOG_STR("token", p->uri.token), LOG_STR("key", pool_key_name(p)),
+                  LOG_STR("error", why.msg));
         return hsmca_fail(e, HSMCA_EUNAVAIL, "token unavailable: reconnect failed: %s", why.msg);
     }
     p->nfree = 0;
@@ -243,7 +245,8 @@ static HSMCA_MUSTCHECK hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
         p->free_idx[p->nfree++] = i;
     p->healthy = 1;
     p->reconnects++;
-    log_info("pkcs11: reconnected to token '%s' (key '%s')", p->uri.token, pool_key_name(p));
+    LOG_EVENT(LOG_LVL_INFO, "pkcs11: reconnected to the token", LOG_STR("token", p->uri.token),
+              LOG_STR("key", pool_key_name(p)));
     pthread_cond_broadcast(&p->cv);
     return HSMCA_OK;
 }
@@ -251,8 +254,8 @@ static HSMCA_MUSTCHECK hsmca_code recover_locked(p11_pool *p, hsmca_err *e)
 hsmca_code p11_pool_reinit_module(p11_pool *p, hsmca_err *e)
 {
     pthread_mutex_lock(&p->mu);
-    log_info("pkcs11: re-initializing the module once, as after a token fault (key '%s')",
-             pool_key_name(p));
+    LOG_EVENT(LOG_LVL_INFO, "pkcs11: re-initializing the module once, as after a token fault",
+              LOG_STR("key", pool_key_name(p)));
     p->healthy = 0;
     p->last_rv = CKR_GENERAL_ERROR; /* a module fault: recover_locked re-initializes */
     p->last_attempt = -1e9;
@@ -274,9 +277,10 @@ static HSMCA_MUSTCHECK hsmca_code pool_acquire(p11_pool *p, unsigned *idx, CK_OB
             /* Another key's pool re-initialized the module: our sessions and handles
              * are gone (a handle may now name another object). Reconnect now, without
              * a re-init of our own; that pool's backoff bounds how often. */
-            log_info("pkcs11: the module was re-initialized for another key: reconnecting "
-                     "key '%s'",
-                     pool_key_name(p));
+            LOG_EVENT(LOG_LVL_INFO,
+                      "pkcs11: the module was re-initialized for another key: reconnecting this "
+                      "key",
+                      LOG_STR("key", pool_key_name(p)));
             p->healthy = 0;
             p->last_rv = CKR_SESSION_HANDLE_INVALID;
             p->last_attempt = -1e9;
@@ -354,8 +358,9 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, p11_rv_class cls, i
         if (fix == CKR_OK && cls == P11_RV_SESSION && !session_sees_key(p, idx))
             fix = CKR_USER_NOT_LOGGED_IN;
         if (cls == P11_RV_SESSION)
-            log_warn("pkcs11: session of key '%s' evicted (%s); %s", pool_key_name(p),
-                     p11_rv_name(rv), fix == CKR_OK ? "replaced" : "reconnecting its sessions");
+            LOG_EVENT(LOG_LVL_WARN, "pkcs11: session evicted", LOG_STR("key", pool_key_name(p)),
+                      LOG_STR("rv", p11_rv_name(rv)),
+                      LOG_STR("action", fix == CKR_OK ? "replaced" : "reconnecting its sessions"));
     }
     if (cls == P11_RV_LOGIN && fix == CKR_OK && may_retry) {
         /* Login state is per application: one C_Login brings every session back. */
@@ -363,8 +368,9 @@ static int pool_release(p11_pool *p, unsigned idx, CK_RV rv, p11_rv_class cls, i
         if (p11_login_user(p->m, p->all[idx], p->pin, &fix, NULL, &why) != HSMCA_OK &&
             fix == CKR_OK)
             fix = CKR_GENERAL_ERROR; /* refused before any C_Login */
-        log_warn("pkcs11: %s (key '%s'); logged in again: %s", p11_rv_name(rv), pool_key_name(p),
-                 p11_rv_name(fix));
+        LOG_EVENT(LOG_LVL_WARN, "pkcs11: session not logged in; logged in again",
+                  LOG_STR("rv", p11_rv_name(rv)), LOG_STR("key", pool_key_name(p)),
+                  LOG_STR("login", p11_rv_name(fix)));
         if (fix == CKR_OK && !session_sees_key(p, idx))
             fix = rv; /* the key's handle went with the login: rebuild the pool */
     } else if (cls == P11_RV_LOGIN && fix == CKR_OK) {

@@ -28,6 +28,6 @@ p11_pool_state p11_pool_probe(p11_pool *p)
     hsmca_err e;
     /* What failed is the pool's state now (the pool logged the fault). */
     if (p11_pool_run(p, probe_op, NULL, "probe: C_GetSessionInfo", &e) != HSMCA_OK)
-        log_debug("pkcs11: %s", e.msg);
+        LOG_EVENT(LOG_LVL_DEBUG, "pkcs11: probe failed", LOG_STR("error", e.msg));
     return p11_pool_get_state(p);
 }

@@ -215,7 +215,7 @@ static void append_refusal(signer_ctx *s, audit_entry *ent)
     hsmca_err e;
     hsmca_code rc = audit_log_append(s->audit, ent, &seq, &e);
     if (rc != HSMCA_OK && rc != HSMCA_EUNAVAIL)
-        log_error("audit: admin refusal not written: %s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "audit: admin refusal not written", LOG_STR("error", e.msg));
 }
 
 static void refusal_summary(signer_ctx *s, uint64_t count)

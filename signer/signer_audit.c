@@ -232,7 +232,8 @@ static void append_unwaited(signer_ctx *s, audit_entry *a)
     hsmca_err e;
     hsmca_code rc = audit_log_append(s->audit, a, &seq, &e);
     if (rc != HSMCA_OK && rc != HSMCA_EUNAVAIL)
-        log_error("audit: %s entry not written: %s", audit_kind_name(a->kind), e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "audit: entry not written",
+                  LOG_STR("kind", audit_kind_name(a->kind)), LOG_STR("error", e.msg));
 }
 
 static void summary(signer_ctx *s, const char *of, uint64_t count)

@@ -25,8 +25,9 @@ hsmca_code signer_bind_new(const hsmca_config *cfg, signer_bind **out, hsmca_err
 {
     *out = NULL;
     if (!cfg->jwt_bind || !config_chain_has(cfg, "jwt")) {
-        log_info("identity binding off (%s)",
-                 cfg->jwt_bind ? "no jwt in auth.chain" : "auth.jwt.bind: false");
+        LOG_EVENT(
+            LOG_LVL_INFO, "identity binding off",
+            LOG_STR("reason", cfg->jwt_bind ? "no jwt in auth.chain" : "auth.jwt.bind: false"));
         return HSMCA_OK;
     }
     signer_bind *b = calloc(1, sizeof(*b));
@@ -48,8 +49,8 @@ hsmca_code signer_bind_new(const hsmca_config *cfg, signer_bind **out, hsmca_err
                                       b->audiences, n, cfg->jwt_skew};
     }
     b->required = cfg->jwt_bind_required;
-    log_info("identity binding on: jwt callers' tokens are verified again here%s",
-             b->required ? "; unbound requests refused (auth.jwt.bind_required)" : "");
+    LOG_EVENT(LOG_LVL_INFO, "identity binding on: jwt callers' tokens are verified again here",
+              LOG_STR("unbound", b->required ? "refused (auth.jwt.bind_required)" : "signed"));
     *out = b;
     return HSMCA_OK;
 }
@@ -70,9 +71,9 @@ hsmca_code signer_bind_load_fd(signer_bind *b, int cluster, int fd, hsmca_err *e
     HSMCA_ENSURE(cluster >= 0 && cluster < IPC_KEYSETS && b->keys[cluster], e, HSMCA_EINVAL,
                  "identity binding: keys for cluster %d, which has no jwt authenticator", cluster);
     HSMCA_GUARD(tok_keys_load_fd(b->keys[cluster], fd, e));
-    log_info("identity binding: issuer keys received (cluster %s, generation %llu)",
-             config_cluster_name(b->cfg, cluster),
-             (unsigned long long)tok_keys_generation(b->keys[cluster]));
+    LOG_EVENT(LOG_LVL_INFO, "identity binding: issuer keys received",
+              LOG_STR("cluster", config_cluster_name(b->cfg, cluster)),
+              LOG_UINT("generation", tok_keys_generation(b->keys[cluster])));
     return HSMCA_OK;
 }
 

@@ -70,7 +70,8 @@ static void *casign_thread(void *arg)
         if (c->abandoned) {
             c->abandoned = 0;
             c->state = CS_IDLE;
-            log_warn("a CA signature returned after it was answered overdue; discarded");
+            log_event(LOG_LVL_WARN,
+                      "a CA signature returned after it was answered overdue; discarded", NULL, 0);
             continue;
         }
         c->err = e;
@@ -208,7 +209,7 @@ void signer_casign_poll(signer_caops *ca)
         hsmca_fail(&why, HSMCA_EUNAVAIL,
                    "the token did not answer within pkcs11.sign_timeout (%u s)",
                    ca->cfg->sign_timeout);
-        log_warn("CA signature: %s", why.msg);
+        LOG_EVENT(LOG_LVL_WARN, "CA signature failed", LOG_STR("error", why.msg));
     }
     complete(ca, why.code == HSMCA_OK ? sig : NULL, sig_len, &why);
 }
@@ -226,9 +227,10 @@ int signer_casign_stop(signer_caops *ca, int timeout_s)
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += timeout_s;
     if (pthread_timedjoin_np(c->th, NULL, &deadline) != 0) {
-        log_warn("the CA signing thread did not stop within %d s (token call hung?); exiting "
-                 "without closing the token",
-                 timeout_s);
+        LOG_EVENT(LOG_LVL_WARN,
+                  "the CA signing thread did not stop within timeout_s (token call hung?); exiting "
+                  "without closing the token",
+                  LOG_INT("timeout_s", timeout_s));
         return 0;
     }
     return 1;

@@ -37,7 +37,8 @@ void signer_ask_new_frontend(signer_ctx *s)
 {
     char b = CTL_RESTART_PEER;
     if (s->ctl_fd >= 0 && write(s->ctl_fd, &b, 1) != 1)
-        log_warn("cannot ask the supervisor to restart the front end: %s", strerror(errno));
+        LOG_EVENT(LOG_LVL_WARN, "cannot ask the supervisor to restart the front end",
+                  LOG_STR("error", strerror(errno)));
 }
 
 void signer_conn_set(signer_ctx *s, int fd)

@@ -103,7 +103,7 @@ int signer_tick(signer_ctx *s)
     signer_crl_tick(s->ca);
     const char *changed = refused_pin_changed(s);
     if (changed) {
-        log_warn("the PIN file %s changed: restarting the signer to try it once", changed);
+        LOG_EVENT(LOG_LVL_WARN, "PIN file changed: restarting to try it", LOG_STR("path", changed));
         return 1;
     }
     return 0;
@@ -362,8 +362,8 @@ hsmca_code signer_self_test(signer_ctx *s, hsmca_err *e)
     }
     if (rc != HSMCA_OK)
         return e ? e->code : rc;
-    log_info("self-test inside the sandbox: the CA key%s signed and verified",
-             s->audit_key ? " and the audit key" : "");
+    LOG_EVENT(LOG_LVL_INFO, "self-test inside the sandbox: signed and verified",
+              LOG_STR("keys", s->audit_key ? "the CA key and the audit key" : "the CA key"));
     return HSMCA_OK;
 }
 
@@ -508,9 +508,9 @@ static int join_threads(signer_ctx *s)
     deadline.tv_sec += SIGNER_STOP_TIMEOUT_S;
     for (int i = 0; i < s->n_workers; i++) {
         if (pthread_timedjoin_np(s->workers[i], NULL, &deadline) != 0) {
-            log_warn("a signing thread did not stop within %d s (token call hung?); exiting "
-                     "without closing the token",
-                     SIGNER_STOP_TIMEOUT_S);
+            LOG_EVENT(LOG_LVL_WARN,
+                      "a signing thread did not stop within timeout_s: token left open at exit",
+                      LOG_INT("timeout_s", SIGNER_STOP_TIMEOUT_S));
             return 0;
         }
     }
@@ -522,9 +522,9 @@ static int join_threads(signer_ctx *s)
         pthread_cond_broadcast(&s->park);
         pthread_mutex_unlock(&s->lock);
         if (pthread_timedjoin_np(s->syncer, NULL, &deadline) != 0) {
-            log_warn("the audit log's sync thread did not stop within %d s (disk hung?); "
-                     "exiting without closing the token",
-                     SIGNER_STOP_TIMEOUT_S);
+            LOG_EVENT(LOG_LVL_WARN,
+                      "the audit log's sync thread did not stop within timeout_s: token left open",
+                      LOG_INT("timeout_s", SIGNER_STOP_TIMEOUT_S));
             return 0;
         }
     }
@@ -546,7 +546,7 @@ static int close_audit(signer_ctx *s)
     hsmca_err e;
     if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK ||
         audit_log_sync_through(s->audit, seq, &e) != HSMCA_OK)
-        log_warn("stop entry not logged: %s", e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "stop entry not logged", LOG_STR("error", e.msg));
     /* The last checkpoint covers the stop entry. A publisher stuck in a token call
      * still reads the log: leave both to the process's exit. */
     if (audit_publish_stop(s->publish, SIGNER_STOP_TIMEOUT_S) != 0)

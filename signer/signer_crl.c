@@ -220,7 +220,8 @@ static json_t *crl_done(signer_caops *ca, void *arg, const uint8_t *sig, size_t 
     if (rc == HSMCA_OK)
         signer_stats_issued(ca->stats, SIGSTAT_PROFILE_CRL);
     if (rc != HSMCA_OK) {
-        log_warn("CRL not published (tried again in %.0f s): %s", CRL_RETRY_S, e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "CRL not published (tried again later)",
+                  LOG_INT("retry_s", CRL_RETRY_S), LOG_STR("error", e.msg));
         ca->crl_next_try = util_mono_now() + CRL_RETRY_S;
     }
     if (j->reply && rc == HSMCA_OK)
@@ -310,7 +311,8 @@ void signer_crl_tick(signer_caops *ca)
     if (!due(ca, (int64_t)time(NULL)) || signer_casign_ready(ca, &e) != HSMCA_OK)
         return; /* a reconnecting token, or a CA signature still out: the next look */
     if (signer_crl_publish(ca, NULL, &e) != HSMCA_OK) {
-        log_warn("CRL not published (tried again in %.0f s): %s", CRL_RETRY_S, e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "CRL not published (tried again later)",
+                  LOG_INT("retry_s", CRL_RETRY_S), LOG_STR("error", e.msg));
         ca->crl_next_try = mono + CRL_RETRY_S;
     }
 }

@@ -56,7 +56,8 @@ static void usage(FILE *f)
  * argued with). */
 static void drop_peer(signer_ctx *s, const char *why)
 {
-    log_warn("front end protocol violation: %s; closing its connection", why);
+    LOG_EVENT(LOG_LVL_WARN, "front end protocol violation: closing its connection",
+              LOG_STR("reason", why));
     signer_conn_close(s);
     signer_ask_new_frontend(s);
 }
@@ -91,8 +92,9 @@ static void handle_frontend_deny(signer_ctx *s, uint64_t id, const uint8_t *p, s
     }
     Hsmca__Ipc__FrontendDeny *d = hsmca__ipc__frontend_deny__unpack(NULL, n, p);
     if (!d) { /* admitted by the wire check: out of memory, so this entry is lost */
-        log_error("FrontendDeny %llu not unpacked (out of memory): its entry is not written",
-                  (unsigned long long)id);
+        LOG_EVENT(LOG_LVL_ERROR,
+                  "FrontendDeny not unpacked (out of memory): its entry is not written",
+                  LOG_UINT("request_id", id));
         return;
     }
     signer_audit_frontend_deny(s, id, d);
@@ -138,10 +140,10 @@ static int signer_dispatch_frontend(signer_ctx *s, int fd, int first)
         return 0;
     if (rc != HSMCA_OK) {
         if (m.eof) {
-            log_info("front end closed its connection");
+            log_event(LOG_LVL_INFO, "front end closed its connection", NULL, 0);
             signer_conn_close(s);
         } else if (e.code == HSMCA_EIO) {
-            log_warn("front end connection error: %s", e.msg);
+            LOG_EVENT(LOG_LVL_WARN, "front end connection error", LOG_STR("error", e.msg));
             signer_conn_close(s);
         } else {
             drop_peer(s, e.msg);
@@ -170,14 +172,14 @@ static int signer_control(signer_ctx *s, int ctl_fd)
     hsmca_err e;
     if (ipc_recv_ctl(ctl_fd, &type, &fd, &eof, &e) != HSMCA_OK) {
         if (eof) {
-            log_info("supervisor went away; stopping");
+            log_event(LOG_LVL_INFO, "supervisor went away; stopping", NULL, 0);
             return 1;
         }
-        log_warn("control channel: %s", e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "control channel error", LOG_STR("error", e.msg));
         return 0;
     }
     if (type == CTL_NEW_PEER && fd >= 0) {
-        log_info("new front end connection");
+        log_event(LOG_LVL_INFO, "new front end connection", NULL, 0);
         signer_conn_set(s, fd);
         return 0;
     }
@@ -187,9 +189,12 @@ static int signer_control(signer_ctx *s, int ctl_fd)
         signer_policy_on_failed(fd);
     } else if (ctl_keys_cluster(type) >= 0 && fd >= 0) {
         if (signer_keys_load_fd(s, ctl_keys_cluster(type), fd, &e) != HSMCA_OK)
-            log_warn("issuer keys not taken (the previous ones stay): %s", e.msg);
+            LOG_EVENT(LOG_LVL_WARN, "issuer keys not taken (the previous ones stay)",
+                      LOG_STR("error", e.msg));
     } else {
-        log_warn("control channel: unexpected message type 0x%02x", (unsigned char)type);
+        char hex[8];
+        snprintf(hex, sizeof(hex), "0x%02x", (unsigned char)type);
+        LOG_EVENT(LOG_LVL_WARN, "control channel: unexpected message", LOG_STR("type", hex));
     }
     if (fd >= 0)
         close(fd);
@@ -221,7 +226,7 @@ static int signer_loop(signer_ctx *s, int ctl_fd, signer_admin *adm)
                  i++) {
             }
     }
-    log_info("stopping on signal");
+    log_event(LOG_LVL_INFO, "stopping on signal", NULL, 0);
     return 0;
 }
 
@@ -242,7 +247,7 @@ static void take_audit_lock(const hsmca_config *cfg, const signer_sandbox *sb)
                                     sb->user.active ? sb->user.gid : (gid_t)-1,
                                     SIGNER_LOCK_WAIT_S, &signer_stop, &fd, &e);
     if (rc != HSMCA_OK && signer_stop) {
-        log_info("stopped while waiting for the audit log's lock");
+        log_event(LOG_LVL_INFO, "stopped while waiting for the audit log's lock", NULL, 0);
         _exit(0);
     }
     if (rc == HSMCA_EIO)

@@ -49,7 +49,7 @@ void signer_policy_on_failed(int fd)
     for (ssize_t i = 0; i < n; i++) /* it goes into a JSON string and a terminal */
         if ((unsigned char)why[i] < ' ' || why[i] == 0x7f)
             why[i] = ' ';
-    log_warn("reload failed, keeping the policy in force: %s", why);
+    LOG_EVENT(LOG_LVL_WARN, "reload failed, keeping the policy in force", LOG_STR("reason", why));
     reload_outcome(why);
 }
 
@@ -127,7 +127,8 @@ hsmca_code signer_policy_check(signer_ctx *s, const Hsmca__Ipc__SignRequest *req
 static void answer(signer_ctx *s, char b)
 {
     if (s->ctl_fd >= 0 && write(s->ctl_fd, &b, 1) != 1)
-        log_warn("cannot answer the supervisor's reload: %s", strerror(errno));
+        LOG_EVENT(LOG_LVL_WARN, "cannot answer the supervisor's reload",
+                  LOG_STR("error", strerror(errno)));
 }
 
 void signer_policy_on_push(signer_ctx *s, int fd)
@@ -142,7 +143,8 @@ void signer_policy_on_push(signer_ctx *s, int fd)
         rc = policy_live_replace(s->policies, next, util_mono_now() + SIGNER_POLICY_GRACE_S, &e);
     }
     if (rc != HSMCA_OK) {
-        log_error("reload: policy file not taken, keeping the one in force: %s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "reload: policy file not taken, keeping the one in force",
+                  LOG_STR("reason", e.msg));
         reload_outcome(e.msg);
         answer(s, CTL_RELOAD_FAILED);
         return;
@@ -154,7 +156,8 @@ void signer_policy_on_push(signer_ctx *s, int fd)
     tbs_policy view;
     view_of(s, policy_version_set(v), &view);
     if (signer_audit_policy(s, &view, &e) != HSMCA_OK)
-        log_error("audit: the reloaded policy's config entry not written: %s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "audit: the reloaded policy's config entry not written",
+                  LOG_STR("error", e.msg));
     policy_live_release(v);
     reload_outcome(NULL);
     answer(s, CTL_POLICY);

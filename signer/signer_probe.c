@@ -63,7 +63,8 @@ int signer_probe_stop(signer_ctx *s)
     int ended = p->ended;
     pthread_mutex_unlock(&p->mu);
     if (!ended) {
-        log_warn("the token probe is still in a token call: left to the process's exit");
+        log_event(LOG_LVL_WARN,
+                  "the token probe is still in a token call: left to the process's exit", NULL, 0);
         return 0;
     }
     pthread_join(p->th, NULL);

@@ -106,8 +106,9 @@ void signer_revoke_note(signer_caops *ca, const Hsmca__Ipc__SignRequest *req,
     hsmca_err e;
     if (audit_crl_note(ca->crl, serial, facts->sans, strlen(facts->sans), facts->not_after,
                        util_wall_now(), &e) != HSMCA_OK)
-        log_warn("serial %s not noted under its identity (a revocation by identity will not "
-                 "find it): %s", serial, e.msg);
+        LOG_EVENT(LOG_LVL_WARN,
+                  "serial not noted under its identity (a revocation by identity will not find it)",
+                  LOG_STR("serial", serial), LOG_STR("error", e.msg));
 }
 
 /* ---- the admin op ---------------------------------------------------------------------- */

@@ -193,9 +193,11 @@ hsmca_code signer_sandbox_prepare(const hsmca_config *cfg, signer_sandbox *sb, h
     sb->old_key = !cfg->signer_sandbox_network[0] &&
                   (cfg->signer_allow_network || cfg->signer_allow_network_false);
     if (cfg->signer_allow_network || cfg->signer_allow_network_false)
-        log_warn("signer.seccomp_allow_network is deprecated: write signer.sandbox.network: %s "
-                 "instead (none, unix or inet)",
-                 cfg->signer_allow_network ? "inet" : "none");
+        LOG_EVENT(LOG_LVL_WARN,
+                  "signer.seccomp_allow_network is deprecated: write signer.sandbox.network "
+                  "instead (none, unix or inet)",
+                  LOG_STR("write", cfg->signer_allow_network ? "signer.sandbox.network: inet"
+                                                             : "signer.sandbox.network: none"));
     hsmca_code rc = no_dumps(e);
     if (rc == HSMCA_OK)
         rc = sandbox_user_lookup("signer.user", cfg->signer_user, &sb->user, e);
@@ -248,9 +250,11 @@ hsmca_code signer_sandbox_enter(const signer_sandbox *sb, hsmca_err *e)
                  sb->network == CONFIG_NET_INET ? "true" : "false");
     else
         snprintf(key, sizeof(key), "signer.sandbox.network: %s", config_net_name(sb->network));
-    log_info("sandbox: signer network access %s (%s); SysV IPC %s (signer.sandbox.sysv_ipc: %s)",
-             access[sb->network], key, sb->sysv_ipc ? "allowed" : "denied",
-             sb->sysv_ipc ? "true" : "false");
+    LOG_EVENT(LOG_LVL_INFO, "sandbox: signer network access",
+              LOG_STR("network", access[sb->network]), LOG_STR("setting", key),
+              LOG_STR("sysv_ipc", sb->sysv_ipc ? "allowed" : "denied"),
+              LOG_STR("sysv_ipc_setting", sb->sysv_ipc ? "signer.sandbox.sysv_ipc: true"
+                                                       : "signer.sandbox.sysv_ipc: false"));
     return HSMCA_OK;
 }
 

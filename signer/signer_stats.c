@@ -50,8 +50,9 @@ static void read_roots(signer_stats *st, const char *path)
 {
     FILE *f = path[0] ? fopen(path, "r") : NULL;
     if (!f) {
-        log_warn("metrics: the roots' notAfter are not reported: cannot read ca.root_bundle %s",
-                 path);
+        LOG_EVENT(LOG_LVL_WARN,
+                  "metrics: the roots' notAfter are not reported: cannot read ca.root_bundle",
+                  LOG_STR("path", path));
         return;
     }
     X509 *x;
@@ -216,7 +217,8 @@ void signer_stats_answer(signer_ctx *s, uint64_t id)
     uint8_t buf[SIGSTAT_REPLY_MAX];
     size_t n = hsmca__ipc__status_reply__get_packed_size(&r);
     if (n > sizeof(buf)) {
-        log_error("status reply of %zu bytes is over its bound (%d)", n, SIGSTAT_REPLY_MAX);
+        LOG_EVENT(LOG_LVL_ERROR, "status reply is over its bound", LOG_UINT("bytes", n),
+                  LOG_INT("max", SIGSTAT_REPLY_MAX));
         return;
     }
     hsmca__ipc__status_reply__pack(&r, buf);
@@ -224,5 +226,6 @@ void signer_stats_answer(signer_ctx *s, uint64_t id)
     /* Timeout 0: the main thread never waits for a front end to read figures; one that
      * has no room gets none and asks again. */
     if (ipc_send_within(fd, IPC_STATUS_REPLY, id, buf, n, 0, &e) != HSMCA_OK)
-        log_debug("status reply %llu not sent: %s", (unsigned long long)id, e.msg);
+        LOG_EVENT(LOG_LVL_DEBUG, "status reply not sent", LOG_UINT("request_id", id),
+                  LOG_STR("error", e.msg));
 }

@@ -58,8 +58,8 @@ static void conn_cut_stalled(signer_ctx *s, signer_conn *c, const char *what, in
     pthread_mutex_unlock(&s->lock);
     if (!current)
         return;
-    log_warn("front end stopped reading replies (%s waited %d ms); cutting it off", what,
-             waited_ms);
+    LOG_EVENT(LOG_LVL_WARN, "front end stopped reading replies; cutting it off",
+              LOG_STR("what", what), LOG_INT("waited_ms", waited_ms));
     signer_ask_new_frontend(s);
 }
 
@@ -77,7 +77,7 @@ static void reply_within(signer_ctx *s, signer_conn *c, uint64_t id, hsmca_code 
     uint8_t buf[IPC_MAX_PAYLOAD];
     size_t n = hsmca__ipc__sign_reply__get_packed_size(&r);
     if (n > sizeof(buf)) {
-        log_error("reply of %zu bytes does not fit a frame", n);
+        LOG_EVENT(LOG_LVL_ERROR, "reply does not fit a frame", LOG_UINT("bytes", n));
         return;
     }
     hsmca__ipc__sign_reply__pack(&r, buf);
@@ -86,7 +86,8 @@ static void reply_within(signer_ctx *s, signer_conn *c, uint64_t id, hsmca_code 
     if (rc == HSMCA_EUNAVAIL)
         conn_cut_stalled(s, c, what, timeout_ms);
     else if (rc != HSMCA_OK)
-        log_warn("reply %llu not delivered: %s", (unsigned long long)id, e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "reply not delivered", LOG_UINT("request_id", id),
+                  LOG_STR("error", e.msg));
 }
 
 /* The frame's id in decimal (the signing log's request_id). */
@@ -267,7 +268,8 @@ static void audit_result(signer_ctx *s, uint64_t id, uint64_t intent_seq, const 
     uint64_t seq;
     hsmca_err e;
     if (audit_log_append(s->audit, &a, &seq, &e) != HSMCA_OK)
-        log_warn("issue-result of request %llu not logged: %s", (unsigned long long)id, e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "issue-result not logged", LOG_UINT("request_id", id),
+                  LOG_STR("error", e.msg));
 }
 
 /* A job's first step: validate, rate-limit, record the serial, hash the
@@ -388,7 +390,9 @@ static void finish_job(signer_ctx *s, signer_job *j)
         /* The watchdog answered UNAVAILABLE while the token call (or the log's sync)
          * hung: the certificate was never released, and its serial stays used. */
         if (cert)
-            log_warn("token call returned after the request was answered; result discarded");
+            log_event(LOG_LVL_WARN,
+                      "token call returned after the request was answered; result discarded", NULL,
+                      0);
         OPENSSL_free(cert);
         return;
     }

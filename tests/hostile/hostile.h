@@ -311,6 +311,12 @@ void hf_check_log(hf_log_stats *st);
 char *hf_log_last_msg(const char *prefix);
 /* How many log lines have a msg that starts with prefix. */
 size_t hf_log_count(const char *prefix);
+/* The string field key of the last log line whose msg starts with msg_prefix and that
+ * has that field (malloc'd), or NULL. */
+char *hf_log_last_field(const char *msg_prefix, const char *key);
+/* How many log lines have a msg that starts with msg_prefix and a string field key
+ * that starts with value_prefix. */
+size_t hf_log_count_field(const char *msg_prefix, const char *key, const char *value_prefix);
 /* The last log line whose msg starts with msg_prefix and whose string key equals
  * value (a new reference; NULL when none). */
 json_t *hf_log_find(const char *msg_prefix, const char *key, const char *value);

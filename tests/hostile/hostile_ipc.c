@@ -107,11 +107,10 @@ uint64_t hf_send_request_as(int fd, uint32_t profile, const uint8_t *tbs, size_t
 static void assert_violation(const char *why)
 {
     hf_assert_dropped_then_reconnect();
-    char want[300];
-    snprintf(want, sizeof(want), "front end protocol violation: %s", why);
-    char *got = hf_log_last_msg("front end protocol violation: ");
-    if (!got || strncmp(got, want, strlen(want)) != 0)
-        fail_msg("the signer logged \"%s\", expected \"%s...\"", got ? got : "(nothing)", want);
+    char *got = hf_log_last_field("front end protocol violation", "reason");
+    if (!got || strncmp(got, why, strlen(why)) != 0)
+        fail_msg("the signer logged the reason \"%s\", expected \"%s...\"", got ? got : "(nothing)",
+                 why);
     fprintf(stderr, "  logged: %s\n", got);
     free(got);
 }

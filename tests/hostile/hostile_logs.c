@@ -250,7 +250,7 @@ void hf_check_log(hf_log_stats *st)
         } else if (!strcmp(msg, "suppressed refusal lines")) {
             check_summary_line(o, line, n, no + 1, st);
             summary_pending = 1;
-        } else if (!strncmp(msg, "front end protocol violation: ", 30)) {
+        } else if (!strcmp(msg, "front end protocol violation: closing its connection")) {
             st->violations++;
         }
         json_decref(o);
@@ -342,6 +342,40 @@ size_t hf_log_count(const char *prefix)
         json_t *o = json_loadb(line, (size_t)(nl - line), JSON_ALLOW_NUL, NULL);
         const char *m = o ? str_of(o, "msg") : NULL;
         n += m && !strncmp(m, prefix, strlen(prefix));
+        json_decref(o);
+    }
+    free(text);
+    return n;
+}
+
+char *hf_log_last_field(const char *msg_prefix, const char *key)
+{
+    char *text = hf_read_text(hf.log, HF_MAX_LOG);
+    assert_non_null(text);
+    char *found = NULL;
+    for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        json_t *o = json_loadb(line, (size_t)(nl - line), JSON_ALLOW_NUL, NULL);
+        const char *m = o ? str_of(o, "msg") : NULL, *v = o ? str_of(o, key) : NULL;
+        if (m && v && !strncmp(m, msg_prefix, strlen(msg_prefix))) {
+            free(found);
+            found = strdup(v);
+        }
+        json_decref(o);
+    }
+    free(text);
+    return found;
+}
+
+size_t hf_log_count_field(const char *msg_prefix, const char *key, const char *value_prefix)
+{
+    char *text = hf_read_text(hf.log, HF_MAX_LOG);
+    assert_non_null(text);
+    size_t n = 0;
+    for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        json_t *o = json_loadb(line, (size_t)(nl - line), JSON_ALLOW_NUL, NULL);
+        const char *m = o ? str_of(o, "msg") : NULL, *v = o ? str_of(o, key) : NULL;
+        n += m && v && !strncmp(m, msg_prefix, strlen(msg_prefix)) &&
+             !strncmp(v, value_prefix, strlen(value_prefix));
         json_decref(o);
     }
     free(text);

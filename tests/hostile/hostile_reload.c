@@ -93,7 +93,8 @@ static void test_reload_refuses_a_broken_file(void **state)
     hf_refuse_spec(&s, HSMCA_EPERM, "invariant 4: policy rule dns_names");
     char *log = hf_read_text(hf.log, 64 << 20);
     assert_non_null(log);
-    const char *at = strstr(log, "reload: policy file not taken, keeping the one in force: ");
+    const char *at =
+        strstr(log, "reload: policy file not taken, keeping the one in force\",\"reason\":\"");
     assert_non_null(at);
     const char *eol = strchr(at, '\n');
     assert_non_null(eol);

@@ -134,7 +134,7 @@ static void test_status_with_payload_is_a_violation(void **state)
     static const uint8_t field[] = {0x08, 0x01}; /* field 1 = 1: a StatusRequest has none */
     send_status(hf.next_id++, field, sizeof(field));
     hf_assert_dropped_then_reconnect();
-    char *got = hf_log_last_msg("front end protocol violation: ");
+    char *got = hf_log_last_field("front end protocol violation", "reason");
     assert_non_null(got);
     assert_non_null(strstr(got, "StatusRequest: 2 bytes of payload"));
     free(got);
@@ -177,7 +177,8 @@ static void test_status_flood_is_bounded(void **state)
     assert_true(answered >= 1);
     assert_true(answered <= STATUS_PER_S * ((unsigned)took + 2));
     assert_true(hf_signer_alive());
-    assert_int_equal(hf_log_count("front end protocol violation: StatusRequest"), 1);
+    assert_int_equal(hf_log_count_field("front end protocol violation", "reason", "StatusRequest"),
+                     1);
     OPENSSL_free(tbs);
     /* The limit is per second: asked again, the signer answers within a few seconds. */
     double end = util_mono_now() + 5;

@@ -238,8 +238,9 @@ class AuditModuleTests(unittest.TestCase):
             self.server.issue()
         self.assertGreater(self.check_published(2), first)
         text = self.server.logtext()
-        self.assertIn("token 'audit' unavailable (CKR_DEVICE_ERROR)", text)
-        self.assertNotIn("token 'hsmca' unavailable", text)
+        unavailable = '"msg":"pkcs11: token unavailable: reconnecting the key","token":"%s"'
+        self.assertIn(unavailable % "audit" + ',"rv":"CKR_DEVICE_ERROR"', text)
+        self.assertNotIn(unavailable % "hsmca", text)
 
 
 class AuditModuleConfigTests(unittest.TestCase):

@@ -86,7 +86,9 @@ class OwnerTests(unittest.TestCase):
         self.assertIn("refusing to serve: audit log lock: %s is held by pid %d, another signer "
                       "on this audit.dir (still held after 5 s); refusing to start" %
                       (lock, kids["signer"]), out)
-        self.assertEqual(out.count("waiting up to 5 s for it to stop"), 1, out)  # said once
+        self.assertEqual(out.count('"msg":"audit log lock: held by another process; waiting for '
+                                   'it to stop","path":"%s","held":"by pid %d","wait_s":"5"' %
+                                   (lock, kids["signer"])), 1, out)  # said once
         # It waited before the token: it never logged in, nor read the log.
         self.assertNotIn("audit key ready", out)
         self.assertNotIn("audit log replayed", out)
@@ -183,7 +185,7 @@ class OwnerTests(unittest.TestCase):
             self.assertLessEqual(gone, ORPHANS_GONE_S, self.server.logtext())
             self.assertTrue(set(load.codes) <= RETRYABLE, (load.codes, load.examples))
             self.server.restart_supervisor()
-            want = "is held by pid %d; waiting up to 5 s for it to stop" % old
+            want = '"held":"by pid %d","wait_s":"5"' % old
             deadline = time.time() + 30
             while want not in self.whole_log():
                 self.assertLess(time.time(), deadline, "the new signer did not wait for the "

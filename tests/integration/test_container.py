@@ -181,8 +181,8 @@ class ContainerTests(unittest.TestCase):
         self.assertIn("URI:" + SA_ID, leaf)
         logs = self.logs(name)
         # Each child runs as its own user inside the container, as on a host.
-        self.assertIn("running as hsmca-signer", logs)
-        self.assertIn("chroot /var/empty", logs)
+        self.assertIn('"msg":"sandbox: switched user","user":"hsmca-signer"', logs)
+        self.assertIn('"chroot":"/var/empty"', logs)
 
     @staticmethod
     def logs(name):

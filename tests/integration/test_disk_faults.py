@@ -294,7 +294,7 @@ class ReadOnlyAuditDir(DiskFaultMixin, unittest.TestCase):
               "covering the log %.2f s after it was writable; %.1f s in all" %
               (ok_ro, cp_ro, len(errs), sorted(set(m for _, m in errs)), t_cp - t_rw,
                time.monotonic() - t0))
-        self.assertIn("audit publish: checkpoints resume at size", server_log(self.server))
+        self.assertIn('"msg":"audit publish: checkpoints resume","size":"', server_log(self.server))
         self.finish_and_check(load, self.audit_dir)
 
 

@@ -131,12 +131,12 @@ class EnvGroupsTests(unittest.TestCase):
         self.assertEqual(groups(self.kids["frontend"]), [])
         self.assertEqual(groups(self.server.proc.pid), sorted(os.getgroups()))  # control
         log = self.server.logtext()
-        self.assertIn("supplementary groups: %s" % ", ".join(
+        self.assertIn('"groups":"%s"' % ", ".join(
             "%s (gid %d)" % (g, w) for g, w in zip(KEPT, [int(g) if g.isdigit() else
                                                           grp.getgrnam(g).gr_gid for g in KEPT])),
                       log)
-        self.assertRegex(log, r"chroot /var/empty, running as \S+ \(uid \d+\), supplementary "
-                              r"groups: none")
+        self.assertRegex(log, r'"msg":"sandbox: switched user","user":"[^"]+","uid":"\d+",'
+                              r'"gid":"\d+","chroot":"/var/empty","groups":"none"')
 
 
 class ConfigRefusalTests(unittest.TestCase):

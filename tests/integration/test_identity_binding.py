@@ -109,7 +109,8 @@ class BindingOffTests(unittest.TestCase):
     def test_nothing_bound(self):
         chain = self.server.issue()
         self.assertNotIn("bound", intent_of(self.server, chain[0]))
-        self.assertIn("identity binding off (auth.jwt.bind: false)", self.server.logtext())
+        self.assertIn('"msg":"identity binding off","reason":"auth.jwt.bind: false"',
+                      self.server.logtext(tail=None))
 
 
 if __name__ == "__main__":

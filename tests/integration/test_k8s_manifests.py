@@ -395,11 +395,13 @@ class PodPrivilegeTests(unittest.TestCase):
         self.assertIn("Operation not permitted", line)
         self.stop(proc)
         proc, log = self.serve("baseline", self.caps_setpriv(caps), dev)
-        line = wait_for_line(log, proc, r"serving certificate \w+ issued by the signer")
+        line = wait_for_line(log, proc, r'"msg":"serving certificate issued by the signer"')
         self.assertIsNotNone(line, open(log).read())
         text = open(log).read()
-        self.assertRegex(text, r"sandbox: chroot /var/empty, running as nobody")
-        self.assertRegex(text, r"sandbox: running as hsmca-signer")
+        self.assertRegex(text, r'"msg":"sandbox: switched user","user":"nobody",.*'
+                               r'"chroot":"/var/empty"')
+        self.assertRegex(text, r'"msg":"sandbox: switched user","user":"hsmca-signer",.*'
+                               r'"chroot":"none"')
         self.assert_stops(proc, log)
 
     def assert_stops(self, proc, log):
@@ -457,10 +459,11 @@ class PodPrivilegeTests(unittest.TestCase):
         with open(cfg, "w") as f:
             f.write(text.replace("\n  dir: audit\n", "\n  dir: %s/log\n" % pvc))
         proc, log = self.serve("restricted", setpriv, dev)
-        line = wait_for_line(log, proc, r"serving certificate \w+ issued by the signer")
+        line = wait_for_line(log, proc, r'"msg":"serving certificate issued by the signer"')
         self.assertIsNotNone(line, open(log).read())
         text = open(log).read()
-        self.assertIn("sandbox: not started as root: keeping uid %d without chroot" % uid, text)
+        self.assertIn('"msg":"sandbox: not started as root: keeping the uid, no chroot",'
+                      '"uid":"%d"' % uid, text)
         self.assertEqual(os.stat(os.path.join(pvc, "log")).st_uid, uid)
         self.assertRegex(text, r'"proc":"signer".*seccomp filter installed')
         self.assert_stops(proc, log)

@@ -207,7 +207,9 @@ class PortInUse(unittest.TestCase):
         wait_for(lambda: MetricsTest.try_scrape_ok_at(url), timeout=20,
                  what="the listener once the port is free")
         log = srv.logtext(tail=None)
-        self.assertEqual(log.count("cannot serve metrics on 127.0.0.1:%d" % port), 1, log)
+        self.assertEqual(log.count('"msg":"cannot serve metrics (metrics.listen; \\"\\" turns the '
+                                   'listener off); trying again","listen":"127.0.0.1:%d"' % port),
+                         1, log)
         self.assertNotIn("restarting metrics", log)
 
 

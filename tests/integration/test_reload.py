@@ -180,7 +180,7 @@ class ReloadTests(unittest.TestCase):
             self.reload(POLICY_BROKEN, refused, "the broken file named with its line")
             self.wait_for(lambda o: o.get("proc") == "frontend" and
                           "reload failed" in o.get("msg", "") and
-                          line_named.search(o.get("msg", "")) is not None,
+                          line_named.search(o.get("reason", "")) is not None,
                           "the front end knows the reload failed")
             self.create(dns=["b.example.com"])
             self.assert_refused(["a.example.com"])

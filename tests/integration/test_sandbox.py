@@ -90,9 +90,13 @@ def full_log(server):
         return f.read().decode(errors="replace")
 
 
+# The signer's sandbox line: its network access and the key in force.
+NET = '"msg":"sandbox: signer network access","network":"%s","setting":"%s"'
+
+
 def after_confinement(log):
     """What the log says once the signer's filter is on."""
-    i = log.find("signer network access")
+    i = log.find('"msg":"sandbox: signer network access"')
     assert i >= 0, log[-3000:]
     return log[i:]
 
@@ -199,10 +203,11 @@ class SandboxTests(unittest.TestCase):
         issue_many(self.server, 24)
         log = full_log(self.server)
         if ROOT:
-            self.assertIn("sandbox: running as hsmca-signer", log)
+            self.assertIn('"msg":"sandbox: switched user","user":"hsmca-signer"', log)
         else:
-            self.assertIn("keeping uid %d" % os.geteuid(), log)
-        self.assertIn("signer network access denied", log)
+            self.assertIn('"msg":"sandbox: not started as root: keeping the uid, no chroot",'
+                          '"uid":"%d"' % os.geteuid(), log)
+        self.assertIn('"msg":"sandbox: signer network access","network":"denied"', log)
         # Still the same signer: nothing was killed by the filter and restarted.
         self.assertEqual(self.server.children()["signer"], self.kids["signer"])
 
@@ -335,13 +340,13 @@ class NetworkGateTests(unittest.TestCase):
         log = self.run_with(False)
         self.assertIn("netprobe: socket(AF_INET) in C_Sign: Operation not permitted", log)
         self.assertNotIn("netprobe: socket(AF_INET) in C_Sign: allowed", log)
-        self.assertIn("signer network access denied (signer.seccomp_allow_network: false)", log)
+        self.assertIn(NET % ("denied", "signer.seccomp_allow_network: false"), log)
 
     def test_network_allowed_when_configured(self):
         log = self.run_with(True)
         self.assertIn("netprobe: socket(AF_INET) in C_Sign: allowed", log)
         self.assertNotIn("netprobe: socket(AF_INET) in C_Sign: Operation not permitted", log)
-        self.assertIn("signer network access allowed (signer.seccomp_allow_network: true)", log)
+        self.assertIn(NET % ("allowed", "signer.seccomp_allow_network: true"), log)
 
 
 @unittest.skipUnless(NETPROBE, "HSMCA_NETPROBE (the test PKCS#11 module) is not set")
@@ -371,8 +376,8 @@ class SandboxModeTests(unittest.TestCase):
             server.issue()
             self.full = full_log(server)
             log = after_confinement(self.full)
-            self.assertIn("self-test inside the sandbox: the CA key and the audit key signed "
-                          "and verified", log)
+            self.assertIn('"msg":"self-test inside the sandbox: signed and verified",'
+                          '"keys":"the CA key and the audit key"', log)
             self.assertEqual(server.children()["signer"], kids["signer"])
             return log
         finally:
@@ -409,8 +414,7 @@ class SandboxModeTests(unittest.TestCase):
 
     def test_unix_serves_and_inet_still_refused(self):
         log = self.serves(use_sandbox(network="unix"), self.unix, self.inet)
-        self.assertIn("signer network access unix sockets only (signer.sandbox.network: unix)",
-                      log)
+        self.assertIn(NET % ("unix sockets only", "signer.sandbox.network: unix"), log)
         self.assertIn("netprobe: connect(AF_UNIX) in C_Sign: allowed", log)
         self.assertNotIn("netprobe: connect(AF_UNIX) in C_Sign: Operation not permitted", log)
         self.assertIn("netprobe: connect(AF_INET) in C_Sign: Operation not permitted", log)
@@ -423,17 +427,18 @@ class SandboxModeTests(unittest.TestCase):
 
     def test_inet_serves_both(self):
         log = self.serves(use_sandbox(network="inet"), self.unix + " " + self.inet)
-        self.assertIn("signer network access allowed (signer.sandbox.network: inet)", log)
+        self.assertIn(NET % ("allowed", "signer.sandbox.network: inet"), log)
         self.assertIn("netprobe: connect(AF_UNIX) in C_Sign: allowed", log)
         self.assertIn("netprobe: connect(AF_INET) in C_Sign: allowed", log)
         self.assertNotIn("Operation not permitted", log)
 
     def test_deprecated_key_is_inet(self):
         log = self.serves(use_sandbox(old_key=True), self.unix + " " + self.inet)
-        self.assertIn("signer network access allowed (signer.seccomp_allow_network: true)", log)
+        self.assertIn(NET % ("allowed", "signer.seccomp_allow_network: true"), log)
         self.assertIn("netprobe: connect(AF_INET) in C_Sign: allowed", log)
-        self.assertIn("signer.seccomp_allow_network is deprecated: write "
-                      "signer.sandbox.network: inet instead", self.full)
+        self.assertIn('"msg":"signer.seccomp_allow_network is deprecated: write '
+                      'signer.sandbox.network instead (none, unix or inet)",'
+                      '"write":"signer.sandbox.network: inet"', self.full)
 
     def test_sysv_ipc_refused_by_default(self):
         log = self.stops(use_sandbox(network="inet"), "shm")
@@ -444,7 +449,8 @@ class SandboxModeTests(unittest.TestCase):
 
     def test_sysv_ipc_allowed(self):
         log = self.serves(use_sandbox(sysv_ipc=True), "shm", self.unix)
-        self.assertIn("SysV IPC allowed (signer.sandbox.sysv_ipc: true)", log)
+        self.assertIn('"sysv_ipc":"allowed","sysv_ipc_setting":"signer.sandbox.sysv_ipc: true"',
+                      log)
         self.assertIn("netprobe: shmget in C_Sign: allowed", log)
         self.assertNotIn("netprobe: shmget in C_Sign: Operation not permitted", log)
         # The network stays closed: sysv_ipc opens nothing else.

@@ -127,7 +127,7 @@ class TokenCheckTests(unittest.TestCase):
                       "verified inside the sandbox" % (SIGNER_USER if ROOT else
                                                        "the current user (not root)"), out)
         # The signer itself entered its sandbox (its own log line, on stderr).
-        self.assertIn("sandbox: signer network access denied", err)
+        self.assertIn('"msg":"sandbox: signer network access","network":"denied"', err)
 
     def test_missing_key_names_the_uri(self):
         cfg = self.dev.config(lambda t: t.replace("object=ca-key", "object=no-such-key"),

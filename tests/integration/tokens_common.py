@@ -292,8 +292,8 @@ class TokenChecks:
 
     def check_serves(self, n=3):
         log = full_log(self.server)
-        self.assertIn("signer network access unix sockets only (signer.sandbox.network: unix)",
-                      log)
+        self.assertIn('"msg":"sandbox: signer network access","network":"unix sockets only",'
+                      '"setting":"signer.sandbox.network: unix"', log)
         ready = [json.loads(line) for line in log.splitlines()
                  if '"msg":"audit key ready"' in line]
         self.assertTrue(ready, "no \"audit key ready\" line")
@@ -301,7 +301,8 @@ class TokenChecks:
         self.assertEqual(ready[-1]["type"], "ECDSA P-256")
         # The recovery, rehearsed inside the sandbox before serving (p11_pool_reinit_module).
         self.assertIn("pkcs11: re-initializing the module once, as after a token fault", log)
-        self.assertIn("pkcs11: reconnected to token 'hsmca' (key 'ca-key')", log)
+        self.assertIn('"msg":"pkcs11: reconnected to the token","token":"hsmca","key":"ca-key"',
+                      log)
         for _ in range(n):
             self.verify_chain(self.server.issue())
         return self.check_checkpoints()
@@ -313,8 +314,8 @@ class TokenChecks:
         the same signer process, and checkpoints go on. Returns the codes seen."""
         server = self.server
         signer = server.wait_children()["signer"]
-        failed = "reconnect to token 'hsmca' (key 'ca-key') failed"
-        back = "pkcs11: reconnected to token 'hsmca' (key 'ca-key')"
+        failed = '"msg":"pkcs11: reconnect to the token failed","token":"hsmca","key":"ca-key"'
+        back = '"msg":"pkcs11: reconnected to the token","token":"hsmca","key":"ca-key"'
         before = full_log(server).count(failed)
         back_before = full_log(server).count(back)
         kill()

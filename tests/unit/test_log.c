@@ -261,6 +261,23 @@ static void test_event_fields_in_order(void **state)
     cap_free(&c);
 }
 
+/* Numbers are decimal strings, each field its own digits (two in one line do not
+ * share a buffer), the extremes of both types included. */
+static void test_number_fields(void **state)
+{
+    (void)state;
+    cap_begin();
+    LOG_EVENT(LOG_LVL_INFO, "numbers", LOG_INT("neg", INT64_MIN), LOG_INT("small", -1),
+              LOG_UINT("big", UINT64_MAX), LOG_UINT("zero", 0));
+    captured c = cap_end();
+    assert_int_equal(c.n, 1);
+    assert_string_equal(jstr(c.obj[0], "neg", NULL), "-9223372036854775808");
+    assert_string_equal(jstr(c.obj[0], "small", NULL), "-1");
+    assert_string_equal(jstr(c.obj[0], "big", NULL), "18446744073709551615");
+    assert_string_equal(jstr(c.obj[0], "zero", NULL), "0");
+    cap_free(&c);
+}
+
 /* --- escaping ------------------------------------------------------------------ */
 
 static void test_quotes_backslashes_controls(void **state)
@@ -740,6 +757,7 @@ int main(void)
         cmocka_unit_test_teardown(test_printf_line_shape, cap_restore),
         cmocka_unit_test_teardown(test_level_filter, cap_restore),
         cmocka_unit_test_teardown(test_event_fields_in_order, cap_restore),
+        cmocka_unit_test_teardown(test_number_fields, cap_restore),
         cmocka_unit_test_teardown(test_quotes_backslashes_controls, cap_restore),
         cmocka_unit_test_teardown(test_valid_utf8_kept, cap_restore),
         cmocka_unit_test_teardown(test_invalid_utf8_shown_as_hex, cap_restore),
