@@ -72,14 +72,14 @@ if [ -z "$TAG" ]; then
     [ "$DEMO" -eq 0 ] || TAG="hsmca:$VERSION-demo"
 fi
 
-# The programs: hsmca in /usr/bin, the ones it starts (hsmca-signer, hsmca-frontend,
-# hsmca-publish for `hsmca k8s publish-roots`, and any other hsmca-* the build made) in
-# /usr/libexec/hsmca, where it looks for them.
+# The programs: hsmca in /usr/bin, the ones it starts (hsmca-supervisor, which starts
+# hsmca-signer, hsmca-frontend and the others; hsmca-publish for `hsmca k8s publish-roots`;
+# any other hsmca-* the build made) in /usr/libexec/hsmca, where they are looked for.
 CHILDREN=""
 for f in "$BUILD"/hsmca-*; do
     [ -f "$f" ] && [ -x "$f" ] && CHILDREN="$CHILDREN $f"
 done
-for need in hsmca-signer hsmca-frontend hsmca-publish; do
+for need in hsmca-supervisor hsmca-signer hsmca-frontend hsmca-publish; do
     [ -x "$BUILD/$need" ] || die "$BUILD/$need not found: build all targets"
 done
 
