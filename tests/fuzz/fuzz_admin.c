@@ -47,6 +47,7 @@
 #include "fuzz_ca.h"
 #include "log.h"
 #include "signer_admin.h"
+#include "signer_caops.h"
 #include "signer_ctx.h"
 #include "signer_ica_sign.h"
 #include "util.h"
@@ -55,6 +56,7 @@
 #define FUZZ_MAX_REQUESTS 4
 
 static signer_ctx S;
+static signer_caops *CA; /* S.ca: what the CA-profile ops see */
 static signer_admin *adm;
 static char dir[64], logdir[96];
 static struct {
@@ -140,9 +142,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     S.cfg.approval_auto_renew = 1;
     S.ca_cert = fuzz_ca_new(&ca_key);
     S.alg = S.ca_cert ? sigalg_for_key(ca_key) : NULL;
-    S.ica_ca_pem = S.ca_cert ? pem_of(S.ca_cert) : NULL;
-    S.ica_roots_pem = S.ica_ca_pem ? strdup(S.ica_ca_pem) : NULL;
-    if (!S.alg || !S.ica_roots_pem)
+    CA = signer_caops_new();
+    if (!CA)
+        abort();
+    S.ca = CA; /* lent as signer_start lends them */
+    CA->cfg = &S.cfg;
+    CA->ca_cert = S.ca_cert;
+    CA->alg = S.alg;
+    CA->policy = &S.policy;
+    CA->stats = &S.stats;
+    CA->ica_ca_pem = S.ca_cert ? pem_of(S.ca_cert) : NULL;
+    CA->ica_roots_pem = CA->ica_ca_pem ? strdup(CA->ica_ca_pem) : NULL;
+    if (!S.alg || !CA->ica_roots_pem)
         abort();
     make_material(S.ca_cert, ca_key);
     EVP_PKEY_free(ca_key);
@@ -173,7 +184,7 @@ static void rm_dir(const char *d)
 static void put(audit_entry *ent)
 {
     hsmca_err e;
-    if (signer_ica_log(&S, ent, &e) != HSMCA_OK)
+    if (signer_ica_log(CA, ent, &e) != HSMCA_OK)
         abort();
 }
 
@@ -201,9 +212,11 @@ static void fresh_state(void)
     hsmca_err e;
     rm_dir(logdir);
     if (audit_log_open(logdir, (uid_t)-1, (gid_t)-1, NULL, NULL, &S.audit, NULL, &e) != HSMCA_OK ||
-        audit_ica_new(&S.ica, &e) != HSMCA_OK || audit_crl_new(&S.crl, &e) != HSMCA_OK ||
+        audit_ica_new(&CA->ica, &e) != HSMCA_OK || audit_crl_new(&CA->crl, &e) != HSMCA_OK ||
         !(S.serials = serial_set_new()))
         abort();
+    CA->audit = S.audit;
+    CA->serials = S.serials;
     audit_entry start = {.kind = AUDIT_START};
     uint64_t seq;
     if (audit_log_append(S.audit, &start, &seq, &e) != HSMCA_OK)
@@ -255,10 +268,11 @@ static void check_log_replays(void)
 static void drop_state(void)
 {
     audit_log_close(S.audit);
-    audit_ica_free(S.ica);
-    audit_crl_free(S.crl);
+    audit_ica_free(CA->ica);
+    audit_crl_free(CA->crl);
     serial_set_free(S.serials);
-    S.audit = NULL, S.ica = NULL, S.crl = NULL, S.serials = NULL;
+    S.audit = NULL, CA->ica = NULL, CA->crl = NULL, S.serials = NULL;
+    CA->audit = NULL, CA->serials = NULL;
 }
 
 /* One round of the signer's main loop for the admin socket. */
