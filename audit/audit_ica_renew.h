@@ -12,10 +12,11 @@
  * The rule of an auto-approval written with an origin (audit_ica_renew_check, which
  * audit_ica.h's audit_ica_may_renew applies to the request and the current intermediate
  * it looks up): request id is pending; its cluster has a current intermediate, not
- * revoked, not expired at the entry's time, and is not stopped; neither that intermediate's key nor the request's is a revoked
- * key; and the proof verifies under the current intermediate's certificate key over
- * audit_ica_renew_message(origin, id, cluster, the CSR's DER): a proof that only the key's
- * holder can make, after the request exists, for this request of this log only.
+ * revoked, not expired at the entry's time, and is not stopped; neither that
+ * intermediate's key nor the request's is a revoked key; and the proof verifies under the
+ * current intermediate's certificate key over audit_ica_renew_message(origin, id,
+ * cluster, the CSR's DER): a proof that only the key's holder can make, after the request
+ * exists, for this request of this log only.
  * Auto-approvals without an origin come from logs written before this rule and keep
  * audit_ica_may_auto's. */
 #ifndef HSMCA_AUDIT_ICA_RENEW_H
