@@ -34,11 +34,6 @@ hsmca_code audit_ica_new(audit_ica **out, hsmca_err *e)
     return HSMCA_OK;
 }
 
-audit_ica_renew *audit_ica_renewals(const audit_ica *t)
-{
-    return t ? t->renew : NULL;
-}
-
 void audit_ica_free(audit_ica *t)
 {
     if (!t)
@@ -78,23 +73,6 @@ static audit_ica_req *find(const audit_ica *t, uint64_t id)
 const audit_ica_req *audit_ica_find(const audit_ica *t, uint64_t id)
 {
     return find(t, id);
-}
-
-audit_ica_state audit_ica_state_of(const audit_ica_req *r, int64_t now)
-{
-    if (r->denied)
-        return ICA_DENIED;
-    if (r->cert_b64)
-        return ICA_ISSUED;
-    if (r->n_approvers >= r->required || r->auto_renews)
-        return ICA_APPROVED;
-    return now > r->expires ? ICA_EXPIRED : ICA_PENDING;
-}
-
-const char *audit_ica_state_name(audit_ica_state s)
-{
-    static const char *const names[] = {"pending", "approved", "issued", "denied", "expired"};
-    return s <= ICA_EXPIRED ? names[s] : "unknown";
 }
 
 /* Whether two users are one: by uid when both have one, else by name. */
@@ -295,6 +273,21 @@ hsmca_code audit_ica_may_auto(const audit_ica *t, uint64_t id, uint64_t renews,
                      "intermediate request %llu: its renewal proof does not verify under the "
                      "certificate of %llu",
                      (unsigned long long)id, (unsigned long long)renews);
+    return HSMCA_OK;
+}
+
+hsmca_code audit_ica_may_renew(const audit_ica *t, uint64_t id, const char *origin,
+                               const uint8_t *proof, size_t plen, int64_t now, uint64_t *renews,
+                               hsmca_err *e)
+{
+    const audit_ica_req *r = find(t, id);
+    HSMCA_ENSURE(r, e, HSMCA_ENOTFOUND, "intermediate request %llu does not exist",
+                 (unsigned long long)id);
+    uint64_t cur = 0;
+    const audit_ica_req *p = audit_ica_renew_current(t->renew, r->cluster, &cur) ? find(t, cur)
+                                                                                 : NULL;
+    HSMCA_GUARD(audit_ica_renew_check(t->renew, r, p, origin, proof, plen, now, e));
+    *renews = p->id;
     return HSMCA_OK;
 }
 

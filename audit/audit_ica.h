@@ -42,44 +42,10 @@
 #include <stdint.h>
 
 #include "audit_entry.h"
+#include "audit_ica_req.h"
 #include "hsmca_err.h"
 
-#define AUDIT_ICA_APPROVERS_MAX 16u /* approvals of one request: required is 1..16 */
-#define AUDIT_ICA_USER_MAX 64u      /* bytes of a user name kept */
 #define AUDIT_ICA_PROFILE "intermediate"
-
-typedef enum {
-    ICA_PENDING,  /* fewer approvals than required, not expired */
-    ICA_APPROVED, /* enough approvals, not signed yet */
-    ICA_ISSUED,
-    ICA_DENIED,
-    ICA_EXPIRED, /* pending past its expires */
-} audit_ica_state;
-
-typedef struct {
-    uint64_t id;
-    int64_t time, expires;
-    uint64_t required, ttl_s; /* required: the approvals it needs now (the rule above) */
-    uint64_t recorded;        /* the required its request entry holds */
-    int64_t requester_uid;    /* -1: none logged (compared by name) */
-    char requester[AUDIT_ICA_USER_MAX + 1];
-    char cluster[AUDIT_CLUSTER_MAX + 1];
-    char key_sha256[65];
-    char *csr_b64; /* base64 of the CSR's DER (NUL-terminated); NULL once denied or expired */
-    char approvers[AUDIT_ICA_APPROVERS_MAX][AUDIT_ICA_USER_MAX + 1];
-    int64_t approver_uids[AUDIT_ICA_APPROVERS_MAX]; /* -1: none logged */
-    unsigned n_approvers;
-    int denied;
-    char denied_by[AUDIT_ICA_USER_MAX + 1], reason[256];
-    uint64_t intent_seq; /* the issue-intent of its signature; 0: none yet */
-    int intent_open;     /* that intent has no issue-result yet: a signature in flight */
-    char *cert_b64;      /* NULL until issued */
-    char cert_sha256[65];
-    char serial[AUDIT_SERIAL_HEX_MAX + 1]; /* its intent's: the certificate's serial */
-    int64_t not_after;                     /* its intent's: the certificate's notAfter */
-    int revoked;                           /* a revoke entry named its serial */
-    uint64_t auto_renews; /* auto-approved as the renewal of this request; 0: not */
-} audit_ica_req;
 
 typedef struct audit_ica audit_ica;
 
@@ -101,10 +67,6 @@ const audit_ica_req *audit_ica_at(const audit_ica *t, size_t i);
 size_t audit_ica_waiting(const audit_ica *t, const char *user, int64_t uid, int64_t now,
                          size_t *all);
 
-/* Its state at wall time now. */
-audit_ica_state audit_ica_state_of(const audit_ica_req *r, int64_t now);
-const char *audit_ica_state_name(audit_ica_state s);
-
 /* Checks entry ent (any kind, its seq and time set as it will be written) against the
  * rules above without changing t: HSMCA_OK when audit_ica_apply would accept it, else
  * HSMCA_EPERM (or HSMCA_ENOTFOUND) naming the rule. The signer runs it before it appends
@@ -120,6 +82,14 @@ HSMCA_MUSTCHECK hsmca_code audit_ica_may_approve(const audit_ica *t, uint64_t id
 /* Whether request id may be denied (not issued, not denied already, no signature in
  * flight). */
 HSMCA_MUSTCHECK hsmca_code audit_ica_may_deny(const audit_ica *t, uint64_t id, hsmca_err *e);
+
+/* Whether request id of t may be auto-approved at time now by proof (plen bytes) made for
+ * the log of origin: the rule of audit_ica_renew.h (audit_ica_renew_check) on the request
+ * and its cluster's current intermediate; *renews gets the current intermediate's id.
+ * HSMCA_ENOTFOUND for no such request, HSMCA_EPERM naming the rule. */
+HSMCA_MUSTCHECK hsmca_code audit_ica_may_renew(const audit_ica *t, uint64_t id, const char *origin,
+                                               const uint8_t *proof, size_t plen, int64_t now,
+                                               uint64_t *renews, hsmca_err *e);
 
 /* Whether request id may be auto-approved at time now as the renewal of request renews
  * (proof: the decoded proof, plen 0 when none) by the rule of auto-approvals without an

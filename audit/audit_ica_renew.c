@@ -48,6 +48,14 @@ static renew_cluster *cluster_of(const audit_ica_renew *s, const char *cluster)
     return NULL;
 }
 
+int audit_ica_renew_current(const audit_ica_renew *s, const char *cluster, uint64_t *id)
+{
+    const renew_cluster *c = cluster_of(s, cluster);
+    if (c)
+        *id = c->current;
+    return c != NULL;
+}
+
 static int key_revoked(const audit_ica_renew *s, const char *key_sha256)
 {
     for (size_t i = 0; s && i < s->nk; i++)
@@ -147,16 +155,17 @@ static int proof_ok(const audit_ica_req *p, const audit_ica_req *r, const char *
     return ok;
 }
 
-/* The current intermediate of r's cluster, which may renew: issued, not revoked, not
- * expired at now, its cluster not stopped, its key not revoked; NULL with e. */
-static const audit_ica_req *renewable(const audit_ica *t, const audit_ica_req *r, int64_t now,
-                                      hsmca_err *e)
+/* Whether p, the current intermediate of r's cluster, may renew: issued, not revoked, not
+ * expired at now, its cluster not stopped, its key not revoked; 0 with e. */
+static int renewable(const audit_ica_renew *s, const audit_ica_req *r, const audit_ica_req *p,
+                     int64_t now, hsmca_err *e)
 {
-    const audit_ica_renew *s = audit_ica_renewals(t);
     const renew_cluster *c = cluster_of(s, r->cluster);
-    const audit_ica_req *p = c ? audit_ica_find(t, c->current) : NULL;
     unsigned long long id = (unsigned long long)r->id;
-    if (!p || !p->cert_b64) {
+    if (p && (!c || c->current != p->id)) {
+        hsmca_fail(e, HSMCA_EPERM, "intermediate request %llu: request %llu is not the current "
+                   "intermediate of cluster %s", id, (unsigned long long)p->id, r->cluster);
+    } else if (!p || !p->cert_b64) {
         hsmca_fail(e, HSMCA_EPERM, "intermediate request %llu: cluster %s has no issued "
                    "intermediate to renew", id, r->cluster);
     } else if (c->stopped || p->revoked) {
@@ -173,27 +182,24 @@ static const audit_ica_req *renewable(const audit_ica *t, const audit_ica_req *r
                    "intermediate (request %llu) is a revoked intermediate's key: a revoked "
                    "key renews nothing", id, r->cluster, (unsigned long long)p->id);
     } else {
-        return p;
+        return 1;
     }
-    return NULL;
+    return 0;
 }
 
-hsmca_code audit_ica_may_renew(const audit_ica *t, uint64_t id, const char *origin,
-                               const uint8_t *proof, size_t plen, int64_t now, uint64_t *renews,
-                               hsmca_err *e)
+hsmca_code audit_ica_renew_check(const audit_ica_renew *s, const audit_ica_req *r,
+                                 const audit_ica_req *p, const char *origin, const uint8_t *proof,
+                                 size_t plen, int64_t now, hsmca_err *e)
 {
-    const audit_ica_req *r = audit_ica_find(t, id);
-    HSMCA_ENSURE(r, e, HSMCA_ENOTFOUND, "intermediate request %llu does not exist",
-                 (unsigned long long)id);
+    uint64_t id = r->id;
     HSMCA_ENSURE(audit_ica_state_of(r, now) == ICA_PENDING, e, HSMCA_EPERM,
                  "an auto-approval of intermediate request %llu, which is %s, not pending",
                  (unsigned long long)id, audit_ica_state_name(audit_ica_state_of(r, now)));
     hsmca_err why;
     hsmca_err_clear(&why);
-    const audit_ica_req *p = renewable(t, r, now, &why);
-    if (!p)
+    if (!renewable(s, r, p, now, &why))
         return hsmca_fail(e, HSMCA_EPERM, "%s", why.msg);
-    HSMCA_ENSURE(!key_revoked(audit_ica_renewals(t), r->key_sha256), e, HSMCA_EPERM,
+    HSMCA_ENSURE(!key_revoked(s, r->key_sha256), e, HSMCA_EPERM,
                  "intermediate request %llu: its key is a revoked intermediate's key: a revoked "
                  "key renews nothing",
                  (unsigned long long)id);
@@ -207,6 +213,5 @@ hsmca_code audit_ica_may_renew(const audit_ica *t, uint64_t id, const char *orig
                  "request of log %s",
                  (unsigned long long)id, (unsigned long long)p->id, r->cluster,
                  origin ? origin : "");
-    *renews = p->id;
     return HSMCA_OK;
 }

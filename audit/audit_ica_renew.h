@@ -9,12 +9,14 @@
  *   is issued with its approvals (not auto-approved);
  * - revoked keys: the key_sha256 (SubjectPublicKeyInfo) of every revoked intermediate.
  *
- * The rule of an auto-approval written with an origin (audit_ica_may_renew): request id is
- * pending; its cluster has a current intermediate, not revoked, not expired at the entry's
- * time, and is not stopped; neither that intermediate's key nor the request's is a revoked
- * key; and the proof verifies under the current intermediate's certificate key over
- * audit_ica_renew_message(origin, id, cluster, the CSR's DER): a proof that only the key's
- * holder can make, after the request exists, for this request of this log only.
+ * The rule of an auto-approval written with an origin (audit_ica_renew_check, which
+ * audit_ica.h's audit_ica_may_renew applies to the request and the current intermediate
+ * it looks up): request id is pending; its cluster has a current intermediate, not
+ * revoked, not expired at the entry's time, and is not stopped; neither that
+ * intermediate's key nor the request's is a revoked key; and the proof verifies under the
+ * current intermediate's certificate key over audit_ica_renew_message(origin, id,
+ * cluster, the CSR's DER): a proof that only the key's holder can make, after the request
+ * exists, for this request of this log only.
  * Auto-approvals without an origin come from logs written before this rule and keep
  * audit_ica_may_auto's. */
 #ifndef HSMCA_AUDIT_ICA_RENEW_H
@@ -23,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "audit_ica.h"
+#include "audit_ica_req.h"
 #include "hsmca_err.h"
 
 typedef struct audit_ica_renew audit_ica_renew;
@@ -32,8 +34,8 @@ typedef struct audit_ica_renew audit_ica_renew;
 HSMCA_MUSTCHECK hsmca_code audit_ica_renew_new(audit_ica_renew **out, hsmca_err *e);
 void audit_ica_renew_free(audit_ica_renew *s);
 
-/* The renewal state of t (owned by t). */
-audit_ica_renew *audit_ica_renewals(const audit_ica *t);
+/* Whether cluster has a current intermediate; *id gets its request id when it has. */
+int audit_ica_renew_current(const audit_ica_renew *s, const char *cluster, uint64_t *id);
 
 /* Request r was just issued: the current intermediate of its cluster; issued with its
  * approvals (not auto-approved), its cluster may auto-renew again. */
@@ -56,11 +58,13 @@ uint8_t *audit_ica_renew_message(const char *origin, uint64_t id, const char *cl
 int audit_ica_renew_verify(const audit_ica_req *p, const uint8_t *msg, size_t len,
                            const uint8_t *proof, size_t plen);
 
-/* Whether request id of t may be auto-approved at time now by proof (plen bytes) made for
- * the log of origin: the rule above; *renews gets the current intermediate's id.
- * HSMCA_ENOTFOUND for no such request, HSMCA_EPERM naming the rule. */
-HSMCA_MUSTCHECK hsmca_code audit_ica_may_renew(const audit_ica *t, uint64_t id, const char *origin,
-                                               const uint8_t *proof, size_t plen, int64_t now,
-                                               uint64_t *renews, hsmca_err *e);
+/* Whether request r may be auto-approved at time now by proof (plen bytes) made for the
+ * log of origin, p being the request of r's cluster's current intermediate
+ * (audit_ica_renew_current; NULL when none): the rule above. HSMCA_EPERM naming the rule;
+ * a p that is not that current intermediate is refused too. */
+HSMCA_MUSTCHECK hsmca_code audit_ica_renew_check(const audit_ica_renew *s, const audit_ica_req *r,
+                                                 const audit_ica_req *p, const char *origin,
+                                                 const uint8_t *proof, size_t plen, int64_t now,
+                                                 hsmca_err *e);
 
 #endif

@@ -288,6 +288,41 @@ static void refused(audit_ica *t, uint64_t id, int64_t now, const char *want)
         fail_msg("'%s' does not say '%s'", e.msg, want);
 }
 
+/* The renewal rule works only on the requests handed to it: an intermediate that is not
+ * its cluster's current one is refused, as is none. */
+static void test_renew_check_current(void **state)
+{
+    (void)state;
+    audit_ica_renew *s;
+    assert_int_equal(audit_ica_renew_new(&s, NULL), HSMCA_OK);
+    char cert[] = CERT_B64, csr[] = CSR_B64;
+    audit_ica_req old = {.id = 3, .cert_b64 = cert, .not_after = 9000};
+    audit_ica_req cur = old, r = {.id = 20, .required = 1, .expires = 5000, .csr_b64 = csr};
+    cur.id = 10;
+    strcpy(old.cluster, "cluster-a");
+    strcpy(cur.cluster, "cluster-a");
+    strcpy(r.cluster, "cluster-a");
+    uint64_t id = 0;
+    assert_int_equal(audit_ica_renew_current(s, "cluster-a", &id), 0);
+    assert_int_equal(audit_ica_renew_issued(s, &old, NULL), HSMCA_OK);
+    assert_int_equal(audit_ica_renew_issued(s, &cur, NULL), HSMCA_OK);
+    assert_int_equal(audit_ica_renew_current(s, "cluster-a", &id), 1);
+    assert_int_equal(id, 10);
+    static const uint8_t proof[] = {1, 2, 3};
+    hsmca_err e;
+    assert_int_equal(audit_ica_renew_check(s, &r, &old, "o", proof, sizeof(proof), 1005, &e),
+                     HSMCA_EPERM);
+    assert_non_null(strstr(e.msg, "request 3 is not the current intermediate of cluster "
+                                  "cluster-a"));
+    assert_int_equal(audit_ica_renew_check(s, &r, NULL, "o", proof, sizeof(proof), 1005, &e),
+                     HSMCA_EPERM);
+    assert_non_null(strstr(e.msg, "has no issued intermediate to renew"));
+    assert_int_equal(audit_ica_renew_check(s, &r, &cur, "o", proof, sizeof(proof), 1005, &e),
+                     HSMCA_EPERM);
+    assert_non_null(strstr(e.msg, "does not verify under the key of request 10's"));
+    audit_ica_renew_free(s);
+}
+
 /* The renewal rules of audit_ica_renew.h that come before the proof's signature (which
  * test_auto_renew checks with real keys): the current intermediate only, revoked keys
  * renew nothing, a revoked current one stops its cluster until an approved issue. */
@@ -473,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_auto_rules),
         cmocka_unit_test(test_renew_rules),
+        cmocka_unit_test(test_renew_check_current),
         cmocka_unit_test(test_renew_proof),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
