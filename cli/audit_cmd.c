@@ -14,29 +14,8 @@
 
 #include "audit_verify.h"
 #include "cli_opts.h"
+#include "cli_table.h"
 #include "util.h"
-
-static void usage(FILE *f)
-{
-    fputs("usage: hsmca audit COMMAND [flags]   (hsmca audit COMMAND --help for its flags)\n"
-          "\n"
-          "Checks the signing log a CA keeps in its audit directory (audit.dir: log, vkey,\n"
-          "checkpoint, checkpoints/, tile/), offline: no token or server needed.\n"
-          "\n"
-          "Commands:\n"
-          "  verify DIR [--vkey K] [--state F]   replay and check everything; one-line summary\n"
-          "  verify DIR1 DIR2 ...                several replicas' logs: each, then serials\n"
-          "         [--require-vkey]             (no vkey: all but the signatures, said)\n"
-          "  prove --cert CERT.pem DIR           inclusion proof of a certificate's result entry\n"
-          "  consistency OLD NEW [--dir DIR]     consistency proof between two checkpoints\n"
-          "  show DIR [filters] [--json]         the entries as a table (or JSON lines)\n"
-          "  vkey DIR                            print the log's verifier key\n"
-          "\n"
-          "Exit status: 0 verified (verify without a vkey: all but the signatures), 1 does\n"
-          "not verify (the message names the entry, checkpoint or tile that broke and\n"
-          "why), 2 bad usage.\n",
-          f);
-}
 
 static int is_help(const char *a)
 {
@@ -365,28 +344,40 @@ static int vkey_main(int argc, char **argv)
     return 0;
 }
 
+/* ---- dispatch --------------------------------------------------------------------------- */
+
+static const cli_cmd commands[] = {
+    {"verify", verify_main, "DIR [--vkey K] [--state F]",
+     "replay and check everything; one-line summary"},
+    {"verify", verify_main, "DIR1 DIR2 ... [--require-vkey]",
+     "several replicas' logs: each, then serials\n"
+     "(no vkey: all but the signatures, said)"},
+    {"prove", audit_prove_main, "--cert CERT.pem DIR",
+     "inclusion proof of a certificate's result entry"},
+    {"consistency", consistency_main, "OLD NEW [--dir DIR]",
+     "consistency proof between two checkpoints"},
+    {"show", audit_show_main, "DIR [filters] [--json]", "the entries as a table (or JSON lines)"},
+    {"vkey", vkey_main, "DIR", "print the log's verifier key"},
+    {NULL, NULL, NULL, NULL}};
+
+static void usage(FILE *f)
+{
+    fputs("usage: hsmca audit COMMAND [flags]   (hsmca audit COMMAND --help for its flags)\n"
+          "\n"
+          "Checks the signing log a CA keeps in its audit directory (audit.dir: log, vkey,\n"
+          "checkpoint, checkpoints/, tile/), offline: no token or server needed.\n"
+          "\n"
+          "Commands:\n",
+          f);
+    cli_cmd_print(f, commands, 36);
+    fputs("\n"
+          "Exit status: 0 verified (verify without a vkey: all but the signatures), 1 does\n"
+          "not verify (the message names the entry, checkpoint or tile that broke and\n"
+          "why), 2 bad usage.\n",
+          f);
+}
+
 int audit_main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "verify"))
-        return verify_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "prove"))
-        return audit_prove_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "consistency"))
-        return consistency_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "show"))
-        return audit_show_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "vkey"))
-        return vkey_main(argc - 1, argv + 1);
-    if (is_help(cmd) || !strcmp(cmd, "help")) {
-        usage(stdout);
-        return 0;
-    }
-    fprintf(stderr, "hsmca audit: unknown command '%s'\n", cmd);
-    usage(stderr);
-    return 2;
+    return cli_dispatch("hsmca audit", commands, usage, argc, argv);
 }

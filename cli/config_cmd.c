@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_table.h"
 #include "log.h"
 #include "util.h"
 
@@ -110,8 +111,7 @@ int config_main(int argc, char **argv)
     static const struct option opts[] = {
         {"config", required_argument, 0, 'c'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     if (argc < 2 || strcmp(argv[1], "check") != 0) {
-        if (argc >= 2 &&
-            (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help"))) {
+        if (argc >= 2 && cli_is_help(argv[1])) {
             usage(stdout);
             return 0;
         }

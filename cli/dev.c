@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_table.h"
 #include "dev_ca.h"
 #include "dev_jwt.h"
 #include "dev_signer.h"
@@ -20,6 +21,17 @@
 #define DEV_DEFAULT_DIR "hsmca-dev"
 #define DEV_DEFAULT_LISTEN "127.0.0.1:15012"
 #define DEV_DEFAULT_METRICS "127.0.0.1:15014"
+
+static int dev_init(int argc, char **argv);
+static int dev_token(int argc, char **argv);
+
+/* The subcommands: without one, `hsmca dev` runs the dev CA. */
+static const cli_cmd subcommands[] = {
+    {"init", dev_init, NULL, "create (or check) DIR and exit without serving"},
+    {"token", dev_token, NULL,
+     "print a JWT for service account SA in namespace NS that the dev\n"
+     "server accepts (audience A, default istio-ca; TTL default 3600)"},
+    {NULL, NULL, NULL, NULL}};
 
 static void usage(FILE *f)
 {
@@ -44,11 +56,10 @@ static void usage(FILE *f)
           "\n"
           "It serves /metrics, /healthz and /readyz over HTTP on the --metrics ADDR\n"
           "(default " DEV_DEFAULT_METRICS "; \"\" for none).\n"
-          "\n"
-          "  init    create (or check) DIR and exit without serving\n"
-          "  token   print a JWT for service account SA in namespace NS that the dev\n"
-          "          server accepts (audience A, default istio-ca; TTL default 3600)\n"
-          "\n"
+          "\n",
+          f);
+    cli_cmd_print(f, subcommands, 8);
+    fputs("\n"
           "Flags:\n"
           "  --dir DIR        state directory (created 0700)\n"
           "  --listen ADDR    host:port to serve on\n"
@@ -165,17 +176,9 @@ static void print_banner(const char *dir, const char *listen, const char *metric
     fflush(stdout);
 }
 
-int dev_main(int argc, char **argv)
+/* Makes (or checks) the dev CA's directory; then, unless INIT_ONLY, serves it. */
+static int dev_run(int argc, char **argv, int init_only)
 {
-    log_init("cli");
-    int init_only = 0;
-    if (argc > 1 && !strcmp(argv[1], "token"))
-        return dev_token(argc - 1, argv + 1);
-    if (argc > 1 && !strcmp(argv[1], "init")) {
-        init_only = 1;
-        argc--;
-        argv++;
-    }
     static const struct option opts[] = {{"dir", required_argument, 0, 'd'},
                                          {"listen", required_argument, 0, 'l'},
                                          {"metrics", required_argument, 0, 'm'},
@@ -227,4 +230,16 @@ int dev_main(int argc, char **argv)
     snprintf(config, sizeof(config), "%s/hsmca.yaml", abs);
     log_init("supervisor");
     return serve_exec(config);
+}
+
+static int dev_init(int argc, char **argv)
+{
+    return dev_run(argc, argv, 1);
+}
+
+int dev_main(int argc, char **argv)
+{
+    log_init("cli");
+    const cli_cmd *sub = argc > 1 ? cli_cmd_find(subcommands, argv[1]) : NULL;
+    return sub ? sub->run(argc - 1, argv + 1) : dev_run(argc, argv, 0);
 }

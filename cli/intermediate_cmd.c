@@ -17,17 +17,12 @@
 #include "config.h"
 #include "util.h"
 
+static void print_synopsis(FILE *f);
+
 static void usage(FILE *f)
 {
-    fputs("usage: hsmca intermediate request --config F --csr FILE --cluster NAME [--ttl D]\n"
-          "                [--renew-with-key ca-key.pem [--renew-with-cert ca-cert.pem]]\n"
-          "       hsmca intermediate list --config F [--json]\n"
-          "       hsmca intermediate show ID --config F [--json]\n"
-          "       hsmca intermediate approve ID --config F\n"
-          "       hsmca intermediate deny ID --config F --reason TEXT\n"
-          "       hsmca intermediate fetch ID --config F --out DIR [--intermediate-crl F]\n"
-          "       hsmca intermediate crl --cert ca-cert.pem --key ca-key.pem --out F\n"
-          "  (--socket PATH instead of --config F: the signer's admin.socket)\n"
+    print_synopsis(f);
+    fputs("  (--socket PATH instead of --config F: the signer's admin.socket)\n"
           "\n"
           "An intermediate CA for istiod, signed by the CA key in the token once\n"
           "approval.required users of admin.group (not the requester; each uid once)\n"
@@ -148,8 +143,9 @@ static json_t *send_proof(const ica_args *a, EVP_PKEY *k, const char *pem, json_
     return r;
 }
 
-static int cmd_request(const ica_args *a)
+static int cmd_request(const ica_args *a, long long id)
 {
+    (void)id;
     char *pem = NULL;
     size_t len;
     hsmca_err e;
@@ -192,8 +188,9 @@ static int cmd_request(const ica_args *a)
     return print_request(r);
 }
 
-static int cmd_list(const ica_args *a)
+static int cmd_list(const ica_args *a, long long id)
 {
+    (void)id;
     json_t *r = call(a, "list", json_pack("{s:s}", "op", "ica-list"));
     if (!r)
         return 1;
@@ -340,6 +337,38 @@ static int cmd_fetch(const ica_args *a, long long id)
     return ok ? 0 : 1;
 }
 
+static int cmd_crl(const ica_args *a, long long id)
+{
+    (void)id;
+    return ica_crl_make(a->cert, a->key, a->out);
+}
+
+/* The subcommands: the dispatch and the usage's synopsis both read these rows. A row
+ * with_id takes a request id operand; one without takes no operand. */
+static const struct {
+    const char *name;
+    int with_id;
+    int (*run)(const ica_args *a, long long id);
+    const char *args;
+} subcommands[] = {
+    {"request", 0, cmd_request,
+     "--config F --csr FILE --cluster NAME [--ttl D]\n"
+     "                [--renew-with-key ca-key.pem [--renew-with-cert ca-cert.pem]]"},
+    {"list", 0, cmd_list, "--config F [--json]"},
+    {"show", 1, cmd_show, "ID --config F [--json]"},
+    {"approve", 1, cmd_approve, "ID --config F"},
+    {"deny", 1, cmd_deny, "ID --config F --reason TEXT"},
+    {"fetch", 1, cmd_fetch, "ID --config F --out DIR [--intermediate-crl F]"},
+    {"crl", 0, cmd_crl, "--cert ca-cert.pem --key ca-key.pem --out F"},
+};
+
+static void print_synopsis(FILE *f)
+{
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+        fprintf(f, "%s hsmca intermediate %s %s\n", i ? "      " : "usage:", subcommands[i].name,
+                subcommands[i].args);
+}
+
 /* The request id operand: a decimal number. */
 static int parse_id(const char *s, long long *id)
 {
@@ -387,21 +416,13 @@ int intermediate_main(int argc, char **argv)
     }
     const char *sub = operands[0] ? operands[0] : "";
     long long id = -1;
-    if (!strcmp(sub, "request") && !operands[1])
-        return cmd_request(&a);
-    if (!strcmp(sub, "list") && !operands[1])
-        return cmd_list(&a);
-    if (!strcmp(sub, "crl") && !operands[1])
-        return ica_crl_make(a.cert, a.key, a.out);
-    int has_id = parse_id(operands[1], &id);
-    if (has_id && !strcmp(sub, "show"))
-        return cmd_show(&a, id);
-    if (has_id && !strcmp(sub, "approve"))
-        return cmd_approve(&a, id);
-    if (has_id && !strcmp(sub, "deny"))
-        return cmd_deny(&a, id);
-    if (has_id && !strcmp(sub, "fetch"))
-        return cmd_fetch(&a, id);
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++) {
+        if (strcmp(sub, subcommands[i].name) != 0)
+            continue;
+        if (subcommands[i].with_id ? parse_id(operands[1], &id) : !operands[1])
+            return subcommands[i].run(&a, id);
+        break;
+    }
     usage(stderr);
     return 2;
 }

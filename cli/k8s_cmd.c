@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_table.h"
 #include "log.h"
 #include "sup_exec.h"
 
@@ -33,15 +34,28 @@ static int run_program(const char *cmd, const char *role, char **argv)
     return EXIT_CONFIG;
 }
 
+static int publish_roots(int argc, char **argv)
+{
+    (void)argc;
+    return run_program("hsmca k8s publish-roots", "publish", argv);
+}
+
+static const cli_cmd subcommands[] = {
+    {"publish-roots", publish_roots, NULL,
+     "keep istio-ca-root-cert (and the ClusterTrustBundle, istio-ca-crl)\n"
+     "in the cluster's namespaces, under a Lease"},
+    {NULL, NULL, NULL, NULL}};
+
 int k8s_main(int argc, char **argv)
 {
-    if (argc >= 2 && !strcmp(argv[1], "publish-roots"))
-        return run_program("hsmca k8s publish-roots", "publish", argv + 1);
+    const cli_cmd *sub = argc >= 2 ? cli_cmd_find(subcommands, argv[1]) : NULL;
+    if (sub)
+        return sub->run(argc - 1, argv + 1);
+    /* Only the flags ask for help: `hsmca k8s help` is a usage error. */
     FILE *f = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? stdout : stderr;
     fputs("usage: hsmca k8s publish-roots --config FILE [flags]   (--help for its flags)\n"
-          "\n"
-          "  publish-roots  keep istio-ca-root-cert (and the ClusterTrustBundle, istio-ca-crl)\n"
-          "                 in the cluster's namespaces, under a Lease\n",
+          "\n",
           f);
+    cli_cmd_print(f, subcommands, 13);
     return f == stdout ? 0 : 2;
 }

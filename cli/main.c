@@ -4,11 +4,11 @@
  * their own, supervisor/sup_procs.c). */
 #include <getopt.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "admin_cmd.h"
 #include "audit_cmd.h"
 #include "ca_cmd.h"
+#include "cli_table.h"
 #include "config_cmd.h"
 #include "dev.h"
 #include "intermediate_cmd.h"
@@ -20,43 +20,73 @@
 #include "token_check.h"
 #include "version.h"
 
+static int serve_main(int argc, char **argv);
+
+static int version_run(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    return version_main();
+}
+
+/* The commands: dispatch matches a row's first word, --help lists every row with a
+ * help text; a command with subcommands has a row per subcommand a user runs. */
+static const cli_cmd commands[] = {
+    {"admin status", admin_main, NULL, "the running signer's state, over its admin socket"},
+    {"audit", audit_main, NULL,
+     "check the signing log offline: verify, prove, consistency, show, vkey"},
+    {"ca init", ca_main, NULL,
+     "make the CA key in the token, then a self-signed root or a CSR\n"
+     "signed by it there"},
+    {"ca import", ca_main, NULL,
+     "check a CA certificate against the token key and its root, install it"},
+    {"ca show", ca_main, NULL,
+     "the CA certificate, its chain, expiry, and whether the token key matches"},
+    {"ca revoke", ca_main, NULL,
+     "revoke a certificate this CA issued (admin socket); the CRL is re-signed"},
+    {"ca rotate", ca_main, NULL,
+     "a new CA key: prepare, import-next, overlap, switch, cross-sign, finish"},
+    {"config check", config_main, NULL,
+     "what serve would refuse about a config (the YAML, ca.cert and its\n"
+     "chain, the policy file, JWKS, PIN files, users, audit.dir), with\n"
+     "no token, PIN or port; each problem by file, line and key"},
+    {"dev", dev_main, NULL,
+     "run a development CA on a SoftHSM2 token (creates it on first start)"},
+    {"dev init", dev_main, NULL, "create the dev CA's token, keys and config without starting it"},
+    {"dev token", dev_main, NULL, "print a JWT the dev CA accepts"},
+    {"intermediate", intermediate_main, NULL,
+     "istiod intermediate CAs: request, list, show, approve (M of N),\n"
+     "deny, fetch (the cacerts directory), crl (istiod's own empty CRL)"},
+    {"k8s publish-roots", k8s_main, NULL,
+     "keep istio-ca-root-cert (and the ClusterTrustBundle,\n"
+     "istio-ca-crl) in the cluster's namespaces; replicas share a Lease"},
+    {"probe", probe_main, NULL,
+     "is a running CA healthy (/healthz) or, with --ready, ready\n"
+     "(/readyz)? exit 0 or 1: for exec probes and systemd; --grpc:\n"
+     "the gRPC health check over TLS on the gRPC port"},
+    {"request", request_main, NULL, "ask a running CA for a certificate (a test client)"},
+    {"serve", serve_main, NULL, "run the CA from a YAML config: supervisor, signer, front end"},
+    {"token check", token_main, NULL,
+     "open the token as serve's signer would (same program, user,\n"
+     "sandbox), list the keys' attributes, say whether serve would\n"
+     "start and what to fix: run it first on a new HSM"},
+    {"token keygen", token_main, NULL,
+     "make the CA or audit key in the token (sensitive, never\n"
+     "extractable, sign only); prints its fingerprint"},
+    {"version", version_run, NULL, "the version, the commit and the libraries' versions"},
+    {"--version", version_run, NULL, NULL},
+    {NULL, NULL, NULL, NULL}};
+
 static void usage(FILE *f)
 {
     fputs("usage: hsmca COMMAND [flags]   (hsmca COMMAND --help for its flags)\n"
           "\n"
           "A certificate authority for Istio whose key never leaves the PKCS#11 token.\n"
           "\n"
-          "Commands:\n"
-          "  admin status  the running signer's state, over its admin socket\n"
-          "  audit      check the signing log offline: verify, prove, consistency, show, vkey\n"
-          "  ca init    make the CA key in the token, then a self-signed root or a CSR\n"
-          "             signed by it there\n"
-          "  ca import  check a CA certificate against the token key and its root, install it\n"
-          "  ca show    the CA certificate, its chain, expiry, and whether the token key matches\n"
-          "  ca revoke  revoke a certificate this CA issued (admin socket); the CRL is re-signed\n"
-          "  ca rotate  a new CA key: prepare, import-next, overlap, switch, cross-sign, finish\n"
-          "  config check  what serve would refuse about a config (the YAML, ca.cert and its\n"
-          "                chain, the policy file, JWKS, PIN files, users, audit.dir), with\n"
-          "                no token, PIN or port; each problem by file, line and key\n"
-          "  dev        run a development CA on a SoftHSM2 token (creates it on first start)\n"
-          "  dev init   create the dev CA's token, keys and config without starting it\n"
-          "  dev token  print a JWT the dev CA accepts\n"
-          "  intermediate  istiod intermediate CAs: request, list, show, approve (M of N),\n"
-          "                deny, fetch (the cacerts directory), crl (istiod's own empty CRL)\n"
-          "  k8s publish-roots  keep istio-ca-root-cert (and the ClusterTrustBundle,\n"
-          "             istio-ca-crl) in the cluster's namespaces; replicas share a Lease\n"
-          "  probe      is a running CA healthy (/healthz) or, with --ready, ready\n"
-          "             (/readyz)? exit 0 or 1: for exec probes and systemd; --grpc:\n"
-          "             the gRPC health check over TLS on the gRPC port\n"
-          "  request    ask a running CA for a certificate (a test client)\n"
-          "  serve      run the CA from a YAML config: supervisor, signer, front end\n"
-          "  token check   open the token as serve's signer would (same program, user,\n"
-          "                sandbox), list the keys' attributes, say whether serve would\n"
-          "                start and what to fix: run it first on a new HSM\n"
-          "  token keygen  make the CA or audit key in the token (sensitive, never\n"
-          "                extractable, sign only); prints its fingerprint\n"
-          "  version    the version, the commit and the libraries' versions\n"
-          "\n"
+          "Commands:\n",
+          f);
+    cli_cmd_print(f, commands, 11);
+    fputs("\n"
           "serve and dev run the programs installed beside hsmca (or in\n"
           "../libexec/hsmca/): hsmca-supervisor, which they become, starts\n"
           "hsmca-signer, the privileged process that holds the token session,\n"
@@ -110,40 +140,5 @@ static int serve_main(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "admin"))
-        return admin_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "intermediate"))
-        return intermediate_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "audit"))
-        return audit_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "ca"))
-        return ca_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "dev"))
-        return dev_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "token"))
-        return token_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "serve"))
-        return serve_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "probe"))
-        return probe_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "request"))
-        return request_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "config"))
-        return config_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "k8s"))
-        return k8s_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
-        return version_main();
-    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-        usage(stdout);
-        return 0;
-    }
-    fprintf(stderr, "hsmca: unknown command '%s'\n", cmd);
-    usage(stderr);
-    return 2;
+    return cli_dispatch("hsmca", commands, usage, argc, argv);
 }

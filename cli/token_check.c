@@ -16,10 +16,20 @@
 
 #include "ca.h"
 #include "cli_opts.h"
+#include "cli_table.h"
 #include "config.h"
 #include "log.h"
 #include "sup_env.h"
 #include "sup_exec.h"
+
+static int token_check(int argc, char **argv);
+
+static const cli_cmd token_commands[] = {
+    {"check", token_check, NULL, "open the token as `serve` would and say whether it would start"},
+    {"keygen", token_keygen, NULL,
+     "make the CA key or the audit key in the token (sensitive, never\n"
+     "extractable, sign only)"},
+    {NULL, NULL, NULL, NULL}};
 
 static void usage(FILE *f)
 {
@@ -27,11 +37,10 @@ static void usage(FILE *f)
           "\n"
           "The PKCS#11 token a config names (pkcs11.module, pkcs11.ca_key,\n"
           "pkcs11.audit_key, pkcs11.pin_file):\n"
-          "\n"
-          "  check    open the token as `serve` would and say whether it would start\n"
-          "  keygen   make the CA key or the audit key in the token (sensitive, never\n"
-          "           extractable, sign only)\n"
-          "\n"
+          "\n",
+          f);
+    cli_cmd_print(f, token_commands, 9);
+    fputs("\n"
           "Run check first on a new HSM, and after keygen.\n",
           f);
 }
@@ -153,20 +162,5 @@ static int token_check(int argc, char **argv)
 
 int token_main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "check"))
-        return token_check(argc - 1, argv + 1);
-    if (!strcmp(cmd, "keygen"))
-        return token_keygen(argc - 1, argv + 1);
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-        usage(stdout);
-        return 0;
-    }
-    fprintf(stderr, "hsmca token: unknown command '%s'\n", cmd);
-    usage(stderr);
-    return 2;
+    return cli_dispatch("hsmca token", token_commands, usage, argc, argv);
 }
