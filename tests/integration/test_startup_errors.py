@@ -159,8 +159,8 @@ class StartupErrorTests(unittest.TestCase):
         r = subprocess.run([BIN, "dev", "init", "--dir", d], capture_output=True, text=True,
                            timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertIn("this dev directory has no audit key yet: generating the Ed25519 audit key "
-                      "'audit-key' in the token", r.stdout + r.stderr)
+        self.assertIn('"msg":"this dev directory has no audit key yet: generating the audit key '
+                      'in the token","kind":"Ed25519","label":"audit-key"', r.stdout + r.stderr)
         with open(config) as f:
             self.assertIn('audit_key: "pkcs11:token=hsmca;object=audit-key;type=private"', f.read())
         listed = subprocess.run(tool + ["-O", "--type", "privkey"], capture_output=True, text=True,
