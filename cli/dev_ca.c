@@ -127,10 +127,16 @@ static HSMCA_MUSTCHECK hsmca_code ensure_audit_key(p11_module *m, const char *pi
     hsmca_err_clear(&why);
     hsmca_code rc = p11_signkey_open(m, uri, pin, &k, &why);
     if (rc == HSMCA_ENOTFOUND) {
-        log_info("%sgenerating the %s audit key '%s' in the token",
-                 new_ca ? "" : "this dev directory has no audit key yet: ",
-                 key_kind_of(make)->what,
-                 DEV_AUDIT_KEY_LABEL);
+        if (new_ca)
+            LOG_EVENT(LOG_LVL_INFO, "generating the audit key in the token",
+                      LOG_STR("kind", key_kind_of(make)->what),
+                      LOG_STR("label", DEV_AUDIT_KEY_LABEL));
+        else
+            LOG_EVENT(LOG_LVL_INFO,
+                      "this dev directory has no audit key yet: generating the audit key in the "
+                      "token",
+                      LOG_STR("kind", key_kind_of(make)->what),
+                      LOG_STR("label", DEV_AUDIT_KEY_LABEL));
         rc = p11_generate_key(m, DEV_TOKEN_LABEL, pin, DEV_AUDIT_KEY_LABEL, make, &why);
         if (rc == HSMCA_OK)
             rc = p11_signkey_open(m, uri, pin, &k, &why);
@@ -164,7 +170,8 @@ static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_typ
     if (rc == HSMCA_OK)
         rc = p11_module_load(DEV_SOFTHSM_MODULE, &m, e);
     if (rc == HSMCA_OK && !p11_token_exists(m, DEV_TOKEN_LABEL)) {
-        log_info("creating SoftHSM token '%s' in %s/tokens", DEV_TOKEN_LABEL, dir);
+        LOG_EVENT(LOG_LVL_INFO, "creating the SoftHSM token", LOG_STR("token", DEV_TOKEN_LABEL),
+                  LOG_STR("dir", dir));
         rc = p11_init_token(m, DEV_TOKEN_LABEL, so_pin, pin, e);
     }
     const char *uri = "pkcs11:token=" DEV_TOKEN_LABEL ";object=" DEV_CA_KEY_LABEL ";type=private";
@@ -172,7 +179,8 @@ static HSMCA_MUSTCHECK hsmca_code init_token_and_ca(const char *dir, p11_key_typ
     if (open_rc != HSMCA_OK && open_rc != HSMCA_ENOTFOUND) {
         rc = open_rc; /* wrong PIN, unsafe key...: never paper over with a new key */
     } else if (open_rc == HSMCA_ENOTFOUND) {
-        log_info("generating the %s CA key in the token", key_kind_of(type)->what);
+        LOG_EVENT(LOG_LVL_INFO, "generating the CA key in the token",
+                  LOG_STR("kind", key_kind_of(type)->what));
         rc = p11_generate_key(m, DEV_TOKEN_LABEL, pin, DEV_CA_KEY_LABEL, type, e);
         if (rc == HSMCA_OK)
             rc = p11_pool_open(m, uri, pin, 1, &pool, e);
@@ -270,7 +278,8 @@ hsmca_code dev_ca_init(const char *dir, p11_key_type key_type, p11_key_type audi
     if (pid == 0) {
         hsmca_err ce;
         if (init_token_and_ca(dir, key_type, audit_type, &ce) != HSMCA_OK) {
-            log_error("%s", ce.msg);
+            LOG_EVENT(LOG_LVL_ERROR, "dev: cannot make the token and the CA",
+                      LOG_STR("error", ce.msg));
             _exit(1);
         }
         _exit(0);

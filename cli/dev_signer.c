@@ -54,7 +54,8 @@ hsmca_code dev_signer_user_ensure(int *created, hsmca_err *e)
     if (getpwnam(DEV_SIGNER_USER)) {
         *created = rc == 0;
         if (*created)
-            log_info("created the system user %s for the signer", DEV_SIGNER_USER);
+            LOG_EVENT(LOG_LVL_INFO, "created the system user for the signer",
+                      LOG_STR("user", DEV_SIGNER_USER));
         return HSMCA_OK;
     }
     return hsmca_fail(e, HSMCA_EIO,

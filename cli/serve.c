@@ -17,18 +17,20 @@ int serve_exec(const char *config)
     char self[PATH_MAX], prog[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0) {
-        log_error("cannot find our own executable: %s", strerror(errno));
+        LOG_EVENT(LOG_LVL_ERROR, "cannot find our own executable",
+                  LOG_STR("error", strerror(errno)));
         return EXIT_CONFIG;
     }
     self[n] = '\0';
     hsmca_err e;
     if (sup_exec_find(self, "supervisor", prog, sizeof(prog), &e) != HSMCA_OK) {
-        log_error("%s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "cannot find hsmca-supervisor", LOG_STR("error", e.msg));
         return EXIT_CONFIG;
     }
     char *argv[] = {prog, "--config", (char *)config, "--hsmca", self, NULL};
     fflush(NULL);
     execve(prog, argv, environ);
-    log_error("cannot run %s: %s", prog, strerror(errno));
+    LOG_EVENT(LOG_LVL_ERROR, "cannot run the supervisor", LOG_STR("path", prog),
+              LOG_STR("error", strerror(errno)));
     return EXIT_CONFIG;
 }

@@ -350,7 +350,7 @@ __attribute__((format(printf, 2, 0))) static void log_emit(int level, const char
     line_write(&b);
 }
 
-/* then: what follows the line (return, or exit for the fatal ones). */
+/* then: how the process exits after the line. */
 #define LOG_FN(name, level, then)                                                                  \
     void name(const char *fmt, ...)                                                                \
     {                                                                                              \
@@ -360,10 +360,6 @@ __attribute__((format(printf, 2, 0))) static void log_emit(int level, const char
         va_end(ap);                                                                                \
         then;                                                                                      \
     }
-LOG_FN(log_debug, LOG_LVL_DEBUG, return )
-LOG_FN(log_info, LOG_LVL_INFO, return )
-LOG_FN(log_warn, LOG_LVL_WARN, return )
-LOG_FN(log_error, LOG_LVL_ERROR, return )
 /* _exit, not exit: a fatal error may come from any thread, and exit's handlers
  * (OpenSSL's cleanup among them) would free what the other threads are still
  * using, turning one failure into wrong answers. The log line is already out

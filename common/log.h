@@ -13,7 +13,7 @@
  *   that spells "\xc0" cannot pass for the byte 0xc0. An embedded NUL is \u0000
  *   (a jansson reader needs JSON_ALLOW_NUL), never the end of the value.
  * - A value is capped (LOG_FIELD_MAX input or LOG_FIELD_ESC_MAX escaped bytes, whichever
- *   comes first; LOG_MSG_MAX / LOG_MSG_ESC_MAX for a printf message), cut at a
+ *   comes first; LOG_MSG_MAX / LOG_MSG_ESC_MAX for fatal()'s formatted message), cut at a
  *   character boundary, and a cut value is followed by the number
  *   "<key>_truncated":<original length in bytes>. So one long value never pushes the
  *   fields after it off the line.
@@ -36,8 +36,8 @@
 #define LOG_FIELD_ESC_MAX 384 /* escaped bytes of a field value: controls cost 6 */
 #define LOG_FIELDS_MAX 7      /* fields per log_event; more are counted, not shown */
 #define LOG_KEY_MAX 32        /* bytes in a field key */
-#define LOG_MSG_MAX 1024      /* input bytes kept of a printf-formatted message */
-#define LOG_MSG_ESC_MAX 3072  /* escaped bytes of a printf-formatted message */
+#define LOG_MSG_MAX 1024      /* input bytes kept of fatal()'s formatted message */
+#define LOG_MSG_ESC_MAX 3072  /* escaped bytes of fatal()'s formatted message */
 
 /* Names this process in every line ("supervisor", "signer", "frontend", "cli"); a copy
  * of at most 31 bytes is kept, bytes outside [A-Za-z0-9_.-] replaced by '_'. */
@@ -47,13 +47,6 @@ void log_init(const char *proc);
  * level outside that range is shown as the nearest one.
  * HSMCA_LOG_LEVEL=debug|info|warn|error in the environment sets it at log_init. */
 void log_set_level(int level);
-
-/* printf-style: the formatted message is escaped and capped like a field value
- * (key "msg", cap LOG_MSG_MAX, "msg_truncated" when cut). */
-void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* One string field of a structured line. The caller owns key and val; both need
  * only live for the call. val holds len bytes (any bytes, NULs included); a NULL
@@ -130,7 +123,10 @@ void log_limiter_free(log_limiter *l);
 size_t log_json_escape(const void *s, size_t n, size_t in_cap, char *out, size_t out_cap,
                        size_t *out_len);
 
-/* Logs at error level and _exits(1) (no exit handlers: other threads may still run):
+/* The only printf-style lines are fatal()'s and fatal_config()'s: the formatted message
+ * is escaped and capped like a field value (key "msg", cap LOG_MSG_MAX, "msg_truncated"
+ * when cut); every other line is a log_event.
+ * Logs at error level and _exits(1) (no exit handlers: other threads may still run):
  * the supervisor restarts the process. When to use it (and when an error must be
  * returned instead) is hsmca_err.h's out-of-memory rule. */
 noreturn void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

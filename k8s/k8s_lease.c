@@ -91,7 +91,8 @@ static void create(k8s_client *a, k8s_lease *l, double now)
         char why[300];
         snprintf(why, sizeof(why), "%s (HTTP %ld)", rc == HSMCA_OK ? "refused" : e.msg, status);
         lose(l, why);
-        log_warn("cannot create the Lease %s/%s: %s", l->ns, l->name, why);
+        LOG_EVENT(LOG_LVL_WARN, "cannot create the Lease", LOG_STR("namespace", l->ns),
+                  LOG_STR("lease", l->name), LOG_STR("reason", why));
     }
 }
 
@@ -132,7 +133,8 @@ static void update(k8s_client *a, k8s_lease *l, json_t *obj, const char *holder,
         snprintf(why, sizeof(why), "%s (HTTP %ld)", rc == HSMCA_OK ? "update refused" : e.msg,
                  status);
         lose(l, why);
-        log_warn("cannot update the Lease %s/%s: %s", l->ns, l->name, why);
+        LOG_EVENT(LOG_LVL_WARN, "cannot update the Lease", LOG_STR("namespace", l->ns),
+                  LOG_STR("lease", l->name), LOG_STR("reason", why));
     }
 }
 
@@ -145,7 +147,8 @@ int k8s_lease_step(k8s_client *a, k8s_lease *l, double now)
     hsmca_err e;
     if (k8s_get(a, path, &status, &obj, &e) != HSMCA_OK) {
         lose(l, e.msg);
-        log_warn("cannot read the Lease %s/%s: %s", l->ns, l->name, e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "cannot read the Lease", LOG_STR("namespace", l->ns),
+                  LOG_STR("lease", l->name), LOG_STR("error", e.msg));
         return 0;
     }
     if (status == 404) {
@@ -159,9 +162,11 @@ int k8s_lease_step(k8s_client *a, k8s_lease *l, double now)
         char why[80];
         snprintf(why, sizeof(why), "reading it answered HTTP %ld", status);
         lose(l, why);
-        log_warn("cannot read the Lease %s/%s: HTTP %ld (RBAC: get, create, update on "
-                 "leases.coordination.k8s.io)",
-                 l->ns, l->name, status);
+        LOG_EVENT(LOG_LVL_WARN,
+                  "cannot read the Lease (RBAC: get, create, update on "
+                  "leases.coordination.k8s.io)",
+                  LOG_STR("namespace", l->ns), LOG_STR("lease", l->name),
+                  LOG_INT("status", status));
         return 0;
     }
     /* A copy: update() replaces the string in obj. */

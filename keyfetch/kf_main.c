@@ -88,7 +88,7 @@ static int serve(int ctl, sup_keys **k)
     for (;;) {
         struct pollfd p = {ctl, POLLIN, 0};
         if (poll(&p, 1, 200) < 0 && errno != EINTR) {
-            log_error("poll: %s", strerror(errno));
+            LOG_EVENT(LOG_LVL_ERROR, "poll failed", LOG_STR("error", strerror(errno)));
             return 1;
         }
         if (p.revents) {
@@ -105,7 +105,8 @@ static int serve(int ctl, sup_keys **k)
             if (!k[i] || sup_keys_generation(k[i]) == sent[i])
                 continue;
             if (sup_keys_push_type(k[i], ctl, CTL_KEYS_CLUSTER(i), &sent[i], &e) != HSMCA_OK)
-                log_warn("cannot hand the supervisor the issuer keys of cluster %d: %s", i, e.msg);
+                LOG_EVENT(LOG_LVL_WARN, "cannot hand the supervisor the issuer keys",
+                          LOG_INT("cluster_index", i), LOG_STR("error", e.msg));
         }
     }
 }
@@ -124,16 +125,17 @@ int keyfetch_main(int argc, char **argv)
     if (config_load(config, &cfg, &e) != HSMCA_OK || config_validate(&cfg, &e) != HSMCA_OK ||
         sandbox_user_lookup("frontend.user", cfg.fe_user, &u, &e) != HSMCA_OK ||
         sandbox_drop_user(&u, NULL, &e) != HSMCA_OK) {
-        log_error("%s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "keyfetch: cannot start", LOG_STR("error", e.msg));
         return EXIT_CONFIG;
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-        log_error("keyfetch: PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
+        LOG_EVENT(LOG_LVL_ERROR, "keyfetch: PR_SET_NO_NEW_PRIVS failed",
+                  LOG_STR("error", strerror(errno)));
         return EXIT_CONFIG;
     }
     sup_keys *k[IPC_KEYSETS] = {0};
     if (kf_fetch_init(&e) != HSMCA_OK || fetchers_start(&cfg, views, k, &e) != HSMCA_OK) {
-        log_error("%s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "keyfetch: cannot start the fetchers", LOG_STR("error", e.msg));
         return EXIT_CONFIG;
     }
     rc = serve(ctl, k);

@@ -201,7 +201,7 @@ static int setup(const kp_args *a, kp_state *st, k8s_target *t)
 {
     hsmca_err e;
     if (config_load(a->config, st->cfg, &e) != HSMCA_OK) {
-        log_error("hsmca k8s publish-roots: %s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "hsmca k8s publish-roots: cannot start", LOG_STR("error", e.msg));
         return EXIT_CONFIG;
     }
     hsmca_config *c = st->cfg;
@@ -210,31 +210,39 @@ static int setup(const kp_args *a, kp_state *st, k8s_target *t)
     size_t nl = strlen(c->publish_lease_namespace), ll = strlen(c->publish_lease_name);
     if (c->publish_lease_duration < 2 || nl < 1 || nl > 63 || ll < 1 || ll > 253 ||
         strpbrk(c->publish_lease_namespace, "/?#%") || strpbrk(c->publish_lease_name, "/?#%")) {
-        log_error("hsmca k8s publish-roots: publish.lease_duration must be at least 2s, "
+        log_event(LOG_LVL_ERROR,
+                  "hsmca k8s publish-roots: publish.lease_duration must be at least 2s, "
                   "publish.lease_namespace (1-63 bytes) and publish.lease_name (1-253 bytes) "
-                  "Kubernetes names");
+                  "Kubernetes names",
+                  NULL, 0);
         return EXIT_CONFIG;
     }
     kp_roots r;
     if (kp_roots_load(c->root_bundle, &r, &e) != HSMCA_OK) {
-        log_error("hsmca k8s publish-roots: %s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "hsmca k8s publish-roots: cannot start", LOG_STR("error", e.msg));
         return EXIT_CONFIG;
     }
     if (r.ctb_problem[0] && c->publish_ctb)
-        log_warn("ca.root_bundle: %s: the ClusterTrustBundle will not be written", r.ctb_problem);
+        LOG_EVENT(LOG_LVL_WARN, "ca.root_bundle: the ClusterTrustBundle will not be written",
+                  LOG_STR("reason", r.ctb_problem));
     kp_roots_clear(&r);
     const char *kc = a->incluster ? NULL : a->kubeconfig ? a->kubeconfig : c->publish_kubeconfig;
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
     if (!(kc && kc[0]) && !(host && host[0])) {
-        log_error("hsmca k8s publish-roots: not in a pod (KUBERNETES_SERVICE_HOST unset): "
-                  "set publish.kubeconfig or --kubeconfig");
+        log_event(LOG_LVL_ERROR,
+                  "hsmca k8s publish-roots: not in a pod (KUBERNETES_SERVICE_HOST unset): "
+                  "set publish.kubeconfig or --kubeconfig",
+                  NULL, 0);
         return EXIT_CONFIG;
     }
     hsmca_code rc = kc && kc[0] ? kubeconfig_load(kc, t, &e) : k8s_incluster(NULL, t, &e);
     if (rc == HSMCA_OK)
         rc = k8s_client_new(t, c->publish_timeout, "publish-roots", &st->api, &e);
     if (rc != HSMCA_OK) {
-        log_error("hsmca k8s publish-roots: %s (publish.kubeconfig, --kubeconfig)", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR,
+                  "hsmca k8s publish-roots: no API server client (publish.kubeconfig, "
+                  "--kubeconfig)",
+                  LOG_STR("error", e.msg));
         return EXIT_CONFIG;
     }
     k8s_lease *l = &st->lease;
@@ -269,11 +277,12 @@ static int loop(kp_state *st, int once)
         hsmca_code rc = round_once(st, force, &e);
         force = 0;
         if (rc != HSMCA_OK)
-            log_error("publish-roots: %s", e.msg);
+            LOG_EVENT(LOG_LVL_ERROR, "publish-roots: round failed", LOG_STR("error", e.msg));
         if (once) {
             if (rc == HSMCA_OK && !st->lease.held)
-                log_info("publish-roots: another replica holds the Lease %s/%s: nothing written",
-                         st->lease.ns, st->lease.name);
+                LOG_EVENT(LOG_LVL_INFO,
+                          "publish-roots: another replica holds the Lease: nothing written",
+                          LOG_STR("namespace", st->lease.ns), LOG_STR("lease", st->lease.name));
             status = rc == HSMCA_OK ? 0 : 1;
             break;
         }
@@ -298,10 +307,10 @@ int kp_main(int argc, char **argv)
     /* It holds the API server's credentials: no process of its user (the front end's
      * when serve runs it as frontend.user) may read its memory or attach to it. */
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-        log_warn("publish-roots: cannot make this process non-dumpable");
+        log_event(LOG_LVL_WARN, "publish-roots: cannot make this process non-dumpable", NULL, 0);
     hsmca_config *cfg = calloc(1, sizeof(*cfg));
     if (!cfg) {
-        log_error("out of memory");
+        log_event(LOG_LVL_ERROR, "out of memory", NULL, 0);
         return 1;
     }
     kp_state st = {.cfg = cfg};

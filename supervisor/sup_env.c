@@ -111,6 +111,7 @@ void sup_env_log_signer(const hsmca_config *cfg)
             break;
         used += (size_t)n;
     }
-    log_info("signer environment: pkcs11.env gives %s%s%s", cfg->pkcs11_env.n ? "" : "nothing",
-             names, cfg->softhsm2_conf[0] ? "; pkcs11.softhsm2_conf gives SOFTHSM2_CONF" : "");
+    LOG_EVENT(LOG_LVL_INFO, "signer environment",
+              LOG_STR("pkcs11_env", cfg->pkcs11_env.n ? names : "nothing"),
+              LOG_STR("pkcs11_softhsm2_conf", cfg->softhsm2_conf[0] ? "SOFTHSM2_CONF" : "nothing"));
 }

@@ -68,8 +68,8 @@ static HSMCA_MUSTCHECK hsmca_code keys_accept(sup_keys *k, char *doc, size_t len
     tok_jwks_free(ks);
     uint64_t g = keys_store(k, doc, len);
     if (g)
-        log_info("issuer keys: accepted a JWKS with %zu usable key(s) (update %llu)", n,
-                 (unsigned long long)g);
+        LOG_EVENT(LOG_LVL_INFO, "issuer keys: accepted a JWKS", LOG_UINT("usable_keys", n),
+                  LOG_UINT("generation", g));
     return HSMCA_OK;
 }
 
@@ -130,7 +130,8 @@ static void keys_round(sup_keys *k, int asked)
     double now = util_mono_now();
     if (k->cfg->jwks_file[0]) {
         if (file_load(k, 0, &e) != HSMCA_OK)
-            log_warn("issuer keys: keeping the last good keys: %s", e.msg);
+            LOG_EVENT(LOG_LVL_WARN, "issuer keys: keeping the last good keys",
+                      LOG_STR("error", e.msg));
         return;
     }
     double min_gap = (double)k->cfg->jwt_min_refresh;
@@ -149,8 +150,12 @@ static void keys_round(sup_keys *k, int asked)
     /* Unreachable or wrong: retry sooner than the schedule, never more often than
      * min_refresh; whatever was accepted before keeps being used. */
     k->next_fetch = now + min_gap;
-    log_warn("issuer keys: fetch from %s failed (%s); %s", k->cfg->jwt_issuer, e.msg,
-             k->have_good ? "keeping the last good keys" : "no keys yet");
+    if (k->have_good)
+        LOG_EVENT(LOG_LVL_WARN, "issuer keys: fetch failed; keeping the last good keys",
+                  LOG_STR("url", k->cfg->jwt_issuer), LOG_STR("error", e.msg));
+    else
+        LOG_EVENT(LOG_LVL_WARN, "issuer keys: fetch failed; no keys yet",
+                  LOG_STR("url", k->cfg->jwt_issuer), LOG_STR("error", e.msg));
 }
 
 static void *keys_thread(void *arg)
@@ -244,8 +249,8 @@ hsmca_code sup_keys_offer_fd(sup_keys *k, int fd, hsmca_err *e)
     doc[len] = '\0';
     uint64_t g = keys_store(k, doc, len);
     if (g)
-        log_info("issuer keys: the key fetcher sent a new JWKS (update %llu)",
-                 (unsigned long long)g);
+        LOG_EVENT(LOG_LVL_INFO, "issuer keys: the key fetcher sent a new JWKS",
+                  LOG_UINT("generation", g));
     return HSMCA_OK;
 }
 

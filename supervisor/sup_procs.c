@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -121,7 +122,8 @@ static int mx_link_for(const sup_child *c)
         return -1;
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
-        log_error("socketpair for the metrics link: %s", strerror(errno));
+        LOG_EVENT(LOG_LVL_ERROR, "socketpair for the metrics link failed",
+                  LOG_STR("error", strerror(errno)));
         return -1;
     }
     if (sup_mx.keep >= 0)
@@ -130,7 +132,8 @@ static int mx_link_for(const sup_child *c)
     const sup_child *m = kid_with(LINK_METRICS);
     hsmca_err e;
     if (m && m->pid && m->ctl >= 0 && ipc_send_fd(m->ctl, sup_mx.keep, &e) != HSMCA_OK)
-        log_warn("cannot hand the metrics process its link to the new front end: %s", e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "cannot hand the metrics process its link to the new front end",
+                  LOG_STR("error", e.msg));
     return pair[0];
 }
 
@@ -190,7 +193,8 @@ static HSMCA_MUSTCHECK hsmca_code spawn(sup_child *c, int ipc_fd, hsmca_err *e)
     c->ctl = ctl[0];
     memset(c->keys_sent, 0, sizeof(c->keys_sent));
     c->started = util_mono_now();
-    log_info("started %s (pid %d)", c->proc->role, (int)pid);
+    LOG_EVENT(LOG_LVL_INFO, "child started", LOG_STR("role", c->proc->role),
+              LOG_INT("child_pid", pid));
     return HSMCA_OK;
 }
 
@@ -202,14 +206,15 @@ static HSMCA_MUSTCHECK hsmca_code spawn_own_user(sup_child *c, hsmca_err *e)
         return e->code;
     c->pid = pid;
     c->started = util_mono_now();
-    log_info("started %s (pid %d)", c->proc->role, (int)pid);
+    LOG_EVENT(LOG_LVL_INFO, "child started", LOG_STR("role", c->proc->role),
+              LOG_INT("child_pid", pid));
     return HSMCA_OK;
 }
 
 static int new_pair(int pair[2])
 {
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
-        log_error("socketpair: %s", strerror(errno));
+        LOG_EVENT(LOG_LVL_ERROR, "socketpair failed", LOG_STR("error", strerror(errno)));
         return -1;
     }
     return 0;
@@ -228,12 +233,15 @@ static void restart_due(sup_child *c, sup_child *peer)
     hsmca_err e;
     if (peer->pid) {
         if (ipc_send_fd(peer->ctl, pair[1], &e) != HSMCA_OK)
-            log_warn("cannot hand %s a new connection: %s", peer->proc->role, e.msg);
+            LOG_EVENT(LOG_LVL_WARN, "cannot hand a child a new connection",
+                      LOG_STR("role", peer->proc->role), LOG_STR("error", e.msg));
     } else if (spawn(peer, pair[1], &e) != HSMCA_OK) {
-        log_error("cannot start %s: %s", peer->proc->role, e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "cannot start a child", LOG_STR("role", peer->proc->role),
+                  LOG_STR("error", e.msg));
     }
     if (spawn(c, pair[0], &e) != HSMCA_OK)
-        log_error("cannot start %s: %s", c->proc->role, e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "cannot start a child", LOG_STR("role", c->proc->role),
+                  LOG_STR("error", e.msg));
     close(pair[0]);
     close(pair[1]);
 }
@@ -257,7 +265,8 @@ static void start_due(sup_child *c)
     hsmca_code rc = c->proc->links & LINK_OWN_USER ? spawn_own_user(c, &e)
                                                    : spawn(c, ipc_fd, &e);
     if (rc != HSMCA_OK) {
-        log_error("cannot start %s: %s", c->proc->role, e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "cannot start a child", LOG_STR("role", c->proc->role),
+                  LOG_STR("error", e.msg));
         c->restart_at = now + BACKOFF_MAX;
     }
 }
@@ -274,17 +283,21 @@ int sup_procs_reap(void)
                 continue;
             double now = util_mono_now();
             if (WIFSIGNALED(status))
-                log_warn("%s (pid %d) killed by signal %d", role, (int)pid, WTERMSIG(status));
+                LOG_EVENT(LOG_LVL_WARN, "child killed by a signal", LOG_STR("role", role),
+                          LOG_INT("child_pid", pid), LOG_INT("signal", WTERMSIG(status)));
             else if (WEXITSTATUS(status) == EXIT_CONFIG)
                 permanent = 1;
             else if (WEXITSTATUS(status) == EXIT_RESTART)
-                log_info("%s (pid %d) asked to be restarted", role, (int)pid);
+                LOG_EVENT(LOG_LVL_INFO, "child asked to be restarted", LOG_STR("role", role),
+                          LOG_INT("child_pid", pid));
             else
-                log_warn("%s (pid %d) exited with status %d", role, (int)pid, WEXITSTATUS(status));
+                LOG_EVENT(LOG_LVL_WARN, "child exited", LOG_STR("role", role),
+                          LOG_INT("child_pid", pid), LOG_INT("status", WEXITSTATUS(status)));
             if (permanent) {
-                log_error("%s cannot start: a configuration, PIN, key, sandbox or audit log "
+                LOG_EVENT(LOG_LVL_ERROR,
+                          "child cannot start: a configuration, PIN, key, sandbox or audit log "
                           "lock error (see above) that a restart will not cure; stopping",
-                          role);
+                          LOG_STR("role", role), LOG_INT("child_pid", pid));
                 c->pid = 0;
                 continue;
             }
@@ -296,7 +309,10 @@ int sup_procs_reap(void)
             if (c->ctl >= 0)
                 close(c->ctl);
             c->ctl = -1;
-            log_info("restarting %s in %.1fs", role, c->backoff);
+            char delay[32];
+            snprintf(delay, sizeof(delay), "%.1f", c->backoff);
+            LOG_EVENT(LOG_LVL_INFO, "restarting a child", LOG_STR("role", role),
+                      LOG_STR("delay_s", delay));
         }
     }
     return permanent ? -1 : 0;
@@ -338,8 +354,12 @@ void sup_procs_stop(void)
         if (util_mono_now() > deadline) {
             for (int i = 0; i < n; i++) {
                 if (kids[i].pid) {
-                    log_warn("%s (pid %d) did not stop within %.0f s of SIGTERM: killing it",
-                             kids[i].proc->role, (int)kids[i].pid, SUP_STOP_GRACE_S);
+                    char grace[32];
+                    snprintf(grace, sizeof(grace), "%.0f", SUP_STOP_GRACE_S);
+                    LOG_EVENT(LOG_LVL_WARN,
+                              "child did not stop within the grace of SIGTERM: killing it",
+                              LOG_STR("role", kids[i].proc->role),
+                              LOG_INT("child_pid", kids[i].pid), LOG_STR("grace_s", grace));
                     kill(kids[i].pid, SIGKILL);
                 }
             }

@@ -1,6 +1,7 @@
 /* sup_reload.c - see sup_reload.h. */
 #include "sup_reload.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,13 +39,14 @@ static int send_doc(int ctl, char type, const char *name, const char *doc, size_
     int fd = sup_sealed_memfd(name, doc, len);
     hsmca_err e;
     if (fd < 0) {
-        log_warn("reload: cannot make a memfd for the %s", name);
+        LOG_EVENT(LOG_LVL_WARN, "reload: cannot make a memfd", LOG_STR("what", name));
         return -1;
     }
     hsmca_code rc = ipc_send_ctl_fd(ctl, type, fd, &e);
     close(fd);
     if (rc != HSMCA_OK)
-        log_warn("reload: cannot send the %s: %s", name, e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "reload: cannot send", LOG_STR("what", name),
+                  LOG_STR("error", e.msg));
     return rc == HSMCA_OK ? 0 : -1;
 }
 
@@ -59,7 +61,7 @@ static void tell_failed(int ctl, const char *why)
 static void to_frontend(int frontend_ctl)
 {
     if (frontend_ctl >= 0 && send_doc(frontend_ctl, CTL_POLICY, "hsmca-policy", R.doc, R.len) == 0)
-        log_info("reload: policy file sent to the front end");
+        log_event(LOG_LVL_INFO, "reload: policy file sent to the front end", NULL, 0);
     forget();
 }
 
@@ -67,7 +69,9 @@ void sup_reload_begin(int signer_ctl, int frontend_ctl)
 {
     forget(); /* a reload still waiting is overtaken: the file read now is the newer */
     if (!R.path || !R.path[0]) {
-        log_info("SIGHUP: no issuance.policy_file to reload; the issuer keys are read again");
+        log_event(LOG_LVL_INFO,
+                  "SIGHUP: no issuance.policy_file to reload; the issuer keys are read again", NULL,
+                  0);
         return;
     }
     hsmca_err e;
@@ -76,8 +80,9 @@ void sup_reload_begin(int signer_ctl, int frontend_ctl)
     if (rc == HSMCA_OK)
         rc = policy_file_load_buf(R.path, R.doc, R.len, &p, &e);
     if (rc != HSMCA_OK) {
-        log_error("SIGHUP: policy file not reloaded, both processes keep the policy in force: %s",
-                  e.msg);
+        LOG_EVENT(LOG_LVL_ERROR,
+                  "SIGHUP: policy file not reloaded, both processes keep the policy in force",
+                  LOG_STR("error", e.msg));
         tell_failed(signer_ctl, e.msg); /* the signer never saw the file: for admin status */
         tell_failed(frontend_ctl, e.msg);
         forget();
@@ -110,8 +115,10 @@ void sup_reload_signer_said(char b, int frontend_ctl)
         to_frontend(frontend_ctl);
         return;
     }
-    log_error("SIGHUP: the signer kept its policy (see its log line); the front end keeps its "
-              "own too");
+    log_event(LOG_LVL_ERROR,
+              "SIGHUP: the signer kept its policy (see its log line); the front end keeps its "
+              "own too",
+              NULL, 0);
     tell_failed(frontend_ctl, "reload: the signer refused the new policy file (see its "
                                        "log); both processes keep the policy in force");
     forget();
@@ -122,12 +129,17 @@ void sup_reload_tick(int signer_ctl, int frontend_ctl)
     if (!R.waiting)
         return;
     if (signer_ctl < 0) {
-        log_info("reload: the signer went away before answering; its successor reads the file");
+        log_event(LOG_LVL_INFO,
+                  "reload: the signer went away before answering; its successor reads the file",
+                  NULL, 0);
         to_frontend(frontend_ctl);
     } else if (util_mono_now() > R.deadline) {
-        log_error("SIGHUP: the signer did not answer the reload within %.0f s; the front end "
-                  "keeps its policy",
-                  SUP_RELOAD_SIGNER_WAIT_S);
+        char wait_s[32];
+        snprintf(wait_s, sizeof(wait_s), "%.0f", SUP_RELOAD_SIGNER_WAIT_S);
+        LOG_EVENT(LOG_LVL_ERROR,
+                  "SIGHUP: the signer did not answer the reload in time; the front end keeps its "
+                  "policy",
+                  LOG_STR("wait_s", wait_s));
         tell_failed(frontend_ctl, "reload: the signer did not answer in time; the front "
                                            "end keeps the policy in force");
         forget();

@@ -44,7 +44,8 @@ static void keys_refresh(sup_keyring *keys)
     int ctl = sup_procs_ctl(LINK_FETCHER);
     char b = CTL_KEYS_REFRESH;
     if (ctl >= 0 && send(ctl, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1 && errno != EAGAIN)
-        log_warn("cannot ask the key fetcher for fresh issuer keys: %s", strerror(errno));
+        LOG_EVENT(LOG_LVL_WARN, "cannot ask the key fetcher for fresh issuer keys",
+                  LOG_STR("error", strerror(errno)));
 }
 
 /* A message from the key fetcher: a cluster's accepted JWKS (CTL_KEYS_CLUSTER(idx), a
@@ -63,11 +64,13 @@ static void read_fetcher(sup_child *from, sup_keyring *keys)
     }
     int idx = rc == HSMCA_OK ? ctl_keys_cluster(type) : -1;
     if (rc != HSMCA_OK)
-        log_warn("key fetcher: %s", e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "key fetcher: bad control message", LOG_STR("error", e.msg));
     else if (idx < 0 || idx >= SUP_CLUSTERS || !keys->relay[idx] || fd < 0)
-        log_warn("key fetcher: a control message it may not send (type %d): ignored", type);
+        LOG_EVENT(LOG_LVL_WARN, "key fetcher: a control message it may not send: ignored",
+                  LOG_INT("type", type));
     else if (sup_keys_offer_fd(keys->k[idx], fd, &e) != HSMCA_OK)
-        log_warn("%s; the last good keys stay", e.msg);
+        LOG_EVENT(LOG_LVL_WARN, "key fetcher's keys refused; the last good keys stay",
+                  LOG_STR("error", e.msg));
     if (fd >= 0)
         close(fd);
 }
@@ -100,8 +103,8 @@ static void read_ctl(sup_child *from, sup_keyring *keys)
         return;
     sup_child *peer = sup_procs_peer(from);
     if (b == CTL_RESTART_PEER && peer && peer->pid) {
-        log_warn("%s reports a protocol violation: restarting the %s", from->proc->role,
-                 peer->proc->role);
+        LOG_EVENT(LOG_LVL_WARN, "a child reports a protocol violation: restarting its peer",
+                  LOG_STR("role", from->proc->role), LOG_STR("peer", peer->proc->role));
         kill(peer->pid, SIGKILL);
     } else if (b == CTL_POLICY || b == CTL_RELOAD_FAILED) {
         sup_reload_signer_said(b, sup_procs_ctl(LINK_POLICY));
@@ -122,8 +125,9 @@ static void push_keys(sup_child *c, sup_keyring *keys)
         hsmca_err e;
         uint64_t sent = 0;
         if (sup_keys_push_type(keys->k[i], c->ctl, CTL_KEYS_CLUSTER(i), &sent, &e) != HSMCA_OK)
-            log_warn("cannot send the issuer keys of cluster %d to the %s: %s", i, c->proc->role,
-                     e.msg);
+            LOG_EVENT(LOG_LVL_WARN, "cannot send the issuer keys to a child",
+                      LOG_INT("cluster_index", i), LOG_STR("role", c->proc->role),
+                      LOG_STR("error", e.msg));
         else
             c->keys_sent[i] = sent;
     }
@@ -163,19 +167,20 @@ static int check_config(const char *config_path, const char *cli_path, hsmca_con
 {
     static char config_abs[PATH_MAX];
     if (!realpath(config_path, config_abs)) {
-        log_error("config %s: %s", config_path, strerror(errno));
+        LOG_EVENT(LOG_LVL_ERROR, "config: cannot resolve the path", LOG_STR("path", config_path),
+                  LOG_STR("error", strerror(errno)));
         return EXIT_CONFIG;
     }
     *config_abs_out = config_abs;
     hsmca_err e;
     if (config_load(config_abs, cfg, &e) != HSMCA_OK || config_validate(cfg, &e) != HSMCA_OK) {
-        log_error("%s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "config refused", LOG_STR("error", e.msg));
         return EXIT_CONFIG;
     }
     /* Each child then loads the policy file for itself. */
     policy_set *pf = NULL;
     if (cfg->policy_file[0] && policy_file_load(cfg->policy_file, &pf, &e) != HSMCA_OK) {
-        log_error("%s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "policy file refused", LOG_STR("error", e.msg));
         return EXIT_CONFIG;
     }
     policy_set_free(pf);
@@ -184,16 +189,20 @@ static int check_config(const char *config_path, const char *cli_path, hsmca_con
         gid_t gid;
         if (sandbox_group_lookup("signer.groups", cfg->signer_groups.items[i], &gid, &e) !=
             HSMCA_OK) {
-            log_error("%s", e.msg);
+            LOG_EVENT(LOG_LVL_ERROR, "signer.groups refused", LOG_STR("error", e.msg));
             return EXIT_CONFIG;
         }
     }
     if (cfg->signer_groups.n && geteuid() != 0)
-        log_warn("signer.groups is not used: not started as root, the signer keeps our groups");
+        log_event(LOG_LVL_WARN,
+                  "signer.groups is not used: not started as root, the signer keeps our groups",
+                  NULL, 0);
     /* At every start, as the signer does: the operator chose it, and must keep hearing it. */
     if (cfg->audit_disabled)
-        log_warn("the audit log is off (audit.disabled: true): certificates are signed without "
-                 "a durable record");
+        log_event(LOG_LVL_WARN,
+                  "the audit log is off (audit.disabled: true): certificates are signed without "
+                  "a durable record",
+                  NULL, 0);
     return 0;
 }
 
@@ -225,7 +234,7 @@ static int read_signal(int sfd)
         return 0;
     if (si.ssi_signo == SIGHUP)
         return SIG_RELOAD;
-    log_info("signal %u: stopping", si.ssi_signo);
+    LOG_EVENT(LOG_LVL_INFO, "stopping on signal", LOG_UINT("signal", si.ssi_signo));
     return SIG_STOP;
 }
 
@@ -235,7 +244,7 @@ static int read_signal(int sfd)
  * PIN file changes. */
 static void on_sighup(sup_keyring *keys)
 {
-    log_info("SIGHUP: reloading the issuer keys and the policy file");
+    log_event(LOG_LVL_INFO, "SIGHUP: reloading the issuer keys and the policy file", NULL, 0);
     keys_refresh(keys);
     sup_reload_begin(sup_procs_ctl(LINK_POLICY_FIRST), sup_procs_ctl(LINK_POLICY));
     for (int i = 0; i < sup_procs_count(); i++) {
@@ -298,11 +307,11 @@ int supervisor_run(const char *config_path, const char *cli_path)
     static sup_keyring ring;
     hsmca_err e;
     if (keyring_start(&cfg, keys_cfg, &ring, &e) != HSMCA_OK) {
-        log_error("%s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "cannot start the issuer keys", LOG_STR("error", e.msg));
         return EXIT_CONFIG;
     }
     if (sup_procs_prepare(&cfg, cli_path, config_abs, &e) != HSMCA_OK) {
-        log_error("%s", e.msg);
+        LOG_EVENT(LOG_LVL_ERROR, "cannot prepare the children", LOG_STR("error", e.msg));
         keyring_stop(&ring);
         sup_procs_free();
         return EXIT_CONFIG;

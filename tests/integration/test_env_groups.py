@@ -118,9 +118,9 @@ class EnvGroupsTests(unittest.TestCase):
     def test_signer_signs_and_log_names_variables_not_values(self):
         self.server.issue()
         log = self.server.logtext(tail=None)  # the line is from the start
-        self.assertIn("signer environment: pkcs11.env gives ENVTEST_MODULE_VAR, "
-                      "TPM2_PKCS11_TCTI, ENVTEST_EMPTY; pkcs11.softhsm2_conf gives "
-                      "SOFTHSM2_CONF", log)
+        self.assertIn('"msg":"signer environment","pkcs11_env":"ENVTEST_MODULE_VAR, '
+                      'TPM2_PKCS11_TCTI, ENVTEST_EMPTY","pkcs11_softhsm2_conf":"SOFTHSM2_CONF"',
+                      log)
         self.assertNotIn("secret-ish", log)
         self.assertNotIn("tabrmd", log)
 
@@ -153,7 +153,7 @@ class ConfigRefusalTests(unittest.TestCase):
         code, out = serve(self.write(text))
         self.assertEqual(code, 78, out)
         self.assertIn(message, out)
-        self.assertNotIn("started signer", out)
+        self.assertNotIn('"msg":"child started","role":"signer"', out)
         return out
 
     def test_dangerous_names_refused_with_their_line(self):
@@ -205,7 +205,7 @@ class ConfigRefusalTests(unittest.TestCase):
                 code, out = serve(path)
                 self.assertEqual(code, 78, out)
                 self.assertIn(message, out)
-                self.assertNotIn("started signer", out)
+                self.assertNotIn('"msg":"child started","role":"signer"', out)
 
 
 if __name__ == "__main__":

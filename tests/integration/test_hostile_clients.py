@@ -281,8 +281,8 @@ class HostileServerCase(unittest.TestCase):
         self.assertEqual(now, self.pids, "%s: a child was restarted (pids %s, then %s)\n%s" %
                          (name, self.pids, now, self.server.logtext()))
         log = self.server.logtext()
-        self.assertNotIn("restarting frontend", log, name)
-        self.assertNotIn("restarting signer", log, name)
+        self.assertNotIn('"msg":"restarting a child","role":"frontend"', log, name)
+        self.assertNotIn('"msg":"restarting a child","role":"signer"', log, name)
 
     def attack(self, name, fn, valid_may_get=(), may_get_at_most=None):
         """Runs fn() (returns (attempts, answer)) while the valid load goes on, then

@@ -210,7 +210,7 @@ class PortInUse(unittest.TestCase):
         self.assertEqual(log.count('"msg":"cannot serve metrics (metrics.listen; \\"\\" turns the '
                                    'listener off); trying again","listen":"127.0.0.1:%d"' % port),
                          1, log)
-        self.assertNotIn("restarting metrics", log)
+        self.assertNotIn('"msg":"restarting a child","role":"metrics"', log)
 
 
 if __name__ == "__main__":

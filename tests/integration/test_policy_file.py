@@ -148,7 +148,7 @@ class BadPolicyFileTests(unittest.TestCase):
         self.assertEqual(r.returncode, 78, out)
         self.assertIn("policy.yaml:2: key 'dns_names': '*.example.com' is not a lowercase DNS "
                       "name", out)
-        self.assertNotIn("started signer", out)
+        self.assertNotIn('"msg":"child started","role":"signer"', out)
 
 
 if __name__ == "__main__":

@@ -108,7 +108,8 @@ class PublishServeTests(unittest.TestCase):
         new = wait_for(lambda: (self.publish_child() or pid) != pid and self.publish_child(), 15,
                        "publish-roots restarted")
         self.assertNotEqual(new, pid)
-        self.assertIn("publish-roots (pid %d) killed by signal 9" % pid, srv.logtext(None))
+        self.assertIn('"msg":"child killed by a signal","role":"publish-roots","child_pid":"%d",'
+                      '"signal":"9"' % pid, srv.logtext(None))
         wait_for(lambda: srv.logtext(None).count("lease acquired") > acquired, 15,
                  "the new child takes the Lease")
         self.assertNotIn("lease released", srv.logtext(None))
@@ -172,7 +173,8 @@ class PublishServeTests(unittest.TestCase):
         self.assertEqual(srv.proc.wait(timeout=60), 78, srv.logtext())
         log = srv.logtext(None)
         self.assertIn("publish.kubeconfig", log)
-        self.assertIn("publish-roots cannot start", log)
+        self.assertRegex(log, r'"msg":"child cannot start: a configuration[^"]*",'
+                              r'"role":"publish-roots"')
         self.assertEqual(self.api.writes, [])
 
 

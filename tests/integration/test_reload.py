@@ -176,7 +176,7 @@ class ReloadTests(unittest.TestCase):
             line_named = re.compile(re.escape(self.policy_path) + r":3\b")
             refused = lambda o: (o.get("proc") == "supervisor" and
                                  "policy file not reloaded" in o.get("msg", "") and
-                                 line_named.search(o.get("msg", "")) is not None)
+                                 line_named.search(o.get("error", "")) is not None)
             self.reload(POLICY_BROKEN, refused, "the broken file named with its line")
             self.wait_for(lambda o: o.get("proc") == "frontend" and
                           "reload failed" in o.get("msg", "") and

@@ -120,10 +120,10 @@ class FifoPolicyTests(ReloadFaultBase):
             refused = wait_for(lambda: self.log_has(
                 lambda o: o.get("proc") == "supervisor" and
                 "policy file not reloaded" in o.get("msg", "") and
-                self.policy_path in o.get("msg", "") and
-                "not a regular file" in o.get("msg", "")),
+                self.policy_path in o.get("error", "") and
+                "not a regular file" in o.get("error", "")),
                 "the supervisor refuses the FIFO, naming it")
-            print("refused: %s" % refused["msg"])
+            print("refused: %s" % refused["error"])
             # Its loop goes on: a child that dies is started again.
             os.kill(children["metrics"], signal.SIGKILL)
             wait_for(lambda: self.server.all_children().get("metrics") not in

@@ -164,9 +164,9 @@ class ControlRoutingTests(unittest.TestCase):
         after = self.server.wait_children(exclude=[before["frontend"]])
         self.assertEqual(after["signer"], before["signer"], self.server.logtext())
         log = self.server.logtext(None)
-        self.assertEqual(log.count("signer reports a protocol violation: restarting the "), 1,
-                         log)
-        self.assertNotIn("frontend reports a protocol violation", log)
+        violation = '"msg":"a child reports a protocol violation: restarting its peer","role":"%s"'
+        self.assertEqual(log.count(violation % "signer"), 1, log)
+        self.assertNotIn(violation % "frontend", log)
         # Requests work again on the new front end, with the same signer.
         deadline = time.time() + 30
         while True:

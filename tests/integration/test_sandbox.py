@@ -491,7 +491,7 @@ class SignerUserTests(unittest.TestCase):
         self.assertIn("signer.user 'hsmca-no-such-user' does not exist: create it with "
                       "useradd --system", out)
         # The supervisor says this only for exit status 78 (EXIT_CONFIG): no retry.
-        self.assertIn("signer cannot start: a configuration", out)
+        self.assertRegex(out, r'"msg":"child cannot start: a configuration[^"]*","role":"signer"')
         self.assertEqual(out.count("does not exist"), 1, out)
 
 

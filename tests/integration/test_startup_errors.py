@@ -51,7 +51,7 @@ class StartupErrorTests(unittest.TestCase):
         code, out = serve(path)
         self.assertEqual(code, 78, out)
         self.assertIn("bad.yaml:4: unknown key 'modul' in 'pkcs11'", out)
-        self.assertNotIn("started signer", out)
+        self.assertNotIn('"msg":"child started","role":"signer"', out)
 
     def test_wrong_type_names_its_line(self):
         d = tempfile.mkdtemp(prefix="badcfg.", dir=TMP)
@@ -159,8 +159,8 @@ class StartupErrorTests(unittest.TestCase):
         r = subprocess.run([BIN, "dev", "init", "--dir", d], capture_output=True, text=True,
                            timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertIn("this dev directory has no audit key yet: generating the Ed25519 audit key "
-                      "'audit-key' in the token", r.stdout + r.stderr)
+        self.assertIn('"msg":"this dev directory has no audit key yet: generating the audit key '
+                      'in the token","kind":"Ed25519","label":"audit-key"', r.stdout + r.stderr)
         with open(config) as f:
             self.assertIn('audit_key: "pkcs11:token=hsmca;object=audit-key;type=private"', f.read())
         listed = subprocess.run(tool + ["-O", "--type", "privkey"], capture_output=True, text=True,
@@ -176,7 +176,7 @@ class StartupErrorTests(unittest.TestCase):
         self.assertEqual(code, 78, out)
         self.assertIn("config: audit.dir is required (the signing log's directory); to sign "
                       "without a log, say audit.disabled: true", out)
-        self.assertNotIn("started signer", out)
+        self.assertNotIn('"msg":"child started","role":"signer"', out)
         self.assertFalse(os.path.exists(os.path.join(d, "audit")))
 
     def test_audit_dir_and_disabled_refused(self):
@@ -184,7 +184,7 @@ class StartupErrorTests(unittest.TestCase):
         code, out = serve(self.edit_config(d, "  dir: audit\n", "  dir: audit\n  disabled: true\n"))
         self.assertEqual(code, 78, out)
         self.assertIn("config: audit.dir and audit.disabled: true together: remove one", out)
-        self.assertNotIn("started signer", out)
+        self.assertNotIn('"msg":"child started","role":"signer"', out)
 
     def test_audit_disabled_serves_and_warns(self):
         """audit.disabled: true serves, without a log, and both the supervisor and the
@@ -285,7 +285,7 @@ class StartupErrorTests(unittest.TestCase):
         out = r.stdout + r.stderr
         self.assertEqual(r.returncode, 78, out)
         self.assertIn("cannot find the program hsmca-keyfetch", out)
-        self.assertNotIn("started signer", out)
+        self.assertNotIn('"msg":"child started","role":"signer"', out)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -204,18 +206,31 @@ static int setup(void **state)
 
 /* --- the line ---------------------------------------------------------------- */
 
+/* A printf-style line: fatal()'s (the only one), written by a child that exits 1. */
+#define FATAL_LINE(...)                                                                            \
+    do {                                                                                           \
+        fflush(NULL);                                                                              \
+        pid_t fl_pid_ = fork();                                                                    \
+        assert_true(fl_pid_ >= 0);                                                                 \
+        if (fl_pid_ == 0)                                                                          \
+            fatal(__VA_ARGS__);                                                                    \
+        int fl_st_ = 0;                                                                            \
+        assert_int_equal(waitpid(fl_pid_, &fl_st_, 0), fl_pid_);                                   \
+        assert_true(WIFEXITED(fl_st_) && WEXITSTATUS(fl_st_) == 1);                                \
+    } while (0)
+
 static void test_printf_line_shape(void **state)
 {
     cap_begin();
-    log_info("hello %d", 5);
-    log_warn("second");
+    FATAL_LINE("hello %d", 5);
+    log_event(LOG_LVL_WARN, "second", NULL, 0);
     captured c = cap_end();
     assert_int_equal(c.n, 2);
     static const char *const keys[] = {"ts", "lvl", "proc", "pid", "msg"};
     assert_keys(c.obj[0], keys, 5);
-    assert_string_equal(jstr(c.obj[0], "lvl", NULL), "info");
+    assert_string_equal(jstr(c.obj[0], "lvl", NULL), "error");
     assert_string_equal(jstr(c.obj[0], "proc", NULL), "test_log");
-    assert_int_equal(jint(c.obj[0], "pid"), getpid());
+    assert_int_not_equal(jint(c.obj[0], "pid"), getpid()); /* the child's */
     assert_int_equal(strlen(jstr(c.obj[0], "ts", NULL)), strlen("2026-11-01T12:00:00.000Z"));
     assert_string_equal(jstr(c.obj[0], "msg", NULL), "hello 5");
     assert_string_equal(jstr(c.obj[1], "lvl", NULL), "warn");
@@ -228,9 +243,9 @@ static void test_level_filter(void **state)
 {
     log_set_level(LOG_LVL_WARN);
     cap_begin();
-    log_info("hidden");
+    log_event(LOG_LVL_INFO, "hidden", NULL, 0);
     LOG_EVENT(LOG_LVL_INFO, "hidden", LOG_STR("k", "v"));
-    log_warn("shown");
+    log_event(LOG_LVL_WARN, "shown", NULL, 0);
     LOG_EVENT(LOG_LVL_ERROR, "shown too", LOG_STR("k", "v"));
     captured c = cap_end();
     log_set_level(LOG_LVL_DEBUG);
@@ -285,7 +300,7 @@ static void test_quotes_backslashes_controls(void **state)
     static const char in[] = "a\"b\\c\nd\te\rf\x01g\x1fh\x7fi}\",\"lvl\":\"x";
     cap_begin();
     LOG_EVENT(LOG_LVL_INFO, "m", LOG_BYTES("v", in, sizeof(in) - 1));
-    log_info("%s", in);
+    FATAL_LINE("%s", in);
     captured c = cap_end();
     assert_int_equal(c.n, 2);
     /* JSON decodes control characters back; a backslash decodes to two. */
@@ -294,6 +309,7 @@ static void test_quotes_backslashes_controls(void **state)
     assert_string_equal(jstr(c.obj[1], "msg", NULL),
                         "a\"b\\\\c\nd\te\rf\x01g\x1fh\x7fi}\",\"lvl\":\"x");
     assert_string_equal(jstr(c.obj[0], "lvl", NULL), "info");
+    assert_string_equal(jstr(c.obj[1], "lvl", NULL), "error");
     for (size_t i = 0; i < 2; i++) {
         assert_non_null(strstr(c.raw[i], "a\\\"b\\\\\\\\c\\nd\\te\\rf\\u0001g\\u001fh\\u007fi"));
         for (size_t j = 0; j < c.len[i]; j++)
@@ -311,7 +327,7 @@ static void test_valid_utf8_kept(void **state)
                              "\xef\xbf\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf";
     cap_begin();
     LOG_EVENT(LOG_LVL_INFO, "m", LOG_STR("v", in));
-    log_info("requester=%s", in);
+    FATAL_LINE("requester=%s", in);
     captured c = cap_end();
     assert_int_equal(c.n, 2);
     size_t n;
@@ -356,7 +372,7 @@ static void test_invalid_utf8_shown_as_hex(void **state)
     }
     /* The printf path escapes the same way. */
     cap_begin();
-    log_warn("from %s: %s", "\xc0\xaf\xed\xa0\x80", "\xf5\x80\"");
+    FATAL_LINE("from %s: %s", "\xc0\xaf\xed\xa0\x80", "\xf5\x80\"");
     captured c = cap_end();
     assert_int_equal(c.n, 1);
     assert_string_equal(jstr(c.obj[0], "msg", NULL),
@@ -386,7 +402,7 @@ static void test_nul_escaped_not_truncated(void **state)
     cap_begin();
     LOG_EVENT(LOG_LVL_INFO, "m", LOG_BYTES("reason", "bad\0tail", 8),
               LOG_BYTES("requester", "\0\0x", 3));
-    log_info("a%cb", 0);
+    FATAL_LINE("a%cb", 0);
     captured c = cap_end();
     assert_int_equal(c.n, 2);
     size_t n;
@@ -464,7 +480,7 @@ static void test_long_requester_capped(void **state)
     cap_begin();
     LOG_EVENT(LOG_LVL_WARN, "refused request", LOG_STR("reason", "SAN not allowed"),
               LOG_BYTES("requester", requester, big), LOG_STR("after", "still here"));
-    log_warn("refused request 9 from %s: %s", requester, "SAN not allowed");
+    FATAL_LINE("refused request 9 from %s: %s", requester, "SAN not allowed");
     captured c = cap_end();
     free(requester);
     assert_int_equal(c.n, 2);
@@ -510,7 +526,7 @@ static void test_cap_at_utf8_boundary(void **state)
     memcpy(in + LOG_MSG_MAX - 2, "\xe6\x97\xa5", 3);
     in[LOG_MSG_MAX + 8] = '\0';
     cap_begin();
-    log_info("%s", in);
+    FATAL_LINE("%s", in);
     captured c = cap_end();
     assert_int_equal(c.n, 1);
     jstr(c.obj[0], "msg", &n);
@@ -598,7 +614,7 @@ static void test_proc_name_sanitised(void **state)
 {
     log_init("bad\"proc\nname-that-is-much-longer-than-thirty-one");
     cap_begin();
-    log_info("x");
+    log_event(LOG_LVL_INFO, "x", NULL, 0);
     captured c = cap_end();
     log_init("test_log");
     assert_int_equal(c.n, 1);
@@ -635,7 +651,7 @@ static void test_limiter_flood(void **state)
             LOG_EVENT(LOG_LVL_WARN, "refused request", LOG_STR("reason", "flood"), LOG_STR("i", t));
         }
         if (i % OTHER_EVERY == 0)
-            log_info("other line %zu", others++);
+            LOG_EVENT(LOG_LVL_INFO, "other line", LOG_UINT("n", others++));
     }
     log_limiter_flush(l, (double)(TOTAL - 1) / RATE); /* window not over: nothing */
     log_limiter_flush(l, (double)TOTAL / RATE + 1.0);
@@ -663,8 +679,9 @@ static void test_limiter_flood(void **state)
             in_segment = 0;
         } else {
             char want[32];
-            snprintf(want, sizeof(want), "other line %zu", seen_other++);
-            assert_string_equal(msg, want); /* all of them, in order */
+            snprintf(want, sizeof(want), "%zu", seen_other++);
+            assert_string_equal(msg, "other line");
+            assert_string_equal(jstr(c.obj[k], "n", NULL), want); /* all of them, in order */
         }
     }
     assert_int_equal(seen_other, others);
