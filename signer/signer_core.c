@@ -540,7 +540,7 @@ static int close_audit(signer_ctx *s)
         audit_publish_free(s->publish);
         return 1;
     }
-    signer_audit_flush_summaries(s, util_mono_now() + 3600); /* every window is over */
+    signer_audit_flush_summaries(s, util_mono_now() + SIGNER_PAST_EVERY_WINDOW_S);
     audit_entry a = {.kind = AUDIT_STOP};
     uint64_t seq;
     hsmca_err e;
@@ -592,7 +592,7 @@ void signer_stop_all(signer_ctx *s)
     serial_set_free(s->serials);
     rate_limiter_free(s->rate);
     if (s->refusals) /* at stop, the last window is over: report what it suppressed */
-        log_limiter_flush(s->refusals, util_mono_now() + 3600);
+        log_limiter_flush(s->refusals, util_mono_now() + SIGNER_PAST_EVERY_WINDOW_S);
     log_limiter_free(s->refusals);
     window_limiter_free(s->deny_limit);
     window_limiter_free(s->frontend_deny_limit);

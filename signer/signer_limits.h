@@ -78,4 +78,8 @@ static inline unsigned signer_worker_count(unsigned sessions)
  * hundred intents, and bounded, so a token that hangs holds this many at most. */
 #define SIGNER_MAX_STAGED 512
 
+/* A time this far past now is past every window of the refusal and summary limiters
+ * (each at most a minute): flushing "as of now + this" writes every count held. */
+#define SIGNER_PAST_EVERY_WINDOW_S 3600.0
+
 #endif
