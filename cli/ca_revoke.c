@@ -72,29 +72,45 @@ static int normalize(const char *in, char *out, size_t cap)
     return 1;
 }
 
-static int revoke_call(const char *config, const char *sock, const char *serial,
-                       const char *reason, int force)
+/* Sends req (consumed) to the signer's admin socket: its reply (caller frees), or NULL
+ * with the reason printed. */
+static json_t *ask(const char *config, const char *sock, json_t *req)
 {
-    json_t *req = json_pack("{s:s, s:s, s:s, s:b}", "op", "ca-revoke", "serial", serial,
-                            "reason", reason, "force_unknown", force),
-           *r = NULL;
+    json_t *r = NULL;
     hsmca_err e;
     hsmca_code rc = req ? admin_call(config, sock, req, &r, &e)
                         : hsmca_fail(&e, HSMCA_ENOMEM, "out of memory");
     json_decref(req);
     if (rc != HSMCA_OK) {
         fprintf(stderr, "hsmca ca revoke: %s\n", e.msg);
-        return 1;
+        return NULL;
     }
-    const char *kind = json_string_value(json_object_get(r, "kind"));
+    return r;
+}
+
+/* The CRL line of a revocation's reply. */
+static void print_crl(json_t *r)
+{
     const char *crl_error = json_string_value(json_object_get(r, "crl_error"));
-    printf("revoked serial %s (%s), reason %s: audit log seq %lld\n", serial, kind ? kind : "?",
-           reason, (long long)json_integer_value(json_object_get(r, "seq")));
     if (crl_error)
         printf("no new CRL yet (the signer tries again): %s\n", crl_error);
     else
         printf("CRL number %lld written to crl.path\n",
                (long long)json_integer_value(json_object_get(r, "crl_number")));
+}
+
+static int revoke_call(const char *config, const char *sock, const char *serial,
+                       const char *reason, int force)
+{
+    json_t *r = ask(config, sock,
+                    json_pack("{s:s, s:s, s:s, s:b}", "op", "ca-revoke", "serial", serial,
+                              "reason", reason, "force_unknown", force));
+    if (!r)
+        return 1;
+    const char *kind = json_string_value(json_object_get(r, "kind"));
+    printf("revoked serial %s (%s), reason %s: audit log seq %lld\n", serial, kind ? kind : "?",
+           reason, (long long)json_integer_value(json_object_get(r, "seq")));
+    print_crl(r);
     json_decref(r);
     return 0;
 }
@@ -120,22 +136,16 @@ static int identity_call(const char *config, const char *sock, const char *id, c
                          const char *reason, int64_t until, int lift)
 {
     json_t *req = json_pack("{s:s, s:s}", "op", "ca-revoke-identity", id ? "identity" : "namespace",
-                            id ? id : ns),
-           *r = NULL;
+                            id ? id : ns);
     if (req && lift)
         json_object_set_new(req, "lift", json_true());
     if (req && !lift) {
         json_object_set_new(req, "reason", json_string(reason));
         json_object_set_new(req, "until", json_integer(until));
     }
-    hsmca_err e;
-    hsmca_code rc = req ? admin_call(config, sock, req, &r, &e)
-                        : hsmca_fail(&e, HSMCA_ENOMEM, "out of memory");
-    json_decref(req);
-    if (rc != HSMCA_OK) {
-        fprintf(stderr, "hsmca ca revoke: %s\n", e.msg);
+    json_t *r = ask(config, sock, req);
+    if (!r)
         return 1;
-    }
     const char *target = json_string_value(json_object_get(r, "identity"));
     long long seq = (long long)json_integer_value(json_object_get(r, "seq"));
     if (lift) {
@@ -151,12 +161,7 @@ static int identity_call(const char *config, const char *sock, const char *id, c
            (long long)json_integer_value(json_object_get(r, "revoked")));
     for (size_t i = 0; i < json_array_size(serials); i++)
         printf("  serial %s\n", json_string_value(json_array_get(serials, i)));
-    const char *crl_error = json_string_value(json_object_get(r, "crl_error"));
-    if (crl_error)
-        printf("no new CRL: %s\n", crl_error);
-    else
-        printf("CRL number %lld written to crl.path\n",
-               (long long)json_integer_value(json_object_get(r, "crl_number")));
+    print_crl(r);
     json_decref(r);
     return 0;
 }
