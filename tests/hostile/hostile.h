@@ -223,6 +223,8 @@ Hsmca__Ipc__SignReply *hf_recv_reply(int fd, int timeout_ms, uint64_t *rid, cons
 /* Waits for the reply to id; a reply to another request fails the test too. */
 Hsmca__Ipc__SignReply *hf_await_reply(int fd, uint64_t id, int timeout_ms);
 /* Sends tbs on the current connection and waits for its reply. */
+/* Sends req as the front end would (a new id, returned); fails the test if it cannot. */
+uint64_t hf_send_sign_request(int fd, const Hsmca__Ipc__SignRequest *req);
 Hsmca__Ipc__SignReply *hf_sign(uint32_t profile, const uint8_t *tbs, size_t len);
 /* One raw packet of n bytes on the front end connection. */
 void hf_send_raw(const uint8_t *p, size_t n);

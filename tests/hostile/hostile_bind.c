@@ -89,17 +89,7 @@ static Hsmca__Ipc__SignReply *sign_as(const uint8_t *tbs, size_t len, const char
         req.token = (char *)token;
     if (g_cluster)
         req.cluster = (char *)g_cluster;
-    size_t n = hsmca__ipc__sign_request__get_packed_size(&req);
-    assert_true(n <= IPC_MAX_PAYLOAD);
-    uint8_t *buf = malloc(n);
-    assert_non_null(buf);
-    hsmca__ipc__sign_request__pack(&req, buf);
-    uint64_t id = hf.next_id++;
-    hsmca_err e;
-    hsmca_code rc = ipc_send(hf.ipc, IPC_SIGN_REQ, id, buf, n, &e);
-    free(buf);
-    if (rc != HSMCA_OK)
-        fail_msg("ipc_send: %s", e.msg);
+    uint64_t id = hf_send_sign_request(hf.ipc, &req);
     return hf_await_reply(hf.ipc, id, HF_REPLY_MS);
 }
 

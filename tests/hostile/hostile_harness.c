@@ -86,11 +86,16 @@ uint64_t hf_send_request(int fd, uint32_t profile, const uint8_t *tbs, size_t le
     req.requester = (char *)HF_SPIFFE_ID;
     req.csr_sha256.data = csr_sha;
     req.csr_sha256.len = sizeof(csr_sha);
-    size_t n = hsmca__ipc__sign_request__get_packed_size(&req);
+    return hf_send_sign_request(fd, &req);
+}
+
+uint64_t hf_send_sign_request(int fd, const Hsmca__Ipc__SignRequest *req)
+{
+    size_t n = hsmca__ipc__sign_request__get_packed_size(req);
     assert_true(n <= IPC_MAX_PAYLOAD);
     uint8_t *buf = malloc(n);
     assert_non_null(buf);
-    hsmca__ipc__sign_request__pack(&req, buf);
+    hsmca__ipc__sign_request__pack(req, buf);
     uint64_t id = hf.next_id++;
     hsmca_err e;
     hsmca_code rc = ipc_send(fd, IPC_SIGN_REQ, id, buf, n, &e);
